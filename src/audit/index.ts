@@ -1,0 +1,2 @@
+export { NdjsonRecordSink, type RecordSink, type NdjsonSinkOptions } from './records.js';
+export { RecordPublisher, type RecordSubscriber } from './publisher.js';

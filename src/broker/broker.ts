@@ -1,0 +1,76 @@
+/**
+ * The broker: runs every `tools/call` through the ordered call path and turns the settled call
+ * into an answer (seed 002_7bce204a86c1c7ba.txt; DESIGN.md "Contract").
+ *
+ * A refusal is a `CallToolResult` with `isError: true`, one line of text naming the outcome and
+ * reason, and `_meta` with the outcome and call id, so the model can react. A result that
+ * carries the upstream's body keeps every block, `structuredContent` and `_meta` key, with the
+ * outcome and call id added to `_meta`.
+ */
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Clock } from '../shared/clock.js';
+import { newCallId } from '../shared/ids.js';
+import { compose, type Stage } from './runner.js';
+import { CALL_ID_META_KEY, carriesResult, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
+import type { BrokerCall, CallerSession, CallRecord, CallRequest, ToolTarget } from './types.js';
+
+/** What the broker answered for one call. */
+export interface BrokerAnswer {
+  readonly callId: string;
+  readonly outcome: Outcome;
+  /** HTTP status of the outcome (Contract table). */
+  readonly status: number;
+  /** What an MCP client receives. */
+  readonly result: CallToolResult;
+  readonly reason?: string;
+  /** The record as written; absent only when it could not be written. */
+  readonly record?: CallRecord;
+  /** The resolved target, when the name was known. */
+  readonly target?: ToolTarget;
+}
+
+export class Broker {
+  private readonly path: (call: BrokerCall) => Promise<void>;
+
+  constructor(
+    stages: readonly Stage[],
+    private readonly clock: Clock,
+  ) {
+    this.path = compose(stages);
+  }
+
+  /** Runs one call through every stage. Never throws. */
+  async call(request: CallRequest, session: CallerSession, target?: ToolTarget): Promise<BrokerAnswer> {
+    const call: BrokerCall = {
+      callId: newCallId(),
+      request,
+      session,
+      startedAt: this.clock.now(),
+      target,
+      signal: request.signal,
+      attempts: 0,
+      bytesOut: 0,
+      notes: {},
+    };
+    await this.path(call);
+    const outcome = call.outcome ?? 'guard_error';
+    return {
+      callId: call.callId,
+      outcome,
+      status: OUTCOME_STATUS[outcome],
+      result: toCallToolResult(call, outcome),
+      reason: call.reason,
+      record: call.record,
+      target: call.target,
+    };
+  }
+}
+
+function toCallToolResult(call: BrokerCall, outcome: Outcome): CallToolResult {
+  const meta = { [OUTCOME_META_KEY]: outcome, [CALL_ID_META_KEY]: call.callId };
+  if (carriesResult(outcome) && call.result) {
+    return { ...call.result, _meta: { ...call.result._meta, ...meta } };
+  }
+  const reason = call.reason ? `: ${call.reason}` : '';
+  return { content: [{ type: 'text', text: `${outcome}${reason}` }], isError: true, _meta: meta };
+}

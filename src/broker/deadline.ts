@@ -1,0 +1,73 @@
+/**
+ * The deadline stage (issue 3 §4, case F18): sets `call.deadline` from the tool's, server's or
+ * broker's `timeoutMs` (most specific wins) and aborts `call.signal` when it passes, which
+ * cancels the upstream request (`notifications/cancelled`). A passed deadline settles the call
+ * as `timeout`; a downstream cancel as `cancelled`. With `extendOnProgress`, each progress
+ * update moves the deadline to `now + timeoutMs`, never past `startedAt + maxTotalTimeoutMs`.
+ */
+import type { Clock } from '../shared/clock.js';
+import type { Stage } from './runner.js';
+import { refuse, type BrokerCall } from './types.js';
+
+export interface DeadlineDeps {
+  clock: Clock;
+  /** The call's `timeoutMs`: per tool, else per server, else `broker.timeoutMs`. */
+  timeoutFor(call: BrokerCall): number;
+  extendOnProgress: boolean;
+  maxTotalTimeoutMs: number;
+}
+
+/** Abort reason at the deadline. */
+export class DeadlineExceeded extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`deadline of ${timeoutMs} ms passed`);
+    this.name = 'DeadlineExceeded';
+  }
+}
+
+export function deadlineStage(deps: DeadlineDeps): Stage {
+  return {
+    name: 'deadline',
+    async run(call, next) {
+      const timeoutMs = deps.timeoutFor(call);
+      const cap = call.startedAt + deps.maxTotalTimeoutMs;
+      call.hardDeadline = deps.extendOnProgress ? cap : Math.min(cap, call.startedAt + timeoutMs);
+      const controller = new AbortController();
+      const downstream = call.request.signal;
+      const onCancel = () => controller.abort(downstream.reason ?? new Error('cancelled by the client'));
+      if (downstream.aborted) onCancel();
+      else downstream.addEventListener('abort', onCancel, { once: true });
+
+      let cancelTimer = () => {};
+      const arm = (at: number) => {
+        cancelTimer();
+        call.deadline = Math.min(at, cap);
+        const delay = Math.max(0, call.deadline - deps.clock.now());
+        cancelTimer = deps.clock.setTimer(delay, () => controller.abort(new DeadlineExceeded(timeoutMs)));
+      };
+      arm(deps.clock.now() + timeoutMs);
+      call.signal = controller.signal;
+      const extend = deps.extendOnProgress ? () => !controller.signal.aborted && arm(deps.clock.now() + timeoutMs) : undefined;
+      const progressHook = extend ? (progressListeners.set(call, extend), true) : false;
+      try {
+        await next();
+      } finally {
+        cancelTimer();
+        downstream.removeEventListener('abort', onCancel);
+        if (progressHook) progressListeners.delete(call);
+      }
+      if (controller.signal.aborted && call.outcome !== 'ok' && call.outcome !== 'tool_error') {
+        const reason = controller.signal.reason;
+        if (reason instanceof DeadlineExceeded) refuse(call, 'timeout', `${reason.message}; the upstream request was cancelled`);
+        else refuse(call, 'cancelled', 'cancelled by the client');
+      }
+    },
+  };
+}
+
+const progressListeners = new WeakMap<BrokerCall, () => void>();
+
+/** Tells the deadline stage a progress update arrived (extends the deadline where configured). */
+export function noteProgress(call: BrokerCall): void {
+  progressListeners.get(call)?.();
+}

@@ -1,0 +1,78 @@
+/**
+ * The invoke stage: one attempt at the call through the router (`dispatch`), with the call's
+ * signal (deadline and downstream cancel). Reads the outcome off the answer:
+ * a result → `ok`, or `tool_error` when the handler reported its own failure (seed 000);
+ * a throw → `invalid_arguments` (-32602 from the upstream), `guard_error` (a scope escape),
+ * or `upstream_error` (transport fault, protocol error, 429/5xx), marked retryable where a
+ * read-only tool may try again. The inner-most stage: it calls no `next()`.
+ */
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { BrokerError, messageOf } from '../shared/errors.js';
+import { handlerFailure } from './handler-failure.js';
+import type { Stage } from './runner.js';
+import { refuse, type BrokerCall } from './types.js';
+
+/** Runs one attempt of a call; owned by the router. */
+export interface Dispatcher {
+  dispatch(call: BrokerCall): Promise<CallToolResult>;
+}
+
+/** BrokerError codes that are guard refusals, not upstream faults. */
+const GUARD_CODES = new Set(['rest_host_escape', 'estate_scope_escape', 'guard_error']);
+
+export function invokeStage(deps: { router: Dispatcher }): Stage {
+  return {
+    name: 'invoke',
+    async run(call) {
+      call.attempts++;
+      call.retryable = false;
+      call.retryAfterMs = undefined;
+      call.outcome = undefined;
+      call.reason = undefined;
+      let result: CallToolResult;
+      try {
+        result = await deps.router.dispatch(call);
+      } catch (err) {
+        classifyFailure(call, err);
+        return;
+      }
+      call.result = result;
+      const failure = handlerFailure(result);
+      call.outcome = failure === null ? 'ok' : 'tool_error';
+      if (failure !== null) call.reason = oneLine(failure);
+    },
+  };
+}
+
+function classifyFailure(call: BrokerCall, err: unknown): void {
+  if (err instanceof BrokerError) {
+    if (GUARD_CODES.has(err.code)) return refuse(call, 'guard_error', err.code === 'guard_error' ? messageOf(err) : `${err.code}: ${messageOf(err)}`);
+    if (err.code === 'invalid_arguments') return refuse(call, 'invalid_arguments', messageOf(err));
+    if (err.code === 'denied') return refuse(call, 'denied', messageOf(err));
+    const data = err.data as { httpStatus?: number; retryAfterMs?: number } | undefined;
+    refuse(call, 'upstream_error', messageOf(err));
+    call.retryable = err.code === 'upstream_unavailable' || isRetryableStatus(data?.httpStatus) || err.code === 'transport_error';
+    call.retryAfterMs = data?.retryAfterMs;
+    return;
+  }
+  if (err instanceof McpError) {
+    if (err.code === -32602) return refuse(call, 'invalid_arguments', oneLine(err.message));
+    refuse(call, 'upstream_error', oneLine(err.message));
+    // -32000 connection closed, -32001 request timeout from the transport: transport faults.
+    call.retryable = err.code === -32000 || err.code === -32001;
+    return;
+  }
+  const httpStatus = (err as { code?: unknown })?.code;
+  refuse(call, 'upstream_error', messageOf(err));
+  call.retryable = typeof httpStatus === 'number' ? isRetryableStatus(httpStatus) : true;
+}
+
+function isRetryableStatus(status: number | undefined): boolean {
+  return status === 429 || (status !== undefined && status >= 500 && status < 600);
+}
+
+function oneLine(text: string): string {
+  const line = text.replace(/\s*\n\s*/g, ' ').trim();
+  return line.length > 300 ? `${line.slice(0, 297)}...` : line;
+}

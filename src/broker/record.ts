@@ -1,0 +1,84 @@
+/**
+ * The record stage (seed 002 step 9; DESIGN.md "Contract"): after everything inside it has
+ * settled the call, writes exactly one record and only then lets the answer go. When the record
+ * cannot be written, a call that carried a result is refused `guard_error` and the result
+ * withheld (the upstream side effect may have happened); a call already refused keeps its
+ * outcome (a deny is never re-labelled), and the failure is logged.
+ */
+import type { RecordSink } from '../audit/records.js';
+import type { Clock } from '../shared/clock.js';
+import { messageOf } from '../shared/errors.js';
+import type { Logger } from '../shared/logger.js';
+import { carriesResult, OUTCOME_STATUS } from './outcomes.js';
+import type { Stage } from './runner.js';
+import { refuse, type BrokerCall, type CallRecord } from './types.js';
+
+export interface RecordDeps {
+  records: RecordSink;
+  clock: Clock;
+  logger: Logger;
+  /** Makes argument values safe to keep: the scrubber's `value`. */
+  scrubArgs: (args: unknown) => unknown;
+}
+
+export function recordStage(deps: RecordDeps): Stage {
+  return {
+    name: 'record',
+    async run(call, next) {
+      await next();
+      if (!call.outcome) refuse(call, 'guard_error', 'the call path ended without an outcome');
+      if (call.result) call.bytesOut = approximateJsonBytes(call.result);
+      const record = buildRecord(call, deps);
+      try {
+        await deps.records.append(record);
+        call.record = record;
+      } catch (err) {
+        deps.logger.error({ callId: call.callId, err: messageOf(err) }, 'call record could not be written');
+        if (carriesResult(call.outcome!)) {
+          refuse(
+            call,
+            'guard_error',
+            `the call record could not be written (${messageOf(err)}); the result is withheld, and the upstream side effect may have happened`,
+          );
+          call.bytesOut = 0;
+        }
+      }
+    },
+  };
+}
+
+export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | 'scrubArgs'>): CallRecord {
+  const outcome = call.outcome!;
+  const record: CallRecord = {
+    ts: new Date(call.startedAt).toISOString(),
+    callId: call.callId,
+    sessionId: call.session.sessionId,
+    principal: call.session.principal,
+    unit: call.session.unit,
+    subject: call.target ? `${call.target.server}/${call.target.toolName}` : `?/${call.request.name}`,
+    name: call.request.name,
+    outcome,
+    status: OUTCOME_STATUS[outcome],
+    durationMs: Math.max(0, deps.clock.now() - call.startedAt),
+    attempts: call.attempts,
+    bytesOut: call.bytesOut,
+    args: deps.scrubArgs(call.request.args),
+  };
+  if (call.reason !== undefined && outcome !== 'ok') record.reason = call.reason;
+  if (call.notes.breaker) record.breaker = call.notes.breaker;
+  if (call.notes.stripped?.length) record.stripped = call.notes.stripped;
+  return record;
+}
+
+/** Bytes of the value as JSON, without serialising it: strings measured natively, structure estimated. */
+export function approximateJsonBytes(value: unknown, depth = 0): number {
+  if (typeof value === 'string') return Buffer.byteLength(value) + 2;
+  if (value === null || typeof value !== 'object' || depth > 64) return String(value).length;
+  let total = 2;
+  if (Array.isArray(value)) {
+    for (const v of value) total += approximateJsonBytes(v, depth + 1) + 1;
+    return total;
+  }
+  for (const [k, v] of Object.entries(value)) total += k.length + 4 + approximateJsonBytes(v, depth + 1);
+  return total;
+}

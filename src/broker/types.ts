@@ -1,0 +1,122 @@
+/**
+ * One `tools/call` as it moves through the broker path (seed 002_7bce204a86c1c7ba.txt).
+ * Stages read and write this object; the runner owns its lifecycle.
+ */
+import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
+import type { Outcome } from './outcomes.js';
+
+/** Where a call is going, as the registry and router know it. */
+export interface ToolTarget {
+  /** Advertised name. */
+  readonly name: string;
+  /** Server key (`broker`, `estate` for the broker's own tools). */
+  readonly server: string;
+  /** The tool's own name at its server. */
+  readonly toolName: string;
+  /** `active`, `disabled` (by config), `gone` (its upstream is not serving it now). */
+  readonly state: 'active' | 'disabled' | 'gone';
+  /** `upstream` (an MCP or rest upstream) or `local` (a function tool served by the router). */
+  readonly source: 'upstream' | 'local';
+  /** The definition as advertised; present when active. */
+  readonly definition?: Tool;
+  /** Pin of the definition (sha256); present when active. */
+  readonly hash?: string;
+}
+
+/** The downstream side of a call: who is calling, and how to reach them. */
+export interface CallerSession {
+  /** Downstream session id; `api` calls get a fresh one. */
+  readonly sessionId: string;
+  /** Who: `local` for the stdio client, a configured principal name over HTTP. */
+  readonly principal: string;
+  /** Budget scope: a session, or an API caller's unit. */
+  readonly unit: string;
+  /** What the downstream client declared at initialize. */
+  readonly clientCapabilities?: ClientCapabilities;
+  /** Asks the human through `elicitation/create`; absent when the client cannot. */
+  elicit?(params: ElicitRequest['params'], options: { timeoutMs: number; signal?: AbortSignal }): Promise<ElicitResult>;
+  /** Whether the downstream connection is still there to receive an answer. */
+  isLive(): boolean;
+  /** Sends an MCP log notification to this session at `level` (publish stage). */
+  log?(level: 'debug' | 'info' | 'warning' | 'error', data: unknown): void;
+}
+
+/** The request as received. */
+export interface CallRequest {
+  readonly name: string;
+  readonly args: Record<string, unknown>;
+  /** The downstream request's `_meta`, minus the progress token. */
+  readonly meta?: Record<string, unknown>;
+  /** Aborted when the downstream client cancels. */
+  readonly signal: AbortSignal;
+  /** Forwards progress to the downstream client; absent when it sent no progress token. */
+  readonly onProgress?: (update: ProgressUpdate) => void;
+  /** Re-issues upstream→client requests (sampling, elicitation, roots) to the calling session. */
+  readonly onServerRequest?: ServerRequestHandler;
+}
+
+/** The record written for every judged call (DESIGN.md "Contract"). */
+export interface CallRecord {
+  ts: string;
+  callId: string;
+  sessionId: string;
+  principal: string;
+  unit: string;
+  /** `server/tool`. */
+  subject: string;
+  /** Advertised name. */
+  name: string;
+  outcome: Outcome;
+  status: number;
+  durationMs: number;
+  attempts: number;
+  bytesOut: number;
+  reason?: string;
+  args: unknown;
+  /** Breaker state of the tool after the call (`closed`, `open`, `half_open`), when known. */
+  breaker?: string;
+  /** Argument names stripped before the call (rest tools). */
+  stripped?: string[];
+}
+
+/** The mutable state of one call inside the broker. */
+export interface BrokerCall {
+  readonly callId: string;
+  readonly request: CallRequest;
+  readonly session: CallerSession;
+  /** ms since the epoch, from the broker's clock. */
+  readonly startedAt: number;
+  target?: ToolTarget;
+  /** Absolute time (ms since the epoch) at which the call is cancelled as `timeout`. */
+  deadline?: number;
+  /** Absolute time past which no extension of the deadline goes (`maxTotalTimeoutMs`). */
+  hardDeadline?: number;
+  /** Aborted at the deadline or on downstream cancel; what the invoke stage passes upstream. */
+  signal: AbortSignal;
+  /** Whether the tool counts as read-only (retry, read-only mode). */
+  readOnly?: boolean;
+  /** Upstream invocations made (0 when refused before invoke). */
+  attempts: number;
+  /** Set when settled; `ok` with a result, or a refusal. */
+  outcome?: Outcome;
+  reason?: string;
+  result?: CallToolResult;
+  /** Size of the answered result, in bytes of JSON. */
+  bytesOut: number;
+  /** Whether the last attempt failed in a way a read-only tool may retry (transport, 429, 5xx). */
+  retryable?: boolean;
+  /** A `Retry-After` the upstream sent with its last failure, in ms. */
+  retryAfterMs?: number;
+  /** Extra fields for the record (breaker state, stripped arguments). */
+  notes: Partial<Pick<CallRecord, 'breaker' | 'stripped'>>;
+  /** Written by the record stage. */
+  record?: CallRecord;
+}
+
+/** Settles a call as a refusal: the result is withheld. */
+export function refuse(call: BrokerCall, outcome: Outcome, reason: string): void {
+  call.outcome = outcome;
+  call.reason = reason;
+  call.result = undefined;
+}

@@ -1,0 +1,2 @@
+export * from './schema.js';
+export { loadConfigFile, parseConfig, type LoadedConfig } from './load.js';

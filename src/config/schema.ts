@@ -1,0 +1,325 @@
+/**
+ * The `servers.json` schema: a superset of the `mcpServers` format of Claude Desktop, Cursor and
+ * VS Code (DESIGN.md, "Contract"). Every default lives here and nowhere else.
+ */
+import { z } from 'zod';
+import { DEFAULT_INHERITED_ENV } from '../upstream/spawn-env.js';
+
+/** Server keys: `^[A-Za-z0-9][A-Za-z0-9_-]*$`, no `__`, not a reserved prefix. */
+export const SERVER_KEY = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
+/** Names reserved for the broker's own tools. */
+export const RESERVED_SERVER_NAMES = ['broker', 'estate'] as const;
+
+/** Default deadline of one call, in ms. */
+export const DEFAULT_TIMEOUT_MS = 60_000;
+
+const ms = (max = 24 * 3600_000) => z.number().int().min(1).max(max);
+const stringMap = z.record(z.string(), z.string());
+
+/** Per-tool overrides inside a server: `tools: {"<toolName>": {timeoutMs, readOnly, disabled}}`. */
+const toolOverride = z
+  .object({
+    /** Deadline for this tool, in ms; wins over the server's and the broker's. */
+    timeoutMs: ms().optional(),
+    /** Treat as read-only (retry on transport faults, allowed in `read-only` mode). */
+    readOnly: z.boolean().optional(),
+    /** Hide and refuse this tool (`unregistered`, reason `disabled`). */
+    disabled: z.boolean().optional(),
+  })
+  .strict();
+
+const commonServer = {
+  /** Advertised-name prefix: a string, or `false` for bare names. Default: the server key. */
+  prefix: z.union([z.string().regex(SERVER_KEY, 'must match ^[A-Za-z0-9][A-Za-z0-9_-]*$'), z.literal(false)]).optional(),
+  /** Deadline for this server's calls, in ms; default `broker.timeoutMs`. */
+  timeoutMs: ms().optional(),
+  /** Time allowed for connect plus the first listing, in ms. */
+  connectTimeoutMs: ms().default(30_000),
+  /** `/readyz` waits for this server. */
+  required: z.boolean().default(false),
+  /** Configured but not started. */
+  disabled: z.boolean().default(false),
+  /** Per-tool overrides, keyed by the upstream's own tool name. */
+  tools: z.record(z.string(), toolOverride).default({}),
+};
+
+/** A stdio upstream; `command: "node"` runs with this Node (`process.execPath`). */
+export const stdioServerSchema = z
+  .object({
+    type: z.literal('stdio').optional(),
+    command: z.string().min(1),
+    args: z.array(z.string()).default([]),
+    /** Environment given to the child on top of the inherited names; wins over them. */
+    env: stringMap.default({}),
+    /** Extra names inherited from our environment, beside `broker.env.inherit`. */
+    inheritEnv: z.array(z.string()).default([]),
+    /** Working directory; default the folder of `servers.json`. */
+    cwd: z.string().optional(),
+    ...commonServer,
+  })
+  .strict();
+
+/** A Streamable HTTP upstream. */
+export const httpServerSchema = z
+  .object({
+    type: z.union([z.literal('http'), z.literal('streamable-http'), z.literal('streamableHttp')]),
+    url: z.url(),
+    headers: stringMap.default({}),
+    ...commonServer,
+  })
+  .strict();
+
+/** A legacy SSE upstream (`GET /sse` + `POST /messages`). */
+export const sseServerSchema = z
+  .object({
+    type: z.literal('sse'),
+    url: z.url(),
+    headers: stringMap.default({}),
+    ...commonServer,
+  })
+  .strict();
+
+const restArgSchema = z
+  .object({
+    /** Where the value goes. */
+    in: z.enum(['path', 'query', 'header', 'body']),
+    /** JSON Schema of the value, copied into the tool's `inputSchema`. */
+    schema: z.record(z.string(), z.unknown()).default({ type: 'string' }),
+    required: z.boolean().default(false),
+    description: z.string().optional(),
+    /** Name on the wire (query key, header name or body field); default the argument name. */
+    name: z.string().optional(),
+  })
+  .strict();
+
+const restToolSchema = z
+  .object({
+    description: z.string().default(''),
+    method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD']).default('GET'),
+    /** Path template below `baseUrl`, e.g. `/repos/{owner}/{repo}/issues/{number}`. */
+    path: z.string().startsWith('/'),
+    args: z.record(z.string(), restArgSchema).default({}),
+    readOnly: z.boolean().optional(),
+    timeoutMs: ms().optional(),
+  })
+  .strict();
+
+/** An HTTP API served as tools (issue 7). */
+export const restServerSchema = z
+  .object({
+    type: z.literal('rest'),
+    /** Scheme, host, port and path prefix are pinned: no request leaves them. */
+    baseUrl: z.url(),
+    /** Sent with every request; secrets via `${env:…}`; injected only at invoke time. */
+    headers: stringMap.default({}),
+    /** Hand-written tools, keyed by tool name. */
+    tools: z.record(z.string(), restToolSchema).default({}),
+    /** A local OpenAPI 3.x file (relative to `servers.json`) to import operations from. */
+    openapi: z.string().optional(),
+    /** operationIds imported from `openapi`; required with it. */
+    operations: z.array(z.string()).optional(),
+    /** Largest response body kept, in bytes. */
+    maxResponseBytes: z.number().int().min(1).default(1024 * 1024),
+    prefix: commonServer.prefix,
+    timeoutMs: commonServer.timeoutMs,
+    required: commonServer.required,
+    disabled: commonServer.disabled,
+  })
+  .strict();
+
+type AnyServer =
+  | z.output<typeof stdioServerSchema>
+  | z.output<typeof httpServerSchema>
+  | z.output<typeof sseServerSchema>
+  | z.output<typeof restServerSchema>;
+
+/** Picks the schema by `type` (or `command`), so errors name the field that is wrong, not a union. */
+function schemaFor(raw: unknown): z.ZodType<AnyServer> | string {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return 'must be an object';
+  const { type, command } = raw as { type?: unknown; command?: unknown };
+  if (type === undefined || type === 'stdio') {
+    return command === undefined ? 'needs "command" (stdio) or "type": "http" | "sse" | "rest"' : stdioServerSchema;
+  }
+  if (type === 'http' || type === 'streamable-http' || type === 'streamableHttp') return httpServerSchema;
+  if (type === 'sse') return sseServerSchema;
+  if (type === 'rest') return restServerSchema;
+  return `unknown type ${JSON.stringify(type)}: expected "stdio", "http", "sse" or "rest"`;
+}
+
+export const serverSchema = z.unknown().transform((raw, ctx): AnyServer => {
+  const schema = schemaFor(raw);
+  if (typeof schema === 'string') {
+    ctx.addIssue({ code: 'custom', message: schema });
+    return z.NEVER;
+  }
+  const parsed = schema.safeParse(raw);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path as PropertyKey[] });
+  return z.NEVER;
+});
+
+const policyRuleSchema = z
+  .object({
+    /** Globs over advertised names (`fs__write_*`, `*`). */
+    tools: z.array(z.string()).min(1),
+    /** Principals the rule applies to; absent = everyone. */
+    principals: z.array(z.string()).optional(),
+    action: z.enum(['allow', 'deny', 'ask']),
+  })
+  .strict();
+
+export const policySchema = z
+  .object({
+    /** What happens to a call no rule matches. */
+    default: z.enum(['allow', 'deny', 'ask']).default('allow'),
+    /** Ordered; the first match wins. */
+    rules: z.array(policyRuleSchema).default([]),
+    /** `normal`; `read-only` (only read-only tools); `locked` (nothing runs). */
+    mode: z.enum(['normal', 'read-only', 'locked']).default('normal'),
+    /** Advertised-name globs treated as read-only beside `annotations.readOnlyHint: true`. */
+    readOnly: z.array(z.string()).default([]),
+    /** `ask`: the first call of each tool per principal needs approval. */
+    firstUse: z.enum(['allow', 'ask']).default('allow'),
+    /** How long an elicitation approval prompt waits, in ms. */
+    askTimeoutMs: ms().default(120_000),
+    output: z
+      .object({
+        /** Results larger than this (serialised, in bytes) are `withheld`. */
+        maxBytes: z.number().int().min(1).default(16 * 1024 * 1024),
+        /** Regular expressions; a result whose text matches one is `withheld`. */
+        deny: z.array(z.string()).default([]),
+      })
+      .strict()
+      .default({ maxBytes: 16 * 1024 * 1024, deny: [] }),
+  })
+  .strict();
+
+export const brokerSchema = z
+  .object({
+    /** Default deadline of a call, in ms ({@link DEFAULT_TIMEOUT_MS}). */
+    timeoutMs: ms().default(DEFAULT_TIMEOUT_MS),
+    /** Progress extends the deadline by `timeoutMs` from the last progress, up to `maxTotalTimeoutMs`. */
+    extendOnProgress: z.boolean().default(false),
+    /** Hard cap of a call including progress extensions, in ms. */
+    maxTotalTimeoutMs: ms().default(10 * 60_000),
+    /** Invoked calls per unit (a stdio session is one unit); `MCP_BROKER_CALL_BUDGET` overrides. */
+    budgetPerUnit: z.number().int().min(0).default(200),
+    breaker: z
+      .object({
+        /** Consecutive upstream failures (`upstream_error`, `timeout`) that open a tool's breaker. */
+        threshold: z.number().int().min(1).default(5),
+        /** How long an open breaker refuses, in ms. */
+        openMs: ms().default(60_000),
+      })
+      .strict()
+      .default({ threshold: 5, openMs: 60_000 }),
+    retry: z
+      .object({
+        /** Retries of a read-only tool after the first attempt, at most 2. */
+        maxRetries: z.number().int().min(0).max(2).default(2),
+        /** First backoff, in ms; doubles each retry, with full jitter. */
+        baseDelayMs: z.number().int().min(0).default(200),
+      })
+      .strict()
+      .default({ maxRetries: 2, baseDelayMs: 200 }),
+    records: z
+      .object({
+        /** The ndjson records file, relative to `servers.json`. */
+        path: z.string().default('./data/calls.ndjson'),
+        /** Rotate when the file passes this size, in bytes. */
+        maxBytes: z.number().int().min(1024).default(64 * 1024 * 1024),
+        /** Rotated files kept (`calls.ndjson.1` … `.N`). */
+        maxFiles: z.number().int().min(1).default(5),
+      })
+      .strict()
+      .default({ path: './data/calls.ndjson', maxBytes: 64 * 1024 * 1024, maxFiles: 5 }),
+    /** Folder of the durable store (pins, approvals, proposals), relative to `servers.json`. */
+    dataDir: z.string().default('./data'),
+    /** Upper bound of one stdio message, in bytes (64 MiB). */
+    maxMessageBytes: z.number().int().min(1024).default(64 * 1024 * 1024),
+    restart: z
+      .object({
+        /** First restart delay after a crash, in ms; doubles up to `maxDelayMs`. */
+        initialDelayMs: z.number().int().min(0).default(500),
+        maxDelayMs: z.number().int().min(1).default(30_000),
+      })
+      .strict()
+      .default({ initialDelayMs: 500, maxDelayMs: 30_000 }),
+    env: z
+      .object({
+        /** Names of our environment every stdio child inherits (case F19). */
+        inherit: z.array(z.string()).default([...DEFAULT_INHERITED_ENV]),
+      })
+      .strict()
+      .default({ inherit: [...DEFAULT_INHERITED_ENV] }),
+  })
+  .strict();
+
+export const principalSchema = z
+  .object({
+    /** The bearer token; use `${env:NAME}`. Compared in constant time; never logged. */
+    token: z.string().min(16, 'must be at least 16 characters'),
+    /** `operator` may act on other principals' sessions. */
+    role: z.enum(['user', 'operator']).default('user'),
+    /** Overrides `broker.budgetPerUnit` for this principal's units. */
+    budgetPerUnit: z.number().int().min(0).optional(),
+  })
+  .strict();
+
+export const httpSchema = z
+  .object({
+    /** Idle sessions are closed after this long, in ms. */
+    sessionIdleMs: ms().default(30 * 60_000),
+    /** Keep-alive comment interval on open SSE streams, in ms. */
+    keepAliveMs: ms().default(15_000),
+    /** Largest request body, in bytes (4 MiB); larger gets 413. */
+    maxBodyBytes: z.number().int().min(1024).default(4 * 1024 * 1024),
+    /** Accepted Host header names; default loopback only. */
+    allowedHosts: z.array(z.string()).default(['127.0.0.1', 'localhost', '[::1]']),
+    /** Accepted Origin values; default loopback origins only. Requests without Origin pass. */
+    allowedOrigins: z.array(z.string()).default([]),
+  })
+  .strict();
+
+export const estateSchema = z
+  .object({
+    /** The folder the estate relay serves, relative to `servers.json`. */
+    root: z.string().default('./workspace'),
+    /** Largest read, in bytes. */
+    maxBytes: z.number().int().min(1).default(256 * 1024),
+    /** Largest number of search hits. */
+    maxResults: z.number().int().min(1).default(100),
+  })
+  .strict();
+
+export const configSchema = z
+  .object({
+    $schema: z.string().optional(),
+    mcpServers: z.record(z.string(), serverSchema).default({}),
+    broker: brokerSchema.default(brokerSchema.parse({})),
+    policy: policySchema.default(policySchema.parse({})),
+    principals: z.record(z.string(), principalSchema).default({}),
+    http: httpSchema.default(httpSchema.parse({})),
+    estate: estateSchema.default(estateSchema.parse({})),
+    /** ES modules exporting function tools, relative to `servers.json`. */
+    functions: z.array(z.string()).default([]),
+  })
+  .strict();
+
+export type Config = z.output<typeof configSchema>;
+export type ServerConfig = z.output<typeof serverSchema>;
+export type StdioServerConfig = z.output<typeof stdioServerSchema>;
+export type HttpServerConfig = z.output<typeof httpServerSchema>;
+export type SseServerConfig = z.output<typeof sseServerSchema>;
+export type RestServerConfig = z.output<typeof restServerSchema>;
+export type PolicyConfig = z.output<typeof policySchema>;
+export type BrokerConfig = z.output<typeof brokerSchema>;
+export type PrincipalConfig = z.output<typeof principalSchema>;
+
+/** The kind of a server entry. */
+export function serverKind(server: ServerConfig): 'stdio' | 'http' | 'sse' | 'rest' {
+  if ('command' in server) return 'stdio';
+  if (server.type === 'sse') return 'sse';
+  if (server.type === 'rest') return 'rest';
+  return 'http';
+}

@@ -1,0 +1,244 @@
+/**
+ * The composition root: builds every part from the config and owns start and stop
+ * (DESIGN.md "Folders"). Transports create sessions on it; nothing else constructs parts.
+ */
+import { EventEmitter } from 'node:events';
+import { readFileSync } from 'node:fs';
+import type { ClientCapabilities, LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
+import { NdjsonRecordSink, RecordPublisher, type RecordSink } from './audit/index.js';
+import { Broker, orderStages, type CallRecord, type ToolTarget } from './broker/index.js';
+import { deadlineStage } from './broker/deadline.js';
+import { invokeStage } from './broker/invoke.js';
+import { judgeStage } from './broker/judge.js';
+import { recordStage } from './broker/record.js';
+import type { Stage } from './broker/runner.js';
+import type { LoadedConfig } from './config/load.js';
+import { serverKind, type ServerConfig } from './config/schema.js';
+import { ToolRouter } from './router/index.js';
+import { systemClock, type Clock } from './shared/clock.js';
+import { ConfigError, messageOf } from './shared/errors.js';
+import type { Logger } from './shared/logger.js';
+import { Scrubber } from './shared/scrub.js';
+import { McpUpstream } from './upstream/connection.js';
+import { Registry, type ListKind } from './upstream/registry.js';
+import type { Upstream } from './upstream/types.js';
+
+/** The package version, for `serverInfo` and `clientInfo`. */
+export const VERSION: string = (() => {
+  try {
+    return JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version as string;
+  } catch {
+    return '0.0.0';
+  }
+})();
+
+export interface GatewayDeps {
+  logger: Logger;
+  clock?: Clock;
+  /** Where records go; default the ndjson file of `broker.records`. */
+  records?: RecordSink;
+  scrubber?: Scrubber;
+}
+
+export interface GatewayEvents {
+  /** A merged list changed: every session sends `notifications/<kind>/list_changed`. */
+  listChanged: [kind: ListKind];
+  /** An upstream resource changed: sessions subscribed to `uri` send `resources/updated`. */
+  resourceUpdated: [uri: string];
+  /** An upstream log message, forwarded to sessions at or above its level. */
+  log: [params: LoggingMessageNotification['params']];
+}
+
+export class Gateway extends EventEmitter<GatewayEvents> {
+  readonly config: LoadedConfig;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly scrubber: Scrubber;
+  readonly registry: Registry;
+  readonly router: ToolRouter;
+  readonly broker: Broker;
+  readonly records: RecordSink;
+  readonly publisher: RecordPublisher<CallRecord>;
+  /** Settles when every upstream's first dial has settled (ready or failed). */
+  readonly ready: Promise<void>;
+  private markReady!: () => void;
+  private started = false;
+  private readonly subscriptions = new Map<string, number>();
+
+  constructor(config: LoadedConfig, deps: GatewayDeps) {
+    super();
+    this.setMaxListeners(0);
+    this.config = config;
+    this.logger = deps.logger;
+    this.clock = deps.clock ?? systemClock;
+    this.scrubber = deps.scrubber ?? new Scrubber(config.secrets);
+    this.records =
+      deps.records ??
+      new NdjsonRecordSink({
+        path: config.broker.records.path,
+        maxBytes: config.broker.records.maxBytes,
+        maxFiles: config.broker.records.maxFiles,
+      });
+    this.publisher = new RecordPublisher<CallRecord>(this.logger);
+    this.registry = new Registry(this.logger);
+    this.ready = new Promise((resolve) => (this.markReady = resolve));
+    for (const [name, server] of Object.entries(config.mcpServers)) {
+      const upstream = this.createUpstream(name, server);
+      if (!upstream) continue;
+      this.scrubber.addSecrets(upstream.secrets);
+      const prefix = server.prefix === false ? '' : (server.prefix ?? name);
+      const disabledTools = new Set(Object.entries('tools' in server && !Array.isArray(server.tools) && serverKind(server) !== 'rest' ? server.tools : {}).filter(([, o]) => (o as { disabled?: boolean }).disabled).map(([t]) => t));
+      this.registry.add({ upstream, prefix, disabledTools });
+      upstream.on('state', (status) => this.logger.debug({ upstream: name, ...status }, 'upstream state'));
+    }
+    this.router = new ToolRouter(this.registry, this.clock);
+    this.broker = new Broker(this.buildStages(), this.clock);
+    this.registry.on('listChanged', (kind) => this.emit('listChanged', kind));
+    this.registry.on('resourceUpdated', (uri) => this.emit('resourceUpdated', uri));
+    this.registry.on('log', (params, server) =>
+      this.emit('log', { ...params, logger: params.logger ?? server } as LoggingMessageNotification['params']),
+    );
+  }
+
+  /** The call path, in the seed's order. */
+  protected buildStages(): Stage[] {
+    const { broker } = this.config;
+    const scrubber = this.scrubber;
+    return orderStages({
+      record: recordStage({ records: this.records, clock: this.clock, logger: this.logger, scrubArgs: (a) => scrubber.value(a) }),
+      judge: judgeStage({ resolve: (name) => this.router.resolve(name), isReadOnly: (t) => this.isReadOnly(t) }),
+      deadline: deadlineStage({
+        clock: this.clock,
+        timeoutFor: (call) => this.timeoutFor(call.target),
+        extendOnProgress: broker.extendOnProgress,
+        maxTotalTimeoutMs: broker.maxTotalTimeoutMs,
+      }),
+      invoke: invokeStage({ router: this.router }),
+    });
+  }
+
+  /** Deadline of a call to `target`, in ms: per tool, else per server, else `broker.timeoutMs`. */
+  timeoutFor(target: ToolTarget | undefined): number {
+    const server = target ? this.config.mcpServers[target.server] : undefined;
+    const perTool = server && 'tools' in server ? (server.tools as Record<string, { timeoutMs?: number }>)[target!.toolName]?.timeoutMs : undefined;
+    return perTool ?? server?.timeoutMs ?? this.config.broker.timeoutMs;
+  }
+
+  /** Whether a tool counts as read-only: `annotations.readOnlyHint: true`, a per-tool `readOnly`, or `policy.readOnly`. */
+  isReadOnly(target: ToolTarget): boolean {
+    const server = this.config.mcpServers[target.server];
+    const override = server && 'tools' in server ? (server.tools as Record<string, { readOnly?: boolean }>)[target.toolName]?.readOnly : undefined;
+    if (override !== undefined) return override;
+    return target.definition?.annotations?.readOnlyHint === true;
+  }
+
+  /**
+   * Dials every upstream (in parallel) with the capabilities the downstream client declared;
+   * resolves when each first dial has settled. Two upstream tools that would share one
+   * advertised name are a {@link ConfigError} here (exit 2), a withheld tool later.
+   */
+  async start(options: { clientCapabilities?: ClientCapabilities } = {}): Promise<void> {
+    if (this.started) return this.ready;
+    this.started = true;
+    const offered = offeredCapabilities(options.clientCapabilities);
+    await Promise.all(
+      this.registry.upstreams.map(async (u) => {
+        if (u instanceof McpUpstream) u.setClientCapabilities(offered);
+        await u.start();
+      }),
+    );
+    const roster = this.registry.rebuild();
+    this.markReady();
+    if (roster.collisions.length) {
+      const c = roster.collisions[0]!;
+      throw new ConfigError(
+        `mcpServers.${c.withheld.split('/')[0]}`,
+        `${c.kind} "${c.withheld}" and "${c.kept}" would both be advertised as "${c.name}"; set a different "prefix"`,
+      );
+    }
+  }
+
+  /** Closes every upstream (ending stdio children's process groups) and the records file. */
+  async stop(): Promise<void> {
+    await Promise.all(this.registry.upstreams.map((u) => u.close().catch(() => undefined)));
+    await this.records.close().catch(() => undefined);
+  }
+
+  /** Ends every stdio child at once; for a last-resort exit. */
+  kill(): void {
+    for (const u of this.registry.upstreams) if (u instanceof McpUpstream) u.kill();
+  }
+
+  /** The upstream serving a resource URI: exact match, then a matching template, then the only resource server. */
+  upstreamForResource(uri: string): Upstream | undefined {
+    const roster = this.registry.roster;
+    const exact = roster.resources.get(uri);
+    if (exact) return this.registry.upstream(exact.server);
+    for (const { server, template } of roster.resourceTemplates) {
+      if (templateMatches(template.uriTemplate, uri)) return this.registry.upstream(server);
+    }
+    const withResources = this.registry.upstreams.filter((u) => u.status.state === 'ready' && u.capabilities?.resources);
+    return withResources.length === 1 ? withResources[0] : undefined;
+  }
+
+  /** Reference-counted `resources/subscribe` across sessions. */
+  async subscribe(uri: string): Promise<void> {
+    const count = this.subscriptions.get(uri) ?? 0;
+    this.subscriptions.set(uri, count + 1);
+    if (count > 0) return;
+    const upstream = this.upstreamForResource(uri);
+    if (upstream?.capabilities?.resources?.subscribe) {
+      await upstream.request('resources/subscribe', { uri }, { timeoutMs: this.config.broker.timeoutMs }).catch((err) => {
+        this.logger.warn({ uri, err: messageOf(err) }, 'upstream resources/subscribe failed');
+      });
+    }
+  }
+
+  async unsubscribe(uri: string): Promise<void> {
+    const count = this.subscriptions.get(uri) ?? 0;
+    if (count <= 1) this.subscriptions.delete(uri);
+    else return void this.subscriptions.set(uri, count - 1);
+    if (count === 0) return;
+    const upstream = this.upstreamForResource(uri);
+    if (upstream?.capabilities?.resources?.subscribe) {
+      await upstream.request('resources/unsubscribe', { uri }, { timeoutMs: this.config.broker.timeoutMs }).catch(() => undefined);
+    }
+  }
+
+  private createUpstream(name: string, server: ServerConfig): Upstream | undefined {
+    const kind = serverKind(server);
+    if (kind === 'rest') {
+      this.logger.warn({ upstream: name }, 'rest upstreams are not supported by this build; skipped');
+      return undefined;
+    }
+    return new McpUpstream({
+      name,
+      config: server as Exclude<ServerConfig, { type: 'rest' }>,
+      logger: this.logger.child({ upstream: name }),
+      clock: this.clock,
+      inheritEnv: this.config.broker.env.inherit,
+      maxMessageBytes: this.config.broker.maxMessageBytes,
+      restart: this.config.broker.restart,
+      version: VERSION,
+    });
+  }
+}
+
+/** Capabilities an upstream is offered: only what the downstream client declared. */
+function offeredCapabilities(declared: ClientCapabilities | undefined): ClientCapabilities {
+  const out: ClientCapabilities = {};
+  if (!declared) return out;
+  if (declared.sampling) out.sampling = declared.sampling;
+  if (declared.elicitation) out.elicitation = declared.elicitation;
+  if (declared.roots) out.roots = declared.roots;
+  return out;
+}
+
+/** RFC 6570 level-1 match: `{var}` matches one or more characters other than `/`. */
+function templateMatches(template: string, uri: string): boolean {
+  const pattern = template
+    .split(/(\{[^}]+\})/)
+    .map((part) => (part.startsWith('{') ? (part.startsWith('{+') ? '.+' : '[^/]+') : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('');
+  return new RegExp(`^${pattern}$`).test(uri);
+}

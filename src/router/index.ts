@@ -1,0 +1,1 @@
+export { ToolRouter, type LocalTool } from './router.js';

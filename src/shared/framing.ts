@@ -1,0 +1,102 @@
+/**
+ * Newline-delimited JSON framing for stdio, linear in message size (issue 6 §3, cases F05, F06).
+ *
+ * Chunks are kept as Buffers and split on the byte 0x0A, which never occurs inside a multi-byte
+ * UTF-8 sequence, so a character split across chunks is decoded whole. A line is concatenated
+ * once, when its newline arrives: no re-scanning, no quadratic growth.
+ */
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+
+/** Default upper bound of one message, in bytes: 64 MiB. */
+export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+
+const NEWLINE = 0x0a;
+
+export interface FramerEvents {
+  /** A complete line parsed as JSON. Its validity as JSON-RPC is the receiver's business. */
+  message(message: JSONRPCMessage): void;
+  /** A line that is not JSON (a stray log line): never fatal. */
+  noise(line: string): void;
+  /** A line longer than the limit: dropped, its length reported, the stream goes on. */
+  oversize(bytes: number): void;
+}
+
+/** Splits a byte stream into JSON messages. */
+export class LineFramer {
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+  private skipping = false;
+
+  constructor(
+    private readonly events: FramerEvents,
+    private readonly maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES,
+  ) {}
+
+  /** Feeds one chunk from the stream. */
+  push(chunk: Buffer): void {
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf(NEWLINE, start);
+      if (nl === -1) break;
+      this.take(chunk.subarray(start, nl));
+      this.finishLine();
+      start = nl + 1;
+    }
+    if (start < chunk.length) this.take(chunk.subarray(start));
+  }
+
+  /** Drops any partial line. */
+  reset(): void {
+    this.chunks = [];
+    this.buffered = 0;
+    this.skipping = false;
+  }
+
+  private take(part: Buffer): void {
+    if (part.length === 0) return;
+    this.buffered += part.length;
+    if (this.skipping) return;
+    if (this.buffered > this.maxMessageBytes) {
+      this.skipping = true;
+      this.chunks = [];
+      return;
+    }
+    this.chunks.push(part);
+  }
+
+  private finishLine(): void {
+    const bytes = this.buffered;
+    const skipped = this.skipping;
+    const line = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, bytes);
+    this.reset();
+    if (skipped) return this.events.oversize(bytes);
+    if (!line || line.length === 0) return;
+    const text = line.toString('utf8');
+    const first = firstNonSpace(text);
+    if (first !== '{' && first !== '[') return this.events.noise(text.trimEnd());
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      return this.events.noise(text.trimEnd());
+    }
+    if (Array.isArray(parsed)) {
+      for (const m of parsed) this.events.message(m as JSONRPCMessage);
+    } else {
+      this.events.message(parsed as JSONRPCMessage);
+    }
+  }
+}
+
+function firstNonSpace(text: string): string {
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (c !== ' ' && c !== '\t' && c !== '\r') return c;
+  }
+  return '';
+}
+
+/** One message as a line of JSON. */
+export function serializeMessage(message: JSONRPCMessage): string {
+  return JSON.stringify(message) + '\n';
+}

@@ -1,0 +1,37 @@
+import { pino, type Logger } from 'pino';
+import type { Scrubber } from './scrub.js';
+
+export type { Logger } from 'pino';
+
+/** Log levels accepted by `--log-level` and `MCP_BROKER_LOG_LEVEL`; default `info`. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/**
+ * The process logger: pino writing to fd 2 (stdout belongs to the protocol), every string of
+ * every line passed through the scrubber so no secret reaches a log.
+ */
+export function createLogger(options: { level?: string; scrubber?: Scrubber; destination?: number } = {}): Logger {
+  const scrubber = options.scrubber;
+  return pino(
+    {
+      name: 'mcp-broker',
+      level: options.level ?? process.env.MCP_BROKER_LOG_LEVEL ?? 'info',
+      base: undefined,
+      formatters: scrubber ? { log: (obj) => scrubber.value(obj) } : undefined,
+      hooks: scrubber
+        ? {
+            logMethod(args, method) {
+              const scrubbed = args.map((a) => (typeof a === 'string' ? scrubber.text(a) : a));
+              return method.apply(this, scrubbed as Parameters<typeof method>);
+            },
+          }
+        : undefined,
+    },
+    pino.destination({ dest: options.destination ?? 2, sync: false }),
+  );
+}
+
+/** A logger that drops everything; for tests. */
+export function silentLogger(): Logger {
+  return pino({ level: 'silent' });
+}

@@ -1,0 +1,307 @@
+/**
+ * One downstream session: an SDK `Server` wired to the gateway (DESIGN.md "The data path").
+ * One per stdio connection, Streamable HTTP session or SSE connection.
+ *
+ * Serves the merged roster (tools, prompts, resources, resource templates, completion), sends
+ * every `tools/call` through the broker, and relays notifications the other way:
+ * `list_changed` to every session, `resources/updated` to subscribed sessions, upstream
+ * `notifications/message` to sessions at or above their `logging/setLevel` (case F01).
+ * `tools/call` results are not re-validated or copied on the way out (case F17).
+ */
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  CompleteRequestSchema,
+  ElicitResultSchema,
+  ErrorCode,
+  GetPromptRequestSchema,
+  ListPromptsRequestSchema,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  LoggingLevelSchema,
+  McpError,
+  ReadResourceRequestSchema,
+  SetLevelRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+  type ClientCapabilities,
+  type JSONRPCMessage,
+  type LoggingLevel,
+  type ServerCapabilities,
+} from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { CallerSession } from '../broker/types.js';
+import { VERSION, type Gateway } from '../gateway.js';
+import { BrokerError, messageOf } from '../shared/errors.js';
+import { newSessionId } from '../shared/ids.js';
+import type { ListKind } from '../upstream/registry.js';
+import { guardRequestIds } from './request-ids.js';
+
+/** What this server declares to every downstream client. */
+export const SERVER_CAPABILITIES: ServerCapabilities = {
+  tools: { listChanged: true },
+  prompts: { listChanged: true },
+  resources: { subscribe: true, listChanged: true },
+  logging: {},
+  completions: {},
+};
+
+/** `tools/call` parsed lightly: name, arguments and `_meta`; the rest passes as sent. */
+const CallToolRequestLight = z.object({
+  method: z.literal('tools/call'),
+  params: z.looseObject({
+    name: z.string(),
+    arguments: z.record(z.string(), z.unknown()).optional(),
+    _meta: z.looseObject({ progressToken: z.union([z.string(), z.number()]).optional() }).optional(),
+  }),
+});
+
+const AnyResult = z.custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null);
+
+const LEVELS = LoggingLevelSchema.options;
+
+export interface SessionOptions {
+  /** `local` for stdio; a configured principal over HTTP. */
+  principal: string;
+  /** Session id; default a new UUID (Streamable HTTP passes its `Mcp-Session-Id`). */
+  sessionId?: string;
+  /** Called with the client's capabilities as its `initialize` request arrives. */
+  onInitialize?: (capabilities: ClientCapabilities) => void;
+  /** Extra capabilities (the broker's experimental ones). */
+  experimental?: Record<string, object>;
+}
+
+export class DownstreamSession {
+  readonly sessionId: string;
+  readonly principal: string;
+  readonly server: Server;
+  private level: LoggingLevel | undefined;
+  private readonly subscribed = new Set<string>();
+  private closed = false;
+  private readonly detach: () => void;
+
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly options: SessionOptions,
+  ) {
+    this.sessionId = options.sessionId ?? newSessionId();
+    this.principal = options.principal;
+    this.server = new Server(
+      { name: 'mcp-broker', version: VERSION },
+      {
+        capabilities: { ...SERVER_CAPABILITIES, experimental: options.experimental },
+        debouncedNotificationMethods: [
+          'notifications/tools/list_changed',
+          'notifications/prompts/list_changed',
+          'notifications/resources/list_changed',
+        ],
+      },
+    );
+    this.server.onerror = (err) => gateway.logger.debug({ sessionId: this.sessionId, err: messageOf(err) }, 'downstream protocol error');
+    this.installHandlers();
+    const onList = (kind: ListKind) => this.sendListChanged(kind);
+    const onUpdated = (uri: string) => {
+      if (this.subscribed.has(uri)) void this.server.sendResourceUpdated({ uri }).catch(() => undefined);
+    };
+    const onLog = (params: { level: LoggingLevel; logger?: string; data?: unknown }) => this.sendLog(params.level, params.data, params.logger);
+    gateway.on('listChanged', onList);
+    gateway.on('resourceUpdated', onUpdated);
+    gateway.on('log', onLog);
+    this.detach = () => {
+      gateway.off('listChanged', onList);
+      gateway.off('resourceUpdated', onUpdated);
+      gateway.off('log', onLog);
+    };
+  }
+
+  /** Connects the session to a transport and starts serving it. */
+  async connect(transport: Transport): Promise<void> {
+    const onclose = () => void this.close();
+    await this.server.connect(transport);
+    guardRequestIds(transport, {
+      onInitialize: (caps) => this.options.onInitialize?.(caps),
+    });
+    const previous = this.server.onclose;
+    this.server.onclose = () => {
+      previous?.();
+      onclose();
+    };
+  }
+
+  /** The caller as the broker sees it, bound to one request's `sendRequest` so approvals ride its stream. */
+  caller(sendRequest?: (req: { method: string; params?: unknown }, schema: typeof AnyResult, opts?: { signal?: AbortSignal; timeout?: number }) => Promise<Record<string, unknown>>): CallerSession {
+    const capabilities = this.server.getClientCapabilities();
+    const session = this;
+    return {
+      sessionId: this.sessionId,
+      principal: this.principal,
+      unit: this.sessionId,
+      clientCapabilities: capabilities,
+      elicit: capabilities?.elicitation
+        ? async (params, { timeoutMs, signal }) => {
+            if (sendRequest) {
+              const r = await sendRequest({ method: 'elicitation/create', params }, AnyResult, { timeout: timeoutMs, signal });
+              return ElicitResultSchema.parse(r);
+            }
+            return this.server.elicitInput(params as never, { timeout: timeoutMs, signal });
+          }
+        : undefined,
+      isLive: () => !session.closed,
+      log: (level, data) => session.sendLog(level, data, 'mcp-broker'),
+    };
+  }
+
+  /** Sends a log notification if the session's level lets it through. */
+  sendLog(level: LoggingLevel, data: unknown, logger?: string): void {
+    if (this.closed) return;
+    if (this.level && LEVELS.indexOf(level) < LEVELS.indexOf(this.level)) return;
+    if (!this.level && level === 'debug') return;
+    void this.server.notification({ method: 'notifications/message', params: { level, logger, data } }).catch(() => undefined);
+  }
+
+  /** Ends the session: unsubscribes, detaches from the gateway, closes the transport. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.detach();
+    for (const uri of this.subscribed) await this.gateway.unsubscribe(uri);
+    this.subscribed.clear();
+    await this.server.close().catch(() => undefined);
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  private sendListChanged(kind: ListKind): void {
+    if (this.closed || !this.server.transport) return;
+    const send =
+      kind === 'tools' ? this.server.sendToolListChanged() : kind === 'prompts' ? this.server.sendPromptListChanged() : this.server.sendResourceListChanged();
+    void Promise.resolve(send).catch(() => undefined);
+  }
+
+  private installHandlers(): void {
+    const gw = this.gateway;
+    const server = this.server;
+
+    server.setRequestHandler(ListToolsRequestSchema, async () => {
+      await gw.ready;
+      return { tools: gw.router.list() };
+    });
+
+    // Installed below the SDK Server's wrapper, which re-validates (and copies) every result.
+    Protocol.prototype.setRequestHandler.call(server, CallToolRequestLight as never, (async (
+      req: z.infer<typeof CallToolRequestLight>,
+      extra: Parameters<Parameters<Server['setRequestHandler']>[1]>[1],
+    ) => {
+      await gw.ready;
+      const { name, arguments: args, _meta } = req.params;
+      const target = gw.router.resolve(name);
+      if (!target) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+      const { progressToken, ...meta } = _meta ?? {};
+      let last = -Infinity;
+      const answer = await gw.broker.call(
+        {
+          name,
+          args: args ?? {},
+          meta: Object.keys(meta).length ? meta : undefined,
+          signal: extra.signal,
+          onProgress:
+            progressToken === undefined
+              ? undefined
+              : (update) => {
+                  if (update.progress < last) return;
+                  last = update.progress;
+                  void extra.sendNotification({ method: 'notifications/progress', params: { ...update, progressToken } }).catch(() => undefined);
+                },
+          onServerRequest: (request, signal) => extra.sendRequest(request as never, AnyResult, { signal }),
+        },
+        this.caller((r, s, o) => extra.sendRequest(r as never, s, o)),
+        target,
+      );
+      return answer.result;
+    }) as never);
+
+    server.setRequestHandler(ListPromptsRequestSchema, async () => {
+      await gw.ready;
+      return { prompts: [...gw.registry.roster.prompts.values()].map((p) => p.definition) };
+    });
+
+    server.setRequestHandler(GetPromptRequestSchema, async (req, extra) => {
+      await gw.ready;
+      const prompt = gw.registry.roster.prompts.get(req.params.name);
+      if (!prompt) throw new McpError(ErrorCode.InvalidParams, `Unknown prompt: ${req.params.name}`);
+      return this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, extra.signal);
+    });
+
+    server.setRequestHandler(ListResourcesRequestSchema, async () => {
+      await gw.ready;
+      return { resources: [...gw.registry.roster.resources.values()].map((r) => r.resource) };
+    });
+
+    server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => {
+      await gw.ready;
+      return { resourceTemplates: gw.registry.roster.resourceTemplates.map((t) => t.template) };
+    });
+
+    server.setRequestHandler(ReadResourceRequestSchema, async (req, extra) => {
+      await gw.ready;
+      const upstream = gw.upstreamForResource(req.params.uri);
+      if (!upstream) throw new McpError(-32002, `Resource not found: ${req.params.uri}`);
+      return this.forward(upstream.name, 'resources/read', req.params, extra.signal);
+    });
+
+    server.setRequestHandler(SubscribeRequestSchema, async (req) => {
+      await gw.ready;
+      if (!this.subscribed.has(req.params.uri)) {
+        this.subscribed.add(req.params.uri);
+        await gw.subscribe(req.params.uri);
+      }
+      return {};
+    });
+
+    server.setRequestHandler(UnsubscribeRequestSchema, async (req) => {
+      if (this.subscribed.delete(req.params.uri)) await gw.unsubscribe(req.params.uri);
+      return {};
+    });
+
+    server.setRequestHandler(SetLevelRequestSchema, async (req) => {
+      this.level = req.params.level;
+      for (const u of gw.registry.upstreams) {
+        if (u.status.state === 'ready' && u.capabilities?.logging) {
+          void u.request('logging/setLevel', { level: req.params.level }, { timeoutMs: 5000 }).catch(() => undefined);
+        }
+      }
+      return {};
+    });
+
+    server.setRequestHandler(CompleteRequestSchema, async (req, extra) => {
+      await gw.ready;
+      const ref = req.params.ref;
+      if (ref.type === 'ref/prompt') {
+        const prompt = gw.registry.roster.prompts.get(ref.name);
+        if (!prompt) throw new McpError(ErrorCode.InvalidParams, `Unknown prompt: ${ref.name}`);
+        return this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, extra.signal);
+      }
+      const upstream = gw.upstreamForResource(ref.uri);
+      if (!upstream) return { completion: { values: [] } };
+      return this.forward(upstream.name, 'completion/complete', req.params, extra.signal);
+    });
+  }
+
+  private async forward(server: string, method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<never> {
+    const upstream = this.gateway.registry.upstream(server);
+    if (!upstream) throw new McpError(ErrorCode.InvalidParams, `no upstream "${server}"`);
+    try {
+      return (await upstream.request(method, params, { signal, timeoutMs: this.gateway.config.broker.timeoutMs })) as never;
+    } catch (err) {
+      if (err instanceof McpError) throw err;
+      if (err instanceof BrokerError) throw new McpError(ErrorCode.InternalError, messageOf(err));
+      throw new McpError(ErrorCode.InternalError, `upstream "${server}": ${messageOf(err)}`);
+    }
+  }
+}
+
+export type { JSONRPCMessage };

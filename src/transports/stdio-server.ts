@@ -1,0 +1,64 @@
+/**
+ * The server side of stdio: our own `Transport` over the process's stdin/stdout with the same
+ * linear framing as upstream children (issue 6 §3). The SDK's `StdioServerTransport` refuses
+ * messages over 10 MiB and grows its buffer quadratically; this one is linear and bounded by
+ * `maxMessageBytes`. A line that is not JSON gets a JSON-RPC parse error (-32700), and serving goes on.
+ */
+import type { Readable, Writable } from 'node:stream';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { LineFramer, serializeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
+
+export class StdioServerTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage) => void;
+
+  private readonly framer: LineFramer;
+  private closed = false;
+  private readonly onData = (chunk: Buffer) => this.framer.push(chunk);
+  private readonly onEnd = () => void this.close();
+
+  constructor(
+    private readonly stdin: Readable = process.stdin,
+    private readonly stdout: Writable = process.stdout,
+    maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES,
+  ) {
+    this.framer = new LineFramer(
+      {
+        message: (m) => this.onmessage?.(m),
+        noise: () => void this.writeError(-32700, 'Parse error: a line on stdin is not JSON'),
+        oversize: (bytes) =>
+          void this.writeError(-32600, `Request too large: ${bytes} bytes exceeds maxMessageBytes ${maxMessageBytes}`),
+      },
+      maxMessageBytes,
+    );
+  }
+
+  async start(): Promise<void> {
+    this.stdin.on('data', this.onData);
+    this.stdin.on('end', this.onEnd);
+    this.stdin.on('error', (err) => this.onerror?.(err));
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      if (this.stdout.write(serializeMessage(message))) resolve();
+      else this.stdout.once('drain', resolve);
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.stdin.off('data', this.onData);
+    this.stdin.off('end', this.onEnd);
+    this.stdin.pause();
+    this.onclose?.();
+  }
+
+  private writeError(code: number, message: string): Promise<void> {
+    return this.send({ jsonrpc: '2.0', id: null, error: { code, message } } as unknown as JSONRPCMessage);
+  }
+}

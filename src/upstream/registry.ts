@@ -1,0 +1,114 @@
+/**
+ * All upstreams and the roster built from them. Rebuilds the roster whenever an upstream's
+ * catalog changes and emits `listChanged` with what changed, so every downstream session gets
+ * `notifications/{tools,prompts,resources}/list_changed` (cases F01, F12).
+ *
+ * Tool states for the judge: a name in the roster is `active`; one configured `disabled` is
+ * `disabled`; one seen before whose upstream is not serving it now is `gone`; anything else is
+ * unknown (a JSON-RPC error, not a call).
+ */
+import { EventEmitter } from 'node:events';
+import type { Logger } from '../shared/logger.js';
+import { Roster, type RosterTool } from './roster.js';
+import type { CatalogKind, Upstream } from './types.js';
+
+export type ToolState = 'active' | 'disabled' | 'gone';
+
+/** A tool the registry can say something about. */
+export interface ResolvedTool {
+  readonly state: ToolState;
+  readonly server: string;
+  readonly toolName: string;
+  /** Present when `active`. */
+  readonly tool?: RosterTool;
+}
+
+export type ListKind = 'tools' | 'prompts' | 'resources';
+
+export interface RegistryEvents {
+  listChanged: [kind: ListKind];
+  resourceUpdated: [uri: string, server: string];
+  log: [params: { level: string; logger?: string; data?: unknown }, server: string];
+}
+
+export interface RegistryEntry {
+  readonly upstream: Upstream;
+  readonly prefix: string;
+  readonly disabledTools: ReadonlySet<string>;
+}
+
+export class Registry extends EventEmitter<RegistryEvents> {
+  private readonly entries = new Map<string, RegistryEntry>();
+  private current = new Roster();
+  /** Every advertised tool name ever served, so a vanished one reads `gone`, not unknown. */
+  private readonly seen = new Map<string, { server: string; toolName: string }>();
+  private pending = new Set<ListKind>();
+  private scheduled = false;
+
+  constructor(private readonly logger: Logger) {
+    super();
+  }
+
+  /** Adds an upstream (in config order). */
+  add(entry: RegistryEntry): void {
+    this.entries.set(entry.upstream.name, entry);
+    entry.upstream.on('changed', (kind) => this.onChanged(kind));
+    entry.upstream.on('resourceUpdated', (uri) => this.emit('resourceUpdated', uri, entry.upstream.name));
+    entry.upstream.on('log', (params) => this.emit('log', params, entry.upstream.name));
+  }
+
+  get upstreams(): Upstream[] {
+    return [...this.entries.values()].map((e) => e.upstream);
+  }
+
+  upstream(name: string): Upstream | undefined {
+    return this.entries.get(name)?.upstream;
+  }
+
+  get roster(): Roster {
+    return this.current;
+  }
+
+  /** Rebuilds the roster now; returns it. Logs every collision (the tool is withheld). */
+  rebuild(): Roster {
+    const roster = Roster.build(
+      [...this.entries.values()].map(({ upstream, prefix, disabledTools }) => ({
+        server: upstream.name,
+        prefix,
+        disabledTools,
+        ...upstream.catalog,
+      })),
+    );
+    for (const c of roster.collisions) {
+      this.logger.error({ name: c.name, kept: c.kept, withheld: c.withheld }, `two upstream ${c.kind}s share one advertised name; the second is withheld`);
+    }
+    for (const [name, t] of roster.tools) this.seen.set(name, { server: t.server, toolName: t.toolName });
+    this.current = roster;
+    return roster;
+  }
+
+  /** What the judge needs to know about an advertised tool name; undefined = never heard of it. */
+  resolveTool(name: string): ResolvedTool | undefined {
+    const tool = this.current.tools.get(name);
+    if (tool) return { state: 'active', server: tool.server, toolName: tool.toolName, tool };
+    const disabled = this.current.disabled.get(name);
+    if (disabled) return { state: 'disabled', ...disabled };
+    const seen = this.seen.get(name);
+    if (seen) return { state: 'gone', ...seen };
+    return undefined;
+  }
+
+  private onChanged(kind: CatalogKind): void {
+    this.pending.add(kind === 'resourceTemplates' ? 'resources' : kind);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    // Coalesce the burst a dial or a crash produces into one rebuild and one notification per list.
+    queueMicrotask(() => {
+      this.scheduled = false;
+      const kinds = this.pending;
+      this.pending = new Set();
+      this.rebuild();
+      for (const k of kinds) this.emit('listChanged', k);
+    });
+  }
+}

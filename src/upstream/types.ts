@@ -1,0 +1,89 @@
+/**
+ * What the rest of the broker sees of one upstream, whatever its kind (stdio child, Streamable
+ * HTTP, SSE, rest). One connection per upstream, shared by every downstream session.
+ */
+import type { EventEmitter } from 'node:events';
+import type {
+  CallToolResult,
+  LoggingMessageNotification,
+  Prompt,
+  Resource,
+  ResourceTemplate,
+  ServerCapabilities,
+  Tool,
+} from '@modelcontextprotocol/sdk/types.js';
+
+/** `connecting` → `ready`; a crash or failed dial → `failed` (and `backoff` until the restart); `closed` after close(). */
+export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'failed' | 'closed' | 'disabled';
+
+/** Why an upstream is not ready: a stable code plus human text (scrubbed before anyone sees it). */
+export interface UpstreamStatus {
+  state: UpstreamState;
+  /** `spawn_failed`, `connect_failed`, `list_failed`, `exited`, `http_status`, … */
+  errorCode?: string;
+  httpStatus?: number;
+  message?: string;
+}
+
+/** What an upstream lists, each list complete (pagination followed). */
+export interface UpstreamCatalog {
+  tools: Tool[];
+  prompts: Prompt[];
+  resources: Resource[];
+  resourceTemplates: ResourceTemplate[];
+}
+
+export type CatalogKind = keyof UpstreamCatalog;
+
+/** Progress of one call as the upstream reported it. */
+export interface ProgressUpdate {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+/** A request an upstream sent to its client (sampling, elicitation, roots) during a call. */
+export type ServerRequestHandler = (request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => Promise<Record<string, unknown>>;
+
+export interface CallOptions {
+  /** Aborting sends `notifications/cancelled` upstream for exactly this request. */
+  signal: AbortSignal;
+  /** Upper bound for this attempt, in ms; the broker's deadline stage owns the real deadline. */
+  timeoutMs: number;
+  onProgress?: (update: ProgressUpdate) => void;
+  /** Handles upstream→client requests sent while this call is in flight. */
+  onServerRequest?: ServerRequestHandler;
+  /** `_meta` of the downstream request, minus its progress token. */
+  meta?: Record<string, unknown>;
+}
+
+export interface UpstreamEvents {
+  /** A catalog list changed (after a refresh, a crash or a reconnect). */
+  changed: [kind: CatalogKind];
+  /** The state changed. */
+  state: [status: UpstreamStatus];
+  /** `notifications/resources/updated` from the upstream. */
+  resourceUpdated: [uri: string];
+  /** `notifications/message` from the upstream. */
+  log: [params: LoggingMessageNotification['params']];
+}
+
+export interface Upstream extends EventEmitter<UpstreamEvents> {
+  /** The server key in `servers.json`. */
+  readonly name: string;
+  readonly kind: 'stdio' | 'http' | 'sse' | 'rest';
+  readonly status: UpstreamStatus;
+  readonly catalog: UpstreamCatalog;
+  /** What the upstream declared at initialize, once ready. */
+  readonly capabilities: ServerCapabilities | undefined;
+  /** Exact secret values injected into this upstream (env, headers) for scrubbing. */
+  readonly secrets: readonly string[];
+  /** First dial. Never throws: a failure shows in `status`. */
+  start(): Promise<void>;
+  /** Close, then dial once (seed 004). A failure leaves it disconnected with its tools withdrawn. */
+  reconnect(): Promise<UpstreamStatus>;
+  close(): Promise<void>;
+  callTool(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<CallToolResult>;
+  /** Any other request (prompts/get, resources/read, completion/complete, resources/subscribe, …). */
+  request(method: string, params: Record<string, unknown> | undefined, options: { signal?: AbortSignal; timeoutMs: number }): Promise<Record<string, unknown>>;
+}
