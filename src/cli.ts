@@ -10,6 +10,9 @@ import { ConfigError, messageOf } from './shared/errors.js';
 import { createLogger, LOG_LEVELS, type Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
 import { serveStdio } from './transports/stdio.js';
+import { approveCommand, revokeCommand } from './commands/approve.js';
+import { callsCommand, type CallsOptions } from './commands/calls.js';
+import { processIo } from './commands/io.js';
 
 const program = new Command('mcp-broker')
   .description('An MCP gateway: serves the upstream MCP servers of servers.json as one server, every tool call judged and recorded.')
@@ -28,13 +31,21 @@ program
     const config = loadOrExit(opts.config);
     const scrubber = new Scrubber(config.secrets);
     const logger = createLogger({ level: opts.logLevel, scrubber });
-    const gateway = new Gateway(config, { logger, scrubber });
-    const shutdown = installShutdown(gateway, logger);
+    let gateway: Gateway;
+    try {
+      gateway = new Gateway(config, { logger, scrubber });
+    } catch (err) {
+      fail(err, logger);
+    }
+    const beforeStop: (() => Promise<void>)[] = [];
+    const shutdown = installShutdown(gateway, logger, beforeStop);
     if (opts.transport === 'http') {
       const { serveHttp } = await import('./transports/http.js');
       try {
-        await gateway.start();
-        await serveHttp(gateway, { host: opts.host, port: opts.port });
+        // serveHttp checks --host, starts the upstreams with http.clientCapabilities, then listens.
+        const serving = await serveHttp(gateway, { host: opts.host, port: opts.port });
+        beforeStop.push(() => serving.close());
+        process.stderr.write(`mcp-broker ${VERSION} serving ${serving.url}/mcp (legacy SSE at /sse, admin API at /api/v1/)\n`);
       } catch (err) {
         fail(err, logger);
       }
@@ -52,7 +63,52 @@ program
     }
   });
 
+program
+  .command('calls')
+  .description('print call records as a table, oldest first')
+  .option('-c, --config <file>', 'servers.json whose records to read', 'servers.json')
+  .option('--outcome <list>', 'only these outcomes (comma-separated, e.g. denied,timeout)')
+  .option('--tool <glob>', 'only tools whose advertised name matches the glob')
+  .option('--since <when>', 'only calls since an ISO-8601 time or a duration back (90s, 15m, 2h, 7d)')
+  .option('--limit <n>', 'the last n matching calls (default 100; 0 = all)', parseCount)
+  .option('--json', 'print the matching records as ndjson instead of a table')
+  .action((opts: CallsOptions & { config: string }) => runCommand(() => callsCommand(loadOrExit(opts.config), opts, processIo)));
+
+program
+  .command('approve <tool>')
+  .description('approve a tool (advertised name): satisfies "ask", and re-pins a tool whose definition changed')
+  .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
+  .option('--principal <name>', 'approve for this principal only (default: every principal)')
+  .action((tool: string, opts: { config: string; principal?: string }) =>
+    runCommand(() => approveCommand(loadOrExit(opts.config), tool, { principal: opts.principal }, processIo)),
+  );
+
+program
+  .command('revoke <tool>')
+  .description('revoke a tool\'s approval: it needs approval again before it runs')
+  .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
+  .option('--principal <name>', 'revoke for this principal only (default: every principal)')
+  .action((tool: string, opts: { config: string; principal?: string }) =>
+    runCommand(() => revokeCommand(loadOrExit(opts.config), tool, { principal: opts.principal }, processIo)),
+  );
+
 await program.parseAsync(process.argv);
+
+/** Runs a command body and sets the exit code it returns; a throw is exit 1 with one line on stderr. */
+async function runCommand(body: () => Promise<number>): Promise<void> {
+  try {
+    process.exitCode = await body();
+  } catch (err) {
+    process.stderr.write(`mcp-broker: ${messageOf(err)}\n`);
+    process.exitCode = 1;
+  }
+}
+
+function parseCount(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a non-negative integer');
+  return n;
+}
 
 function parsePort(value: string): number {
   const port = Number(value);
@@ -84,7 +140,7 @@ function fail(err: unknown, logger: Logger): never {
   process.exit(1);
 }
 
-function installShutdown(gateway: Gateway, logger: Logger): (why: string) => Promise<void> {
+function installShutdown(gateway: Gateway, logger: Logger, beforeStop: readonly (() => Promise<void>)[] = []): (why: string) => Promise<void> {
   let stopping: Promise<void> | undefined;
   const shutdown = (why: string) => {
     stopping ??= (async () => {
@@ -94,6 +150,7 @@ function installShutdown(gateway: Gateway, logger: Logger): (why: string) => Pro
         process.exit(0);
       }, 8000);
       force.unref();
+      for (const stop of beforeStop) await stop().catch(() => undefined);
       await gateway.stop();
       logger.flush?.();
       process.exit(0);

@@ -12,15 +12,26 @@ import { invokeStage } from './broker/invoke.js';
 import { judgeStage } from './broker/judge.js';
 import { recordStage } from './broker/record.js';
 import type { Stage } from './broker/runner.js';
+import { Breakers, breakerStage } from './broker/breaker.js';
+import { budgetFromEnv, budgetStage } from './broker/budget.js';
+import { evaluateStage } from './broker/evaluate.js';
+import { pinRoster } from './broker/pins.js';
+import { compilePolicy, type CompiledPolicy } from './broker/policy.js';
+import { publishStage } from './broker/publish.js';
+import { retryStage } from './broker/retry.js';
+import { scrubStage } from './broker/scrub.js';
+import { SqliteStore, type Store } from './store/index.js';
 import type { LoadedConfig } from './config/load.js';
-import { serverKind, type ServerConfig } from './config/schema.js';
-import { ToolRouter } from './router/index.js';
+import { serverKind, type RestServerConfig, type ServerConfig } from './config/schema.js';
+import { assertNoRosterCollision, loadFunctionModules, ToolRouter } from './router/index.js';
+import { registerBuiltins, type Builtins } from './builtins/index.js';
 import { systemClock, type Clock } from './shared/clock.js';
 import { ConfigError, messageOf } from './shared/errors.js';
 import type { Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
 import { McpUpstream } from './upstream/connection.js';
 import { Registry, type ListKind } from './upstream/registry.js';
+import { RestUpstream } from './upstream/rest/index.js';
 import type { Upstream } from './upstream/types.js';
 
 /** The package version, for `serverInfo` and `clientInfo`. */
@@ -38,6 +49,10 @@ export interface GatewayDeps {
   /** Where records go; default the ndjson file of `broker.records`. */
   records?: RecordSink;
   scrubber?: Scrubber;
+  /** Pins and approvals; default the SQLite store in `broker.dataDir`. */
+  store?: Store;
+  /** Where `MCP_BROKER_CALL_BUDGET` is read; default `process.env`. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface GatewayEvents {
@@ -59,10 +74,18 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly broker: Broker;
   readonly records: RecordSink;
   readonly publisher: RecordPublisher<CallRecord>;
+  /** Pins, approvals, first uses (issue 3); closed by `stop()`. */
+  readonly store: Store;
+  readonly policy: CompiledPolicy;
+  private readonly env: NodeJS.ProcessEnv;
+  /** `experimental` capabilities every session declares (the builtins', e.g. `mcp-broker/reconnect`). */
+  readonly experimental: Record<string, object>;
+  private readonly builtins: Builtins;
   /** Settles when every upstream's first dial has settled (ready or failed). */
   readonly ready: Promise<void>;
   private markReady!: () => void;
   private started = false;
+  private isReady = false;
   private readonly subscriptions = new Map<string, number>();
 
   constructor(config: LoadedConfig, deps: GatewayDeps) {
@@ -80,6 +103,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         maxFiles: config.broker.records.maxFiles,
       });
     this.publisher = new RecordPublisher<CallRecord>(this.logger);
+    this.policy = compilePolicy(config.policy);
+    this.env = deps.env ?? process.env;
+    this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
     this.registry = new Registry(this.logger);
     this.ready = new Promise((resolve) => (this.markReady = resolve));
     for (const [name, server] of Object.entries(config.mcpServers)) {
@@ -91,9 +117,15 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       this.registry.add({ upstream, prefix, disabledTools });
       upstream.on('state', (status) => this.logger.debug({ upstream: name, ...status }, 'upstream state'));
     }
-    this.router = new ToolRouter(this.registry, this.clock);
+    this.router = new ToolRouter(this.registry, this.clock, { askTimeoutMs: config.policy.askTimeoutMs });
+    // The broker's own tools (broker__reconnect, estate__*), served through the router (issue 4).
+    this.builtins = registerBuiltins(this);
+    this.experimental = this.builtins.experimental;
     this.broker = new Broker(this.buildStages(), this.clock);
-    this.registry.on('listChanged', (kind) => this.emit('listChanged', kind));
+    // Lists change many times during the first dial; clients list after `ready`, so stay quiet until then.
+    this.registry.on('listChanged', (kind) => this.isReady && this.emit('listChanged', kind));
+    // Tool pinning: every upstream tool's definition is pinned when first seen (issue 3).
+    this.registry.on('listChanged', (kind) => kind === 'tools' && void pinRoster(this.store, this.registry.roster, this.clock, this.logger));
     this.registry.on('resourceUpdated', (uri) => this.emit('resourceUpdated', uri));
     this.registry.on('log', (params, server) =>
       this.emit('log', { ...params, logger: params.logger ?? server } as LoggingMessageNotification['params']),
@@ -102,11 +134,38 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /** The call path, in the seed's order. */
   protected buildStages(): Stage[] {
-    const { broker } = this.config;
+    const { broker, policy, principals } = this.config;
     const scrubber = this.scrubber;
+    const budget = budgetFromEnv(this.env) ?? broker.budgetPerUnit;
     return orderStages({
-      record: recordStage({ records: this.records, clock: this.clock, logger: this.logger, scrubArgs: (a) => scrubber.value(a) }),
-      judge: judgeStage({ resolve: (name) => this.router.resolve(name), isReadOnly: (t) => this.isReadOnly(t) }),
+      publish: publishStage({ publisher: this.publisher, logger: this.logger }),
+      record: recordStage({
+        records: this.records,
+        clock: this.clock,
+        logger: this.logger,
+        scrubArgs: (a) => scrubber.value(a),
+        scrubText: (t) => scrubber.text(t),
+      }),
+      evaluate: evaluateStage({ maxBytes: policy.output.maxBytes, deny: policy.output.deny }),
+      scrub: scrubStage({ scrubber }),
+      judge: judgeStage({
+        resolve: (name) => this.router.resolve(name),
+        isReadOnly: (t) => this.isReadOnly(t),
+        policy: this.policy,
+        store: this.store,
+        clock: this.clock,
+        askTimeoutMs: policy.askTimeoutMs,
+        scrubArgs: (a) => scrubber.value(a),
+        logger: this.logger,
+      }),
+      budget: budgetStage({ limitFor: (call) => principals[call.session.principal]?.budgetPerUnit ?? budget }),
+      breaker: breakerStage(new Breakers({ clock: this.clock, threshold: broker.breaker.threshold, openMs: broker.breaker.openMs })),
+      retry: retryStage({
+        now: () => this.clock.now(),
+        sleep: (ms, signal) => this.clock.sleep(ms, signal),
+        maxRetries: broker.retry.maxRetries,
+        baseDelayMs: broker.retry.baseDelayMs,
+      }),
       deadline: deadlineStage({
         clock: this.clock,
         timeoutFor: (call) => this.timeoutFor(call.target),
@@ -124,11 +183,15 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return perTool ?? server?.timeoutMs ?? this.config.broker.timeoutMs;
   }
 
-  /** Whether a tool counts as read-only: `annotations.readOnlyHint: true`, a per-tool `readOnly`, or `policy.readOnly`. */
+  /**
+   * Whether a tool counts as read-only (retry, `read-only` mode): a per-tool `readOnly` wins;
+   * else listed in `policy.readOnly` (globs over advertised names) or `annotations.readOnlyHint: true`.
+   */
   isReadOnly(target: ToolTarget): boolean {
     const server = this.config.mcpServers[target.server];
     const override = server && 'tools' in server ? (server.tools as Record<string, { readOnly?: boolean }>)[target.toolName]?.readOnly : undefined;
     if (override !== undefined) return override;
+    if (this.policy.listedReadOnly(target.name)) return true;
     return target.definition?.annotations?.readOnlyHint === true;
   }
 
@@ -140,6 +203,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   async start(options: { clientCapabilities?: ClientCapabilities } = {}): Promise<void> {
     if (this.started) return this.ready;
     this.started = true;
+    // User function tools (servers.json `functions`); a bad module is a ConfigError (exit 2).
+    this.router.register(await loadFunctionModules(this.config.functions), { server: 'functions' });
     const offered = offeredCapabilities(options.clientCapabilities);
     await Promise.all(
       this.registry.upstreams.map(async (u) => {
@@ -148,6 +213,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       }),
     );
     const roster = this.registry.rebuild();
+    this.isReady = true;
     this.markReady();
     if (roster.collisions.length) {
       const c = roster.collisions[0]!;
@@ -156,12 +222,15 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         `${c.kind} "${c.withheld}" and "${c.kept}" would both be advertised as "${c.name}"; set a different "prefix"`,
       );
     }
+    assertNoRosterCollision(this.router.localNames(), roster.tools.keys());
   }
 
   /** Closes every upstream (ending stdio children's process groups) and the records file. */
   async stop(): Promise<void> {
     await Promise.all(this.registry.upstreams.map((u) => u.close().catch(() => undefined)));
     await this.records.close().catch(() => undefined);
+    await this.builtins.close().catch(() => undefined);
+    await this.store.close().catch(() => undefined);
   }
 
   /** Ends every stdio child at once; for a last-resort exit. */
@@ -208,8 +277,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private createUpstream(name: string, server: ServerConfig): Upstream | undefined {
     const kind = serverKind(server);
     if (kind === 'rest') {
-      this.logger.warn({ upstream: name }, 'rest upstreams are not supported by this build; skipped');
-      return undefined;
+      return new RestUpstream({ name, config: server as RestServerConfig, logger: this.logger.child({ upstream: name }), clock: this.clock });
     }
     return new McpUpstream({
       name,

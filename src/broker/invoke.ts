@@ -50,6 +50,9 @@ function classifyFailure(call: BrokerCall, err: unknown): void {
     if (GUARD_CODES.has(err.code)) return refuse(call, 'guard_error', err.code === 'guard_error' ? messageOf(err) : `${err.code}: ${messageOf(err)}`);
     if (err.code === 'invalid_arguments') return refuse(call, 'invalid_arguments', messageOf(err));
     if (err.code === 'denied') return refuse(call, 'denied', messageOf(err));
+    // The router's own refusals (issue 4): an approval not given, a caller gone after approving.
+    if (err.code === 'approval_required') return refuse(call, 'approval_required', messageOf(err));
+    if (err.code === 'cancelled') return refuse(call, 'cancelled', messageOf(err));
     const data = err.data as { httpStatus?: number; retryAfterMs?: number } | undefined;
     refuse(call, 'upstream_error', messageOf(err));
     call.retryable = err.code === 'upstream_unavailable' || isRetryableStatus(data?.httpStatus) || err.code === 'transport_error';

@@ -1,16 +1,43 @@
 /**
- * The judge stage (seed 002 steps 1-3; issue 3 §1). Resolves the tool: a tool that is
- * disabled or gone is `unregistered` with the reason. Policy, run mode, first use and
- * pinning are added by the policy module; `deny` and `ask` never reach an upstream.
+ * The judge stage (seed 002_7bce204a86c1c7ba.txt steps 1-3; issue 3 §1). Resolves the tool in
+ * the registry (unknown, `disabled` or `gone` → `unregistered`), checks its pin (a changed
+ * definition → `unregistered`, reason `changed`), and applies the policy ({@link decide}).
+ * `deny` and an unanswered `ask` settle the call here, so neither ever reaches an upstream.
+ *
+ * Ask: when the downstream client declared elicitation, the human is asked with
+ * `elicitation/create` (the message names the tool and a scrubbed summary of the arguments;
+ * `policy.askTimeoutMs`); accept → the call goes on (a first use is remembered), decline,
+ * cancel or no answer in time → `approval_required`. Without elicitation → `approval_required`,
+ * and the reason says how to approve (`mcp-broker approve <tool>`). A downstream cancel while
+ * asking → `cancelled`.
+ *
+ * Pins, approvals and first uses live in the {@link Store}; a store failure throws, which the
+ * runner turns into `guard_error` (fail closed). Sets `call.readOnly` for the retry stage.
  */
+import type { Clock } from '../shared/clock.js';
+import type { Logger } from '../shared/logger.js';
+import type { PinState, Store } from '../store/store.js';
+import { askApproval } from './ask.js';
+import { decide, type CompiledPolicy, type Verdict } from './policy.js';
 import type { Stage } from './runner.js';
 import { refuse, type BrokerCall, type ToolTarget } from './types.js';
+
+/** Longest argument summary shown in an approval prompt, in characters. */
+export const ASK_SUMMARY_MAX_CHARS = 600;
 
 export interface JudgeDeps {
   /** The registry's view of an advertised name; undefined when never known. */
   resolve(name: string): ToolTarget | undefined;
-  /** Whether a target is read-only (annotations or `policy.readOnly`). */
+  /** Whether a target is read-only (annotations, per-tool `readOnly` or `policy.readOnly`). */
   isReadOnly(target: ToolTarget): boolean;
+  policy: CompiledPolicy;
+  store: Store;
+  clock: Clock;
+  /** How long an approval prompt waits, in ms (`policy.askTimeoutMs`). */
+  askTimeoutMs: number;
+  /** Makes argument values safe to show: the scrubber's `value`. */
+  scrubArgs: (args: unknown) => unknown;
+  logger?: Logger;
 }
 
 export function judgeStage(deps: JudgeDeps): Stage {
@@ -23,9 +50,55 @@ export function judgeStage(deps: JudgeDeps): Stage {
       if (target.state === 'disabled') return refuse(call, 'unregistered', `tool "${target.name}" is disabled by configuration`);
       if (target.state === 'gone') return refuse(call, 'unregistered', `tool "${target.name}" is gone: upstream "${target.server}" is not serving it now`);
       call.readOnly = deps.isReadOnly(target);
+
+      const { name } = target;
+      const principal = call.session.principal;
+      const at = new Date(deps.clock.now()).toISOString();
+      // The broker's own tools change only with the broker itself: not pinned.
+      let pin: PinState | undefined;
+      if (target.source === 'upstream' && target.hash) pin = await deps.store.observePin(name, target.hash, at);
+      const approval = (await deps.store.getApproval(name, principal))?.decision;
+      const firstUseDone = deps.policy.config.firstUse === 'ask' ? await deps.store.hasUsed(name, principal) : true;
+      const verdict = decide(deps.policy, { name, principal, readOnly: call.readOnly, pin, approval, firstUseDone, toolDefault: target.policyDefault });
+
+      if (verdict.kind === 'refuse') return refuse(call, verdict.outcome, verdict.reason);
+      if (verdict.kind === 'ask') {
+        const refusal = await ask(call, target, verdict, deps);
+        if (refusal) return refusal.cancelled ? refuse(call, 'cancelled', refusal.reason) : refuse(call, 'approval_required', refusal.reason);
+        if (verdict.ground === 'first_use') await deps.store.markUsed(name, principal, at);
+      }
       await next();
     },
   };
 }
 
-export type { BrokerCall };
+/** Asks the human through {@link askApproval}; resolves undefined when they accepted, else why not. */
+async function ask(
+  call: BrokerCall,
+  target: ToolTarget,
+  verdict: Extract<Verdict, { kind: 'ask' }>,
+  deps: JudgeDeps,
+): Promise<{ reason: string; cancelled?: boolean } | undefined> {
+  const message = [
+    `Allow the tool "${target.name}" (${target.server}/${target.toolName}) to run?`,
+    `Why you are asked: ${verdict.reason}.`,
+    `Arguments: ${summarize(deps.scrubArgs(call.request.args))}`,
+  ].join('\n');
+  const answer = await askApproval(call.session, { message, timeoutMs: deps.askTimeoutMs, signal: call.request.signal });
+  if (answer.approved) return undefined;
+  if (call.request.signal.aborted) return { reason: 'cancelled by the client while waiting for approval', cancelled: true };
+  if (answer.why === 'failed') deps.logger?.warn({ callId: call.callId, tool: target.name, err: answer.reason }, 'approval prompt failed');
+  const how = answer.why === 'declined' || answer.why === 'cancelled' ? '' : `; approve it with \`mcp-broker approve ${target.name}\``;
+  return { reason: `${verdict.reason}; ${answer.reason}${how}` };
+}
+
+/** One line of JSON, cut at {@link ASK_SUMMARY_MAX_CHARS}. */
+function summarize(args: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(args) ?? '{}';
+  } catch {
+    text = '(arguments that cannot be shown)';
+  }
+  return text.length > ASK_SUMMARY_MAX_CHARS ? `${text.slice(0, ASK_SUMMARY_MAX_CHARS - 1)}…` : text;
+}

@@ -19,6 +19,8 @@ export interface RecordDeps {
   logger: Logger;
   /** Makes argument values safe to keep: the scrubber's `value`. */
   scrubArgs: (args: unknown) => unknown;
+  /** Makes the reason safe to keep: the scrubber's `text`; default none (the scrub stage already ran). */
+  scrubText?: (text: string) => string;
 }
 
 export function recordStage(deps: RecordDeps): Stage {
@@ -47,7 +49,7 @@ export function recordStage(deps: RecordDeps): Stage {
   };
 }
 
-export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | 'scrubArgs'>): CallRecord {
+export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | 'scrubArgs' | 'scrubText'>): CallRecord {
   const outcome = call.outcome!;
   const record: CallRecord = {
     ts: new Date(call.startedAt).toISOString(),
@@ -64,9 +66,10 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
     bytesOut: call.bytesOut,
     args: deps.scrubArgs(call.request.args),
   };
-  if (call.reason !== undefined && outcome !== 'ok') record.reason = call.reason;
+  if (call.reason !== undefined && outcome !== 'ok') record.reason = deps.scrubText ? deps.scrubText(call.reason) : call.reason;
   if (call.notes.breaker) record.breaker = call.notes.breaker;
   if (call.notes.stripped?.length) record.stripped = call.notes.stripped;
+  if (call.notes.proposal) record.proposal = call.notes.proposal;
   return record;
 }
 

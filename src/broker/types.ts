@@ -22,6 +22,11 @@ export interface ToolTarget {
   readonly definition?: Tool;
   /** Pin of the definition (sha256); present when active. */
   readonly hash?: string;
+  /**
+   * The policy action when no `policy.rules` entry matches, instead of `policy.default`; set by
+   * the router for function tools that declare it (`estate__apply_proposal`: `ask`). Issue 4.
+   */
+  readonly policyDefault?: 'ask' | 'deny';
 }
 
 /** The downstream side of a call: who is calling, and how to reach them. */
@@ -78,6 +83,8 @@ export interface CallRecord {
   breaker?: string;
   /** Argument names stripped before the call (rest tools). */
   stripped?: string[];
+  /** An estate proposal this call stored or applied (the estate relay's audit hook; issue 4). */
+  proposal?: { id: string; action: 'proposed' | 'applied'; path: string };
 }
 
 /** The mutable state of one call inside the broker. */
@@ -109,7 +116,7 @@ export interface BrokerCall {
   /** A `Retry-After` the upstream sent with its last failure, in ms. */
   retryAfterMs?: number;
   /** Extra fields for the record (breaker state, stripped arguments). */
-  notes: Partial<Pick<CallRecord, 'breaker' | 'stripped'>>;
+  notes: Partial<Pick<CallRecord, 'breaker' | 'stripped' | 'proposal'>>;
   /** Written by the record stage. */
   record?: CallRecord;
 }

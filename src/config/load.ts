@@ -48,9 +48,14 @@ export function parseConfig(
   const baseDir = options.baseDir ?? process.cwd();
   const interpolated = interpolate(raw, [], env, secrets, baseDir);
   const parsed = configSchema.safeParse(interpolated);
-  if (!parsed.success) throw fromZod(parsed.error, interpolated);
-  const config = parsed.data;
-  checkServers(config);
+  if (!parsed.success) throw redact(fromZod(parsed.error, interpolated), secrets);
+  // A copy: zod hands out its `.default(...)` objects by reference, and paths are resolved in place below.
+  const config = structuredClone(parsed.data);
+  try {
+    checkServers(config);
+  } catch (err) {
+    throw err instanceof ConfigError ? redact(err, secrets) : err;
+  }
   for (const server of Object.values(config.mcpServers)) {
     const kind = serverKind(server);
     if ('env' in server) secrets.push(...Object.values(server.env));
@@ -144,6 +149,25 @@ function formatPath(path: readonly PropertyKey[]): string {
   return path
     .map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`))
     .join('');
+}
+
+/** Shortest `${env:}` value treated as a secret when redacting messages (shorter ones would garble them). */
+const MIN_REDACTED_LENGTH = 4;
+
+/**
+ * The error with every `${env:}` value in its message replaced by `***`: a bad value can hold a
+ * secret in any field (`"url": "https://…/${env:TOKEN}"`), not only in `env` or `headers`.
+ */
+function redact(err: ConfigError, secrets: readonly string[]): ConfigError {
+  const path = err.data?.path ?? '';
+  let text = path && err.message.startsWith(`${path}: `) ? err.message.slice(path.length + 2) : err.message;
+  let changed = false;
+  for (const secret of [...secrets].sort((a, b) => b.length - a.length)) {
+    if (secret.length < MIN_REDACTED_LENGTH || !text.includes(secret)) continue;
+    text = text.split(secret).join('***');
+    changed = true;
+  }
+  return changed ? new ConfigError(path, text) : err;
 }
 
 /** The first zod issue as a ConfigError; the bad value is named only when it cannot be a secret. */

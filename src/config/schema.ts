@@ -3,6 +3,7 @@
  * VS Code (DESIGN.md, "Contract"). Every default lives here and nowhere else.
  */
 import { z } from 'zod';
+import { restServerProblems } from '../upstream/rest/definition.js';
 import { DEFAULT_INHERITED_ENV } from '../upstream/spawn-env.js';
 
 /** Server keys: `^[A-Za-z0-9][A-Za-z0-9_-]*$`, no `__`, not a reserved prefix. */
@@ -99,6 +100,7 @@ const restToolSchema = z
     /** Path template below `baseUrl`, e.g. `/repos/{owner}/{repo}/issues/{number}`. */
     path: z.string().startsWith('/'),
     args: z.record(z.string(), restArgSchema).default({}),
+    /** Retried on 429/5xx, allowed in `read-only` mode; absent: true for GET and HEAD only. */
     readOnly: z.boolean().optional(),
     timeoutMs: ms().optional(),
   })
@@ -108,10 +110,15 @@ const restToolSchema = z
 export const restServerSchema = z
   .object({
     type: z.literal('rest'),
-    /** Scheme, host, port and path prefix are pinned: no request leaves them. */
-    baseUrl: z.url(),
+    /**
+     * Scheme, host, port and path prefix are pinned: no request leaves them. http(s), no
+     * credentials, query or fragment. Optional with `openapi`: then its `servers[0].url`.
+     */
+    baseUrl: z.url().optional(),
     /** Sent with every request; secrets via `${env:…}`; injected only at invoke time. */
     headers: stringMap.default({}),
+    /** Header names an `"in": "header"` argument may set (never credentials or framing: see `FORBIDDEN_ARG_HEADERS`). */
+    argHeaders: z.array(z.string()).default([]),
     /** Hand-written tools, keyed by tool name. */
     tools: z.record(z.string(), restToolSchema).default({}),
     /** A local OpenAPI 3.x file (relative to `servers.json`) to import operations from. */
@@ -125,7 +132,10 @@ export const restServerSchema = z
     required: commonServer.required,
     disabled: commonServer.disabled,
   })
-  .strict();
+  .strict()
+  .superRefine((server, ctx) => {
+    for (const p of restServerProblems(server)) ctx.addIssue({ code: 'custom', message: p.message, path: p.path });
+  });
 
 type AnyServer =
   | z.output<typeof stdioServerSchema>
@@ -278,6 +288,24 @@ export const httpSchema = z
     allowedHosts: z.array(z.string()).default(['127.0.0.1', 'localhost', '[::1]']),
     /** Accepted Origin values; default loopback origins only. Requests without Origin pass. */
     allowedOrigins: z.array(z.string()).default([]),
+    /**
+     * Client capabilities offered to upstreams when serving HTTP (many sessions share one
+     * upstream connection, so no one session's `initialize` can decide them). Only `sampling`,
+     * `elicitation` and `roots` are used; default none. An upstream request during a call is
+     * re-issued to the calling session only when that session declared the capability too.
+     */
+    clientCapabilities: z
+      .object({
+        sampling: z.record(z.string(), z.unknown()).optional(),
+        elicitation: z.record(z.string(), z.unknown()).optional(),
+        roots: z.object({ listChanged: z.boolean().optional() }).optional(),
+      })
+      .strict()
+      .default({}),
+    /** Events kept per Streamable HTTP session for `Last-Event-ID` resumption (oldest dropped first). */
+    resumeEvents: z.number().int().min(0).default(1000),
+    /** `POST /v1/sessions/:id/mcp/reconnect` calls allowed per principal per minute; more get 429. */
+    reconnectsPerMinute: z.number().int().min(1).default(6),
   })
   .strict();
 

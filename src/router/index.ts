@@ -1,1 +1,13 @@
-export { ToolRouter, type LocalTool } from './router.js';
+export { ToolRouter, DEFAULT_ASK_TIMEOUT_MS, type PrimaryHandler, type RouterOutcome, type RouterOptions } from './router.js';
+export {
+  defineFunctionTool,
+  isFunctionTool,
+  toCallToolResult,
+  ToolDeniedError,
+  TOOL_NAME,
+  type FunctionTool,
+  type FunctionToolSpec,
+  type FunctionToolContext,
+  type FunctionToolReturn,
+} from './function-tool.js';
+export { loadFunctionModules, assertNoRosterCollision } from './modules.js';

@@ -1,51 +1,184 @@
 /**
- * The tool router: every call's invoke goes through `dispatch` (DESIGN.md "The data path").
- * Local tools (the broker's own and user function tools) are looked up first; anything else is
- * an upstream tool in the roster, dispatched to its upstream by table.
+ * The tool router: the one dispatch point of every call (DESIGN.md "The data path"; seed
+ * 003_208e7d69e85a85fd.txt). The broker's invoke stage calls {@link ToolRouter.dispatch}; the
+ * session lists through {@link ToolRouter.list} and resolves through {@link ToolRouter.resolve}.
+ *
+ * Three tables, looked up in this order:
+ *  1. **primary handlers**, attached explicitly with {@link ToolRouter.attach}: they run first and
+ *     win over a function tool of the same name (consumer-explicit beats helper-defined);
+ *  2. **function tools**, the fallback table, filled by {@link ToolRouter.register} with
+ *     {@link defineFunctionTool} results (the broker's own `broker__*` / `estate__*` tools and the
+ *     user modules of `servers.json` `functions`);
+ *  3. **upstream tools** of the roster, dispatched to their upstream by table.
+ *
+ * Dispatch policy ({@link ToolRouter.dispatchBatch}): a batch is claimed only when every name in
+ * it is known; a batch with ANY unknown name is denied as a whole, deterministically and at once
+ * (outcome `denied`, code `unknown_tool`), never left waiting for someone to claim it. A claimed
+ * batch runs every call in parallel and in isolation (one call's throw never touches another),
+ * and answers positionally, one {@link RouterOutcome} per call: `ok`, `error` or `denied`.
+ *
+ * Function tools: arguments go through `parameters.safeParse` (the handler gets the output:
+ * defaults applied, transforms run; a failure is `error`/`invalid_arguments` with the formatted
+ * zod issues). A `requireApproval` tool asks through the broker's ask path (`askApproval`,
+ * elicitation); after an approval the router checks `session.isLive()` and, when the caller's
+ * connection has gone, does NOT run the handler (`error`/`connection_lost`): no side effect
+ * that could not be acknowledged.
  */
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { askApproval } from '../broker/ask.js';
 import type { Dispatcher } from '../broker/invoke.js';
 import type { BrokerCall, ToolTarget } from '../broker/types.js';
 import { noteProgress } from '../broker/deadline.js';
-import { BrokerError } from '../shared/errors.js';
+import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Clock } from '../shared/clock.js';
 import type { Registry } from '../upstream/registry.js';
 import { toolHash } from '../upstream/roster.js';
+import { toCallToolResult, type FunctionTool, type FunctionToolContext } from './function-tool.js';
 
-/** A tool the broker serves itself. */
-export interface LocalTool {
-  readonly definition: Tool;
-  /** Server key shown in records (`broker`, `estate`, `functions`). */
+/** Default wait of a `requireApproval` prompt, in ms; the gateway passes `policy.askTimeoutMs`. */
+export const DEFAULT_ASK_TIMEOUT_MS = 120_000;
+
+/**
+ * A primary handler: explicit code that serves some tools ahead of the function-tool table.
+ * Arguments reach it unparsed (like an upstream); it answers a `CallToolResult` or throws
+ * (`ToolDeniedError` → `denied`; `BrokerError` passes to the invoke stage as is).
+ */
+export interface PrimaryHandler {
+  /** Server key shown in records (`subject` is `<server>/<tool>`). */
   readonly server: string;
-  run(call: BrokerCall): Promise<CallToolResult>;
+  /** The tools it serves, advertised under their `name`. */
+  readonly tools: readonly Tool[];
+  call(name: string, args: Record<string, unknown>, context: FunctionToolContext): Promise<CallToolResult>;
+}
+
+/**
+ * One call's outcome in a batch (seed 003): `ok` with its result; `error` (the tool failed, the
+ * arguments did not parse, the connection went away after approval, or the upstream failed:
+ * `error` keeps the thrown value); `denied` (a `ToolDeniedError`, an approval not given, or a
+ * batch holding an unknown name).
+ */
+export type RouterOutcome =
+  | { readonly outcome: 'ok'; readonly result: CallToolResult }
+  | {
+      readonly outcome: 'error';
+      readonly code: 'invalid_arguments' | 'handler_error' | 'connection_lost' | 'upstream_error' | 'aborted';
+      readonly message: string;
+      readonly error?: unknown;
+    }
+  | { readonly outcome: 'denied'; readonly code: 'unknown_tool' | 'denied' | 'approval_required'; readonly message: string };
+
+export interface RouterOptions {
+  /** How long a `requireApproval` prompt waits, in ms; default {@link DEFAULT_ASK_TIMEOUT_MS}. */
+  askTimeoutMs?: number;
+}
+
+type Route =
+  | { kind: 'primary'; handler: PrimaryHandler }
+  | { kind: 'function'; tool: LocalFunctionTool }
+  | { kind: 'upstream'; server: string; toolName: string };
+
+interface LocalFunctionTool {
+  readonly tool: FunctionTool;
+  readonly server: string;
+  readonly toolName: string;
+  readonly hash: string;
 }
 
 export class ToolRouter implements Dispatcher {
-  private readonly local = new Map<string, LocalTool & { hash: string }>();
+  private readonly primaries: PrimaryHandler[] = [];
+  private readonly functions = new Map<string, LocalFunctionTool>();
+  private readonly askTimeoutMs: number;
 
   constructor(
     private readonly registry: Registry,
     private readonly clock: Clock,
-  ) {}
-
-  /** Adds a local tool; its name wins over an upstream tool of the same name. */
-  addLocal(tool: LocalTool): void {
-    this.local.set(tool.definition.name, { ...tool, hash: toolHash(tool.definition) });
+    options: RouterOptions = {},
+  ) {
+    this.askTimeoutMs = options.askTimeoutMs ?? DEFAULT_ASK_TIMEOUT_MS;
   }
 
-  /** Every tool advertised: local first, then the roster. */
+  /**
+   * Adds function tools to the fallback table, under `server` in records (default `functions`;
+   * a name `<server>__x` is recorded as tool `x`). Entries that are not {@link defineFunctionTool}
+   * results are skipped; a name registered again is replaced in place. Returns how many names
+   * were new.
+   */
+  register(tools: readonly unknown[] | null | undefined, options: { server?: string } = {}): number {
+    if (!tools?.length) return 0;
+    const server = options.server ?? 'functions';
+    let added = 0;
+    for (const tool of tools) {
+      if (!isFunctionToolLike(tool)) continue;
+      const name = tool.definition.name;
+      if (!this.functions.has(name)) added++;
+      const toolName = name.startsWith(`${server}__`) ? name.slice(server.length + 2) : name;
+      this.functions.set(name, { tool, server, toolName, hash: toolHash(tool.definition) });
+    }
+    return added;
+  }
+
+  /** Attaches a primary handler (runs before the function tools); returns the function that detaches it. */
+  attach(handler: PrimaryHandler): () => void {
+    if (!this.primaries.includes(handler)) this.primaries.push(handler);
+    return () => this.detach(handler);
+  }
+
+  /** Detaches a primary handler; its names fall back to function tools, then upstreams. Returns whether it was attached. */
+  detach(handler: PrimaryHandler): boolean {
+    const at = this.primaries.indexOf(handler);
+    if (at < 0) return false;
+    this.primaries.splice(at, 1);
+    return true;
+  }
+
+  /** The function tool registered under `name`, if any. */
+  functionTool(name: string): FunctionTool | undefined {
+    return this.functions.get(name)?.tool;
+  }
+
+  /** Names served locally (primary handlers and function tools), for collision checks. */
+  localNames(): string[] {
+    const names = new Set<string>();
+    for (const p of this.primaries) for (const t of p.tools) names.add(t.name);
+    for (const name of this.functions.keys()) names.add(name);
+    return [...names];
+  }
+
+  /** Every tool advertised: primary handlers, then function tools, then the roster; the first claimant of a name wins. */
   list(): Tool[] {
     const out: Tool[] = [];
-    for (const t of this.local.values()) out.push(t.definition);
-    for (const t of this.registry.roster.tools.values()) if (!this.local.has(t.name)) out.push(t.definition);
+    const seen = new Set<string>();
+    const add = (t: Tool) => {
+      if (seen.has(t.name)) return;
+      seen.add(t.name);
+      out.push(t);
+    };
+    for (const p of this.primaries) for (const t of p.tools) add(t);
+    for (const f of this.functions.values()) add(f.tool.definition);
+    for (const t of this.registry.roster.tools.values()) add(t.definition);
     return out;
   }
 
   /** The target of an advertised name; undefined when no tool by that name was ever known. */
   resolve(name: string): ToolTarget | undefined {
-    const local = this.local.get(name);
+    const primary = this.primaryFor(name);
+    if (primary) {
+      const definition = primary.tools.find((t) => t.name === name)!;
+      return { name, server: primary.server, toolName: name, state: 'active', source: 'local', definition, hash: toolHash(definition) };
+    }
+    const local = this.functions.get(name);
     if (local) {
-      return { name, server: local.server, toolName: name, state: 'active', source: 'local', definition: local.definition, hash: local.hash };
+      return {
+        name,
+        server: local.server,
+        toolName: local.toolName,
+        state: 'active',
+        source: 'local',
+        definition: local.tool.definition,
+        hash: local.hash,
+        ...(local.tool.policyDefault ? { policyDefault: local.tool.policyDefault } : {}),
+      };
     }
     const found = this.registry.resolveTool(name);
     if (!found) return undefined;
@@ -60,21 +193,118 @@ export class ToolRouter implements Dispatcher {
     };
   }
 
+  /**
+   * The broker's invoke (one attempt of one call): a batch of one, its outcome mapped to what the
+   * invoke stage classifies. `ok` → the result (the invoke stage reads `tool_error` off it);
+   * a function tool's own throw → a result with `isError: true` (`tool_error`);
+   * `invalid_arguments`, `denied`, `approval_required` → a `BrokerError` of that code;
+   * `connection_lost` → `BrokerError('cancelled')`; an upstream's or primary handler's throw, or
+   * the abort reason of a call aborted by its deadline or the client → rethrown as is.
+   */
   async dispatch(call: BrokerCall): Promise<CallToolResult> {
+    const [answer] = await this.dispatchBatch([call]);
+    switch (answer!.outcome) {
+      case 'ok':
+        return answer.result;
+      case 'denied':
+        throw new BrokerError(answer.code === 'approval_required' ? 'approval_required' : 'denied', answer.message);
+      case 'error':
+        if (answer.code === 'handler_error' && !(answer.error instanceof BrokerError)) {
+          return { content: [{ type: 'text', text: answer.message }], isError: true };
+        }
+        if (answer.code === 'invalid_arguments') throw new BrokerError('invalid_arguments', answer.message);
+        if (answer.code === 'connection_lost') throw new BrokerError('cancelled', answer.message);
+        throw answer.error ?? new BrokerError('upstream_error', answer.message);
+    }
+  }
+
+  /**
+   * Dispatches a batch (seed 003 "Dispatch policy"): every name known → all run in parallel,
+   * positional outcomes; any name unknown → every position `denied` (`unknown_tool`), at once.
+   * Never throws and never waits on anything but the calls themselves.
+   */
+  async dispatchBatch(calls: readonly BrokerCall[]): Promise<RouterOutcome[]> {
+    const routes = calls.map((c) => this.route(c));
+    const missing = routes.findIndex((r) => r === undefined);
+    if (missing >= 0) {
+      const message = `no tool named "${calls[missing]!.request.name}"; the batch of ${calls.length} call(s) is refused`;
+      return calls.map(() => ({ outcome: 'denied', code: 'unknown_tool', message }));
+    }
+    return Promise.all(calls.map((c, i) => this.runOne(c, routes[i]!)));
+  }
+
+  private primaryFor(name: string): PrimaryHandler | undefined {
+    return this.primaries.find((p) => p.tools.some((t) => t.name === name));
+  }
+
+  private route(call: BrokerCall): Route | undefined {
     const target = call.target;
-    if (!target) throw new BrokerError('guard_error', 'dispatch without a resolved target');
-    const local = target.source === 'local' ? this.local.get(target.name) : undefined;
-    if (local) return local.run(call);
-    const upstream = this.registry.upstream(target.server);
-    if (!upstream) throw new BrokerError('upstream_unavailable', `no upstream "${target.server}"`);
+    if (target?.source === 'upstream') return { kind: 'upstream', server: target.server, toolName: target.toolName };
+    const name = target?.name ?? call.request.name;
+    const primary = this.primaryFor(name);
+    if (primary) return { kind: 'primary', handler: primary };
+    const local = this.functions.get(name);
+    if (local) return { kind: 'function', tool: local };
+    if (target) return undefined;
+    const found = this.registry.resolveTool(name);
+    if (found?.state === 'active') return { kind: 'upstream', server: found.server, toolName: found.toolName };
+    return undefined;
+  }
+
+  /** One call, isolated: every throw becomes this call's outcome. */
+  private async runOne(call: BrokerCall, route: Route): Promise<RouterOutcome> {
+    try {
+      switch (route.kind) {
+        case 'primary':
+          return { outcome: 'ok', result: await untilAborted(route.handler.call(call.request.name, call.request.args, contextOf(call)), call.signal) };
+        case 'function':
+          return await this.runFunction(call, route.tool.tool);
+        case 'upstream':
+          return { outcome: 'ok', result: await this.callUpstream(call, route.server, route.toolName) };
+      }
+    } catch (err) {
+      // Deadline or client cancel: the deadline stage names the outcome (`timeout` / `cancelled`).
+      if (call.signal.aborted) return { outcome: 'error', code: 'aborted', message: messageOf(err), error: err };
+      if (isDenial(err)) return { outcome: 'denied', code: 'denied', message: messageOf(err) };
+      if (route.kind === 'upstream') return { outcome: 'error', code: 'upstream_error', message: messageOf(err), error: err };
+      return { outcome: 'error', code: 'handler_error', message: messageOf(err) || 'the tool failed', error: err };
+    }
+  }
+
+  private async runFunction(call: BrokerCall, tool: FunctionTool): Promise<RouterOutcome> {
+    const parsed = tool.parameters.safeParse(call.request.args ?? {});
+    if (!parsed.success) {
+      return { outcome: 'error', code: 'invalid_arguments', message: `${tool.name}: ${z.prettifyError(parsed.error).replace(/\s*\n\s*/g, ' ')}` };
+    }
+    if (tool.requireApproval) {
+      const names = Object.keys(call.request.args ?? {});
+      const verdict = await askApproval(call.session, {
+        message: `Allow the tool "${tool.name}" to run${names.length ? ` (arguments: ${names.join(', ')})` : ''}?`,
+        timeoutMs: this.askTimeoutMs,
+        signal: call.signal,
+      });
+      if (!verdict.approved) return { outcome: 'denied', code: 'approval_required', message: verdict.reason };
+      // Seed 003: the wire may have died during the approval round trip; then nothing runs.
+      if (!call.session.isLive()) {
+        return { outcome: 'error', code: 'connection_lost', message: `approved, but the caller's connection closed before "${tool.name}" ran; it did not run` };
+      }
+    }
+    const value = await untilAborted(Promise.resolve().then(() => tool.handler(parsed.data, contextOf(call))), call.signal);
+    return { outcome: 'ok', result: toCallToolResult(value) };
+  }
+
+  private callUpstream(call: BrokerCall, server: string, toolName: string): Promise<CallToolResult> {
+    const upstream = this.registry.upstream(server);
+    if (!upstream) throw new BrokerError('upstream_unavailable', `no upstream "${server}"`);
     const onProgress = call.request.onProgress;
     const end = call.hardDeadline ?? call.deadline ?? this.clock.now() + 60_000;
     const remaining = Math.max(1, end - this.clock.now());
-    return upstream.callTool(target.toolName, call.request.args, {
+    return upstream.callTool(toolName, call.request.args, {
       signal: call.signal,
       timeoutMs: remaining,
       meta: call.request.meta,
       onServerRequest: call.request.onServerRequest,
+      onArgumentsStripped: (names) => (call.notes.stripped = names),
       onProgress: onProgress
         ? (update) => {
             noteProgress(call);
@@ -83,4 +313,53 @@ export class ToolRouter implements Dispatcher {
         : undefined,
     });
   }
+}
+
+function contextOf(call: BrokerCall): FunctionToolContext {
+  const onProgress = call.request.onProgress;
+  return {
+    callId: call.callId,
+    signal: call.signal,
+    session: call.session,
+    notes: call.notes,
+    progress: (update) => {
+      if (!onProgress) return;
+      noteProgress(call);
+      onProgress(update);
+    },
+  };
+}
+
+/** A `ToolDeniedError` from any copy of the package (matched by name and code, not identity). */
+function isDenial(err: unknown): boolean {
+  return err instanceof Error && err.name === 'ToolDeniedError' && (err as { code?: unknown }).code === 'denied';
+}
+
+function isFunctionToolLike(value: unknown): value is FunctionTool {
+  if (typeof value !== 'object' || value === null) return false;
+  const v = value as Partial<FunctionTool>;
+  return (
+    (value as Record<symbol, unknown>)[Symbol.for('mcp-broker/function-tool')] === true &&
+    typeof v.handler === 'function' &&
+    typeof v.definition?.name === 'string'
+  );
+}
+
+/** Settles with `work`, or rejects with the signal's reason as soon as it aborts (the work is left to finish on its own). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason ?? new Error('aborted'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
 }

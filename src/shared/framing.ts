@@ -73,6 +73,7 @@ export class LineFramer {
     if (!line || line.length === 0) return;
     const text = line.toString('utf8');
     const first = firstNonSpace(text);
+    if (first === '') return; // a blank line (spaces, a lone \r of CRLF) is not a message, nor noise
     if (first !== '{' && first !== '[') return this.events.noise(text.trimEnd());
     let parsed: unknown;
     try {

@@ -2,50 +2,97 @@
  * Secret scrubbing (seed 002_7bce204a86c1c7ba.txt, step 8 "Post"; issue 3 §6).
  *
  * Three kinds of secret become {@link REDACTED}:
- *  1. exact values injected into an upstream (its configured `env` and `headers`), registered
- *     with {@link Scrubber.addSecrets};
+ *  1. exact values injected into an upstream (its configured `env` and `headers`, `${env:…}`
+ *     values, principal tokens), registered with {@link Scrubber.addSecrets}; also in their
+ *     JSON-escaped and URL-encoded spellings. These go first, in a pass of their own, so no
+ *     other pattern can consume part of one and leave the rest;
  *  2. values of credential-named fields (`password`, `token`, `secret`, `api_key`,
- *     `authorization`, `cookie`, …) in objects, and `"name": "value"` / `name=value` pairs in text;
- *  3. value shapes: AWS access keys, GitHub and Slack tokens, JWTs, PEM private keys,
- *     `Bearer …`, and common API-key prefixes (`sk-`, `sk_live_`, `xoxb-`, `AIza`, …).
+ *     `authorization`, `cookie`, …): object fields (a credential-named object or array has every
+ *     string inside redacted), `"name": "value"` in JSON text, `name=value` / `name: value` in
+ *     plain text (quoted or not, with an optional `Bearer`/`Basic` scheme), and the password of
+ *     `scheme://user:password@host`;
+ *  3. value shapes: AWS access keys, GitHub, GitLab, Slack, npm, Hugging Face, Google and Stripe
+ *     tokens, JWTs, PEM private keys, `Bearer …`, and common API-key prefixes (`sk-`, `sk_live_`,
+ *     `xoxb-`, `AIza`, …).
  *
- * Text is scanned once by one combined regular expression; objects are walked once.
- * The same scrubber covers results, records and every log line.
+ * Counts are not secrets: a number is redacted only under a password-like name, so
+ * `max_tokens: 100` survives. Object keys are scrubbed too. Nesting deeper than
+ * {@link MAX_DEPTH} is replaced whole (fail closed). The same scrubber covers results, records
+ * and every log line.
  */
 export const REDACTED = '[REDACTED]';
 
-/** Field names whose values are always secret (matched case-insensitively, `-`/`_` ignored). */
+/** Deepest nesting walked; anything deeper is replaced by {@link REDACTED}. */
+export const MAX_DEPTH = 256;
+/** Shortest exact secret registered; shorter values would shred ordinary text. */
+export const MIN_SECRET_LENGTH = 4;
+
+/** Field names whose values are secret (matched case-insensitively, with `-`, `_` and spaces removed). */
 export const CREDENTIAL_FIELD =
-  /^(?:.*(?:password|passwd|passphrase|secret|token|apikey|accesskey|privatekey|clientsecret|authorization|cookie|credential|sessionid|signature)s?|auth|pwd|key)$/i;
+  /^(?:.*(?:password|passwd|passphrase|passcode|secret|token|apikey|accesskey|privatekey|clientsecret|authorization|cookie|credential|sessionid|signature)s?|auth|pwd|pin)$/i;
+
+/** Field names whose values are secret even when they are numbers. */
+const NUMERIC_SECRET_FIELD = /^(?:.*(?:password|passwd|passphrase|passcode|secret)s?|pwd|pin)$/i;
+
+/** Case-insensitive spelling of a lowercase word, `_` standing for an optional `_` or `-`. */
+function ci(word: string): string {
+  return word.replace(/[a-z_]/g, (c) => (c === '_' ? '[_-]?' : `[${c}${c.toUpperCase()}]`));
+}
+
+/** Names whose value is secret whatever it looks like. */
+const PASSWORD_NAMES = ['password', 'passwd', 'passphrase', 'passcode', 'secret', 'client_secret', 'private_key'].map(ci).join('|');
+/** Names whose value is secret unless it is a plain number (`max_tokens=100`). */
+const TOKEN_NAMES = ['token', 'api_key', 'access_key', 'authorization', 'cookie', 'credential', 'session_id', 'signature'].map(ci).join('|');
+const NAME_PREFIX = String.raw`[A-Za-z0-9_-]*?`;
+const PLURAL = '[sS]?';
+const SCHEME = String.raw`(?:(?:${ci('bearer')}|${ci('basic')}|${ci('token')}|${ci('digest')})\s+)?`;
+const PLAIN_VALUE = String.raw`(?!\[REDACTED\])${SCHEME}(?:"[^"\n]*"|'[^'\n]*'|[^\s"',;&<>]{4,})`;
+const VALUE_END = String.raw`(?:[\s"',;&<>]|$)`;
+
+/** Text patterns; each named group is the kept prefix of a credential-named field. */
+const FIELD_PATTERNS: readonly string[] = [
+  // "password": "value" and "api_key": "value" in JSON text
+  String.raw`(?<jf>"${NAME_PREFIX}(?:${PASSWORD_NAMES}|${TOKEN_NAMES})${PLURAL}"\s*:\s*)"(?:[^"\\]|\\.)*"`,
+  // "password": 123456 in JSON text
+  String.raw`(?<jn>"${NAME_PREFIX}(?:${PASSWORD_NAMES})${PLURAL}"\s*:\s*)-?\d+(?:\.\d+)?`,
+  // password=value, password: "value"
+  String.raw`\b(?<pp>${NAME_PREFIX}(?:${PASSWORD_NAMES})${PLURAL}\s*[=:]\s*)${PLAIN_VALUE}`,
+  // token=value, Authorization: Bearer value; not token=123 (a count)
+  String.raw`\b(?<pt>${NAME_PREFIX}(?:${TOKEN_NAMES})${PLURAL}\s*[=:]\s*)(?!\d+${VALUE_END})${PLAIN_VALUE}`,
+];
 
 const SHAPES: readonly string[] = [
   // PEM private keys, whole block
   String.raw`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`,
+  // the password of scheme://user:password@host
+  String.raw`(?<=\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+(?=@)`,
   // AWS access key ids
   String.raw`\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b`,
   // GitHub tokens
   String.raw`\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`,
   // Slack tokens and webhooks
-  String.raw`\bxox[abposr]-[A-Za-z0-9-]{10,}\b`,
+  String.raw`\bxox[abposre]-[A-Za-z0-9-]{10,}`,
+  String.raw`\bxapp-[A-Za-z0-9-]{10,}`,
   String.raw`https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+`,
   // JWTs
   String.raw`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`,
   // Bearer / Basic credentials
   String.raw`\b(?:Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}`,
-  // common API-key prefixes: OpenAI/Anthropic, Stripe, Google, SendGrid, npm, GitLab, Twilio
+  // common API-key prefixes: OpenAI/Anthropic, Stripe, Google, SendGrid, npm, GitLab, Twilio, Hugging Face
   String.raw`\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}`,
   String.raw`\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}`,
-  String.raw`\bAIza[0-9A-Za-z_-]{35}\b`,
+  String.raw`\bwhsec_[A-Za-z0-9]{20,}`,
+  String.raw`\bAIza[0-9A-Za-z_-]{35}`,
+  String.raw`\bya29\.[0-9A-Za-z_-]{20,}`,
   String.raw`\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}`,
   String.raw`\bnpm_[A-Za-z0-9]{36}\b`,
   String.raw`\bglpat-[A-Za-z0-9_-]{20,}`,
+  String.raw`\bhf_[A-Za-z0-9]{30,}`,
   String.raw`\bSK[0-9a-fA-F]{32}\b`,
 ];
 
-// `"password": "value"` in JSON text, and `password=value` / `password: value` in plain text.
-const FIELD_NAMES = String.raw`[A-Za-z_-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|client[_-]?secret|authorization|cookie|credential|session[_-]?id)s?`;
-const JSON_FIELD = String.raw`("${FIELD_NAMES}"\s*:\s*)"(?:[^"\\]|\\.)*"`;
-const PLAIN_FIELD = String.raw`\b(${FIELD_NAMES}\s*[=:]\s*)(?!\[REDACTED\])[^\s"',;&]{4,}`;
+/** One regular expression for every field pattern and shape, compiled once. */
+const PATTERN = new RegExp([...FIELD_PATTERNS, ...SHAPES.map((s) => `(?:${s})`)].join('|'), 'g');
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -54,89 +101,122 @@ function escapeRegExp(text: string): string {
 /** Scrubs text and JSON values; one instance per gateway, shared by results, records and logs. */
 export class Scrubber {
   private readonly secrets = new Set<string>();
-  private pattern: RegExp;
+  /** The exact secrets (every spelling), longest first; undefined when there are none. */
+  private exact: RegExp | undefined;
 
   constructor(secrets: Iterable<string> = []) {
     for (const s of secrets) this.addOne(s);
-    this.pattern = this.compile();
+    this.exact = this.compile();
   }
 
   /**
    * Registers exact secret values (configured `env` values, header values). Values shorter
-   * than 4 characters are ignored: redacting them would shred ordinary text.
+   * than {@link MIN_SECRET_LENGTH} characters are ignored: redacting them would shred text.
    */
   addSecrets(values: Iterable<string>): void {
     let changed = false;
     for (const v of values) changed = this.addOne(v) || changed;
-    if (changed) this.pattern = this.compile();
+    if (changed) this.exact = this.compile();
   }
 
   /** Whether `text` holds anything this scrubber would redact. */
   has(text: string): boolean {
-    this.pattern.lastIndex = 0;
-    return this.pattern.test(text);
+    return this.text(text) !== text;
   }
 
   /** `text` with every secret replaced by {@link REDACTED}. Returns the same string when nothing matched. */
   text(text: string): string {
-    if (text.length === 0) return text;
-    this.pattern.lastIndex = 0;
-    return text.replace(this.pattern, (match, jsonPrefix?: string, plainPrefix?: string) => {
-      if (jsonPrefix !== undefined) return `${jsonPrefix}"${REDACTED}"`;
-      if (plainPrefix !== undefined) return `${plainPrefix}${REDACTED}`;
-      return REDACTED;
+    if (text.length < MIN_SECRET_LENGTH) return text;
+    let out = text;
+    if (this.exact) {
+      this.exact.lastIndex = 0;
+      out = out.replace(this.exact, REDACTED);
+    }
+    PATTERN.lastIndex = 0;
+    const scrubbed = out.replace(PATTERN, (match: string, ...rest: unknown[]) => {
+      const groups = rest[rest.length - 1] as Record<string, string | undefined>;
+      if (groups.jf !== undefined) return `${groups.jf}"${REDACTED}"`;
+      if (groups.jn !== undefined) return `${groups.jn}"${REDACTED}"`;
+      const prefix = groups.pp ?? groups.pt;
+      if (prefix !== undefined) return `${prefix}${REDACTED}`;
+      return match === REDACTED ? match : REDACTED;
     });
+    // Equal text is returned as the original string, so callers can compare by reference.
+    return scrubbed === text ? text : scrubbed;
   }
 
   /**
-   * A scrubbed copy of any JSON value: strings scrubbed, credential-named fields redacted.
-   * Returns the original object (same reference) when nothing needed changing, so callers can
-   * skip re-serialising.
+   * A scrubbed copy of any JSON value: strings scrubbed, keys scrubbed, credential-named fields
+   * redacted. Returns the original object (same reference) when nothing needed changing, so
+   * callers can skip re-serialising. Never modifies its input.
    */
   value<T>(value: T): T {
-    return this.walk(value, 0) as T;
+    return this.walk(value, 0, false) as T;
   }
 
-  private walk(value: unknown, depth: number): unknown {
-    if (typeof value === 'string') return this.text(value);
-    if (value === null || typeof value !== 'object' || depth > 64) return value;
+  private walk(value: unknown, depth: number, secretScope: boolean): unknown {
+    if (typeof value === 'string') return secretScope && value !== '' ? REDACTED : this.text(value);
+    if (value === null || typeof value !== 'object') return value;
+    if (depth >= MAX_DEPTH) return REDACTED;
+    if (value instanceof Error) {
+      return { type: value.name, message: this.text(value.message), stack: value.stack === undefined ? undefined : this.text(value.stack) };
+    }
     if (Array.isArray(value)) {
       let out: unknown[] | undefined;
       for (let i = 0; i < value.length; i++) {
-        const next = this.walk(value[i], depth + 1);
+        const next = this.walk(value[i], depth + 1, secretScope);
         if (next !== value[i]) (out ??= value.slice())[i] = next;
       }
       return out ?? value;
     }
     let out: Record<string, unknown> | undefined;
     const source = value as Record<string, unknown>;
-    for (const key of Object.keys(source)) {
+    const keys = Object.keys(source);
+    for (const key of keys) {
       const current = source[key];
+      const credential = secretScope || isCredentialField(key);
       let next: unknown;
-      if (isCredentialField(key) && (typeof current === 'string' || typeof current === 'number') && current !== '') {
-        next = REDACTED;
-      } else {
-        next = this.walk(current, depth + 1);
+      if (credential && typeof current === 'string') next = current === '' ? current : REDACTED;
+      else if (typeof current === 'number') next = credential && NUMERIC_SECRET_FIELD.test(normalise(key)) ? REDACTED : current;
+      else next = this.walk(current, depth + 1, credential);
+      const cleanKey = this.text(key);
+      if (cleanKey !== key) {
+        out ??= { ...source };
+        delete out[key];
+        out[cleanKey] = next;
+      } else if (next !== current) {
+        (out ??= { ...source })[key] = next;
       }
-      if (next !== current) (out ??= { ...source })[key] = next;
     }
     return out ?? value;
   }
 
   private addOne(value: string): boolean {
-    if (typeof value !== 'string' || value.length < 4 || this.secrets.has(value)) return false;
+    if (typeof value !== 'string' || value.length < MIN_SECRET_LENGTH || this.secrets.has(value)) return false;
     this.secrets.add(value);
     return true;
   }
 
-  private compile(): RegExp {
-    const exact = [...this.secrets].sort((a, b) => b.length - a.length).map(escapeRegExp);
-    const parts = [JSON_FIELD, PLAIN_FIELD, ...exact, ...SHAPES.map((s) => `(?:${s})`)];
+  private compile(): RegExp | undefined {
+    const spellings = new Set<string>();
+    for (const s of this.secrets) {
+      spellings.add(s);
+      const json = JSON.stringify(s).slice(1, -1);
+      if (json.length >= MIN_SECRET_LENGTH) spellings.add(json);
+      const url = encodeURIComponent(s);
+      if (url.length >= MIN_SECRET_LENGTH) spellings.add(url);
+    }
+    if (!spellings.size) return undefined;
+    const parts = [...spellings].sort((a, b) => b.length - a.length).map(escapeRegExp);
     return new RegExp(parts.join('|'), 'g');
   }
 }
 
+function normalise(name: string): string {
+  return name.replace(/[-_\s]/g, '');
+}
+
 /** Whether a field name names a credential (`apiKey`, `X-Api-Key`, `client_secret`, `Cookie`, …). */
 export function isCredentialField(name: string): boolean {
-  return CREDENTIAL_FIELD.test(name.replace(/[-_\s]/g, ''));
+  return CREDENTIAL_FIELD.test(normalise(name));
 }

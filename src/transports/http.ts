@@ -1,10 +1,81 @@
 /**
- * Streamable HTTP and legacy SSE serving (issue 5). Not built yet: `--transport http` exits 2
- * saying so, so nobody mistakes it for a working face.
+ * Serves the gateway over HTTP (`--transport http`; DESIGN.md "Contract"): Streamable HTTP at
+ * `/mcp`, legacy SSE at `GET /sse` + `POST /messages`, the admin API under `/api/v1/` (and the
+ * session route `/v1/sessions/:id/mcp/reconnect`), `/healthz` and `/readyz`. The pieces live in
+ * `http/`; settings are the config's `http` section (defaults in `httpSchema`) and `principals`.
+ *
+ * Upstream capabilities: every HTTP session shares one connection per upstream, so upstreams are
+ * offered `http.clientCapabilities` (default none) at start, not what one client declared. An
+ * upstream request (sampling, elicitation, roots) during a call goes to the session that made
+ * the call, only when that session declared the capability, and only when no other session has
+ * a call in flight on that upstream (the request cannot be attributed otherwise).
  */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Gateway } from '../gateway.js';
-import { ConfigError } from '../shared/errors.js';
+import { PrincipalAuthenticator } from './http/auth.js';
+import { buildApp } from './http/app.js';
+import type { HttpContext } from './http/context.js';
+import { checkServeOptions } from './http/guards.js';
+import { SessionTable } from './http/session-table.js';
 
-export async function serveHttp(_gateway: Gateway, _options: { host: string; port: number }): Promise<void> {
-  throw new ConfigError('--transport', 'http is not available in this build yet');
+export interface HttpServeOptions {
+  /** Address to bind; `--host`, default 127.0.0.1. Non-loopback needs `principals`. */
+  host: string;
+  /** Port; `--port`, 0 picks a free one. */
+  port: number;
+}
+
+export interface HttpServing {
+  /** `http://host:port` actually bound. */
+  readonly url: string;
+  readonly port: number;
+  readonly sessions: SessionTable;
+  readonly server: Server;
+  /** Ends every session and stops listening. Does not stop the gateway. */
+  close(): Promise<void>;
+}
+
+/**
+ * Checks the options (a non-loopback `--host` without principals is a `ConfigError` naming
+ * `--host`: exit 2), starts the gateway's upstreams with `http.clientCapabilities`, then listens.
+ */
+export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Promise<HttpServing> {
+  const config = gateway.config;
+  const auth = new PrincipalAuthenticator(config.principals);
+  checkServeOptions({ host: options.host, principalsConfigured: auth.enabled });
+  await gateway.start({ clientCapabilities: config.http.clientCapabilities });
+  const logger = gateway.logger.child({ transport: 'http' });
+  const sessions = new SessionTable({ clock: gateway.clock, logger, idleMs: config.http.sessionIdleMs });
+  const ctx: HttpContext = { gateway, settings: config.http, sessions, auth, logger };
+  const server = createServer(buildApp(ctx));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  sessions.startReaper();
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${host}:${address.port}`;
+  logger.info({ url, principals: auth.principals.map((p) => p.name) }, 'serving http');
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    port: address.port,
+    sessions,
+    server,
+    close() {
+      closing ??= (async () => {
+        await sessions.closeAll();
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        });
+      })();
+      return closing;
+    },
+  };
 }

@@ -37,6 +37,7 @@ import { VERSION, type Gateway } from '../gateway.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import { newSessionId } from '../shared/ids.js';
 import type { ListKind } from '../upstream/registry.js';
+import type { ServerRequestHandler } from '../upstream/types.js';
 import { guardRequestIds } from './request-ids.js';
 
 /** What this server declares to every downstream client. */
@@ -62,6 +63,13 @@ const AnyResult = z.custom<Record<string, unknown>>((v) => typeof v === 'object'
 
 const LEVELS = LoggingLevelSchema.options;
 
+/** The client capability each upstream→client request needs. */
+const CAPABILITY_FOR_REQUEST: Record<string, 'sampling' | 'elicitation' | 'roots'> = {
+  'sampling/createMessage': 'sampling',
+  'elicitation/create': 'elicitation',
+  'roots/list': 'roots',
+};
+
 export interface SessionOptions {
   /** `local` for stdio; a configured principal over HTTP. */
   principal: string;
@@ -71,6 +79,12 @@ export interface SessionOptions {
   onInitialize?: (capabilities: ClientCapabilities) => void;
   /** Extra capabilities (the broker's experimental ones). */
   experimental?: Record<string, object>;
+}
+
+/** Merged `experimental` capabilities; undefined when there are none. */
+function experimentalOf(...sources: (Record<string, object> | undefined)[]): Record<string, object> | undefined {
+  const merged = Object.assign({}, ...sources.filter(Boolean)) as Record<string, object>;
+  return Object.keys(merged).length ? merged : undefined;
 }
 
 export class DownstreamSession {
@@ -91,7 +105,8 @@ export class DownstreamSession {
     this.server = new Server(
       { name: 'mcp-broker', version: VERSION },
       {
-        capabilities: { ...SERVER_CAPABILITIES, experimental: options.experimental },
+        // The gateway's experimental capabilities (builtins: `mcp-broker/reconnect`), then the transport's.
+        capabilities: { ...SERVER_CAPABILITIES, experimental: experimentalOf(gateway.experimental, options.experimental) },
         debouncedNotificationMethods: [
           'notifications/tools/list_changed',
           'notifications/prompts/list_changed',
@@ -151,6 +166,24 @@ export class DownstreamSession {
       isLive: () => !session.closed,
       log: (level, data) => session.sendLog(level, data, 'mcp-broker'),
     };
+  }
+
+  /**
+   * Wraps the re-issue of an upstream→client request (sampling, elicitation, roots) on this
+   * session's in-flight call: refused with -32601 when this client did not declare the matching
+   * capability (the upstream may have been offered it for another client: `http.clientCapabilities`),
+   * and tagged with the session id so an upstream can tell calls of different sessions apart.
+   */
+  private serverRequestRoute(send: ServerRequestHandler): ServerRequestHandler {
+    const route = async (request: Parameters<ServerRequestHandler>[0], signal: AbortSignal) => {
+      const needed = CAPABILITY_FOR_REQUEST[request.method];
+      const declared = this.server.getClientCapabilities();
+      if (needed && !declared?.[needed]) {
+        throw new McpError(ErrorCode.MethodNotFound, `the calling client did not declare the "${needed}" capability`);
+      }
+      return send(request, signal);
+    };
+    return Object.assign(route, { sessionId: this.sessionId });
   }
 
   /** Sends a log notification if the session's level lets it through. */
@@ -216,7 +249,7 @@ export class DownstreamSession {
                   last = update.progress;
                   void extra.sendNotification({ method: 'notifications/progress', params: { ...update, progressToken } }).catch(() => undefined);
                 },
-          onServerRequest: (request, signal) => extra.sendRequest(request as never, AnyResult, { signal }),
+          onServerRequest: this.serverRequestRoute((request, signal) => extra.sendRequest(request as never, AnyResult, { signal })),
         },
         this.caller((r, s, o) => extra.sendRequest(r as never, s, o)),
         target,

@@ -7,7 +7,8 @@
  * - a non-JSON stdout line is logged and skipped (F07); an oversize line is logged and dropped.
  * - `send` honours backpressure: it resolves once the pipe took the bytes.
  * - `close()` ends stdin, waits `closeGraceMs`, then SIGTERMs and finally SIGKILLs the whole
- *   process group, so `sh -c` wrappers and grandchildren go too (F09).
+ *   process group, so `sh -c` wrappers and grandchildren go too (F09). Whenever the child exits
+ *   (closed or crashed), what is left of its process group is ended too.
  * - a spawn failure (ENOENT, EACCES, EAGAIN) rejects `start()` with a clear error and never
  *   throws out of an event handler (F10).
  */
@@ -42,6 +43,40 @@ function installExitHook(): void {
   });
 }
 
+/** Whether any process of the group `pgid` is still alive (POSIX). */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Ends what is left of a process group after its leader exited: grandchildren of a `sh -c` or
+ * `npx` wrapper survive their parent (F09). SIGTERM, then SIGKILL after `graceMs`. Signals only
+ * the group, never the bare pid, which may already belong to another process.
+ */
+async function reapGroup(pgid: number, graceMs: number): Promise<void> {
+  if (process.platform === 'win32' || !groupAlive(pgid)) return;
+  try {
+    process.kill(-pgid, 'SIGTERM');
+  } catch {
+    return;
+  }
+  const until = Date.now() + graceMs;
+  while (Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 50).unref());
+    if (!groupAlive(pgid)) return;
+  }
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    /* gone meanwhile */
+  }
+}
+
 function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(process.platform === 'win32' ? pid : -pid, signal);
@@ -62,6 +97,8 @@ export class ChildProcessTransport implements Transport {
   private child?: ChildProcess;
   private closed = false;
   private exited?: Promise<void>;
+  /** Settles once the child's process group is gone, leader and stragglers alike. */
+  private reaped: Promise<void> = Promise.resolve();
   private readonly framer: LineFramer;
   private stderrTail = '';
 
@@ -122,7 +159,11 @@ export class ChildProcessTransport implements Transport {
       });
       this.exited = new Promise<void>((done) => {
         child.once('close', (code, signal) => {
-          if (child.pid) liveGroups.delete(child.pid);
+          const pid = child.pid;
+          if (pid) {
+            // Kept in liveGroups until the stragglers are gone, so the exit hook still ends them.
+            this.reaped = reapGroup(pid, this.options.closeGraceMs ?? 2000).finally(() => liveGroups.delete(pid));
+          }
           if (!this.closed) {
             this.options.logger.warn({ code, signal, stderr: this.stderrTail.slice(-500) }, 'upstream process exited');
           }
@@ -164,18 +205,22 @@ export class ChildProcessTransport implements Transport {
 
   async close(): Promise<void> {
     const child = this.child;
+    const grace = this.options.closeGraceMs ?? 2000;
     if (!child || child.exitCode !== null || child.signalCode !== null) {
       this.closed = true;
-      return;
+      if (child) await this.waitExit(grace);
+      return this.reaped;
     }
     this.closed = true;
-    const grace = this.options.closeGraceMs ?? 2000;
     child.stdin?.end();
-    if (await this.waitExit(grace)) return;
-    if (child.pid) killGroup(child.pid, 'SIGTERM');
-    if (await this.waitExit(grace)) return;
-    if (child.pid) killGroup(child.pid, 'SIGKILL');
-    await this.waitExit(grace);
+    if (!(await this.waitExit(grace))) {
+      if (child.pid) killGroup(child.pid, 'SIGTERM');
+      if (!(await this.waitExit(grace))) {
+        if (child.pid) killGroup(child.pid, 'SIGKILL');
+        await this.waitExit(grace);
+      }
+    }
+    await this.reaped;
   }
 
   /** Ends the child's whole process group at once (shutdown path). */

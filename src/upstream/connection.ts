@@ -274,8 +274,15 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void this.emit('log', n.params));
     const caps = this.clientCapabilities;
     const route = (method: string) => async (req: { params?: unknown }, extra: { signal: AbortSignal }) => {
-      const handler = [...this.requestRoutes.values()].pop();
+      const handlers = [...this.requestRoutes.values()];
+      const handler = handlers.at(-1);
       if (!handler) throw new BrokerError('no_caller', `${method} from upstream "${this.name}" arrived with no call in flight to route it to`);
+      // The request carries no link to the call that caused it: with calls of several downstream
+      // sessions in flight, any pick could hand one client's prompt to another. Refuse instead.
+      const sessions = new Set(handlers.map((h) => h.sessionId ?? ''));
+      if (sessions.size > 1) {
+        throw new BrokerError('ambiguous_caller', `${method} from upstream "${this.name}" arrived while calls of ${sessions.size} downstream sessions were in flight; it cannot be routed to one of them safely`);
+      }
       return handler({ method, params: req.params as Record<string, unknown> }, extra.signal) as never;
     };
     if (caps.elicitation) client.setRequestHandler(ElicitRequestSchema, route('elicitation/create'));

@@ -42,8 +42,14 @@ export interface ProgressUpdate {
   message?: string;
 }
 
-/** A request an upstream sent to its client (sampling, elicitation, roots) during a call. */
-export type ServerRequestHandler = (request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => Promise<Record<string, unknown>>;
+/**
+ * A request an upstream sent to its client (sampling, elicitation, roots) during a call.
+ * `sessionId`, when set, names the downstream session the handler answers for: an upstream
+ * shared by several sessions refuses to route a request while calls of more than one are in flight.
+ */
+export type ServerRequestHandler = ((request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => Promise<Record<string, unknown>>) & {
+  readonly sessionId?: string;
+};
 
 export interface CallOptions {
   /** Aborting sends `notifications/cancelled` upstream for exactly this request. */
@@ -55,6 +61,11 @@ export interface CallOptions {
   onServerRequest?: ServerRequestHandler;
   /** `_meta` of the downstream request, minus its progress token. */
   meta?: Record<string, unknown>;
+  /**
+   * Told the names of arguments the upstream dropped before sending (a rest tool sends only its
+   * allowlisted ones); the router puts them in the call record's `stripped`. Called at most once.
+   */
+  onArgumentsStripped?: (names: string[]) => void;
 }
 
 export interface UpstreamEvents {

@@ -1,0 +1,125 @@
+/**
+ * Figures → ratios → targets → the printed table (and the same data as JSON).
+ *
+ * A ratio is a cost against the row's family baseline (`direct` for stdio rows, `sdk-floor`
+ * for HTTP rows): 1.00× costs the same, 2.00× twice as much. For latency and large results it
+ * is value / baseline; for throughput it is baseline / value (the time per call ratio).
+ */
+
+/** Every figure: key, label, unit, and whether more is better. */
+export const FIGURES = [
+  { key: 'p50', label: 'echo 100 B p50', unit: 'ms' },
+  { key: 'p90', label: 'echo 100 B p90', unit: 'ms' },
+  { key: 'p99', label: 'echo 100 B p99', unit: 'ms' },
+  { key: 'c1', label: 'throughput c1', unit: '/s', higherIsBetter: true },
+  { key: 'c16', label: 'throughput c16', unit: '/s', higherIsBetter: true },
+  { key: 'c64', label: 'throughput c64', unit: '/s', higherIsBetter: true },
+  { key: 'mib1', label: '1 MiB result', unit: 'ms' },
+  { key: 'mib8', label: '8 MiB result', unit: 'ms' },
+  { key: 'rss', label: 'proxy RSS after run', unit: 'MiB', absolute: true },
+  { key: 'cpu', label: 'process CPU per call', unit: 'µs' },
+  { key: 'cold', label: 'cold start → tools/list', unit: 'ms' },
+];
+
+/** The issue's targets, for the broker rows (same run, full path, a record per call). */
+export const TARGETS = [
+  { id: 'broker-stdio', key: 'p50', max: 2.5, text: 'stdio p50 ≤ 2.5× direct' },
+  { id: 'broker-stdio', key: 'c64', max: 1.6, text: 'stdio c64 throughput ≥ 1/1.6 of direct' },
+  { id: 'broker-stdio', key: 'mib8', max: 1.5, text: 'stdio 8 MiB ≤ 1.5× direct' },
+  { id: 'broker-stdio', key: 'rss', maxAbsolute: 120, text: 'stdio proxy RSS ≤ 120 MiB' },
+  { id: 'broker-stdio', key: 'cold', max: 1.5, text: 'cold start ≤ 1.5× direct' },
+  { id: 'broker-http', key: 'p50', max: 1.25, text: 'http p50 ≤ 1.25× SDK floor' },
+  { id: 'broker-http', key: 'c64', max: 1.25, text: 'http c64 throughput ≥ 1/1.25 of SDK floor' },
+  { id: 'broker-http', key: 'rss', maxAbsolute: 120, text: 'http proxy RSS ≤ 120 MiB' },
+];
+
+/** Ratio of one figure against its baseline figure, or undefined. */
+export function ratioOf(figure, value, base) {
+  if (figure.absolute || value === undefined || base === undefined || value <= 0 || base <= 0) return undefined;
+  return figure.higherIsBetter ? base / value : value / base;
+}
+
+/** Adds `ratios` to each row and evaluates the targets. */
+export function evaluate(rows) {
+  const baseOf = (family) => rows.find((r) => r.family === family && r.baseline);
+  for (const row of rows) {
+    const base = baseOf(row.family);
+    row.ratios = {};
+    for (const f of FIGURES) row.ratios[f.key] = base && row !== base ? ratioOf(f, row.figures?.[f.key], base.figures?.[f.key]) : undefined;
+  }
+  return TARGETS.map((t) => {
+    const row = rows.find((r) => r.id === t.id);
+    const figure = FIGURES.find((f) => f.key === t.key);
+    const value = row?.figures?.[t.key];
+    const ratio = row?.ratios?.[t.key];
+    let status;
+    if (!row || row.status !== 'ok' || value === undefined) status = 'n/a';
+    else if (t.maxAbsolute !== undefined) status = value <= t.maxAbsolute ? 'met' : 'missed';
+    else status = ratio !== undefined && ratio <= t.max ? 'met' : 'missed';
+    return { ...t, figure: figure.label, value, ratio, status };
+  });
+}
+
+function fmtValue(figure, v) {
+  if (v === undefined) return '—';
+  if (figure.unit === '/s') return `${Math.round(v).toLocaleString('en-US')}/s`;
+  if (figure.unit === 'MiB') return `${v.toFixed(1)} MiB`;
+  if (figure.unit === 'µs') return `${Math.round(v)} µs`;
+  if (v < 10) return `${v.toFixed(2)} ms`;
+  if (v < 100) return `${v.toFixed(1)} ms`;
+  return `${Math.round(v)} ms`;
+}
+
+function fmtRatio(r) {
+  return r === undefined ? '' : `${r.toFixed(2)}×`;
+}
+
+function cell(row, figure) {
+  if (row.status === 'unavailable') return 'n/a (not available)';
+  if (row.status === 'failed') return 'failed';
+  const v = row.figures?.[figure.key];
+  const r = row.ratios?.[figure.key];
+  return r === undefined ? fmtValue(figure, v) : `${fmtValue(figure, v)} ${fmtRatio(r)}`;
+}
+
+function table(title, rows) {
+  const header = [title, ...rows.map((r) => r.label + (r.baseline ? ' (base)' : ''))];
+  const body = FIGURES.map((f) => [f.label, ...rows.map((r) => cell(r, f))]);
+  const widths = header.map((_, i) => Math.max(...[header, ...body].map((line) => line[i].length)));
+  const line = (cells) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
+  return [line(header), line(widths.map((w) => '─'.repeat(w))), ...body.map(line)].join('\n');
+}
+
+/** The whole printout: header, the stdio and HTTP tables, notes, targets. */
+export function render(result) {
+  const { rows, targets, meta } = result;
+  const out = [];
+  out.push(
+    `mcp-broker benchmark${meta.smoke ? ' (SMOKE: tiny counts, figures meaningless)' : ''} · ${meta.date} · node ${meta.node} · ${meta.cpus} cpus · ${meta.rounds} interleaved rounds · ${meta.seconds.toFixed(0)} s`,
+  );
+  out.push(
+    `load: ${meta.counts.latency} sequential echo calls of 100 B; ${meta.counts.throughput} calls at each concurrency; ${meta.counts.mib1} × 1 MiB and ${meta.counts.mib8} × 8 MiB results (median); cold start median of ${meta.counts.cold}`,
+  );
+  out.push('ratios: cost against the family baseline (direct for stdio, SDK floor for HTTP); 1.00× = same cost, higher = slower');
+  out.push('');
+  out.push(table('stdio', rows.filter((r) => r.family === 'stdio')));
+  out.push('');
+  out.push(table('Streamable HTTP', rows.filter((r) => r.family === 'http')));
+  out.push('');
+  for (const r of rows) {
+    if (r.status === 'failed') out.push(`  ${r.label}: failed: ${r.error}`);
+    if (r.status === 'unavailable') out.push(`  ${r.label}: n/a (not available): ${r.error}`);
+  }
+  const notes = rows.filter((r) => r.coldNote && r.status === 'ok').map((r) => `${r.label}: ${r.coldNote}`);
+  out.push(`cold start: ${notes.join('; ')}`);
+  out.push('process CPU per call: user+system CPU of the proxy process (for direct: the upstream itself; for the floor: the server) over the throughput phases');
+  for (const r of rows) if (r.records !== undefined) out.push(`records: ${r.label} wrote ${r.records} records for ${r.calls} calls`);
+  out.push('');
+  out.push('targets (mcp-broker, default policy, records on)');
+  for (const t of targets) {
+    const got = t.maxAbsolute !== undefined ? (t.value === undefined ? '—' : `${t.value.toFixed(1)} MiB`) : t.ratio === undefined ? '—' : `${t.ratio.toFixed(2)}×`;
+    const want = t.maxAbsolute !== undefined ? `≤ ${t.maxAbsolute} MiB` : `≤ ${t.max.toFixed(2)}×`;
+    out.push(`  ${t.status.padEnd(6)}  ${t.text.padEnd(42)} ${got.padStart(10)}  (${want})`);
+  }
+  return out.join('\n');
+}

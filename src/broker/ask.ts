@@ -1,0 +1,57 @@
+/**
+ * The broker's ask path: one approval question put to the human behind a downstream session
+ * through `elicitation/create` (form mode, no fields: accepting is approving). Shared by the
+ * judge (`policy` action `ask`) and the router (`requireApproval` function tools, seed
+ * 003_208e7d69e85a85fd.txt), so both ask the same way and read the answer the same way.
+ *
+ * Never throws: every way an ask can end is an {@link AskVerdict}.
+ */
+import type { CallerSession } from './types.js';
+
+/** How an ask ended. Only `approved` lets a call go on. */
+export type AskVerdict =
+  | { readonly approved: true }
+  | {
+      readonly approved: false;
+      /**
+       * `declined` / `cancelled`: the human said no or dismissed the prompt; `timeout`: no answer
+       * within `timeoutMs`; `unavailable`: the client declared no elicitation; `failed`: the
+       * request itself failed (connection gone, protocol error).
+       */
+      readonly why: 'declined' | 'cancelled' | 'timeout' | 'unavailable' | 'failed';
+      /** One line for the call's `reason`. */
+      readonly reason: string;
+    };
+
+export interface AskOptions {
+  /** The question, one or two lines; names the tool, never raw argument values. */
+  readonly message: string;
+  /** How long the prompt waits, in ms (`policy.askTimeoutMs`, see src/config/schema.ts). */
+  readonly timeoutMs: number;
+  /** Aborts the prompt (the call's signal). */
+  readonly signal?: AbortSignal;
+}
+
+/** Asks `session` to approve; see {@link AskVerdict} for the ways it ends. */
+export async function askApproval(session: CallerSession, options: AskOptions): Promise<AskVerdict> {
+  if (!session.elicit) {
+    return { approved: false, why: 'unavailable', reason: 'approval needed, and the client cannot be asked (it declared no elicitation capability)' };
+  }
+  try {
+    const answer = await session.elicit(
+      { mode: 'form', message: options.message, requestedSchema: { type: 'object', properties: {} } },
+      { timeoutMs: options.timeoutMs, signal: options.signal },
+    );
+    if (answer.action === 'accept') return { approved: true };
+    if (answer.action === 'decline') return { approved: false, why: 'declined', reason: 'approval declined by the user' };
+    return { approved: false, why: 'cancelled', reason: 'approval prompt dismissed by the user' };
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    // -32001 is the SDK's request timeout.
+    if (code === -32001 && !options.signal?.aborted) {
+      return { approved: false, why: 'timeout', reason: `approval not given within ${options.timeoutMs} ms` };
+    }
+    const text = err instanceof Error ? err.message.replace(/\s*\n\s*/g, ' ') : String(err);
+    return { approved: false, why: 'failed', reason: `approval could not be asked: ${text.slice(0, 200)}` };
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * The breaker stage (seed 002_7bce204a86c1c7ba.txt step 5; issue 3 §3; case F08): one circuit
+ * per tool (advertised name). After `broker.breaker.threshold` consecutive upstream failures
+ * (`upstream_error`, `timeout`) the circuit opens and calls are refused `breaker_open` for
+ * `broker.breaker.openMs` (defaults 5 and 60000, `config/schema.ts`). Then it is half-open: one
+ * call goes through while others are refused; its failure reopens the circuit, its success
+ * closes it. `tool_error` and `invalid_arguments` are answers, not failures: a model's bad
+ * arguments never open it, and they count as success. Other outcomes (a cancel) leave it as it is.
+ * The record carries the state after the call (`call.notes.breaker`).
+ */
+import type { Clock } from '../shared/clock.js';
+import { isUpstreamFailure, type Outcome } from './outcomes.js';
+import type { Stage } from './runner.js';
+import { refuse } from './types.js';
+
+export type BreakerState = 'closed' | 'open' | 'half_open';
+
+export interface BreakerOptions {
+  clock: Clock;
+  /** Consecutive upstream failures that open a circuit. */
+  threshold: number;
+  /** How long an open circuit refuses, in ms. */
+  openMs: number;
+}
+
+interface Circuit {
+  failures: number;
+  /** When open: the time it turns half-open (ms since the epoch). */
+  openUntil?: number;
+  /** When half-open: whether the one trial call is in flight. */
+  trial: boolean;
+}
+
+/** The circuits of every tool. */
+export class Breakers {
+  private readonly circuits = new Map<string, Circuit>();
+
+  constructor(private readonly options: BreakerOptions) {}
+
+  /** The state of `key` now. */
+  state(key: string): BreakerState {
+    const c = this.circuits.get(key);
+    if (!c || c.openUntil === undefined) return 'closed';
+    return this.options.clock.now() < c.openUntil ? 'open' : 'half_open';
+  }
+
+  /**
+   * Admits a call or says why not. An admitted call in the half-open state is the trial, and
+   * must be followed by {@link settle} (or {@link abandon} when it was never invoked).
+   */
+  admit(key: string): { ok: true; trial: boolean } | { ok: false; state: BreakerState; retryInMs?: number } {
+    const c = this.circuits.get(key);
+    const state = this.state(key);
+    if (!c || state === 'closed') return { ok: true, trial: false };
+    if (state === 'open') return { ok: false, state, retryInMs: c.openUntil! - this.options.clock.now() };
+    if (c.trial) return { ok: false, state };
+    c.trial = true;
+    return { ok: true, trial: true };
+  }
+
+  /** Settles an admitted call with its outcome; returns the state after it. */
+  settle(key: string, outcome: Outcome | undefined, trial: boolean): BreakerState {
+    let c = this.circuits.get(key);
+    if (outcome && isUpstreamFailure(outcome)) {
+      c ??= { failures: 0, trial: false };
+      this.circuits.set(key, c);
+      c.failures++;
+      if (trial || c.failures >= this.options.threshold) {
+        c.openUntil = this.options.clock.now() + this.options.openMs;
+      }
+      if (trial) c.trial = false;
+    } else if (outcome === 'ok' || outcome === 'tool_error' || outcome === 'invalid_arguments') {
+      // Half-open trial succeeded, or a closed circuit's run of failures is broken.
+      if (c && (trial || c.openUntil === undefined)) this.circuits.delete(key);
+    } else if (trial) {
+      this.abandon(key);
+    }
+    return this.state(key);
+  }
+
+  /** Gives back the trial slot of a call that was admitted and never invoked. */
+  abandon(key: string): void {
+    const c = this.circuits.get(key);
+    if (c) c.trial = false;
+  }
+}
+
+export function breakerStage(breakers: Breakers): Stage {
+  return {
+    name: 'breaker',
+    async run(call, next) {
+      const key = call.target?.name ?? call.request.name;
+      const admitted = breakers.admit(key);
+      if (!admitted.ok) {
+        call.notes.breaker = admitted.state;
+        const wait = admitted.retryInMs !== undefined ? `; it half-opens in ${Math.max(0, Math.ceil(admitted.retryInMs))} ms` : '; a trial call is in flight';
+        return refuse(call, 'breaker_open', `the breaker of "${key}" is ${admitted.state === 'open' ? 'open' : 'half-open'}${wait}`);
+      }
+      try {
+        await next();
+      } finally {
+        if (call.attempts > 0) {
+          call.notes.breaker = breakers.settle(key, call.outcome, admitted.trial);
+        } else {
+          if (admitted.trial) breakers.abandon(key);
+          call.notes.breaker = breakers.state(key);
+        }
+      }
+    },
+  };
+}

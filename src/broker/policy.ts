@@ -1,0 +1,110 @@
+/**
+ * The policy decision (seed 002_7bce204a86c1c7ba.txt steps 1-3; issue 3 §1), a pure function of
+ * the config and the facts about one call, so the judge can ask at once and a later approval
+ * inbox can park a call on the same verdict.
+ *
+ * In order, the first that applies decides:
+ *  1. the definition changed since it was pinned → `unregistered` (reason names `changed`);
+ *  2. run mode `locked` → `denied`; run mode `read-only` and a tool that is not read-only → `denied`;
+ *  3. the first `policy.rules` entry whose `tools` globs match the advertised name (and whose
+ *     `principals`, when given, include the caller) gives the action; none → the tool's own
+ *     default (`ToolTarget.policyDefault`, set by the router for some function tools), else
+ *     `policy.default`;
+ *  4. `deny` → `denied`;
+ *  5. an operator revocation (`mcp-broker revoke`) → `ask`;
+ *  6. `ask` → `allow` when an operator approved the tool (`mcp-broker approve`), else `ask`;
+ *  7. `allow` with `policy.firstUse: "ask"` → `ask` until the principal's first use was approved.
+ * Defaults live in `config/schema.ts` (`policySchema`).
+ */
+import picomatch from 'picomatch';
+import type { PolicyConfig } from '../config/schema.js';
+import type { PinState } from '../store/store.js';
+
+/** Everything the decision depends on besides the config. */
+export interface PolicyFacts {
+  /** Advertised tool name. */
+  readonly name: string;
+  readonly principal: string;
+  /** Read-only per `annotations.readOnlyHint`, a per-tool `readOnly` or `policy.readOnly`. */
+  readonly readOnly: boolean;
+  /** Against the stored pin; `undefined` for tools that are not pinned (the broker's own). */
+  readonly pin?: PinState;
+  /** The operator's standing decision for this principal, if any. */
+  readonly approval?: 'approved' | 'revoked';
+  /** Whether the principal's first use of the tool was already approved (`policy.firstUse`). */
+  readonly firstUseDone: boolean;
+  /** The tool's own action when no rule matches, instead of `policy.default` (`ToolTarget.policyDefault`). */
+  readonly toolDefault?: 'ask' | 'deny';
+}
+
+/** Why a call must be asked about. */
+export type AskGround = 'rule' | 'default' | 'first_use' | 'revoked';
+
+export type Verdict =
+  | { readonly kind: 'allow'; readonly reason: string }
+  | { readonly kind: 'refuse'; readonly outcome: 'denied' | 'unregistered'; readonly reason: string }
+  | { readonly kind: 'ask'; readonly ground: AskGround; readonly reason: string };
+
+/** A policy with its globs compiled once. */
+export interface CompiledPolicy {
+  readonly config: PolicyConfig;
+  /** Whether `policy.readOnly` lists the advertised name. */
+  listedReadOnly(name: string): boolean;
+  /** The action for a name and principal (`toolDefault` when no rule matches), and what gave it. */
+  action(
+    name: string,
+    principal: string,
+    toolDefault?: 'ask' | 'deny',
+  ): { action: 'allow' | 'deny' | 'ask'; source: string; ground: 'rule' | 'default' };
+}
+
+export function compilePolicy(config: PolicyConfig): CompiledPolicy {
+  const rules = config.rules.map((rule, index) => ({
+    index,
+    matches: picomatch(rule.tools),
+    principals: rule.principals ? new Set(rule.principals) : undefined,
+    action: rule.action,
+    label: rule.tools.join(', '),
+  }));
+  const readOnly = config.readOnly.length ? picomatch(config.readOnly) : () => false;
+  return {
+    config,
+    listedReadOnly: (name) => readOnly(name),
+    action(name, principal, toolDefault) {
+      for (const rule of rules) {
+        if (rule.principals && !rule.principals.has(principal)) continue;
+        if (rule.matches(name)) return { action: rule.action, source: `policy.rules[${rule.index}] (${rule.label})`, ground: 'rule' };
+      }
+      if (toolDefault) return { action: toolDefault, source: `the default of "${name}"`, ground: 'default' };
+      return { action: config.default, source: 'policy.default', ground: 'default' };
+    },
+  };
+}
+
+/** Decides one call. Pure: no I/O, no clock. */
+export function decide(policy: CompiledPolicy, facts: PolicyFacts): Verdict {
+  const { name } = facts;
+  if (facts.pin === 'changed') {
+    return {
+      kind: 'refuse',
+      outcome: 'unregistered',
+      reason: `tool "${name}" changed: its definition differs from the one pinned; run \`mcp-broker approve ${name}\` to accept the new definition`,
+    };
+  }
+  const mode = policy.config.mode;
+  if (mode === 'locked') return { kind: 'refuse', outcome: 'denied', reason: 'run mode is locked: no tool runs' };
+  if (mode === 'read-only' && !facts.readOnly) {
+    return { kind: 'refuse', outcome: 'denied', reason: `run mode is read-only and "${name}" is not a read-only tool` };
+  }
+  const { action, source, ground } = policy.action(name, facts.principal, facts.toolDefault);
+  if (action === 'deny') return { kind: 'refuse', outcome: 'denied', reason: `${source} denies "${name}"` };
+  if (facts.approval === 'revoked') return { kind: 'ask', ground: 'revoked', reason: `approval of "${name}" was revoked` };
+  if (action === 'ask') {
+    if (facts.approval === 'approved') return { kind: 'allow', reason: `${source} says ask; an operator approved "${name}"` };
+    return { kind: 'ask', ground, reason: `${source} says ask` };
+  }
+  if (policy.config.firstUse === 'ask' && !facts.firstUseDone && facts.approval !== 'approved') {
+    return { kind: 'ask', ground: 'first_use', reason: `first use of "${name}" by principal "${facts.principal}" needs approval (policy.firstUse)` };
+  }
+  return { kind: 'allow', reason: `${source} allows "${name}"` };
+}

@@ -1,0 +1,57 @@
+/**
+ * The retry stage (seed 002_7bce204a86c1c7ba.txt step 7; issue 3 §5; case F18): retries READ
+ * tools only. A call is tried again when the tool is read-only (`call.readOnly`, set by the
+ * judge from `annotations.readOnlyHint`, a per-tool `readOnly` or `policy.readOnly`), its last
+ * attempt failed retryably (`call.retryable`, set by invoke: transport fault, 429, 5xx), and
+ * fewer than `broker.retry.maxRetries` retries (at most 2, default 2) were made. A write, a
+ * destructive tool or one with no hint is never retried: a second attempt could apply it twice.
+ *
+ * Backoff: `baseDelayMs · 2^n` with full jitter (default 200 ms, `config/schema.ts`), or the
+ * upstream's `Retry-After` (`call.retryAfterMs`). A wait that would end past the call's deadline
+ * is not started; a cancel or the deadline during the wait ends it (the deadline stage settles
+ * the outcome). Waits go through the injected `sleep`. Invoke counts `call.attempts`.
+ */
+import type { Stage } from './runner.js';
+import type { BrokerCall } from './types.js';
+
+export interface RetryDeps {
+  now(): number;
+  /** Resolves after `ms`; rejects when `signal` aborts first (`Clock.sleep`). */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  /** Retries after the first attempt (`broker.retry.maxRetries`, 0–2). */
+  maxRetries: number;
+  /** First backoff, in ms (`broker.retry.baseDelayMs`). */
+  baseDelayMs: number;
+  /** Uniform in [0, 1); default `Math.random`. */
+  random?: () => number;
+}
+
+/** Whether the settled attempt may be tried again. */
+export function mayRetry(call: BrokerCall): boolean {
+  return call.readOnly === true && call.retryable === true && call.outcome === 'upstream_error' && !call.signal.aborted;
+}
+
+export function retryStage(deps: RetryDeps): Stage {
+  const random = deps.random ?? Math.random;
+  const maxRetries = Math.min(2, Math.max(0, deps.maxRetries));
+  return {
+    name: 'retry',
+    async run(call, next) {
+      await next();
+      for (let retry = 0; retry < maxRetries && mayRetry(call); retry++) {
+        const delay = call.retryAfterMs ?? Math.round(random() * deps.baseDelayMs * 2 ** retry);
+        if (call.deadline !== undefined && deps.now() + delay >= call.deadline) {
+          call.reason = `${call.reason ?? 'upstream failure'}; not retried: the next attempt would start after the deadline`;
+          return;
+        }
+        try {
+          await deps.sleep(delay, call.signal);
+        } catch {
+          return; // cancelled or the deadline passed while waiting
+        }
+        await next();
+      }
+      if (call.attempts > 1 && call.outcome === 'upstream_error') call.reason = `${call.reason ?? 'upstream failure'} (after ${call.attempts} attempts)`;
+    },
+  };
+}

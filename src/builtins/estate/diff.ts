@@ -1,0 +1,140 @@
+/**
+ * A unified diff applied to one file's text, for `estate__propose_change {unifiedDiff}` and
+ * `estate__apply_proposal` (issue 4). One file per diff; `---`/`+++`/`diff`/`index` header lines
+ * are skipped. Each hunk's old lines must match exactly; a hunk is looked for at its stated line
+ * first, then at the nearest line where it matches (hunks apply in order, never overlapping).
+ * `\ No newline at end of file` is honoured for both sides.
+ */
+
+/** Thrown when a diff does not parse or does not apply; the tool's own failure (`tool_error`). */
+export class DiffError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DiffError';
+  }
+}
+
+interface Hunk {
+  oldStart: number;
+  oldCount: number;
+  newCount: number;
+  lines: { op: ' ' | '-' | '+'; text: string }[];
+  /** The old side's last line had no newline. */
+  oldNoEol: boolean;
+  /** The new side's last line has no newline. */
+  newNoEol: boolean;
+}
+
+const HUNK_HEADER = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@/;
+
+/** Parses a unified diff into hunks. Throws {@link DiffError}. */
+export function parseUnifiedDiff(diff: string): Hunk[] {
+  const lines = diff.replace(/\r\n/g, '\n').split('\n');
+  if (lines[lines.length - 1] === '') lines.pop();
+  const hunks: Hunk[] = [];
+  let current: Hunk | undefined;
+  let oldSeen = 0;
+  let newSeen = 0;
+  let last: ' ' | '-' | '+' | undefined;
+  for (const [index, line] of lines.entries()) {
+    const header = HUNK_HEADER.exec(line);
+    if (header) {
+      if (current) finish(current, oldSeen, newSeen);
+      current = {
+        oldStart: Number(header[1]),
+        oldCount: header[2] === undefined ? 1 : Number(header[2]),
+        newCount: header[4] === undefined ? 1 : Number(header[4]),
+        lines: [],
+        oldNoEol: false,
+        newNoEol: false,
+      };
+      hunks.push(current);
+      oldSeen = newSeen = 0;
+      last = undefined;
+      continue;
+    }
+    if (!current || (oldSeen >= current.oldCount && newSeen >= current.newCount && !line.startsWith('\\'))) {
+      if (/^(---|\+\+\+|diff |index |new file|deleted file|similarity|rename |old mode|new mode)/.test(line) || line === '') {
+        if (current) {
+          finish(current, oldSeen, newSeen);
+          current = undefined;
+        }
+        continue;
+      }
+      throw new DiffError(`line ${index + 1} of the diff is outside any hunk`);
+    }
+    const op = line[0];
+    if (op === '\\') {
+      if (last === '-') current.oldNoEol = true;
+      else if (last === '+') current.newNoEol = true;
+      else if (last === ' ') current.oldNoEol = current.newNoEol = true;
+      continue;
+    }
+    if (op !== ' ' && op !== '-' && op !== '+') {
+      // Some tools drop the space of an empty context line.
+      if (line === '') {
+        current.lines.push({ op: ' ', text: '' });
+        oldSeen++;
+        newSeen++;
+        last = ' ';
+        continue;
+      }
+      throw new DiffError(`line ${index + 1} of the diff is not a context, removal or addition line`);
+    }
+    current.lines.push({ op, text: line.slice(1) });
+    if (op !== '+') oldSeen++;
+    if (op !== '-') newSeen++;
+    last = op;
+  }
+  if (current) finish(current, oldSeen, newSeen);
+  if (hunks.length === 0) throw new DiffError('the diff has no hunk (no "@@ -a,b +c,d @@" line)');
+  return hunks;
+}
+
+/** `original` with `diff` applied. Throws {@link DiffError} when a hunk does not match. */
+export function applyUnifiedDiff(original: string, diff: string): string {
+  const hunks = parseUnifiedDiff(diff);
+  const lines = original === '' ? [] : original.split('\n');
+  let eol = original === '' || original.endsWith('\n');
+  if (original.endsWith('\n')) lines.pop();
+  const out: string[] = [];
+  let cursor = 0;
+  for (const [n, hunk] of hunks.entries()) {
+    const oldLines = hunk.lines.filter((l) => l.op !== '+').map((l) => l.text);
+    const newLines = hunk.lines.filter((l) => l.op !== '-').map((l) => l.text);
+    // A pure insertion's oldStart is the line after which it goes.
+    const expected = hunk.oldCount === 0 ? hunk.oldStart : hunk.oldStart - 1;
+    const at = findHunk(lines, oldLines, Math.max(cursor, expected), cursor);
+    if (at < 0) throw new DiffError(`hunk ${n + 1} (at line ${hunk.oldStart}) does not match the file`);
+    out.push(...lines.slice(cursor, at), ...newLines);
+    cursor = at + oldLines.length;
+    if (cursor === lines.length) {
+      if (hunk.newNoEol) eol = false;
+      else if (hunk.oldNoEol || newLines.length > 0) eol = true;
+    }
+  }
+  out.push(...lines.slice(cursor));
+  if (out.length === 0) return '';
+  return out.join('\n') + (eol ? '\n' : '');
+}
+
+function finish(hunk: Hunk, oldSeen: number, newSeen: number): void {
+  if (oldSeen !== hunk.oldCount || newSeen !== hunk.newCount) {
+    throw new DiffError(`a hunk at line ${hunk.oldStart} says -${hunk.oldCount} +${hunk.newCount} lines but has -${oldSeen} +${newSeen}`);
+  }
+}
+
+/** The index nearest `expected` (not before `min`) where `needle` matches `lines`; -1 when none. */
+function findHunk(lines: readonly string[], needle: readonly string[], expected: number, min: number): number {
+  const matches = (at: number) => {
+    if (at < min || at + needle.length > lines.length) return false;
+    for (let i = 0; i < needle.length; i++) if (lines[at + i] !== needle[i]) return false;
+    return true;
+  };
+  const max = lines.length - needle.length;
+  for (let d = 0; expected - d >= min || expected + d <= max; d++) {
+    if (matches(expected + d)) return expected + d;
+    if (d > 0 && matches(expected - d)) return expected - d;
+  }
+  return -1;
+}

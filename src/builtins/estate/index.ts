@@ -1,0 +1,33 @@
+/**
+ * The estate relay (issue 4; seed 002_7bce204a86c1c7ba.txt "the reserved `estate` relay"): the
+ * reserved built-in server `estate` with a fixed tool list over the folder `estate.root`. Its
+ * calls pass the same broker path as any other (judge, budget, breaker, record, publish) and its
+ * results are scrubbed like any other.
+ */
+import type { FunctionTool } from '../../router/function-tool.js';
+import type { Clock } from '../../shared/clock.js';
+import { proposalTools, type ProposalStore } from './proposal-tools.js';
+import { readTools } from './read-tools.js';
+import { EstateScope } from './scope.js';
+
+export interface EstateOptions {
+  /** `estate` of servers.json (defaults in src/config/schema.ts `estateSchema`). */
+  readonly config: { readonly root: string; readonly maxBytes: number; readonly maxResults: number };
+  /** The store that keeps proposals, opened on first use. */
+  store(): ProposalStore;
+  readonly clock: Clock;
+}
+
+/** The seven `estate__*` tools, in advertised order. */
+export function estateTools(options: EstateOptions): FunctionTool[] {
+  const scope = new EstateScope(options.config.root);
+  return [
+    ...readTools(scope, options.config),
+    ...proposalTools(scope, { store: options.store, clock: options.clock, maxResults: options.config.maxResults }),
+  ];
+}
+
+export { EstateScope, EstateNotFound, checkLexically, type ScopedPath, type WritablePath } from './scope.js';
+export { applyUnifiedDiff, parseUnifiedDiff, DiffError } from './diff.js';
+export { SEARCH_MAX_FILES, utf8Boundary, type EstateLimits } from './read-tools.js';
+export type { ProposalStore } from './proposal-tools.js';

@@ -1,0 +1,215 @@
+/**
+ * The estate relay's read tools (issue 4; seed 002_7bce204a86c1c7ba.txt "the reserved `estate`
+ * relay"): `estate__list_dir`, `estate__read_file`, `estate__search`, `estate__stat`. Every path
+ * goes through {@link EstateScope} (a path leaving `estate.root` is `guard_error`,
+ * `estate_scope_escape`); sizes are bounded by `estate.maxBytes` and `estate.maxResults`
+ * (defaults in src/config/schema.ts `estateSchema`). All four are read-only (`readOnlyHint`).
+ */
+import type { Dirent } from 'node:fs';
+import { lstat, readdir, realpath } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { defineFunctionTool, type FunctionTool } from '../../router/function-tool.js';
+import type { EstateScope } from './scope.js';
+
+/** The bounds of the relay (`estate` in servers.json). */
+export interface EstateLimits {
+  /** Largest read, in bytes; also how much of each file `estate__search` scans. */
+  readonly maxBytes: number;
+  /** Most search hits, and most `estate__list_dir` entries per page. */
+  readonly maxResults: number;
+}
+
+/** Most files one `estate__search` opens, so a huge tree cannot stall a call. */
+export const SEARCH_MAX_FILES = 10_000;
+/** Longest line excerpt in a search hit, in characters. */
+const EXCERPT_CHARS = 200;
+
+const READ = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
+const pathArg = (what: string) => z.string().describe(`${what}, relative to the estate root, "/"-separated`);
+
+export function readTools(scope: EstateScope, limits: EstateLimits): FunctionTool[] {
+  const listDir = defineFunctionTool({
+    name: 'estate__list_dir',
+    title: 'List an estate folder',
+    description: `Lists one folder of the estate (names sorted; type file, dir, symlink or other; size of files). At most ${limits.maxResults} entries per call: when "truncated" is true, call again with "offset": nextOffset.`,
+    parameters: z.object({
+      path: pathArg('The folder').default('.'),
+      offset: z.number().int().min(0).default(0).describe('Entries to skip (paging)'),
+    }),
+    annotations: READ,
+    async handler({ path, offset }) {
+      const dir = await scope.resolve(path, 'dir');
+      const all = (await readdir(dir.abs, { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      const page = all.slice(offset, offset + limits.maxResults);
+      const entries = await Promise.all(
+        page.map(async (d) => {
+          const type = typeOf(d);
+          if (type !== 'file') return { name: d.name, type };
+          const size = await lstat(join(dir.abs, d.name)).then((s) => s.size, () => undefined);
+          return size === undefined ? { name: d.name, type } : { name: d.name, type, size };
+        }),
+      );
+      const end = offset + page.length;
+      return { path: dir.rel, entries, total: all.length, truncated: end < all.length, ...(end < all.length ? { nextOffset: end } : {}) };
+    },
+  });
+
+  const readFile = defineFunctionTool({
+    name: 'estate__read_file',
+    title: 'Read an estate file',
+    description: `Reads part of one estate file: "length" bytes from "offset" (both in bytes), at most ${limits.maxBytes} bytes per call. Text comes back as UTF-8 (cut at a character boundary), a file with NUL bytes as base64. When more remains, the result says so and gives the offset to read on from.`,
+    parameters: z.object({
+      path: pathArg('The file'),
+      offset: z.number().int().min(0).default(0).describe('First byte to read'),
+      length: z.number().int().min(1).optional().describe(`Bytes to read; default and maximum ${limits.maxBytes}`),
+    }),
+    annotations: READ,
+    async handler({ path, offset, length }) {
+      const file = await scope.resolve(path, 'file');
+      const size = file.stats.size;
+      const want = Math.max(0, Math.min(length ?? limits.maxBytes, limits.maxBytes, size - offset));
+      const handle = await scope.openFile(file);
+      let bytes: Buffer;
+      try {
+        const buffer = Buffer.alloc(want);
+        const { bytesRead } = want > 0 ? await handle.read(buffer, 0, want, offset) : { bytesRead: 0 };
+        bytes = buffer.subarray(0, bytesRead);
+      } finally {
+        await handle.close();
+      }
+      const binary = bytes.includes(0);
+      if (!binary && offset + bytes.length < size) bytes = bytes.subarray(0, utf8Boundary(bytes));
+      const end = offset + bytes.length;
+      const truncated = end < size;
+      const info = {
+        path: file.rel,
+        offset,
+        bytes: bytes.length,
+        size,
+        encoding: binary ? 'base64' : 'utf8',
+        truncated,
+        ...(truncated ? { nextOffset: end } : {}),
+      };
+      const content: { type: 'text'; text: string }[] = [{ type: 'text', text: bytes.toString(binary ? 'base64' : 'utf8') }];
+      if (truncated) {
+        content.push({ type: 'text', text: `[estate: truncated: bytes ${offset}-${end} of ${size} returned; read on with offset ${end}]` });
+      } else if (offset > size) {
+        content.push({ type: 'text', text: `[estate: offset ${offset} is past the end of the file (${size} bytes)]` });
+      }
+      return { content, structuredContent: info };
+    },
+  });
+
+  const search = defineFunctionTool({
+    name: 'estate__search',
+    title: 'Search estate files',
+    description: `Finds a literal text in the estate's files below "path" (symlinks are not followed; binary files are skipped; the first ${limits.maxBytes} bytes of each file are scanned). At most ${limits.maxResults} hits; "truncated" says when there were more.`,
+    parameters: z.object({
+      query: z.string().min(1).describe('Literal text to find'),
+      path: pathArg('The folder to search').default('.'),
+      caseSensitive: z.boolean().default(false),
+    }),
+    annotations: READ,
+    async handler({ query, path, caseSensitive }, context) {
+      const start = await scope.resolve(path, 'any');
+      const needle = caseSensitive ? query : query.toLowerCase();
+      const hits: { path: string; line: number; text: string }[] = [];
+      let truncated = false;
+      let filesScanned = 0;
+      const scanFile = async (abs: string, rel: string) => {
+        if (filesScanned >= SEARCH_MAX_FILES) return void (truncated = true);
+        filesScanned++;
+        let resolved;
+        try {
+          resolved = await scope.resolve(rel, 'file');
+        } catch {
+          return; // vanished or became something else: not a hit
+        }
+        if (resolved.abs !== abs) return;
+        const handle = await scope.openFile(resolved).catch(() => undefined);
+        if (!handle) return;
+        let text: string;
+        try {
+          const buffer = Buffer.alloc(Math.min(resolved.stats.size, limits.maxBytes));
+          const { bytesRead } = buffer.length ? await handle.read(buffer, 0, buffer.length, 0) : { bytesRead: 0 };
+          const bytes = buffer.subarray(0, bytesRead);
+          if (bytes.includes(0)) return;
+          text = bytes.toString('utf8');
+        } finally {
+          await handle.close();
+        }
+        const lines = text.split('\n');
+        for (let i = 0; i < lines.length; i++) {
+          const line = lines[i]!;
+          const at = (caseSensitive ? line : line.toLowerCase()).indexOf(needle);
+          if (at < 0) continue;
+          if (hits.length >= limits.maxResults) return void (truncated = true);
+          hits.push({ path: rel, line: i + 1, text: excerpt(line, at) });
+        }
+      };
+      const walk = async (abs: string, rel: string): Promise<void> => {
+        // Re-check each folder: one swapped for a symlink since the listing is not entered.
+        if (!scope.isInside(await realpath(abs).catch(() => ''))) return;
+        const entries = (await readdir(abs, { withFileTypes: true }).catch(() => [] as Dirent[])).sort((a, b) => (a.name < b.name ? -1 : 1));
+        for (const entry of entries) {
+          if (truncated || context.signal.aborted) return;
+          const childRel = rel === '.' ? entry.name : `${rel}/${entry.name}`;
+          if (entry.isDirectory()) await walk(join(abs, entry.name), childRel);
+          else if (entry.isFile()) await scanFile(join(abs, entry.name), childRel);
+        }
+      };
+      if (start.stats.isFile()) await scanFile(start.abs, start.rel);
+      else await walk(start.abs, start.rel);
+      return { query, path: start.rel, hits, truncated, filesScanned };
+    },
+  });
+
+  const stat = defineFunctionTool({
+    name: 'estate__stat',
+    title: 'Describe an estate path',
+    description: 'Type (file or dir), size in bytes, last modification time and permission bits of one estate path (symlinks inside the estate are followed).',
+    parameters: z.object({ path: pathArg('The path') }),
+    annotations: READ,
+    async handler({ path }) {
+      const found = await scope.resolve(path, 'any');
+      const s = found.stats;
+      return {
+        path: found.rel,
+        type: s.isDirectory() ? 'dir' : 'file',
+        size: s.size,
+        modified: s.mtime.toISOString(),
+        mode: (s.mode & 0o7777).toString(8).padStart(4, '0'),
+      };
+    },
+  });
+
+  return [listDir, readFile, search, stat];
+}
+
+function typeOf(d: Dirent): 'file' | 'dir' | 'symlink' | 'other' {
+  if (d.isFile()) return 'file';
+  if (d.isDirectory()) return 'dir';
+  if (d.isSymbolicLink()) return 'symlink';
+  return 'other';
+}
+
+/** Length of `bytes` without a UTF-8 sequence cut off at its end. */
+export function utf8Boundary(bytes: Buffer): number {
+  let i = bytes.length - 1;
+  let continuation = 0;
+  while (i >= 0 && continuation < 3 && (bytes[i]! & 0xc0) === 0x80) {
+    i--;
+    continuation++;
+  }
+  if (i < 0) return bytes.length;
+  const lead = bytes[i]!;
+  const need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+  return bytes.length - i < need ? i : bytes.length;
+}
+
+function excerpt(line: string, at: number): string {
+  if (line.length <= EXCERPT_CHARS) return line;
+  const start = Math.max(0, Math.min(at - 40, line.length - EXCERPT_CHARS));
+  return `${start > 0 ? '…' : ''}${line.slice(start, start + EXCERPT_CHARS)}…`;
+}

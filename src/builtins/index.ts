@@ -1,0 +1,54 @@
+/**
+ * The broker's own tools (DESIGN.md "Folders": builtins/, all served through router/):
+ * `broker__reconnect` (seed 004_359de2f3ce5e2188.txt) under server `broker`, and the estate
+ * relay's `estate__*` tools (issue 4) under server `estate`. Registered as function tools, so
+ * every call to them passes the same broker path as an upstream call.
+ */
+import type { LoadedConfig } from '../config/load.js';
+import type { ToolRouter } from '../router/router.js';
+import type { Clock } from '../shared/clock.js';
+import type { Scrubber } from '../shared/scrub.js';
+import { SqliteStore } from '../store/sqlite.js';
+import type { Store } from '../store/store.js';
+import type { Registry } from '../upstream/registry.js';
+import { estateTools, type ProposalStore } from './estate/index.js';
+import { RECONNECT_CAPABILITY, reconnectTool } from './reconnect.js';
+
+/** What the builtins need of the gateway. */
+export interface BuiltinHost {
+  readonly config: LoadedConfig;
+  readonly router: ToolRouter;
+  readonly registry: Registry;
+  readonly scrubber: Scrubber;
+  readonly clock: Clock;
+  /** The gateway's durable store, when it has one; otherwise the builtins open their own in `broker.dataDir`. */
+  readonly store?: Store;
+}
+
+export interface Builtins {
+  /** `experimental` capabilities every downstream session declares (`mcp-broker/reconnect`). */
+  readonly experimental: Record<string, object>;
+  /** Closes what the builtins opened (their own store, if any). */
+  close(): Promise<void>;
+}
+
+/** Registers every built-in tool with the host's router. */
+export function registerBuiltins(host: BuiltinHost): Builtins {
+  let own: SqliteStore | undefined;
+  const store = (): ProposalStore => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir));
+  host.router.register([reconnectTool({ registry: host.registry, scrubber: host.scrubber })], { server: 'broker' });
+  host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock }), { server: 'estate' });
+  const experimental: Record<string, object> = {};
+  // Advertised where there is something to re-dial (seed 004: the capability bit and the verb derive from the same facts).
+  if (host.registry.upstreams.length > 0) experimental[RECONNECT_CAPABILITY] = { tool: 'broker__reconnect' };
+  return {
+    experimental,
+    async close() {
+      await own?.close();
+      own = undefined;
+    },
+  };
+}
+
+export { reconnectTool, RECONNECT_CAPABILITY, ReconnectAnswerSchema, REASON_MAX_CHARS, type ReconnectAnswer } from './reconnect.js';
+export { estateTools, type EstateOptions } from './estate/index.js';

@@ -1,0 +1,133 @@
+/**
+ * `broker__reconnect {server}`: re-dial ONE named upstream inside the session (seed
+ * 004_359de2f3ce5e2188.txt). One server, required; there is no "all" form (closing every healthy
+ * connection is exactly what this verb must not do).
+ *
+ * A transaction, not a refresh: the old connection is closed BEFORE the new dial (a stdio server
+ * that owns a device or port allows no other order), so a failed dial costs a working connection:
+ * the upstream stays disconnected (no automatic restart), its tools are withdrawn from the roster
+ * (`notifications/tools/list_changed`), and its in-flight calls fail.
+ *
+ * The answer (`structuredContent`, and the same JSON as one text line), always a result, never
+ * `isError`: `outcome` is the only discriminant.
+ *   `{server, outcome, status: {state, errorCode?, httpStatus?}, reason?, toolNames?}`
+ *  - `accepted`: the re-dial succeeded (`status.state` is `ready`);
+ *  - `refused`: the dial failed (the upstream's `status`), or no upstream has that name
+ *    (`status: {state: "unknown", errorCode: "not_declared"}`), or it is configured `disabled`;
+ *  - `unsupported`: no upstream is configured at all (`errorCode: "reconnect_unavailable"`).
+ * Act on `status.errorCode` / `status.httpStatus` (`http_status` 401 is a re-authorisation,
+ * `spawn_failed` a missing binary); `reason` is human text (scrubbed, at most
+ * {@link REASON_MAX_CHARS} characters), never to be parsed. `toolNames` is present iff the
+ * roster holds tools of that server after the call, whatever the outcome.
+ */
+import { z } from 'zod';
+import { defineFunctionTool, type FunctionTool } from '../router/function-tool.js';
+import type { Scrubber } from '../shared/scrub.js';
+import type { Registry } from '../upstream/registry.js';
+import type { UpstreamStatus } from '../upstream/types.js';
+
+/** The capability key advertised under `experimental` in every session's `initialize` result. */
+export const RECONNECT_CAPABILITY = 'mcp-broker/reconnect';
+/** Longest `reason`, in characters. */
+export const REASON_MAX_CHARS = 300;
+
+/** The answer's shape; advertised as the tool's `outputSchema`. */
+export const ReconnectAnswerSchema = z.object({
+  server: z.string(),
+  outcome: z.enum(['accepted', 'refused', 'unsupported']),
+  status: z.object({
+    state: z.string().describe('idle, connecting, ready, backoff, failed, closed, disabled, or unknown'),
+    errorCode: z.string().optional(),
+    httpStatus: z.number().int().optional(),
+  }),
+  reason: z.string().max(REASON_MAX_CHARS).optional(),
+  toolNames: z.array(z.string()).optional(),
+});
+
+export type ReconnectAnswer = z.infer<typeof ReconnectAnswerSchema>;
+
+export interface ReconnectDeps {
+  registry: Registry;
+  scrubber: Scrubber;
+}
+
+export function reconnectTool(deps: ReconnectDeps): FunctionTool {
+  const inFlight = new Map<string, Promise<UpstreamStatus>>();
+  return defineFunctionTool({
+    name: 'broker__reconnect',
+    title: 'Re-dial one upstream server',
+    description:
+      'Closes, then re-dials ONE named upstream server (the servers.json key). This is a transaction, not a free refresh: the old connection is closed before the new dial, so a failed re-dial leaves the server disconnected, withdraws its tools and fails its in-flight calls. Answer: {server, outcome: "accepted" | "refused" | "unsupported", status: {state, errorCode?, httpStatus?}, reason?, toolNames?}; branch on outcome and status, never on the reason text.',
+    parameters: z.object({ server: z.string().min(1).describe('The upstream server key in servers.json') }),
+    output: ReconnectAnswerSchema,
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+    async handler({ server }) {
+      const answer = await reconnect(deps, inFlight, server);
+      return { content: [{ type: 'text', text: JSON.stringify(answer) }], structuredContent: answer };
+    },
+  });
+}
+
+async function reconnect(deps: ReconnectDeps, inFlight: Map<string, Promise<UpstreamStatus>>, server: string): Promise<ReconnectAnswer> {
+  const { registry } = deps;
+  if (registry.upstreams.length === 0) {
+    return finish(deps, server, 'unsupported', { state: 'unknown', errorCode: 'reconnect_unavailable' }, 'no upstream servers are configured');
+  }
+  const upstream = registry.upstream(server);
+  if (!upstream) {
+    return finish(deps, server, 'refused', { state: 'unknown', errorCode: 'not_declared' }, 'no upstream server by that name is configured');
+  }
+  if (upstream.status.state === 'disabled') {
+    return finish(deps, server, 'refused', { state: 'disabled', errorCode: 'disabled' }, 'the server is configured "disabled": true');
+  }
+  // Two calls at once share one re-dial rather than closing each other's new connection.
+  let pending = inFlight.get(server);
+  if (!pending) {
+    pending = upstream.reconnect().finally(() => inFlight.delete(server));
+    inFlight.set(server, pending);
+  }
+  const status = await pending;
+  // The registry rebuilds the roster in a microtask after the upstream's `changed` events.
+  await new Promise((resolve) => setImmediate(resolve));
+  const outcome = status.state === 'ready' ? 'accepted' : 'refused';
+  return finish(deps, server, outcome, status, status.message);
+}
+
+function finish(
+  deps: ReconnectDeps,
+  server: string,
+  outcome: ReconnectAnswer['outcome'],
+  status: UpstreamStatus | ReconnectAnswer['status'],
+  reason: string | undefined,
+): ReconnectAnswer {
+  const answer: ReconnectAnswer = {
+    server,
+    outcome,
+    status: {
+      state: status.state,
+      ...(status.errorCode ? { errorCode: status.errorCode } : {}),
+      ...(typeof status.httpStatus === 'number' ? { httpStatus: status.httpStatus } : {}),
+    },
+  };
+  if (reason) answer.reason = cut(deps.scrubber.text(reason.replace(/\s*\n\s*/g, ' ').trim()));
+  const toolNames = [...deps.registry.roster.tools.values()].filter((t) => t.server === server).map((t) => t.name);
+  if (toolNames.length) answer.toolNames = toolNames;
+  return answer;
+}
+
+function cut(text: string): string {
+  return text.length > REASON_MAX_CHARS ? `${text.slice(0, REASON_MAX_CHARS - 1)}…` : text;
+}
+
+/** In-flight re-dials started outside the tool (the admin HTTP API), by registry. */
+const sharedInFlight = new WeakMap<Registry, Map<string, Promise<UpstreamStatus>>>();
+
+/**
+ * The re-dial of `broker__reconnect` as a plain function, for callers that are not a tool call
+ * (the admin HTTP route `POST /v1/sessions/:id/mcp/reconnect`, issue 5). Same answer, same rules.
+ */
+export function reconnectServer(deps: ReconnectDeps, server: string): Promise<ReconnectAnswer> {
+  let inFlight = sharedInFlight.get(deps.registry);
+  if (!inFlight) sharedInFlight.set(deps.registry, (inFlight = new Map()));
+  return reconnect(deps, inFlight, server);
+}

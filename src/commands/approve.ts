@@ -1,0 +1,72 @@
+/**
+ * `mcp-broker approve <tool>` and `mcp-broker revoke <tool>`: an operator's standing decision
+ * about one tool (advertised name), written to the store in `broker.dataDir` (a running broker
+ * reads it on the tool's next call; issue 3 §1, §11).
+ *
+ * - approve: satisfies `ask` (policy rules, `policy.default`, `policy.firstUse`) for the
+ *   principal (`--principal`, default every principal), and re-pins a tool whose definition
+ *   changed to the definition the broker last saw, so it is no longer `unregistered`.
+ * - revoke: the tool needs approval again before it runs for the principal (an `ask`), and its
+ *   remembered first uses are forgotten. A `deny` still denies.
+ * Returns the exit code: 0, or 2 for a bad tool name.
+ */
+import type { LoadedConfig } from '../config/load.js';
+import { EVERY_PRINCIPAL, SqliteStore, type Store } from '../store/index.js';
+import { NAME_PATTERN } from '../upstream/naming.js';
+import { EXIT_OK, EXIT_USAGE, type CommandIo } from './io.js';
+
+export interface DecisionOptions {
+  /** A principal name; default every principal. */
+  principal?: string;
+  /** The store to write; default the SQLite store in `broker.dataDir`. */
+  store?: Store;
+  now?: number;
+}
+
+export async function approveCommand(config: LoadedConfig, tool: string, options: DecisionOptions, io: CommandIo): Promise<number> {
+  return withStore(config, tool, options, io, async (store, at, principal) => {
+    const pin = await store.repin(tool, at);
+    await store.setApproval({ tool, principal, decision: 'approved', at, by: 'cli' });
+    io.stdout.write(`approved ${tool} for ${who(principal)}\n`);
+    if (pin) io.stdout.write(`re-pinned ${tool} to its changed definition (sha256 ${pin.hash.slice(0, 12)}…); it runs again\n`);
+    else if (!(await store.getPin(tool))) io.stdout.write(`note: ${tool} has no pin yet; the broker pins a tool when it first sees it\n`);
+  });
+}
+
+export async function revokeCommand(config: LoadedConfig, tool: string, options: DecisionOptions, io: CommandIo): Promise<number> {
+  return withStore(config, tool, options, io, async (store, at, principal) => {
+    await store.setApproval({ tool, principal, decision: 'revoked', at, by: 'cli' });
+    const forgotten = await store.clearUses(tool, principal);
+    io.stdout.write(`revoked ${tool} for ${who(principal)}: it needs approval again before it runs\n`);
+    if (forgotten) io.stdout.write(`forgot ${forgotten} first use${forgotten === 1 ? '' : 's'}\n`);
+  });
+}
+
+async function withStore(
+  config: LoadedConfig,
+  tool: string,
+  options: DecisionOptions,
+  io: CommandIo,
+  act: (store: Store, at: string, principal: string) => Promise<void>,
+): Promise<number> {
+  if (!NAME_PATTERN.test(tool)) {
+    io.stderr.write(`mcp-broker: ${JSON.stringify(tool)} is not an advertised tool name (${NAME_PATTERN.source})\n`);
+    return EXIT_USAGE;
+  }
+  const principal = options.principal ?? EVERY_PRINCIPAL;
+  if (principal !== EVERY_PRINCIPAL && principal !== 'local' && !(principal in config.principals)) {
+    io.stderr.write(`mcp-broker: unknown principal ${JSON.stringify(principal)}: expected "local" or one of principals in the config\n`);
+    return EXIT_USAGE;
+  }
+  const store = options.store ?? SqliteStore.open(config.broker.dataDir);
+  try {
+    await act(store, new Date(options.now ?? Date.now()).toISOString(), principal);
+  } finally {
+    if (!options.store) await store.close();
+  }
+  return EXIT_OK;
+}
+
+function who(principal: string): string {
+  return principal === EVERY_PRINCIPAL ? 'every principal' : `principal "${principal}"`;
+}

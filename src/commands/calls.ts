@@ -1,0 +1,141 @@
+/**
+ * `mcp-broker calls`: prints call records (`broker.records.path`, rotated files included, oldest
+ * first) as a readable table, newest last. Filters: `--outcome` (comma-separated outcomes),
+ * `--tool` (a glob over advertised names), `--since` (an ISO-8601 time, or a duration back from
+ * now: `90s`, `15m`, `2h`, `7d`, `500ms`); `--limit` keeps the last N matching rows (default
+ * {@link DEFAULT_CALLS_LIMIT}, 0 = all); `--json` prints the matching records as ndjson.
+ * Returns the exit code: 0, or 2 for a bad option.
+ */
+import { createReadStream, existsSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import picomatch from 'picomatch';
+import { OUTCOMES, type Outcome } from '../broker/outcomes.js';
+import type { CallRecord } from '../broker/types.js';
+import type { LoadedConfig } from '../config/load.js';
+import { EXIT_OK, EXIT_USAGE, type CommandIo } from './io.js';
+
+/** Rows shown when `--limit` is not given. */
+export const DEFAULT_CALLS_LIMIT = 100;
+/** Longest reason shown in the table, in characters. */
+const REASON_WIDTH = 80;
+const TOOL_WIDTH = 40;
+
+export interface CallsOptions {
+  /** Comma-separated outcomes. */
+  outcome?: string;
+  /** Glob over advertised names. */
+  tool?: string;
+  /** ISO-8601 time or duration (`15m`). */
+  since?: string;
+  limit?: number;
+  json?: boolean;
+}
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+
+/** `--since` as ms since the epoch: an ISO-8601 time, or a duration back from `now`. Undefined when unreadable. */
+export function parseSince(text: string, now: number): number | undefined {
+  const duration = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$/.exec(text.trim());
+  if (duration) return now - Number(duration[1]) * UNIT_MS[duration[2]!]!;
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text.trim())) return undefined;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : at;
+}
+
+/** The records files, oldest first: `<path>.N` … `<path>.1`, then `<path>`. */
+export function recordFiles(path: string, maxFiles: number): string[] {
+  const files: string[] = [];
+  for (let i = maxFiles; i >= 1; i--) if (existsSync(`${path}.${i}`)) files.push(`${path}.${i}`);
+  if (existsSync(path)) files.push(path);
+  return files;
+}
+
+export async function callsCommand(config: LoadedConfig, options: CallsOptions, io: CommandIo, now = Date.now()): Promise<number> {
+  let outcomes: Set<string> | undefined;
+  if (options.outcome) {
+    outcomes = new Set(options.outcome.split(',').map((o) => o.trim()).filter(Boolean));
+    const unknown = [...outcomes].filter((o) => !(OUTCOMES as readonly string[]).includes(o));
+    if (unknown.length) {
+      io.stderr.write(`mcp-broker calls: unknown outcome ${unknown.map((o) => JSON.stringify(o)).join(', ')}; expected one of ${OUTCOMES.join(', ')}\n`);
+      return EXIT_USAGE;
+    }
+  }
+  let since: number | undefined;
+  if (options.since !== undefined) {
+    since = parseSince(options.since, now);
+    if (since === undefined) {
+      io.stderr.write(`mcp-broker calls: --since ${JSON.stringify(options.since)} is neither an ISO-8601 time nor a duration like 15m, 2h, 7d\n`);
+      return EXIT_USAGE;
+    }
+  }
+  const limit = options.limit ?? DEFAULT_CALLS_LIMIT;
+  if (!Number.isInteger(limit) || limit < 0) {
+    io.stderr.write('mcp-broker calls: --limit must be a non-negative integer\n');
+    return EXIT_USAGE;
+  }
+  const toolMatches = options.tool ? picomatch(options.tool) : undefined;
+
+  const { path, maxFiles } = config.broker.records;
+  const files = recordFiles(path, maxFiles);
+  if (!files.length) {
+    io.stdout.write(`no records yet at ${path}\n`);
+    return EXIT_OK;
+  }
+  const rows: CallRecord[] = [];
+  let matched = 0;
+  for (const file of files) {
+    const lines = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
+    for await (const line of lines) {
+      if (!line.trim()) continue;
+      let record: CallRecord;
+      try {
+        record = JSON.parse(line) as CallRecord;
+      } catch {
+        continue; // a torn last line after a crash
+      }
+      if (outcomes && !outcomes.has(record.outcome)) continue;
+      if (toolMatches && !toolMatches(record.name)) continue;
+      if (since !== undefined && !(Date.parse(record.ts) >= since)) continue;
+      matched++;
+      rows.push(record);
+      if (limit > 0 && rows.length > limit) rows.shift();
+    }
+  }
+  if (options.json) {
+    for (const r of rows) io.stdout.write(`${JSON.stringify(r)}\n`);
+    return EXIT_OK;
+  }
+  if (!rows.length) {
+    io.stdout.write('no calls match\n');
+    return EXIT_OK;
+  }
+  io.stdout.write(formatTable(rows));
+  io.stdout.write(rows.length < matched ? `${rows.length} of ${matched} matching calls (the last ${rows.length}; --limit 0 shows all)\n` : `${matched} call${matched === 1 ? '' : 's'}\n`);
+  return EXIT_OK;
+}
+
+/** The records as an aligned text table with a header line. */
+export function formatTable(records: readonly CallRecord[]): string {
+  const header = ['TIME', 'OUTCOME', 'STATUS', 'TOOL', 'PRINCIPAL', 'ATTEMPTS', 'MS', 'REASON'];
+  const body = records.map((r) => [
+    r.ts.replace('T', ' ').replace(/Z$/, ''),
+    r.outcome as Outcome,
+    String(r.status),
+    cut(r.name, TOOL_WIDTH),
+    r.principal,
+    String(r.attempts),
+    String(r.durationMs),
+    cut((r.reason ?? '').replace(/\s+/g, ' '), REASON_WIDTH),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd() + '\n';
+  return [header, ...body].map(line).join('');
+}
+
+function cut(text: string, width: number): string {
+  return text.length > width ? `${text.slice(0, width - 1)}…` : text;
+}

@@ -1,0 +1,72 @@
+/**
+ * User function tools: the ES modules named in `servers.json` `functions` (paths resolved against
+ * the folder of `servers.json` by config/load.ts). Each module exports {@link defineFunctionTool}
+ * results, as its default export (one tool or an array of tools) and/or as named exports.
+ *
+ * Names are advertised bare, exactly as the module defines them (`^[A-Za-z0-9_-]{1,64}$`), and
+ * recorded as `functions/<name>`. Every failure is a `ConfigError` naming the module (the CLI
+ * exits 2): a module that fails to load, one that exports no function tool, a name under a
+ * reserved prefix (`broker__`, `estate__`), a name two modules define, and (at start, once the
+ * roster is known) a name an upstream tool is also advertised under.
+ */
+import { pathToFileURL } from 'node:url';
+import { RESERVED_SERVER_NAMES } from '../config/schema.js';
+import { ConfigError, messageOf } from '../shared/errors.js';
+import { isFunctionTool, TOOL_NAME, type FunctionTool } from './function-tool.js';
+
+/** Imports every module in order; returns their function tools. Throws {@link ConfigError}. */
+export async function loadFunctionModules(paths: readonly string[]): Promise<FunctionTool[]> {
+  const tools: FunctionTool[] = [];
+  const owner = new Map<string, string>();
+  for (const [index, path] of paths.entries()) {
+    const at = `functions[${index}]`;
+    let module: Record<string, unknown>;
+    try {
+      module = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+    } catch (err) {
+      throw new ConfigError(at, `cannot load function module ${path}: ${messageOf(err).slice(0, 300)}`);
+    }
+    const found = toolsOf(module);
+    if (found.length === 0) {
+      throw new ConfigError(at, `function module ${path} exports no function tool (export defineFunctionTool(...) results, as the default export or named exports)`);
+    }
+    for (const tool of found) {
+      const name = tool.definition.name;
+      if (!TOOL_NAME.test(name)) throw new ConfigError(at, `function module ${path}: tool name ${JSON.stringify(name)} must match ^[A-Za-z0-9_-]{1,64}$`);
+      const reserved = RESERVED_SERVER_NAMES.find((r) => name.toLowerCase().startsWith(`${r}__`));
+      if (reserved) throw new ConfigError(at, `function module ${path}: tool name "${name}" uses the reserved prefix "${reserved}__"`);
+      const other = owner.get(name);
+      if (other !== undefined && other !== path) throw new ConfigError(at, `function module ${path}: tool "${name}" is also defined by ${other}`);
+      if (other === undefined) tools.push(tool);
+      owner.set(name, path);
+    }
+  }
+  return tools;
+}
+
+/**
+ * Throws {@link ConfigError} when a local tool name is also an upstream tool's advertised name
+ * (checked at start, once every upstream has listed its tools).
+ */
+export function assertNoRosterCollision(localNames: readonly string[], rosterNames: Iterable<string>): void {
+  const roster = new Set(rosterNames);
+  const clash = localNames.find((n) => roster.has(n));
+  if (clash) throw new ConfigError('functions', `tool "${clash}" is defined by a function module and also advertised by an upstream; rename one, or give the server a "prefix"`);
+}
+
+/** Default export (a tool or an array of tools) first, then named exports; each tool once. */
+function toolsOf(module: Record<string, unknown>): FunctionTool[] {
+  const out: FunctionTool[] = [];
+  const add = (value: unknown) => {
+    if (isFunctionTool(value) && !out.includes(value)) out.push(value);
+  };
+  const fallback = module.default;
+  if (Array.isArray(fallback)) fallback.forEach(add);
+  else add(fallback);
+  for (const [key, value] of Object.entries(module)) {
+    if (key === 'default') continue;
+    if (Array.isArray(value)) value.forEach(add);
+    else add(value);
+  }
+  return out;
+}

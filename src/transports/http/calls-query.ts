@@ -1,0 +1,82 @@
+/**
+ * `GET /api/v1/calls`: reads the records file (`broker.records.path`, and its rotated
+ * `.1` … `.N` files, oldest first) line by line and keeps the last `limit` records that match.
+ * Memory is bounded by `limit`, whatever the size of the files.
+ */
+import { createReadStream, existsSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import type { CallRecord } from '../../broker/types.js';
+
+/** Most records one query returns. */
+export const MAX_CALLS_LIMIT = 1000;
+/** Records returned when `limit` is absent. */
+export const DEFAULT_CALLS_LIMIT = 100;
+
+export interface CallsQuery {
+  /** Outcomes to keep (any of them); empty = all. */
+  outcomes: readonly string[];
+  /** Keep records whose advertised `name` or `subject` (`server/tool`) equals this. */
+  tool?: string;
+  /** Keep records at or after this time, in ms since the epoch. */
+  since?: number;
+  /** Keep only this principal's records (non-operators). */
+  principal?: string;
+  /** At most this many, the newest; 1 … {@link MAX_CALLS_LIMIT}. */
+  limit: number;
+}
+
+/**
+ * Parses the query string: `outcome` (comma-separated or repeated), `tool`, `since` (ISO-8601 or
+ * ms since the epoch), `limit`. Returns an error message for a bad value.
+ */
+export function parseCallsQuery(query: Record<string, unknown>): CallsQuery | { error: string } {
+  const list = (v: unknown): string[] =>
+    (Array.isArray(v) ? v : v === undefined ? [] : [v]).flatMap((x) => String(x).split(',')).map((x) => x.trim()).filter(Boolean);
+  const outcomes = list(query.outcome);
+  const tool = typeof query.tool === 'string' && query.tool ? query.tool : undefined;
+  let since: number | undefined;
+  if (query.since !== undefined) {
+    const raw = String(query.since);
+    since = /^\d+$/.test(raw) ? Number(raw) : Date.parse(raw);
+    if (!Number.isFinite(since)) return { error: 'since must be an ISO-8601 time or ms since the epoch' };
+  }
+  let limit = DEFAULT_CALLS_LIMIT;
+  if (query.limit !== undefined) {
+    limit = Number(query.limit);
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_CALLS_LIMIT) return { error: `limit must be an integer from 1 to ${MAX_CALLS_LIMIT}` };
+  }
+  return { outcomes, tool, since, limit };
+}
+
+/** Whether one record passes the filters (all but `limit`). */
+export function matchesCallsQuery(record: CallRecord, q: CallsQuery): boolean {
+  if (q.principal !== undefined && record.principal !== q.principal) return false;
+  if (q.outcomes.length && !q.outcomes.includes(record.outcome)) return false;
+  if (q.tool !== undefined && record.name !== q.tool && record.subject !== q.tool) return false;
+  if (q.since !== undefined && !(Date.parse(record.ts) >= q.since)) return false;
+  return true;
+}
+
+/** The newest `limit` matching records of `path` and its rotated files, oldest first. */
+export async function queryCalls(path: string, maxFiles: number, q: CallsQuery): Promise<CallRecord[]> {
+  const files: string[] = [];
+  for (let i = maxFiles; i >= 1; i--) if (existsSync(`${path}.${i}`)) files.push(`${path}.${i}`);
+  if (existsSync(path)) files.push(path);
+  const kept: CallRecord[] = [];
+  for (const file of files) {
+    const lines = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
+    for await (const line of lines) {
+      if (!line.trim()) continue;
+      let record: CallRecord;
+      try {
+        record = JSON.parse(line) as CallRecord;
+      } catch {
+        continue; // a torn last line while a write is in progress
+      }
+      if (!matchesCallsQuery(record, q)) continue;
+      kept.push(record);
+      if (kept.length > q.limit) kept.shift();
+    }
+  }
+  return kept;
+}

@@ -1,0 +1,34 @@
+/**
+ * What every route of the HTTP face shares: the gateway, the `http` settings, the session table
+ * and the authenticator. Built once by `serveHttp`.
+ */
+import type { Request } from 'express';
+import type { Gateway } from '../../gateway.js';
+import type { Config } from '../../config/schema.js';
+import type { Logger } from '../../shared/logger.js';
+import type { PrincipalAuthenticator } from './auth.js';
+import type { SessionTable } from './session-table.js';
+
+export interface HttpContext {
+  readonly gateway: Gateway;
+  /** The `http` section of the config (defaults in the schema's `httpSchema`). */
+  readonly settings: Config['http'];
+  readonly sessions: SessionTable;
+  readonly auth: PrincipalAuthenticator;
+  readonly logger: Logger;
+  /** Experimental capabilities every session declares (the broker's own). */
+  readonly experimental?: Record<string, object>;
+}
+
+/** The request body parsed as JSON, or `undefined` for an empty body; throws `SyntaxError` on bad JSON. */
+export function jsonBody(req: Request): unknown {
+  const raw = req.body as unknown;
+  if (raw === undefined || raw === null) return undefined;
+  if (Buffer.isBuffer(raw)) {
+    if (raw.length === 0) return undefined;
+    return JSON.parse(raw.toString('utf8'));
+  }
+  // express.raw leaves `{}` when there was no body to read.
+  if (typeof raw === 'object' && Object.keys(raw).length === 0) return undefined;
+  return raw;
+}

@@ -1,0 +1,75 @@
+/**
+ * A bounded in-memory `EventStore` for Streamable HTTP resumption (`Last-Event-ID`): one per
+ * session, holding at most `maxEvents` messages (`http.resumeEvents`, default 1000, in the
+ * schema); the oldest are dropped first. A client that resumes after an event that was dropped
+ * gets what is still held of that stream, so resumption is best effort beyond the bound.
+ *
+ * Event ids are `<streamId>|<seq>`: the stream is known from the id alone, even once the event
+ * itself has been dropped.
+ */
+import type { EventId, EventStore, StreamId } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+
+interface StoredEvent {
+  readonly seq: number;
+  readonly streamId: StreamId;
+  readonly message: JSONRPCMessage;
+}
+
+const SEPARATOR = '|';
+
+export class BoundedEventStore implements EventStore {
+  private events: StoredEvent[] = [];
+  private head = 0;
+  private seq = 0;
+
+  /** @param maxEvents most events kept; 0 keeps none (ids are still issued). */
+  constructor(private readonly maxEvents: number) {}
+
+  /** Events currently held. */
+  get size(): number {
+    return this.events.length - this.head;
+  }
+
+  async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
+    const seq = ++this.seq;
+    if (this.maxEvents > 0) {
+      this.events.push({ seq, streamId, message });
+      if (this.size > this.maxEvents) this.head++;
+      // Compact now and then so the array does not grow without bound.
+      if (this.head > 1024 && this.head * 2 > this.events.length) {
+        this.events = this.events.slice(this.head);
+        this.head = 0;
+      }
+    }
+    return `${streamId}${SEPARATOR}${seq}`;
+  }
+
+  async getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
+    return parseEventId(eventId)?.streamId;
+  }
+
+  async replayEventsAfter(
+    lastEventId: EventId,
+    { send }: { send: (eventId: EventId, message: JSONRPCMessage) => Promise<void> },
+  ): Promise<StreamId> {
+    const parsed = parseEventId(lastEventId);
+    if (!parsed) throw new Error('unknown event id');
+    for (let i = this.head; i < this.events.length; i++) {
+      const event = this.events[i]!;
+      if (event.streamId !== parsed.streamId || event.seq <= parsed.seq) continue;
+      // Priming events carry an empty message: nothing to replay.
+      if (Object.keys(event.message).length === 0) continue;
+      await send(`${event.streamId}${SEPARATOR}${event.seq}`, event.message);
+    }
+    return parsed.streamId;
+  }
+}
+
+function parseEventId(eventId: string): { streamId: string; seq: number } | undefined {
+  const at = eventId.lastIndexOf(SEPARATOR);
+  if (at <= 0) return undefined;
+  const seq = Number(eventId.slice(at + 1));
+  if (!Number.isSafeInteger(seq) || seq < 1) return undefined;
+  return { streamId: eventId.slice(0, at), seq };
+}

@@ -1,0 +1,122 @@
+/**
+ * Request guards of the HTTP face, in the order they run: Host and Origin (DNS-rebinding
+ * protection, 403), then the bearer token (401 with `WWW-Authenticate`). Also the start-up
+ * check that refuses to expose an unauthenticated broker beyond loopback (exit 2).
+ */
+import type { NextFunction, Request, Response } from 'express';
+import { ConfigError } from '../../shared/errors.js';
+import type { Logger } from '../../shared/logger.js';
+import type { PrincipalAuthenticator, Principal } from './auth.js';
+
+/** Host names that mean "this machine". */
+const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+
+/** Whether a bind address or host name is loopback (`localhost`, `127.0.0.0/8`, `::1`). */
+export function isLoopback(host: string): boolean {
+  const h = host.toLowerCase();
+  return LOOPBACK_NAMES.has(h) || /^127(\.\d{1,3}){3}$/.test(h) || h === '0:0:0:0:0:0:0:1';
+}
+
+/**
+ * Refuses a non-loopback `--host` when no principals are configured: an HTTP face without
+ * authentication serves this machine only. Throws {@link ConfigError} naming `--host` (exit 2).
+ */
+export function checkServeOptions(options: { host: string; principalsConfigured: boolean }): void {
+  if (!options.principalsConfigured && !isLoopback(options.host)) {
+    throw new ConfigError(
+      '--host',
+      `${JSON.stringify(options.host)} is not a loopback address, and no "principals" are configured: without authentication the HTTP face serves 127.0.0.1 only`,
+    );
+  }
+}
+
+/** The host name of a `Host` header: `[::1]:8080` → `[::1]`, `example.com:80` → `example.com`. */
+export function hostnameOf(hostHeader: string): string {
+  const h = hostHeader.trim().toLowerCase();
+  if (h.startsWith('[')) {
+    const end = h.indexOf(']');
+    return end > 0 ? h.slice(0, end + 1) : h;
+  }
+  const colon = h.indexOf(':');
+  return colon >= 0 ? h.slice(0, colon) : h;
+}
+
+export interface OriginPolicy {
+  /** `http.allowedHosts`: host names (or `host:port`); `*` accepts any. */
+  allowedHosts: readonly string[];
+  /** `http.allowedOrigins`: exact origins (`https://app.example.com`); `*` accepts any. Loopback origins always pass. */
+  allowedOrigins: readonly string[];
+}
+
+/** Why a request's Host or Origin is refused, or undefined when both pass. */
+export function checkHostAndOrigin(host: string | undefined, origin: string | undefined, policy: OriginPolicy): string | undefined {
+  if (!policy.allowedHosts.includes('*')) {
+    if (!host) return 'missing Host header';
+    const full = host.trim().toLowerCase();
+    const name = hostnameOf(full);
+    const ok = policy.allowedHosts.some((allowed) => {
+      const a = allowed.toLowerCase();
+      return a === name || a === full;
+    });
+    if (!ok) return `Host ${JSON.stringify(name)} is not in http.allowedHosts`;
+  }
+  if (origin !== undefined && !policy.allowedOrigins.includes('*')) {
+    const normalized = origin.trim().toLowerCase().replace(/\/+$/, '');
+    let originHost: string | undefined;
+    try {
+      originHost = new URL(normalized).hostname;
+    } catch {
+      originHost = undefined;
+    }
+    const listed = policy.allowedOrigins.some((o) => o.toLowerCase().replace(/\/+$/, '') === normalized);
+    if (!listed && !(originHost && isLoopback(originHost))) {
+      return `Origin ${JSON.stringify(normalized)} is not in http.allowedOrigins`;
+    }
+  }
+  return undefined;
+}
+
+/** Express middleware: 403 (JSON-RPC error body) when Host or Origin is not allowed. */
+export function hostOriginGuard(policy: OriginPolicy, logger: Logger) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const why = checkHostAndOrigin(req.headers.host, req.headers.origin, policy);
+    if (!why) return next();
+    logger.warn({ method: req.method, path: req.path, why }, 'http request refused (Host/Origin)');
+    res.status(403).json(jsonRpcError(-32000, `Forbidden: ${why}`));
+  };
+}
+
+/** Paths served without a token (health probes). */
+const OPEN_PATHS = new Set(['/healthz', '/readyz']);
+
+/**
+ * Express middleware: sets `res.locals.principal`, or answers 401 with
+ * `WWW-Authenticate: Bearer realm="mcp-broker"` (plus `error="invalid_token"` for a token no
+ * principal holds). Health probes pass without a token.
+ */
+export function authGuard(auth: PrincipalAuthenticator, logger: Logger) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    if (OPEN_PATHS.has(req.path)) return next();
+    const result = auth.authenticate(req.headers.authorization);
+    if ('principal' in result) {
+      res.locals.principal = result.principal;
+      return next();
+    }
+    const challenge = result.failure === 'invalid' ? 'Bearer realm="mcp-broker", error="invalid_token"' : 'Bearer realm="mcp-broker"';
+    logger.info({ method: req.method, path: req.path, failure: result.failure }, 'http request refused (authentication)');
+    res
+      .status(401)
+      .set('WWW-Authenticate', challenge)
+      .json(jsonRpcError(-32001, result.failure === 'invalid' ? 'Unauthorized: unknown bearer token' : 'Unauthorized: send Authorization: Bearer <token>'));
+  };
+}
+
+/** The principal set by {@link authGuard}. */
+export function principalOf(res: Response): Principal {
+  return res.locals.principal as Principal;
+}
+
+/** A JSON-RPC error body with a null id, the shape the SDK transports answer HTTP errors with. */
+export function jsonRpcError(code: number, message: string): { jsonrpc: '2.0'; error: { code: number; message: string }; id: null } {
+  return { jsonrpc: '2.0', error: { code, message }, id: null };
+}

@@ -1,0 +1,88 @@
+/**
+ * Legacy SSE (spec 2024-11-05): `GET /sse` opens a stream and a session (its own SDK `Server`
+ * through {@link DownstreamSession}); the stream's first event names
+ * `POST /messages?sessionId=<id>`, where the client sends its messages. Any number of
+ * connections at once; a reconnect is a new `GET /sse` and a new session. The session ends
+ * when its stream closes.
+ *
+ * A POST with no `sessionId` → 400; an unknown, ended or foreign one → 404; a body that is not
+ * JSON or not a JSON-RPC message → 400 with a JSON-RPC error; too large → 413. None of these
+ * touches any session, and the process keeps serving. Open streams carry a keep-alive comment
+ * every `http.keepAliveMs`.
+ */
+import type { Express, Request, Response } from 'express';
+import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
+import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
+import { messageOf } from '../../shared/errors.js';
+import { DownstreamSession } from '../session.js';
+import { jsonBody, type HttpContext } from './context.js';
+import { jsonRpcError, principalOf } from './guards.js';
+
+export const SSE_PATH = '/sse';
+export const MESSAGES_PATH = '/messages';
+
+/** Transport of each SSE session. */
+const transports = new WeakMap<DownstreamSession, SSEServerTransport>();
+
+export function mountLegacySse(app: Express, ctx: HttpContext): void {
+  app.get(SSE_PATH, async (req: Request, res: Response) => {
+    const principal = principalOf(res);
+    const transport = new SSEServerTransport(MESSAGES_PATH, res);
+    const id = transport.sessionId;
+    const session = new DownstreamSession(ctx.gateway, { principal: principal.name, sessionId: id, experimental: ctx.experimental });
+    transports.set(session, transport);
+    transport.onerror = (err) => ctx.logger.debug({ sessionId: id, err: messageOf(err) }, 'sse transport error');
+    await session.connect(transport);
+    const previous = session.server.onclose;
+    session.server.onclose = () => {
+      previous?.();
+      void ctx.sessions.end(id, 'disconnected');
+    };
+    const entry = ctx.sessions.add({ id, kind: 'sse', principal, session });
+    const done = ctx.sessions.begin(entry);
+    const keepAlive = setInterval(() => {
+      if (!res.writableEnded) res.write(': keepalive\n\n');
+    }, ctx.settings.keepAliveMs);
+    keepAlive.unref();
+    res.once('close', () => {
+      clearInterval(keepAlive);
+      done();
+      void ctx.sessions.end(id, 'disconnected');
+    });
+  });
+
+  app.post(MESSAGES_PATH, async (req: Request, res: Response) => {
+    const principal = principalOf(res);
+    const sessionId = typeof req.query.sessionId === 'string' ? req.query.sessionId : undefined;
+    if (!sessionId) {
+      res.status(400).json(jsonRpcError(-32000, 'Bad Request: the sessionId query parameter is required'));
+      return;
+    }
+    const entry = ctx.sessions.get(sessionId, principal);
+    const transport = entry && transports.get(entry.session);
+    if (!entry || entry.kind !== 'sse' || !transport) {
+      res.status(404).json(jsonRpcError(-32001, 'Session not found'));
+      return;
+    }
+    let body: unknown;
+    try {
+      body = jsonBody(req);
+    } catch {
+      res.status(400).json(jsonRpcError(-32700, 'Parse error: Invalid JSON'));
+      return;
+    }
+    if (!JSONRPCMessageSchema.safeParse(body).success) {
+      res.status(400).json(jsonRpcError(-32600, 'Invalid Request: the body is not a JSON-RPC message'));
+      return;
+    }
+    const done = ctx.sessions.begin(entry);
+    res.once('close', done);
+    try {
+      await transport.handlePostMessage(req, res, body);
+    } catch (err) {
+      // The stream went away between lookup and delivery; the transport has answered already.
+      ctx.logger.debug({ sessionId, err: messageOf(err) }, 'sse message not delivered');
+      if (!res.headersSent) res.status(404).json(jsonRpcError(-32001, 'Session not found'));
+    }
+  });
+}

@@ -1,0 +1,82 @@
+import { describe, expect, it } from 'vitest';
+import { BudgetLedger, budgetFromEnv, budgetStage } from '../../src/broker/budget.js';
+import { compose, type Stage } from '../../src/broker/runner.js';
+import { refuse } from '../../src/broker/types.js';
+import { call, fakeInvoke, session, target } from './support.js';
+
+describe('budget stage', () => {
+  it('allows budgetPerUnit invoked calls per unit, then budget_exhausted', async () => {
+    const invoke = fakeInvoke();
+    const run = compose([budgetStage({ limitFor: () => 2 }), invoke]);
+    const outcomes: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const c = call({ target: target() });
+      await run(c);
+      outcomes.push(c.outcome!);
+    }
+    expect(outcomes).toEqual(['ok', 'ok', 'budget_exhausted']);
+    expect(invoke.reached).toBe(2);
+    // Another unit has its own budget.
+    const other = call({ target: target(), session: session({ unit: 's-2' }) });
+    await run(other);
+    expect(other.outcome).toBe('ok');
+  });
+
+  it('refused calls do not spend (a stage inside refuses before invoke)', async () => {
+    const ledger = new BudgetLedger();
+    let open = true;
+    const breakerLike: Stage = { name: 'breaker', run: async (c, next) => (open ? refuse(c, 'breaker_open', 'open') : next()) };
+    const run = compose([budgetStage({ limitFor: () => 1, ledger }), breakerLike, fakeInvoke()]);
+    for (let i = 0; i < 5; i++) await run(call({ target: target() }));
+    expect(ledger.used('s-1')).toBe(0);
+    open = false;
+    const c = call({ target: target() });
+    await run(c);
+    expect(c.outcome).toBe('ok');
+    expect(ledger.used('s-1')).toBe(1);
+  });
+
+  it('a call that failed upstream still spent its budget; retries are one call', async () => {
+    const ledger = new BudgetLedger();
+    const run = compose([budgetStage({ limitFor: () => 5, ledger }), fakeInvoke((c) => {
+      c.attempts += 2;
+      refuse(c, 'upstream_error', 'x');
+    })]);
+    await run(call({ target: target() }));
+    expect(ledger.used('s-1')).toBe(1);
+  });
+
+  it('concurrent calls cannot overshoot the budget', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const invoke = fakeInvoke(async (c) => {
+      await gate;
+      c.outcome = 'ok';
+    });
+    const run = compose([budgetStage({ limitFor: () => 3 }), invoke]);
+    const calls = Array.from({ length: 6 }, () => call({ target: target() }));
+    const pending = calls.map((c) => run(c));
+    release();
+    await Promise.all(pending);
+    expect(calls.filter((c) => c.outcome === 'ok')).toHaveLength(3);
+    expect(calls.filter((c) => c.outcome === 'budget_exhausted')).toHaveLength(3);
+  });
+
+  it('a budget of 0 refuses every call', async () => {
+    const run = compose([budgetStage({ limitFor: () => 0 }), fakeInvoke()]);
+    const c = call({ target: target() });
+    await run(c);
+    expect(c.outcome).toBe('budget_exhausted');
+  });
+});
+
+describe('budgetFromEnv', () => {
+  it('reads MCP_BROKER_CALL_BUDGET; unset or empty is undefined; garbage is a config error', () => {
+    expect(budgetFromEnv({ MCP_BROKER_CALL_BUDGET: '7' })).toBe(7);
+    expect(budgetFromEnv({ MCP_BROKER_CALL_BUDGET: '0' })).toBe(0);
+    expect(budgetFromEnv({})).toBeUndefined();
+    expect(budgetFromEnv({ MCP_BROKER_CALL_BUDGET: ' ' })).toBeUndefined();
+    expect(() => budgetFromEnv({ MCP_BROKER_CALL_BUDGET: 'lots' })).toThrow(expect.objectContaining({ code: 'config_invalid' }));
+    expect(() => budgetFromEnv({ MCP_BROKER_CALL_BUDGET: '-1' })).toThrow(/MCP_BROKER_CALL_BUDGET/);
+  });
+});

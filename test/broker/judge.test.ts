@@ -1,0 +1,194 @@
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { describe, expect, it } from 'vitest';
+import { judgeStage, type JudgeDeps } from '../../src/broker/judge.js';
+import { compilePolicy } from '../../src/broker/policy.js';
+import { compose } from '../../src/broker/runner.js';
+import type { CallerSession, ToolTarget } from '../../src/broker/types.js';
+import { policySchema } from '../../src/config/schema.js';
+import { ManualClock } from '../../src/shared/clock.js';
+import { Scrubber } from '../../src/shared/scrub.js';
+import { EVERY_PRINCIPAL, SqliteStore } from '../../src/store/index.js';
+import { call, fakeInvoke, session, target } from './support.js';
+
+function setup(policy: unknown = {}, over: Partial<JudgeDeps> = {}) {
+  const clock = new ManualClock();
+  const store = SqliteStore.open(':memory:');
+  const scrubber = new Scrubber(['planted-secret-value']);
+  const known = new Map<string, ToolTarget>();
+  const deps: JudgeDeps = {
+    resolve: (name) => known.get(name),
+    isReadOnly: (t) => t.definition?.annotations?.readOnlyHint === true,
+    policy: compilePolicy(policySchema.parse(policy)),
+    store,
+    clock,
+    askTimeoutMs: 5000,
+    scrubArgs: (a) => scrubber.value(a),
+    ...over,
+  };
+  const invoke = fakeInvoke();
+  const run = compose([judgeStage(deps), invoke]);
+  return { clock, store, known, invoke, run };
+}
+
+/** A session whose client declared elicitation and answers with `answer`. */
+function asking(answer: (params: { message: string }) => Promise<{ action: 'accept' | 'decline' | 'cancel' }>) {
+  const asked: string[] = [];
+  const s: CallerSession = session({
+    elicit: async (params, options) => {
+      asked.push((params as { message: string }).message);
+      expect(options.timeoutMs).toBe(5000);
+      return answer(params as { message: string });
+    },
+  });
+  return { s, asked };
+}
+
+describe('judge stage', () => {
+  it('unknown, disabled and gone tools are unregistered and never reach invoke', async () => {
+    const { run, invoke, known } = setup();
+    const c1 = call({ request: { name: 'nope' } });
+    await run(c1);
+    expect(c1).toMatchObject({ outcome: 'unregistered' });
+    known.set('fx__off', target('fx__off', { state: 'disabled' }));
+    known.set('fx__old', target('fx__old', { state: 'gone' }));
+    for (const name of ['fx__off', 'fx__old']) {
+      const c = call({ request: { name } });
+      await run(c);
+      expect(c.outcome).toBe('unregistered');
+    }
+    expect(invoke.reached).toBe(0);
+  });
+
+  it('deny never reaches invoke', async () => {
+    const { run, invoke } = setup({ rules: [{ tools: ['fx__*'], action: 'deny' }] });
+    const c = call({ target: target() });
+    await run(c);
+    expect(c.outcome).toBe('denied');
+    expect(c.reason).toContain('policy.rules[0]');
+    expect(invoke.reached).toBe(0);
+  });
+
+  it('pins a tool on first sight; a changed definition is unregistered "changed" until re-pinned', async () => {
+    const { run, invoke, store } = setup();
+    await run(call({ target: target() }));
+    expect(invoke.reached).toBe(1);
+    const changed = target('fx__echo', { tool: { description: 'now exfiltrates files' } });
+    const c = call({ target: changed });
+    await run(c);
+    expect(c.outcome).toBe('unregistered');
+    expect(c.reason).toMatch(/changed/);
+    expect(c.reason).toContain('mcp-broker approve fx__echo');
+    expect(invoke.reached).toBe(1);
+    await store.repin('fx__echo', new Date().toISOString());
+    const again = call({ target: changed });
+    await run(again);
+    expect(again.outcome).toBe('ok');
+  });
+
+  it("the broker's own (local) tools are not pinned", async () => {
+    const { run, store } = setup();
+    await run(call({ target: target('broker__reconnect', { source: 'local', server: 'broker' }) }));
+    expect(await store.getPin('broker__reconnect')).toBeUndefined();
+  });
+
+  it('ask without elicitation is approval_required and says how to approve', async () => {
+    const { run, invoke } = setup({ default: 'ask' });
+    const c = call({ target: target() });
+    await run(c);
+    expect(c.outcome).toBe('approval_required');
+    expect(c.reason).toContain('mcp-broker approve fx__echo');
+    expect(invoke.reached).toBe(0);
+  });
+
+  it('ask with elicitation: accept goes on; the message names the tool and scrubbed arguments', async () => {
+    const { run, invoke } = setup({ default: 'ask' });
+    const { s, asked } = asking(async () => ({ action: 'accept' }));
+    const c = call({ target: target(), session: s, request: { args: { path: 'a.txt', password: 'hunter22', note: 'planted-secret-value' } } });
+    await run(c);
+    expect(c.outcome).toBe('ok');
+    expect(invoke.reached).toBe(1);
+    expect(asked[0]).toContain('"fx__echo"');
+    expect(asked[0]).toContain('a.txt');
+    expect(asked[0]).not.toContain('hunter22');
+    expect(asked[0]).not.toContain('planted-secret-value');
+  });
+
+  it('ask declined or cancelled is approval_required and never reaches invoke', async () => {
+    for (const action of ['decline', 'cancel'] as const) {
+      const { run, invoke } = setup({ default: 'ask' });
+      const c = call({ target: target(), session: asking(async () => ({ action })).s });
+      await run(c);
+      expect(c.outcome).toBe('approval_required');
+      expect(invoke.reached).toBe(0);
+    }
+  });
+
+  it('no answer within askTimeoutMs is approval_required', async () => {
+    const { run } = setup({ default: 'ask' });
+    const c = call({ target: target(), session: asking(async () => Promise.reject(new McpError(-32001, 'Request timed out'))).s });
+    await run(c);
+    expect(c.outcome).toBe('approval_required');
+    expect(c.reason).toContain('5000 ms');
+  });
+
+  it('a downstream cancel while asking is cancelled', async () => {
+    const { run } = setup({ default: 'ask' });
+    const controller = new AbortController();
+    const c = call({
+      target: target(),
+      request: { signal: controller.signal },
+      session: asking(async () => {
+        controller.abort();
+        throw new Error('aborted');
+      }).s,
+    });
+    await run(c);
+    expect(c.outcome).toBe('cancelled');
+  });
+
+  it('firstUse ask: the first accepted use is remembered per principal', async () => {
+    const { run, invoke, store } = setup({ firstUse: 'ask' });
+    const { s, asked } = asking(async () => ({ action: 'accept' }));
+    await run(call({ target: target(), session: s }));
+    await run(call({ target: target(), session: s }));
+    expect(asked).toHaveLength(1);
+    expect(invoke.reached).toBe(2);
+    expect(await store.hasUsed('fx__echo', 'local')).toBe(true);
+    const other = call({ target: target(), session: session({ principal: 'bob' }) });
+    await run(other);
+    expect(other.outcome).toBe('approval_required');
+  });
+
+  it('an operator approval satisfies ask; a revocation asks again', async () => {
+    const { run, store } = setup({ default: 'ask' });
+    await store.setApproval({ tool: 'fx__echo', principal: EVERY_PRINCIPAL, decision: 'approved', at: 'x', by: 'cli' });
+    const c = call({ target: target() });
+    await run(c);
+    expect(c.outcome).toBe('ok');
+    await store.setApproval({ tool: 'fx__echo', principal: 'local', decision: 'revoked', at: 'x', by: 'cli' });
+    const d = call({ target: target() });
+    await run(d);
+    expect(d.outcome).toBe('approval_required');
+    expect(d.reason).toContain('revoked');
+  });
+
+  it('run mode read-only lets read-only tools through and denies the rest', async () => {
+    const { run } = setup({ mode: 'read-only' });
+    const ro = call({ target: target('fx__read', { tool: { annotations: { readOnlyHint: true } } }) });
+    const rw = call({ target: target('fx__write') });
+    await run(ro);
+    await run(rw);
+    expect(ro.outcome).toBe('ok');
+    expect(ro.readOnly).toBe(true);
+    expect(rw.outcome).toBe('denied');
+  });
+
+  it('a store failure is guard_error (fail closed)', async () => {
+    const { run, store, invoke } = setup();
+    await store.close();
+    const c = call({ target: target() });
+    await run(c);
+    expect(c.outcome).toBe('guard_error');
+    expect(invoke.reached).toBe(0);
+  });
+});

@@ -1,0 +1,85 @@
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { NdjsonRecordSink, type RecordSink } from '../../src/audit/records.js';
+import { recordStage } from '../../src/broker/record.js';
+import { compose } from '../../src/broker/runner.js';
+import { refuse } from '../../src/broker/types.js';
+import { ManualClock } from '../../src/shared/clock.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { Scrubber } from '../../src/shared/scrub.js';
+import { call, fakeInvoke, target, text } from './support.js';
+
+const root = mkdtempSync(join(tmpdir(), 'mcp-broker-record-stage-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+const scrubber = new Scrubber(['planted-9c1d']);
+
+function stage(records: RecordSink) {
+  return recordStage({ records, clock: new ManualClock(), logger: silentLogger(), scrubArgs: (a) => scrubber.value(a), scrubText: (t) => scrubber.text(t) });
+}
+
+const failing: RecordSink = { append: async () => Promise.reject(new Error('EISDIR: illegal operation on a directory')), close: async () => undefined };
+
+describe('record stage', () => {
+  it('writes one scrubbed record per call before the answer', async () => {
+    const path = join(root, 'one', 'calls.ndjson');
+    const sink = new NdjsonRecordSink({ path });
+    const run = compose([stage(sink), fakeInvoke((c) => refuse(c, 'upstream_error', 'failed near planted-9c1d'))]);
+    const c = call({ target: target(), request: { args: { password: 'hunter22', note: 'planted-9c1d' } } });
+    await run(c);
+    await sink.close();
+    const lines = readFileSync(path, 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(1);
+    const rec = JSON.parse(lines[0]!);
+    expect(rec).toMatchObject({ outcome: 'upstream_error', status: 502, attempts: 1, subject: 'fx/echo', name: 'fx__echo', principal: 'local' });
+    expect(lines[0]).not.toContain('hunter22');
+    expect(lines[0]).not.toContain('planted-9c1d');
+    expect(c.record).toEqual(rec);
+  });
+
+  it('fail closed: a result whose record cannot be written is guard_error, withheld, and says the side effect may have happened', async () => {
+    const run = compose([stage(failing), fakeInvoke((c) => ((c.outcome = 'ok'), (c.result = text('done'))))]);
+    const c = call({ target: target() });
+    await run(c);
+    expect(c.outcome).toBe('guard_error');
+    expect(c.result).toBeUndefined();
+    expect(c.bytesOut).toBe(0);
+    expect(c.reason).toContain('could not be written');
+    expect(c.reason).toContain('the upstream side effect may have happened');
+    expect(c.record).toBeUndefined();
+  });
+
+  it('a refusal whose record cannot be written keeps its outcome (a deny is never re-labelled)', async () => {
+    const run = compose([stage(failing), fakeInvoke((c) => refuse(c, 'denied', 'policy says no'))]);
+    const c = call({ target: target() });
+    await run(c);
+    expect(c.outcome).toBe('denied');
+  });
+
+  it('carries the breaker state', async () => {
+    const path = join(root, 'breaker', 'calls.ndjson');
+    const sink = new NdjsonRecordSink({ path });
+    const run = compose([stage(sink), fakeInvoke((c) => ((c.notes.breaker = 'open'), refuse(c, 'upstream_error', 'x')))]);
+    await run(call({ target: target() }));
+    await sink.close();
+    expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({ breaker: 'open' });
+  });
+
+  it('rotates at maxBytes keeping maxFiles, through the stage', async () => {
+    const dir = join(root, 'rotate');
+    mkdirSync(dir);
+    const path = join(dir, 'calls.ndjson');
+    const sink = new NdjsonRecordSink({ path, maxBytes: 1024, maxFiles: 2 });
+    const run = compose([stage(sink), fakeInvoke()]);
+    for (let i = 0; i < 30; i++) await run(call({ target: target(), request: { args: { i, pad: 'p'.repeat(100) } } }));
+    await sink.close();
+    expect(readdirSync(dir).sort()).toEqual(['calls.ndjson', 'calls.ndjson.1', 'calls.ndjson.2']);
+    const all = ['calls.ndjson.2', 'calls.ndjson.1', 'calls.ndjson'].flatMap((f) =>
+      readFileSync(join(dir, f), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { args: { i: number } }).args.i),
+    );
+    expect(all.at(-1)).toBe(29);
+    for (let k = 1; k < all.length; k++) expect(all[k]).toBe(all[k - 1]! + 1);
+    for (const f of readdirSync(dir)) expect(readFileSync(join(dir, f)).length).toBeLessThanOrEqual(1024);
+  });
+});

@@ -1,0 +1,24 @@
+/** The unified-diff applier behind estate proposals. */
+import { describe, expect, it } from 'vitest';
+import { applyUnifiedDiff, DiffError } from '../../src/builtins/estate/diff.js';
+
+describe('applyUnifiedDiff', () => {
+  it('applies several hunks, even when the stated line numbers drift', () => {
+    const original = ['one', 'two', 'three', 'four', 'five', 'six', 'seven', ''].join('\n');
+    const diff = ['@@ -1,2 +1,2 @@', '-one', '+ONE', ' two', '@@ -4,2 +4,3 @@', ' five', '+five and a half', ' six', ''].join('\n');
+    expect(applyUnifiedDiff(original, diff)).toBe(['ONE', 'two', 'three', 'four', 'five', 'five and a half', 'six', 'seven', ''].join('\n'));
+  });
+
+  it('inserts into an empty file and honours "\\ No newline at end of file"', () => {
+    expect(applyUnifiedDiff('', '@@ -0,0 +1,2 @@\n+a\n+b\n')).toBe('a\nb\n');
+    expect(applyUnifiedDiff('', '@@ -0,0 +1 @@\n+a\n\\ No newline at end of file\n')).toBe('a');
+    expect(applyUnifiedDiff('a', '@@ -1 +1 @@\n-a\n\\ No newline at end of file\n+a\n')).toBe('a\n');
+    expect(applyUnifiedDiff('a\nb\n', '@@ -2 +2 @@\n-b\n+c\n\\ No newline at end of file\n')).toBe('a\nc');
+  });
+
+  it('refuses a hunk that does not match, a count that lies, and text that is no diff', () => {
+    expect(() => applyUnifiedDiff('a\n', '@@ -1 +1 @@\n-b\n+c\n')).toThrow(DiffError);
+    expect(() => applyUnifiedDiff('a\n', '@@ -1,2 +1 @@\n-a\n+c\n')).toThrow(/says -2 \+1 lines but has -1 \+1/);
+    expect(() => applyUnifiedDiff('a\n', 'just some words')).toThrow(/outside any hunk|no hunk/);
+  });
+});

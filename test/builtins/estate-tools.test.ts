@@ -1,0 +1,157 @@
+/**
+ * The estate tools' behaviour inside the root: bounds (`estate.maxBytes`, `estate.maxResults`),
+ * truncation notes, paging, search, and the proposal life cycle (nothing written on propose;
+ * apply checks the base; the record carries the proposal).
+ */
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { RouterOutcome } from '../../src/router/index.js';
+import { firstText, makeEstate, type EstateFixture } from './estate-support.js';
+
+let estate: EstateFixture;
+beforeEach(() => {
+  estate = makeEstate({ maxBytes: 8, maxResults: 3 });
+});
+afterEach(async () => {
+  await estate.close();
+});
+
+function ok(outcome: RouterOutcome) {
+  if (outcome.outcome !== 'ok') throw new Error(`expected ok, got ${JSON.stringify(outcome)}`);
+  return outcome.result;
+}
+const structured = (outcome: RouterOutcome) => ok(outcome).structuredContent as Record<string, any>;
+
+describe('estate__read_file', () => {
+  it('reads at most estate.maxBytes, says it truncated, and gives the offset to read on from', async () => {
+    const result = ok(await estate.run('estate__read_file', { path: 'a.txt' }));
+    expect(firstText(result)).toBe('alpha li');
+    expect((result.content[1] as { text: string }).text).toMatch(/truncated: bytes 0-8 of 23 returned; read on with offset 8/);
+    expect(result.structuredContent).toEqual({ path: 'a.txt', offset: 0, bytes: 8, size: 23, encoding: 'utf8', truncated: true, nextOffset: 8 });
+    const rest = ok(await estate.run('estate__read_file', { path: 'a.txt', offset: 16, length: 100 }));
+    expect(firstText(rest)).toBe('d line\n');
+    expect(rest.structuredContent).toMatchObject({ truncated: false, bytes: 7 });
+    expect(rest.content).toHaveLength(1);
+  });
+
+  it('never cuts a UTF-8 character in half, and returns a file with NUL bytes as base64', async () => {
+    writeFileSync(join(estate.root, 'u.txt'), 'abcdeé€x');
+    const first = ok(await estate.run('estate__read_file', { path: 'u.txt' }));
+    expect(firstText(first)).toBe('abcdeé'); // 7 bytes: the 3-byte € would not fit in 8
+    expect(first.structuredContent).toMatchObject({ bytes: 7, nextOffset: 7 });
+    writeFileSync(join(estate.root, 'bin'), Buffer.from([0, 1, 2, 255]));
+    expect(structured(await estate.run('estate__read_file', { path: 'bin' }))).toMatchObject({ encoding: 'base64' });
+    expect(firstText(ok(await estate.run('estate__read_file', { path: 'bin' })))).toBe('AAEC/w==');
+  });
+
+  it('a folder, a missing file and a bad offset are the tool’s own failures', async () => {
+    expect(await estate.run('estate__read_file', { path: 'sub' })).toMatchObject({ outcome: 'error', code: 'handler_error', message: 'sub is a folder, not a file' });
+    expect(await estate.run('estate__read_file', { path: 'nope.txt' })).toMatchObject({ outcome: 'error', message: 'no such file or directory in the estate: nope.txt' });
+    expect(await estate.run('estate__read_file', { path: 'a.txt', offset: -1 })).toMatchObject({ outcome: 'error', code: 'invalid_arguments' });
+  });
+});
+
+describe('estate__list_dir', () => {
+  it('lists sorted entries with types, at most estate.maxResults per page', async () => {
+    const first = structured(await estate.run('estate__list_dir', {}));
+    expect(first.entries).toEqual([
+      { name: '%2e%2e%2fcanary.txt', type: 'file', size: 29 },
+      { name: 'a.txt', type: 'file', size: 23 },
+      { name: 'abs-link', type: 'symlink' },
+    ]);
+    expect(first).toMatchObject({ path: '.', total: 11, truncated: true, nextOffset: 3 });
+    const names: string[] = [];
+    let offset: number | undefined = 0;
+    while (offset !== undefined) {
+      const page = structured(await estate.run('estate__list_dir', { path: '.', offset }));
+      names.push(...page.entries.map((e: { name: string }) => e.name));
+      offset = page.nextOffset;
+    }
+    expect(names).toEqual(['%2e%2e%2fcanary.txt', 'a.txt', 'abs-link', 'dangling', 'fifo', 'link-canary', 'link-in', 'link-out', 'link-sub', 'loop', 'sub']);
+    const fifo = structured(await estate.run('estate__list_dir', { offset: 4 })).entries[0];
+    expect(fifo).toEqual({ name: 'fifo', type: 'other' });
+  });
+});
+
+describe('estate__search', () => {
+  it('scans only the first estate.maxBytes of each file', async () => {
+    // maxBytes is 8 here: "alpha li" is all that is scanned of a.txt.
+    expect(structured(await estate.run('estate__search', { query: 'alpha' })).hits).toHaveLength(1);
+    expect(structured(await estate.run('estate__search', { query: 'second' })).hits).toEqual([]);
+  });
+
+  it('finds literal text case-insensitively, without following symlinks, bounded by estate.maxResults', async () => {
+    await estate.close();
+    estate = makeEstate({ maxBytes: 1024, maxResults: 3 });
+    const found = structured(await estate.run('estate__search', { query: 'LINE' }));
+    expect(found.hits).toEqual([
+      { path: 'a.txt', line: 1, text: 'alpha line' },
+      { path: 'a.txt', line: 2, text: 'second line' },
+    ]);
+    expect(found.truncated).toBe(false);
+    expect(structured(await estate.run('estate__search', { query: 'LINE', caseSensitive: true })).hits).toEqual([]);
+    // bravo is in sub/b.txt only; link-sub (a symlink to sub) is not walked.
+    expect(structured(await estate.run('estate__search', { query: 'bravo' })).hits).toEqual([{ path: 'sub/b.txt', line: 1, text: 'bravo' }]);
+    writeFileSync(join(estate.root, 'many.txt'), 'x\nx\nx\nx\nx\n');
+    const many = structured(await estate.run('estate__search', { query: 'x', path: 'many.txt' }));
+    expect(many.hits).toHaveLength(3);
+    expect(many.truncated).toBe(true);
+  });
+});
+
+describe('estate__stat', () => {
+  it('describes files and folders', async () => {
+    expect(structured(await estate.run('estate__stat', { path: 'sub/b.txt' }))).toMatchObject({ path: 'sub/b.txt', type: 'file', size: 6 });
+    expect(structured(await estate.run('estate__stat', { path: 'sub/' }))).toMatchObject({ path: 'sub', type: 'dir' });
+  });
+});
+
+describe('estate proposals', () => {
+  it('propose writes nothing to the estate; apply writes it; a second apply is refused', async () => {
+    const proposed = structured(await estate.run('estate__propose_change', { path: 'sub/new.txt', content: 'fresh\n', rationale: 'add a file' }));
+    expect(proposed).toMatchObject({ path: 'sub/new.txt', kind: 'content', status: 'pending', baseSha256: null });
+    expect(estate.lastNotes().proposal).toEqual({ id: proposed.id, action: 'proposed', path: 'sub/new.txt' });
+    expect(existsSync(join(estate.root, 'sub/new.txt'))).toBe(false);
+
+    const listed = structured(await estate.run('estate__list_proposals', { status: 'pending' })).proposals;
+    expect(listed).toHaveLength(1);
+    expect(listed[0]).toMatchObject({ id: proposed.id, path: 'sub/new.txt', rationale: 'add a file', principal: 'local', bodyBytes: 6 });
+    expect(listed[0]).not.toHaveProperty('body');
+    expect(listed[0]).not.toHaveProperty('sessionId');
+
+    const applied = structured(await estate.run('estate__apply_proposal', { id: proposed.id }));
+    expect(applied).toMatchObject({ id: proposed.id, status: 'applied', bytes: 6 });
+    expect(estate.lastNotes().proposal).toEqual({ id: proposed.id, action: 'applied', path: 'sub/new.txt' });
+    expect(readFileSync(join(estate.root, 'sub/new.txt'), 'utf8')).toBe('fresh\n');
+    expect(await estate.run('estate__apply_proposal', { id: proposed.id })).toMatchObject({ outcome: 'error', message: expect.stringMatching(/already applied/) });
+    expect(structured(await estate.run('estate__list_proposals', { status: 'pending' })).proposals).toEqual([]);
+  });
+
+  it('a unified diff is checked when proposed and applied to the file; a file changed since is refused and left alone', async () => {
+    const diff = ['--- a/a.txt', '+++ b/a.txt', '@@ -1,2 +1,2 @@', ' alpha line', '-second line', '+second line, edited', ''].join('\n');
+    const proposed = structured(await estate.run('estate__propose_change', { path: 'a.txt', unifiedDiff: diff, rationale: 'edit' }));
+    expect(proposed.kind).toBe('diff');
+    const stale = structured(await estate.run('estate__propose_change', { path: 'a.txt', unifiedDiff: diff, rationale: 'edit again' }));
+    ok(await estate.run('estate__apply_proposal', { id: proposed.id }));
+    expect(readFileSync(join(estate.root, 'a.txt'), 'utf8')).toBe('alpha line\nsecond line, edited\n');
+    const refused = await estate.run('estate__apply_proposal', { id: stale.id });
+    expect(refused).toMatchObject({ outcome: 'error', message: expect.stringMatching(/a\.txt changed since proposal .* was made/) });
+    expect(readFileSync(join(estate.root, 'a.txt'), 'utf8')).toBe('alpha line\nsecond line, edited\n');
+    const bad = await estate.run('estate__propose_change', { path: 'a.txt', unifiedDiff: '@@ -1,1 +1,1 @@\n-not there\n+x\n', rationale: 'r' });
+    expect(bad).toMatchObject({ outcome: 'error', message: expect.stringMatching(/hunk 1 .* does not match/) });
+  });
+
+  it('exactly one of content and unifiedDiff, and a rationale, or invalid_arguments', async () => {
+    for (const args of [{ path: 'x', rationale: 'r' }, { path: 'x', content: 'a', unifiedDiff: '@@', rationale: 'r' }, { path: 'x', content: 'a' }]) {
+      expect(await estate.run('estate__propose_change', args)).toMatchObject({ outcome: 'error', code: 'invalid_arguments' });
+    }
+  });
+
+  it('a proposal through a symlink that stays inside writes the real file', async () => {
+    const proposed = structured(await estate.run('estate__propose_change', { path: 'link-in', content: 'replaced\n', rationale: 'r' }));
+    expect(proposed.path).toBe('a.txt');
+    ok(await estate.run('estate__apply_proposal', { id: proposed.id }));
+    expect(readFileSync(join(estate.root, 'a.txt'), 'utf8')).toBe('replaced\n');
+  });
+});

@@ -1,0 +1,173 @@
+/**
+ * Upstream lifecycle through the CLI: crashes (F08), process-tree cleanup (F09), failed spawns
+ * (F10) and a failing first listing (F12).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { fixture, isAlive, nodeServer, readNdjson, spawnRawBroker, startBroker, waitFor } from './helpers.js';
+
+const FAST_RESTART = { restart: { initialDelayMs: 100, maxDelayMs: 500 } };
+const text = (r: { content?: unknown }) => ((r.content as Array<{ text?: string }>)[0]?.text ?? '') as string;
+const outcome = (r: { _meta?: unknown }) => (r._meta as Record<string, unknown> | undefined)?.['mcp-broker/outcome'];
+
+describe('upstream lifecycle', () => {
+  it('F08: an upstream that exits after initialize fails fast; the others serve', async () => {
+    const started = Date.now();
+    const broker = await startBroker({
+      servers: {
+        crashy: nodeServer(fixture('crashy.mjs'), { args: [fixture('crashy.mjs'), '--exit-after-initialize'] }),
+        u1: nodeServer(fixture('echo.mjs')),
+      },
+      extra: { broker: FAST_RESTART },
+    });
+    try {
+      const { tools } = await broker.client.listTools();
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(tools.map((t) => t.name)).toContain('u1__echo');
+      expect(tools.some((t) => t.name.startsWith('crashy__'))).toBe(false);
+      expect(text(await broker.client.callTool({ name: 'u1__echo', arguments: { text: 'still here' } }))).toBe('still here');
+      await waitFor(() => /crashy/.test(broker.stderr()) && /dial failed/.test(broker.stderr()), 'the dial failure in stderr');
+    } finally {
+      await broker.close();
+    }
+  });
+
+  it('F08: a crash fails every pending call within a second or so, others keep working, and it restarts with its tools (list_changed)', async () => {
+    const broker = await startBroker({
+      servers: {
+        crashy: nodeServer(fixture('crashy.mjs'), { env: { FIXTURE_LOG: '${configDir}/crashy.log' } }),
+        u1: nodeServer(fixture('echo.mjs')),
+      },
+      extra: { broker: FAST_RESTART },
+    });
+    const crashLog = join(broker.dir, 'crashy.log');
+    try {
+      const firstHello = text(await broker.client.callTool({ name: 'crashy__hello', arguments: {} }));
+      const pending = [1, 2].map(() => broker.client.callTool({ name: 'crashy__hang', arguments: {} }, CallToolResultSchema, { timeout: 120_000 }));
+      await waitFor(() => readNdjson<{ event: string; tool?: string }>(crashLog).filter((e) => e.tool === 'hang').length === 2, 'two hang calls upstream');
+      const from = broker.notifications.length;
+      const crashAt = Date.now();
+      const crash = broker.client.callTool({ name: 'crashy__crash', arguments: {} });
+      const settled = await Promise.all([...pending, crash].map((p) => p.then((r) => ({ r, at: Date.now() }))));
+      for (const { r, at } of settled) {
+        expect(at - crashAt).toBeLessThan(5_000);
+        expect(r.isError).toBe(true);
+        expect(outcome(r)).toBe('upstream_error');
+      }
+      // The other upstream is unaffected.
+      expect(text(await broker.client.callTool({ name: 'u1__echo', arguments: { text: 'ok' } }))).toBe('ok');
+      // Restarted: tools back, and the client was told.
+      await waitFor(() => broker.notifications.slice(from).filter((n) => n.method === 'notifications/tools/list_changed').length >= 2, 'list_changed after withdraw and restart', 15_000);
+      await waitFor(async () => (await broker.client.listTools()).tools.some((t) => t.name === 'crashy__hello'), 'crashy tools back', 15_000);
+      const secondHello = text(await broker.client.callTool({ name: 'crashy__hello', arguments: {} }));
+      expect(secondHello).toMatch(/^hello from \d+$/);
+      expect(secondHello).not.toBe(firstHello);
+
+      // Variant: the upstream gets SIGTERM from outside while two calls are pending.
+      const pid = Number(secondHello.split(' ').pop());
+      const hangsBefore = readNdjson<{ tool?: string }>(crashLog).filter((e) => e.tool === 'hang').length;
+      const pending2 = [1, 2].map(() => broker.client.callTool({ name: 'crashy__hang', arguments: {} }, CallToolResultSchema, { timeout: 120_000 }));
+      await waitFor(() => readNdjson<{ tool?: string }>(crashLog).filter((e) => e.tool === 'hang').length === hangsBefore + 2, 'two more hang calls upstream');
+      const killedAt = Date.now();
+      process.kill(pid, 'SIGTERM');
+      for (const r of await Promise.all(pending2)) {
+        expect(Date.now() - killedAt).toBeLessThan(5_000);
+        expect(outcome(r)).toBe('upstream_error');
+      }
+      const records = await broker.records();
+      expect(records.filter((r) => r.name === 'crashy__hang').map((r) => r.outcome)).toEqual(Array(4).fill('upstream_error'));
+    } finally {
+      await broker.close();
+    }
+  }, 60_000);
+
+  it('F10: a missing command marks that upstream failed with a clear error while the others serve', async () => {
+    const broker = await startBroker({
+      servers: {
+        u1: nodeServer(fixture('echo.mjs')),
+        broken: { command: 'does-not-exist-mcp-xyz', args: [] },
+      },
+    });
+    try {
+      const { tools } = await broker.client.listTools();
+      expect(tools.map((t) => t.name)).toContain('u1__echo');
+      expect(tools.some((t) => t.name.startsWith('broken__'))).toBe(false);
+      expect(text(await broker.client.callTool({ name: 'u1__echo', arguments: { text: 'fine' } }))).toBe('fine');
+      await waitFor(() => broker.stderr().includes('does-not-exist-mcp-xyz'), 'the failed command named in stderr');
+      const line = broker.stderr().split('\n').find((l) => l.includes('does-not-exist-mcp-xyz'))!;
+      expect(line).toContain('command not found');
+      expect(line).toContain('"upstream":"broken"');
+    } finally {
+      await broker.close();
+    }
+  });
+
+  it('F12: a first tools/list that fails or stalls is retried; the tools come back with list_changed', async () => {
+    const broker = await startBroker({
+      servers: {
+        flaky: nodeServer(fixture('flaky-list.mjs'), { env: { FIXTURE_STATE: '${configDir}/flaky.state', FIXTURE_LOG: '${configDir}/flaky.log' } }),
+        stall: nodeServer(fixture('flaky-list.mjs'), {
+          args: [fixture('flaky-list.mjs'), '--stall'],
+          env: { FIXTURE_STATE: '${configDir}/stall.state' },
+          connectTimeoutMs: 1000,
+        }),
+        u1: nodeServer(fixture('echo.mjs')),
+      },
+      extra: { broker: FAST_RESTART },
+    });
+    try {
+      const names = async () => (await broker.client.listTools()).tools.map((t) => t.name);
+      await waitFor(async () => {
+        const n = await names();
+        return n.includes('flaky__ping_me') && n.includes('stall__ping_me');
+      }, 'both flaky upstreams to list their tools', 20_000);
+      expect(broker.notifications.some((n) => n.method === 'notifications/tools/list_changed')).toBe(true);
+      expect(text(await broker.client.callTool({ name: 'flaky__ping_me', arguments: {} }))).toMatch(/^pong from/);
+      expect(text(await broker.client.callTool({ name: 'stall__ping_me', arguments: {} }))).toMatch(/^pong from/);
+      const starts = readNdjson<{ event: string; first: boolean }>(join(broker.dir, 'flaky.log')).filter((e) => e.event === 'start');
+      expect(starts[0]!.first).toBe(true);
+      expect(starts.length).toBeGreaterThanOrEqual(2);
+      expect(broker.stderr()).toContain('catalog not ready');
+    } finally {
+      await broker.close();
+    }
+  }, 40_000);
+});
+
+describe('F09: no child or grandchild outlives the broker', () => {
+  const treeServer = (pidsFile: string) => ({
+    command: 'sh',
+    args: ['-c', `"${process.execPath}" "${fixture('tree.mjs')}"; exit $?`],
+    env: { FIXTURE_PIDS: pidsFile },
+  });
+
+  async function runAndStop(stop: 'SIGTERM' | 'stdin EOF') {
+    const b = spawnRawBroker({ servers: { tree: treeServer('${configDir}/pids.json') } });
+    const pidsFile = join(b.dir, 'pids.json');
+    try {
+      await b.initialize();
+      const res = await b.request(2, 'tools/call', { name: 'tree__pids', arguments: {} });
+      expect((res as { result?: unknown }).result).toBeDefined();
+      const pids = JSON.parse(readFileSync(pidsFile, 'utf8')) as { pid: number; ppid: number; grandchild: number };
+      // sh stayed as the parent: a real three-level tree.
+      expect(pids.ppid).not.toBe(b.child.pid);
+      for (const pid of [pids.ppid, pids.pid, pids.grandchild]) expect(isAlive(pid)).toBe(true);
+      if (stop === 'SIGTERM') b.child.kill('SIGTERM');
+      else b.child.stdin!.end();
+      const code = await Promise.race([b.exited, new Promise((r) => setTimeout(() => r('still running'), 15_000))]);
+      expect(code).toBe(0);
+      await waitFor(() => ![pids.ppid, pids.pid, pids.grandchild].some(isAlive), `sh, node and grandchild to be gone after ${stop}`, 10_000);
+    } finally {
+      if (existsSync(pidsFile)) {
+        const pids = JSON.parse(readFileSync(pidsFile, 'utf8')) as Record<string, number>;
+        for (const pid of Object.values(pids)) if (isAlive(pid)) process.kill(pid, 'SIGKILL');
+      }
+      await b.close();
+    }
+  }
+
+  it('F09: after SIGTERM the whole process group of a `sh -c` upstream is gone', () => runAndStop('SIGTERM'), 40_000);
+  it('F09: after stdin EOF the whole process group of a `sh -c` upstream is gone', () => runAndStop('stdin EOF'), 40_000);
+});

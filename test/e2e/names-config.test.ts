@@ -1,0 +1,185 @@
+/**
+ * Names through the CLI (F13, F14), start-time collisions, bad configs (exit 2 with the JSON
+ * path, never a secret) and the fail-closed records file.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { CLI, fixture, nodeServer, spawnRawBroker, startBroker, writeConfig } from './helpers.js';
+
+const NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const text = (r: { content?: unknown }) => ((r.content as Array<{ text?: string }>)[0]?.text ?? '') as string;
+
+/** Runs the CLI on a config object (written verbatim) with stdin closed; resolves with exit code and stderr. */
+function runCli(config: unknown, env: Record<string, string> = {}): Promise<{ code: number | null; stderr: string; stdout: string }> {
+  const { dir, configPath } = writeConfig({});
+  writeFileSync(configPath, typeof config === 'string' ? config : JSON.stringify(config));
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, '--config', configPath], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stderr = '';
+    let stdout = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c));
+    child.stdout.on('data', (c: Buffer) => (stdout += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      rmSync(dir, { recursive: true, force: true });
+      resolve({ code, stderr, stdout });
+    });
+  });
+}
+
+describe('names', () => {
+  it('F13: a tool named b__c under server a and a tool c under server a_b each reach their own upstream', async () => {
+    const broker = await startBroker({
+      servers: {
+        a: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["b__c"]', FIXTURE_NAME: 'a' } }),
+        a_b: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["c"]', FIXTURE_NAME: 'a_b' } }),
+      },
+    });
+    try {
+      // Only the upstreams' tools (the broker's own tools are listed too).
+      const names = (await broker.client.listTools()).tools.map((t) => t.name).filter((n) => n.startsWith('a')).sort();
+      expect(names).toEqual(['a__b__c', 'a_b__c']);
+      expect(JSON.parse(text(await broker.client.callTool({ name: 'a__b__c', arguments: {} })))).toEqual({ server: 'a', tool: 'b__c' });
+      expect(JSON.parse(text(await broker.client.callTool({ name: 'a_b__c', arguments: {} })))).toEqual({ server: 'a_b', tool: 'c' });
+    } finally {
+      await broker.close();
+    }
+  });
+
+  it('F13: a server key containing the "__" delimiter is a config error (exit 2) naming it', async () => {
+    const { code, stderr } = await runCli({ mcpServers: { a__b: { command: 'node', args: [fixture('names.mjs')] } } });
+    expect(code).toBe(2);
+    expect(stderr).toContain('mcpServers.a__b');
+    expect(stderr).toContain('__');
+  });
+
+  it('F14: dots, slashes, spaces, non-ASCII and over-long names are sanitised, unique, and route to the original tool', async () => {
+    const broker = await startBroker({ servers: { 'servicenow-catalog': nodeServer(fixture('names.mjs')) } });
+    let firstNames: string[] = [];
+    try {
+      const tools = (await broker.client.listTools()).tools;
+      const names = tools.map((t) => t.name).filter((n) => n.startsWith('servicenow-catalog'));
+      expect(names.length).toBe(7);
+      firstNames = names;
+      expect(new Set(names).size).toBe(names.length);
+      for (const n of names) expect(n).toMatch(NAME);
+      expect(names).toEqual(
+        expect.arrayContaining([
+          'servicenow-catalog__dot_name',
+          'servicenow-catalog__slash_name',
+          'servicenow-catalog__space_name',
+          'servicenow-catalog___',
+          'servicenow-catalog__b__c',
+        ]),
+      );
+      const long = names.filter((n) => n.length === 64);
+      expect(long.length).toBe(2);
+      expect(long[0]).not.toBe(long[1]);
+      const reached = new Set<string>();
+      for (const n of names) reached.add(JSON.parse(text(await broker.client.callTool({ name: n, arguments: {} }))).tool);
+      expect([...reached].sort()).toEqual(
+        [
+          'dot.name', 'slash/name', 'space name', '汉', 'b__c',
+          'post_api_sn_sc_servicecatalog_items_by_sys_id_versioning_checkout',
+          'post_api_sn_sc_servicecatalog_items_by_sys_id_versioning_checkout_v2',
+        ].sort(),
+      );
+    } finally {
+      await broker.close();
+    }
+    // Stable across runs: a second process advertises the same names.
+    const again = await startBroker({ servers: { 'servicenow-catalog': nodeServer(fixture('names.mjs')) } });
+    try {
+      const names2 = (await again.client.listTools()).tools.map((t) => t.name).filter((n) => n.startsWith('servicenow-catalog'));
+      expect(names2.sort()).toEqual(firstNames.sort());
+    } finally {
+      await again.close();
+    }
+  });
+
+  it('F14: two upstream tools that sanitise to one name are a config error at start (exit 2)', async () => {
+    const b = spawnRawBroker({
+      servers: { names: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x.y","x_y"]' } }) },
+    });
+    try {
+      b.send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } });
+      const code = await Promise.race([b.exited, new Promise((r) => setTimeout(() => r('still running'), 15_000))]);
+      expect(code).toBe(2);
+      expect(b.stderr()).toContain('mcpServers.names');
+      expect(b.stderr()).toContain('names__x_y');
+    } finally {
+      await b.close();
+    }
+  });
+});
+
+describe('bad config', () => {
+  it('exits 2 naming the JSON path and the bad value', async () => {
+    const { code, stderr, stdout } = await runCli({ mcpServers: {}, broker: { timeoutMs: -5 } });
+    expect(code).toBe(2);
+    expect(stderr).toContain('broker.timeoutMs');
+    expect(stderr).toContain('-5');
+    expect(stdout).toBe('');
+  });
+
+  it('exits 2 for invalid JSON, an unknown field, a reserved name and a missing ${env:} variable', async () => {
+    const bad = await runCli('{ "mcpServers": ');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('not valid JSON');
+
+    const unknown = await runCli({ mcpServers: { u: { command: 'node', comand: 'x' } } });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('mcpServers.u');
+    expect(unknown.stderr).toContain('comand');
+
+    const reserved = await runCli({ mcpServers: { broker: { command: 'node' } } });
+    expect(reserved.code).toBe(2);
+    expect(reserved.stderr).toContain('mcpServers.broker');
+    expect(reserved.stderr).toContain('reserved');
+
+    const missing = await runCli({ mcpServers: { u: { command: 'node', env: { TOKEN: '${env:MCP_BROKER_TEST_UNSET_VAR}' } } } });
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('mcpServers.u.env.TOKEN');
+    expect(missing.stderr).toContain('MCP_BROKER_TEST_UNSET_VAR');
+  });
+
+  it('never prints a secret that came from ${env:}', async () => {
+    const secret = `tok-${Math.random().toString(36).slice(2)}-SECRET`;
+    const env = { MCP_BROKER_TEST_SECRET: secret };
+    const inUrl = await runCli({ mcpServers: { remote: { type: 'http', url: 'not a url ${env:MCP_BROKER_TEST_SECRET}' } } }, env);
+    expect(inUrl.code).toBe(2);
+    expect(inUrl.stderr).toContain('mcpServers.remote.url');
+    expect(inUrl.stderr).not.toContain(secret);
+
+    const inPrefix = await runCli({ mcpServers: { remote: { command: 'node', prefix: 'bad prefix ${env:MCP_BROKER_TEST_SECRET}' } } }, env);
+    expect(inPrefix.code).toBe(2);
+    expect(inPrefix.stderr).toContain('mcpServers.remote.prefix');
+    expect(inPrefix.stderr).not.toContain(secret);
+
+    const inHeader = await runCli({ mcpServers: { remote: { type: 'http', url: 'http://127.0.0.1:1/mcp', headers: { Authorization: 5 } } }, broker: { timeoutMs: '${env:MCP_BROKER_TEST_SECRET}' } }, env);
+    expect(inHeader.code).toBe(2);
+    expect(inHeader.stderr).not.toContain(secret);
+  });
+});
+
+describe('records file', () => {
+  it('a call whose record cannot be written is answered guard_error with the result withheld', async () => {
+    const broker = await startBroker({
+      servers: { u1: nodeServer(fixture('echo.mjs')) },
+      extra: { broker: { records: { path: '${configDir}/records-is-a-folder' } } },
+    });
+    try {
+      mkdirSync(join(broker.dir, 'records-is-a-folder'), { recursive: true });
+      const r = await broker.client.callTool({ name: 'u1__echo', arguments: { text: 'must not leak' } });
+      expect(r.isError).toBe(true);
+      expect((r._meta as Record<string, unknown>)['mcp-broker/outcome']).toBe('guard_error');
+      expect(JSON.stringify(r)).not.toContain('must not leak');
+      expect(text(r)).toContain('record');
+    } finally {
+      await broker.close();
+    }
+  });
+});

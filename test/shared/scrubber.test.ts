@@ -1,0 +1,165 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { isCredentialField, MAX_DEPTH, REDACTED, Scrubber } from '../../src/shared/scrub.js';
+
+const s = new Scrubber(['exact-Secret-9f8e7d', 'p@ss/wörd"quote']);
+
+describe('Scrubber.text', () => {
+  it.each([
+    ['AWS access key', 'key AKIAIOSFODNN7EXAMPLE here'],
+    ['GitHub token', 'ghp_' + 'a'.repeat(36)],
+    ['GitHub fine-grained', 'github_pat_' + 'A1'.repeat(20)],
+    ['Slack bot token', 'xoxb-1234567890-abcdefghij'],
+    ['JWT', 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U'],
+    ['Bearer', 'sent Bearer abcdefgh12345678'],
+    ['OpenAI key', 'sk-proj-abcdefghijklmnop1234'],
+    ['Anthropic key', 'sk-ant-api03-abcdefghijklmnop'],
+    ['Stripe key', 'sk_live_abcdefghij1234'],
+    ['Google API key', 'AIza' + 'b'.repeat(35)],
+    ['npm token', 'npm_' + 'c'.repeat(36)],
+    ['GitLab token', 'glpat-' + 'd'.repeat(20)],
+    ['Hugging Face token', 'hf_' + 'e'.repeat(34)],
+    ['PEM private key', '-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----'],
+  ])('redacts a %s', (_label, secret) => {
+    const out = s.text(`before ${secret} after`);
+    expect(out).toContain(REDACTED);
+    expect(out).toContain('before');
+    const core = secret.replace(/^(key |sent )/, '').replace(/ here$/, '');
+    expect(out).not.toContain(core);
+  });
+
+  it('redacts exact secrets anywhere, also JSON-escaped and URL-encoded', () => {
+    expect(s.text('xxexact-Secret-9f8e7dyy')).toBe(`xx${REDACTED}yy`);
+    expect(s.text(JSON.stringify({ v: 'p@ss/wörd"quote' }))).not.toContain('quote');
+    expect(s.text(`https://h/?q=${encodeURIComponent('p@ss/wörd"quote')}`)).toBe(`https://h/?q=${REDACTED}`);
+  });
+
+  it('redacts credential-named fields in JSON text and plain text, any case, keeping the name', () => {
+    expect(s.text('{"Password": "hunter22", "user": "bob"}')).toBe(`{"Password": "${REDACTED}", "user": "bob"}`);
+    expect(s.text('{"X-Api-Key":"k-123456"}')).toBe(`{"X-Api-Key":"${REDACTED}"}`);
+    expect(s.text('"db_password": 123456')).toBe(`"db_password": "${REDACTED}"`);
+    expect(s.text('DB_PASSWORD=hunter22 next')).toBe(`DB_PASSWORD=${REDACTED} next`);
+    expect(s.text("password: 'two words'")).toBe(`password: ${REDACTED}`);
+    expect(s.text('Authorization: Bearer abc.def-ghi')).toBe(`Authorization: ${REDACTED}`);
+    expect(s.text('GET /cb?access_token=abcd1234&state=x')).toBe(`GET /cb?access_token=${REDACTED}&state=x`);
+    expect(s.text('postgres://app:s3cr3t-pw@db:5432/x')).toBe(`postgres://app:${REDACTED}@db:5432/x`);
+  });
+
+  it('leaves counts and ordinary prose alone', () => {
+    for (const t of ['max_tokens: 1000', 'token=123', '"max_tokens": 4096', 'the token bucket refills', 'see https://example.com/a/b', 'a password field']) {
+      expect(s.text(t)).toBe(t);
+    }
+  });
+
+  it('returns the same string when nothing matched', () => {
+    const t = 'nothing to see here';
+    expect(s.text(t)).toBe(t);
+    expect(s.has(t)).toBe(false);
+    expect(s.has('password=hunter22')).toBe(true);
+  });
+
+  it('an exact secret is redacted whole even when a shape could take part of it', () => {
+    const scrubber = new Scrubber(['canary-7f3a9c']);
+    const out = scrubber.text('AIza' + 'x'.repeat(29) + 'canary-7f3a9c');
+    expect(out).not.toContain('7f3a9c');
+  });
+});
+
+describe('Scrubber.value', () => {
+  it('redacts credential-named fields and everything inside credential-named objects and arrays', () => {
+    const out = s.value({
+      user: 'bob',
+      apiKey: 'k1',
+      nested: { Authorization: 'Basic xyz', list: ['exact-Secret-9f8e7d'] },
+      credentials: { user: 'bob', pass: 'x' },
+      secrets: ['a', 'b'],
+      max_tokens: 100,
+      pin: 1234,
+      empty_password: '',
+    });
+    expect(out).toEqual({
+      user: 'bob',
+      apiKey: REDACTED,
+      nested: { Authorization: REDACTED, list: [REDACTED] },
+      credentials: { user: REDACTED, pass: REDACTED },
+      secrets: [REDACTED, REDACTED],
+      max_tokens: 100,
+      pin: REDACTED,
+      empty_password: '',
+    });
+  });
+
+  it('scrubs object keys', () => {
+    expect(s.value({ 'ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa': 1 })).toEqual({ [REDACTED]: 1 });
+  });
+
+  it('returns the same reference when nothing changed, and never modifies its input', () => {
+    const clean = { a: [1, 'two', { three: true }], b: null };
+    expect(s.value(clean)).toBe(clean);
+    const dirty = { a: { password: 'x1234' }, b: [1] };
+    const out = s.value(dirty);
+    expect(dirty.a.password).toBe('x1234');
+    expect(out.b).toBe(dirty.b);
+  });
+
+  it('replaces nesting deeper than MAX_DEPTH (fail closed)', () => {
+    let deep: unknown = 'exact-Secret-9f8e7d';
+    for (let i = 0; i < MAX_DEPTH + 5; i++) deep = { d: deep };
+    expect(JSON.stringify(s.value(deep))).not.toContain('exact-Secret');
+  });
+
+  it('scrubs Error messages and stacks', () => {
+    const out = s.value({ err: new Error('failed with exact-Secret-9f8e7d') }) as { err: { message: string } };
+    expect(out.err.message).toBe(`failed with ${REDACTED}`);
+  });
+});
+
+describe('isCredentialField', () => {
+  it('names credentials, not counts or keys in general', () => {
+    for (const n of ['password', 'X-Api-Key', 'client_secret', 'Set-Cookie', 'access_token', 'auth', 'privateKey']) expect(isCredentialField(n)).toBe(true);
+    for (const n of ['key', 'token_type', 'tokenizer', 'name', 'monkey']) expect(isCredentialField(n)).toBe(false);
+  });
+});
+
+describe('property: no planted secret survives', () => {
+  const canary = 'cAnArY-0b7e41f2';
+  const scrubber = new Scrubber([canary]);
+  // An exact secret is found inside anything; a value shape is a token, so it stands between separators.
+  const sep = fc.constantFrom(' ', '\n', '"', ',', '(', ')', '=', '/');
+  const shape = fc.constantFrom('ghp_' + 'Z'.repeat(36), 'AKIA' + 'Q'.repeat(16), 'xoxb-' + '9'.repeat(12), `Bearer ${'t'.repeat(20)}`);
+  const planted = fc.oneof(
+    fc.tuple(fc.string(), fc.string()).map(([a, b]) => ({ text: `${a}${canary}${b}`, secret: canary })),
+    fc.tuple(fc.string(), sep, shape, sep, fc.string()).map(([a, l, secret, r, b]) => ({ text: `${a}${l}${secret}${r}${b}`, secret })),
+  );
+
+  it('in text, whatever surrounds it', () => {
+    fc.assert(
+      fc.property(planted, ({ text, secret }) => {
+        const core = secret.startsWith('Bearer ') ? secret.slice(7) : secret;
+        expect(scrubber.text(text)).not.toContain(core);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('anywhere in a JSON value, and in its serialisation', () => {
+    const tree = fc.letrec((tie) => ({
+      node: fc.oneof(
+        { depthSize: 'small' },
+        fc.string(),
+        planted.map((p) => p.text),
+        fc.integer(),
+        fc.array(tie('node'), { maxLength: 4 }),
+        fc.dictionary(fc.oneof(fc.string(), fc.constant(canary)), tie('node'), { maxKeys: 4 }),
+      ),
+    })).node;
+    fc.assert(
+      fc.property(tree, (value) => {
+        const out = JSON.stringify(scrubber.value(value)) ?? '';
+        expect(out).not.toContain(canary);
+        expect(scrubber.text(JSON.stringify(value) ?? '')).not.toContain(canary);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});

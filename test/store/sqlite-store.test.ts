@@ -1,0 +1,89 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { EVERY_PRINCIPAL, SqliteStore, STORE_FILE } from '../../src/store/index.js';
+
+const at = (n: number) => new Date(1_700_000_000_000 + n).toISOString();
+const dirs: string[] = [];
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'mcp-broker-store-'));
+  dirs.push(d);
+  return d;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+describe('SqliteStore', () => {
+  it('pins a tool on first sight, keeps the pin, and remembers a changed hash as pending', async () => {
+    const store = SqliteStore.open(':memory:');
+    expect(await store.observePin('fx__echo', 'h1', at(0))).toBe('new');
+    expect(await store.observePin('fx__echo', 'h1', at(1))).toBe('same');
+    expect(await store.observePin('fx__echo', 'h2', at(2))).toBe('changed');
+    expect(await store.observePin('fx__echo', 'h2', at(3))).toBe('changed');
+    expect(await store.getPin('fx__echo')).toEqual({ tool: 'fx__echo', hash: 'h1', pinnedAt: at(0), pendingHash: 'h2', pendingSince: at(2) });
+    // The definition going back to the pinned one clears the pending hash.
+    expect(await store.observePin('fx__echo', 'h1', at(4))).toBe('same');
+    expect((await store.getPin('fx__echo'))?.pendingHash).toBeUndefined();
+  });
+
+  it('repin moves the pin to the pending hash; nothing pending, nothing moved', async () => {
+    const store = SqliteStore.open(':memory:');
+    await store.observePin('fx__echo', 'h1', at(0));
+    expect(await store.repin('fx__echo', at(1))).toBeUndefined();
+    await store.observePin('fx__echo', 'h2', at(2));
+    expect(await store.repin('fx__echo', at(3))).toEqual({ tool: 'fx__echo', hash: 'h2', pinnedAt: at(3) });
+    expect(await store.observePin('fx__echo', 'h2', at(4))).toBe('same');
+    expect(await store.repin('other', at(5))).toBeUndefined();
+    expect(await store.repin('other', at(5), 'h9')).toMatchObject({ hash: 'h9' });
+  });
+
+  it("a principal's own decision wins over the one for everyone; one for everyone replaces all", async () => {
+    const store = SqliteStore.open(':memory:');
+    await store.setApproval({ tool: 't', principal: EVERY_PRINCIPAL, decision: 'revoked', at: at(0), by: 'cli' });
+    await store.setApproval({ tool: 't', principal: 'alice', decision: 'approved', at: at(1), by: 'cli' });
+    expect((await store.getApproval('t', 'alice'))?.decision).toBe('approved');
+    expect((await store.getApproval('t', 'bob'))?.decision).toBe('revoked');
+    expect(await store.getApproval('u', 'bob')).toBeUndefined();
+    await store.setApproval({ tool: 't', principal: EVERY_PRINCIPAL, decision: 'approved', at: at(2), by: 'cli' });
+    expect(await store.listApprovals()).toEqual([{ tool: 't', principal: EVERY_PRINCIPAL, decision: 'approved', at: at(2), by: 'cli' }]);
+  });
+
+  it('first uses per principal, cleared per principal or for everyone', async () => {
+    const store = SqliteStore.open(':memory:');
+    await store.markUsed('t', 'alice', at(0));
+    await store.markUsed('t', 'alice', at(1));
+    await store.markUsed('t', 'bob', at(1));
+    expect(await store.hasUsed('t', 'alice')).toBe(true);
+    expect(await store.hasUsed('t', 'carol')).toBe(false);
+    expect(await store.clearUses('t', 'alice')).toBe(1);
+    expect(await store.hasUsed('t', 'alice')).toBe(false);
+    expect(await store.clearUses('t', EVERY_PRINCIPAL)).toBe(1);
+  });
+
+  it('persists in broker.sqlite in WAL mode, and a second connection sees writes at once', async () => {
+    const dir = tempDir();
+    const a = SqliteStore.open(dir);
+    const b = SqliteStore.open(dir);
+    await a.observePin('t', 'h1', at(0));
+    await b.setApproval({ tool: 't', principal: 'local', decision: 'approved', at: at(1), by: 'cli' });
+    expect((await a.getApproval('t', 'local'))?.decision).toBe('approved');
+    await a.close();
+    await b.close();
+    const raw = new Database(join(dir, STORE_FILE));
+    expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
+    raw.close();
+    const c = SqliteStore.open(dir);
+    expect(await c.getPin('t')).toMatchObject({ hash: 'h1' });
+    await c.close();
+  });
+
+  it('an unopenable folder is a store_unavailable error', () => {
+    const dir = tempDir();
+    const file = join(dir, 'a-file');
+    writeFileSync(file, 'x');
+    expect(() => SqliteStore.open(join(file, 'data'))).toThrow(expect.objectContaining({ code: 'store_unavailable' }));
+  });
+});

@@ -1,0 +1,182 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadConfigFile, parseConfig } from '../../src/config/load.js';
+import { DEFAULT_TIMEOUT_MS } from '../../src/config/schema.js';
+import { ConfigError } from '../../src/shared/errors.js';
+import { DEFAULT_INHERITED_ENV } from '../../src/upstream/spawn-env.js';
+
+const BASE = '/srv/conf';
+
+function configError(raw: unknown, env: NodeJS.ProcessEnv = {}): ConfigError {
+  try {
+    parseConfig(raw, { baseDir: BASE, env });
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('config schema defaults', () => {
+  it('an empty object gets every default from the schema, paths resolved against the config folder', () => {
+    const c = parseConfig({}, { baseDir: BASE, env: {} });
+    expect(c.mcpServers).toEqual({});
+    expect(c.broker.timeoutMs).toBe(DEFAULT_TIMEOUT_MS);
+    expect(c.broker.records.path).toBe('/srv/conf/data/calls.ndjson');
+    expect(c.broker.records.maxBytes).toBe(64 * 1024 * 1024);
+    expect(c.broker.records.maxFiles).toBe(5);
+    expect(c.broker.env.inherit).toEqual([...DEFAULT_INHERITED_ENV]);
+    expect(c.broker.restart).toEqual({ initialDelayMs: 500, maxDelayMs: 30_000 });
+    expect(c.policy.default).toBe('allow');
+    expect(c.estate.root).toBe('/srv/conf/workspace');
+    expect(c.secrets).toEqual([]);
+  });
+
+  it('a stdio server gets args, env, inheritEnv, tools and cwd defaults; absolute paths stay', () => {
+    const c = parseConfig(
+      { mcpServers: { u: { command: 'node' }, v: { command: 'x', cwd: 'sub' } }, broker: { records: { path: '/var/log/calls.ndjson' } } },
+      { baseDir: BASE, env: {} },
+    );
+    const u = c.mcpServers.u as { args: string[]; env: object; inheritEnv: string[]; cwd: string; tools: object; disabled: boolean; connectTimeoutMs: number };
+    expect(u).toMatchObject({ args: [], env: {}, inheritEnv: [], cwd: BASE, tools: {}, disabled: false, connectTimeoutMs: 30_000 });
+    expect((c.mcpServers.v as { cwd: string }).cwd).toBe('/srv/conf/sub');
+    expect(c.broker.records.path).toBe('/var/log/calls.ndjson');
+  });
+
+  it('accepts the Claude Desktop mcpServers shape with http and sse entries', () => {
+    const c = parseConfig(
+      {
+        mcpServers: {
+          everything: { command: 'node', args: ['x.js', 'stdio'], env: {} },
+          remote: { type: 'http', url: 'http://127.0.0.1:3001/mcp', headers: {} },
+          legacy: { type: 'sse', url: 'http://127.0.0.1:3002/sse' },
+        },
+      },
+      { baseDir: BASE, env: {} },
+    );
+    expect(Object.keys(c.mcpServers)).toEqual(['everything', 'remote', 'legacy']);
+    expect((c.mcpServers.legacy as { headers: object }).headers).toEqual({});
+  });
+});
+
+describe('${env:} and ${configDir} interpolation', () => {
+  it('replaces ${env:NAME} in any string and keeps the value as a secret to scrub', () => {
+    const c = parseConfig(
+      { mcpServers: { u: { command: 'node', args: ['--token=${env:TOK}'], env: { KEY: '${env:TOK}', PLAIN: 'p' } } } },
+      { baseDir: BASE, env: { TOK: 'abcdef123' } },
+    );
+    const u = c.mcpServers.u as { args: string[]; env: Record<string, string> };
+    expect(u.args).toEqual(['--token=abcdef123']);
+    expect(u.env.KEY).toBe('abcdef123');
+    expect(c.secrets).toContain('abcdef123');
+  });
+
+  it('replaces ${configDir} with the config folder', () => {
+    const c = parseConfig({ mcpServers: { u: { command: 'node', env: { F: '${configDir}/data/m.jsonl' } } } }, { baseDir: BASE, env: {} });
+    expect((c.mcpServers.u as { env: Record<string, string> }).env.F).toBe('/srv/conf/data/m.jsonl');
+  });
+
+  it('a missing variable is an error at its JSON path naming the variable', () => {
+    const err = configError({ mcpServers: { u: { command: 'node', env: { TOKEN: '${env:NOPE_NOT_SET}' } } } });
+    expect(err.data?.path).toBe('mcpServers.u.env.TOKEN');
+    expect(err.message).toContain('NOPE_NOT_SET');
+  });
+
+  it('never puts an ${env:} value into an error message, whatever field it lands in', () => {
+    const env = { SECRET_VALUE: 'sk-live-0123456789' };
+    for (const raw of [
+      { mcpServers: { r: { type: 'http', url: 'bad url ${env:SECRET_VALUE}' } } },
+      { mcpServers: { r: { command: 'node', prefix: 'not ok ${env:SECRET_VALUE}' } } },
+      { broker: { timeoutMs: '${env:SECRET_VALUE}' } },
+      { mcpServers: { r: { type: '${env:SECRET_VALUE}' } } },
+      { mcpServers: { r: { command: 'node', env: { A: 5 } } }, broker: { records: { path: '${env:SECRET_VALUE}' }, maxMessageBytes: 1 } },
+    ]) {
+      const err = configError(raw, env);
+      expect(err.message).not.toContain('sk-live-0123456789');
+      expect(err.data?.path).toBeTruthy();
+    }
+  });
+});
+
+describe('config errors name the JSON path', () => {
+  it('wrong types, bad values and unknown fields', () => {
+    expect(configError({ broker: { timeoutMs: 0 } }).message).toMatch(/^broker\.timeoutMs: .*\(got 0\)/);
+    expect(configError({ mcpServers: { u: { command: 7 } } }).data?.path).toBe('mcpServers.u.command');
+    expect(configError({ mcpServers: { u: { command: 'node', args: ['ok', 3] } } }).data?.path).toBe('mcpServers.u.args[1]');
+    const unknown = configError({ mcpServers: { u: { command: 'node', cmd: 'x' } } });
+    expect(unknown.data?.path).toBe('mcpServers.u');
+    expect(unknown.message).toContain('cmd');
+    expect(configError({ nope: 1 }).message).toContain('unknown field(s): nope');
+  });
+
+  it('an entry without command or a known type says what it needs', () => {
+    expect(configError({ mcpServers: { u: { args: [] } } }).message).toContain('needs "command"');
+    expect(configError({ mcpServers: { u: { type: 'ws', url: 'ws://x' } } }).message).toContain('unknown type "ws"');
+    expect(configError({ mcpServers: { u: 'node x.js' } }).message).toContain('must be an object');
+  });
+
+  it('does not echo values of env, headers or tokens even when they are not from ${env:}', () => {
+    const err = configError({ mcpServers: { r: { type: 'http', url: 'http://x/mcp', headers: { Authorization: 12345678 } } } });
+    expect(err.data?.path).toBe('mcpServers.r.headers.Authorization');
+    expect(err.message).not.toContain('12345678');
+  });
+});
+
+describe('server keys, reserved names and prefixes', () => {
+  it('rejects keys with "__", bad characters, and the reserved broker/estate names', () => {
+    expect(configError({ mcpServers: { a__b: { command: 'node' } } }).data?.path).toBe('mcpServers.a__b');
+    expect(configError({ mcpServers: { '-x': { command: 'node' } } }).message).toContain('server key must match');
+    for (const key of ['broker', 'estate', 'Broker']) {
+      expect(configError({ mcpServers: { [key]: { command: 'node' } } }).message).toContain('reserved');
+    }
+    expect(configError({ mcpServers: { u: { command: 'node', prefix: 'estate' } } }).data?.path).toBe('mcpServers.u.prefix');
+    expect(configError({ mcpServers: { u: { command: 'node', prefix: 'a b' } } }).data?.path).toBe('mcpServers.u.prefix');
+  });
+
+  it('two servers with one prefix collide, naming both; bare names (prefix false) and disabled servers do not', () => {
+    const err = configError({ mcpServers: { a: { command: 'node', prefix: 'x' }, b: { command: 'node', prefix: 'x' } } });
+    expect(err.data?.path).toBe('mcpServers.b.prefix');
+    expect(err.message).toContain('mcpServers.a');
+    const viaKey = configError({ mcpServers: { x: { command: 'node' }, b: { command: 'node', prefix: 'x' } } });
+    expect(viaKey.data?.path).toBe('mcpServers.b.prefix');
+    expect(() =>
+      parseConfig({ mcpServers: { a: { command: 'node', prefix: false }, b: { command: 'node', prefix: false } } }, { baseDir: BASE, env: {} }),
+    ).not.toThrow();
+    expect(() =>
+      parseConfig({ mcpServers: { x: { command: 'node' }, b: { command: 'node', prefix: 'x', disabled: true } } }, { baseDir: BASE, env: {} }),
+    ).not.toThrow();
+  });
+});
+
+describe('loadConfigFile', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-config-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('reads a file and resolves paths against its folder', () => {
+    const file = join(dir, 'servers.json');
+    writeFileSync(file, JSON.stringify({ mcpServers: { u: { command: 'node' } } }));
+    const c = loadConfigFile(file, {});
+    expect(c.file).toBe(file);
+    expect(c.baseDir).toBe(dir);
+    expect(c.broker.records.path).toBe(join(dir, 'data/calls.ndjson'));
+  });
+
+  it('regression: parsing twice never reuses the first config\'s resolved default paths', () => {
+    const one = parseConfig({}, { baseDir: '/one', env: {} });
+    const two = parseConfig({}, { baseDir: '/two', env: {} });
+    expect(one.broker.records.path).toBe('/one/data/calls.ndjson');
+    expect(two.broker.records.path).toBe('/two/data/calls.ndjson');
+    expect(two.broker.dataDir).toBe('/two/data');
+    expect(two.estate.root).toBe('/two/workspace');
+  });
+
+  it('a missing file and invalid JSON are ConfigErrors', () => {
+    expect(() => loadConfigFile(join(dir, 'none.json'), {})).toThrow(/cannot read .*ENOENT/);
+    const bad = join(dir, 'bad.json');
+    writeFileSync(bad, '{"mcpServers": ');
+    expect(() => loadConfigFile(bad, {})).toThrow(ConfigError);
+    expect(() => loadConfigFile(bad, {})).toThrow(/not valid JSON/);
+  });
+});
