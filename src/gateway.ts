@@ -128,7 +128,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.registry.on('listChanged', (kind) => kind === 'tools' && void pinRoster(this.store, this.registry.roster, this.clock, this.logger));
     this.registry.on('resourceUpdated', (uri) => this.emit('resourceUpdated', uri));
     this.registry.on('log', (params, server) =>
-      this.emit('log', { ...params, logger: params.logger ?? server } as LoggingMessageNotification['params']),
+      // Scrubbed like every other log line: an upstream may log its own secrets (issue 3 §6).
+      this.emit('log', { ...params, data: this.scrubber.value(params.data), logger: params.logger ?? server } as LoggingMessageNotification['params']),
     );
   }
 

@@ -3,7 +3,8 @@
  * broker's `timeoutMs` (most specific wins) and aborts `call.signal` when it passes, which
  * cancels the upstream request (`notifications/cancelled`). A passed deadline settles the call
  * as `timeout`; a downstream cancel as `cancelled`. With `extendOnProgress`, each progress
- * update moves the deadline to `now + timeoutMs`, never past `startedAt + maxTotalTimeoutMs`.
+ * update moves the deadline to `now + timeoutMs`, never past `maxTotalTimeoutMs` after this stage
+ * began (time spent before it, such as an approval prompt, does not count).
  */
 import type { Clock } from '../shared/clock.js';
 import type { Stage } from './runner.js';
@@ -30,8 +31,10 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
     name: 'deadline',
     async run(call, next) {
       const timeoutMs = deps.timeoutFor(call);
-      const cap = call.startedAt + deps.maxTotalTimeoutMs;
-      call.hardDeadline = deps.extendOnProgress ? cap : Math.min(cap, call.startedAt + timeoutMs);
+      // Counted from here, not from `call.startedAt`: time spent asking for approval is not the upstream's.
+      const start = deps.clock.now();
+      const cap = start + deps.maxTotalTimeoutMs;
+      call.hardDeadline = deps.extendOnProgress ? cap : Math.min(cap, start + timeoutMs);
       const controller = new AbortController();
       const downstream = call.request.signal;
       const onCancel = () => controller.abort(downstream.reason ?? new Error('cancelled by the client'));

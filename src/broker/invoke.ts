@@ -66,9 +66,11 @@ function classifyFailure(call: BrokerCall, err: unknown): void {
     call.retryable = err.code === -32000 || err.code === -32001;
     return;
   }
-  const httpStatus = (err as { code?: unknown })?.code;
-  refuse(call, 'upstream_error', messageOf(err));
-  call.retryable = typeof httpStatus === 'number' ? isRetryableStatus(httpStatus) : true;
+  // The SDK's HTTP transports throw errors whose numeric `code` is the HTTP status (-1: not HTTP).
+  const code = (err as { code?: unknown })?.code;
+  const httpStatus = typeof code === 'number' && code >= 100 && code < 600 ? code : undefined;
+  refuse(call, 'upstream_error', httpStatus ? `HTTP ${httpStatus} from the upstream: ${messageOf(err)}` : messageOf(err));
+  call.retryable = typeof code === 'number' ? isRetryableStatus(httpStatus) : true;
 }
 
 function isRetryableStatus(status: number | undefined): boolean {

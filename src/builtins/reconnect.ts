@@ -51,8 +51,8 @@ export interface ReconnectDeps {
   scrubber: Scrubber;
 }
 
+/** The `broker__reconnect` function tool (registered under server `broker`). */
 export function reconnectTool(deps: ReconnectDeps): FunctionTool {
-  const inFlight = new Map<string, Promise<UpstreamStatus>>();
   return defineFunctionTool({
     name: 'broker__reconnect',
     title: 'Re-dial one upstream server',
@@ -62,7 +62,7 @@ export function reconnectTool(deps: ReconnectDeps): FunctionTool {
     output: ReconnectAnswerSchema,
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
     async handler({ server }) {
-      const answer = await reconnect(deps, inFlight, server);
+      const answer = await reconnectServer(deps, server);
       return { content: [{ type: 'text', text: JSON.stringify(answer) }], structuredContent: answer };
     },
   });
@@ -80,7 +80,7 @@ async function reconnect(deps: ReconnectDeps, inFlight: Map<string, Promise<Upst
   if (upstream.status.state === 'disabled') {
     return finish(deps, server, 'refused', { state: 'disabled', errorCode: 'disabled' }, 'the server is configured "disabled": true');
   }
-  // Two calls at once share one re-dial rather than closing each other's new connection.
+  // Two calls at once (tool or admin API) share one re-dial rather than closing each other's new connection.
   let pending = inFlight.get(server);
   if (!pending) {
     pending = upstream.reconnect().finally(() => inFlight.delete(server));
@@ -119,7 +119,7 @@ function cut(text: string): string {
   return text.length > REASON_MAX_CHARS ? `${text.slice(0, REASON_MAX_CHARS - 1)}…` : text;
 }
 
-/** In-flight re-dials started outside the tool (the admin HTTP API), by registry. */
+/** In-flight re-dials by registry, shared by the tool and the admin HTTP API. */
 const sharedInFlight = new WeakMap<Registry, Map<string, Promise<UpstreamStatus>>>();
 
 /**

@@ -118,7 +118,7 @@ export async function callsCommand(config: LoadedConfig, options: CallsOptions, 
 export function formatTable(records: readonly CallRecord[]): string {
   const header = ['TIME', 'OUTCOME', 'STATUS', 'TOOL', 'PRINCIPAL', 'ATTEMPTS', 'MS', 'REASON'];
   const body = records.map((r) => [
-    r.ts.replace('T', ' ').replace(/Z$/, ''),
+    r.ts.replace('T', ' '),
     r.outcome as Outcome,
     String(r.status),
     cut(r.name, TOOL_WIDTH),

@@ -34,7 +34,7 @@ import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Clock } from '../shared/clock.js';
 import type { Registry } from '../upstream/registry.js';
 import { toolHash } from '../upstream/roster.js';
-import { toCallToolResult, type FunctionTool, type FunctionToolContext } from './function-tool.js';
+import { isFunctionTool, toCallToolResult, type FunctionTool, type FunctionToolContext } from './function-tool.js';
 
 /** Default wait of a `requireApproval` prompt, in ms; the gateway passes `policy.askTimeoutMs`. */
 export const DEFAULT_ASK_TIMEOUT_MS = 120_000;
@@ -85,6 +85,7 @@ interface LocalFunctionTool {
   readonly hash: string;
 }
 
+/** The per-gateway router (see the module comment); the gateway owns the one instance. */
 export class ToolRouter implements Dispatcher {
   private readonly primaries: PrimaryHandler[] = [];
   private readonly functions = new Map<string, LocalFunctionTool>();
@@ -336,13 +337,7 @@ function isDenial(err: unknown): boolean {
 }
 
 function isFunctionToolLike(value: unknown): value is FunctionTool {
-  if (typeof value !== 'object' || value === null) return false;
-  const v = value as Partial<FunctionTool>;
-  return (
-    (value as Record<symbol, unknown>)[Symbol.for('mcp-broker/function-tool')] === true &&
-    typeof v.handler === 'function' &&
-    typeof v.definition?.name === 'string'
-  );
+  return isFunctionTool(value) && typeof value.handler === 'function' && typeof value.definition?.name === 'string';
 }
 
 /** Settles with `work`, or rejects with the signal's reason as soon as it aborts (the work is left to finish on its own). */

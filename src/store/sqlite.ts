@@ -138,6 +138,9 @@ export class SqliteStore implements Store {
   }
 
   async observePin(tool: string, hash: string, at: string): Promise<PinState> {
+    // The common case, a known tool unchanged, is one read and no write lock.
+    const known = this.stmt.getPin.get(tool);
+    if (known && known.hash === hash && known.pending_hash === null) return 'same';
     return this.db.transaction((): PinState => {
       if (this.stmt.insertPin.run(tool, hash, at).changes === 1) return 'new';
       const row = this.stmt.getPin.get(tool)!;

@@ -127,3 +127,21 @@ describe('deadline stage', () => {
     expect(c.outcome).toBe('timeout');
   });
 });
+
+describe('deadline stage after a slow judge', () => {
+  it('time spent before the stage (an approval prompt) does not eat into the deadline or the cap', async () => {
+    const clock = new ManualClock();
+    const upstream = slowUpstream();
+    const run = compose([deadlineStage({ clock, timeoutFor: () => 1000, extendOnProgress: false, maxTotalTimeoutMs: 5000 }), upstream.invoke]);
+    const c = call({ target: target(), startedAt: clock.now() });
+    await clock.advance(60_000); // the human took a minute to approve
+    const done = run(c);
+    expect(c.deadline).toBe(clock.now() + 1000);
+    expect(c.hardDeadline).toBe(clock.now() + 1000);
+    await clock.advance(999);
+    expect(upstream.seen[0]!.aborted).toBe(false);
+    await clock.advance(1);
+    await done;
+    expect(c.outcome).toBe('timeout');
+  });
+});

@@ -239,15 +239,29 @@ export function spawnRawBroker(options: Omit<BrokerOptions, 'capabilities' | 'co
   });
   child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString('utf8')));
   child.stdin!.on('error', () => undefined);
-  const exited = new Promise<number | string>((res) => child.once('exit', (code, signal) => res(code ?? signal ?? -1)));
+  let exitCode: number | string | undefined;
+  const exited = new Promise<number | string>((res) =>
+    child.once('exit', (code, signal) => {
+      exitCode = code ?? signal ?? -1;
+      res(exitCode);
+    }),
+  );
+  /** A waitFor check that gives up at once when the CLI has exited. */
+  const unlessExited = <T>(find: () => T | undefined, what: string) => () => {
+    const found = find();
+    if (found === undefined && exitCode !== undefined) {
+      throw new Error(`the CLI exited (${exitCode}) while waiting for ${what}\n--- stderr ---\n${err.slice(-4000)}`);
+    }
+    return found;
+  };
   const waitForMessage = (pred: (m: Record<string, unknown>) => boolean, what: string, timeoutMs = 15_000) =>
-    waitFor(() => messages.find(pred), `${what}\n--- stderr ---\n${err.slice(-4000)}`, timeoutMs, 10);
+    waitFor(unlessExited(() => messages.find(pred), what), `${what}\n--- stderr ---\n${err.slice(-4000)}`, timeoutMs, 10);
   const send = (message: object) => child.stdin!.write(JSON.stringify(message) + '\n');
   const request = (id: number | string, method: string, params?: object, timeoutMs?: number) => {
     const from = messages.length;
     send({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
     return waitFor(
-      () => messages.slice(from).find((m) => m.id === id && ('result' in m || 'error' in m)),
+      unlessExited(() => messages.slice(from).find((m) => m.id === id && ('result' in m || 'error' in m)), `response to ${method}`),
       `response to ${method} id ${JSON.stringify(id)}\n--- stderr ---\n${err.slice(-4000)}`,
       timeoutMs ?? 15_000,
       10,

@@ -34,6 +34,7 @@ export interface ProposalToolDeps {
   maxResults: number;
 }
 
+/** `estate__propose_change`, `estate__list_proposals`, `estate__apply_proposal` over `scope`. */
 export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): FunctionTool[] {
   const propose = defineFunctionTool({
     name: 'estate__propose_change',

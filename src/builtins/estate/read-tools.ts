@@ -28,6 +28,7 @@ const EXCERPT_CHARS = 200;
 const READ = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
 const pathArg = (what: string) => z.string().describe(`${what}, relative to the estate root, "/"-separated`);
 
+/** `estate__list_dir`, `estate__read_file`, `estate__search`, `estate__stat` over `scope`. */
 export function readTools(scope: EstateScope, limits: EstateLimits): FunctionTool[] {
   const listDir = defineFunctionTool({
     name: 'estate__list_dir',

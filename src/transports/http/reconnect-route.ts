@@ -20,6 +20,7 @@ import { reconnectServer } from '../../builtins/reconnect.js';
 import { jsonBody, type HttpContext } from './context.js';
 import { principalOf } from './guards.js';
 import { SlidingWindowLimit } from './rate-limit.js';
+import { sessionTag } from './session-table.js';
 
 export const RECONNECT_PATH = '/v1/sessions/:id/mcp/reconnect';
 
@@ -55,7 +56,7 @@ export function mountReconnectRoute(app: Express, ctx: HttpContext): void {
         .json({ error: { code: 'rate_limited', message: `at most ${ctx.settings.reconnectsPerMinute} reconnects per minute` } });
     }
     const answer = await reconnectServer({ registry: ctx.gateway.registry, scrubber: ctx.gateway.scrubber }, server);
-    ctx.logger.info({ sessionId, principal: principal.name, server, outcome: answer.outcome, state: answer.status.state }, 'reconnect via admin api');
+    ctx.logger.info({ session: sessionTag(sessionId), principal: principal.name, server, outcome: answer.outcome, state: answer.status.state }, 'reconnect via admin api');
     res.status(200).json({ sessionId, ...answer });
   });
 }

@@ -14,6 +14,14 @@ import type { Logger } from '../../shared/logger.js';
 import type { DownstreamSession } from '../session.js';
 import type { Principal } from './auth.js';
 
+/**
+ * The first 8 characters of a session id, for log lines: enough to correlate, not enough to use
+ * (a session id is scrubbed from logs as a credential).
+ */
+export function sessionTag(id: string): string {
+  return id.slice(0, 8);
+}
+
 /** How many ended session ids are remembered. */
 const ENDED_KEPT = 1024;
 
@@ -66,7 +74,7 @@ export class SessionTable {
   add(entry: Omit<HttpSession, 'lastSeenAt' | 'open'>): HttpSession {
     const full: HttpSession = { ...entry, lastSeenAt: this.deps.clock.now(), open: 0 };
     this.live.set(entry.id, full);
-    this.deps.logger.info({ sessionId: entry.id, kind: entry.kind, principal: entry.principal.name }, 'http session opened');
+    this.deps.logger.info({ session: sessionTag(entry.id), kind: entry.kind, principal: entry.principal.name }, 'http session opened');
     return full;
   }
 
@@ -114,8 +122,8 @@ export class SessionTable {
     this.live.delete(id);
     this.ended.set(id, entry.principal.name);
     if (this.ended.size > ENDED_KEPT) this.ended.delete(this.ended.keys().next().value!);
-    this.deps.logger.info({ sessionId: id, kind: entry.kind, principal: entry.principal.name, reason }, 'http session ended');
-    await entry.session.close().catch((err) => this.deps.logger.warn({ sessionId: id, err: messageOf(err) }, 'closing an http session failed'));
+    this.deps.logger.info({ session: sessionTag(id), kind: entry.kind, principal: entry.principal.name, reason }, 'http session ended');
+    await entry.session.close().catch((err) => this.deps.logger.warn({ session: sessionTag(id), err: messageOf(err) }, 'closing an http session failed'));
   }
 
   /** Ends every session that has been idle for `idleMs`; returns how many. */

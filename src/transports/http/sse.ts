@@ -17,6 +17,7 @@ import { messageOf } from '../../shared/errors.js';
 import { DownstreamSession } from '../session.js';
 import { jsonBody, type HttpContext } from './context.js';
 import { jsonRpcError, principalOf } from './guards.js';
+import { sessionTag } from './session-table.js';
 
 export const SSE_PATH = '/sse';
 export const MESSAGES_PATH = '/messages';
@@ -31,7 +32,7 @@ export function mountLegacySse(app: Express, ctx: HttpContext): void {
     const id = transport.sessionId;
     const session = new DownstreamSession(ctx.gateway, { principal: principal.name, sessionId: id, experimental: ctx.experimental });
     transports.set(session, transport);
-    transport.onerror = (err) => ctx.logger.debug({ sessionId: id, err: messageOf(err) }, 'sse transport error');
+    transport.onerror = (err) => ctx.logger.debug({ session: sessionTag(id), err: messageOf(err) }, 'sse transport error');
     await session.connect(transport);
     const previous = session.server.onclose;
     session.server.onclose = () => {
@@ -81,7 +82,7 @@ export function mountLegacySse(app: Express, ctx: HttpContext): void {
       await transport.handlePostMessage(req, res, body);
     } catch (err) {
       // The stream went away between lookup and delivery; the transport has answered already.
-      ctx.logger.debug({ sessionId, err: messageOf(err) }, 'sse message not delivered');
+      ctx.logger.debug({ session: sessionTag(sessionId), err: messageOf(err) }, 'sse message not delivered');
       if (!res.headersSent) res.status(404).json(jsonRpcError(-32001, 'Session not found'));
     }
   });

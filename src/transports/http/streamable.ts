@@ -20,6 +20,7 @@ import { DownstreamSession } from '../session.js';
 import { jsonBody, type HttpContext } from './context.js';
 import { BoundedEventStore } from './event-store.js';
 import { jsonRpcError, principalOf } from './guards.js';
+import { sessionTag } from './session-table.js';
 
 /** The path of the Streamable HTTP endpoint. */
 export const MCP_PATH = '/mcp';
@@ -74,7 +75,7 @@ async function openSession(ctx: HttpContext, req: Request, res: Response, body: 
     maxRequestBodySize: settings.maxBodyBytes,
     onsessionclosed: () => void ctx.sessions.end(id, 'deleted'),
   });
-  transport.onerror = (err) => ctx.logger.debug({ sessionId: id, err: messageOf(err) }, 'streamable http transport error');
+  transport.onerror = (err) => ctx.logger.debug({ session: sessionTag(id), err: messageOf(err) }, 'streamable http transport error');
   const session = new DownstreamSession(ctx.gateway, { principal: principal.name, sessionId: id, experimental: ctx.experimental });
   transports.set(session, transport);
   await session.connect(transport);

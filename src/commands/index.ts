@@ -1,0 +1,3 @@
+export { callsCommand, formatTable, parseSince, recordFiles, DEFAULT_CALLS_LIMIT, type CallsOptions } from './calls.js';
+export { approveCommand, revokeCommand, type DecisionOptions } from './approve.js';
+export { processIo, EXIT_OK, EXIT_USAGE, type CommandIo } from './io.js';

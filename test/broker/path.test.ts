@@ -1,0 +1,152 @@
+/** The whole call path, composed in the seed's order from the real stages, with an in-process dispatcher. */
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { describe, expect, it } from 'vitest';
+import { RecordPublisher } from '../../src/audit/publisher.js';
+import type { RecordSink } from '../../src/audit/records.js';
+import { Broker } from '../../src/broker/broker.js';
+import { Breakers, breakerStage } from '../../src/broker/breaker.js';
+import { BudgetLedger, budgetStage } from '../../src/broker/budget.js';
+import { deadlineStage } from '../../src/broker/deadline.js';
+import { evaluateStage } from '../../src/broker/evaluate.js';
+import { invokeStage } from '../../src/broker/invoke.js';
+import { judgeStage } from '../../src/broker/judge.js';
+import { orderStages } from '../../src/broker/path.js';
+import { compilePolicy } from '../../src/broker/policy.js';
+import { publishStage } from '../../src/broker/publish.js';
+import { recordStage } from '../../src/broker/record.js';
+import { retryStage } from '../../src/broker/retry.js';
+import { scrubStage } from '../../src/broker/scrub.js';
+import type { BrokerCall, CallRecord, ToolTarget } from '../../src/broker/types.js';
+import { policySchema } from '../../src/config/schema.js';
+import { BrokerError } from '../../src/shared/errors.js';
+import { ManualClock } from '../../src/shared/clock.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { Scrubber } from '../../src/shared/scrub.js';
+import { SqliteStore } from '../../src/store/index.js';
+import { session, target, text } from './support.js';
+
+const SECRET = 'canary-upstream-5e6f';
+
+function build(options: { policy?: unknown; budget?: number; answer: (call: BrokerCall) => Promise<CallToolResult> }) {
+  const clock = new ManualClock();
+  const scrubber = new Scrubber([SECRET]);
+  const written: CallRecord[] = [];
+  const records: RecordSink = { append: async (r) => void written.push(r as CallRecord), close: async () => undefined };
+  const publisher = new RecordPublisher<CallRecord>();
+  const published: CallRecord[] = [];
+  publisher.subscribe((r) => void published.push(r));
+  const policyConfig = policySchema.parse(options.policy ?? {});
+  const ledger = new BudgetLedger();
+  const breakers = new Breakers({ clock, threshold: 2, openMs: 1000 });
+  const dispatched: string[] = [];
+  const store = SqliteStore.open(':memory:');
+  const stages = orderStages({
+    publish: publishStage({ publisher }),
+    record: recordStage({ records, clock, logger: silentLogger(), scrubArgs: (a) => scrubber.value(a), scrubText: (t) => scrubber.text(t) }),
+    evaluate: evaluateStage({ maxBytes: policyConfig.output.maxBytes, deny: policyConfig.output.deny }),
+    scrub: scrubStage({ scrubber }),
+    judge: judgeStage({
+      resolve: () => undefined,
+      isReadOnly: (t) => t.definition?.annotations?.readOnlyHint === true,
+      policy: compilePolicy(policyConfig),
+      store,
+      clock,
+      askTimeoutMs: 1000,
+      scrubArgs: (a) => scrubber.value(a),
+    }),
+    budget: budgetStage({ limitFor: () => options.budget ?? 100, ledger }),
+    breaker: breakerStage(breakers),
+    deadline: deadlineStage({ clock, timeoutFor: () => 10_000, extendOnProgress: false, maxTotalTimeoutMs: 60_000 }),
+    retry: retryStage({ now: () => clock.now(), sleep: async () => undefined, maxRetries: 2, baseDelayMs: 0 }),
+    invoke: invokeStage({
+      router: {
+        dispatch: async (c) => {
+          dispatched.push(c.target!.name);
+          return options.answer(c);
+        },
+      },
+    }),
+  });
+  const broker = new Broker(stages, clock);
+  const callTool = (t: ToolTarget, args: Record<string, unknown> = {}) =>
+    broker.call({ name: t.name, args, signal: new AbortController().signal }, session(), t);
+  return { callTool, written, published, dispatched, ledger, breakers, store };
+}
+
+const read = target('fx__read', { tool: { annotations: { readOnlyHint: true } } });
+const write = target('fx__write');
+
+describe('the call path in seed order', () => {
+  it('deny never reaches the upstream, is recorded and published, and spends no budget', async () => {
+    const p = build({ policy: { rules: [{ tools: ['fx__write'], action: 'deny' }] }, answer: async () => text('ok') });
+    const answer = await p.callTool(write);
+    expect(answer).toMatchObject({ outcome: 'denied', status: 403 });
+    expect(answer.result.isError).toBe(true);
+    expect(p.dispatched).toEqual([]);
+    expect(p.written).toHaveLength(1);
+    expect(p.published).toEqual(p.written);
+    expect(p.ledger.used('s-1')).toBe(0);
+  });
+
+  it('scrub runs before evaluate, record and publish: no secret in the answer, the record or the published record', async () => {
+    const p = build({ policy: { output: { deny: [SECRET] } }, answer: async () => text(`value ${SECRET}`, { structuredContent: { v: SECRET } }) });
+    const answer = await p.callTool(read, { q: SECRET });
+    expect(answer.outcome).toBe('ok'); // evaluate saw the scrubbed text, so the deny pattern did not match
+    expect(JSON.stringify(answer.result)).not.toContain(SECRET);
+    expect(JSON.stringify(p.written)).not.toContain(SECRET);
+    expect(JSON.stringify(p.published)).not.toContain(SECRET);
+  });
+
+  it('retries of a read tool are one call for the budget and one failure for the breaker', async () => {
+    const p = build({
+      answer: async () => {
+        throw new BrokerError('transport_error', 'HTTP 503', { data: { httpStatus: 503 } });
+      },
+    });
+    const first = await p.callTool(read);
+    expect(first.outcome).toBe('upstream_error');
+    expect(first.record?.attempts).toBe(3);
+    expect(first.record?.breaker).toBe('closed');
+    expect(p.ledger.used('s-1')).toBe(1);
+    const second = await p.callTool(read);
+    expect(second.record?.breaker).toBe('open');
+    const third = await p.callTool(read);
+    expect(third.outcome).toBe('breaker_open');
+    expect(p.dispatched).toHaveLength(6);
+    expect(p.ledger.used('s-1')).toBe(2); // the breaker's refusal gave its budget back
+  });
+
+  it('a write tool is tried once', async () => {
+    const p = build({
+      answer: async () => {
+        throw new BrokerError('transport_error', 'HTTP 503', { data: { httpStatus: 503 } });
+      },
+    });
+    const answer = await p.callTool(write);
+    expect(answer.record?.attempts).toBe(1);
+  });
+
+  it('tool_error passes the body intact with the outcome in _meta', async () => {
+    const body = text('{"success": false, "error": "locked", "items": [1]}');
+    const p = build({ answer: async () => body });
+    const answer = await p.callTool(write);
+    expect(answer.outcome).toBe('tool_error');
+    expect(answer.result.content).toEqual(body.content);
+    expect(answer.result._meta?.['mcp-broker/outcome']).toBe('tool_error');
+  });
+
+  it('a result over policy.output.maxBytes is withheld', async () => {
+    const p = build({ answer: async () => text('ok'), policy: { output: { maxBytes: 10 } } });
+    expect((await p.callTool(write)).outcome).toBe('withheld');
+  });
+
+  it('a guard that throws (the store is gone) is guard_error: refused, fail closed, still recorded', async () => {
+    const p = build({ answer: async () => text('ok') });
+    await p.store.close();
+    const answer = await p.callTool(write);
+    expect(answer).toMatchObject({ outcome: 'guard_error', status: 500 });
+    expect(answer.reason).toMatch(/^judge failed/);
+    expect(p.dispatched).toEqual([]);
+    expect(p.written).toHaveLength(1);
+  });
+});

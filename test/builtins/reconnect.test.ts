@@ -1,0 +1,103 @@
+/**
+ * broker__reconnect's answer (seed 004_359de2f3ce5e2188.txt) on a real Registry with an
+ * in-process upstream whose re-dial result the test chooses: `reason` scrubbed then cut at 300
+ * characters, `toolNames` present iff the roster holds the server's tools, concurrent calls
+ * sharing one re-dial. The end-to-end behaviour is in test/e2e/reconnect.test.ts.
+ */
+import { EventEmitter } from 'node:events';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { describe, expect, it } from 'vitest';
+import { reconnectTool, type ReconnectAnswer } from '../../src/builtins/reconnect.js';
+import type { BrokerCall } from '../../src/broker/types.js';
+import { ToolRouter } from '../../src/router/index.js';
+import { ManualClock } from '../../src/shared/clock.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { Scrubber } from '../../src/shared/scrub.js';
+import { Registry } from '../../src/upstream/registry.js';
+import type { Upstream, UpstreamCatalog, UpstreamStatus } from '../../src/upstream/types.js';
+
+const SECRET = 'hunter2-upstream-secret';
+
+/** An upstream whose `reconnect()` ends as the test says, emitting `changed` like the real one. */
+class ScriptedUpstream extends EventEmitter {
+  readonly kind = 'stdio' as const;
+  readonly secrets = [SECRET];
+  status: UpstreamStatus = { state: 'ready' };
+  capabilities = { tools: {} };
+  catalog: UpstreamCatalog = { tools: [{ name: 'a', inputSchema: { type: 'object' } }], prompts: [], resources: [], resourceTemplates: [] };
+  redials = 0;
+  constructor(
+    readonly name: string,
+    private readonly next: () => UpstreamStatus,
+  ) {
+    super();
+  }
+  async reconnect(): Promise<UpstreamStatus> {
+    this.redials++;
+    const had = this.catalog.tools;
+    this.catalog = { ...this.catalog, tools: [] };
+    if (had.length) this.emit('changed', 'tools');
+    await new Promise((r) => setTimeout(r, 5));
+    this.status = this.next();
+    if (this.status.state === 'ready') {
+      this.catalog = { ...this.catalog, tools: had };
+      this.emit('changed', 'tools');
+    }
+    return this.status;
+  }
+}
+
+function setup(next: () => UpstreamStatus) {
+  const registry = new Registry(silentLogger());
+  const upstream = new ScriptedUpstream('dev', next);
+  registry.add({ upstream: upstream as unknown as Upstream, prefix: 'dev', disabledTools: new Set() });
+  registry.rebuild();
+  const scrubber = new Scrubber([SECRET]);
+  const router = new ToolRouter(registry, new ManualClock());
+  router.register([reconnectTool({ registry, scrubber })], { server: 'broker' });
+  const run = async (server: string): Promise<ReconnectAnswer> => {
+    const signal = new AbortController().signal;
+    const call: BrokerCall = {
+      callId: 'c',
+      request: { name: 'broker__reconnect', args: { server }, signal },
+      session: { sessionId: 's', principal: 'local', unit: 's', isLive: () => true },
+      startedAt: 0,
+      signal,
+      attempts: 0,
+      bytesOut: 0,
+      notes: {},
+    };
+    const result: CallToolResult = await router.dispatch(call);
+    return result.structuredContent as unknown as ReconnectAnswer;
+  };
+  return { registry, upstream, run };
+}
+
+describe('broker__reconnect answer', () => {
+  it('a failed re-dial: refused, the reason scrubbed and cut at 300 characters, no toolNames, the roster withdrawn', async () => {
+    const message = `spawn failed: ${SECRET} ${'x'.repeat(400)}\nsecond line`;
+    const { run, registry } = setup(() => ({ state: 'failed', errorCode: 'spawn_failed', message }));
+    const answer = await run('dev');
+    expect(answer.outcome).toBe('refused');
+    expect(answer.status).toEqual({ state: 'failed', errorCode: 'spawn_failed' });
+    expect(answer.reason!.length).toBe(300);
+    expect(answer.reason!.startsWith('spawn failed: [REDACTED] xxx')).toBe(true);
+    expect(answer.reason).not.toContain(SECRET);
+    expect(answer.reason!.endsWith('…')).toBe(true);
+    expect(answer).not.toHaveProperty('toolNames');
+    expect([...registry.roster.tools.keys()]).toEqual([]);
+  });
+
+  it('an http_status failure keeps the machine fields for the caller to act on', async () => {
+    const { run } = setup(() => ({ state: 'failed', errorCode: 'http_status', httpStatus: 401, message: 'unauthorized' }));
+    expect(await run('dev')).toEqual({ server: 'dev', outcome: 'refused', status: { state: 'failed', errorCode: 'http_status', httpStatus: 401 }, reason: 'unauthorized' });
+  });
+
+  it('a successful re-dial: accepted with the roster names; two calls at once share one re-dial', async () => {
+    const { run, upstream } = setup(() => ({ state: 'ready' }));
+    const [one, two] = await Promise.all([run('dev'), run('dev')]);
+    expect(one).toEqual({ server: 'dev', outcome: 'accepted', status: { state: 'ready' }, toolNames: ['dev__a'] });
+    expect(two).toEqual(one);
+    expect(upstream.redials).toBe(1);
+  });
+});

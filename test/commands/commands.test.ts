@@ -1,0 +1,142 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { approveCommand, revokeCommand } from '../../src/commands/approve.js';
+import { callsCommand, parseSince } from '../../src/commands/calls.js';
+import { parseConfig } from '../../src/config/load.js';
+import { SqliteStore } from '../../src/store/index.js';
+
+const root = mkdtempSync(join(tmpdir(), 'mcp-broker-commands-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function io() {
+  const out = { stdout: '', stderr: '' };
+  return { out, io: { stdout: { write: (t: string) => (out.stdout += t) }, stderr: { write: (t: string) => (out.stderr += t) } } };
+}
+
+const NOW = Date.parse('2026-01-02T12:00:00.000Z');
+const rec = (minutesAgo: number, name: string, outcome: string, reason?: string) => ({
+  ts: new Date(NOW - minutesAgo * 60_000).toISOString(),
+  callId: `c-${minutesAgo}`,
+  sessionId: 's',
+  principal: 'local',
+  unit: 's',
+  subject: `fx/${name}`,
+  name,
+  outcome,
+  status: outcome === 'ok' ? 200 : 403,
+  durationMs: 12,
+  attempts: outcome === 'ok' ? 1 : 0,
+  bytesOut: 10,
+  args: {},
+  ...(reason ? { reason } : {}),
+});
+
+describe('mcp-broker calls', () => {
+  const config = parseConfig({ broker: { records: { path: 'calls.ndjson' } } }, { baseDir: root });
+  writeFileSync(join(root, 'calls.ndjson.1'), [rec(120, 'fx__old', 'ok')].map((r) => JSON.stringify(r)).join('\n') + '\n');
+  writeFileSync(
+    join(root, 'calls.ndjson'),
+    [rec(30, 'fs__write_file', 'denied', 'policy.rules[0] (fs__write_*) denies "fs__write_file"'), rec(5, 'fs__read_file', 'ok'), rec(1, 'memory__read_graph', 'ok')]
+      .map((r) => JSON.stringify(r))
+      .join('\n') + '\n{"torn',
+  );
+
+  it('prints every record, rotated files first, as an aligned table', async () => {
+    const { out, io: cio } = io();
+    expect(await callsCommand(config, {}, cio, NOW)).toBe(0);
+    const lines = out.stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^TIME\s+OUTCOME\s+STATUS\s+TOOL\s+PRINCIPAL\s+ATTEMPTS\s+MS\s+REASON$/);
+    expect(lines.slice(1, 5).map((l) => l.split(/\s{2,}/)[3])).toEqual(['fx__old', 'fs__write_file', 'fs__read_file', 'memory__read_graph']);
+    expect(lines[2]).toContain('denies');
+    expect(lines.at(-1)).toBe('4 calls');
+    // Columns line up: OUTCOME starts at the same offset on every row.
+    const col = lines[0]!.indexOf('OUTCOME');
+    for (const l of lines.slice(1, 5)) expect(l.slice(col)).toMatch(/^(ok|denied)\s/);
+  });
+
+  it('filters by outcome, tool glob and since (duration or ISO time)', async () => {
+    let r = io();
+    await callsCommand(config, { outcome: 'denied' }, r.io, NOW);
+    expect(r.out.stdout).toContain('fs__write_file');
+    expect(r.out.stdout).not.toContain('fs__read_file');
+    r = io();
+    await callsCommand(config, { tool: 'fs__*' }, r.io, NOW);
+    expect(r.out.stdout).toMatch(/2 calls\n$/);
+    r = io();
+    await callsCommand(config, { since: '10m' }, r.io, NOW);
+    expect(r.out.stdout).toMatch(/2 calls\n$/);
+    r = io();
+    await callsCommand(config, { since: new Date(NOW - 60 * 60_000).toISOString() }, r.io, NOW);
+    expect(r.out.stdout).toMatch(/3 calls\n$/);
+    r = io();
+    await callsCommand(config, { limit: 1 }, r.io, NOW);
+    expect(r.out.stdout).toContain('memory__read_graph');
+    expect(r.out.stdout).toContain('1 of 4 matching calls');
+    r = io();
+    await callsCommand(config, { outcome: 'ok', json: true }, r.io, NOW);
+    expect(r.out.stdout.trim().split('\n').map((l) => JSON.parse(l).name)).toEqual(['fx__old', 'fs__read_file', 'memory__read_graph']);
+  });
+
+  it('bad options are exit 2 with a message', async () => {
+    let r = io();
+    expect(await callsCommand(config, { outcome: 'okay' }, r.io, NOW)).toBe(2);
+    expect(r.out.stderr).toContain('unknown outcome "okay"');
+    r = io();
+    expect(await callsCommand(config, { since: 'yesterday' }, r.io, NOW)).toBe(2);
+  });
+
+  it('parseSince reads durations and ISO times', () => {
+    expect(parseSince('15m', NOW)).toBe(NOW - 900_000);
+    expect(parseSince('500ms', NOW)).toBe(NOW - 500);
+    expect(parseSince('2026-01-01T00:00:00Z', NOW)).toBe(Date.parse('2026-01-01T00:00:00Z'));
+    expect(parseSince('soon', NOW)).toBeUndefined();
+  });
+
+  it('no records file yet is not an error', async () => {
+    const empty = parseConfig({ broker: { records: { path: 'none/calls.ndjson' } } }, { baseDir: root });
+    const r = io();
+    expect(await callsCommand(empty, {}, r.io, NOW)).toBe(0);
+    expect(r.out.stdout).toContain('no records yet');
+  });
+});
+
+describe('mcp-broker approve / revoke', () => {
+  const config = parseConfig({ broker: { dataDir: 'store' }, principals: { alice: { token: 'a'.repeat(20) } } }, { baseDir: root });
+
+  it('approve re-pins a changed tool and stores an approval for everyone', async () => {
+    const store = SqliteStore.open(config.broker.dataDir);
+    await store.observePin('fx__echo', 'h1', 'a');
+    await store.observePin('fx__echo', 'h2', 'b');
+    await store.close();
+    const r = io();
+    expect(await approveCommand(config, 'fx__echo', {}, r.io)).toBe(0);
+    expect(r.out.stdout).toContain('approved fx__echo for every principal');
+    expect(r.out.stdout).toContain('re-pinned fx__echo');
+    const after = SqliteStore.open(config.broker.dataDir);
+    expect(await after.observePin('fx__echo', 'h2', 'c')).toBe('same');
+    expect((await after.getApproval('fx__echo', 'anyone'))?.decision).toBe('approved');
+    await after.close();
+  });
+
+  it('revoke for one principal makes the tool ask again for that principal only, and forgets its first use', async () => {
+    const store = SqliteStore.open(config.broker.dataDir);
+    await store.markUsed('fx__echo', 'alice', 'a');
+    const r = io();
+    expect(await revokeCommand(config, 'fx__echo', { principal: 'alice', store }, r.io)).toBe(0);
+    expect(r.out.stdout).toContain('revoked fx__echo for principal "alice"');
+    expect((await store.getApproval('fx__echo', 'alice'))?.decision).toBe('revoked');
+    expect((await store.getApproval('fx__echo', 'local'))?.decision).toBe('approved');
+    expect(await store.hasUsed('fx__echo', 'alice')).toBe(false);
+    await store.close();
+  });
+
+  it('a bad tool name or unknown principal is exit 2', async () => {
+    let r = io();
+    expect(await approveCommand(config, 'fs/write file', {}, r.io)).toBe(2);
+    r = io();
+    expect(await approveCommand(config, 'fx__echo', { principal: 'mallory' }, r.io)).toBe(2);
+    expect(r.out.stderr).toContain('unknown principal');
+  });
+});

@@ -1,0 +1,201 @@
+/**
+ * The estate relay end to end through the real CLI: each `estate__*` tool, scope escapes answered
+ * `guard_error` (`estate_scope_escape`), results scrubbed like any call, and the proposal life
+ * cycle: propose writes nothing and is audited (record + published debug notification); apply is
+ * asked by policy by default, and runs when approved or when a rule allows it.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ElicitRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startBroker, waitFor, type StartedBroker } from './helpers.js';
+
+const outcome = (r: { _meta?: unknown }) => (r._meta as Record<string, unknown> | undefined)?.['mcp-broker/outcome'];
+const AWS_KEY = 'AKIAIOSFODNN7EXAMPLE';
+
+let base: string;
+let root: string;
+let broker: StartedBroker | undefined;
+
+beforeEach(() => {
+  base = mkdtempSync(join(tmpdir(), 'mcp-broker-estate-e2e-'));
+  root = join(base, 'root');
+  mkdirSync(join(root, 'docs'), { recursive: true });
+  mkdirSync(join(base, 'outside'));
+  writeFileSync(join(base, 'outside', 'canary.txt'), 'CANARY-e2e-outside\n');
+  writeFileSync(join(root, 'docs', 'guide.md'), '# Guide\nThe estate relay reads this.\nSecond mention of the relay.\n');
+  writeFileSync(join(root, 'creds.txt'), `deploy key ${AWS_KEY} (do not share)\n`);
+  writeFileSync(join(root, 'long.txt'), 'x'.repeat(200));
+  symlinkSync('../outside/canary.txt', join(root, 'escape'));
+});
+
+afterEach(async () => {
+  await broker?.close();
+  broker = undefined;
+  rmSync(base, { recursive: true, force: true });
+});
+
+function start(extra: Record<string, unknown> = {}, capabilities?: Record<string, unknown>) {
+  return startBroker({ servers: {}, extra: { estate: { root, maxBytes: 64, maxResults: 5 }, ...extra }, capabilities });
+}
+
+async function call(b: StartedBroker, name: string, args: Record<string, unknown>): Promise<CallToolResult> {
+  return (await b.client.callTool({ name, arguments: args }, undefined, { timeout: 30_000 })) as CallToolResult;
+}
+
+describe('estate relay (e2e)', () => {
+  it('serves the fixed tool list with its annotations', async () => {
+    broker = await start();
+    const tools = (await broker.client.listTools()).tools.filter((t) => t.name.startsWith('estate__'));
+    expect(tools.map((t) => t.name)).toEqual([
+      'estate__list_dir',
+      'estate__read_file',
+      'estate__search',
+      'estate__stat',
+      'estate__propose_change',
+      'estate__list_proposals',
+      'estate__apply_proposal',
+    ]);
+    const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+    expect(byName.estate__apply_proposal!.annotations).toMatchObject({ destructiveHint: true });
+    expect(byName.estate__read_file!.annotations).toMatchObject({ readOnlyHint: true });
+  });
+
+  it('list_dir, read_file (bounded, says it truncated), search and stat work through the broker path and are recorded', async () => {
+    broker = await start();
+    const b = broker;
+    const listing = await call(b, 'estate__list_dir', { path: '.' });
+    expect(outcome(listing)).toBe('ok');
+    expect(listing.structuredContent).toMatchObject({
+      path: '.',
+      entries: [
+        { name: 'creds.txt', type: 'file' },
+        { name: 'docs', type: 'dir' },
+        { name: 'escape', type: 'symlink' },
+        { name: 'long.txt', type: 'file', size: 200 },
+      ],
+      truncated: false,
+    });
+
+    const read = await call(b, 'estate__read_file', { path: 'long.txt' });
+    expect(outcome(read)).toBe('ok');
+    expect((read.content[0] as { text: string }).text).toBe('x'.repeat(64));
+    expect((read.content[1] as { text: string }).text).toMatch(/truncated: bytes 0-64 of 200/);
+    expect(read.structuredContent).toMatchObject({ truncated: true, nextOffset: 64 });
+    const tail = await call(b, 'estate__read_file', { path: 'long.txt', offset: 190, length: 50 });
+    expect(tail.structuredContent).toMatchObject({ bytes: 10, truncated: false });
+
+    const search = await call(b, 'estate__search', { query: 'relay' });
+    expect(search.structuredContent).toMatchObject({
+      hits: [
+        { path: 'docs/guide.md', line: 2, text: 'The estate relay reads this.' },
+        // Only the first estate.maxBytes (64) bytes of each file are scanned.
+        { path: 'docs/guide.md', line: 3, text: 'Second mention of the relay' },
+      ],
+      truncated: false,
+    });
+
+    const stat = await call(b, 'estate__stat', { path: 'docs' });
+    expect(stat.structuredContent).toMatchObject({ path: 'docs', type: 'dir' });
+
+    const records = await b.records();
+    expect(records.map((r) => [r.subject, r.outcome])).toEqual([
+      ['estate/list_dir', 'ok'],
+      ['estate/read_file', 'ok'],
+      ['estate/read_file', 'ok'],
+      ['estate/search', 'ok'],
+      ['estate/stat', 'ok'],
+    ]);
+  });
+
+  it('a path leaving the root is guard_error, reason estate_scope_escape, and nothing outside is read', async () => {
+    broker = await start();
+    for (const path of ['../outside/canary.txt', 'escape', `${base}/outside/canary.txt`, 'docs/../../outside/canary.txt']) {
+      const result = await call(broker, 'estate__read_file', { path });
+      expect(outcome(result)).toBe('guard_error');
+      expect(result.isError).toBe(true);
+      expect((result.content[0] as { text: string }).text).toMatch(/^guard_error: estate_scope_escape: /);
+      expect(JSON.stringify(result)).not.toContain('CANARY');
+    }
+    const records = await broker.records();
+    expect(records).toHaveLength(4);
+    for (const r of records) {
+      expect(r.outcome).toBe('guard_error');
+      expect(r.status).toBe(500);
+      expect(r.reason).toMatch(/^estate_scope_escape: /);
+    }
+  });
+
+  it('results are scrubbed like any call: a credential in an estate file never reaches the client', async () => {
+    broker = await start({ estate: { root, maxBytes: 4096, maxResults: 5 } });
+    const read = await call(broker, 'estate__read_file', { path: 'creds.txt' });
+    expect(outcome(read)).toBe('ok');
+    expect(JSON.stringify(read)).not.toContain(AWS_KEY);
+    expect((read.content[0] as { text: string }).text).toContain('[REDACTED]');
+    const search = await call(broker, 'estate__search', { query: 'deploy key' });
+    expect(JSON.stringify(search)).not.toContain(AWS_KEY);
+    expect(JSON.stringify(search)).toContain('[REDACTED]');
+  });
+
+  it('propose writes nothing and is audited; apply is asked by default and refused without elicitation', async () => {
+    broker = await start();
+    const b = broker;
+    await b.client.setLoggingLevel('debug');
+    const proposed = await call(b, 'estate__propose_change', { path: 'docs/guide.md', content: '# Rewritten\n', rationale: 'shorter' });
+    expect(outcome(proposed)).toBe('ok');
+    const id = (proposed.structuredContent as { id: string }).id;
+    expect(id).toMatch(/^prop_/);
+    expect(readFileSync(join(root, 'docs', 'guide.md'), 'utf8')).toContain('The estate relay reads this.');
+
+    const records = await b.records();
+    expect(records.at(-1)).toMatchObject({ subject: 'estate/propose_change', outcome: 'ok', proposal: { id, action: 'proposed', path: 'docs/guide.md' } });
+    // The published record (debug notification, logger mcp-broker) carries the proposal too.
+    await waitFor(
+      () => b.notifications.find((n) => n.method === 'notifications/message' && (n.params?.data as { proposal?: { id: string } })?.proposal?.id === id),
+      'the published record of the proposal',
+    );
+
+    const listed = await call(b, 'estate__list_proposals', {});
+    expect((listed.structuredContent as { proposals: { id: string; status: string }[] }).proposals).toEqual([
+      expect.objectContaining({ id, status: 'pending', path: 'docs/guide.md', rationale: 'shorter' }),
+    ]);
+
+    const applied = await call(b, 'estate__apply_proposal', { id });
+    expect(outcome(applied)).toBe('approval_required');
+    expect(readFileSync(join(root, 'docs', 'guide.md'), 'utf8')).toContain('The estate relay reads this.');
+    const still = await call(b, 'estate__list_proposals', { status: 'pending' });
+    expect((still.structuredContent as { proposals: unknown[] }).proposals).toHaveLength(1);
+  });
+
+  it('apply runs once the human approves (elicitation), and its record carries the proposal', async () => {
+    broker = await start({}, { elicitation: {} });
+    const b = broker;
+    const asked: string[] = [];
+    b.client.setRequestHandler(ElicitRequestSchema, async (req) => {
+      asked.push(req.params.message);
+      return { action: 'accept', content: {} };
+    });
+    const diff = ['@@ -1,3 +1,3 @@', ' # Guide', '-The estate relay reads this.', '+The estate relay applied this.', ' Second mention of the relay.', ''].join('\n');
+    const proposed = await call(b, 'estate__propose_change', { path: 'docs/guide.md', unifiedDiff: diff, rationale: 'wording' });
+    const id = (proposed.structuredContent as { id: string }).id;
+    const applied = await call(b, 'estate__apply_proposal', { id });
+    expect(outcome(applied)).toBe('ok');
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toContain('estate__apply_proposal');
+    expect(readFileSync(join(root, 'docs', 'guide.md'), 'utf8')).toBe('# Guide\nThe estate relay applied this.\nSecond mention of the relay.\n');
+    expect((await b.records()).at(-1)).toMatchObject({ subject: 'estate/apply_proposal', outcome: 'ok', proposal: { id, action: 'applied', path: 'docs/guide.md' } });
+  });
+
+  it('a policy rule that allows apply_proposal replaces the default ask', async () => {
+    broker = await start({ policy: { rules: [{ tools: ['estate__apply_proposal'], action: 'allow' }] } });
+    const proposed = await call(broker, 'estate__propose_change', { path: 'new/file.txt', content: 'hi\n', rationale: 'r' });
+    // The folder must exist inside the root: a new file only, never a new folder.
+    expect(outcome(proposed)).toBe('tool_error');
+    const ok = await call(broker, 'estate__propose_change', { path: 'docs/new.txt', content: 'hi\n', rationale: 'r' });
+    const id = (ok.structuredContent as { id: string }).id;
+    const applied = await call(broker, 'estate__apply_proposal', { id });
+    expect(outcome(applied)).toBe('ok');
+    expect(readFileSync(join(root, 'docs', 'new.txt'), 'utf8')).toBe('hi\n');
+  });
+});

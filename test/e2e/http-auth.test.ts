@@ -1,0 +1,139 @@
+/**
+ * Principals over HTTP through the real CLI: bearer tokens (none, wrong, right), constant-time
+ * lookup is exercised in test/transports/auth.test.ts; here: 401 with `WWW-Authenticate`,
+ * the principal reaching the judge (`policy.rules[].principals`) and the records, sessions
+ * private to their principal, tokens absent from logs, and the loopback-only rule without principals.
+ */
+import { spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI, fixture, nodeServer, waitFor, writeConfig } from './helpers.js';
+import { connectHttp, http, initializeBody, MCP_POST_HEADERS, openRawSession, startHttpBroker, type HttpBroker } from '../transports/harness.js';
+
+const TOKENS = {
+  ALICE_TOKEN: 'alice-token-0123456789abcdef',
+  BOB_TOKEN: 'bob-token-0123456789abcdef00',
+  OPS_TOKEN: 'ops-token-0123456789abcdef00',
+};
+
+describe('HTTP principals', () => {
+  let broker: HttpBroker;
+
+  beforeAll(async () => {
+    broker = await startHttpBroker({
+      servers: { echo: nodeServer(fixture('echo.mjs')) },
+      extra: {
+        principals: {
+          alice: { token: '${env:ALICE_TOKEN}' },
+          bob: { token: '${env:BOB_TOKEN}' },
+          ops: { token: '${env:OPS_TOKEN}', role: 'operator' },
+        },
+        policy: { rules: [{ tools: ['echo__echo'], principals: ['bob'], action: 'deny' }] },
+      },
+      env: TOKENS,
+    });
+  });
+  afterAll(async () => broker?.close());
+
+  it('no token → 401 with WWW-Authenticate', async () => {
+    const res = await http(`${broker.url}/mcp`, { headers: MCP_POST_HEADERS, body: initializeBody() });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toBe('Bearer realm="mcp-broker"');
+    expect((await http(`${broker.url}/sse`)).status).toBe(401);
+    expect((await http(`${broker.url}/api/v1/calls`)).status).toBe(401);
+  });
+
+  it('a wrong token → 401 with error="invalid_token"', async () => {
+    const res = await http(`${broker.url}/mcp`, { headers: { ...MCP_POST_HEADERS, authorization: 'Bearer not-a-real-token-at-all' }, body: initializeBody() });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toContain('error="invalid_token"');
+    const basic = await http(`${broker.url}/mcp`, { headers: { ...MCP_POST_HEADERS, authorization: `Basic ${TOKENS.ALICE_TOKEN}` }, body: initializeBody() });
+    expect(basic.status).toBe(401);
+  });
+
+  it('health probes need no token', async () => {
+    expect((await http(`${broker.url}/healthz`)).status).toBe(200);
+    expect((await http(`${broker.url}/readyz`)).status).toBe(200);
+  });
+
+  it.each(['streamable', 'sse'] as const)('the right token serves, and the principal reaches the record (%s)', async (kind) => {
+    const alice = await connectHttp(broker.url, kind, { token: TOKENS.ALICE_TOKEN });
+    try {
+      const result = await alice.client.callTool({ name: 'echo__echo', arguments: { text: `alice via ${kind}` } });
+      expect(result._meta?.['mcp-broker/outcome']).toBe('ok');
+      const callId = result._meta?.['mcp-broker/callId'];
+      const record = await waitFor(() => broker.records().find((r) => r.callId === callId), 'the record');
+      expect(record.principal).toBe('alice');
+      // The session is the unit.
+      expect(record.unit).toBe(record.sessionId);
+    } finally {
+      await alice.close();
+    }
+  });
+
+  it('a policy rule by principal applies to that principal only', async () => {
+    const bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN });
+    const alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN });
+    try {
+      const denied = await bob.client.callTool({ name: 'echo__echo', arguments: { text: 'bob' } });
+      expect(denied.isError).toBe(true);
+      expect(denied._meta?.['mcp-broker/outcome']).toBe('denied');
+      const allowed = await alice.client.callTool({ name: 'echo__echo', arguments: { text: 'alice' } });
+      expect(allowed._meta?.['mcp-broker/outcome']).toBe('ok');
+      const records = broker.records();
+      expect(records.find((r) => r.callId === denied._meta?.['mcp-broker/callId'])).toMatchObject({ principal: 'bob', outcome: 'denied', status: 403 });
+    } finally {
+      await bob.close();
+      await alice.close();
+    }
+  });
+
+  it("another principal's session id looks unknown: 404", async () => {
+    const aliceAuth = { authorization: `Bearer ${TOKENS.ALICE_TOKEN}` };
+    const id = await openRawSession(broker.url, aliceAuth);
+    const asBob = await http(`${broker.url}/mcp`, {
+      headers: { ...MCP_POST_HEADERS, authorization: `Bearer ${TOKENS.BOB_TOKEN}`, 'mcp-session-id': id, 'mcp-protocol-version': '2025-06-18' },
+      body: { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+    });
+    expect(asBob.status).toBe(404);
+    const asAlice = await http(`${broker.url}/mcp`, {
+      method: 'DELETE',
+      headers: { ...aliceAuth, 'mcp-session-id': id, 'mcp-protocol-version': '2025-06-18' },
+    });
+    expect(asAlice.status).toBe(200);
+  });
+
+  it('never writes a token to the log or the records', async () => {
+    const everything = broker.stderr() + JSON.stringify(broker.records());
+    for (const token of Object.values(TOKENS)) expect(everything).not.toContain(token);
+  });
+});
+
+describe('HTTP without principals', () => {
+  it('refuses a non-loopback --host: exit 2 naming the option', async () => {
+    const { dir, configPath } = writeConfig({ echo: nodeServer(fixture('echo.mjs')) });
+    try {
+      const child = spawn(process.execPath, [CLI, '--config', configPath, '--transport', 'http', '--host', '0.0.0.0', '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+      const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+      expect(code).toBe(2);
+      expect(err).toContain('--host');
+      expect(err).toContain('principals');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('serves loopback without a token, as principal local', async () => {
+    const broker = await startHttpBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) } });
+    try {
+      const res = await http(`${broker.url}/api/v1/mcp/call`, { body: { subject: 'echo__echo', args: { text: 'hi' } } });
+      expect(res.status).toBe(200);
+      const record = await waitFor(() => broker.records().find((r) => r.callId === res.body.callId), 'the record');
+      expect(record).toMatchObject({ principal: 'local', unit: 'api:local' });
+    } finally {
+      await broker.close();
+    }
+  });
+});

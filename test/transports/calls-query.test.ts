@@ -1,0 +1,71 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseCallsQuery, queryCalls, type CallsQuery } from '../../src/transports/http/calls-query.js';
+
+const record = (i: number, more: Record<string, unknown> = {}) =>
+  JSON.stringify({
+    ts: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
+    callId: `c${i}`,
+    sessionId: 's',
+    principal: i % 2 ? 'alice' : 'bob',
+    unit: 'u',
+    subject: 'echo/echo',
+    name: 'echo__echo',
+    outcome: i % 3 === 0 ? 'denied' : 'ok',
+    status: 200,
+    durationMs: 1,
+    attempts: 1,
+    bytesOut: 1,
+    args: {},
+    ...more,
+  });
+
+let dir: string | undefined;
+afterEach(() => dir && rmSync(dir, { recursive: true, force: true }));
+
+function q(partial: Partial<CallsQuery>): CallsQuery {
+  return { outcomes: [], limit: 100, ...partial };
+}
+
+describe('parseCallsQuery', () => {
+  it('parses outcome lists, tool, since and limit', () => {
+    expect(parseCallsQuery({ outcome: 'ok,denied', tool: 'echo__echo', since: '2026-01-01T00:00:00Z', limit: '5' })).toEqual({
+      outcomes: ['ok', 'denied'],
+      tool: 'echo__echo',
+      since: Date.parse('2026-01-01T00:00:00Z'),
+      limit: 5,
+    });
+    expect(parseCallsQuery({ outcome: ['ok', 'timeout'], since: '1700000000000' })).toMatchObject({ outcomes: ['ok', 'timeout'], since: 1_700_000_000_000, limit: 100 });
+  });
+
+  it('refuses bad values', () => {
+    expect(parseCallsQuery({ limit: '0' })).toHaveProperty('error');
+    expect(parseCallsQuery({ limit: '1001' })).toHaveProperty('error');
+    expect(parseCallsQuery({ limit: 'x' })).toHaveProperty('error');
+    expect(parseCallsQuery({ since: 'last tuesday' })).toHaveProperty('error');
+  });
+});
+
+describe('queryCalls', () => {
+  it('reads rotated files oldest first, filters, keeps the newest `limit`, skips torn lines', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-calls-'));
+    const path = join(dir, 'calls.ndjson');
+    writeFileSync(`${path}.2`, [1, 2, 3].map((i) => record(i)).join('\n') + '\n');
+    writeFileSync(`${path}.1`, [4, 5, 6].map((i) => record(i)).join('\n') + '\n');
+    writeFileSync(path, [7, 8, 9].map((i) => record(i)).join('\n') + '\n{"torn":');
+    const all = await queryCalls(path, 5, q({}));
+    expect(all.map((r) => r.callId)).toEqual(['c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8', 'c9']);
+    expect((await queryCalls(path, 5, q({ limit: 2 }))).map((r) => r.callId)).toEqual(['c8', 'c9']);
+    expect((await queryCalls(path, 5, q({ outcomes: ['denied'] }))).map((r) => r.callId)).toEqual(['c3', 'c6', 'c9']);
+    expect((await queryCalls(path, 5, q({ principal: 'alice' }))).every((r) => r.principal === 'alice')).toBe(true);
+    expect((await queryCalls(path, 5, q({ since: Date.UTC(2026, 0, 1, 0, 0, 8) }))).map((r) => r.callId)).toEqual(['c8', 'c9']);
+    expect(await queryCalls(path, 5, q({ tool: 'other' }))).toEqual([]);
+    expect((await queryCalls(path, 5, q({ tool: 'echo/echo' }))).length).toBe(9);
+  });
+
+  it('answers nothing when there is no records file', async () => {
+    expect(await queryCalls(join(tmpdir(), 'no-such-dir-xyz', 'calls.ndjson'), 5, q({}))).toEqual([]);
+  });
+});
