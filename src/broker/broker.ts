@@ -10,6 +10,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Clock } from '../shared/clock.js';
 import { newCallId } from '../shared/ids.js';
+import { withMeta } from '../shared/raw-json.js';
 import { compose, type Stage } from './runner.js';
 import { CALL_ID_META_KEY, carriesResult, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
 import type { BrokerCall, CallerSession, CallRecord, CallRequest, ToolTarget } from './types.js';
@@ -69,7 +70,8 @@ export class Broker {
 function toCallToolResult(call: BrokerCall, outcome: Outcome): CallToolResult {
   const meta = { [OUTCOME_META_KEY]: outcome, [CALL_ID_META_KEY]: call.callId };
   if (carriesResult(outcome) && call.result) {
-    return { ...call.result, _meta: { ...call.result._meta, ...meta } };
+    // Same object as a spread; a large result that passed through unchanged keeps its bytes (issue 6).
+    return withMeta(call.result, meta);
   }
   const reason = call.reason ? `: ${call.reason}` : '';
   return { content: [{ type: 'text', text: `${outcome}${reason}` }], isError: true, _meta: meta };

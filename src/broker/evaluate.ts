@@ -24,7 +24,7 @@ export interface EvaluateDeps {
 export function compileDenyPatterns(patterns: readonly string[]): RegExp[] {
   return patterns.map((p, i) => {
     try {
-      return new RegExp(p, 'u');
+      return new RegExp(p);
     } catch (err) {
       throw new ConfigError(`policy.output.deny[${i}]`, `is not a valid regular expression: ${(err as Error).message}`);
     }

@@ -6,6 +6,7 @@
  * once, when its newline arrives: no re-scanning, no quadratic growth.
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { encodeMessage, parseResponseLine, RAW_MIN_BYTES } from './raw-json.js';
 
 /** Default upper bound of one message, in bytes: 64 MiB. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
@@ -71,6 +72,11 @@ export class LineFramer {
     this.reset();
     if (skipped) return this.events.oversize(bytes);
     if (!line || line.length === 0) return;
+    if (bytes >= RAW_MIN_BYTES) {
+      // A large response: parse only its result, and remember its bytes for pass-through.
+      const response = parseResponseLine(line);
+      if (response) return this.events.message(response);
+    }
     const text = line.toString('utf8');
     const first = firstNonSpace(text);
     if (first === '') return; // a blank line (spaces, a lone \r of CRLF) is not a message, nor noise
@@ -100,4 +106,25 @@ function firstNonSpace(text: string): string {
 /** One message as a line of JSON. */
 export function serializeMessage(message: JSONRPCMessage): string {
   return JSON.stringify(message) + '\n';
+}
+
+/**
+ * Writes one message as a line: a result that passes through unchanged goes out as the bytes
+ * it arrived in (`raw-json.ts`). Resolves once the stream took every byte (backpressure);
+ * rejects on a write error.
+ */
+export function writeMessage(stream: NodeJS.WritableStream, message: JSONRPCMessage): Promise<void> {
+  const encoded = encodeMessage(message);
+  return new Promise<void>((resolve, reject) => {
+    const done = (err?: Error | null) => (err ? reject(err) : undefined);
+    let ok: boolean;
+    if (typeof encoded === 'string') {
+      ok = stream.write(encoded, done);
+    } else {
+      ok = true;
+      for (const part of encoded) ok = stream.write(part, done) && ok;
+    }
+    if (ok) resolve();
+    else stream.once('drain', () => resolve());
+  });
 }

@@ -249,7 +249,10 @@ export class DownstreamSession {
                   last = update.progress;
                   void extra.sendNotification({ method: 'notifications/progress', params: { ...update, progressToken } }).catch(() => undefined);
                 },
-          onServerRequest: this.serverRequestRoute((request, signal) => extra.sendRequest(request as never, AnyResult, { signal })),
+          // Bounded by the broker's hard cap, never the SDK's hidden 60 s default (F18); the call's deadline aborts it sooner.
+          onServerRequest: this.serverRequestRoute((request, signal) =>
+            extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.maxTotalTimeoutMs }),
+          ),
         },
         this.caller((r, s, o) => extra.sendRequest(r as never, s, o)),
         target,

@@ -7,7 +7,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { LineFramer, serializeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
+import { LineFramer, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
 
 export class StdioServerTransport implements Transport {
   onclose?: () => void;
@@ -43,10 +43,8 @@ export class StdioServerTransport implements Transport {
 
   send(message: JSONRPCMessage): Promise<void> {
     if (this.closed) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      if (this.stdout.write(serializeMessage(message))) resolve();
-      else this.stdout.once('drain', resolve);
-    });
+    // A write error (the client went away) is the stream's 'error' event; the send itself settles.
+    return writeMessage(this.stdout, message).catch(() => undefined);
   }
 
   async close(): Promise<void> {

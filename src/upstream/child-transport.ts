@@ -16,7 +16,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { BrokerError } from '../shared/errors.js';
-import { LineFramer, serializeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
+import { LineFramer, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
 import type { Logger } from '../shared/logger.js';
 
 export interface ChildTransportOptions {
@@ -196,11 +196,7 @@ export class ChildProcessTransport implements Transport {
     if (!stdin || this.closed || stdin.destroyed) {
       return Promise.reject(new BrokerError('upstream_closed', 'upstream process is not running'));
     }
-    return new Promise<void>((resolve, reject) => {
-      const ok = stdin.write(serializeMessage(message), (err) => (err ? reject(err) : undefined));
-      if (ok) resolve();
-      else stdin.once('drain', resolve);
-    });
+    return writeMessage(stdin, message);
   }
 
   async close(): Promise<void> {

@@ -90,7 +90,7 @@ describe('broker chains', () => {
 
     it('progress crosses both hops', async () => {
       const seen: number[] = [];
-      await client.callTool({ name: await nameOf('echo'), arguments: { text: 'progress' } }, CallToolResultSchema, { onprogress: (p) => seen.push(p.progress) });
+      await client.callTool({ name: await nameOf('slow'), arguments: { ms: 600, tickMs: 100 } }, CallToolResultSchema, { onprogress: (p) => seen.push(p.progress) });
       expect(seen.length).toBeGreaterThanOrEqual(1);
     });
 

@@ -21,7 +21,7 @@ describe('BoundedEventStore', () => {
     const { stream, sent } = await replay(store, a1);
     expect(stream).toBe('stream-a');
     expect(sent.map(([id]) => id)).toEqual([a2, a3]);
-    expect(sent.map(([, m]) => (m as { params: { progress: number } }).params.progress)).toEqual([2, 3]);
+    expect(sent.map(([, m]) => (m as unknown as { params: { progress: number } }).params.progress)).toEqual([2, 3]);
   });
 
   it('keeps stream ids that contain the separator or underscores intact', async () => {

@@ -120,10 +120,10 @@ export async function connectHttp(
 /** `fetch` with a JSON body; returns status, headers and the parsed body (or text). */
 export async function http(
   url: string,
-  init: { method?: string; headers?: Record<string, string>; body?: unknown; rawBody?: string | Buffer } = {},
+  init: { method?: string; headers?: Record<string, string>; body?: unknown; rawBody?: string } = {},
 ): Promise<{ status: number; headers: Headers; body: any; text: string }> {
   const headers: Record<string, string> = { ...(init.headers ?? {}) };
-  let body: string | Buffer | undefined = init.rawBody;
+  let body: string | undefined = init.rawBody;
   if (init.body !== undefined) {
     body = JSON.stringify(init.body);
     headers['content-type'] ??= 'application/json';

@@ -1,0 +1,252 @@
+/**
+ * Raw JSON pass-through for large results (issue 6 §3: no re-serialising of results that need
+ * no change).
+ *
+ * When a response line from an upstream is at least {@link RAW_MIN_BYTES}, the framer splits it
+ * into its small envelope (`jsonrpc`, `id`) and the bytes of `result`, parses only those bytes,
+ * and remembers them against the parsed object ({@link parseResponseLine}). If that very object
+ * (or {@link withMeta} of it) is later sent to the downstream client, {@link encodeMessage}
+ * writes the remembered bytes instead of serialising it again. Anything that changed the
+ * result (scrubbing, a refusal) produced a new object, which has no bytes and is serialised.
+ *
+ * Remembered results are deep-frozen: a stage that edited one in place would otherwise have its
+ * edit silently dropped on the wire. Stages copy on write (see `broker/scrub.ts`).
+ */
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+
+/** Smallest response line whose result bytes are remembered, in bytes: 16 KiB. Below it serialising is cheaper than the bookkeeping. */
+export const RAW_MIN_BYTES = 16 * 1024;
+
+/** Result object → the exact JSON bytes it was parsed from. */
+const rawBytes = new WeakMap<object, Buffer>();
+/** Object made by {@link withMeta} → the remembered result it extends and the `_meta` it carries. */
+const extensions = new WeakMap<object, { base: Record<string, unknown>; meta: Record<string, unknown> }>();
+
+const SPACE = 0x20;
+const TAB = 0x09;
+const CR = 0x0d;
+const LF = 0x0a;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+const OPEN = 0x7b;
+const CLOSE = 0x7d;
+
+const isSpace = (b: number | undefined) => b === SPACE || b === TAB || b === CR || b === LF;
+
+/** The exact JSON size of a value parsed by {@link parseResponseLine}, in bytes; undefined for any other value. */
+export function knownJsonBytes(value: unknown): number | undefined {
+  return typeof value === 'object' && value !== null ? rawBytes.get(value)?.length : undefined;
+}
+
+/**
+ * Parses a response line `{"jsonrpc":"2.0","id":…,"result":{…}}` (members in any order) by its
+ * parts, remembering the result's bytes. Returns undefined when the line is not such a response
+ * (a request, an error, other members, escapes in the envelope, a result that is not one JSON
+ * object): the caller then parses the whole line as usual. Throws nothing.
+ */
+export function parseResponseLine(line: Buffer): JSONRPCMessage | undefined {
+  const span = resultSpan(line);
+  if (!span) return undefined;
+  let result: unknown;
+  try {
+    // Parsing the result's bytes on their own proves they are exactly one JSON value.
+    result = JSON.parse(line.toString('utf8', span.start, span.end));
+  } catch {
+    return undefined;
+  }
+  if (typeof result !== 'object' || result === null || Array.isArray(result)) return undefined;
+  rawBytes.set(result, line.subarray(span.start, span.end));
+  deepFreeze(result, 0);
+  return { jsonrpc: '2.0', id: span.id, result } as JSONRPCMessage;
+}
+
+/**
+ * `{...result, _meta: {...result._meta, ...meta}}`; when `result` has remembered bytes and no
+ * `_meta` of its own, the new object is written as those bytes with `_meta` put in front.
+ */
+export function withMeta<T extends { _meta?: Record<string, unknown> }>(result: T, meta: Record<string, unknown>): T {
+  const out = { ...result, _meta: { ...result._meta, ...meta } };
+  if (result._meta === undefined && rawBytes.has(result)) extensions.set(out, { base: result as Record<string, unknown>, meta });
+  return out;
+}
+
+/**
+ * One message as a line of JSON: a string, or Buffers to be written in order when the message
+ * is a response whose result still has its remembered bytes.
+ */
+export function encodeMessage(message: JSONRPCMessage): string | Buffer[] {
+  const result = (message as { result?: unknown }).result;
+  if (typeof result === 'object' && result !== null) {
+    const parts = rawResponse(message as { id: unknown; result: object }, result);
+    if (parts) return parts;
+  }
+  return JSON.stringify(message) + '\n';
+}
+
+function rawResponse(message: { id: unknown; result: object }, result: object): Buffer[] | undefined {
+  const keys = Object.keys(message);
+  if (keys.length !== 3 || !('jsonrpc' in message) || !('id' in message)) return undefined;
+  const tail = Buffer.from(`,"jsonrpc":"2.0","id":${JSON.stringify(message.id)}}\n`);
+  const own = rawBytes.get(result);
+  if (own) return [Buffer.from('{"result":'), own, tail];
+  const ext = extensions.get(result);
+  if (!ext || !sameExceptMeta(result as Record<string, unknown>, ext.base)) return undefined;
+  const base = rawBytes.get(ext.base)!;
+  let at = 1;
+  while (isSpace(base[at])) at++;
+  const head = `{"result":{"_meta":${JSON.stringify((result as { _meta: unknown })._meta)}${base[at] === CLOSE ? '' : ','}`;
+  return [Buffer.from(head), base.subarray(at), tail];
+}
+
+/** Whether `out` holds exactly `base`'s members (same values) plus `_meta`. */
+function sameExceptMeta(out: Record<string, unknown>, base: Record<string, unknown>): boolean {
+  const keys = Object.keys(out);
+  if (keys.length !== Object.keys(base).length + 1) return false;
+  for (const key of keys) if (key !== '_meta' && out[key] !== base[key]) return false;
+  return true;
+}
+
+function deepFreeze(value: object, depth: number): void {
+  Object.freeze(value);
+  if (depth > 256) return;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const v: unknown = value[i];
+      if (typeof v === 'object' && v !== null) deepFreeze(v, depth + 1);
+    }
+    return;
+  }
+  for (const key in value) {
+    const v = (value as Record<string, unknown>)[key];
+    if (typeof v === 'object' && v !== null) deepFreeze(v, depth + 1);
+  }
+}
+
+interface Span {
+  id: string | number;
+  start: number;
+  end: number;
+}
+
+/**
+ * Where the value of `result` lies in a response line, read from both ends: the members before
+ * it and after it must be exactly `jsonrpc` ("2.0") and `id` (a number or a string without
+ * escapes), each once. Linear in the envelope only, never in the result.
+ */
+function resultSpan(line: Buffer): Span | undefined {
+  let i = skipSpace(line, 0);
+  if (line[i] !== OPEN) return undefined;
+  i++;
+  const seen: Record<string, unknown> = {};
+  let start = -1;
+  for (;;) {
+    i = skipSpace(line, i);
+    const key = readString(line, i);
+    if (!key) return undefined;
+    i = skipSpace(line, key.end);
+    if (line[i] !== COLON) return undefined;
+    i = skipSpace(line, i + 1);
+    if (key.text === 'result') {
+      start = i;
+      break;
+    }
+    const value = readScalar(line, i);
+    if (!value || !takeMember(seen, key.text, value.value)) return undefined;
+    i = skipSpace(line, value.end);
+    if (line[i] !== COMMA) return undefined;
+    i++;
+  }
+  let j = line.length - 1;
+  while (j > start && isSpace(line[j])) j--;
+  if (line[j] !== CLOSE) return undefined;
+  j--;
+  for (;;) {
+    while (j > start && isSpace(line[j])) j--;
+    const value = readScalarBackwards(line, j, start);
+    if (!value) break;
+    let k = value.start - 1;
+    while (k > start && isSpace(line[k])) k--;
+    if (line[k] !== COLON) break;
+    k--;
+    while (k > start && isSpace(line[k])) k--;
+    const key = readStringBackwards(line, k, start);
+    if (!key) break;
+    k = key.start - 1;
+    while (k > start && isSpace(line[k])) k--;
+    if (line[k] !== COMMA || !takeMember(seen, key.text, value.value)) return undefined;
+    j = k - 1;
+  }
+  while (j > start && isSpace(line[j])) j--;
+  if (seen.jsonrpc !== '2.0' || !('id' in seen) || line[start] !== OPEN || line[j] !== CLOSE) return undefined;
+  return { id: seen.id as string | number, start, end: j + 1 };
+}
+
+function takeMember(seen: Record<string, unknown>, key: string, value: unknown): boolean {
+  if ((key !== 'jsonrpc' && key !== 'id') || key in seen) return false;
+  if (key === 'id' && typeof value !== 'string' && typeof value !== 'number') return false;
+  seen[key] = value;
+  return true;
+}
+
+function skipSpace(line: Buffer, i: number): number {
+  while (isSpace(line[i])) i++;
+  return i;
+}
+
+/** A string without escapes starting at `i` (its opening quote); undefined otherwise. */
+function readString(line: Buffer, i: number): { text: string; end: number } | undefined {
+  if (line[i] !== QUOTE) return undefined;
+  for (let k = i + 1; k < line.length && k < i + 256; k++) {
+    const b = line[k];
+    if (b === BACKSLASH) return undefined;
+    if (b === QUOTE) return { text: line.toString('utf8', i + 1, k), end: k + 1 };
+  }
+  return undefined;
+}
+
+/** A number or a string without escapes starting at `i`. */
+function readScalar(line: Buffer, i: number): { value: unknown; end: number } | undefined {
+  if (line[i] === QUOTE) {
+    const s = readString(line, i);
+    return s && { value: s.text, end: s.end };
+  }
+  let k = i;
+  while (k < line.length && k < i + 32 && isNumberByte(line[k]!)) k++;
+  return k > i ? numberAt(line, i, k) : undefined;
+}
+
+/** A number or a string without escapes ending at `j` (inclusive), not reaching `floor`. */
+function readScalarBackwards(line: Buffer, j: number, floor: number): { value: unknown; start: number } | undefined {
+  if (line[j] === QUOTE) {
+    const s = readStringBackwards(line, j, floor);
+    return s && { value: s.text, start: s.start };
+  }
+  let k = j;
+  while (k > floor && j - k < 32 && isNumberByte(line[k]!)) k--;
+  if (k === j) return undefined;
+  const n = numberAt(line, k + 1, j + 1);
+  return n && { value: n.value, start: k + 1 };
+}
+
+/** A string without escapes whose closing quote is at `j`. */
+function readStringBackwards(line: Buffer, j: number, floor: number): { text: string; start: number } | undefined {
+  if (line[j] !== QUOTE) return undefined;
+  for (let k = j - 1; k > floor && k > j - 256; k--) {
+    const b = line[k];
+    if (b === BACKSLASH) return undefined;
+    if (b === QUOTE) return { text: line.toString('utf8', k + 1, j), start: k };
+  }
+  return undefined;
+}
+
+function isNumberByte(b: number): boolean {
+  return (b >= 0x30 && b <= 0x39) || b === 0x2d || b === 0x2b || b === 0x2e || b === 0x65 || b === 0x45;
+}
+
+function numberAt(line: Buffer, from: number, to: number): { value: number; end: number } | undefined {
+  const text = line.toString('latin1', from, to);
+  if (!/^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/.test(text)) return undefined;
+  return { value: Number(text), end: to };
+}

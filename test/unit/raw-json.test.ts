@@ -1,0 +1,109 @@
+import fc from 'fast-check';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { describe, expect, it } from 'vitest';
+import { encodeMessage, knownJsonBytes, parseResponseLine, withMeta } from '../../src/shared/raw-json.js';
+
+const big = 'x'.repeat(20_000);
+const line = (text: string) => Buffer.from(text);
+const written = (encoded: string | Buffer[]) => (typeof encoded === 'string' ? encoded : Buffer.concat(encoded).toString('utf8'));
+
+describe('raw JSON pass-through', () => {
+  it('parses a response by its parts, in any member order, to what JSON.parse gives', () => {
+    const result = { content: [{ type: 'text', text: big }], structuredContent: { a: [1, 2, { b: 'c' }] } };
+    for (const text of [
+      JSON.stringify({ result, jsonrpc: '2.0', id: 7 }),
+      JSON.stringify({ jsonrpc: '2.0', id: 'req-7', result }),
+      JSON.stringify({ jsonrpc: '2.0', result, id: 7 }),
+      ` { "id" : 7 ,\t"jsonrpc": "2.0", "result" :${JSON.stringify(result, null, 1)} } `,
+    ]) {
+      const parsed = parseResponseLine(line(text));
+      expect(parsed).toEqual(JSON.parse(text));
+    }
+  });
+
+  it('leaves everything that is not a plain result response to the ordinary parse', () => {
+    const result = JSON.stringify({ content: [{ type: 'text', text: big }] });
+    for (const text of [
+      `{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"${big}"}}`,
+      `{"jsonrpc":"2.0","id":1,"method":"x","params":${result}}`,
+      `{"jsonrpc":"2.0","id":1,"extra":true,"result":${result}}`,
+      `{"jsonrpc":"2.0","id":"a\\"b","result":${result}}`,
+      `{"jsonrpc":"2.0","id":null,"result":${result}}`,
+      `{"jsonrpc":"1.0","id":1,"result":${result}}`,
+      `{"jsonrpc":"2.0","id":1,"result":[${result}]}`,
+      // two results: JSON.parse keeps the last, so the bytes of one value cannot stand for it
+      `{"jsonrpc":"2.0","id":1,"result":${result},"result":{"content":[]}}`,
+      `{"result":${result},"jsonrpc":"2.0","id":1,"id":2}`,
+    ]) {
+      expect(parseResponseLine(line(text))).toBeUndefined();
+    }
+  });
+
+  it('writes a result that passed through unchanged as the bytes it arrived in', () => {
+    const resultText = `{ "content" : [ {"type":"text","text":"${big}"} ] , "isError":false }`;
+    const parsed = parseResponseLine(line(`{"jsonrpc":"2.0","id":3,"result":${resultText}}`))!;
+    const result = (parsed as { result: object }).result;
+    expect(knownJsonBytes(result)).toBe(Buffer.byteLength(resultText));
+    const out = written(encodeMessage({ result, jsonrpc: '2.0', id: 41 } as JSONRPCMessage));
+    expect(out).toBe(`{"result":${resultText},"jsonrpc":"2.0","id":41}\n`);
+  });
+
+  it('adds _meta in front of the remembered bytes, and parses back to the spread', () => {
+    for (const resultText of [`{"content":[{"type":"text","text":"${big}"}]}`, '{ }']) {
+      const padded = resultText === '{ }' ? `{"jsonrpc":"2.0","id":3,"result":${resultText}${' '.repeat(20_000)}}` : `{"jsonrpc":"2.0","id":3,"result":${resultText}}`;
+      const result = (parseResponseLine(line(padded)) as { result: Record<string, unknown> }).result;
+      const extended = withMeta(result, { 'mcp-broker/outcome': 'ok' });
+      const out = written(encodeMessage({ result: extended, jsonrpc: '2.0', id: 'x' } as JSONRPCMessage));
+      expect(out.endsWith('\n')).toBe(true);
+      expect(JSON.parse(out)).toEqual({ result: { ...JSON.parse(resultText), _meta: { 'mcp-broker/outcome': 'ok' } }, jsonrpc: '2.0', id: 'x' });
+      expect(typeof encodeMessage({ result: extended, jsonrpc: '2.0', id: 'x' } as JSONRPCMessage)).not.toBe('string');
+    }
+  });
+
+  it('serialises a result that changed (a copy) or carried its own _meta', () => {
+    const withOwnMeta = `{"jsonrpc":"2.0","id":3,"result":{"_meta":{"k":1},"content":[{"type":"text","text":"${big}"}]}}`;
+    const result = (parseResponseLine(line(withOwnMeta)) as { result: Record<string, unknown> }).result;
+    const extended = withMeta(result, { o: 'ok' });
+    expect(typeof encodeMessage({ result: extended, jsonrpc: '2.0', id: 1 } as JSONRPCMessage)).toBe('string');
+    expect(JSON.parse(written(encodeMessage({ result: extended, jsonrpc: '2.0', id: 1 } as JSONRPCMessage))).result._meta).toEqual({ k: 1, o: 'ok' });
+
+    const plain = (parseResponseLine(line(`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"${big}"}]}}`)) as { result: Record<string, unknown> }).result;
+    const scrubbed = { ...plain, content: [{ type: 'text', text: 'redacted' }] };
+    const out = encodeMessage({ result: withMeta(scrubbed, { o: 'ok' }), jsonrpc: '2.0', id: 1 } as JSONRPCMessage);
+    expect(typeof out).toBe('string');
+    expect(JSON.parse(out as string).result.content[0].text).toBe('redacted');
+  });
+
+  it('freezes a remembered result, so an in-place edit fails loudly instead of being lost on the wire', () => {
+    const result = (parseResponseLine(line(`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"${big}"}]}}`)) as {
+      result: { content: Array<{ text: string }> };
+    }).result;
+    expect(() => {
+      result.content[0]!.text = 'edited';
+    }).toThrow(TypeError);
+    expect(() => result.content.push({ text: 'more' })).toThrow(TypeError);
+  });
+
+  it('property: any response line parses by its parts to what JSON.parse gives, and re-encodes to an equal message', () => {
+    const json = fc.jsonValue({ maxDepth: 3 });
+    fc.assert(
+      fc.property(
+        fc.dictionary(fc.string({ maxLength: 8 }), json, { maxKeys: 5 }),
+        fc.oneof(fc.integer(), fc.string({ maxLength: 10 }).filter((s) => !/["\\\u0000-\u001f]/.test(s))),
+        fc.constantFrom(0, 1, 2),
+        fc.constantFrom('', ' ', '\t', '  '),
+        (body, id, order, ws) => {
+          const result = { ...body, pad: big };
+          const members = [`"jsonrpc"${ws}:${ws}"2.0"`, `"id":${ws}${JSON.stringify(id)}`];
+          members.splice(order, 0, `"result":${ws}${JSON.stringify(result, null, ws.length ? 1 : 0)}`);
+          const text = `{${ws}${members.join(`${ws},${ws}`)}${ws}}`;
+          const parsed = parseResponseLine(line(text));
+          expect(parsed).toEqual(JSON.parse(text));
+          const again = JSON.parse(written(encodeMessage(parsed!)));
+          expect(again).toEqual(JSON.parse(text));
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
