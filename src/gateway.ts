@@ -61,7 +61,12 @@ export interface GatewayEvents {
   /** An upstream resource changed: sessions subscribed to `uri` send `resources/updated`. */
   resourceUpdated: [uri: string];
   /** An upstream log message, forwarded to sessions at or above its level. */
-  log: [params: LoggingMessageNotification['params']];
+  /**
+   * An upstream log message. `sessionIds` are the sessions whose calls were in flight on that
+   * upstream; only they receive it. A message outside any call goes to privileged sessions only
+   * (principal `local` or role `operator`), so one principal never reads another's upstream logs.
+   */
+  log: [params: LoggingMessageNotification['params'], sessionIds: readonly string[]];
 }
 
 export class Gateway extends EventEmitter<GatewayEvents> {
@@ -127,9 +132,13 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     // Tool pinning: every upstream tool's definition is pinned when first seen (issue 3).
     this.registry.on('listChanged', (kind) => kind === 'tools' && void pinRoster(this.store, this.registry.roster, this.clock, this.logger));
     this.registry.on('resourceUpdated', (uri) => this.emit('resourceUpdated', uri));
-    this.registry.on('log', (params, server) =>
+    this.registry.on('log', (params, server, sessionIds) =>
       // Scrubbed like every other log line: an upstream may log its own secrets (issue 3 §6).
-      this.emit('log', { ...params, data: this.scrubber.value(params.data), logger: params.logger ?? server } as LoggingMessageNotification['params']),
+      this.emit(
+        'log',
+        { ...params, data: this.scrubber.value(params.data), logger: params.logger ?? server } as LoggingMessageNotification['params'],
+        sessionIds,
+      ),
     );
   }
 

@@ -20,6 +20,8 @@
  * {@link MAX_DEPTH} is replaced whole (fail closed). The same scrubber covers results, records
  * and every log line.
  */
+import { AnchorScanner, replaceAtStarts, type Anchor, type AnchorLead } from './scrub-scan.js';
+
 export const REDACTED = '[REDACTED]';
 
 /** Deepest nesting walked; anything deeper is replaced by {@link REDACTED}. */
@@ -39,10 +41,12 @@ function ci(word: string): string {
   return word.replace(/[a-z_]/g, (c) => (c === '_' ? '[_-]?' : `[${c}${c.toUpperCase()}]`));
 }
 
+const PASSWORD_WORDS = ['password', 'passwd', 'passphrase', 'passcode', 'secret', 'client_secret', 'private_key'];
+const TOKEN_WORDS = ['token', 'api_key', 'access_key', 'authorization', 'cookie', 'credential', 'session_id', 'signature'];
 /** Names whose value is secret whatever it looks like. */
-const PASSWORD_NAMES = ['password', 'passwd', 'passphrase', 'passcode', 'secret', 'client_secret', 'private_key'].map(ci).join('|');
+const PASSWORD_NAMES = PASSWORD_WORDS.map(ci).join('|');
 /** Names whose value is secret unless it is a plain number (`max_tokens=100`). */
-const TOKEN_NAMES = ['token', 'api_key', 'access_key', 'authorization', 'cookie', 'credential', 'session_id', 'signature'].map(ci).join('|');
+const TOKEN_NAMES = TOKEN_WORDS.map(ci).join('|');
 const NAME_PREFIX = String.raw`[A-Za-z0-9_-]*?`;
 const PLURAL = '[sS]?';
 const SCHEME = String.raw`(?:(?:${ci('bearer')}|${ci('basic')}|${ci('token')}|${ci('digest')})\s+)?`;
@@ -61,41 +65,71 @@ const FIELD_PATTERNS: readonly string[] = [
   String.raw`\b(?<pt>${NAME_PREFIX}(?:${TOKEN_NAMES})${PLURAL}\s*[=:]\s*)(?!\d+${VALUE_END})${PLAIN_VALUE}`,
 ];
 
-const SHAPES: readonly string[] = [
+/**
+ * Value shapes, each with the literals every one of its matches starts with (its anchors for
+ * the one-pass scan, `scrub-scan.ts`; matched as written). A new shape needs its anchors.
+ */
+const SHAPES: ReadonlyArray<{ readonly pattern: string; readonly anchors: readonly string[]; readonly lead?: AnchorLead }> = [
   // PEM private keys, whole block
-  String.raw`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`,
-  // the password of scheme://user:password@host
-  String.raw`(?<=\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+(?=@)`,
+  { pattern: String.raw`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`, anchors: ['-----BEGIN '] },
+  // the password of scheme://user:password@host (the match starts after `://user:`)
+  { pattern: String.raw`(?<=\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+(?=@)`, anchors: ['://'], lead: 'url' },
   // AWS access key ids
-  String.raw`\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b`,
+  { pattern: String.raw`\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b`, anchors: ['AKIA', 'ASIA', 'ABIA', 'ACCA'] },
   // GitHub tokens
-  String.raw`\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`,
+  { pattern: String.raw`\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`, anchors: ['ghp_', 'gho_', 'ghu_', 'ghs_', 'ghr_', 'github_pat_'] },
   // Slack tokens and webhooks
-  String.raw`\bxox[abposre]-[A-Za-z0-9-]{10,}`,
-  String.raw`\bxapp-[A-Za-z0-9-]{10,}`,
-  String.raw`https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+`,
+  { pattern: String.raw`\bxox[abposre]-[A-Za-z0-9-]{10,}`, anchors: ['xox'] },
+  { pattern: String.raw`\bxapp-[A-Za-z0-9-]{10,}`, anchors: ['xapp-'] },
+  { pattern: String.raw`https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+`, anchors: ['https://hooks.slack.com/services/'] },
   // JWTs
-  String.raw`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`,
+  { pattern: String.raw`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`, anchors: ['eyJ'] },
   // Bearer / Basic credentials
-  String.raw`\b(?:Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}`,
+  { pattern: String.raw`\b(?:Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}`, anchors: ['Bearer', 'Basic', 'Token'] },
   // common API-key prefixes: OpenAI/Anthropic, Stripe, Google, SendGrid, npm, GitLab, Twilio, Hugging Face
-  String.raw`\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}`,
-  String.raw`\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}`,
-  String.raw`\bwhsec_[A-Za-z0-9]{20,}`,
-  String.raw`\bAIza[0-9A-Za-z_-]{35}`,
-  String.raw`\bya29\.[0-9A-Za-z_-]{20,}`,
-  String.raw`\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}`,
-  String.raw`\bnpm_[A-Za-z0-9]{36}\b`,
-  String.raw`\bglpat-[A-Za-z0-9_-]{20,}`,
-  String.raw`\bhf_[A-Za-z0-9]{30,}`,
-  String.raw`\bSK[0-9a-fA-F]{32}\b`,
+  { pattern: String.raw`\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}`, anchors: ['sk-'] },
+  { pattern: String.raw`\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}`, anchors: ['sk_live_', 'sk_test_', 'pk_live_', 'pk_test_', 'rk_live_', 'rk_test_'] },
+  { pattern: String.raw`\bwhsec_[A-Za-z0-9]{20,}`, anchors: ['whsec_'] },
+  { pattern: String.raw`\bAIza[0-9A-Za-z_-]{35}`, anchors: ['AIza'] },
+  { pattern: String.raw`\bya29\.[0-9A-Za-z_-]{20,}`, anchors: ['ya29.'] },
+  { pattern: String.raw`\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}`, anchors: ['SG.'] },
+  { pattern: String.raw`\bnpm_[A-Za-z0-9]{36}\b`, anchors: ['npm_'] },
+  { pattern: String.raw`\bglpat-[A-Za-z0-9_-]{20,}`, anchors: ['glpat-'] },
+  { pattern: String.raw`\bhf_[A-Za-z0-9]{30,}`, anchors: ['hf_'] },
+  { pattern: String.raw`\bSK[0-9a-fA-F]{32}\b`, anchors: ['SK'] },
 ];
 
 /** One regular expression for every field pattern and shape, compiled once. */
-const PATTERN = new RegExp([...FIELD_PATTERNS, ...SHAPES.map((s) => `(?:${s})`)].join('|'), 'g');
+export const PATTERN = new RegExp([...FIELD_PATTERNS, ...SHAPES.map((s) => `(?:${s.pattern})`)].join('|'), 'g');
+/** {@link PATTERN}, tried at one position at a time. */
+const PATTERN_AT = new RegExp(PATTERN.source, 'y');
+
+/** Spellings of a word as `ci` matches it: `_` standing for `_`, `-` or nothing. */
+function spellings(word: string): string[] {
+  return word.includes('_') ? ['_', '-', ''].map((sep) => word.replaceAll('_', sep)) : [word];
+}
+
+/**
+ * Every match of {@link PATTERN} contains one of these: a credential name (any case, any
+ * prefix; every field pattern names one) or a shape's anchor.
+ */
+export const PATTERN_ANCHORS: readonly Anchor[] = [
+  ...[...PASSWORD_WORDS, ...TOKEN_WORDS].flatMap(spellings).map((text) => ({ text, lead: 'name' as const })),
+  ...SHAPES.flatMap((s) => s.anchors.map((text) => ({ text, lead: s.lead ?? ('none' as const), caseSensitive: true }))),
+];
+const PATTERN_SCANNER = new AnchorScanner(PATTERN_ANCHORS);
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** The replacement of one {@link PATTERN} match: a field keeps its name, anything else becomes {@link REDACTED}. */
+function redact(match: string, groups: Record<string, string | undefined>): string {
+  if (groups.jf !== undefined) return `${groups.jf}"${REDACTED}"`;
+  if (groups.jn !== undefined) return `${groups.jn}"${REDACTED}"`;
+  const prefix = groups.pp ?? groups.pt;
+  if (prefix !== undefined) return `${prefix}${REDACTED}`;
+  return match === REDACTED ? match : REDACTED;
 }
 
 /** Scrubs text and JSON values; one instance per gateway, shared by results, records and logs. */
@@ -103,6 +137,8 @@ export class Scrubber {
   private readonly secrets = new Set<string>();
   /** The exact secrets (every spelling), longest first; undefined when there are none. */
   private exact: RegExp | undefined;
+  /** {@link PATTERN_ANCHORS} plus the spellings of {@link exact} (flagged), found in one pass. */
+  private scanner: AnchorScanner = PATTERN_SCANNER;
 
   constructor(secrets: Iterable<string> = []) {
     for (const s of secrets) this.addOne(s);
@@ -128,19 +164,14 @@ export class Scrubber {
   text(text: string): string {
     if (text.length < MIN_SECRET_LENGTH) return text;
     let out = text;
-    if (this.exact) {
+    // One pass finds every place a secret can be (scrub-scan.ts); the patterns run only there.
+    let { starts, flagged } = this.scanner.starts(out);
+    if (flagged && this.exact) {
       this.exact.lastIndex = 0;
       out = out.replace(this.exact, REDACTED);
+      if (out !== text) ({ starts } = PATTERN_SCANNER.starts(out));
     }
-    PATTERN.lastIndex = 0;
-    const scrubbed = out.replace(PATTERN, (match: string, ...rest: unknown[]) => {
-      const groups = rest[rest.length - 1] as Record<string, string | undefined>;
-      if (groups.jf !== undefined) return `${groups.jf}"${REDACTED}"`;
-      if (groups.jn !== undefined) return `${groups.jn}"${REDACTED}"`;
-      const prefix = groups.pp ?? groups.pt;
-      if (prefix !== undefined) return `${prefix}${REDACTED}`;
-      return match === REDACTED ? match : REDACTED;
-    });
+    const scrubbed = starts.length ? replaceAtStarts(out, PATTERN_AT, starts, redact) : out;
     // Equal text is returned as the original string, so callers can compare by reference.
     return scrubbed === text ? text : scrubbed;
   }
@@ -207,6 +238,7 @@ export class Scrubber {
       if (url.length >= MIN_SECRET_LENGTH) spellings.add(url);
     }
     if (!spellings.size) return undefined;
+    this.scanner = new AnchorScanner([...PATTERN_ANCHORS, ...[...spellings].map((text) => ({ text, lead: 'flag' as const, caseSensitive: true }))]);
     const parts = [...spellings].sort((a, b) => b.length - a.length).map(escapeRegExp);
     return new RegExp(parts.join('|'), 'g');
   }

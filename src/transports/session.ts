@@ -120,7 +120,10 @@ export class DownstreamSession {
     const onUpdated = (uri: string) => {
       if (this.subscribed.has(uri)) void this.server.sendResourceUpdated({ uri }).catch(() => undefined);
     };
-    const onLog = (params: { level: LoggingLevel; logger?: string; data?: unknown }) => this.sendLog(params.level, params.data, params.logger);
+    const privileged = options.principal === 'local' || gateway.config.principals[options.principal]?.role === 'operator';
+    const onLog = (params: { level: LoggingLevel; logger?: string; data?: unknown }, sessionIds: readonly string[]) => {
+      if (sessionIds.length ? sessionIds.includes(this.sessionId) : privileged) this.sendLog(params.level, params.data, params.logger);
+    };
     gateway.on('listChanged', onList);
     gateway.on('resourceUpdated', onUpdated);
     gateway.on('log', onLog);

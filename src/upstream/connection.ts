@@ -271,7 +271,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       await this.refresh('resourceTemplates');
     });
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void this.emit('resourceUpdated', n.params.uri));
-    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void this.emit('log', n.params));
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void this.emit('log', n.params, this.sessionsInFlight()));
     const caps = this.clientCapabilities;
     const route = (method: string) => async (req: { params?: unknown }, extra: { signal: AbortSignal }) => {
       const handlers = [...this.requestRoutes.values()];
@@ -288,6 +288,13 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     if (caps.elicitation) client.setRequestHandler(ElicitRequestSchema, route('elicitation/create'));
     if (caps.sampling) client.setRequestHandler(CreateMessageRequestSchema, route('sampling/createMessage'));
     if (caps.roots) client.setRequestHandler(ListRootsRequestSchema, route('roots/list'));
+  }
+
+  /** Downstream sessions with a call in flight on this upstream now. */
+  private sessionsInFlight(): string[] {
+    const ids = new Set<string>();
+    for (const h of this.requestRoutes.values()) if (h.sessionId) ids.add(h.sessionId);
+    return [...ids];
   }
 
   /** Re-fetches one list after `list_changed`; concurrent requests coalesce. */

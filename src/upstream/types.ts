@@ -76,7 +76,11 @@ export interface UpstreamEvents {
   /** `notifications/resources/updated` from the upstream. */
   resourceUpdated: [uri: string];
   /** `notifications/message` from the upstream. */
-  log: [params: LoggingMessageNotification['params']];
+  /**
+   * `notifications/message` from the upstream, with the downstream sessions whose calls were in
+   * flight on it when it arrived (empty: it belongs to no call).
+   */
+  log: [params: LoggingMessageNotification['params'], sessionIds: readonly string[]];
 }
 
 export interface Upstream extends EventEmitter<UpstreamEvents> {

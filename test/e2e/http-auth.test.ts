@@ -14,6 +14,7 @@ const TOKENS = {
   ALICE_TOKEN: 'alice-token-0123456789abcdef',
   BOB_TOKEN: 'bob-token-0123456789abcdef00',
   OPS_TOKEN: 'ops-token-0123456789abcdef00',
+  CAROL_TOKEN: 'carol-token-0123456789abcdef',
 };
 
 describe('HTTP principals', () => {
@@ -27,6 +28,7 @@ describe('HTTP principals', () => {
           alice: { token: '${env:ALICE_TOKEN}' },
           bob: { token: '${env:BOB_TOKEN}' },
           ops: { token: '${env:OPS_TOKEN}', role: 'operator' },
+          carol: { token: '${env:CAROL_TOKEN}', budgetPerUnit: 1 },
         },
         policy: { rules: [{ tools: ['echo__echo'], principals: ['bob'], action: 'deny' }] },
       },
@@ -88,6 +90,22 @@ describe('HTTP principals', () => {
     }
   });
 
+  it("each session is a unit: the principal's budgetPerUnit applies per session", async () => {
+    const first = await connectHttp(broker.url, 'streamable', { token: TOKENS.CAROL_TOKEN });
+    const second = await connectHttp(broker.url, 'sse', { token: TOKENS.CAROL_TOKEN });
+    try {
+      const ok = await first.client.callTool({ name: 'echo__echo', arguments: { text: 'one' } });
+      expect(ok._meta?.['mcp-broker/outcome']).toBe('ok');
+      const spent = await first.client.callTool({ name: 'echo__echo', arguments: { text: 'two' } });
+      expect(spent._meta?.['mcp-broker/outcome']).toBe('budget_exhausted');
+      const fresh = await second.client.callTool({ name: 'echo__echo', arguments: { text: 'three' } });
+      expect(fresh._meta?.['mcp-broker/outcome']).toBe('ok');
+    } finally {
+      await first.close();
+      await second.close();
+    }
+  });
+
   it("another principal's session id looks unknown: 404", async () => {
     const aliceAuth = { authorization: `Bearer ${TOKENS.ALICE_TOKEN}` };
     const id = await openRawSession(broker.url, aliceAuth);
@@ -101,6 +119,24 @@ describe('HTTP principals', () => {
       headers: { ...aliceAuth, 'mcp-session-id': id, 'mcp-protocol-version': '2025-06-18' },
     });
     expect(asAlice.status).toBe(200);
+  });
+
+  it("an upstream log sent during one principal's call reaches that principal's session only", async () => {
+    const alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN });
+    const bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN });
+    const ops = await connectHttp(broker.url, 'streamable', { token: TOKENS.OPS_TOKEN });
+    try {
+      const result = await alice.client.callTool({ name: 'echo__emit', arguments: {} });
+      expect(result.isError).toBeFalsy();
+      await waitFor(() => alice.notifications.find((n) => n.method === 'notifications/message'), "alice's log notification");
+      // Let anything misrouted arrive before asserting its absence.
+      await bob.client.ping();
+      await ops.client.ping();
+      expect(bob.notifications.filter((n) => n.method === 'notifications/message')).toEqual([]);
+      expect(ops.notifications.filter((n) => n.method === 'notifications/message')).toEqual([]);
+    } finally {
+      await Promise.all([alice.close(), bob.close(), ops.close()]);
+    }
   });
 
   it('never writes a token to the log or the records', async () => {

@@ -1,0 +1,211 @@
+/**
+ * One pass over a text to find where the scrubber's patterns can match (issue 6 §3: scrubbing
+ * scans each byte once; `scrub.ts`).
+ *
+ * Every alternative of the scrubber's combined pattern contains a literal anchor (a credential
+ * name such as `password`, or a shape's prefix such as `AKIA` or `-----BEGIN `). An
+ * Aho-Corasick automaton over case-folded characters finds every anchor occurrence in one pass;
+ * the pattern is then tried (sticky) only at the few positions where a match containing that
+ * occurrence can start. A text with no anchor is returned untouched after that one pass, which
+ * is what almost every large result is. The replacement equals `text.replace(pattern, …)`
+ * exactly: the pattern is tried at every position where the global scan could find a match, in
+ * the same order, against the same original text.
+ */
+
+/** Where a match can start relative to an anchor occurrence at `p`; `flag` only notes that it occurs. */
+export type AnchorLead =
+  | 'flag'
+  /** at `p` itself (a shape's fixed prefix) */
+  | 'none'
+  /** in the run of `[A-Za-z0-9_-]` ending at `p`: the `"` before it, or its first word boundary (a credential name with any prefix) */
+  | 'name'
+  /** just after the `:` that ends the user part of `scheme://user:` (a URL's password) */
+  | 'url';
+
+export interface Anchor {
+  /** The literal; matched case-insensitively unless {@link caseSensitive}. */
+  readonly text: string;
+  readonly lead: AnchorLead;
+  /** The pattern matches this literal only as written (shapes); checked at each hit. */
+  readonly caseSensitive?: boolean;
+}
+
+const ALPHABET = 128;
+/** ASCII folded to lower case; every other character is one symbol (127), so anchors stay a superset. */
+const FOLD = new Uint8Array(ALPHABET);
+for (let c = 0; c < ALPHABET; c++) FOLD[c] = c >= 0x41 && c <= 0x5a ? c | 0x20 : c;
+
+const fold = (c: number) => (c < ALPHABET ? FOLD[c]! : 127);
+const isNameChar = (c: number) =>
+  (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c === 0x5f || c === 0x2d;
+/** `\w` without the `u` flag. */
+const isWordChar = (c: number) => (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c === 0x5f;
+/** The user part of `scheme://user:`, exactly as the URL-password shape reads it. */
+const USER_PART = /[^\s/:@]+/y;
+
+/** Finds every anchor occurrence of a fixed set in one pass (Aho-Corasick over folded characters). */
+export class AnchorScanner {
+  private readonly delta: Int32Array;
+  /** Per state: indices of the anchors that end there (its own and via fail links), or undefined. */
+  private readonly outputs: Array<number[] | undefined>;
+
+  constructor(readonly anchors: readonly Anchor[]) {
+    const gotos: Array<Map<number, number>> = [new Map()];
+    const own: number[][] = [[]];
+    anchors.forEach((anchor, index) => {
+      if (anchor.text.length === 0) throw new Error('an anchor cannot be empty');
+      let state = 0;
+      for (let i = 0; i < anchor.text.length; i++) {
+        const c = fold(anchor.text.charCodeAt(i));
+        let next = gotos[state]!.get(c);
+        if (next === undefined) {
+          next = gotos.length;
+          gotos.push(new Map());
+          own.push([]);
+          gotos[state]!.set(c, next);
+        }
+        state = next;
+      }
+      own[state]!.push(index);
+    });
+    const states = gotos.length;
+    const delta = new Int32Array(states * ALPHABET);
+    const fail = new Int32Array(states);
+    const outputs: Array<number[] | undefined> = new Array(states);
+    const queue: number[] = [];
+    for (let c = 0; c < ALPHABET; c++) {
+      const next = gotos[0]!.get(c);
+      if (next !== undefined) {
+        delta[c] = next;
+        queue.push(next);
+      }
+    }
+    outputs[0] = undefined;
+    for (let q = 0; q < queue.length; q++) {
+      const state = queue[q]!;
+      const inherited = outputs[fail[state]!];
+      const mine = own[state]!;
+      outputs[state] = mine.length ? [...mine, ...(inherited ?? [])] : inherited;
+      for (let c = 0; c < ALPHABET; c++) {
+        const next = gotos[state]!.get(c);
+        if (next === undefined) {
+          delta[state * ALPHABET + c] = delta[fail[state]! * ALPHABET + c]!;
+        } else {
+          fail[next] = delta[fail[state]! * ALPHABET + c]!;
+          delta[state * ALPHABET + c] = next;
+          queue.push(next);
+        }
+      }
+    }
+    this.delta = delta;
+    this.outputs = outputs;
+  }
+
+  /**
+   * Calls `hit(anchorIndex, position)` for every occurrence, in order of where it ends
+   * (case-sensitive anchors only where they occur as written).
+   */
+  scan(text: string, hit: (anchor: number, at: number) => void): void {
+    const { delta, outputs, anchors } = this;
+    let state = 0;
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      state = delta[state * ALPHABET + (c < ALPHABET ? FOLD[c]! : 127)]!;
+      const out = outputs[state];
+      if (out === undefined) continue;
+      for (const index of out) {
+        const anchor = anchors[index]!;
+        const at = i + 1 - anchor.text.length;
+        if (anchor.caseSensitive && !text.startsWith(anchor.text, at)) continue;
+        hit(index, at);
+      }
+    }
+  }
+
+  /** Whether any anchor occurs in `text`. */
+  occursIn(text: string): boolean {
+    let found = false;
+    if (text.length) this.scan(text, () => (found = true));
+    return found;
+  }
+
+  /**
+   * Sorted positions where a match can start (see {@link AnchorLead}), empty when no anchor
+   * occurs (no match anywhere); `flagged` when a `flag` anchor occurs.
+   */
+  starts(text: string): { starts: number[]; flagged: boolean } {
+    const starts: number[] = [];
+    let flagged = false;
+    let sorted = true;
+    // The run of name characters that ends at the last `name` hit, to scan each run once.
+    let runEnd = -1;
+    let runStart = -1;
+    this.scan(text, (index, p) => {
+      const lead = this.anchors[index]!.lead;
+      let first: number;
+      if (lead === 'flag') {
+        flagged = true;
+      } else if (lead === 'none') {
+        first = p;
+        push(p);
+      } else if (lead === 'url') {
+        USER_PART.lastIndex = p + 3;
+        const user = USER_PART.exec(text);
+        const u = p + 3 + (user ? user[0].length : 0);
+        if (user && text.charCodeAt(u) === 0x3a) push(u + 1);
+        return;
+      } else {
+        // The run of [A-Za-z0-9_-] that ends just before p: reuse the last one when p is in it.
+        let r: number;
+        if (runEnd >= 0 && runEnd <= p && runEnd >= runStart) {
+          let k = p;
+          while (k > runEnd && isNameChar(text.charCodeAt(k - 1))) k--;
+          r = k === runEnd ? runStart : k;
+        } else {
+          r = p;
+          while (r > 0 && isNameChar(text.charCodeAt(r - 1))) r--;
+        }
+        runStart = r;
+        runEnd = p;
+        if (r > 0 && text.charCodeAt(r - 1) === 0x22) push(r - 1);
+        // The first word boundary in [r, p]: a credential-name match from a later one also matches from it.
+        first = r;
+        while (first < p && !(isWordChar(text.charCodeAt(first)) && (first === 0 || !isWordChar(text.charCodeAt(first - 1))))) first++;
+        push(first);
+      }
+    });
+    if (!sorted) starts.sort((a, b) => a - b);
+    return { starts, flagged };
+
+    function push(at: number): void {
+      const last = starts[starts.length - 1];
+      if (last === at) return;
+      if (last !== undefined && at < last) sorted = false;
+      starts.push(at);
+    }
+  }
+}
+
+/**
+ * `text.replace(global, replacer)` where `sticky` is the same pattern with the `y` flag and
+ * `starts` every position a match can start ({@link AnchorScanner.starts}).
+ */
+export function replaceAtStarts(
+  text: string,
+  sticky: RegExp,
+  starts: readonly number[],
+  replacer: (match: string, groups: Record<string, string | undefined>) => string,
+): string {
+  let out = '';
+  let copied = 0;
+  let end = 0;
+  for (const at of starts) {
+    if (at < end) continue;
+    sticky.lastIndex = at;
+    const m = sticky.exec(text);
+    if (!m) continue;
+    out += text.slice(copied, at) + replacer(m[0], m.groups ?? {});
+    copied = end = at + m[0].length;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
