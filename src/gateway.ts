@@ -13,7 +13,7 @@ import { judgeStage } from './broker/judge.js';
 import { recordStage } from './broker/record.js';
 import type { Stage } from './broker/runner.js';
 import { Breakers, breakerStage } from './broker/breaker.js';
-import { budgetFromEnv, budgetStage } from './broker/budget.js';
+import { BudgetLedger, budgetFromEnv, budgetStage } from './broker/budget.js';
 import { evaluateStage } from './broker/evaluate.js';
 import { pinRoster } from './broker/pins.js';
 import { compilePolicy, type CompiledPolicy } from './broker/policy.js';
@@ -142,6 +142,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     );
   }
 
+  /** Calls spent per unit; a session's unit is forgotten when the session ends. */
+  readonly budgets = new BudgetLedger();
+
   /** The call path, in the seed's order. */
   protected buildStages(): Stage[] {
     const { broker, policy, principals } = this.config;
@@ -168,7 +171,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         scrubArgs: (a) => scrubber.value(a),
         logger: this.logger,
       }),
-      budget: budgetStage({ limitFor: (call) => principals[call.session.principal]?.budgetPerUnit ?? budget }),
+      budget: budgetStage({ ledger: this.budgets, limitFor: (call) => principals[call.session.principal]?.budgetPerUnit ?? budget }),
       breaker: breakerStage(new Breakers({ clock: this.clock, threshold: broker.breaker.threshold, openMs: broker.breaker.openMs })),
       retry: retryStage({
         now: () => this.clock.now(),

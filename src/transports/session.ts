@@ -202,6 +202,7 @@ export class DownstreamSession {
     if (this.closed) return;
     this.closed = true;
     this.detach();
+    this.gateway.budgets.release(this.sessionId);
     for (const uri of this.subscribed) await this.gateway.unsubscribe(uri);
     this.subscribed.clear();
     await this.server.close().catch(() => undefined);

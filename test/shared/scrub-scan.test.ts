@@ -1,0 +1,136 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { PATTERN, REDACTED, Scrubber } from '../../src/shared/scrub.js';
+import { AnchorScanner, replaceAtStarts } from '../../src/shared/scrub-scan.js';
+
+/**
+ * The one-pass scrub (scrub-scan.ts) must give exactly what the plain two-regex scrub gives:
+ * the exact secrets replaced first, then `text.replace(PATTERN, …)` over the whole text.
+ */
+function reference(text: string, secrets: readonly string[]): string {
+  if (text.length < 4) return text;
+  let out = text;
+  const spellings = new Set<string>();
+  for (const s of secrets) {
+    if (s.length < 4) continue;
+    spellings.add(s);
+    const json = JSON.stringify(s).slice(1, -1);
+    if (json.length >= 4) spellings.add(json);
+    const url = encodeURIComponent(s);
+    if (url.length >= 4) spellings.add(url);
+  }
+  if (spellings.size) {
+    const parts = [...spellings].sort((a, b) => b.length - a.length).map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+    out = out.replace(new RegExp(parts.join('|'), 'g'), REDACTED);
+  }
+  const global = new RegExp(PATTERN.source, 'g');
+  return out.replace(global, (match: string, ...rest: unknown[]) => {
+    const groups = rest[rest.length - 1] as Record<string, string | undefined>;
+    if (groups.jf !== undefined) return `${groups.jf}"${REDACTED}"`;
+    if (groups.jn !== undefined) return `${groups.jn}"${REDACTED}"`;
+    const prefix = groups.pp ?? groups.pt;
+    if (prefix !== undefined) return `${prefix}${REDACTED}`;
+    return match === REDACTED ? match : REDACTED;
+  });
+}
+
+const alnum = (n: number) => 'aB3dE5gH7j'.repeat(Math.ceil(n / 10)).slice(0, n);
+/** A planted example of every field pattern and value shape, plus near misses. */
+const PLANTED = [
+  'password=hunter22',
+  'PassWord: "two words"',
+  '"api_key": "abc\\"def"',
+  '"db-Passcode" : 123456',
+  'max_tokens=100',
+  'token: 12',
+  'token=abcdefgh',
+  'X-Api-Key: abcd1234',
+  'Authorization: Bearer xyz12345678',
+  'MY_SESSION-ID=abcdef',
+  'client-secret = "q w e"',
+  'private_key=\'k\'',
+  'accesskeys=AAAAAAA',
+  'signature:zzzzzzz',
+  '-a-b-cookie=abcdefg',
+  '-----BEGIN RSA PRIVATE KEY-----\nMIIabc\n-----END RSA PRIVATE KEY-----',
+  '-----BEGIN PUBLIC KEY-----',
+  'https://user:hunter2@example.com/x',
+  'postgres://admin:pa:ss@db/x',
+  'redis://:nouser@host',
+  'ftp://us\u00a0er:pw@h',
+  'AKIA' + 'ABCDEFGHIJKLMNOP',
+  'ASIA' + 'ABCDEFGHIJKLMNO',
+  'ghp_' + alnum(36),
+  'github_pat_' + alnum(22),
+  'xoxb-1234567890-abc',
+  'xapp-1-ABCDEFGHIJ',
+  'https://hooks.slack.com/services/T000/B000/XXXX',
+  'eyJhbGciOiJI.eyJzdWIiOiIx.SflKxwRJSM',
+  'Bearer abcdefgh12345',
+  'Basic dXNlcjpwYXNz',
+  'Token abcdefghij',
+  'sk-ant-' + alnum(16),
+  'sk_live_' + alnum(12),
+  'pk_test_' + alnum(10),
+  'whsec_' + alnum(20),
+  'AIza' + alnum(35),
+  'ya29.' + alnum(20),
+  'SG.' + alnum(16) + '.' + alnum(16),
+  'npm_' + alnum(36),
+  'glpat-' + alnum(20),
+  'hf_' + alnum(30),
+  'SK' + 'abcdef0123456789'.repeat(2),
+  'task ask SKIP sk- risk',
+  'supersecretvalue123',
+  'p@ss w0rd"x',
+  'p%40ss%20w0rd%22x',
+  'p@ss w0rd\\"x',
+];
+const NOISE = [' ', '\n', '"', "'", '=', ':', '-', '_', '@', '/', '://', ',', '\u2028', '\u0085', '\u00e9', '😀', 'the', 'Key', 'pass', 'tok', 'en', 'word'];
+
+describe('one-pass scrubbing (scrub-scan)', () => {
+  it('finds every anchor occurrence, in any case, as the automaton promises', () => {
+    const scanner = new AnchorScanner([
+      { text: 'he', lead: 'none' },
+      { text: 'she', lead: 'none' },
+      { text: 'hers', lead: 'none' },
+      { text: 'His', lead: 'none', caseSensitive: true },
+    ]);
+    const hits: string[] = [];
+    scanner.scan('uSHErs his His', (i, at) => hits.push(`${i}@${at}`));
+    expect(hits).toEqual(['1@1', '0@2', '2@2', '3@11']);
+  });
+
+  it('replaceAtStarts equals a global replace when the starts cover every match', () => {
+    const text = 'a1 b22 c333 d4444';
+    const starts = [0, 3, 7, 12];
+    expect(replaceAtStarts(text, /[a-z]\d+/y, starts, (m) => `<${m}>`)).toBe(text.replace(/[a-z]\d+/g, (m) => `<${m}>`));
+    expect(replaceAtStarts(text, /[a-z]\d+/y, [], (m) => m)).toBe(text);
+  });
+
+  it('property: equals the plain scrub on texts full of planted secrets and near misses', () => {
+    const secrets = ['supersecretvalue123', 'p@ss w0rd"x'];
+    const scrubber = new Scrubber(secrets);
+    const bare = new Scrubber();
+    const piece = fc.oneof(
+      fc.constantFrom(...PLANTED),
+      fc.constantFrom(...NOISE),
+      fc.string({ maxLength: 6 }),
+      fc.constantFrom(...PLANTED).map((p) => p.toUpperCase()),
+      fc.constantFrom(...PLANTED).map((p) => p.slice(0, Math.max(1, p.length - 3))),
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 24 }), (pieces) => {
+        const text = pieces.join('');
+        expect(scrubber.text(text)).toBe(reference(text, secrets));
+        expect(bare.text(text)).toBe(reference(text, []));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('leaves a large text with no anchor as the very same string', () => {
+    const text = 'The quick brown fox jumps over the lazy dog; key_name=value pairs. '.repeat(20_000);
+    expect(new Scrubber().text(text)).toBe(text);
+  });
+});
