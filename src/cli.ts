@@ -3,7 +3,8 @@
  * `mcp-broker`: argv → config → gateway → transport. The only place that exits the process.
  * Exit codes (DESIGN.md "Contract"): 0 clean shutdown, 2 bad config or options, 1 anything else.
  */
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Console } from 'node:console';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { loadConfigFile, type LoadedConfig } from './config/load.js';
 import { Gateway, VERSION } from './gateway.js';
 import { ConfigError, messageOf } from './shared/errors.js';
@@ -17,7 +18,12 @@ import { processIo } from './commands/io.js';
 const program = new Command('mcp-broker')
   .description('An MCP gateway: serves the upstream MCP servers of servers.json as one server, every tool call judged and recorded.')
   .version(VERSION)
-  .showHelpAfterError();
+  .showHelpAfterError()
+  // A bad option is exit 2 like a bad config; help and version stay 0.
+  .exitOverride((err: CommanderError) => {
+    if (err.exitCode === 0) process.exit(0);
+    process.exit(2);
+  });
 
 program
   .command('serve', { isDefault: true })
@@ -31,9 +37,15 @@ program
     const config = loadOrExit(opts.config);
     const scrubber = new Scrubber(config.secrets);
     const logger = createLogger({ level: opts.logLevel, scrubber });
+    if (opts.transport === 'stdio') {
+      // stdout carries the protocol: console output of function modules goes to stderr instead.
+      globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });
+    }
     let gateway: Gateway;
     try {
       gateway = new Gateway(config, { logger, scrubber });
+      // Function modules and OpenAPI documents load now, so a bad one exits 2 before serving.
+      await gateway.prepare();
     } catch (err) {
       fail(err, logger);
     }
@@ -59,7 +71,7 @@ program
       } catch (err) {
         fail(err, logger);
       }
-      printBanner(gateway);
+      if (!shutdown.started) printBanner(gateway);
     }
   });
 
@@ -96,6 +108,8 @@ await program.parseAsync(process.argv);
 
 /** Runs a command body and sets the exit code it returns; a throw is exit 1 with one line on stderr. */
 async function runCommand(body: () => Promise<number>): Promise<void> {
+  // `mcp-broker calls | head`: the reader went away; that is a normal end, not a crash.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => process.exit(err.code === 'EPIPE' ? 0 : 1));
   try {
     process.exitCode = await body();
   } catch (err) {
@@ -140,7 +154,9 @@ function fail(err: unknown, logger: Logger): never {
   process.exit(1);
 }
 
-function installShutdown(gateway: Gateway, logger: Logger, beforeStop: readonly (() => Promise<void>)[] = []): (why: string) => Promise<void> {
+type Shutdown = ((why: string) => Promise<void>) & { readonly started: boolean };
+
+function installShutdown(gateway: Gateway, logger: Logger, beforeStop: readonly (() => Promise<void>)[] = []): Shutdown {
   let stopping: Promise<void> | undefined;
   const shutdown = (why: string) => {
     stopping ??= (async () => {
@@ -150,6 +166,8 @@ function installShutdown(gateway: Gateway, logger: Logger, beforeStop: readonly 
         process.exit(0);
       }, 8000);
       force.unref();
+      // Calls in flight are cancelled, answered and recorded while their sessions can still hear it.
+      await gateway.broker.drain(3000);
       for (const stop of beforeStop) await stop().catch(() => undefined);
       await gateway.stop();
       logger.flush?.();
@@ -161,7 +179,7 @@ function installShutdown(gateway: Gateway, logger: Logger, beforeStop: readonly 
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGHUP', () => void shutdown('SIGHUP'));
   process.stdout.on('error', () => void shutdown('stdout closed'));
-  return shutdown;
+  return Object.defineProperty(shutdown, 'started', { get: () => stopping !== undefined }) as Shutdown;
 }
 
 function printBanner(gateway: Gateway): void {
@@ -177,7 +195,7 @@ function printBanner(gateway: Gateway): void {
     '',
     'stdin is a terminal, so no MCP client is attached. To connect one:',
     '  - Claude Desktop / Cursor: add {"command": "node", "args": ["<repo>/dist/cli.js", "--config", "<repo>/servers.json"]}',
-    '  - MCP inspector:  npx mcp-inspector-cli --cli node <repo>/dist/cli.js --config <repo>/servers.json --method tools/list',
+    '  - MCP inspector:  cd <repo>/node_modules && npx mcp-inspector-cli --cli -- node <repo>/dist/cli.js --config <repo>/servers.json --method tools/list',
     '',
     'Press Ctrl-C to stop.',
     '',

@@ -91,6 +91,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private markReady!: () => void;
   private started = false;
   private isReady = false;
+  private prepared?: Promise<void>;
   private readonly subscriptions = new Map<string, number>();
 
   constructor(config: LoadedConfig, deps: GatewayDeps) {
@@ -216,8 +217,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   async start(options: { clientCapabilities?: ClientCapabilities } = {}): Promise<void> {
     if (this.started) return this.ready;
     this.started = true;
-    // User function tools (servers.json `functions`); a bad module is a ConfigError (exit 2).
-    this.router.register(await loadFunctionModules(this.config.functions), { server: 'functions' });
+    await this.prepare();
     const offered = offeredCapabilities(options.clientCapabilities);
     await Promise.all(
       this.registry.upstreams.map(async (u) => {
@@ -238,8 +238,24 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     assertNoRosterCollision(this.router.localNames(), roster.tools.keys());
   }
 
+  /**
+   * Loads everything the config points at without connecting anything: user function modules
+   * (`functions`) and OpenAPI documents of rest upstreams. The CLI runs it before serving, so a
+   * bad module or document exits 2 at once; `start()` runs it if nobody did. Throws
+   * {@link ConfigError}. Idempotent.
+   */
+  prepare(): Promise<void> {
+    this.prepared ??= (async () => {
+      this.router.register(await loadFunctionModules(this.config.functions), { server: 'functions' });
+      for (const u of this.registry.upstreams) await u.prepare?.();
+    })();
+    return this.prepared;
+  }
+
   /** Closes every upstream (ending stdio children's process groups) and the records file. */
   async stop(): Promise<void> {
+    // Calls in flight are cancelled, answered and recorded before their upstreams go away.
+    await this.broker.drain(3000);
     await Promise.all(this.registry.upstreams.map((u) => u.close().catch(() => undefined)));
     await this.records.close().catch(() => undefined);
     await this.builtins.close().catch(() => undefined);

@@ -11,6 +11,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Clock } from '../shared/clock.js';
 import { newCallId } from '../shared/ids.js';
 import { withMeta } from '../shared/raw-json.js';
+import { ShuttingDown } from './deadline.js';
 import { compose, type Stage } from './runner.js';
 import { CALL_ID_META_KEY, carriesResult, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
 import type { BrokerCall, CallerSession, CallRecord, CallRequest, ToolTarget } from './types.js';
@@ -32,6 +33,9 @@ export interface BrokerAnswer {
 
 export class Broker {
   private readonly path: (call: BrokerCall) => Promise<void>;
+  /** Aborted by `drain()`: every call in flight is cancelled, answered and recorded. */
+  private readonly closing = new AbortController();
+  private readonly inflight = new Set<Promise<unknown>>();
 
   constructor(
     stages: readonly Stage[],
@@ -41,7 +45,30 @@ export class Broker {
   }
 
   /** Runs one call through every stage. Never throws. */
-  async call(request: CallRequest, session: CallerSession, target?: ToolTarget): Promise<BrokerAnswer> {
+  call(request: CallRequest, session: CallerSession, target?: ToolTarget): Promise<BrokerAnswer> {
+    const running = this.run({ ...request, signal: AbortSignal.any([request.signal, this.closing.signal]) }, session, target);
+    this.inflight.add(running);
+    void running.finally(() => this.inflight.delete(running));
+    return running;
+  }
+
+  /**
+   * Shutdown: cancels every call in flight (outcome `cancelled`, reason "the broker is shutting
+   * down") and waits up to `timeoutMs` for their answers and records. Calls made afterwards are
+   * cancelled at once.
+   */
+  async drain(timeoutMs: number): Promise<void> {
+    this.closing.abort(new ShuttingDown());
+    if (!this.inflight.size) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.inflight]),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+    ]);
+    clearTimeout(timer);
+  }
+
+  private async run(request: CallRequest, session: CallerSession, target?: ToolTarget): Promise<BrokerAnswer> {
     const call: BrokerCall = {
       callId: newCallId(),
       request,

@@ -20,9 +20,21 @@ export interface DeadlineDeps {
 
 /** Abort reason at the deadline. */
 export class DeadlineExceeded extends Error {
-  constructor(readonly timeoutMs: number) {
-    super(`deadline of ${timeoutMs} ms passed`);
+  constructor(
+    readonly timeoutMs: number,
+    /** Set when the hard cap (`maxTotalTimeoutMs`) ended the call rather than `timeoutMs`. */
+    readonly maxTotalTimeoutMs?: number,
+  ) {
+    super(maxTotalTimeoutMs !== undefined ? `maxTotalTimeoutMs of ${maxTotalTimeoutMs} ms passed` : `deadline of ${timeoutMs} ms passed`);
     this.name = 'DeadlineExceeded';
+  }
+}
+
+/** Abort reason when the broker shuts down with calls in flight. */
+export class ShuttingDown extends Error {
+  constructor() {
+    super('the broker is shutting down');
+    this.name = 'ShuttingDown';
   }
 }
 
@@ -45,8 +57,9 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
       const arm = (at: number) => {
         cancelTimer();
         call.deadline = Math.min(at, cap);
+        const capped = at > cap ? deps.maxTotalTimeoutMs : undefined;
         const delay = Math.max(0, call.deadline - deps.clock.now());
-        cancelTimer = deps.clock.setTimer(delay, () => controller.abort(new DeadlineExceeded(timeoutMs)));
+        cancelTimer = deps.clock.setTimer(delay, () => controller.abort(new DeadlineExceeded(timeoutMs, capped)));
       };
       arm(deps.clock.now() + timeoutMs);
       call.signal = controller.signal;
@@ -62,7 +75,7 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
       if (controller.signal.aborted && call.outcome !== 'ok' && call.outcome !== 'tool_error') {
         const reason = controller.signal.reason;
         if (reason instanceof DeadlineExceeded) refuse(call, 'timeout', `${reason.message}; the upstream request was cancelled`);
-        else refuse(call, 'cancelled', 'cancelled by the client');
+        else refuse(call, 'cancelled', reason instanceof ShuttingDown ? reason.message : 'cancelled by the client');
       }
     },
   };

@@ -93,6 +93,11 @@ export interface Upstream extends EventEmitter<UpstreamEvents> {
   readonly capabilities: ServerCapabilities | undefined;
   /** Exact secret values injected into this upstream (env, headers) for scrubbing. */
   readonly secrets: readonly string[];
+  /**
+   * Loads what the config points at (files such as an OpenAPI document) without connecting.
+   * Throws {@link ConfigError} for a bad file. Optional: kinds with nothing to load omit it.
+   */
+  prepare?(): Promise<void>;
   /** First dial. Never throws: a failure shows in `status`. */
   start(): Promise<void>;
   /** Close, then dial once (seed 004). A failure leaves it disconnected with its tools withdrawn. */

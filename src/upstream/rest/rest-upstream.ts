@@ -92,6 +92,10 @@ export class RestUpstream extends EventEmitter<UpstreamEvents> implements Upstre
    * Builds the tools (importing the OpenAPI operations) and becomes `ready`. Unlike a dial it
    * can throw: a bad OpenAPI file or operation is a {@link ConfigError} (exit 2), not a state.
    */
+  async prepare(): Promise<void> {
+    if (!this.config.disabled && !this.tools) await this.load();
+  }
+
   async start(): Promise<void> {
     if (this.config.disabled) return this.setStatus({ state: 'disabled' });
     if (!this.tools) await this.load();
