@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { z } from 'zod';
 import { ConfigError } from '../shared/errors.js';
+import { credentialValues } from '../shared/scrub.js';
 import { configSchema, RESERVED_SERVER_NAMES, SERVER_KEY, serverKind, type Config } from './schema.js';
 
 /** A loaded config plus where it came from. */
@@ -15,7 +16,10 @@ export interface LoadedConfig extends Config {
   readonly file?: string;
   /** Folder relative paths are resolved against. */
   readonly baseDir: string;
-  /** Every value that came from `${env:…}` in a header, env or token: the exact secrets to scrub. */
+  /**
+   * The exact secrets to scrub: every `${env:…}` value, principal tokens, and credential-named
+   * `env`/`headers` values ({@link credentialValues}).
+   */
   readonly secrets: readonly string[];
 }
 
@@ -58,8 +62,9 @@ export function parseConfig(
   }
   for (const server of Object.values(config.mcpServers)) {
     const kind = serverKind(server);
-    if ('env' in server) secrets.push(...Object.values(server.env));
-    if ('headers' in server) secrets.push(...Object.values(server.headers));
+    // `${env:…}` values are already secrets; literal values count when their key names a credential.
+    if ('env' in server) secrets.push(...credentialValues(server.env));
+    if ('headers' in server) secrets.push(...credentialValues(server.headers));
     if (kind === 'stdio' && 'command' in server) {
       server.cwd = resolve(baseDir, server.cwd ?? '.');
     }

@@ -252,3 +252,23 @@ function normalise(name: string): string {
 export function isCredentialField(name: string): boolean {
   return CREDENTIAL_FIELD.test(normalise(name));
 }
+
+/**
+ * The values of a configured `env` or `headers` map to scrub by exact value (issue 3 §6: what
+ * is injected into an upstream is secret). Left out are values that cannot be secrets and whose
+ * redaction would shred ordinary results: bare numbers and booleans (`MAX_TOKENS: "1000"`,
+ * `DEBUG: "true"`), file paths (`/…`, `./…`, `~/…`, `C:\…`), and values under 6 characters
+ * unless their key names a credential. Values that came from `${env:…}` are secrets whatever
+ * they are; config loading adds those.
+ */
+export function credentialValues(entries: Readonly<Record<string, string>>): string[] {
+  const out: string[] = [];
+  for (const [key, raw] of Object.entries(entries)) {
+    const value = raw.trim();
+    if (/^(?:-?\d+(?:\.\d+)?|true|false)$/i.test(value)) continue;
+    if (/^(?:\.{0,2}\/|~\/|[A-Za-z]:[\\/])/.test(value)) continue;
+    if (value.length < 6 && !isCredentialField(key)) continue;
+    out.push(raw);
+  }
+  return out;
+}

@@ -34,9 +34,11 @@ import {
 import { z } from 'zod';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
+import { credentialValues } from '../shared/scrub.js';
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
 import { ChildProcessTransport } from './child-transport.js';
+import { DirectCalls } from './direct-calls.js';
 import { childEnv } from './spawn-env.js';
 import type {
   CallOptions,
@@ -88,6 +90,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
 
   private client?: Client;
   private transport?: Transport;
+  /** `tools/call` on the current transport, past the SDK `Protocol` (issue 6). */
+  private direct?: DirectCalls;
   private generation = 0;
   private failures = 0;
   private readyAt = 0;
@@ -106,7 +110,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.name = options.name;
     const config = options.config;
     this.kind = 'command' in config ? 'stdio' : config.type === 'sse' ? 'sse' : 'http';
-    this.secrets = 'command' in config ? Object.values(config.env) : Object.values(config.headers);
+    this.secrets = credentialValues('command' in config ? config.env : config.headers);
     this.clientCapabilities = options.clientCapabilities ?? {};
   }
 
@@ -162,6 +166,9 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const params: Record<string, unknown> = { name: toolName, arguments: args ?? {} };
     if (Object.keys(meta).length) params._meta = meta;
     try {
+      if (this.direct) {
+        return (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS })) as CallToolResult;
+      }
       return (await client.request({ method: 'tools/call', params }, AnyObject, {
         signal: options.signal,
         timeout: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS,
@@ -206,10 +213,12 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.installHandlers(client);
     this.client = client;
     this.transport = transport;
+    this.direct = undefined;
     const timeoutMs = this.options.config.connectTimeoutMs;
     try {
       await client.connect(transport, { timeout: timeoutMs });
       if (generation !== this.generation) return;
+      this.direct = new DirectCalls(transport);
       this.capabilities = client.getServerCapabilities();
       const catalog = await this.fetchCatalog(client, timeoutMs);
       if (generation !== this.generation) return;
