@@ -6,9 +6,10 @@
  * {@link DEFAULT_CALLS_LIMIT}, 0 = all); `--json` prints the matching records as ndjson.
  * Returns the exit code: 0, or 2 for a bad option.
  */
-import { createReadStream, existsSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import picomatch from 'picomatch';
+import { parseSince, recordFiles } from '../audit/query.js';
 import { OUTCOMES, type Outcome } from '../broker/outcomes.js';
 import type { CallRecord } from '../broker/types.js';
 import type { LoadedConfig } from '../config/load.js';
@@ -31,24 +32,7 @@ export interface CallsOptions {
   json?: boolean;
 }
 
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
-
-/** `--since` as ms since the epoch: an ISO-8601 time, or a duration back from `now`. Undefined when unreadable. */
-export function parseSince(text: string, now: number): number | undefined {
-  const duration = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$/.exec(text.trim());
-  if (duration) return now - Number(duration[1]) * UNIT_MS[duration[2]!]!;
-  if (!/^\d{4}-\d{2}-\d{2}/.test(text.trim())) return undefined;
-  const at = Date.parse(text);
-  return Number.isNaN(at) ? undefined : at;
-}
-
-/** The records files, oldest first: `<path>.N` … `<path>.1`, then `<path>`. */
-export function recordFiles(path: string, maxFiles: number): string[] {
-  const files: string[] = [];
-  for (let i = maxFiles; i >= 1; i--) if (existsSync(`${path}.${i}`)) files.push(`${path}.${i}`);
-  if (existsSync(path)) files.push(path);
-  return files;
-}
+export { parseSince, recordFiles };
 
 export async function callsCommand(config: LoadedConfig, options: CallsOptions, io: CommandIo, now = Date.now()): Promise<number> {
   let outcomes: Set<string> | undefined;

@@ -45,6 +45,12 @@ describe('parseCallsQuery', () => {
     expect(parseCallsQuery({ limit: '1001' })).toHaveProperty('error');
     expect(parseCallsQuery({ limit: 'x' })).toHaveProperty('error');
     expect(parseCallsQuery({ since: 'last tuesday' })).toHaveProperty('error');
+    expect(parseCallsQuery({ outcome: 'ok,bogus' })).toEqual({ error: expect.stringContaining('unknown outcome "bogus"') });
+  });
+
+  it('reads since as a duration back, like `mcp-broker calls --since`', () => {
+    const now = Date.parse('2026-11-30T03:00:00Z');
+    expect(parseCallsQuery({ since: '15m' }, now)).toMatchObject({ since: now - 15 * 60_000 });
   });
 });
 

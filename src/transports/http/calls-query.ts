@@ -3,8 +3,10 @@
  * `.1` … `.N` files, oldest first) line by line and keeps the last `limit` records that match.
  * Memory is bounded by `limit`, whatever the size of the files.
  */
-import { createReadStream, existsSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
+import { parseSince, recordFiles } from '../../audit/query.js';
+import { OUTCOMES } from '../../broker/outcomes.js';
 import type { CallRecord } from '../../broker/types.js';
 
 /** Most records one query returns. */
@@ -26,19 +28,22 @@ export interface CallsQuery {
 }
 
 /**
- * Parses the query string: `outcome` (comma-separated or repeated), `tool`, `since` (ISO-8601 or
- * ms since the epoch), `limit`. Returns an error message for a bad value.
+ * Parses the query string: `outcome` (comma-separated or repeated; each one of the Contract's
+ * outcomes), `tool`, `since` (ISO-8601, a duration back such as `15m`, or ms since the epoch),
+ * `limit`. Returns an error message for a bad value.
  */
-export function parseCallsQuery(query: Record<string, unknown>): CallsQuery | { error: string } {
+export function parseCallsQuery(query: Record<string, unknown>, now = Date.now()): CallsQuery | { error: string } {
   const list = (v: unknown): string[] =>
     (Array.isArray(v) ? v : v === undefined ? [] : [v]).flatMap((x) => String(x).split(',')).map((x) => x.trim()).filter(Boolean);
   const outcomes = list(query.outcome);
+  const unknown = outcomes.filter((o) => !(OUTCOMES as readonly string[]).includes(o));
+  if (unknown.length) return { error: `unknown outcome ${unknown.map((o) => JSON.stringify(o)).join(', ')}; expected one of ${OUTCOMES.join(', ')}` };
   const tool = typeof query.tool === 'string' && query.tool ? query.tool : undefined;
   let since: number | undefined;
   if (query.since !== undefined) {
     const raw = String(query.since);
-    since = /^\d+$/.test(raw) ? Number(raw) : Date.parse(raw);
-    if (!Number.isFinite(since)) return { error: 'since must be an ISO-8601 time or ms since the epoch' };
+    since = /^\d+$/.test(raw) ? Number(raw) : parseSince(raw, now);
+    if (since === undefined || !Number.isFinite(since)) return { error: 'since must be an ISO-8601 time, a duration back (90s, 15m, 2h, 7d) or ms since the epoch' };
   }
   let limit = DEFAULT_CALLS_LIMIT;
   if (query.limit !== undefined) {
@@ -59,9 +64,7 @@ export function matchesCallsQuery(record: CallRecord, q: CallsQuery): boolean {
 
 /** The newest `limit` matching records of `path` and its rotated files, oldest first. */
 export async function queryCalls(path: string, maxFiles: number, q: CallsQuery): Promise<CallRecord[]> {
-  const files: string[] = [];
-  for (let i = maxFiles; i >= 1; i--) if (existsSync(`${path}.${i}`)) files.push(`${path}.${i}`);
-  if (existsSync(path)) files.push(path);
+  const files = recordFiles(path, maxFiles);
   const kept: CallRecord[] = [];
   for (const file of files) {
     const lines = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
