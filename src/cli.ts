@@ -6,14 +6,16 @@
 import { Console } from 'node:console';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { loadConfigFile, type LoadedConfig } from './config/load.js';
-import { Gateway, VERSION } from './gateway.js';
+import type { Gateway } from './gateway.js';
 import { ConfigError, messageOf } from './shared/errors.js';
 import { createLogger, LOG_LEVELS, type Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
-import { serveStdio } from './transports/stdio.js';
-import { approveCommand, revokeCommand } from './commands/approve.js';
-import { callsCommand, type CallsOptions } from './commands/calls.js';
-import { processIo } from './commands/io.js';
+import type { CallsOptions } from './commands/calls.js';
+import { prespawnUpstreams } from './upstream/prespawn.js';
+import { VERSION } from './version.js';
+// The gateway, the transports and the commands are imported when used: the stdio upstreams are
+// started first, so they load while the broker does (cold start, issue 6).
+const processIo = async () => (await import('./commands/io.js')).processIo;
 
 const program = new Command('mcp-broker')
   .description('An MCP gateway: serves the upstream MCP servers of servers.json as one server, every tool call judged and recorded.')
@@ -35,6 +37,8 @@ program
   .addOption(new Option('--log-level <level>', 'log level (stderr)').choices([...LOG_LEVELS]).env('MCP_BROKER_LOG_LEVEL').default('info'))
   .action(async (opts: { config: string; transport: 'stdio' | 'http'; host: string; port: number; logLevel: string }) => {
     const config = loadOrExit(opts.config);
+    prespawnUpstreams(config);
+    const { Gateway } = await import('./gateway.js');
     const scrubber = new Scrubber(config.secrets);
     const logger = createLogger({ level: opts.logLevel, scrubber });
     if (opts.transport === 'stdio') {
@@ -63,6 +67,7 @@ program
       }
       return;
     }
+    const { serveStdio } = await import('./transports/stdio.js');
     const serving = await serveStdio(gateway, { onStartError: (err) => fail(err, logger) });
     void serving.closed.then(() => shutdown('stdin closed'));
     if (process.stdin.isTTY) {
@@ -84,7 +89,9 @@ program
   .option('--since <when>', 'only calls since an ISO-8601 time or a duration back (90s, 15m, 2h, 7d)')
   .option('--limit <n>', 'the last n matching calls (default 100; 0 = all)', parseCount)
   .option('--json', 'print the matching records as ndjson instead of a table')
-  .action((opts: CallsOptions & { config: string }) => runCommand(() => callsCommand(loadOrExit(opts.config), opts, processIo)));
+  .action((opts: CallsOptions & { config: string }) =>
+    runCommand(async () => (await import('./commands/calls.js')).callsCommand(loadOrExit(opts.config), opts, await processIo())),
+  );
 
 program
   .command('approve <tool>')
@@ -92,7 +99,7 @@ program
   .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
   .option('--principal <name>', 'approve for this principal only (default: every principal)')
   .action((tool: string, opts: { config: string; principal?: string }) =>
-    runCommand(() => approveCommand(loadOrExit(opts.config), tool, { principal: opts.principal }, processIo)),
+    runCommand(async () => (await import('./commands/approve.js')).approveCommand(loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
   );
 
 program
@@ -101,7 +108,7 @@ program
   .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
   .option('--principal <name>', 'revoke for this principal only (default: every principal)')
   .action((tool: string, opts: { config: string; principal?: string }) =>
-    runCommand(() => revokeCommand(loadOrExit(opts.config), tool, { principal: opts.principal }, processIo)),
+    runCommand(async () => (await import('./commands/approve.js')).revokeCommand(loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
   );
 
 await program.parseAsync(process.argv);

@@ -3,7 +3,6 @@
  * (DESIGN.md "Folders"). Transports create sessions on it; nothing else constructs parts.
  */
 import { EventEmitter } from 'node:events';
-import { readFileSync } from 'node:fs';
 import type { ClientCapabilities, LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
 import { NdjsonRecordSink, RecordPublisher, type RecordSink } from './audit/index.js';
 import { Broker, orderStages, type CallRecord, type ToolTarget } from './broker/index.js';
@@ -33,15 +32,10 @@ import { McpUpstream } from './upstream/connection.js';
 import { Registry, type ListKind } from './upstream/registry.js';
 import { RestUpstream } from './upstream/rest/index.js';
 import type { Upstream } from './upstream/types.js';
+import { VERSION } from './version.js';
 
-/** The package version, for `serverInfo` and `clientInfo`. */
-export const VERSION: string = (() => {
-  try {
-    return JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version as string;
-  } catch {
-    return '0.0.0';
-  }
-})();
+/** The package version, for `serverInfo` and `clientInfo` (src/version.ts). */
+export { VERSION } from './version.js';
 
 export interface GatewayDeps {
   logger: Logger;

@@ -3,8 +3,9 @@
  * (DESIGN.md "Contract"; seed 002 step 9). `append` resolves only once the line is written;
  * it rejects when it cannot be, and the broker then answers `guard_error` (fail closed).
  *
- * Group commit: lines that arrive while a write is in flight are written together by the next
- * one, so one slow write never serialises every call behind it. Rotation: when the file passes
+ * Group commit: lines appended in one burst of work (before `process.nextTick`) go out in one
+ * write, and lines that arrive while a write is in flight are written together by the next one,
+ * so one slow write never serialises every call behind it. Rotation: when the file passes
  * `maxBytes` it becomes `<path>.1` (older ones shift up to `.maxFiles`, the oldest dropped).
  *
  * Writes go straight to the file descriptor with `fs.write` (the thread pool, never the event
@@ -67,7 +68,11 @@ export class NdjsonRecordSink implements RecordSink {
     }
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ line, resolve, reject });
-      if (!this.writing) void this.flush();
+      if (!this.writing) {
+        // Flush once the current burst of work is done, so its records share one write.
+        this.writing = true;
+        setImmediate(() => void this.flush());
+      }
     });
   }
 

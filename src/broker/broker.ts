@@ -36,6 +36,8 @@ export class Broker {
   /** Aborted by `drain()`: every call in flight is cancelled, answered and recorded. */
   private readonly closing = new AbortController();
   private readonly inflight = new Set<Promise<unknown>>();
+  /** How to abort each call in flight (its signal), for `drain()`. */
+  private readonly aborts = new Set<(reason: unknown) => void>();
 
   constructor(
     stages: readonly Stage[],
@@ -46,9 +48,30 @@ export class Broker {
 
   /** Runs one call through every stage. Never throws. */
   call(request: CallRequest, session: CallerSession, target?: ToolTarget): Promise<BrokerAnswer> {
-    const running = this.run({ ...request, signal: AbortSignal.any([request.signal, this.closing.signal]) }, session, target);
+    // The call's signal: the request's own when its owner lets us abort it, else one of ours that
+    // follows it. Either way `drain()` can abort it. (Not `AbortSignal.any`: on Node 20 that took
+    // ~10 µs a call and kept a WeakRef per call on the long-lived closing signal; issue 6.)
+    let abort = request.abort;
+    let done = () => {};
+    if (!abort) {
+      const controller = new AbortController();
+      const downstream = request.signal;
+      const onCancel = () => controller.abort(downstream.reason);
+      if (downstream.aborted) onCancel();
+      else downstream.addEventListener('abort', onCancel, { once: true });
+      done = () => downstream.removeEventListener('abort', onCancel);
+      abort = (reason) => controller.abort(reason);
+      request = { ...request, signal: controller.signal, abort };
+    }
+    if (this.closing.signal.aborted) abort(this.closing.signal.reason);
+    this.aborts.add(abort);
+    const running = this.run(request, session, target);
     this.inflight.add(running);
-    void running.finally(() => this.inflight.delete(running));
+    void running.finally(() => {
+      this.inflight.delete(running);
+      this.aborts.delete(abort);
+      done();
+    });
     return running;
   }
 
@@ -59,6 +82,7 @@ export class Broker {
    */
   async drain(timeoutMs: number): Promise<void> {
     this.closing.abort(new ShuttingDown());
+    for (const abort of this.aborts) abort(this.closing.signal.reason);
     if (!this.inflight.size) return;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
@@ -76,6 +100,7 @@ export class Broker {
       startedAt: this.clock.now(),
       target,
       signal: request.signal,
+      abort: request.abort,
       attempts: 0,
       bytesOut: 0,
       notes: {},

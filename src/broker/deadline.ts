@@ -47,11 +47,21 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
       const start = deps.clock.now();
       const cap = start + deps.maxTotalTimeoutMs;
       call.hardDeadline = deps.extendOnProgress ? cap : Math.min(cap, start + timeoutMs);
-      const controller = new AbortController();
-      const downstream = call.request.signal;
-      const onCancel = () => controller.abort(downstream.reason ?? new Error('cancelled by the client'));
-      if (downstream.aborted) onCancel();
-      else downstream.addEventListener('abort', onCancel, { once: true });
+      // The broker hands us a signal we may abort (call.abort); a bare call gets one of its own.
+      let signal = call.signal;
+      let abort = call.abort;
+      let detach = () => {};
+      if (!abort) {
+        const controller = new AbortController();
+        const downstream = call.request.signal;
+        const onCancel = () => controller.abort(downstream.reason ?? new Error('cancelled by the client'));
+        if (downstream.aborted) onCancel();
+        else downstream.addEventListener('abort', onCancel, { once: true });
+        detach = () => downstream.removeEventListener('abort', onCancel);
+        abort = (reason) => controller.abort(reason);
+        signal = controller.signal;
+      }
+      const abortAt = abort;
 
       let cancelTimer = () => {};
       const arm = (at: number) => {
@@ -59,21 +69,21 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
         call.deadline = Math.min(at, cap);
         const capped = at > cap ? deps.maxTotalTimeoutMs : undefined;
         const delay = Math.max(0, call.deadline - deps.clock.now());
-        cancelTimer = deps.clock.setTimer(delay, () => controller.abort(new DeadlineExceeded(timeoutMs, capped)));
+        cancelTimer = deps.clock.setTimer(delay, () => abortAt(new DeadlineExceeded(timeoutMs, capped)));
       };
       arm(deps.clock.now() + timeoutMs);
-      call.signal = controller.signal;
-      const extend = deps.extendOnProgress ? () => !controller.signal.aborted && arm(deps.clock.now() + timeoutMs) : undefined;
+      call.signal = signal;
+      const extend = deps.extendOnProgress ? () => !signal.aborted && arm(deps.clock.now() + timeoutMs) : undefined;
       const progressHook = extend ? (progressListeners.set(call, extend), true) : false;
       try {
         await next();
       } finally {
         cancelTimer();
-        downstream.removeEventListener('abort', onCancel);
+        detach();
         if (progressHook) progressListeners.delete(call);
       }
-      if (controller.signal.aborted && call.outcome !== 'ok' && call.outcome !== 'tool_error') {
-        const reason = controller.signal.reason;
+      if (signal.aborted && call.outcome !== 'ok' && call.outcome !== 'tool_error') {
+        const reason = signal.reason ?? new Error('cancelled by the client');
         if (reason instanceof DeadlineExceeded) refuse(call, 'timeout', `${reason.message}; the upstream request was cancelled`);
         else refuse(call, 'cancelled', reason instanceof ShuttingDown ? reason.message : 'cancelled by the client');
       }

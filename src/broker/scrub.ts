@@ -7,39 +7,18 @@
  * never copied or re-serialised.
  *
  * When scrubbing changed `structuredContent` and the tool declares an `outputSchema`, the
- * scrubbed value is validated against it (Ajv, as the SDK's clients do): one that no longer fits
- * is `withheld`, never a result that would fail the client's validation.
+ * scrubbed value is validated against it ({@link JsonSchemas}: Ajv, as the SDK's clients do):
+ * one that no longer fits is `withheld`, never a result that would fail the client's validation.
  */
-import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
-import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
-import type { JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
-import { messageOf } from '../shared/errors.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { JsonSchemas } from '../shared/json-schemas.js';
 import type { Scrubber } from '../shared/scrub.js';
 import type { Stage } from './runner.js';
 import { carriesResult } from './outcomes.js';
 import { refuse } from './types.js';
 
 /** Checks `structuredContent` against a tool's `outputSchema`; validators are compiled once per schema. */
-export class OutputSchemas {
-  private readonly provider = new AjvJsonSchemaValidator();
-  private readonly compiled = new WeakMap<object, JsonSchemaValidator<unknown> | Error>();
-
-  /** `undefined` when `value` fits `schema`, else why not (a schema that cannot compile never fits). */
-  check(schema: NonNullable<Tool['outputSchema']>, value: unknown): string | undefined {
-    let validator = this.compiled.get(schema);
-    if (!validator) {
-      try {
-        validator = this.provider.getValidator(schema as JsonSchemaType);
-      } catch (err) {
-        validator = new Error(`the outputSchema does not compile: ${messageOf(err)}`);
-      }
-      this.compiled.set(schema, validator);
-    }
-    if (validator instanceof Error) return validator.message;
-    const result = validator(value);
-    return result.valid ? undefined : result.errorMessage;
-  }
-}
+export { JsonSchemas as OutputSchemas };
 
 /** What scrubbing did to a result. */
 export interface ScrubbedResult {
@@ -101,11 +80,11 @@ function scrubOthers<T extends object>(scrubber: Scrubber, obj: T, keep: readonl
 
 export interface ScrubDeps {
   scrubber: Scrubber;
-  schemas?: OutputSchemas;
+  schemas?: JsonSchemas;
 }
 
 export function scrubStage(deps: ScrubDeps): Stage {
-  const schemas = deps.schemas ?? new OutputSchemas();
+  const schemas = deps.schemas ?? new JsonSchemas();
   return {
     name: 'scrub',
     async run(call, next) {

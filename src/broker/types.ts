@@ -43,6 +43,12 @@ export interface CallerSession {
   elicit?(params: ElicitRequest['params'], options: { timeoutMs: number; signal?: AbortSignal }): Promise<ElicitResult>;
   /** Whether the downstream connection is still there to receive an answer. */
   isLive(): boolean;
+  /**
+   * One `ping` round trip to the client on the call's stream: resolves when it answers, rejects
+   * when the connection closes first or `timeoutMs` passes. The router's liveness proof after an
+   * approval (seed 003); absent for callers with no connection (the HTTP API).
+   */
+  ping?(options: { timeoutMs: number; signal?: AbortSignal }): Promise<void>;
   /** Sends an MCP log notification to this session at `level` (publish stage). */
   log?(level: 'debug' | 'info' | 'warning' | 'error', data: unknown): void;
 }
@@ -55,6 +61,12 @@ export interface CallRequest {
   readonly meta?: Record<string, unknown>;
   /** Aborted when the downstream client cancels. */
   readonly signal: AbortSignal;
+  /**
+   * Aborts `signal`: given by a caller that owns it and lets the broker abort it too (deadline,
+   * shutdown), so a call needs no second signal; absent, the broker wraps `signal` in its own.
+   * Node 20's AbortSignal costs microseconds a call (issue 6).
+   */
+  readonly abort?: (reason: unknown) => void;
   /** Forwards progress to the downstream client; absent when it sent no progress token. */
   readonly onProgress?: (update: ProgressUpdate) => void;
   /** Re-issues upstream→client requests (sampling, elicitation, roots) to the calling session. */
@@ -101,6 +113,8 @@ export interface BrokerCall {
   hardDeadline?: number;
   /** Aborted at the deadline or on downstream cancel; what the invoke stage passes upstream. */
   signal: AbortSignal;
+  /** Aborts `signal` with a reason (the deadline stage's `DeadlineExceeded`); set by the broker. */
+  abort?: (reason: unknown) => void;
   /** Whether the tool counts as read-only (retry, read-only mode). */
   readOnly?: boolean;
   /** Upstream invocations made (0 when refused before invoke). */

@@ -1,17 +1,18 @@
 /**
  * The broker's own tools (DESIGN.md "Folders": builtins/, all served through router/):
  * `broker__reconnect` (seed 004_359de2f3ce5e2188.txt) under server `broker`, and the estate
- * relay's `estate__*` tools (issue 4) under server `estate`. Registered as function tools, so
+ * relay's `estate__*` tools (issue 4) under server `estate`, when served (`estateServed`). Registered as function tools, so
  * every call to them passes the same broker path as an upstream call.
  */
 import type { LoadedConfig } from '../config/load.js';
 import type { ToolRouter } from '../router/router.js';
 import type { Clock } from '../shared/clock.js';
+import type { Logger } from '../shared/logger.js';
 import type { Scrubber } from '../shared/scrub.js';
 import { SqliteStore } from '../store/sqlite.js';
 import type { Store } from '../store/store.js';
 import type { Registry } from '../upstream/registry.js';
-import { estateTools, type ProposalStore } from './estate/index.js';
+import { estateServed, estateTools, type ProposalStore } from './estate/index.js';
 import { RECONNECT_CAPABILITY, reconnectTool } from './reconnect.js';
 
 /** What the builtins need of the gateway. */
@@ -21,6 +22,7 @@ export interface BuiltinHost {
   readonly registry: Registry;
   readonly scrubber: Scrubber;
   readonly clock: Clock;
+  readonly logger: Logger;
   /** The gateway's durable store, when it has one; otherwise the builtins open their own in `broker.dataDir`. */
   readonly store?: Store;
 }
@@ -37,7 +39,9 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
   let own: SqliteStore | undefined;
   const store = (): ProposalStore => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir));
   host.router.register([reconnectTool({ registry: host.registry, scrubber: host.scrubber })], { server: 'broker' });
-  host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock }), { server: 'estate' });
+  if (estateServed(host.config.estate, host.logger)) {
+    host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock }), { server: 'estate' });
+  }
   const experimental: Record<string, object> = {};
   // Advertised where there is something to re-dial (seed 004: the capability bit and the verb derive from the same facts).
   if (host.registry.upstreams.length > 0) experimental[RECONNECT_CAPABILITY] = { tool: 'broker__reconnect' };
@@ -51,4 +55,4 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
 }
 
 export { reconnectTool, RECONNECT_CAPABILITY, ReconnectAnswerSchema, REASON_MAX_CHARS, type ReconnectAnswer } from './reconnect.js';
-export { estateTools, type EstateOptions } from './estate/index.js';
+export { estateServed, estateTools, type EstateOptions } from './estate/index.js';

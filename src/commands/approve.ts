@@ -4,13 +4,15 @@
  * reads it on the tool's next call; issue 3 §1, §11).
  *
  * - approve: satisfies `ask` (policy rules, `policy.default`, `policy.firstUse`) for the
- *   principal (`--principal`, default every principal), and re-pins a tool whose definition
- *   changed to the definition the broker last saw, so it is no longer `unregistered`.
+ *   principal (`--principal`, default every principal), and re-pins an upstream tool whose
+ *   definition changed to the definition the broker last saw, so it is no longer
+ *   `unregistered`. Built-in and function tools are never pinned; the note says so.
  * - revoke: the tool needs approval again before it runs for the principal (an `ask`), and its
  *   remembered first uses are forgotten. A `deny` still denies.
  * Returns the exit code: 0, or 2 for a bad tool name.
  */
 import type { LoadedConfig } from '../config/load.js';
+import { RESERVED_SERVER_NAMES } from '../config/schema.js';
 import { EVERY_PRINCIPAL, SqliteStore, type Store } from '../store/index.js';
 import { NAME_PATTERN } from '../upstream/naming.js';
 import { EXIT_OK, EXIT_USAGE, type CommandIo } from './io.js';
@@ -29,7 +31,7 @@ export async function approveCommand(config: LoadedConfig, tool: string, options
     await store.setApproval({ tool, principal, decision: 'approved', at, by: 'cli' });
     io.stdout.write(`approved ${tool} for ${who(principal)}\n`);
     if (pin) io.stdout.write(`re-pinned ${tool} to its changed definition (sha256 ${pin.hash.slice(0, 12)}…); it runs again\n`);
-    else if (!(await store.getPin(tool))) io.stdout.write(`note: ${tool} has no pin yet; the broker pins a tool when it first sees it\n`);
+    else if (!(await store.getPin(tool))) io.stdout.write(`note: ${noPinNote(tool)}\n`);
   });
 }
 
@@ -65,6 +67,17 @@ async function withStore(
     if (!options.store) await store.close();
   }
   return EXIT_OK;
+}
+
+/**
+ * Why `tool` has no pin. Only upstream tools are pinned: the broker's own tools (`broker__*`,
+ * `estate__*`) and function tools (servers.json `functions`) ship with their definition and
+ * never are, so the approval alone applies to them.
+ */
+function noPinNote(tool: string): string {
+  const builtin = RESERVED_SERVER_NAMES.find((r) => tool.toLowerCase().startsWith(`${r}__`));
+  if (builtin) return `${tool} is one of the broker's own tools (${builtin}__*); these are never pinned, so the approval is all it needs`;
+  return `${tool} has no pin: the broker pins an upstream tool when it first lists it; a function tool (servers.json "functions") is never pinned, so for one the approval is all it needs`;
 }
 
 function who(principal: string): string {

@@ -175,7 +175,15 @@ function redact(err: ConfigError, secrets: readonly string[]): ConfigError {
   return changed ? new ConfigError(path, text) : err;
 }
 
-/** The first zod issue as a ConfigError; the bad value is named only when it cannot be a secret. */
+/** `text` with the userinfo of every URL in it (`//user:pass@`) replaced by `//***@`. */
+function hideUserinfo(text: string): string {
+  return text.replace(/\/\/[^/?#\s]*@/g, '//***@');
+}
+
+/**
+ * The first zod issue as a ConfigError; the bad value is named only when it cannot be a secret,
+ * and never with the credentials of a URL in it.
+ */
 function fromZod(error: z.ZodError, input: unknown): ConfigError {
   const issue = error.issues[0]!;
   const path = formatPath(issue.path);
@@ -186,7 +194,7 @@ function fromZod(error: z.ZodError, input: unknown): ConfigError {
   if (issue.code === 'unrecognized_keys') {
     message = `unknown field(s): ${(issue as { keys?: string[] }).keys?.join(', ')}`;
   } else if (!sensitive && bad !== undefined && (typeof bad !== 'object' || bad === null)) {
-    message += ` (got ${JSON.stringify(bad)})`;
+    message += ` (got ${JSON.stringify(typeof bad === 'string' ? hideUserinfo(bad) : bad)})`;
   }
   const more = error.issues.length > 1 ? ` (and ${error.issues.length - 1} more problem(s))` : '';
   return new ConfigError(path || '(root)', message + more);

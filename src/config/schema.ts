@@ -311,6 +311,8 @@ export const httpSchema = z
 
 export const estateSchema = z
   .object({
+    /** Whether the `estate__*` tools are served at all (they are not either when `root` is not a folder at start). */
+    enabled: z.boolean().default(true),
     /** The folder the estate relay serves, relative to `servers.json`. */
     root: z.string().default('./workspace'),
     /** Largest read, in bytes. */

@@ -1,4 +1,4 @@
-export { ToolRouter, DEFAULT_ASK_TIMEOUT_MS, type PrimaryHandler, type RouterOutcome, type RouterOptions } from './router.js';
+export { ToolRouter, DEFAULT_ASK_TIMEOUT_MS, LIVENESS_PING_TIMEOUT_MS, type PrimaryHandler, type RouterOutcome, type RouterOptions } from './router.js';
 export {
   defineFunctionTool,
   isFunctionTool,

@@ -5,8 +5,9 @@
  * UTF-8 sequence, so a character split across chunks is decoded whole. A line is concatenated
  * once, when its newline arrives: no re-scanning, no quadratic growth.
  */
+import type { Writable } from 'node:stream';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { encodeMessage, parseResponseLine, RAW_MIN_BYTES } from './raw-json.js';
+import { encodeMessage, messageIdFromEnds, parseResponseLine, RAW_MIN_BYTES, type MessageEnds } from './raw-json.js';
 
 /** Default upper bound of one message, in bytes: 64 MiB. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
@@ -18,15 +19,25 @@ export interface FramerEvents {
   message(message: JSONRPCMessage): void;
   /** A line that is not JSON (a stray log line): never fatal. */
   noise(line: string): void;
-  /** A line longer than the limit: dropped, its length reported, the stream goes on. */
-  oversize(bytes: number): void;
+  /**
+   * A line longer than the limit: dropped, its length reported, the stream goes on. `ends` has
+   * the message's id (and whether it is a request or a response) when its first or last bytes
+   * show it, so the request it is or answers can get an error instead of waiting forever.
+   */
+  oversize(bytes: number, ends?: MessageEnds): void;
 }
+
+/** Bytes kept from each end of an oversize line, to find its id. */
+const ENDS_BYTES = 512;
 
 /** Splits a byte stream into JSON messages. */
 export class LineFramer {
   private chunks: Buffer[] = [];
   private buffered = 0;
   private skipping = false;
+  /** While skipping: the first and the last bytes of the line. */
+  private head?: Buffer;
+  private tail?: Buffer;
 
   constructor(
     private readonly events: FramerEvents,
@@ -51,26 +62,46 @@ export class LineFramer {
     this.chunks = [];
     this.buffered = 0;
     this.skipping = false;
+    this.head = this.tail = undefined;
   }
 
   private take(part: Buffer): void {
     if (part.length === 0) return;
     this.buffered += part.length;
-    if (this.skipping) return;
+    if (this.skipping) {
+      this.keepTail(part);
+      return;
+    }
     if (this.buffered > this.maxMessageBytes) {
       this.skipping = true;
+      this.chunks.push(part);
+      const first: Buffer[] = [];
+      let kept = 0;
+      for (const c of this.chunks) {
+        if (kept >= ENDS_BYTES) break;
+        first.push(c.subarray(0, ENDS_BYTES - kept));
+        kept += first[first.length - 1]!.length;
+      }
+      this.head = Buffer.concat(first);
+      for (const c of this.chunks) this.keepTail(c);
       this.chunks = [];
       return;
     }
     this.chunks.push(part);
   }
 
+  private keepTail(part: Buffer): void {
+    const joined = this.tail ? Buffer.concat([this.tail, part.subarray(-ENDS_BYTES)]) : part;
+    this.tail = Buffer.from(joined.subarray(-ENDS_BYTES));
+  }
+
   private finishLine(): void {
     const bytes = this.buffered;
     const skipped = this.skipping;
     const line = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, bytes);
+    const { head, tail } = this;
     this.reset();
-    if (skipped) return this.events.oversize(bytes);
+    if (skipped) return this.events.oversize(bytes, head && tail ? messageIdFromEnds(head, tail) : undefined);
     if (!line || line.length === 0) return;
     if (bytes >= RAW_MIN_BYTES) {
       // A large response: parse only its result, and remember its bytes for pass-through.
@@ -103,6 +134,15 @@ function firstNonSpace(text: string): string {
   return '';
 }
 
+/**
+ * The error a dropped oversize message turns into: the answer to the request it was (to send
+ * back), or in place of the response it was (to deliver), so no request waits for it.
+ */
+export function oversizeError(ends: MessageEnds, bytes: number, maxMessageBytes: number, who: string): JSONRPCMessage {
+  const message = `${who} message of ${bytes} bytes is over maxMessageBytes (${maxMessageBytes} bytes); dropped`;
+  return { jsonrpc: '2.0', id: ends.id, error: { code: ends.kind === 'request' ? -32600 : -32603, message } } as JSONRPCMessage;
+}
+
 /** One message as a line of JSON. */
 export function serializeMessage(message: JSONRPCMessage): string {
   return JSON.stringify(message) + '\n';
@@ -110,11 +150,17 @@ export function serializeMessage(message: JSONRPCMessage): string {
 
 /**
  * Writes one message as a line: a result that passes through unchanged goes out as the bytes
- * it arrived in (`raw-json.ts`). Resolves once the stream took every byte (backpressure);
+ * it arrived in (`raw-json.ts`). Writes made in one burst of work are corked until
+ * `process.nextTick`, so they leave together. Resolves once the stream took every byte (backpressure);
  * rejects on a write error.
  */
-export function writeMessage(stream: NodeJS.WritableStream, message: JSONRPCMessage): Promise<void> {
+export function writeMessage(stream: NodeJS.WritableStream & Partial<Writable>, message: JSONRPCMessage): Promise<void> {
   const encoded = encodeMessage(message);
+  // Messages sent in one burst of work leave in one system call (writev) when the burst ends.
+  if (stream.cork && !stream.writableCorked) {
+    stream.cork();
+    setImmediate(() => stream.uncork!());
+  }
   return new Promise<void>((resolve, reject) => {
     const done = (err?: Error | null) => (err ? reject(err) : undefined);
     let ok: boolean;

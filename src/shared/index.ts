@@ -3,4 +3,5 @@ export { type Clock, systemClock, ManualClock } from './clock.js';
 export { newCallId, newSessionId } from './ids.js';
 export { createLogger, silentLogger, LOG_LEVELS, type Logger } from './logger.js';
 export { Scrubber, REDACTED, isCredentialField, CREDENTIAL_FIELD } from './scrub.js';
+export { JsonSchemas } from './json-schemas.js';
 export { LineFramer, serializeMessage, DEFAULT_MAX_MESSAGE_BYTES } from './framing.js';

@@ -124,6 +124,70 @@ function deepFreeze(value: object, depth: number): void {
   }
 }
 
+/** What the two ends of a message show: its id, and whether it is a response or a request. */
+export interface MessageEnds {
+  readonly id: string | number;
+  /** `response`: a `result` or `error` member was seen; `request`: a `method` member was. */
+  readonly kind: 'response' | 'request' | 'unknown';
+}
+
+/**
+ * The `id` of a message known only by its first and last bytes (a line dropped for its size),
+ * read from the plain members before its first object value and after its last one. Undefined
+ * when neither end shows it (a number or a string without escapes).
+ */
+export function messageIdFromEnds(head: Buffer, tail: Buffer): MessageEnds | undefined {
+  let id: string | number | undefined;
+  let kind: MessageEnds['kind'] = 'unknown';
+  const note = (key: string, value: unknown) => {
+    if (key === 'id' && (typeof value === 'string' || typeof value === 'number')) id ??= value;
+    if (key === 'method') kind = 'request';
+  };
+  let i = skipSpace(head, 0);
+  if (head[i] === OPEN) {
+    i++;
+    for (;;) {
+      const key = readString(head, skipSpace(head, i));
+      if (!key) break;
+      i = skipSpace(head, key.end);
+      if (head[i] !== COLON) break;
+      if (key.text === 'result' || key.text === 'error') {
+        if (kind === 'unknown') kind = 'response';
+        break;
+      }
+      const value = readScalar(head, skipSpace(head, i + 1));
+      if (!value) break;
+      note(key.text, value.value);
+      i = skipSpace(head, value.end);
+      if (head[i] !== COMMA) break;
+      i++;
+    }
+  }
+  let j = tail.length - 1;
+  while (j >= 0 && isSpace(tail[j])) j--;
+  if (tail[j] === CLOSE) {
+    j--;
+    for (;;) {
+      while (j >= 0 && isSpace(tail[j])) j--;
+      const value = readScalarBackwards(tail, j, -1);
+      if (!value) break;
+      let k = value.start - 1;
+      while (k >= 0 && isSpace(tail[k])) k--;
+      if (tail[k] !== COLON) break;
+      k--;
+      while (k >= 0 && isSpace(tail[k])) k--;
+      const key = readStringBackwards(tail, k, -1);
+      if (!key) break;
+      note(key.text, value.value);
+      k = key.start - 1;
+      while (k >= 0 && isSpace(tail[k])) k--;
+      if (tail[k] !== COMMA) break;
+      j = k - 1;
+    }
+  }
+  return id === undefined ? undefined : { id, kind };
+}
+
 interface Span {
   id: string | number;
   start: number;

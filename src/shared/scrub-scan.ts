@@ -137,41 +137,42 @@ export class AnchorScanner {
     const starts: number[] = [];
     let flagged = false;
     let sorted = true;
-    // The run of name characters that ends at the last `name` hit, to scan each run once.
-    let runEnd = -1;
+    // The run of name characters around the last `name` hit, and how far its boundaries were listed.
     let runStart = -1;
+    let lastHit = -1;
+    let listedTo = -1;
     this.scan(text, (index, p) => {
       const lead = this.anchors[index]!.lead;
-      let first: number;
       if (lead === 'flag') {
         flagged = true;
       } else if (lead === 'none') {
-        first = p;
         push(p);
       } else if (lead === 'url') {
         USER_PART.lastIndex = p + 3;
         const user = USER_PART.exec(text);
         const u = p + 3 + (user ? user[0].length : 0);
         if (user && text.charCodeAt(u) === 0x3a) push(u + 1);
-        return;
       } else {
-        // The run of [A-Za-z0-9_-] that ends just before p: reuse the last one when p is in it.
-        let r: number;
-        if (runEnd >= 0 && runEnd <= p && runEnd >= runStart) {
-          let k = p;
-          while (k > runEnd && isNameChar(text.charCodeAt(k - 1))) k--;
-          r = k === runEnd ? runStart : k;
-        } else {
-          r = p;
-          while (r > 0 && isNameChar(text.charCodeAt(r - 1))) r--;
+        // The run of [A-Za-z0-9_-] that ends just before p; the last hit's run when p is in it.
+        let r = p;
+        while (r > 0 && isNameChar(text.charCodeAt(r - 1))) {
+          if (r - 1 === lastHit) {
+            r = runStart; // everything from the last hit to p is name characters: the same run
+            break;
+          }
+          r--;
         }
-        runStart = r;
-        runEnd = p;
-        if (r > 0 && text.charCodeAt(r - 1) === 0x22) push(r - 1);
-        // The first word boundary in [r, p]: a credential-name match from a later one also matches from it.
-        first = r;
-        while (first < p && !(isWordChar(text.charCodeAt(first)) && (first === 0 || !isWordChar(text.charCodeAt(first - 1))))) first++;
-        push(first);
+        if (r !== runStart) {
+          runStart = r;
+          listedTo = r;
+          if (r > 0 && text.charCodeAt(r - 1) === 0x22) push(r - 1);
+        }
+        lastHit = p;
+        // Every word boundary in [r, p] can start a credential-name match (`\b` + name prefix).
+        for (let x = Math.max(listedTo, r); x <= p; x++) {
+          if (isWordChar(text.charCodeAt(x)) !== (x > 0 && isWordChar(text.charCodeAt(x - 1)))) push(x);
+        }
+        listedTo = Math.max(listedTo, p + 1);
       }
     });
     if (!sorted) starts.sort((a, b) => a - b);

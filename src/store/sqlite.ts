@@ -66,6 +66,20 @@ interface PinRow {
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
   private readonly stmt;
+  /**
+   * The hot reads of every call (a pin, an approval, a first use), answered from memory while no
+   * other connection has committed (`PRAGMA data_version`). That check is itself a read
+   * transaction (file-lock syscalls, a few µs), so it runs once per event-loop turn: a commit by
+   * another process (`mcp-broker approve`) is seen by every call the broker starts after it.
+   * Our own writes clear the cache (they do not move our data_version). Issue 6.
+   */
+  private readonly cache = {
+    version: -1,
+    checked: false,
+    pins: new Map<string, PinRow | undefined>(),
+    approvals: new Map<string, Approval | undefined>(),
+    uses: new Map<string, boolean>(),
+  };
 
   /**
    * Opens (creating when needed) the store in `dataDir`, or an in-memory one for `:memory:`.
@@ -93,6 +107,7 @@ export class SqliteStore implements Store {
     db.exec(SCHEMA);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
     this.stmt = {
+      dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
       getPin: db.prepare<[string], PinRow>('SELECT * FROM pins WHERE tool = ?'),
       insertPin: db.prepare<[string, string, string]>('INSERT INTO pins (tool, hash, pinned_at) VALUES (?, ?, ?) ON CONFLICT (tool) DO NOTHING'),
       setPending: db.prepare<[string, string, string, string]>(
@@ -138,9 +153,12 @@ export class SqliteStore implements Store {
   }
 
   async observePin(tool: string, hash: string, at: string): Promise<PinState> {
-    // The common case, a known tool unchanged, is one read and no write lock.
-    const known = this.stmt.getPin.get(tool);
+    // The common case, a known tool unchanged, is one read (from memory) and no write lock.
+    const pins = this.fresh().pins;
+    let known = pins.get(tool);
+    if (known === undefined && !pins.has(tool)) pins.set(tool, (known = this.stmt.getPin.get(tool)));
     if (known && known.hash === hash && known.pending_hash === null) return 'same';
+    this.invalidate();
     return this.db.transaction((): PinState => {
       if (this.stmt.insertPin.run(tool, hash, at).changes === 1) return 'new';
       const row = this.stmt.getPin.get(tool)!;
@@ -154,6 +172,7 @@ export class SqliteStore implements Store {
   }
 
   async repin(tool: string, at: string, hash?: string): Promise<ToolPin | undefined> {
+    this.invalidate();
     return this.db.transaction((): ToolPin | undefined => {
       const target = hash ?? this.stmt.getPin.get(tool)?.pending_hash ?? undefined;
       if (!target) return undefined;
@@ -167,10 +186,15 @@ export class SqliteStore implements Store {
   }
 
   async getApproval(tool: string, principal: string): Promise<Approval | undefined> {
-    return this.stmt.getApproval.get(tool, principal, principal);
+    const approvals = this.fresh().approvals;
+    const key = `${tool}\u0000${principal}`;
+    let found = approvals.get(key);
+    if (found === undefined && !approvals.has(key)) approvals.set(key, (found = this.stmt.getApproval.get(tool, principal, principal)));
+    return found;
   }
 
   async setApproval(a: Approval): Promise<void> {
+    this.invalidate();
     this.db
       .transaction(() => {
         if (a.principal === EVERY_PRINCIPAL) this.stmt.deleteApprovals.run(a.tool);
@@ -184,14 +208,20 @@ export class SqliteStore implements Store {
   }
 
   async hasUsed(tool: string, principal: string): Promise<boolean> {
-    return this.stmt.hasUsed.get(tool, principal) !== undefined;
+    const uses = this.fresh().uses;
+    const key = `${tool}\u0000${principal}`;
+    let used = uses.get(key);
+    if (used === undefined) uses.set(key, (used = this.stmt.hasUsed.get(tool, principal) !== undefined));
+    return used;
   }
 
   async markUsed(tool: string, principal: string, at: string): Promise<void> {
+    this.invalidate();
     this.stmt.markUsed.run(tool, principal, at);
   }
 
   async clearUses(tool: string, principal: string): Promise<number> {
+    this.invalidate();
     const r = principal === EVERY_PRINCIPAL ? this.stmt.clearUsesAll.run(tool) : this.stmt.clearUsesOne.run(tool, principal);
     return r.changes;
   }
@@ -216,6 +246,26 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
+  }
+
+  /** The read cache, emptied first when another connection committed since the last look (once per turn). */
+  private fresh(): SqliteStore['cache'] {
+    const cache = this.cache;
+    if (cache.checked) return cache;
+    cache.checked = true;
+    setImmediate(() => (cache.checked = false));
+    const version = this.stmt.dataVersion.get() as number;
+    if (version !== cache.version) {
+      this.invalidate();
+      cache.version = version;
+    }
+    return cache;
+  }
+
+  private invalidate(): void {
+    this.cache.pins.clear();
+    this.cache.approvals.clear();
+    this.cache.uses.clear();
   }
 }
 

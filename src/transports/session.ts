@@ -38,6 +38,7 @@ import { BrokerError, messageOf } from '../shared/errors.js';
 import { newSessionId } from '../shared/ids.js';
 import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
+import { routeToolsCallDirectly, type DirectCallExtra } from './direct-tools-call.js';
 import { guardRequestIds } from './request-ids.js';
 
 /** What this server declares to every downstream client. */
@@ -138,6 +139,7 @@ export class DownstreamSession {
   async connect(transport: Transport): Promise<void> {
     const onclose = () => void this.close();
     await this.server.connect(transport);
+    routeToolsCallDirectly(this.server, transport, (params, extra) => this.callTool(params, extra));
     guardRequestIds(transport, {
       onInitialize: (caps) => this.options.onInitialize?.(caps),
     });
@@ -167,6 +169,10 @@ export class DownstreamSession {
           }
         : undefined,
       isLive: () => !session.closed,
+      ping: async ({ timeoutMs, signal }) => {
+        const opts = { timeout: timeoutMs, signal };
+        await (sendRequest ? sendRequest({ method: 'ping' }, AnyResult, opts) : this.server.request({ method: 'ping' }, AnyResult, opts));
+      },
       log: (level, data) => session.sendLog(level, data, 'mcp-broker'),
     };
   }
@@ -219,6 +225,44 @@ export class DownstreamSession {
     void Promise.resolve(send).catch(() => undefined);
   }
 
+  /** Serves one `tools/call` through the broker; the SDK handler and the direct lane both land here. */
+  private async callTool(
+    params: z.infer<typeof CallToolRequestLight>['params'],
+    extra: Pick<DirectCallExtra, 'signal' | 'sendNotification' | 'sendRequest'> & Partial<Pick<DirectCallExtra, 'abort'>>,
+  ): Promise<unknown> {
+    const gw = this.gateway;
+    await gw.ready;
+    const { name, arguments: args, _meta } = params;
+    const target = gw.router.resolve(name);
+    if (!target) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    const { progressToken, ...meta } = _meta ?? {};
+    let last = -Infinity;
+    const answer = await gw.broker.call(
+      {
+        name,
+        args: args ?? {},
+        meta: Object.keys(meta).length ? meta : undefined,
+        signal: extra.signal,
+        abort: extra.abort,
+        onProgress:
+          progressToken === undefined
+            ? undefined
+            : (update) => {
+                if (update.progress < last) return;
+                last = update.progress;
+                void extra.sendNotification({ method: 'notifications/progress', params: { ...update, progressToken } }).catch(() => undefined);
+              },
+        // Bounded by the broker's hard cap, never the SDK's hidden 60 s default (F18); the call's deadline aborts it sooner.
+        onServerRequest: this.serverRequestRoute((request, signal) =>
+          extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.maxTotalTimeoutMs }),
+        ),
+      },
+      this.caller((r, s, o) => extra.sendRequest(r as never, s, o)),
+      target,
+    );
+    return answer.result;
+  }
+
   private installHandlers(): void {
     const gw = this.gateway;
     const server = this.server;
@@ -229,40 +273,11 @@ export class DownstreamSession {
     });
 
     // Installed below the SDK Server's wrapper, which re-validates (and copies) every result.
-    Protocol.prototype.setRequestHandler.call(server, CallToolRequestLight as never, (async (
+    // Well-formed calls do not reach it: connect() routes them straight to callTool (issue 6).
+    Protocol.prototype.setRequestHandler.call(server, CallToolRequestLight as never, ((
       req: z.infer<typeof CallToolRequestLight>,
       extra: Parameters<Parameters<Server['setRequestHandler']>[1]>[1],
-    ) => {
-      await gw.ready;
-      const { name, arguments: args, _meta } = req.params;
-      const target = gw.router.resolve(name);
-      if (!target) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
-      const { progressToken, ...meta } = _meta ?? {};
-      let last = -Infinity;
-      const answer = await gw.broker.call(
-        {
-          name,
-          args: args ?? {},
-          meta: Object.keys(meta).length ? meta : undefined,
-          signal: extra.signal,
-          onProgress:
-            progressToken === undefined
-              ? undefined
-              : (update) => {
-                  if (update.progress < last) return;
-                  last = update.progress;
-                  void extra.sendNotification({ method: 'notifications/progress', params: { ...update, progressToken } }).catch(() => undefined);
-                },
-          // Bounded by the broker's hard cap, never the SDK's hidden 60 s default (F18); the call's deadline aborts it sooner.
-          onServerRequest: this.serverRequestRoute((request, signal) =>
-            extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.maxTotalTimeoutMs }),
-          ),
-        },
-        this.caller((r, s, o) => extra.sendRequest(r as never, s, o)),
-        target,
-      );
-      return answer.result;
-    }) as never);
+    ) => this.callTool(req.params, extra)) as never);
 
     server.setRequestHandler(ListPromptsRequestSchema, async () => {
       await gw.ready;

@@ -2,12 +2,13 @@
  * The server side of stdio: our own `Transport` over the process's stdin/stdout with the same
  * linear framing as upstream children (issue 6 §3). The SDK's `StdioServerTransport` refuses
  * messages over 10 MiB and grows its buffer quadratically; this one is linear and bounded by
- * `maxMessageBytes`. A line that is not JSON gets a JSON-RPC parse error (-32700), and serving goes on.
+ * `maxMessageBytes`. A line that is not JSON gets a JSON-RPC parse error (-32700), and serving goes on;
+ * a request over the limit gets -32600 naming the limit (with its id when its ends show it).
  */
 import type { Readable, Writable } from 'node:stream';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { LineFramer, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
+import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
 
 export class StdioServerTransport implements Transport {
   onclose?: () => void;
@@ -28,8 +29,11 @@ export class StdioServerTransport implements Transport {
       {
         message: (m) => this.onmessage?.(m),
         noise: () => void this.writeError(-32700, 'Parse error: a line on stdin is not JSON'),
-        oversize: (bytes) =>
-          void this.writeError(-32600, `Request too large: ${bytes} bytes exceeds maxMessageBytes ${maxMessageBytes}`),
+        oversize: (bytes, ends) => {
+          // A client's answer to one of our requests that is too large fails that request at once.
+          if (ends?.kind === 'response') return this.onmessage?.(oversizeError(ends, bytes, maxMessageBytes, 'the client'));
+          void this.writeError(-32600, `Request too large: ${bytes} bytes exceeds maxMessageBytes ${maxMessageBytes}`, ends?.id ?? null);
+        },
       },
       maxMessageBytes,
     );
@@ -56,7 +60,7 @@ export class StdioServerTransport implements Transport {
     this.onclose?.();
   }
 
-  private writeError(code: number, message: string): Promise<void> {
-    return this.send({ jsonrpc: '2.0', id: null, error: { code, message } } as unknown as JSONRPCMessage);
+  private writeError(code: number, message: string, id: string | number | null = null): Promise<void> {
+    return this.send({ jsonrpc: '2.0', id, error: { code, message } } as unknown as JSONRPCMessage);
   }
 }

@@ -4,7 +4,8 @@
  * F09, F10). Implements the SDK's `Transport`.
  *
  * - stdout and stderr are drained concurrently; stderr lines go to our log, never our stdout.
- * - a non-JSON stdout line is logged and skipped (F07); an oversize line is logged and dropped.
+ * - a non-JSON stdout line is logged and skipped (F07); an oversize line is logged and dropped,
+ *   and when it was a response, its request fails at once with an error naming the limit.
  * - `send` honours backpressure: it resolves once the pipe took the bytes.
  * - `close()` ends stdin, waits `closeGraceMs`, then SIGTERMs and finally SIGKILLs the whole
  *   process group, so `sh -c` wrappers and grandchildren go too (F09). Whenever the child exits
@@ -16,7 +17,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { BrokerError } from '../shared/errors.js';
-import { LineFramer, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
+import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
 import type { Logger } from '../shared/logger.js';
 
 export interface ChildTransportOptions {
@@ -77,6 +78,68 @@ async function reapGroup(pgid: number, graceMs: number): Promise<void> {
   }
 }
 
+/** What a stdio upstream is started with. */
+export type ChildSpawnSpec = Pick<ChildTransportOptions, 'command' | 'args' | 'cwd' | 'env'>;
+
+function spawnChild(spec: ChildSpawnSpec): ChildProcess {
+  return spawn(spec.command, [...spec.args], {
+    cwd: spec.cwd,
+    env: spec.env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+    detached: process.platform !== 'win32',
+    windowsHide: true,
+  });
+}
+
+interface ParkedChild {
+  readonly child: ChildProcess;
+  spawned: boolean;
+  failed: boolean;
+}
+
+/** Children started ahead of their first dial, by spawn spec, oldest first. */
+const parked = new Map<string, ParkedChild[]>();
+const specKey = (spec: ChildSpawnSpec) => JSON.stringify([spec.command, spec.args, spec.cwd ?? null, spec.env]);
+
+/**
+ * Starts a stdio upstream's process now, before its first dial, so it loads while the broker
+ * does (cold start, issue 6); the first {@link ChildProcessTransport} with the same spec adopts
+ * it and only then speaks to it (its `initialize` still waits for the downstream client). A child
+ * that failed to start or exited meanwhile is dropped, and the transport spawns afresh (the
+ * error is then reported as usual). Never throws; ended with the process like any child.
+ */
+export function prespawnChild(spec: ChildSpawnSpec): void {
+  installExitHook();
+  let child: ChildProcess;
+  try {
+    child = spawnChild(spec);
+  } catch {
+    return;
+  }
+  const entry: ParkedChild = { child, spawned: false, failed: false };
+  child.once('error', () => (entry.failed = true));
+  child.once('exit', () => (entry.failed = true));
+  child.once('spawn', () => {
+    entry.spawned = true;
+    if (child.pid) liveGroups.add(child.pid);
+  });
+  const key = specKey(spec);
+  parked.set(key, [...(parked.get(key) ?? []), entry]);
+}
+
+/** A parked child for `spec` that is still alive, if any. */
+function adoptParked(spec: ChildSpawnSpec): ParkedChild | undefined {
+  const key = specKey(spec);
+  const list = parked.get(key);
+  while (list?.length) {
+    const entry = list.shift()!;
+    if (!entry.failed && entry.child.exitCode === null && entry.child.signalCode === null) return entry;
+    if (entry.child.pid) killGroup(entry.child.pid, 'SIGKILL');
+  }
+  parked.delete(key);
+  return undefined;
+}
+
 function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(process.platform === 'win32' ? pid : -pid, signal);
@@ -108,8 +171,11 @@ export class ChildProcessTransport implements Transport {
       {
         message: (m) => this.onmessage?.(m),
         noise: (line) => log.warn({ line: line.slice(0, 2000) }, 'upstream wrote a non-JSON line to stdout; skipped'),
-        oversize: (bytes) =>
-          log.error({ bytes, maxMessageBytes: this.maxBytes }, 'upstream sent a message over maxMessageBytes; dropped'),
+        oversize: (bytes, ends) => {
+          log.error({ bytes, maxMessageBytes: this.maxBytes }, 'upstream sent a message over maxMessageBytes; dropped');
+          // A dropped response becomes an error response, so the request it answers fails now, not at its deadline.
+          if (ends?.kind === 'response') this.onmessage?.(oversizeError(ends, bytes, this.maxBytes, 'the upstream'));
+        },
       },
       this.maxBytes,
     );
@@ -132,17 +198,12 @@ export class ChildProcessTransport implements Transport {
   start(): Promise<void> {
     if (this.child) throw new BrokerError('transport_started', 'transport already started');
     installExitHook();
-    const { command, args, cwd, env } = this.options;
+    const { command } = this.options;
     return new Promise<void>((resolve, reject) => {
+      const adopted = adoptParked(this.options);
       let child: ChildProcess;
       try {
-        child = spawn(command, [...args], {
-          cwd,
-          env,
-          stdio: ['pipe', 'pipe', 'pipe'],
-          detached: process.platform !== 'win32',
-          windowsHide: true,
-        });
+        child = adopted?.child ?? spawnChild(this.options);
       } catch (err) {
         return reject(spawnError(command, err));
       }
@@ -152,11 +213,13 @@ export class ChildProcessTransport implements Transport {
         if (!started) return reject(spawnError(command, err));
         this.onerror?.(err);
       });
-      child.once('spawn', () => {
+      const onSpawn = () => {
         started = true;
         if (child.pid) liveGroups.add(child.pid);
         resolve();
-      });
+      };
+      if (adopted?.spawned) onSpawn();
+      else child.once('spawn', onSpawn);
       this.exited = new Promise<void>((done) => {
         child.once('close', (code, signal) => {
           const pid = child.pid;

@@ -39,7 +39,7 @@ import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from './direct-calls.js';
-import { childEnv } from './spawn-env.js';
+import { stdioSpawnSpec } from './prespawn.js';
 import type {
   CallOptions,
   CatalogKind,
@@ -244,12 +244,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private createTransport(): Transport {
     const config = this.options.config;
     if ('command' in config) {
-      const command = config.command === 'node' ? (this.options.nodePath ?? process.execPath) : config.command;
       return new ChildProcessTransport({
-        command,
-        args: config.args,
-        cwd: config.cwd,
-        env: childEnv([...this.options.inheritEnv, ...config.inheritEnv], config.env),
+        ...stdioSpawnSpec(config, this.options.inheritEnv, this.options.nodePath),
         logger: this.options.logger,
         maxMessageBytes: this.options.maxMessageBytes,
       });

@@ -81,6 +81,15 @@ describe('estate__search', () => {
     expect(structured(await estate.run('estate__search', { query: 'second' })).hits).toEqual([]);
   });
 
+  it('a file cut at estate.maxBytes was reported as truncated: false; now truncated: true with filesCut', async () => {
+    // maxBytes is 8: a.txt (23 bytes) is cut, sub/b.txt (6 bytes) is not.
+    expect(structured(await estate.run('estate__search', { query: 'bravo', path: 'sub' }))).toMatchObject({ truncated: false, filesCut: 0, hits: [{ path: 'sub/b.txt' }] });
+    const cut = structured(await estate.run('estate__search', { query: 'alpha', path: 'a.txt' }));
+    expect(cut).toMatchObject({ truncated: true, filesCut: 1, filesScanned: 1 });
+    expect(cut.hits).toHaveLength(1);
+    expect(structured(await estate.run('estate__search', { query: 'second', path: 'a.txt' }))).toMatchObject({ hits: [], truncated: true, filesCut: 1 });
+  });
+
   it('finds literal text case-insensitively, without following symlinks, bounded by estate.maxResults', async () => {
     await estate.close();
     estate = makeEstate({ maxBytes: 1024, maxResults: 3 });
@@ -90,6 +99,7 @@ describe('estate__search', () => {
       { path: 'a.txt', line: 2, text: 'second line' },
     ]);
     expect(found.truncated).toBe(false);
+    expect(found.filesCut).toBe(0);
     expect(structured(await estate.run('estate__search', { query: 'LINE', caseSensitive: true })).hits).toEqual([]);
     // bravo is in sub/b.txt only; link-sub (a symlink to sub) is not walked.
     expect(structured(await estate.run('estate__search', { query: 'bravo' })).hits).toEqual([{ path: 'sub/b.txt', line: 1, text: 'bravo' }]);

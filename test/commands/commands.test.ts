@@ -132,6 +132,20 @@ describe('mcp-broker approve / revoke', () => {
     await store.close();
   });
 
+  it('approve of a built-in tool said it "has no pin yet; the broker pins a tool when it first sees it": built-ins are never pinned', async () => {
+    const store = SqliteStore.open(':memory:');
+    let r = io();
+    expect(await approveCommand(config, 'estate__apply_proposal', { store }, r.io)).toBe(0);
+    expect(r.out.stdout).toContain('approved estate__apply_proposal for every principal');
+    expect(r.out.stdout).toContain("estate__apply_proposal is one of the broker's own tools (estate__*); these are never pinned");
+    expect(r.out.stdout).not.toContain('pins a tool when it first sees it');
+    expect((await store.getApproval('estate__apply_proposal', 'local'))?.decision).toBe('approved');
+    r = io();
+    expect(await approveCommand(config, 'get_weather', { store }, r.io)).toBe(0);
+    expect(r.out.stdout).toContain('get_weather has no pin: the broker pins an upstream tool when it first lists it; a function tool');
+    await store.close();
+  });
+
   it('a bad tool name or unknown principal is exit 2', async () => {
     let r = io();
     expect(await approveCommand(config, 'fs/write file', {}, r.io)).toBe(2);

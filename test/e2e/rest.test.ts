@@ -37,7 +37,9 @@ function petstore(serverUrl: string): object {
       },
       '/pets/{petId}': { get: { operationId: 'getPet', parameters: [{ name: 'petId', in: 'path', required: true, schema: { type: 'string' } }], responses: ok } },
     },
-    components: { schemas: { NewPet: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } } } },
+    components: {
+      schemas: { NewPet: { type: 'object', required: ['name'], properties: { name: { type: 'string' }, age: { type: 'integer', minimum: 0 } } } },
+    },
   };
 }
 
@@ -59,7 +61,7 @@ function servers(): Record<string, unknown> {
         flaky_search: { method: 'POST', path: '/flaky/{key}', readOnly: true, args: { key: { in: 'path' } } },
         status: { path: '/status/{code}', args: { code: { in: 'path' } } },
         redirect: { path: '/redirect', args: { to: { in: 'query' } } },
-        slow: { path: '/slow', timeoutMs: 500, args: { ms: { in: 'query' } } },
+        slow: { path: '/slow', timeoutMs: 500, args: { ms: { in: 'query', schema: { type: 'integer' } } } },
       },
     },
     pets: { type: 'rest', openapi: join(specDir, 'pets.json'), operations: ['getPet', 'createPet'] },
@@ -136,6 +138,17 @@ describe('rest upstreams through the CLI', () => {
     expect(outcomeOf(result)).toBe('ok');
     expect(api.requests.map((r) => [r.method, r.url, r.body])).toEqual([['POST', '/api/pets', '{"name":"Rex"}']]);
     expect((await call('pets__getPet', { petId: '7' })).structuredContent).toMatchObject({ path: '/api/pets/7' });
+  });
+
+  it('arguments outside the inputSchema (a string for an integer, below an OpenAPI minimum) were sent: now invalid_arguments, unsent', async () => {
+    for (const age of ['three', -4]) {
+      const result = await call('pets__createPet', { name: 'Rex', age });
+      expect(result.isError).toBe(true);
+      expect(outcomeOf(result)).toBe('invalid_arguments');
+      expect(text(result)).toContain('data/age must be');
+      expect((await lastRecord()).outcome).toBe('invalid_arguments');
+    }
+    expect(api.requests).toHaveLength(0);
   });
 
   it('a path value that would leave the pinned prefix is guard_error / rest_host_escape, unsent', async () => {

@@ -10,7 +10,7 @@ import { Broker } from '../../src/broker/broker.js';
 import { deadlineStage } from '../../src/broker/deadline.js';
 import { invokeStage } from '../../src/broker/invoke.js';
 import type { BrokerCall, CallerSession } from '../../src/broker/types.js';
-import { defineFunctionTool, ToolDeniedError, type PrimaryHandler, ToolRouter } from '../../src/router/index.js';
+import { defineFunctionTool, LIVENESS_PING_TIMEOUT_MS, ToolDeniedError, type PrimaryHandler, ToolRouter } from '../../src/router/index.js';
 import { BrokerError } from '../../src/shared/errors.js';
 import { ManualClock } from '../../src/shared/clock.js';
 import { silentLogger } from '../../src/shared/logger.js';
@@ -247,6 +247,28 @@ describe('ToolRouter: requireApproval', () => {
     const again = makeCall('launch', { target: 'moon' }, { ...caller, isLive: () => false, elicit: async () => ({ action: 'accept' }) });
     await expect(router.dispatch(again)).rejects.toMatchObject({ code: 'cancelled' });
     expect(ran.n).toBe(0);
+  });
+
+  it('an accept whose connection closed right after (isLive still true) ran the handler: now the liveness ping fails and it does not run', async () => {
+    const router = newRouter();
+    const ran = { n: 0 };
+    router.register([gated(ran)]);
+    const pings: number[] = [];
+    const caller = session({
+      isLive: () => true, // the close has not been read yet
+      elicit: async () => ({ action: 'accept', content: {} }),
+      ping: async ({ timeoutMs }) => {
+        pings.push(timeoutMs);
+        throw new Error('Connection closed');
+      },
+    });
+    const [out] = await router.dispatchBatch([makeCall('launch', { target: 'moon' }, caller)]);
+    expect(out).toMatchObject({ outcome: 'error', code: 'connection_lost' });
+    expect(ran.n).toBe(0);
+    expect(pings).toEqual([LIVENESS_PING_TIMEOUT_MS]);
+    const answered = session({ elicit: async () => ({ action: 'accept', content: {} }), ping: async () => {} });
+    expect(text(await router.dispatch(makeCall('launch', { target: 'moon' }, answered)))).toBe('launched');
+    expect(ran.n).toBe(1);
   });
 
   it('approval given and the connection live: the handler runs once', async () => {

@@ -124,6 +124,23 @@ describe('config errors name the JSON path', () => {
   });
 });
 
+describe('config errors never echo URL credentials', () => {
+  it('a rest baseUrl with user:password is rejected without echoing them', () => {
+    const err = configError({ mcpServers: { r: { type: 'rest', baseUrl: 'http://user:pw-marker@127.0.0.1:18711/api' } } });
+    expect(err.data?.path).toBe('mcpServers.r.baseUrl');
+    expect(err.message).toContain('may not carry credentials');
+    expect(err.message).toContain('(got "http://***@127.0.0.1:18711/api")');
+    expect(err.message).not.toMatch(/user|pw-marker/);
+  });
+
+  it('a malformed url with userinfo (an @ inside the password too) is echoed with ***', () => {
+    const err = configError({ mcpServers: { h: { type: 'http', url: 'http://admin:p@ss-marker@exa mple/mcp' } } });
+    expect(err.data?.path).toBe('mcpServers.h.url');
+    expect(err.message).toContain('"http://***@exa mple/mcp"');
+    expect(err.message).not.toMatch(/admin|ss-marker/);
+  });
+});
+
 describe('server keys, reserved names and prefixes', () => {
   it('rejects keys with "__", bad characters, and the reserved broker/estate names', () => {
     expect(configError({ mcpServers: { a__b: { command: 'node' } } }).data?.path).toBe('mcpServers.a__b');

@@ -123,6 +123,22 @@ describe('OpenAPI import', () => {
     ]);
   });
 
+  it('an OpenAPI minimum was not enforced: an argument below it is invalid_arguments and nothing is sent', async () => {
+    const spec = petstore(`${api.origin}/api`) as { components: { schemas: { NewPet: { properties: Record<string, object> } } } };
+    spec.components.schemas.NewPet.properties.age = { type: 'integer', minimum: 0 };
+    writeSpec('ages.json', spec);
+    const upstream = upstreamFor({ openapi: './ages.json', operations: ['createPet'] });
+    await upstream.start();
+    for (const age of [-4, 'three']) {
+      const err = await upstream.callTool('createPet', { name: 'Rex', age }, options()).catch((e: unknown) => e);
+      expect((err as { code?: string }).code).toBe('invalid_arguments');
+      expect((err as Error).message).toContain('data/age must be');
+    }
+    expect(api.requests).toHaveLength(0);
+    await upstream.callTool('createPet', { name: 'Rex', age: 0 }, options());
+    expect(api.requests.map((r) => r.body)).toEqual(['{"name":"Rex","age":0}']);
+  });
+
   it('baseUrl, when set, wins over servers[0].url', async () => {
     writeSpec('elsewhere.json', petstore('https://unreachable.invalid/v1'));
     const upstream = upstreamFor({ openapi: './elsewhere.json', operations: ['getPet'], baseUrl: `${api.origin}/api` });

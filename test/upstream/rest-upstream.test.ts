@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import type { RestServerConfig } from '../../src/config/schema.js';
 import { ManualClock, systemClock } from '../../src/shared/clock.js';
-import { BrokerError } from '../../src/shared/errors.js';
+import { BrokerError, ConfigError } from '../../src/shared/errors.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { CallOptions } from '../../src/upstream/types.js';
 import { RestUpstream } from '../../src/upstream/rest/index.js';
@@ -64,11 +64,11 @@ function serverConfig(extra: Record<string, unknown> = {}): RestServerConfig {
             },
             status: { path: '/status/{code}', args: { code: { in: 'path' }, retryAfter: { in: 'query' } } },
             redirect: { path: '/redirect', args: { to: { in: 'query' } } },
-            slow: { path: '/slow', args: { ms: { in: 'query' } } },
+            slow: { path: '/slow', args: { ms: { in: 'query', schema: { type: 'integer' } } } },
             text: { path: '/text' },
             array: { path: '/array' },
             binary: { path: '/binary' },
-            big: { path: '/big', args: { bytes: { in: 'query' } } },
+            big: { path: '/big', args: { bytes: { in: 'query', schema: { type: 'integer' } } } },
           },
           ...extra,
         },
@@ -168,6 +168,37 @@ describe('RestUpstream: requests', () => {
     const upstream = await started();
     expect(await codeOf(upstream.callTool('create_item', { id: 'x' }, options()))).toBe('invalid_arguments');
     expect(api.requests).toHaveLength(0);
+  });
+
+  it('arguments that do not fit the advertised inputSchema were sent: now invalid_arguments, unsent, no values in the message', async () => {
+    const upstream = await started();
+    for (const args of [
+      { id: 'x', title: 'Hi', count: 'three-marker' },
+      { id: 'x', title: 'Hi', count: 2.5 },
+      { id: 'x', title: 'Hi', verbose: 'yes-marker' },
+      { id: 'x', title: { marker: 1 } },
+    ]) {
+      const err = await upstream.callTool('create_item', args, options()).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(BrokerError);
+      expect((err as BrokerError).code).toBe('invalid_arguments');
+      expect((err as BrokerError).message).toMatch(/^rest tool "create_item": the arguments do not fit its inputSchema \(data\/\w+ must be/);
+      expect((err as BrokerError).message).not.toContain('marker');
+    }
+    expect(api.requests).toHaveLength(0);
+    await upstream.callTool('create_item', { id: 'x', title: 'Hi', count: 3, verbose: false }, options());
+    expect(api.requests).toHaveLength(1);
+  });
+
+  it('a tool whose inputSchema does not compile is a ConfigError at start, naming the tool', async () => {
+    const upstream = new RestUpstream({
+      name: 'api',
+      config: serverConfig({ tools: { odd: { path: '/odd', args: { q: { in: 'query', schema: { type: 'string', pattern: '(' } } } } } }),
+      logger: silentLogger(),
+      clock: systemClock,
+    });
+    const err = await upstream.start().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).message).toMatch(/^mcpServers\.api\.tools\.odd\.args: tool "odd": the schema does not compile/);
   });
 
   it('property: no generated argument value makes a request leave the pinned origin and prefix', async () => {

@@ -2,10 +2,13 @@
  * The estate relay (issue 4; seed 002_7bce204a86c1c7ba.txt "the reserved `estate` relay"): the
  * reserved built-in server `estate` with a fixed tool list over the folder `estate.root`. Its
  * calls pass the same broker path as any other (judge, budget, breaker, record, publish) and its
- * results are scrubbed like any other.
+ * results are scrubbed like any other. It is served only when `estate.enabled` and `estate.root`
+ * is a folder at start ({@link estateServed}).
  */
+import { statSync } from 'node:fs';
 import type { FunctionTool } from '../../router/function-tool.js';
 import type { Clock } from '../../shared/clock.js';
+import type { Logger } from '../../shared/logger.js';
 import { proposalTools, type ProposalStore } from './proposal-tools.js';
 import { readTools } from './read-tools.js';
 import { EstateScope } from './scope.js';
@@ -16,6 +19,24 @@ export interface EstateOptions {
   /** The store that keeps proposals, opened on first use. */
   store(): ProposalStore;
   readonly clock: Clock;
+}
+
+/**
+ * Whether the `estate__*` tools are registered: `estate.enabled` (default true, `estateSchema`)
+ * and `estate.root` a folder now, at start. A missing root is logged once as a warning naming it,
+ * rather than advertising seven tools every call to which would fail.
+ */
+export function estateServed(config: { readonly enabled: boolean; readonly root: string }, logger: Logger): boolean {
+  if (!config.enabled) return false;
+  let isFolder: boolean;
+  try {
+    isFolder = statSync(config.root).isDirectory();
+  } catch {
+    logger.warn({ root: config.root }, `estate relay off: estate.root ${config.root} does not exist (set estate.enabled false to silence this)`);
+    return false;
+  }
+  if (!isFolder) logger.warn({ root: config.root }, `estate relay off: estate.root ${config.root} is not a folder`);
+  return isFolder;
 }
 
 /** The seven `estate__*` tools, in advertised order. */

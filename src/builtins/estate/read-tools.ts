@@ -105,7 +105,7 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
   const search = defineFunctionTool({
     name: 'estate__search',
     title: 'Search estate files',
-    description: `Finds a literal text in the estate's files below "path" (symlinks are not followed; binary files are skipped; the first ${limits.maxBytes} bytes of each file are scanned). At most ${limits.maxResults} hits; "truncated" says when there were more.`,
+    description: `Finds a literal text in the estate's files below "path" (symlinks are not followed; binary files are skipped; the first ${limits.maxBytes} bytes of each file are scanned). At most ${limits.maxResults} hits. "truncated" is true when hits may be missing: there were more, or a file was longer than ${limits.maxBytes} bytes ("filesCut" counts those).`,
     parameters: z.object({
       query: z.string().min(1).describe('Literal text to find'),
       path: pathArg('The folder to search').default('.'),
@@ -118,6 +118,8 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
       const hits: { path: string; line: number; text: string }[] = [];
       let truncated = false;
       let filesScanned = 0;
+      /** Files longer than maxBytes: only their start was scanned. */
+      let filesCut = 0;
       const scanFile = async (abs: string, rel: string) => {
         if (filesScanned >= SEARCH_MAX_FILES) return void (truncated = true);
         filesScanned++;
@@ -136,6 +138,7 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
           const { bytesRead } = buffer.length ? await handle.read(buffer, 0, buffer.length, 0) : { bytesRead: 0 };
           const bytes = buffer.subarray(0, bytesRead);
           if (bytes.includes(0)) return;
+          if (resolved.stats.size > limits.maxBytes) filesCut++;
           text = bytes.toString('utf8');
         } finally {
           await handle.close();
@@ -162,7 +165,7 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
       };
       if (start.stats.isFile()) await scanFile(start.abs, start.rel);
       else await walk(start.abs, start.rel);
-      return { query, path: start.rel, hits, truncated, filesScanned };
+      return { query, path: start.rel, hits, truncated: truncated || filesCut > 0, filesScanned, filesCut };
     },
   });
 

@@ -1,7 +1,8 @@
 /**
  * A bounded in-memory `EventStore` for Streamable HTTP resumption (`Last-Event-ID`): one per
  * session, holding at most `maxEvents` messages (`http.resumeEvents`, default 1000, in the
- * schema); the oldest are dropped first. A client that resumes after an event that was dropped
+ * schema) and at most `maxBytes` of them ({@link DEFAULT_RESUME_BYTES}, estimated JSON size; a
+ * message larger than that is not kept); the oldest are dropped first. A client that resumes after an event that was dropped
  * gets what is still held of that stream, so resumption is best effort beyond the bound.
  *
  * Event ids are `<streamId>|<seq>`: the stream is known from the id alone, even once the event
@@ -9,12 +10,24 @@
  */
 import type { EventId, EventStore, StreamId } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { approximateJsonBytes } from '../../broker/record.js';
 
 interface StoredEvent {
   readonly seq: number;
   readonly streamId: StreamId;
   readonly message: JSONRPCMessage;
+  /** Estimated JSON size of `message`, in bytes. */
+  readonly bytes: number;
 }
+
+/**
+ * Most bytes of messages one session keeps for resumption: 8 MiB. Counting events alone let a
+ * few large results pin hundreds of MiB (issue 6: 424 MiB after the benchmark).
+ */
+export const DEFAULT_RESUME_BYTES = 8 * 1024 * 1024;
+
+/** What a dropped event's slot holds until the array is compacted. */
+const DROPPED: StoredEvent = Object.freeze({ seq: 0, streamId: '', message: {} as JSONRPCMessage, bytes: 0 });
 
 const SEPARATOR = '|';
 
@@ -22,9 +35,16 @@ export class BoundedEventStore implements EventStore {
   private events: StoredEvent[] = [];
   private head = 0;
   private seq = 0;
+  private bytes = 0;
 
-  /** @param maxEvents most events kept; 0 keeps none (ids are still issued). */
-  constructor(private readonly maxEvents: number) {}
+  /**
+   * @param maxEvents most events kept; 0 keeps none (ids are still issued).
+   * @param maxBytes most bytes of events kept, estimated; default {@link DEFAULT_RESUME_BYTES}.
+   */
+  constructor(
+    private readonly maxEvents: number,
+    private readonly maxBytes = DEFAULT_RESUME_BYTES,
+  ) {}
 
   /** Events currently held. */
   get size(): number {
@@ -33,9 +53,15 @@ export class BoundedEventStore implements EventStore {
 
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
     const seq = ++this.seq;
-    if (this.maxEvents > 0) {
-      this.events.push({ seq, streamId, message });
-      if (this.size > this.maxEvents) this.head++;
+    const bytes = this.maxEvents > 0 ? approximateJsonBytes(message) : 0;
+    if (this.maxEvents > 0 && bytes <= this.maxBytes) {
+      this.events.push({ seq, streamId, message, bytes });
+      this.bytes += bytes;
+      while (this.size > this.maxEvents || this.bytes > this.maxBytes) {
+        this.bytes -= this.events[this.head]!.bytes;
+        // Let the dropped message go now, not at the next compaction.
+        this.events[this.head++] = DROPPED;
+      }
       // Compact now and then so the array does not grow without bound.
       if (this.head > 1024 && this.head * 2 > this.events.length) {
         this.events = this.events.slice(this.head);

@@ -15,7 +15,6 @@
  * or an operation that cannot be served: a required non-JSON body, a header outside
  * `argHeaders`, …). The CLI exits 2 for either.
  */
-import SwaggerParser from '@apidevtools/swagger-parser';
 import { ConfigError, messageOf } from '../../shared/errors.js';
 import { definitionProblems, readOnlyByMethod, type HttpMethod, type RestArg, type RestToolDefinition } from './definition.js';
 
@@ -70,6 +69,8 @@ export async function importOpenApi(options: ImportOptions): Promise<ImportedApi
   const { file, at } = options;
   let doc: OpenApiDocument;
   try {
+    // Imported here, not at the top: only a config with an OpenAPI file pays its load time (issue 6).
+    const { default: SwaggerParser } = await import('@apidevtools/swagger-parser');
     doc = (await SwaggerParser.validate(file, {
       resolve: { http: false },
       dereference: { circular: 'ignore' },

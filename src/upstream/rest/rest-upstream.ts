@@ -13,6 +13,9 @@
  * values are masked in every result.
  *
  * Outcomes, as the invoke stage reads them:
+ * - arguments that do not fit the tool's advertised `inputSchema` (checked with
+ *   {@link JsonSchemas}, before anything else) → throws `BrokerError('invalid_arguments')` with
+ *   Ajv's reasons (paths and rules, no values), unsent.
  * - 2xx → a result (`ok`); 4xx other than 429 → a result with `isError: true` (`tool_error`).
  * - 429 and 5xx → throws `BrokerError('upstream_http', {data: {httpStatus, retryAfterMs}})`
  *   (`upstream_error`, retryable, so the retry stage retries read-only tools).
@@ -24,10 +27,11 @@
  *   `CallOptions.signal` rethrows its reason (the deadline stage names it `timeout`/`cancelled`).
  */
 import { EventEmitter } from 'node:events';
-import type { CallToolResult, ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, ServerCapabilities, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { RestServerConfig } from '../../config/schema.js';
 import type { Clock } from '../../shared/clock.js';
 import { BrokerError, ConfigError, messageOf } from '../../shared/errors.js';
+import { JsonSchemas } from '../../shared/json-schemas.js';
 import type { Logger } from '../../shared/logger.js';
 import type { CallOptions, Upstream, UpstreamCatalog, UpstreamEvents, UpstreamStatus } from '../types.js';
 import { baseUrlProblem, definitionFromConfig, toMcpTool, type RestToolDefinition } from './definition.js';
@@ -72,6 +76,9 @@ export class RestUpstream extends EventEmitter<UpstreamEvents> implements Upstre
   private readonly headroomMs: number;
   private readonly mask: SecretMask;
   private tools?: Map<string, RestToolDefinition>;
+  /** The tools as advertised, by name; a call's arguments are checked against their `inputSchema`. */
+  private advertised = new Map<string, Tool>();
+  private readonly schemas = new JsonSchemas();
   private base?: PinnedBase;
   /** Aborted by close(): ends every request in flight. */
   private lifetime = new AbortController();
@@ -123,6 +130,10 @@ export class RestUpstream extends EventEmitter<UpstreamEvents> implements Upstre
     const def = this.tools?.get(toolName);
     if (this.status.state !== 'ready' || !def || !this.base) {
       throw new BrokerError('upstream_unavailable', `rest upstream "${this.name}" is not serving tool "${toolName}" (${this.status.state})`);
+    }
+    const misfit = this.schemas.check(this.advertised.get(toolName)!.inputSchema, args ?? {});
+    if (misfit !== undefined) {
+      throw new BrokerError('invalid_arguments', `rest tool "${def.name}": the arguments do not fit its inputSchema (${misfit}); nothing was sent`);
     }
     const { kept, stripped } = partitionArgs(def, args);
     if (stripped.length) options.onArgumentsStripped?.(stripped);
@@ -241,13 +252,21 @@ export class RestUpstream extends EventEmitter<UpstreamEvents> implements Upstre
     if (!baseUrl) throw new ConfigError(`${at}.baseUrl`, 'is required: the OpenAPI file has no servers[0].url');
     const problem = baseUrlProblem(baseUrl);
     if (problem) throw new ConfigError(this.config.baseUrl ? `${at}.baseUrl` : `${at}.openapi`, `${this.config.baseUrl ? '' : 'servers[0].url '}${problem}`);
+    const advertised = new Map<string, Tool>();
+    for (const [name, def] of tools) {
+      const tool = toMcpTool(def);
+      const problem = this.schemas.compileError(tool.inputSchema);
+      if (problem) throw new ConfigError(Object.hasOwn(this.config.tools, name) ? `${at}.tools.${name}.args` : `${at}.operations`, `tool "${name}": ${problem}`);
+      advertised.set(name, tool);
+    }
     this.base = pinBase(baseUrl);
     this.tools = tools;
+    this.advertised = advertised;
   }
 
   private becomeReady(): void {
     this.lifetime = this.lifetime.signal.aborted ? new AbortController() : this.lifetime;
-    this.catalog = { ...EMPTY_CATALOG(), tools: [...this.tools!.values()].map(toMcpTool) };
+    this.catalog = { ...EMPTY_CATALOG(), tools: [...this.advertised.values()] };
     this.capabilities = { tools: {} };
     this.setStatus({ state: 'ready' });
     this.emit('changed', 'tools');

@@ -1,0 +1,125 @@
+/**
+ * `tools/call` from a downstream client without the SDK `Protocol` on the hot path (issue 6):
+ * every tool call passes here, and the SDK's per-message schema checks, handler wrapping and
+ * promise chain cost more than the broker path itself. A well-formed `tools/call` request is
+ * taken off the transport and handed to the session's handler; everything else, and any
+ * `tools/call` the light check does not accept (odd params, tasks), goes to the SDK `Server`
+ * unchanged, which answers it as before.
+ *
+ * Matches the SDK's request handling: the handler gets `signal`, `requestId`, `_meta`,
+ * `sendNotification` and `sendRequest` (both tied to the request, so they ride its stream over
+ * HTTP), and `abort`, so the broker aborts this one signal at the deadline instead of making
+ * another; `notifications/cancelled` aborts it and no answer is sent; a thrown error is answered
+ * with its numeric `code` (else -32603), `message` and `data`; closing the transport aborts
+ * every call in flight.
+ */
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ErrorCode, McpError, RELATED_TASK_META_KEY, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+
+/** The `tools/call` params the direct lane accepts (what the session's zod schema accepts, minus tasks). */
+export interface DirectCallParams {
+  name: string;
+  arguments?: Record<string, unknown>;
+  _meta?: { progressToken?: string | number; [key: string]: unknown };
+  [key: string]: unknown;
+}
+
+/** The part of the SDK's `RequestHandlerExtra` a tools/call handler uses. */
+export interface DirectCallExtra {
+  signal: AbortSignal;
+  /** Aborts `signal` (the broker's deadline and shutdown use it); the answer is still sent. */
+  abort: (reason: unknown) => void;
+  requestId: string | number;
+  _meta?: DirectCallParams['_meta'];
+  sendNotification: Server['notification'];
+  sendRequest: Server['request'];
+}
+
+export type DirectCallHandler = (params: DirectCallParams, extra: DirectCallExtra) => Promise<unknown>;
+
+/**
+ * Wraps `transport.onmessage` (as the SDK `Server` set it in `connect`) so well-formed
+ * `tools/call` requests go to `handler` directly. Call right after `server.connect(transport)`.
+ */
+export function routeToolsCallDirectly(server: Server, transport: Transport, handler: DirectCallHandler): void {
+  /** Calls in flight: their controller, and whether the client cancelled (then nothing is answered). */
+  const inflight = new Map<string | number, { controller: AbortController; cancelled: boolean }>();
+  const sdkMessage = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const m = message as { id?: unknown; method?: unknown; params?: unknown };
+    if (m.method === 'tools/call' && (typeof m.id === 'string' || typeof m.id === 'number') && isPlainCall(m.params) && !inflight.has(m.id)) {
+      return run(m.id, m.params);
+    }
+    if (m.method === 'notifications/cancelled') {
+      const id = (m.params as { requestId?: unknown } | undefined)?.requestId;
+      const call = typeof id === 'string' || typeof id === 'number' ? inflight.get(id) : undefined;
+      if (call) {
+        call.cancelled = true;
+        call.controller.abort((m.params as { reason?: unknown }).reason);
+      }
+    }
+    sdkMessage?.(message, extra);
+  };
+  const sdkClose = transport.onclose;
+  transport.onclose = () => {
+    for (const call of inflight.values()) {
+      call.cancelled = true;
+      call.controller.abort();
+    }
+    inflight.clear();
+    sdkClose?.();
+  };
+
+  function run(id: string | number, params: DirectCallParams): void {
+    const controller = new AbortController();
+    const state = { controller, cancelled: false };
+    inflight.set(id, state);
+    const extra: DirectCallExtra = {
+      signal: controller.signal,
+      abort: (reason) => controller.abort(reason),
+      requestId: id,
+      _meta: params._meta,
+      // As the SDK's: nothing more is sent for a call the client cancelled.
+      sendNotification: async (notification, options) => {
+        if (!controller.signal.aborted) await server.notification(notification, { ...options, relatedRequestId: id });
+      },
+      sendRequest: (async (request: never, schema: never, options?: object) => {
+        if (controller.signal.aborted) throw new McpError(ErrorCode.ConnectionClosed, 'Request was cancelled');
+        return server.request(request, schema, { ...options, relatedRequestId: id });
+      }) as Server['request'],
+    };
+    handler(params, extra)
+      .then(
+        (result) => {
+          if (state.cancelled) return;
+          return transport.send({ jsonrpc: '2.0', id, result } as JSONRPCMessage);
+        },
+        (error: { code?: unknown; message?: string; data?: unknown }) => {
+          if (state.cancelled) return;
+          const code = typeof error?.code === 'number' && Number.isSafeInteger(error.code) ? error.code : ErrorCode.InternalError;
+          const body = { code, message: error?.message ?? 'Internal error', ...(error?.data !== undefined && { data: error.data }) };
+          return transport.send({ jsonrpc: '2.0', id, error: body } as JSONRPCMessage);
+        },
+      )
+      .catch((err: unknown) => server.onerror?.(new Error(`Failed to send response: ${String(err)}`)))
+      .finally(() => {
+        if (inflight.get(id) === state) inflight.delete(id);
+      });
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The light check: params the session's schema would accept, with no task augmentation. */
+function isPlainCall(params: unknown): params is DirectCallParams {
+  if (!isObject(params) || typeof params.name !== 'string' || params.task !== undefined) return false;
+  if (params.arguments !== undefined && !isObject(params.arguments)) return false;
+  const meta = params._meta;
+  if (meta === undefined) return true;
+  if (!isObject(meta) || RELATED_TASK_META_KEY in meta) return false;
+  const token = meta.progressToken;
+  return token === undefined || typeof token === 'string' || typeof token === 'number';
+}

@@ -1,0 +1,114 @@
+/**
+ * Requests to an upstream without the SDK `Protocol` on the hot path (issue 6: every tool call
+ * passes here, and the SDK's per-message schema checks, timers and listeners cost more than the
+ * rest of the broker path). Used for `tools/call` only; the `Client` keeps everything else:
+ * `initialize`, lists, notifications (progress included), upstream→client requests.
+ *
+ * Requests carry ids of our own, strings (`"mcp-broker:N"`), so they never meet the `Client`'s
+ * numeric ids on the same transport; their responses are taken off the transport before the SDK
+ * sees them. Behaviour matches `Protocol.request`: an abort or the timeout sends
+ * `notifications/cancelled` upstream and rejects (the abort reason, or `McpError` -32001
+ * `Request timed out`); a closed connection rejects every pending request with `McpError` -32000
+ * (case F08); a late response is dropped. A message that is neither a result nor an error
+ * rejects at once instead of waiting for the timeout.
+ */
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ErrorCode, McpError, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+
+/** Prefix of every request id sent here. */
+export const DIRECT_ID_PREFIX = 'mcp-broker:';
+
+interface Pending {
+  resolve(result: Record<string, unknown>): void;
+  reject(error: unknown): void;
+  cleanup(): void;
+}
+
+export class DirectCalls {
+  private seq = 0;
+  private readonly pending = new Map<string, Pending>();
+  private closed = false;
+
+  /** Attaches to a transport the SDK `Client` is already connected to (its handlers are wrapped, not replaced). */
+  constructor(private readonly transport: Transport) {
+    const sdkMessage = transport.onmessage;
+    transport.onmessage = (message, extra) => {
+      const id = (message as { id?: unknown }).id;
+      if (typeof id === 'string' && id.startsWith(DIRECT_ID_PREFIX) && !('method' in message)) return this.settle(id, message);
+      sdkMessage?.(message, extra);
+    };
+    const sdkClose = transport.onclose;
+    transport.onclose = () => {
+      this.failAll(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
+      sdkClose?.();
+    };
+  }
+
+  /** Requests in flight. */
+  get size(): number {
+    return this.pending.size;
+  }
+
+  /**
+   * Sends one request and resolves with its result object.
+   * @param timeoutMs rejects with `McpError` -32001 after this long, in ms (the caller's deadline plus headroom).
+   */
+  request(method: string, params: Record<string, unknown>, options: { signal?: AbortSignal; timeoutMs: number }): Promise<Record<string, unknown>> {
+    const { signal, timeoutMs } = options;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.closed) return Promise.reject(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
+    const id = `${DIRECT_ID_PREFIX}${++this.seq}`;
+    return new Promise<Record<string, unknown>>((resolve, reject) => {
+      const cancel = (reason: unknown) => {
+        if (!this.pending.delete(id)) return;
+        cleanup();
+        this.notifyCancelled(id, reason);
+        reject(reason instanceof McpError ? reason : new McpError(ErrorCode.RequestTimeout, String(reason)));
+      };
+      const onAbort = () => cancel(signal!.reason);
+      const timer = setTimeout(() => cancel(new McpError(ErrorCode.RequestTimeout, 'Request timed out', { timeout: timeoutMs })), timeoutMs);
+      const cleanup = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.pending.set(id, { resolve, reject, cleanup });
+      this.transport.send({ jsonrpc: '2.0', id, method, params } as JSONRPCMessage).catch((err: unknown) => {
+        if (!this.pending.delete(id)) return;
+        cleanup();
+        reject(err);
+      });
+    });
+  }
+
+  /** Rejects every pending request with `error`; later requests reject at once. */
+  failAll(error: unknown): void {
+    this.closed = true;
+    const all = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of all) {
+      p.cleanup();
+      p.reject(error);
+    }
+  }
+
+  private settle(id: string, message: JSONRPCMessage): void {
+    const p = this.pending.get(id);
+    if (!p) return; // cancelled or timed out: the late answer is dropped
+    this.pending.delete(id);
+    p.cleanup();
+    const m = message as { result?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } };
+    if (typeof m.result === 'object' && m.result !== null && !Array.isArray(m.result)) return p.resolve(m.result as Record<string, unknown>);
+    if (m.error && typeof m.error === 'object') {
+      const code = typeof m.error.code === 'number' ? m.error.code : ErrorCode.InternalError;
+      return p.reject(McpError.fromError(code, typeof m.error.message === 'string' ? m.error.message : 'upstream error', m.error.data));
+    }
+    p.reject(new McpError(ErrorCode.InvalidRequest, 'the upstream answered with neither a result nor an error'));
+  }
+
+  private notifyCancelled(id: string, reason: unknown): void {
+    if (this.closed) return;
+    const message = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: String(reason) } } as JSONRPCMessage;
+    this.transport.send(message).catch(() => undefined);
+  }
+}
