@@ -57,8 +57,9 @@ export interface GatewayEvents {
   /** An upstream log message, forwarded to sessions at or above its level. */
   /**
    * An upstream log message. `sessionIds` are the sessions whose calls were in flight on that
-   * upstream; only they receive it. A message outside any call goes to privileged sessions only
-   * (principal `local` or role `operator`), so one principal never reads another's upstream logs.
+   * upstream: when that is exactly one session, only it receives the message. Otherwise (no call,
+   * or calls of several sessions) it goes to privileged sessions only (principal `local` or role
+   * `operator`), so one principal never reads another's upstream logs.
    */
   log: [params: LoggingMessageNotification['params'], sessionIds: readonly string[]];
 }

@@ -123,7 +123,8 @@ export class DownstreamSession {
     };
     const privileged = options.principal === 'local' || gateway.config.principals[options.principal]?.role === 'operator';
     const onLog = (params: { level: LoggingLevel; logger?: string; data?: unknown }, sessionIds: readonly string[]) => {
-      if (sessionIds.length ? sessionIds.includes(this.sessionId) : privileged) this.sendLog(params.level, params.data, params.logger);
+      // Attributed only when exactly one session has calls in flight on that upstream (as for upstream requests).
+      if (sessionIds.length === 1 ? sessionIds[0] === this.sessionId : privileged) this.sendLog(params.level, params.data, params.logger);
     };
     gateway.on('listChanged', onList);
     gateway.on('resourceUpdated', onUpdated);
