@@ -2,7 +2,8 @@
  * Reading the records back: which files hold them and how a `since` is written. Shared by
  * `mcp-broker calls` and `GET /api/v1/calls`, so both read the same files the same way.
  */
-import { existsSync } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
@@ -24,4 +25,24 @@ export function recordFiles(path: string, maxFiles: number): string[] {
   for (let i = maxFiles; i >= 1; i--) if (existsSync(`${path}.${i}`)) files.push(`${path}.${i}`);
   if (existsSync(path)) files.push(path);
   return files;
+}
+
+/**
+ * Every record in `files`, in order, read line by line (memory bounded by one line). Blank lines
+ * and a torn last line (a write in progress, or a crash) are skipped.
+ */
+export async function* readRecords<T = Record<string, unknown>>(files: readonly string[]): AsyncGenerator<T> {
+  for (const file of files) {
+    const lines = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
+    for await (const line of lines) {
+      if (!line.trim()) continue;
+      let record: T;
+      try {
+        record = JSON.parse(line) as T;
+      } catch {
+        continue;
+      }
+      yield record;
+    }
+  }
 }

@@ -6,10 +6,8 @@
  * {@link DEFAULT_CALLS_LIMIT}, 0 = all); `--json` prints the matching records as ndjson.
  * Returns the exit code: 0, or 2 for a bad option.
  */
-import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
 import picomatch from 'picomatch';
-import { parseSince, recordFiles } from '../audit/query.js';
+import { parseSince, readRecords, recordFiles } from '../audit/query.js';
 import { OUTCOMES, type Outcome } from '../broker/outcomes.js';
 import type { CallRecord } from '../broker/types.js';
 import type { LoadedConfig } from '../config/load.js';
@@ -67,23 +65,13 @@ export async function callsCommand(config: LoadedConfig, options: CallsOptions, 
   }
   const rows: CallRecord[] = [];
   let matched = 0;
-  for (const file of files) {
-    const lines = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
-    for await (const line of lines) {
-      if (!line.trim()) continue;
-      let record: CallRecord;
-      try {
-        record = JSON.parse(line) as CallRecord;
-      } catch {
-        continue; // a torn last line after a crash
-      }
-      if (outcomes && !outcomes.has(record.outcome)) continue;
-      if (toolMatches && !toolMatches(record.name)) continue;
-      if (since !== undefined && !(Date.parse(record.ts) >= since)) continue;
-      matched++;
-      rows.push(record);
-      if (limit > 0 && rows.length > limit) rows.shift();
-    }
+  for await (const record of readRecords<CallRecord>(files)) {
+    if (outcomes && !outcomes.has(record.outcome)) continue;
+    if (toolMatches && !toolMatches(record.name)) continue;
+    if (since !== undefined && !(Date.parse(record.ts) >= since)) continue;
+    matched++;
+    rows.push(record);
+    if (limit > 0 && rows.length > limit) rows.shift();
   }
   if (options.json) {
     for (const r of rows) io.stdout.write(`${JSON.stringify(r)}\n`);

@@ -23,7 +23,7 @@ import type { CallerSession, CallRecord, ToolTarget } from '../../broker/types.j
 import { newSessionId } from '../../shared/ids.js';
 import type { Gateway } from '../../gateway.js';
 import { parseCallsQuery, queryCalls, matchesCallsQuery } from './calls-query.js';
-import { jsonBody, type HttpContext } from './context.js';
+import { jsonBody, keepStreamAlive, type HttpContext } from './context.js';
 import { principalOf } from './guards.js';
 import { mountReconnectRoute } from './reconnect-route.js';
 
@@ -98,14 +98,8 @@ export function mountAdminApi(app: Express, ctx: HttpContext): void {
       if (!matchesCallsQuery(record, query) || res.writableEnded) return;
       res.write(`event: record\nid: ${record.callId}\ndata: ${JSON.stringify(record)}\n\n`);
     });
-    const keepAlive = setInterval(() => {
-      if (!res.writableEnded) res.write(': keepalive\n\n');
-    }, ctx.settings.keepAliveMs);
-    keepAlive.unref();
-    res.once('close', () => {
-      clearInterval(keepAlive);
-      unsubscribe();
-    });
+    keepStreamAlive(res, ctx.settings.keepAliveMs);
+    res.once('close', unsubscribe);
   });
 
   mountReconnectRoute(app, ctx);

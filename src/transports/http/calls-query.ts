@@ -3,9 +3,7 @@
  * `.1` … `.N` files, oldest first) line by line and keeps the last `limit` records that match.
  * Memory is bounded by `limit`, whatever the size of the files.
  */
-import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
-import { parseSince, recordFiles } from '../../audit/query.js';
+import { parseSince, readRecords, recordFiles } from '../../audit/query.js';
 import { OUTCOMES } from '../../broker/outcomes.js';
 import type { CallRecord } from '../../broker/types.js';
 
@@ -66,20 +64,10 @@ export function matchesCallsQuery(record: CallRecord, q: CallsQuery): boolean {
 export async function queryCalls(path: string, maxFiles: number, q: CallsQuery): Promise<CallRecord[]> {
   const files = recordFiles(path, maxFiles);
   const kept: CallRecord[] = [];
-  for (const file of files) {
-    const lines = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
-    for await (const line of lines) {
-      if (!line.trim()) continue;
-      let record: CallRecord;
-      try {
-        record = JSON.parse(line) as CallRecord;
-      } catch {
-        continue; // a torn last line while a write is in progress
-      }
-      if (!matchesCallsQuery(record, q)) continue;
-      kept.push(record);
-      if (kept.length > q.limit) kept.shift();
-    }
+  for await (const record of readRecords<CallRecord>(files)) {
+    if (!matchesCallsQuery(record, q)) continue;
+    kept.push(record);
+    if (kept.length > q.limit) kept.shift();
   }
   return kept;
 }

@@ -32,3 +32,15 @@ export function jsonBody(req: Request): unknown {
   if (typeof raw === 'object' && Object.keys(raw).length === 0) return undefined;
   return raw;
 }
+
+/**
+ * Writes an SSE comment (`: keepalive`) on `res` every `intervalMs` until the response closes,
+ * so proxies and clients keep an idle stream open. The timer never keeps the process alive.
+ */
+export function keepStreamAlive(res: { write(chunk: string): unknown; writableEnded: boolean; once(event: 'close', fn: () => void): unknown }, intervalMs: number): void {
+  const timer = setInterval(() => {
+    if (!res.writableEnded) res.write(': keepalive\n\n');
+  }, intervalMs);
+  timer.unref();
+  res.once('close', () => clearInterval(timer));
+}

@@ -15,7 +15,7 @@ import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { messageOf } from '../../shared/errors.js';
 import { DownstreamSession } from '../session.js';
-import { jsonBody, type HttpContext } from './context.js';
+import { jsonBody, keepStreamAlive, type HttpContext } from './context.js';
 import { jsonRpcError, principalOf } from './guards.js';
 import { sessionTag } from './session-table.js';
 
@@ -41,12 +41,8 @@ export function mountLegacySse(app: Express, ctx: HttpContext): void {
     };
     const entry = ctx.sessions.add({ id, kind: 'sse', principal, session });
     const done = ctx.sessions.begin(entry);
-    const keepAlive = setInterval(() => {
-      if (!res.writableEnded) res.write(': keepalive\n\n');
-    }, ctx.settings.keepAliveMs);
-    keepAlive.unref();
+    keepStreamAlive(res, ctx.settings.keepAliveMs);
     res.once('close', () => {
-      clearInterval(keepAlive);
       done();
       void ctx.sessions.end(id, 'disconnected');
     });
