@@ -63,9 +63,15 @@ export function judgeStage(deps: JudgeDeps): Stage {
 
       if (verdict.kind === 'refuse') return refuse(call, verdict.outcome, verdict.reason);
       if (verdict.kind === 'ask') {
-        const refusal = await ask(call, target, verdict, deps);
+        const refusal = await ask(call, target, verdict.reason, deps);
         if (refusal) return refusal.cancelled ? refuse(call, 'cancelled', refusal.reason) : refuse(call, 'approval_required', refusal.reason);
         if (verdict.ground === 'first_use') await deps.store.markUsed(name, principal, at);
+        call.approved = true;
+      } else if (target.requireApproval) {
+        // The tool demands approval on every call (seed 003); asked here, outside the deadline.
+        const refusal = await ask(call, target, 'the tool requires approval on every call', deps, false);
+        if (refusal) return refusal.cancelled ? refuse(call, 'cancelled', refusal.reason) : refuse(call, 'approval_required', refusal.reason);
+        call.approved = true;
       }
       await next();
     },
@@ -76,20 +82,27 @@ export function judgeStage(deps: JudgeDeps): Stage {
 async function ask(
   call: BrokerCall,
   target: ToolTarget,
-  verdict: Extract<Verdict, { kind: 'ask' }>,
+  why: string,
   deps: JudgeDeps,
+  /** Whether `mcp-broker approve` can stand in for the prompt (not for `requireApproval`). */
+  approvable = true,
 ): Promise<{ reason: string; cancelled?: boolean } | undefined> {
   const message = [
     `Allow the tool "${target.name}" (${target.server}/${target.toolName}) to run?`,
-    `Why you are asked: ${verdict.reason}.`,
+    `Why you are asked: ${why}.`,
     `Arguments: ${summarize(deps.scrubArgs(call.request.args))}`,
   ].join('\n');
   const answer = await askApproval(call.session, { message, timeoutMs: deps.askTimeoutMs, signal: call.request.signal });
   if (answer.approved) return undefined;
   if (call.request.signal.aborted) return { reason: 'cancelled by the client while waiting for approval', cancelled: true };
   if (answer.why === 'failed') deps.logger?.warn({ callId: call.callId, tool: target.name, err: answer.reason }, 'approval prompt failed');
-  const how = answer.why === 'declined' || answer.why === 'cancelled' ? '' : `; approve it with \`mcp-broker approve ${target.name}\``;
-  return { reason: `${verdict.reason}; ${answer.reason}${how}` };
+  const how =
+    answer.why === 'declined' || answer.why === 'cancelled'
+      ? ''
+      : approvable
+        ? `; approve it with \`mcp-broker approve ${target.name}\``
+        : '; it runs only with a client that supports elicitation, to ask on each call';
+  return { reason: `${why}; ${answer.reason}${how}` };
 }
 
 /** One line of JSON, cut at {@link ASK_SUMMARY_MAX_CHARS}. */

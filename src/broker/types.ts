@@ -27,6 +27,12 @@ export interface ToolTarget {
    * the router for function tools that declare it (`estate__apply_proposal`: `ask`). Issue 4.
    */
   readonly policyDefault?: 'ask' | 'deny';
+  /**
+   * The tool itself demands a human's approval on every call (`requireApproval` of a function
+   * tool, seed 003). The judge asks, before budget, breaker and deadline, so waiting on a human
+   * neither spends budget nor counts against the tool's deadline or breaker.
+   */
+  readonly requireApproval?: boolean;
 }
 
 /** The downstream side of a call: who is calling, and how to reach them. */
@@ -109,6 +115,8 @@ export interface BrokerCall {
   target?: ToolTarget;
   /** Absolute time (ms since the epoch) at which the call is cancelled as `timeout`. */
   deadline?: number;
+  /** Set by the judge when a human approved this call (policy `ask` or the tool's `requireApproval`). */
+  approved?: boolean;
   /** Absolute time past which no extension of the deadline goes (`maxTotalTimeoutMs`). */
   hardDeadline?: number;
   /** Aborted at the deadline or on downstream cancel; what the invoke stage passes upstream. */

@@ -182,6 +182,7 @@ export class ToolRouter implements Dispatcher {
         definition: local.tool.definition,
         hash: local.hash,
         ...(local.tool.policyDefault ? { policyDefault: local.tool.policyDefault } : {}),
+        ...(local.tool.requireApproval ? { requireApproval: true } : {}),
       };
     }
     const found = this.registry.resolveTool(name);
@@ -281,13 +282,17 @@ export class ToolRouter implements Dispatcher {
       return { outcome: 'error', code: 'invalid_arguments', message: `${tool.name}: ${z.prettifyError(parsed.error).replace(/\s*\n\s*/g, ' ')}` };
     }
     if (tool.requireApproval) {
-      const names = Object.keys(call.request.args ?? {});
-      const verdict = await askApproval(call.session, {
-        message: `Allow the tool "${tool.name}" to run${names.length ? ` (arguments: ${names.join(', ')})` : ''}?`,
-        timeoutMs: this.askTimeoutMs,
-        signal: call.signal,
-      });
-      if (!verdict.approved) return { outcome: 'denied', code: 'approval_required', message: verdict.reason };
+      // On the broker path the judge has asked already (outside the deadline); asked here only
+      // when the router runs without one.
+      if (!call.approved) {
+        const names = Object.keys(call.request.args ?? {});
+        const verdict = await askApproval(call.session, {
+          message: `Allow the tool "${tool.name}" to run${names.length ? ` (arguments: ${names.join(', ')})` : ''}?`,
+          timeoutMs: this.askTimeoutMs,
+          signal: call.signal,
+        });
+        if (!verdict.approved) return { outcome: 'denied', code: 'approval_required', message: verdict.reason };
+      }
       // Seed 003: the wire may have died during the approval round trip; then nothing runs.
       if (!(await stillLive(call.session, call.signal))) {
         return { outcome: 'error', code: 'connection_lost', message: `approved, but the caller's connection closed before "${tool.name}" ran; it did not run` };

@@ -16,7 +16,7 @@ import { publishStage } from '../../src/broker/publish.js';
 import { recordStage } from '../../src/broker/record.js';
 import { retryStage } from '../../src/broker/retry.js';
 import { scrubStage } from '../../src/broker/scrub.js';
-import type { BrokerCall, CallRecord, ToolTarget } from '../../src/broker/types.js';
+import type { BrokerCall, CallerSession, CallRecord, ToolTarget } from '../../src/broker/types.js';
 import { policySchema } from '../../src/config/schema.js';
 import { BrokerError } from '../../src/shared/errors.js';
 import { ManualClock } from '../../src/shared/clock.js';
@@ -27,7 +27,7 @@ import { session, target, text } from './support.js';
 
 const SECRET = 'canary-upstream-5e6f';
 
-function build(options: { policy?: unknown; budget?: number; answer: (call: BrokerCall) => Promise<CallToolResult> }) {
+function build(options: { policy?: unknown; budget?: number; caller?: CallerSession; answer: (call: BrokerCall) => Promise<CallToolResult> }) {
   const clock = new ManualClock();
   const scrubber = new Scrubber([SECRET]);
   const written: CallRecord[] = [];
@@ -69,8 +69,8 @@ function build(options: { policy?: unknown; budget?: number; answer: (call: Brok
   });
   const broker = new Broker(stages, clock);
   const callTool = (t: ToolTarget, args: Record<string, unknown> = {}) =>
-    broker.call({ name: t.name, args, signal: new AbortController().signal }, session(), t);
-  return { callTool, written, published, dispatched, ledger, breakers, store };
+    broker.call({ name: t.name, args, signal: new AbortController().signal }, options.caller ?? session(), t);
+  return { callTool, written, published, dispatched, ledger, breakers, store, clock };
 }
 
 const read = target('fx__read', { tool: { annotations: { readOnlyHint: true } } });
@@ -148,5 +148,31 @@ describe('the call path in seed order', () => {
     expect(answer.reason).toMatch(/^judge failed/);
     expect(p.dispatched).toEqual([]);
     expect(p.written).toHaveLength(1);
+  });
+
+  it('requireApproval: the human is asked before budget and deadline, so a slow "yes" is not a timeout', async () => {
+    let clock!: ManualClock;
+    let asked!: () => void;
+    const prompted = new Promise<void>((resolve) => (asked = resolve));
+    const caller = session({ elicit: async () => (asked(), await clock.sleep(15_000), { action: 'accept' as const }) });
+    const p = build({ caller, answer: async () => text('ran') });
+    clock = p.clock;
+    const gated = target('fx__gated', { requireApproval: true });
+    const pending = p.callTool(gated);
+    await prompted;
+    await clock.advance(15_000); // longer than the 10 s deadline of the call
+    const answer = await pending;
+    expect(answer.outcome).toBe('ok');
+    expect(p.dispatched).toEqual(['fx__gated']);
+  });
+
+  it('requireApproval: a declined call never reaches the tool, spends no budget and is not a breaker failure', async () => {
+    const caller = session({ elicit: async () => ({ action: 'decline' as const }) });
+    const p = build({ caller, answer: async () => text('ran') });
+    const gated = target('fx__gated', { requireApproval: true });
+    for (let i = 0; i < 3; i++) expect((await p.callTool(gated)).outcome).toBe('approval_required');
+    expect(p.dispatched).toEqual([]);
+    expect(p.ledger.used('s-1')).toBe(0);
+    expect(p.written.map((r) => r.attempts)).toEqual([0, 0, 0]);
   });
 });
