@@ -10,6 +10,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Clock } from '../shared/clock.js';
 import { newCallId } from '../shared/ids.js';
+import { MemoryRelief } from '../shared/memory-relief.js';
 import { withMeta } from '../shared/raw-json.js';
 import { ShuttingDown } from './deadline.js';
 import { compose, type Stage } from './runner.js';
@@ -38,6 +39,8 @@ export class Broker {
   private readonly inflight = new Set<Promise<unknown>>();
   /** How to abort each call in flight (its signal), for `drain()`. */
   private readonly aborts = new Set<(reason: unknown) => void>();
+  /** Collects the garbage of large results once the broker goes quiet (shared/memory-relief.ts). */
+  private readonly relief = new MemoryRelief();
 
   constructor(
     stages: readonly Stage[],
@@ -72,6 +75,7 @@ export class Broker {
       this.aborts.delete(abort);
       done();
     });
+    void running.then((answer) => this.relief.noteLarge(answer.record?.bytesOut ?? 0));
     return running;
   }
 
@@ -82,6 +86,7 @@ export class Broker {
    */
   async drain(timeoutMs: number): Promise<void> {
     this.closing.abort(new ShuttingDown());
+    this.relief.stop();
     for (const abort of this.aborts) abort(this.closing.signal.reason);
     if (!this.inflight.size) return;
     let timer: NodeJS.Timeout | undefined;
@@ -101,6 +106,7 @@ export class Broker {
       target,
       signal: request.signal,
       abort: request.abort,
+      onProgress: request.onProgress,
       attempts: 0,
       bytesOut: 0,
       notes: {},

@@ -73,14 +73,19 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
       };
       arm(deps.clock.now() + timeoutMs);
       call.signal = signal;
-      const extend = deps.extendOnProgress ? () => !signal.aborted && arm(deps.clock.now() + timeoutMs) : undefined;
-      const progressHook = extend ? (progressListeners.set(call, extend), true) : false;
+      if (deps.extendOnProgress) {
+        // Progress moves the deadline even when the client itself asked for no progress.
+        const forward = call.onProgress;
+        call.onProgress = (update) => {
+          if (!signal.aborted) arm(deps.clock.now() + timeoutMs);
+          forward?.(update);
+        };
+      }
       try {
         await next();
       } finally {
         cancelTimer();
         detach();
-        if (progressHook) progressListeners.delete(call);
       }
       if (signal.aborted && call.outcome !== 'ok' && call.outcome !== 'tool_error') {
         const reason = signal.reason ?? new Error('cancelled by the client');
@@ -91,9 +96,4 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
   };
 }
 
-const progressListeners = new WeakMap<BrokerCall, () => void>();
 
-/** Tells the deadline stage a progress update arrived (extends the deadline where configured). */
-export function noteProgress(call: BrokerCall): void {
-  progressListeners.get(call)?.();
-}

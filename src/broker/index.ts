@@ -3,7 +3,7 @@ export { compose, type Stage, type Next } from './runner.js';
 export { orderStages, type CallPathStages } from './path.js';
 export { OUTCOMES, OUTCOME_STATUS, OUTCOME_META_KEY, CALL_ID_META_KEY, carriesResult, isUpstreamFailure, type Outcome } from './outcomes.js';
 export { refuse, type BrokerCall, type CallerSession, type CallRecord, type CallRequest, type ToolTarget } from './types.js';
-export { deadlineStage, noteProgress, DeadlineExceeded, type DeadlineDeps } from './deadline.js';
+export { deadlineStage, DeadlineExceeded, ShuttingDown, type DeadlineDeps } from './deadline.js';
 export { invokeStage, type Dispatcher } from './invoke.js';
 export { recordStage, buildRecord, approximateJsonBytes, type RecordDeps } from './record.js';
 export { judgeStage, type JudgeDeps } from './judge.js';

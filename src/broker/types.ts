@@ -115,6 +115,12 @@ export interface BrokerCall {
   target?: ToolTarget;
   /** Absolute time (ms since the epoch) at which the call is cancelled as `timeout`. */
   deadline?: number;
+  /**
+   * Where the call's progress goes: the downstream client's sink (`request.onProgress`), wrapped
+   * by the deadline stage to move the deadline when `extendOnProgress` is on. Absent when nobody
+   * listens; then the upstream is given no progress token.
+   */
+  onProgress?: (update: ProgressUpdate) => void;
   /** Set by the judge when a human approved this call (policy `ask` or the tool's `requireApproval`). */
   approved?: boolean;
   /** Absolute time past which no extension of the deadline goes (`maxTotalTimeoutMs`). */

@@ -30,7 +30,6 @@ import { z } from 'zod';
 import { askApproval } from '../broker/ask.js';
 import type { Dispatcher } from '../broker/invoke.js';
 import type { BrokerCall, CallerSession, ToolTarget } from '../broker/types.js';
-import { noteProgress } from '../broker/deadline.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Clock } from '../shared/clock.js';
 import type { Registry } from '../upstream/registry.js';
@@ -305,7 +304,6 @@ export class ToolRouter implements Dispatcher {
   private callUpstream(call: BrokerCall, server: string, toolName: string): Promise<CallToolResult> {
     const upstream = this.registry.upstream(server);
     if (!upstream) throw new BrokerError('upstream_unavailable', `no upstream "${server}"`);
-    const onProgress = call.request.onProgress;
     const end = call.hardDeadline ?? call.deadline ?? this.clock.now() + 60_000;
     const remaining = Math.max(1, end - this.clock.now());
     return upstream.callTool(toolName, call.request.args, {
@@ -314,12 +312,7 @@ export class ToolRouter implements Dispatcher {
       meta: call.request.meta,
       onServerRequest: call.request.onServerRequest,
       onArgumentsStripped: (names) => (call.notes.stripped = names),
-      onProgress: onProgress
-        ? (update) => {
-            noteProgress(call);
-            onProgress(update);
-          }
-        : undefined,
+      onProgress: call.onProgress,
     });
   }
 }
@@ -343,17 +336,12 @@ async function stillLive(session: CallerSession, signal: AbortSignal): Promise<b
 }
 
 function contextOf(call: BrokerCall): FunctionToolContext {
-  const onProgress = call.request.onProgress;
   return {
     callId: call.callId,
     signal: call.signal,
     session: call.session,
     notes: call.notes,
-    progress: (update) => {
-      if (!onProgress) return;
-      noteProgress(call);
-      onProgress(update);
-    },
+    progress: (update) => call.onProgress?.(update),
   };
 }
 

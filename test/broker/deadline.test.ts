@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deadlineStage, DeadlineExceeded, noteProgress } from '../../src/broker/deadline.js';
+import { deadlineStage, DeadlineExceeded } from '../../src/broker/deadline.js';
 import { compose } from '../../src/broker/runner.js';
 import { refuse, type BrokerCall } from '../../src/broker/types.js';
 import { ManualClock } from '../../src/shared/clock.js';
@@ -77,11 +77,11 @@ describe('deadline stage', () => {
     expect(c.outcome).toBe('cancelled');
   });
 
-  it('F18: with extendOnProgress, progress moves the deadline to now + timeoutMs', async () => {
+  it('F18: with extendOnProgress, progress moves the deadline to now + timeoutMs, even when the client asked for no progress', async () => {
     const { clock, upstream, start } = setup({ timeoutMs: 1000, extendOnProgress: true });
     const { c, done } = start();
     await clock.advance(800);
-    noteProgress(c);
+    c.onProgress?.({ progress: 1 });
     expect(c.deadline).toBe(c.startedAt + 1800);
     await clock.advance(900); // t = 1700: past the first deadline, inside the extended one
     expect(upstream.seen[0]!.aborted).toBe(false);
@@ -96,7 +96,7 @@ describe('deadline stage', () => {
     expect(c.hardDeadline).toBe(c.startedAt + 2500);
     for (let t = 0; t < 2400; t += 600) {
       await clock.advance(600);
-      noteProgress(c);
+      c.onProgress?.({ progress: 1 });
     }
     expect(c.deadline).toBe(c.startedAt + 2500);
     await clock.advance(2500 - (clock.now() - c.startedAt) - 1);
@@ -111,7 +111,7 @@ describe('deadline stage', () => {
     const { c, done } = start();
     expect(c.hardDeadline).toBe(c.startedAt + 1000);
     await clock.advance(900);
-    noteProgress(c);
+    c.onProgress?.({ progress: 1 });
     expect(c.deadline).toBe(c.startedAt + 1000);
     await clock.advance(100);
     await done;

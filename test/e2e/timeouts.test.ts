@@ -59,7 +59,7 @@ describe('F18: timeouts', () => {
     await waitFor(() => log('perserver').some((e) => e.event === 'cancelled'), 'the upstream to get the cancel', 5_000);
   });
 
-  it('F18: progress extends the deadline only up to maxTotalTimeoutMs; without progress the plain deadline holds', async () => {
+  it('F18: progress extends the deadline only up to maxTotalTimeoutMs, whether or not the client asked for progress; without progress the plain deadline holds', async () => {
     const updates: unknown[] = [];
     const { r, ms } = await timed(
       broker.client.callTool({ name: 'progress__slow', arguments: { ms: 20_000, tickMs: 150 } }, CallToolResultSchema, {
@@ -71,7 +71,13 @@ describe('F18: timeouts', () => {
     expect(ms).toBeGreaterThanOrEqual(1_400);
     expect(ms).toBeLessThan(8_000);
 
-    const plain = await timed(broker.client.callTool({ name: 'progress__slow', arguments: { ms: 20_000, tickMs: 150 } }));
+    // Progress the client did not ask for still moves the deadline (the client is sent none of it).
+    const quiet = await timed(broker.client.callTool({ name: 'progress__slow', arguments: { ms: 20_000, tickMs: 150 } }));
+    expect(outcome(quiet.r)).toBe('timeout');
+    expect(quiet.ms).toBeGreaterThanOrEqual(1_400);
+
+    // A tool that reports no progress keeps the plain deadline.
+    const plain = await timed(broker.client.callTool({ name: 'progress__echo', arguments: { text: 'x', delayMs: 10_000 } }));
     expect(outcome(plain.r)).toBe('timeout');
     expect(plain.ms).toBeLessThan(1_400);
   });
