@@ -3,7 +3,10 @@
  * (DESIGN.md "Folders"). Transports create sessions on it; nothing else constructs parts.
  */
 import { EventEmitter } from 'node:events';
-import type { ClientCapabilities, LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
+import { LoggingLevelSchema, type ClientCapabilities, type LoggingLevel, type LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
+
+/** MCP log levels, most verbose first. */
+const LOG_SEVERITY = LoggingLevelSchema.options;
 import { NdjsonRecordSink, RecordPublisher, type RecordSink } from './audit/index.js';
 import { Broker, orderStages, type CallRecord, type ToolTarget } from './broker/index.js';
 import { deadlineStage } from './broker/deadline.js';
@@ -86,6 +89,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private markReady!: () => void;
   private started = false;
   private isReady = false;
+  private readonly logLevels = new Map<string, LoggingLevel>();
+  private upstreamLogLevel: LoggingLevel | undefined;
   private prepared?: Promise<void>;
   private readonly subscriptions = new Map<string, number>();
 
@@ -272,6 +277,24 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     }
     const withResources = this.registry.upstreams.filter((u) => u.status.state === 'ready' && u.capabilities?.resources);
     return withResources.length === 1 ? withResources[0] : undefined;
+  }
+
+  /**
+   * Records one session's `logging/setLevel` (undefined: the session ended) and sends upstreams
+   * the most verbose level any live session asked for. Upstreams are shared, so one session's
+   * `error` never silences what another asked to see; each session still filters what it gets.
+   */
+  setLogLevel(sessionId: string, level: LoggingLevel | undefined): void {
+    if (level) this.logLevels.set(sessionId, level);
+    else this.logLevels.delete(sessionId);
+    const wanted = [...this.logLevels.values()].sort((a, b) => LOG_SEVERITY.indexOf(a) - LOG_SEVERITY.indexOf(b))[0];
+    if (!wanted || wanted === this.upstreamLogLevel) return;
+    this.upstreamLogLevel = wanted;
+    for (const u of this.registry.upstreams) {
+      if (u.status.state === 'ready' && u.capabilities?.logging) {
+        void u.request('logging/setLevel', { level: wanted }, { timeoutMs: 5000 }).catch(() => undefined);
+      }
+    }
   }
 
   /** Reference-counted `resources/subscribe` across sessions. */

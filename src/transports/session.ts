@@ -210,6 +210,7 @@ export class DownstreamSession {
     this.closed = true;
     this.detach();
     this.gateway.budgets.release(this.sessionId);
+    this.gateway.setLogLevel(this.sessionId, undefined);
     for (const uri of this.subscribed) await this.gateway.unsubscribe(uri);
     this.subscribed.clear();
     await this.server.close().catch(() => undefined);
@@ -325,11 +326,7 @@ export class DownstreamSession {
 
     server.setRequestHandler(SetLevelRequestSchema, async (req) => {
       this.level = req.params.level;
-      for (const u of gw.registry.upstreams) {
-        if (u.status.state === 'ready' && u.capabilities?.logging) {
-          void u.request('logging/setLevel', { level: req.params.level }, { timeoutMs: 5000 }).catch(() => undefined);
-        }
-      }
+      gw.setLogLevel(this.sessionId, req.params.level);
       return {};
     });
 
