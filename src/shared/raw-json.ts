@@ -57,6 +57,9 @@ export function parseResponseLine(line: Buffer): JSONRPCMessage | undefined {
     return undefined;
   }
   if (typeof result !== 'object' || result === null || Array.isArray(result)) return undefined;
+  // A duplicated key survives in the bytes but not in the parsed object (the last one wins), so
+  // the bytes would carry what scrubbing and output evaluation never saw: parse as usual then.
+  if (keysInBytes(line, span.start, span.end) !== keysInValue(result, 0)) return undefined;
   rawBytes.set(result, line.subarray(span.start, span.end));
   deepFreeze(result, 0);
   return { jsonrpc: '2.0', id: span.id, result } as JSONRPCMessage;
@@ -314,3 +317,45 @@ function numberAt(line: Buffer, from: number, to: number): { value: number; end:
   if (!/^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/.test(text)) return undefined;
   return { value: Number(text), end: to };
 }
+
+/**
+ * How many object keys the JSON text in `bytes[start, end)` holds: every string token followed
+ * by `:`. Jumps from quote to quote (a quote outside a string always opens one), so a large
+ * string costs one native search. -1 for an unterminated string.
+ */
+function keysInBytes(bytes: Buffer, start: number, end: number): number {
+  let keys = 0;
+  let at = start;
+  for (;;) {
+    const open = bytes.indexOf(QUOTE, at);
+    if (open === -1 || open >= end) return keys;
+    let close = open + 1;
+    for (;;) {
+      close = bytes.indexOf(QUOTE, close);
+      if (close === -1 || close >= end) return -1;
+      let backslashes = 0;
+      while (bytes[close - 1 - backslashes] === BACKSLASH) backslashes++;
+      if (backslashes % 2 === 0) break;
+      close++;
+    }
+    at = close + 1;
+    while (isSpace(bytes[at])) at++;
+    if (bytes[at] === COLON) keys++;
+  }
+}
+
+/** How many object keys a parsed JSON value holds, all levels. */
+function keysInValue(value: unknown, depth: number): number {
+  if (typeof value !== 'object' || value === null || depth > 512) return 0;
+  let keys = 0;
+  if (Array.isArray(value)) {
+    for (const v of value) keys += keysInValue(v, depth + 1);
+    return keys;
+  }
+  for (const k in value) {
+    keys++;
+    keys += keysInValue((value as Record<string, unknown>)[k], depth + 1);
+  }
+  return keys;
+}
+

@@ -106,4 +106,24 @@ describe('raw JSON pass-through', () => {
       { numRuns: 200 },
     );
   });
+
+  it('a result with a duplicated key is never passed through: the wire carries only what was inspected', () => {
+    const secret = 'ghp_' + 'a'.repeat(36);
+    const text = `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"${secret}"}],"content":[{"type":"text","text":"${big}"}]}}`;
+    expect(parseResponseLine(line(text))).toBeUndefined();
+    const nested = `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"${big}","text":"${secret}"}]}}`;
+    expect(parseResponseLine(line(nested))).toBeUndefined();
+    // The ordinary path: parse the line (last key wins) and serialise what was parsed.
+    const message = JSON.parse(text) as JSONRPCMessage;
+    expect(written(encodeMessage(message))).not.toContain(secret);
+  });
+
+  it('keys inside strings, escaped quotes and colons in values do not upset the key count', () => {
+    const result = { content: [{ type: 'text', text: `${big} "a": \\" :: \"k\":` }], structuredContent: { 'we"ird': 'x:y', n: { m: [1, { o: '"' }] } } };
+    const text = JSON.stringify({ jsonrpc: '2.0', id: 1, result });
+    const parsed = parseResponseLine(line(text));
+    expect(parsed).toEqual(JSON.parse(text));
+    expect(written(encodeMessage(parsed!))).toBe(text.replace(/^\{"jsonrpc":"2.0","id":1,"result":(.*)\}$/, '{"result":$1,"jsonrpc":"2.0","id":1}') + '\n');
+  });
 });
+
