@@ -7,8 +7,9 @@
  * Requests carry ids of our own, strings (`"mcp-broker:N"`), so they never meet the `Client`'s
  * numeric ids on the same transport; their responses are taken off the transport before the SDK
  * sees them. Behaviour matches `Protocol.request`: an abort or the timeout sends
- * `notifications/cancelled` upstream and rejects (the abort reason, or `McpError` -32001
- * `Request timed out`); a closed connection rejects every pending request with `McpError` -32000
+ * `notifications/cancelled` upstream and rejects with `McpError` -32001 (carrying the abort
+ * reason's text, or `Request timed out`); the broker's deadline stage reads the real reason off
+ * its own signal. A closed connection rejects every pending request with `McpError` -32000
  * (case F08); a late response is dropped. A message that is neither a result nor an error
  * rejects at once instead of waiting for the timeout.
  */
