@@ -77,6 +77,7 @@ function fmtRatio(r) {
 function cell(row, figure) {
   if (row.status === 'unavailable') return 'n/a (not available)';
   if (row.status === 'failed') return 'failed';
+  if (figure.key === 'cold' && row.coldError) return 'failed';
   const v = row.figures?.[figure.key];
   const r = row.ratios?.[figure.key];
   return r === undefined ? fmtValue(figure, v) : `${fmtValue(figure, v)} ${fmtRatio(r)}`;
@@ -109,6 +110,7 @@ export function render(result) {
   for (const r of rows) {
     if (r.status === 'failed') out.push(`  ${r.label}: failed: ${r.error}`);
     if (r.status === 'unavailable') out.push(`  ${r.label}: n/a (not available): ${r.error}`);
+    if (r.coldError) out.push(`  ${r.label}: cold start failed: ${r.coldError}`);
   }
   const notes = rows.filter((r) => r.coldNote && r.status === 'ok').map((r) => `${r.label}: ${r.coldNote}`);
   out.push(`cold start: ${notes.join('; ')}`);

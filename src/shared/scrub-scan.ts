@@ -44,8 +44,12 @@ const isWordChar = (c: number) => (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <=
 const USER_PART = /[^\s/:@]+/y;
 
 /** Finds every anchor occurrence of a fixed set in one pass (Aho-Corasick over folded characters). */
+/** Bit set in a {@link AnchorScanner} table entry whose target state ends an anchor. */
+const ACCEPTS = 1 << 30;
+
 export class AnchorScanner {
-  private readonly delta: Int32Array;
+  /** Per (state, symbol): the next state times the alphabet size, plus {@link ACCEPTS} when it ends an anchor. */
+  private readonly table: Int32Array;
   /** Per state: indices of the anchors that end there (its own and via fail links), or undefined. */
   private readonly outputs: Array<number[] | undefined>;
 
@@ -97,7 +101,9 @@ export class AnchorScanner {
         }
       }
     }
-    this.delta = delta;
+    // One load per character: the next row's offset and whether it accepts, in one entry.
+    this.table = new Int32Array(delta.length);
+    for (let i = 0; i < delta.length; i++) this.table[i] = (delta[i]! * ALPHABET) | (outputs[delta[i]!] ? ACCEPTS : 0);
     this.outputs = outputs;
   }
 
@@ -106,14 +112,14 @@ export class AnchorScanner {
    * (case-sensitive anchors only where they occur as written).
    */
   scan(text: string, hit: (anchor: number, at: number) => void): void {
-    const { delta, outputs, anchors } = this;
-    let state = 0;
+    const { table, outputs, anchors } = this;
+    let row = 0;
     for (let i = 0; i < text.length; i++) {
       const c = text.charCodeAt(i);
-      state = delta[state * ALPHABET + (c < ALPHABET ? FOLD[c]! : 127)]!;
-      const out = outputs[state];
-      if (out === undefined) continue;
-      for (const index of out) {
+      const next = table[row + (c < ALPHABET ? FOLD[c]! : 127)]!;
+      row = next & (ACCEPTS - 1);
+      if (next < ACCEPTS) continue;
+      for (const index of outputs[row / ALPHABET]!) {
         const anchor = anchors[index]!;
         const at = i + 1 - anchor.text.length;
         if (anchor.caseSensitive && !text.startsWith(anchor.text, at)) continue;
