@@ -256,6 +256,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   async stop(): Promise<void> {
     // Calls in flight are cancelled, answered and recorded before their upstreams go away.
     await this.broker.drain(3000);
+    // Upstreams closing withdraw their tools: nobody needs to hear list_changed about that now.
+    this.isReady = false;
     await Promise.all(this.registry.upstreams.map((u) => u.close().catch(() => undefined)));
     await this.records.close().catch(() => undefined);
     await this.builtins.close().catch(() => undefined);

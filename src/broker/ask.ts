@@ -55,3 +55,24 @@ export async function askApproval(session: CallerSession, options: AskOptions): 
     return { approved: false, why: 'failed', reason: `approval could not be asked: ${text.slice(0, 200)}` };
   }
 }
+
+/** How long the liveness ping after an approval waits for the client's answer, in ms. */
+export const LIVENESS_PING_TIMEOUT_MS = 10_000;
+
+/**
+ * Whether the caller can still receive an answer, after an approval (seed 003). `isLive()` alone
+ * is not enough: a client that answers "accept" and closes at once sends the answer and its EOF
+ * together, and the EOF is read in a later event-loop turn than the answer. So the caller is
+ * also pinged on the call's stream (when it can be): a client that has closed never answers, and
+ * its close rejects the ping. No answer within {@link LIVENESS_PING_TIMEOUT_MS} counts as gone.
+ */
+export async function stillLive(session: CallerSession, signal: AbortSignal): Promise<boolean> {
+  if (!session.isLive()) return false;
+  if (!session.ping) return true;
+  try {
+    await session.ping({ timeoutMs: LIVENESS_PING_TIMEOUT_MS, signal });
+  } catch {
+    return false;
+  }
+  return session.isLive();
+}

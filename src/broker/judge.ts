@@ -17,7 +17,7 @@
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
 import type { PinState, Store } from '../store/store.js';
-import { askApproval } from './ask.js';
+import { askApproval, stillLive } from './ask.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
 import type { Stage } from './runner.js';
 import { refuse, type BrokerCall, type ToolTarget } from './types.js';
@@ -72,6 +72,11 @@ export function judgeStage(deps: JudgeDeps): Stage {
         const refusal = await ask(call, target, 'the tool requires approval on every call', deps, false);
         if (refusal) return refusal.cancelled ? refuse(call, 'cancelled', refusal.reason) : refuse(call, 'approval_required', refusal.reason);
         call.approved = true;
+      }
+      // Seed 003: after an approval, nothing runs for a caller that can no longer hear the answer.
+      // Checked here, before budget and deadline, so the round trip is not the tool's time.
+      if (call.approved && !(await stillLive(call.session, call.request.signal))) {
+        return refuse(call, 'cancelled', `approved, but the caller's connection closed before "${name}" ran; it did not run`);
       }
       await next();
     },

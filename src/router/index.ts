@@ -1,4 +1,5 @@
-export { ToolRouter, DEFAULT_ASK_TIMEOUT_MS, LIVENESS_PING_TIMEOUT_MS, type PrimaryHandler, type RouterOutcome, type RouterOptions } from './router.js';
+export { LIVENESS_PING_TIMEOUT_MS } from '../broker/ask.js';
+export { ToolRouter, DEFAULT_ASK_TIMEOUT_MS, type PrimaryHandler, type RouterOutcome, type RouterOptions } from './router.js';
 export {
   defineFunctionTool,
   isFunctionTool,

@@ -27,7 +27,7 @@
  */
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { askApproval } from '../broker/ask.js';
+import { askApproval, stillLive } from '../broker/ask.js';
 import type { Dispatcher } from '../broker/invoke.js';
 import type { BrokerCall, CallerSession, ToolTarget } from '../broker/types.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
@@ -38,8 +38,6 @@ import { isFunctionTool, toCallToolResult, type FunctionTool, type FunctionToolC
 
 /** Default wait of a `requireApproval` prompt, in ms; the gateway passes `policy.askTimeoutMs`. */
 export const DEFAULT_ASK_TIMEOUT_MS = 120_000;
-/** How long the liveness ping after an approval waits for the client's answer, in ms. */
-export const LIVENESS_PING_TIMEOUT_MS = 10_000;
 
 /**
  * A primary handler: explicit code that serves some tools ahead of the function-tool table.
@@ -292,8 +290,11 @@ export class ToolRouter implements Dispatcher {
         });
         if (!verdict.approved) return { outcome: 'denied', code: 'approval_required', message: verdict.reason };
       }
-      // Seed 003: the wire may have died during the approval round trip; then nothing runs.
-      if (!(await stillLive(call.session, call.signal))) {
+      // Seed 003: the wire may have died during the approval round trip; then nothing runs. The
+      // judge already pinged the caller after its approval (outside the deadline); here the
+      // connection only has to be still open.
+      const live = call.approved ? call.session.isLive() : await stillLive(call.session, call.signal);
+      if (!live) {
         return { outcome: 'error', code: 'connection_lost', message: `approved, but the caller's connection closed before "${tool.name}" ran; it did not run` };
       }
     }
@@ -317,23 +318,6 @@ export class ToolRouter implements Dispatcher {
   }
 }
 
-/**
- * Whether the caller can still receive an answer, after an approval (seed 003). `isLive()` alone
- * is not enough: a client that answers "accept" and closes at once sends the answer and its EOF
- * together, and the EOF is read in a later event-loop turn than the answer. So the caller is
- * also pinged on the call's stream (when it can be): a client that has closed never answers, and
- * its close rejects the ping. No answer within {@link LIVENESS_PING_TIMEOUT_MS} counts as gone.
- */
-async function stillLive(session: CallerSession, signal: AbortSignal): Promise<boolean> {
-  if (!session.isLive()) return false;
-  if (!session.ping) return true;
-  try {
-    await session.ping({ timeoutMs: LIVENESS_PING_TIMEOUT_MS, signal });
-  } catch {
-    return false;
-  }
-  return session.isLive();
-}
 
 function contextOf(call: BrokerCall): FunctionToolContext {
   return {

@@ -175,4 +175,21 @@ describe('the call path in seed order', () => {
     expect(p.ledger.used('s-1')).toBe(0);
     expect(p.written.map((r) => r.attempts)).toEqual([0, 0, 0]);
   });
+
+  it('an approval from a caller that is gone by then runs nothing: cancelled, before budget and deadline', async () => {
+    const caller = session({
+      elicit: async () => ({ action: 'accept' as const }),
+      ping: async () => Promise.reject(new Error('connection closed')),
+    });
+    const p = build({ caller, answer: async () => text('ran'), policy: { default: 'ask' } });
+    for (const t of [target('fx__gated', { requireApproval: true }), target('fx__asked')]) {
+      const answer = await p.callTool(t);
+      expect(answer.outcome).toBe('cancelled');
+      expect(answer.reason).toContain('connection closed before');
+    }
+    expect(p.dispatched).toEqual([]);
+    expect(p.written.map((r) => r.attempts)).toEqual([0, 0]);
+    expect(p.ledger.used('s-1')).toBe(0);
+  });
 });
+
