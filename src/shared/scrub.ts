@@ -55,8 +55,10 @@ const VALUE_END = String.raw`(?:[\s"',;&<>]|$)`;
 
 /** Text patterns; each named group is the kept prefix of a credential-named field. */
 const FIELD_PATTERNS: readonly string[] = [
-  // "password": "value" and "api_key": "value" in JSON text
-  String.raw`(?<jf>"${NAME_PREFIX}(?:${PASSWORD_NAMES}|${TOKEN_NAMES})${PLURAL}"\s*:\s*)"(?:[^"\\]|\\.)*"`,
+  // "password": "value" in JSON text
+  String.raw`(?<jf>"${NAME_PREFIX}(?:${PASSWORD_NAMES})${PLURAL}"\s*:\s*)"(?:[^"\\]|\\.)*"`,
+  // "api_key": "value" in JSON text; not "max_tokens": "1000" (a count)
+  String.raw`(?<jt>"${NAME_PREFIX}(?:${TOKEN_NAMES})${PLURAL}"\s*:\s*)(?!"-?\d+(?:\.\d+)?")"(?:[^"\\]|\\.)*"`,
   // "password": 123456 in JSON text
   String.raw`(?<jn>"${NAME_PREFIX}(?:${PASSWORD_NAMES})${PLURAL}"\s*:\s*)-?\d+(?:\.\d+)?`,
   // password=value, password: "value"
@@ -126,6 +128,7 @@ function escapeRegExp(text: string): string {
 /** The replacement of one {@link PATTERN} match: a field keeps its name, anything else becomes {@link REDACTED}. */
 function redact(match: string, groups: Record<string, string | undefined>): string {
   if (groups.jf !== undefined) return `${groups.jf}"${REDACTED}"`;
+  if (groups.jt !== undefined) return `${groups.jt}"${REDACTED}"`;
   if (groups.jn !== undefined) return `${groups.jn}"${REDACTED}"`;
   const prefix = groups.pp ?? groups.pt;
   if (prefix !== undefined) return `${prefix}${REDACTED}`;
@@ -207,7 +210,11 @@ export class Scrubber {
       const current = source[key];
       const credential = secretScope || isCredentialField(key);
       let next: unknown;
-      if (credential && typeof current === 'string') next = current === '' ? current : REDACTED;
+      if (credential && typeof current === 'string') {
+        // A count in a string ("max_tokens": "1000") is no secret unless the name is password-like.
+        const count = !secretScope && /^-?\d+(?:\.\d+)?$/.test(current) && !NUMERIC_SECRET_FIELD.test(normalise(key));
+        next = current === '' || count ? current : REDACTED;
+      }
       else if (typeof current === 'number') next = credential && NUMERIC_SECRET_FIELD.test(normalise(key)) ? REDACTED : current;
       else next = this.walk(current, depth + 1, credential);
       const cleanKey = this.text(key);

@@ -27,6 +27,7 @@ function reference(text: string, secrets: readonly string[]): string {
   return out.replace(global, (match: string, ...rest: unknown[]) => {
     const groups = rest[rest.length - 1] as Record<string, string | undefined>;
     if (groups.jf !== undefined) return `${groups.jf}"${REDACTED}"`;
+    if (groups.jt !== undefined) return `${groups.jt}"${REDACTED}"`;
     if (groups.jn !== undefined) return `${groups.jn}"${REDACTED}"`;
     const prefix = groups.pp ?? groups.pt;
     if (prefix !== undefined) return `${prefix}${REDACTED}`;

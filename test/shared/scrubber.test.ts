@@ -46,9 +46,10 @@ describe('Scrubber.text', () => {
   });
 
   it('leaves counts and ordinary prose alone', () => {
-    for (const t of ['max_tokens: 1000', 'token=123', '"max_tokens": 4096', 'the token bucket refills', 'see https://example.com/a/b', 'a password field']) {
+    for (const t of ['max_tokens: 1000', 'token=123', '"max_tokens": 4096', '"MAX_TOKENS": "1000"', 'the token bucket refills', 'see https://example.com/a/b', 'a password field']) {
       expect(s.text(t)).toBe(t);
     }
+    expect(s.value({ max_tokens: '1000', api_key: 'k3y-abcd', pin: '1234' })).toEqual({ max_tokens: '1000', api_key: REDACTED, pin: REDACTED });
   });
 
   it('returns the same string when nothing matched', () => {
