@@ -126,7 +126,7 @@ function escapeRegExp(text: string): string {
 }
 
 /** The replacement of one {@link PATTERN} match: a field keeps its name, anything else becomes {@link REDACTED}. */
-function redact(match: string, groups: Record<string, string | undefined>): string {
+export function redact(match: string, groups: Record<string, string | undefined>): string {
   if (groups.jf !== undefined) return `${groups.jf}"${REDACTED}"`;
   if (groups.jt !== undefined) return `${groups.jt}"${REDACTED}"`;
   if (groups.jn !== undefined) return `${groups.jn}"${REDACTED}"`;

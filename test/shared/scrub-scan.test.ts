@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { PATTERN, REDACTED, Scrubber } from '../../src/shared/scrub.js';
+import { PATTERN, REDACTED, redact, Scrubber } from '../../src/shared/scrub.js';
 import { AnchorScanner, replaceAtStarts } from '../../src/shared/scrub-scan.js';
 
 /**
@@ -24,15 +24,7 @@ function reference(text: string, secrets: readonly string[]): string {
     out = out.replace(new RegExp(parts.join('|'), 'g'), REDACTED);
   }
   const global = new RegExp(PATTERN.source, 'g');
-  return out.replace(global, (match: string, ...rest: unknown[]) => {
-    const groups = rest[rest.length - 1] as Record<string, string | undefined>;
-    if (groups.jf !== undefined) return `${groups.jf}"${REDACTED}"`;
-    if (groups.jt !== undefined) return `${groups.jt}"${REDACTED}"`;
-    if (groups.jn !== undefined) return `${groups.jn}"${REDACTED}"`;
-    const prefix = groups.pp ?? groups.pt;
-    if (prefix !== undefined) return `${prefix}${REDACTED}`;
-    return match === REDACTED ? match : REDACTED;
-  });
+  return out.replace(global, (match: string, ...rest: unknown[]) => redact(match, rest[rest.length - 1] as Record<string, string | undefined>));
 }
 
 const alnum = (n: number) => 'aB3dE5gH7j'.repeat(Math.ceil(n / 10)).slice(0, n);
