@@ -150,8 +150,8 @@ export function serializeMessage(message: JSONRPCMessage): string {
 
 /**
  * Writes one message as a line: a result that passes through unchanged goes out as the bytes
- * it arrived in (`raw-json.ts`). Writes made in one burst of work are corked until
- * `process.nextTick`, so they leave together. Resolves once the stream took every byte (backpressure);
+ * it arrived in (`raw-json.ts`). Writes made in one burst of work are corked until the
+ * event loop's check phase (`setImmediate`), so they leave together. Resolves once the stream took every byte (backpressure);
  * rejects on a write error.
  */
 export function writeMessage(stream: NodeJS.WritableStream & Partial<Writable>, message: JSONRPCMessage): Promise<void> {

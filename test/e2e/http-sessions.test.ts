@@ -107,6 +107,19 @@ describe('Streamable HTTP sessions', () => {
     expect([...replay.text.matchAll(/^id: (.+)$/gm)].map((m) => m[1])).not.toContain(ids[0]);
   });
 
+  it('streams a call answer as SSE: chunked, the priming event first, no Content-Length', async () => {
+    const id = await openRawSession(broker.url);
+    const headers = { ...SESSION_HEADERS(id), 'mcp-protocol-version': '2025-11-25' };
+    const body = { jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'echo__echo', arguments: { text: 'streamed' } } };
+    const res = await readStream(`${broker.url}/mcp`, { method: 'POST', headers, body: JSON.stringify(body) }, (t) => t.includes('"result"'));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(res.headers.get('transfer-encoding')).toBe('chunked');
+    expect(res.headers.get('content-length')).toBeNull();
+    expect(res.text).toMatch(/^id: \S+\ndata: \n\n/);
+    expect(sseMessages(res.text).find((m) => m.id === 8)?.result.content[0].text).toBe('streamed');
+  });
+
   it('refuses a body over http.maxBodyBytes with 413 and keeps serving', async () => {
     const big = { ...initializeBody(), padding: 'x'.repeat(8192) };
     const res = await http(`${broker.url}/mcp`, { headers: MCP_POST_HEADERS, body: big });

@@ -1,6 +1,7 @@
 /**
  * Streamable HTTP at `/mcp` (spec 2025-03-26 and later): one SDK
- * `StreamableHTTPServerTransport` and one {@link DownstreamSession} per session.
+ * `WebStandardStreamableHTTPServerTransport` (served by {@link serveWebTransport}) and one
+ * {@link DownstreamSession} per session.
  *
  * - `POST` without `Mcp-Session-Id` must be `initialize`: it opens a session (its id is the
  *   session id everywhere: records, the admin API). Anything else without the header → 400.
@@ -12,7 +13,7 @@
  *   carry a keep-alive comment every `http.keepAliveMs`.
  */
 import type { Express, Request, Response } from 'express';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { newSessionId } from '../../shared/ids.js';
 import { messageOf } from '../../shared/errors.js';
@@ -21,6 +22,7 @@ import { jsonBody, type HttpContext } from './context.js';
 import { BoundedEventStore } from './event-store.js';
 import { jsonRpcError, principalOf } from './guards.js';
 import { sessionTag } from './session-table.js';
+import { serveWebTransport } from './web-adapter.js';
 
 /** The path of the Streamable HTTP endpoint. */
 export const MCP_PATH = '/mcp';
@@ -51,7 +53,7 @@ export function mountStreamableHttp(app: Express, ctx: HttpContext): void {
     }
     const done = ctx.sessions.begin(entry);
     res.once('close', done);
-    await transport.handleRequest(req, res, body);
+    await serveWebTransport(transport, req, res, body);
   };
   app.post(MCP_PATH, handle);
   app.get(MCP_PATH, handle);
@@ -62,13 +64,13 @@ export function mountStreamableHttp(app: Express, ctx: HttpContext): void {
 }
 
 /** Transport of each Streamable HTTP session. */
-const transports = new WeakMap<DownstreamSession, StreamableHTTPServerTransport>();
+const transports = new WeakMap<DownstreamSession, WebStandardStreamableHTTPServerTransport>();
 
 async function openSession(ctx: HttpContext, req: Request, res: Response, body: unknown): Promise<void> {
   const principal = principalOf(res);
   const id = newSessionId();
   const { settings } = ctx;
-  const transport = new StreamableHTTPServerTransport({
+  const transport = new WebStandardStreamableHTTPServerTransport({
     sessionIdGenerator: () => id,
     eventStore: settings.resumeEvents > 0 ? new BoundedEventStore(settings.resumeEvents) : undefined,
     keepAliveMs: settings.keepAliveMs,
@@ -87,7 +89,7 @@ async function openSession(ctx: HttpContext, req: Request, res: Response, body: 
   const entry = ctx.sessions.add({ id, kind: 'streamable', principal, session });
   const done = ctx.sessions.begin(entry);
   res.once('close', done);
-  await transport.handleRequest(req, res, body);
+  await serveWebTransport(transport, req, res, body);
   // An initialize the transport refused (bad version, batch) leaves a session nobody can use.
   if (transport.sessionId === undefined) await ctx.sessions.end(id, 'closed');
 }
