@@ -1,6 +1,7 @@
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
-import { BoundedEventStore } from '../../src/transports/http/event-store.js';
+import { BoundedEventStore, COMPACT_FROM_BYTES } from '../../src/transports/http/event-store.js';
+import { parseResponseLine, withMeta } from '../../src/shared/raw-json.js';
 
 const result = (id: number, bytes: number): JSONRPCMessage =>
   ({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: 'x'.repeat(bytes) }] } }) as JSONRPCMessage;
@@ -18,5 +19,22 @@ describe('BoundedEventStore byte bound (issue 6)', () => {
     const sent: number[] = [];
     await store.replayEventsAfter(first, { send: async (_id, m) => void sent.push((m as { id: number }).id) });
     expect(sent).toEqual([2, 3]);
+  });
+});
+
+describe('BoundedEventStore large messages', () => {
+  it('replays a large message kept as its JSON exactly as it was stored, a pass-through result included', async () => {
+    const store = new BoundedEventStore(100);
+    const first = await store.storeEvent('s', result(1, 10));
+    const large = result(2, COMPACT_FROM_BYTES * 2);
+    await store.storeEvent('s', large);
+    // A result that arrived as bytes (shared/raw-json.ts), extended with _meta the way the broker does.
+    const line = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 3, result: { content: [{ type: 'text', text: 'é'.repeat(COMPACT_FROM_BYTES) }] } }));
+    const parsed = parseResponseLine(line) as { id: number; result: { content: unknown[] } };
+    const raw = { jsonrpc: '2.0', id: 3, result: withMeta(parsed.result, { outcome: 'ok' }) } as JSONRPCMessage;
+    await store.storeEvent('s', raw);
+    const sent: JSONRPCMessage[] = [];
+    await store.replayEventsAfter(first, { send: async (_id, m) => void sent.push(m) });
+    expect(sent).toEqual([large, { jsonrpc: '2.0', id: 3, result: { _meta: { outcome: 'ok' }, content: parsed.result.content } }]);
   });
 });

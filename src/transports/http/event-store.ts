@@ -5,17 +5,24 @@
  * message larger than that is not kept); the oldest are dropped first. A client that resumes after an event that was dropped
  * gets what is still held of that stream, so resumption is best effort beyond the bound.
  *
+ * A message of {@link COMPACT_FROM_BYTES} or more is kept as its JSON encoding (for a result
+ * that passes through unchanged, the very bytes it arrived in: `shared/raw-json.ts`), not as
+ * the parsed object with its strings and the line it was parsed from: about half the memory
+ * (issue 6: broker http RSS after the benchmark). It is parsed again only to be replayed.
+ *
  * Event ids are `<streamId>|<seq>`: the stream is known from the id alone, even once the event
  * itself has been dropped.
  */
 import type { EventId, EventStore, StreamId } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { approximateJsonBytes } from '../../broker/record.js';
+import { encodeMessage } from '../../shared/raw-json.js';
 
 interface StoredEvent {
   readonly seq: number;
   readonly streamId: StreamId;
-  readonly message: JSONRPCMessage;
+  /** The message, or its JSON encoding when it is large. */
+  readonly message: JSONRPCMessage | Encoded;
   /** Estimated JSON size of `message`, in bytes. */
   readonly bytes: number;
 }
@@ -25,6 +32,31 @@ interface StoredEvent {
  * few large results pin hundreds of MiB (issue 6: 424 MiB after the benchmark).
  */
 export const DEFAULT_RESUME_BYTES = 8 * 1024 * 1024;
+
+/** Messages at least this large (estimated JSON bytes) are kept encoded: 16 KiB. */
+export const COMPACT_FROM_BYTES = 16 * 1024;
+
+/**
+ * A large message as the JSON text it is sent as, held in a V8 heap string: a large one gets
+ * its own mapping, returned to the system once collected. A Buffer, or the external string
+ * `Buffer#toString` makes past ~1 MiB, comes from malloc, and a few of them kept alive pin the
+ * allocator's freed memory around them (issue 6: +40 MiB RSS for 7 MiB of kept results).
+ */
+class Encoded {
+  readonly json: string;
+
+  constructor(encoded: string | Buffer[]) {
+    if (typeof encoded === 'string') this.json = encoded;
+    else {
+      const decoder = new TextDecoder();
+      this.json = encoded.map((part) => decoder.decode(part, { stream: true })).join('') + decoder.decode();
+    }
+  }
+
+  decode(): JSONRPCMessage {
+    return JSON.parse(this.json) as JSONRPCMessage;
+  }
+}
 
 /** What a dropped event's slot holds until the array is compacted. */
 const DROPPED: StoredEvent = Object.freeze({ seq: 0, streamId: '', message: {} as JSONRPCMessage, bytes: 0 });
@@ -55,7 +87,8 @@ export class BoundedEventStore implements EventStore {
     const seq = ++this.seq;
     const bytes = this.maxEvents > 0 ? approximateJsonBytes(message) : 0;
     if (this.maxEvents > 0 && bytes <= this.maxBytes) {
-      this.events.push({ seq, streamId, message, bytes });
+      const kept = bytes >= COMPACT_FROM_BYTES ? new Encoded(encodeMessage(message)) : message;
+      this.events.push({ seq, streamId, message: kept, bytes });
       this.bytes += bytes;
       while (this.size > this.maxEvents || this.bytes > this.maxBytes) {
         this.bytes -= this.events[this.head]!.bytes;
@@ -84,9 +117,10 @@ export class BoundedEventStore implements EventStore {
     for (let i = this.head; i < this.events.length; i++) {
       const event = this.events[i]!;
       if (event.streamId !== parsed.streamId || event.seq <= parsed.seq) continue;
+      const message = event.message instanceof Encoded ? event.message.decode() : event.message;
       // Priming events carry an empty message: nothing to replay.
-      if (Object.keys(event.message).length === 0) continue;
-      await send(`${event.streamId}${SEPARATOR}${event.seq}`, event.message);
+      if (Object.keys(message).length === 0) continue;
+      await send(`${event.streamId}${SEPARATOR}${event.seq}`, message);
     }
     return parsed.streamId;
   }
