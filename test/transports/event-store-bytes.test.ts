@@ -38,3 +38,18 @@ describe('BoundedEventStore large messages', () => {
     expect(sent).toEqual([large, { jsonrpc: '2.0', id: 3, result: { _meta: { outcome: 'ok' }, content: parsed.result.content } }]);
   });
 });
+
+describe('BoundedEventStore byte accounting of large messages', () => {
+  it('counts a large message by its encoded JSON, escapes included', async () => {
+    // 40 KiB of newlines: ~40 KiB estimated, ~80 KiB as JSON ("\\n" per character).
+    const store = new BoundedEventStore(100, 120 * 1024);
+    const newlines = (id: number) => ({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: '\n'.repeat(40 * 1024) }] } }) as JSONRPCMessage;
+    const first = await store.storeEvent('s', result(1, 10));
+    await store.storeEvent('s', newlines(2));
+    await store.storeEvent('s', newlines(3));
+    const sent: number[] = [];
+    await store.replayEventsAfter(first, { send: async (_id, m) => void sent.push((m as { id: number }).id) });
+    // Two of them (~160 KiB) do not fit in 120 KiB: the older one went.
+    expect(sent).toEqual([3]);
+  });
+});

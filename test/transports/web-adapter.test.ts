@@ -9,6 +9,7 @@
  * still working.
  */
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { createServer, request, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as realDelay } from 'node:timers/promises';
@@ -25,6 +26,10 @@ describe('serveWebTransport', () => {
   let port: number;
   let release: () => void = () => undefined;
   let sessionId = '';
+  let closeTransport: () => Promise<void> = async () => undefined;
+  // Bounds on waits that must not hang a failing test; cleared after each run.
+  const bounds = new AbortController();
+  const bounded = (ms: number) => realDelay(ms, undefined, { signal: bounds.signal }).catch(() => undefined);
 
   beforeAll(async () => {
     const mcp = new McpServer({ name: 'hold', version: '1.0.0' });
@@ -37,6 +42,7 @@ describe('serveWebTransport', () => {
       eventStore: new BoundedEventStore(100),
     });
     await mcp.connect(transport);
+    closeTransport = () => mcp.close();
     http = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -54,9 +60,12 @@ describe('serveWebTransport', () => {
     await readAll(await post({ jsonrpc: '2.0', method: 'notifications/initialized' }));
   });
 
-  afterAll(() => {
+  afterAll(async () => {
     release();
-    http?.close();
+    bounds.abort();
+    await closeTransport();
+    http?.closeAllConnections();
+    await new Promise((resolve) => http?.close(resolve));
   });
 
   function post(body: unknown): Promise<IncomingMessage> {
@@ -76,12 +85,12 @@ describe('serveWebTransport', () => {
     try {
       const pending = post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'hold', arguments: {} } });
       // Real time bounds the wait only; the faked setTimeout never fires.
-      const res = await Promise.race([pending, realDelay(5000).then(() => undefined)]);
+      const res = await Promise.race([pending, bounded(5000).then(() => undefined)]);
       expect(res, 'no response while the tool works: held back for a timer').toBeDefined();
       expect(res!.headers['content-type']).toMatch(/^text\/event-stream/);
       expect(res!.headers['content-length']).toBeUndefined();
       res!.setEncoding('utf8');
-      const [first] = (await Promise.race([once(res!, 'data'), realDelay(5000).then(() => [''])])) as [string];
+      const [first] = (await Promise.race([once(res!, 'data'), bounded(5000).then(() => [''])])) as [string];
       expect(first).toMatch(/^id: \S+\ndata: \n\n$/);
       release();
       const rest = await readAll(res!);
@@ -89,6 +98,32 @@ describe('serveWebTransport', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it('leaves an HTTP/1.0 answer unchunked: the stream ends with the connection', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/list' });
+    const socket = connect(port, '127.0.0.1');
+    socket.write(
+      [
+        'POST /mcp HTTP/1.0',
+        `host: 127.0.0.1:${port}`,
+        'content-type: application/json',
+        'accept: application/json, text/event-stream',
+        `mcp-protocol-version: ${PROTOCOL}`,
+        `mcp-session-id: ${sessionId}`,
+        `content-length: ${Buffer.byteLength(body)}`,
+        '',
+        body,
+      ].join('\r\n'),
+    );
+    socket.setEncoding('utf8');
+    let raw = '';
+    for await (const chunk of socket) raw += chunk as string;
+    const [head, payload] = raw.split('\r\n\r\n', 2) as [string, string];
+    expect(raw).toMatch(/^HTTP\/1\.[01] 200/);
+    expect(head.toLowerCase()).not.toContain('transfer-encoding');
+    expect(payload).toMatch(/^id: \S+\ndata: \n\n/);
+    expect(payload).toContain('"name":"hold"');
   });
 });
 

@@ -85,9 +85,14 @@ export class BoundedEventStore implements EventStore {
 
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
     const seq = ++this.seq;
-    const bytes = this.maxEvents > 0 ? approximateJsonBytes(message) : 0;
+    let bytes = this.maxEvents > 0 ? approximateJsonBytes(message) : 0;
+    let kept: JSONRPCMessage | Encoded = message;
+    if (this.maxEvents > 0 && bytes >= COMPACT_FROM_BYTES && bytes <= this.maxBytes) {
+      kept = new Encoded(encodeMessage(message));
+      // What is held is the encoded text, escapes included.
+      bytes = Buffer.byteLength(kept.json);
+    }
     if (this.maxEvents > 0 && bytes <= this.maxBytes) {
-      const kept = bytes >= COMPACT_FROM_BYTES ? new Encoded(encodeMessage(message)) : message;
       this.events.push({ seq, streamId, message: kept, bytes });
       this.bytes += bytes;
       while (this.size > this.maxEvents || this.bytes > this.maxBytes) {

@@ -29,7 +29,9 @@ const listener = getRequestListener(
     const context = pending.get(env.incoming as IncomingMessage);
     if (!context) throw new Error('web adapter: request without a transport');
     const response = await context.transport.handleRequest(request, { parsedBody: context.parsedBody });
-    if (response.body && response.headers.get('content-type')?.startsWith('text/event-stream')) {
+    // Only where chunking is allowed: an HTTP/1.0 client gets the body unframed, as before.
+    const chunkable = (env.outgoing as ServerResponse).useChunkedEncodingByDefault === true;
+    if (chunkable && response.body && response.headers.get('content-type')?.startsWith('text/event-stream')) {
       response.headers.set('transfer-encoding', 'chunked');
     }
     return response;
@@ -39,8 +41,8 @@ const listener = getRequestListener(
 );
 
 /**
- * Hands `req` to `transport` and writes its answer to `res`; resolves once the answer has been
- * handed to `res` (an SSE stream keeps writing after that, until its last response is sent).
+ * Hands `req` to `transport` and writes its answer to `res`; resolves once the answer is
+ * written in full (for an SSE stream: once the stream closes, after its last response).
  *
  * @param parsedBody the JSON body the route already parsed; the transport does not read `req` again.
  */
