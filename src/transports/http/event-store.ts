@@ -23,7 +23,7 @@ interface StoredEvent {
   readonly streamId: StreamId;
   /** The message, or its JSON encoding when it is large. */
   readonly message: JSONRPCMessage | Encoded;
-  /** Estimated JSON size of `message`, in bytes. */
+  /** JSON size of `message` in bytes: estimated, exact when it is kept encoded. */
   readonly bytes: number;
 }
 
@@ -85,28 +85,30 @@ export class BoundedEventStore implements EventStore {
 
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
     const seq = ++this.seq;
-    let bytes = this.maxEvents > 0 ? approximateJsonBytes(message) : 0;
+    const id = `${streamId}${SEPARATOR}${seq}`;
+    if (this.maxEvents === 0) return id;
+    let bytes = approximateJsonBytes(message);
+    if (bytes > this.maxBytes) return id;
     let kept: JSONRPCMessage | Encoded = message;
-    if (this.maxEvents > 0 && bytes >= COMPACT_FROM_BYTES && bytes <= this.maxBytes) {
+    if (bytes >= COMPACT_FROM_BYTES) {
       kept = new Encoded(encodeMessage(message));
       // What is held is the encoded text, escapes included.
       bytes = Buffer.byteLength(kept.json);
+      if (bytes > this.maxBytes) return id;
     }
-    if (this.maxEvents > 0 && bytes <= this.maxBytes) {
-      this.events.push({ seq, streamId, message: kept, bytes });
-      this.bytes += bytes;
-      while (this.size > this.maxEvents || this.bytes > this.maxBytes) {
-        this.bytes -= this.events[this.head]!.bytes;
-        // Let the dropped message go now, not at the next compaction.
-        this.events[this.head++] = DROPPED;
-      }
-      // Compact now and then so the array does not grow without bound.
-      if (this.head > 1024 && this.head * 2 > this.events.length) {
-        this.events = this.events.slice(this.head);
-        this.head = 0;
-      }
+    this.events.push({ seq, streamId, message: kept, bytes });
+    this.bytes += bytes;
+    while (this.size > this.maxEvents || this.bytes > this.maxBytes) {
+      this.bytes -= this.events[this.head]!.bytes;
+      // Let the dropped message go now, not at the next compaction.
+      this.events[this.head++] = DROPPED;
     }
-    return `${streamId}${SEPARATOR}${seq}`;
+    // Compact now and then so the array does not grow without bound.
+    if (this.head > 1024 && this.head * 2 > this.events.length) {
+      this.events = this.events.slice(this.head);
+      this.head = 0;
+    }
+    return id;
   }
 
   async getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
