@@ -150,17 +150,28 @@ export function serializeMessage(message: JSONRPCMessage): string {
 
 /**
  * Writes one message as a line: a result that passes through unchanged goes out as the bytes
- * it arrived in (`raw-json.ts`). Writes made in one burst of work are corked until the
- * event loop's check phase (`setImmediate`), so they leave together. Resolves once the stream took every byte (backpressure);
- * rejects on a write error.
+ * it arrived in (`raw-json.ts`). The first message of a burst of work leaves at once (a lone
+ * call waits for nothing); the ones written after it in the same burst are corked until the
+ * event loop's check phase (`setImmediate`) and leave together in one `writev`. Resolves once
+ * the stream took every byte (backpressure); rejects on a write error.
  */
 export function writeMessage(stream: NodeJS.WritableStream & Partial<Writable>, message: JSONRPCMessage): Promise<void> {
   const encoded = encodeMessage(message);
-  // Messages sent in one burst of work leave in one system call (writev) when the burst ends.
-  if (stream.cork && !stream.writableCorked) {
+  if (stream.cork === undefined || stream.writableCorked) return write(stream, encoded);
+  let written: Promise<void>;
+  if (typeof encoded === 'string') written = write(stream, encoded);
+  else {
+    // A message in parts (a result passed through as its bytes) still leaves in one system call.
     stream.cork();
-    setImmediate(() => stream.uncork!());
+    written = write(stream, encoded);
+    stream.uncork!();
   }
+  stream.cork();
+  setImmediate(() => stream.uncork!());
+  return written;
+}
+
+function write(stream: NodeJS.WritableStream, encoded: string | readonly (string | Uint8Array)[]): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     const done = (err?: Error | null) => (err ? reject(err) : undefined);
     let ok: boolean;

@@ -14,7 +14,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Gateway } from '../gateway.js';
 import { PrincipalAuthenticator } from './http/auth.js';
-import { buildApp } from './http/app.js';
+import { buildRequestListener } from './http/app.js';
 import type { HttpContext } from './http/context.js';
 import { checkServeOptions } from './http/guards.js';
 import { SessionTable } from './http/session-table.js';
@@ -48,7 +48,7 @@ export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Pr
   const logger = gateway.logger.child({ transport: 'http' });
   const sessions = new SessionTable({ clock: gateway.clock, logger, idleMs: config.http.sessionIdleMs });
   const ctx: HttpContext = { gateway, settings: config.http, sessions, auth, logger };
-  const server = createServer(buildApp(ctx));
+  const server = createServer(buildRequestListener(ctx));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {

@@ -42,6 +42,25 @@ describe('Streamable HTTP sessions', () => {
     expect((await http(`${broker.url}/mcp`, { method: 'DELETE' })).status).toBe(400);
   });
 
+  it('answers what /mcp cannot serve with a JSON-RPC error, and keeps serving', async () => {
+    const badJson = await http(`${broker.url}/mcp`, { headers: MCP_POST_HEADERS, rawBody: '{"jsonrpc":' });
+    expect(badJson.status).toBe(400);
+    expect(badJson.body.error.code).toBe(-32700);
+    const put = await http(`${broker.url}/mcp`, { method: 'PUT', headers: MCP_POST_HEADERS, body: toolsList(1) });
+    expect(put.status).toBe(405);
+    expect(put.headers.get('allow')).toBe('GET, POST, DELETE');
+    expect(put.body.error.code).toBe(-32000);
+    const gzip = await http(`${broker.url}/mcp`, { headers: { ...MCP_POST_HEADERS, 'content-encoding': 'gzip' }, rawBody: 'not really gzip' });
+    expect(gzip.status).toBe(415);
+    expect(gzip.body.error.message).toMatch(/Content-Encoding "gzip"/);
+    // Matched as express matched it: any case, one trailing slash; a longer path is not /mcp.
+    const upper = await http(`${broker.url}/MCP/`, { headers: MCP_POST_HEADERS, body: initializeBody() });
+    expect(upper.status).toBe(200);
+    expect(upper.headers.get('mcp-session-id')).toBeTruthy();
+    expect((await http(`${broker.url}/mcp/x`, { headers: MCP_POST_HEADERS, body: initializeBody() })).status).toBe(404);
+    expect((await http(`${broker.url}/healthz`)).status).toBe(200);
+  });
+
   it('F11: an unknown session id gets 404 on POST, GET and DELETE', async () => {
     const unknown = SESSION_HEADERS('00000000-0000-0000-0000-000000000000');
     const post = await http(`${broker.url}/mcp`, { headers: unknown, body: toolsList(1) });

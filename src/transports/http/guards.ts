@@ -3,6 +3,7 @@
  * protection, 403), then the bearer token (401 with `WWW-Authenticate`). Also the start-up
  * check that refuses to expose an unauthenticated broker beyond loopback (exit 2).
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import { ConfigError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
@@ -76,13 +77,22 @@ export function checkHostAndOrigin(host: string | undefined, origin: string | un
   return undefined;
 }
 
-/** Express middleware: 403 (JSON-RPC error body) when Host or Origin is not allowed. */
+/**
+ * Answers 403 (JSON-RPC error body) when the Host or Origin of `req` is not allowed.
+ * @returns whether `req` was refused (and answered)
+ */
+export function refuseHostOrigin(req: IncomingMessage, res: ServerResponse, policy: OriginPolicy, logger: Logger): boolean {
+  const why = checkHostAndOrigin(req.headers.host, req.headers.origin, policy);
+  if (!why) return false;
+  logger.warn({ method: req.method, path: pathOf(req), why }, 'http request refused (Host/Origin)');
+  sendJson(res, 403, jsonRpcError(-32000, `Forbidden: ${why}`));
+  return true;
+}
+
+/** Express middleware: {@link refuseHostOrigin}. */
 export function hostOriginGuard(policy: OriginPolicy, logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
-    const why = checkHostAndOrigin(req.headers.host, req.headers.origin, policy);
-    if (!why) return next();
-    logger.warn({ method: req.method, path: req.path, why }, 'http request refused (Host/Origin)');
-    res.status(403).json(jsonRpcError(-32000, `Forbidden: ${why}`));
+    if (!refuseHostOrigin(req, res, policy, logger)) next();
   };
 }
 
@@ -90,25 +100,46 @@ export function hostOriginGuard(policy: OriginPolicy, logger: Logger) {
 const OPEN_PATHS = new Set(['/healthz', '/readyz']);
 
 /**
- * Express middleware: sets `res.locals.principal`, or answers 401 with
- * `WWW-Authenticate: Bearer realm="mcp-broker"` (plus `error="invalid_token"` for a token no
- * principal holds). Health probes pass without a token.
+ * The principal whose bearer token `req` carries, or undefined once `res` has been answered
+ * 401 with `WWW-Authenticate: Bearer realm="mcp-broker"` (plus `error="invalid_token"` for a
+ * token no principal holds).
+ */
+export function authenticateRequest(req: IncomingMessage, res: ServerResponse, auth: PrincipalAuthenticator, logger: Logger): Principal | undefined {
+  const result = auth.authenticate(req.headers.authorization);
+  if ('principal' in result) return result.principal;
+  const challenge = result.failure === 'invalid' ? 'Bearer realm="mcp-broker", error="invalid_token"' : 'Bearer realm="mcp-broker"';
+  logger.info({ method: req.method, path: pathOf(req), failure: result.failure }, 'http request refused (authentication)');
+  const message = result.failure === 'invalid' ? 'Unauthorized: unknown bearer token' : 'Unauthorized: send Authorization: Bearer <token>';
+  sendJson(res, 401, jsonRpcError(-32001, message), { 'www-authenticate': challenge });
+  return undefined;
+}
+
+/**
+ * Express middleware: {@link authenticateRequest}, the principal kept in `res.locals.principal`.
+ * Health probes pass without a token.
  */
 export function authGuard(auth: PrincipalAuthenticator, logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
     if (OPEN_PATHS.has(req.path)) return next();
-    const result = auth.authenticate(req.headers.authorization);
-    if ('principal' in result) {
-      res.locals.principal = result.principal;
-      return next();
-    }
-    const challenge = result.failure === 'invalid' ? 'Bearer realm="mcp-broker", error="invalid_token"' : 'Bearer realm="mcp-broker"';
-    logger.info({ method: req.method, path: req.path, failure: result.failure }, 'http request refused (authentication)');
-    res
-      .status(401)
-      .set('WWW-Authenticate', challenge)
-      .json(jsonRpcError(-32001, result.failure === 'invalid' ? 'Unauthorized: unknown bearer token' : 'Unauthorized: send Authorization: Bearer <token>'));
+    const principal = authenticateRequest(req, res, auth, logger);
+    if (!principal) return;
+    res.locals.principal = principal;
+    next();
   };
+}
+
+/** The path of a request, without its query. */
+export function pathOf(req: IncomingMessage): string {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+}
+
+/** Answers with `status` and `body` as JSON (`application/json; charset=utf-8`, as express's `res.json`). */
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
 }
 
 /** The principal set by {@link authGuard}. */

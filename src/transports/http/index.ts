@@ -1,13 +1,28 @@
 /** The HTTP face's parts (`serveHttp` in ../http.ts composes them). */
-export { buildApp } from './app.js';
+export { buildApp, buildRequestListener } from './app.js';
+export { answerRequestError, readBody, RequestBodyError } from './body.js';
 export { mountAdminApi, requiredNotReady, resolveSubject, API_PREFIX } from './admin.js';
 export { LOCAL_PRINCIPAL, PrincipalAuthenticator, type AuthFailure, type Principal } from './auth.js';
 export { DEFAULT_CALLS_LIMIT, MAX_CALLS_LIMIT, matchesCallsQuery, parseCallsQuery, queryCalls, type CallsQuery } from './calls-query.js';
 export { jsonBody, type HttpContext } from './context.js';
 export { BoundedEventStore } from './event-store.js';
-export { authGuard, checkHostAndOrigin, checkServeOptions, hostOriginGuard, hostnameOf, isLoopback, jsonRpcError, principalOf, type OriginPolicy } from './guards.js';
+export {
+  authenticateRequest,
+  authGuard,
+  checkHostAndOrigin,
+  checkServeOptions,
+  hostOriginGuard,
+  hostnameOf,
+  isLoopback,
+  jsonRpcError,
+  pathOf,
+  principalOf,
+  refuseHostOrigin,
+  sendJson,
+  type OriginPolicy,
+} from './guards.js';
 export { SlidingWindowLimit } from './rate-limit.js';
 export { mountReconnectRoute, RECONNECT_PATH } from './reconnect-route.js';
 export { SessionTable, sessionTag, type EndReason, type HttpSession, type SessionLookup } from './session-table.js';
 export { mountLegacySse, MESSAGES_PATH, SSE_PATH } from './sse.js';
-export { mountStreamableHttp, MCP_PATH } from './streamable.js';
+export { isMcpPath, MCP_PATH, streamableHttpHandler } from './streamable.js';

@@ -12,62 +12,83 @@
  * - Streams are resumable with `Last-Event-ID` (a {@link BoundedEventStore} per session) and
  *   carry a keep-alive comment every `http.keepAliveMs`.
  */
-import type { Express, Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { newSessionId } from '../../shared/ids.js';
 import { messageOf } from '../../shared/errors.js';
 import { DownstreamSession } from '../session.js';
-import { jsonBody, type HttpContext } from './context.js';
+import type { Principal } from './auth.js';
+import { answerRequestError, readBody } from './body.js';
+import type { HttpContext } from './context.js';
 import { BoundedEventStore } from './event-store.js';
-import { jsonRpcError, principalOf } from './guards.js';
+import { authenticateRequest, jsonRpcError, refuseHostOrigin, sendJson } from './guards.js';
 import { sessionTag } from './session-table.js';
 import { serveWebTransport } from './web-adapter.js';
 
 /** The path of the Streamable HTTP endpoint. */
 export const MCP_PATH = '/mcp';
 
-export function mountStreamableHttp(app: Express, ctx: HttpContext): void {
-  const handle = async (req: Request, res: Response) => {
-    const principal = principalOf(res);
+/** Whether a request path is {@link MCP_PATH}: any case, one trailing slash allowed (as express routes match). */
+export function isMcpPath(path: string): boolean {
+  return path.length <= MCP_PATH.length + 1 && /^\/mcp\/?$/i.test(path);
+}
+
+/**
+ * The handler of {@link MCP_PATH}: guards, then `POST`, `GET` or `DELETE` (any other method →
+ * 405 with `Allow`). A `POST` body that is not JSON → 400 `-32700`. Never rejects: a failure is
+ * answered by {@link answerRequestError}.
+ */
+export function streamableHttpHandler(ctx: HttpContext): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+  const origins = { allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins };
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    if (refuseHostOrigin(req, res, origins, ctx.logger)) return;
+    const principal = authenticateRequest(req, res, ctx.auth, ctx.logger);
+    if (!principal) return;
+    const method = req.method;
+    if (method !== 'POST' && method !== 'GET' && method !== 'DELETE') {
+      sendJson(res, 405, jsonRpcError(-32000, 'Method not allowed.'), { allow: 'GET, POST, DELETE' });
+      return;
+    }
     let body: unknown;
-    if (req.method === 'POST') {
+    if (method === 'POST') {
+      const bytes = await readBody(req, ctx.settings.maxBodyBytes);
       try {
-        body = jsonBody(req);
+        body = bytes.length === 0 ? undefined : JSON.parse(bytes.toString('utf8'));
       } catch {
-        res.status(400).json(jsonRpcError(-32700, 'Parse error: Invalid JSON'));
+        sendJson(res, 400, jsonRpcError(-32700, 'Parse error: Invalid JSON'));
         return;
       }
     }
-    const sessionId = req.header('mcp-session-id');
-    if (!sessionId) {
-      if (req.method === 'POST' && containsInitialize(body)) return openSession(ctx, req, res, body);
-      res.status(400).json(jsonRpcError(-32000, 'Bad Request: Mcp-Session-Id header is required'));
+    const sessionId = req.headers['mcp-session-id'];
+    if (typeof sessionId !== 'string' || sessionId === '') {
+      if (method === 'POST' && containsInitialize(body)) return openSession(ctx, principal, req, res, body);
+      sendJson(res, 400, jsonRpcError(-32000, 'Bad Request: Mcp-Session-Id header is required'));
       return;
     }
     const entry = ctx.sessions.get(sessionId, principal);
     const transport = entry && transports.get(entry.session);
     if (!entry || entry.kind !== 'streamable' || !transport) {
-      res.status(404).json(jsonRpcError(-32001, 'Session not found'));
+      sendJson(res, 404, jsonRpcError(-32001, 'Session not found'));
       return;
     }
     const done = ctx.sessions.begin(entry);
     res.once('close', done);
     await serveWebTransport(transport, req, res, body);
   };
-  app.post(MCP_PATH, handle);
-  app.get(MCP_PATH, handle);
-  app.delete(MCP_PATH, handle);
-  app.all(MCP_PATH, (_req, res) => {
-    res.status(405).set('Allow', 'GET, POST, DELETE').json(jsonRpcError(-32000, 'Method not allowed.'));
-  });
+  return async (req, res) => {
+    try {
+      await handle(req, res);
+    } catch (err) {
+      answerRequestError(err, req, res, ctx);
+    }
+  };
 }
 
 /** Transport of each Streamable HTTP session. */
 const transports = new WeakMap<DownstreamSession, WebStandardStreamableHTTPServerTransport>();
 
-async function openSession(ctx: HttpContext, req: Request, res: Response, body: unknown): Promise<void> {
-  const principal = principalOf(res);
+async function openSession(ctx: HttpContext, principal: Principal, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
   const id = newSessionId();
   const { settings } = ctx;
   const transport = new WebStandardStreamableHTTPServerTransport({
