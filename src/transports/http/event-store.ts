@@ -46,11 +46,10 @@ class Encoded {
   readonly json: string;
 
   constructor(encoded: string | Buffer[]) {
-    if (typeof encoded === 'string') this.json = encoded;
-    else {
-      const decoder = new TextDecoder();
-      this.json = encoded.map((part) => decoder.decode(part, { stream: true })).join('') + decoder.decode();
-    }
+    // Each part is whole UTF-8 (the parts split at JSON punctuation), so each decodes alone:
+    // an all-ASCII text then becomes a one-byte string. A streaming TextDecoder would make
+    // UTF-16 of it, twice the memory.
+    this.json = typeof encoded === 'string' ? encoded : encoded.map((part) => part.toString('utf8')).join('');
   }
 
   decode(): JSONRPCMessage {
