@@ -14,8 +14,6 @@
  */
 import { EventEmitter } from 'node:events';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   CreateMessageRequestSchema,
@@ -205,7 +203,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const generation = ++this.generation;
     const log = this.options.logger;
     this.setStatus({ state: 'connecting' });
-    const transport = this.createTransport();
+    const transport = await this.createTransport();
+    if (generation !== this.generation) return;
     const client = new Client(
       { name: 'mcp-broker', version: this.options.version ?? '0.0.0' },
       { capabilities: this.clientCapabilities },
@@ -241,7 +240,12 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     }
   }
 
-  private createTransport(): Transport {
+  /**
+   * The transport for this upstream's config. The SDK's HTTP client transports (with their
+   * OAuth and EventSource modules) load on the first HTTP upstream: a broker of stdio
+   * upstreams starts without them (cold start, issue 6).
+   */
+  private async createTransport(): Promise<Transport> {
     const config = this.options.config;
     if ('command' in config) {
       return new ChildProcessTransport({
@@ -253,12 +257,14 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const requestInit: RequestInit = { headers: config.headers };
     const url = new URL(config.url);
     if (config.type === 'sse') {
+      const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
       return new SSEClientTransport(url, {
         requestInit,
         eventSourceInit: { fetch: (u, init) => (this.options.fetch ?? fetch)(u, { ...init, headers: { ...(init?.headers as Record<string, string>), ...config.headers } }) },
         fetch: this.options.fetch,
       });
     }
+    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
     return new StreamableHTTPClientTransport(url, { requestInit, fetch: this.options.fetch });
   }
 
