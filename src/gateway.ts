@@ -86,6 +86,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private readonly builtins: Builtins;
   /** Settles when every upstream's first dial has settled (ready or failed). */
   readonly ready: Promise<void>;
+  /** Whether {@link ready} has settled: awaiting it then would only cost a turn. */
+  get readySettled(): boolean {
+    return this.settled;
+  }
+  private settled = false;
   private markReady!: () => void;
   private started = false;
   private isReady = false;
@@ -227,6 +232,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     );
     const roster = this.registry.rebuild();
     this.isReady = true;
+    this.settled = true;
     this.markReady();
     if (roster.collisions.length) {
       const c = roster.collisions[0]!;

@@ -16,7 +16,7 @@
  */
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
-import type { PinState, Store } from '../store/store.js';
+import type { Approval, PinState, Store } from '../store/store.js';
 import { askApproval, stillLive } from './ask.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
 import type { Stage } from './runner.js';
@@ -55,10 +55,9 @@ export function judgeStage(deps: JudgeDeps): Stage {
       const principal = call.session.principal;
       const at = new Date(deps.clock.now()).toISOString();
       // The broker's own tools change only with the broker itself: not pinned.
-      let pin: PinState | undefined;
-      if (target.source === 'upstream' && target.hash) pin = await deps.store.observePin(name, target.hash, at);
-      const approval = (await deps.store.getApproval(name, principal))?.decision;
-      const firstUseDone = deps.policy.config.firstUse === 'ask' ? await deps.store.hasUsed(name, principal) : true;
+      const hash = target.source === 'upstream' ? target.hash : undefined;
+      const read = readFacts(deps.store, { name, principal, at, hash, firstUse: deps.policy.config.firstUse === 'ask' });
+      const { pin, approval, firstUseDone } = read instanceof Promise ? await read : read;
       const verdict = decide(deps.policy, { name, principal, readOnly: call.readOnly, pin, approval, firstUseDone, toolDefault: target.policyDefault });
 
       if (verdict.kind === 'refuse') return refuse(call, verdict.outcome, verdict.reason);
@@ -119,4 +118,25 @@ function summarize(args: unknown): string {
     text = '(arguments that cannot be shown)';
   }
   return text.length > ASK_SUMMARY_MAX_CHARS ? `${text.slice(0, ASK_SUMMARY_MAX_CHARS - 1)}…` : text;
+}
+
+interface Facts {
+  pin: PinState | undefined;
+  approval: Approval['decision'] | undefined;
+  firstUseDone: boolean;
+}
+
+/**
+ * The store's facts for one call, in the order the judge needs them: the pin observed (when the
+ * tool has a hash), the approval, the first use (when `firstUse` asks). At once when the store
+ * answers at once (SQLite), so the call path keeps its turn; else one promise.
+ */
+function readFacts(store: Store, q: { name: string; principal: string; at: string; hash?: string; firstUse: boolean }): Facts | Promise<Facts> {
+  const pin = q.hash ? store.observePin(q.name, q.hash, q.at) : undefined;
+  const approval = store.getApproval(q.name, q.principal);
+  const used = q.firstUse ? store.hasUsed(q.name, q.principal) : true;
+  if (pin instanceof Promise || approval instanceof Promise || used instanceof Promise) {
+    return Promise.all([pin, approval, used]).then(([p, a, u]) => ({ pin: p, approval: a?.decision, firstUseDone: u }));
+  }
+  return { pin, approval: approval?.decision, firstUseDone: used };
 }

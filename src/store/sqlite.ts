@@ -152,7 +152,7 @@ export class SqliteStore implements Store {
     return row ? toPin(row) : undefined;
   }
 
-  async observePin(tool: string, hash: string, at: string): Promise<PinState> {
+  observePin(tool: string, hash: string, at: string): PinState {
     // The common case, a known tool unchanged, is one read (from memory) and no write lock.
     const pins = this.fresh().pins;
     let known = pins.get(tool);
@@ -185,7 +185,7 @@ export class SqliteStore implements Store {
     return this.stmt.listPins.all().map(toPin);
   }
 
-  async getApproval(tool: string, principal: string): Promise<Approval | undefined> {
+  getApproval(tool: string, principal: string): Approval | undefined {
     const approvals = this.fresh().approvals;
     const key = `${tool}\u0000${principal}`;
     let found = approvals.get(key);
@@ -207,7 +207,7 @@ export class SqliteStore implements Store {
     return this.stmt.listApprovals.all();
   }
 
-  async hasUsed(tool: string, principal: string): Promise<boolean> {
+  hasUsed(tool: string, principal: string): boolean {
     const uses = this.fresh().uses;
     const key = `${tool}\u0000${principal}`;
     let used = uses.get(key);

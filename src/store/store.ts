@@ -39,7 +39,14 @@ export interface Approval {
   readonly by: string;
 }
 
-/** The durable store. Implementations: {@link SqliteStore}. */
+/**
+ * The durable store. Implementations: {@link SqliteStore}.
+ *
+ * The reads the judge makes on every call ({@link Store.observePin}, {@link Store.getApproval},
+ * {@link Store.hasUsed}) may answer at once instead of with a promise; SQLite does. Then the
+ * call path reaches its upstream without giving up its turn (issue 6: over HTTP, a turn given up
+ * there is spent on the SDK's response setup while the upstream waits).
+ */
 export interface Store {
   /** The pin of `tool`, if any. */
   getPin(tool: string): Promise<ToolPin | undefined>;
@@ -47,7 +54,7 @@ export interface Store {
    * Compares `hash` with the pin of `tool`: stores it when there is none (`new`), answers
    * `same`, or remembers it as the pending hash and answers `changed`. Never moves a pin.
    */
-  observePin(tool: string, hash: string, at: string): Promise<PinState>;
+  observePin(tool: string, hash: string, at: string): PinState | Promise<PinState>;
   /**
    * Moves the pin of `tool` to `hash` (default: its pending hash) and clears the pending one.
    * Returns the new pin, or undefined when there is nothing to move it to.
@@ -56,7 +63,7 @@ export interface Store {
   listPins(): Promise<ToolPin[]>;
 
   /** The decision that applies to `principal` for `tool`: its own, else the one for everyone. */
-  getApproval(tool: string, principal: string): Promise<Approval | undefined>;
+  getApproval(tool: string, principal: string): Approval | undefined | Promise<Approval | undefined>;
   /**
    * Stores a decision. One for {@link EVERY_PRINCIPAL} replaces every decision about the tool;
    * one for a principal replaces only that principal's.
@@ -65,7 +72,7 @@ export interface Store {
   listApprovals(): Promise<Approval[]>;
 
   /** Whether `principal` has made its first (approved) call of `tool` (`policy.firstUse`). */
-  hasUsed(tool: string, principal: string): Promise<boolean>;
+  hasUsed(tool: string, principal: string): boolean | Promise<boolean>;
   markUsed(tool: string, principal: string, at: string): Promise<void>;
   /** Forgets first uses of `tool` by `principal`, or by everyone with {@link EVERY_PRINCIPAL}. Returns how many. */
   clearUses(tool: string, principal: string): Promise<number>;

@@ -233,7 +233,9 @@ export class DownstreamSession {
     extra: Pick<DirectCallExtra, 'signal' | 'sendNotification' | 'sendRequest'> & Partial<Pick<DirectCallExtra, 'abort'>>,
   ): Promise<unknown> {
     const gw = this.gateway;
-    await gw.ready;
+    // Once ready, no await before the upstream write: over HTTP, any turn given up here is spent
+    // on the SDK's response setup while the upstream waits (issue 6, bench/README.md).
+    if (!gw.readySettled) await gw.ready;
     const { name, arguments: args, _meta } = params;
     const target = gw.router.resolve(name);
     if (!target) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);

@@ -59,6 +59,42 @@ describe('judge stage', () => {
     expect(invoke.reached).toBe(0);
   });
 
+  it('with a store that answers at once, an allowed call goes on within the same turn (issue 6)', async () => {
+    const { store, known } = setup();
+    const deps: JudgeDeps = {
+      resolve: (name) => known.get(name),
+      isReadOnly: () => false,
+      policy: compilePolicy(policySchema.parse({ firstUse: 'ask' })),
+      store,
+      clock: new ManualClock(),
+      askTimeoutMs: 5000,
+      scrubArgs: (a) => a,
+    };
+    await store.markUsed('fx__echo', 'local', '2026-01-01T00:00:00.000Z');
+    let reached = false;
+    const c = call({ target: target() });
+    const running = judgeStage(deps).run(c, async () => {
+      reached = true;
+    });
+    // Over HTTP a turn given up before the upstream write is spent on the SDK's response setup.
+    expect(reached).toBe(true);
+    await running;
+    expect(c.outcome).toBeUndefined();
+    // A store that answers with promises is still awaited: same verdicts, one turn later.
+    const slow = new Proxy(store, {
+      get: (t, k) => (['observePin', 'getApproval', 'hasUsed'].includes(String(k)) ? (...a: unknown[]) => Promise.resolve((t as any)[k](...a)) : (t as any)[k]),
+    });
+    let later = false;
+    const c2 = call({ target: target() });
+    const second = judgeStage({ ...deps, store: slow }).run(c2, async () => {
+      later = true;
+    });
+    expect(later).toBe(false);
+    await second;
+    expect(later).toBe(true);
+    expect(c2.outcome).toBeUndefined();
+  });
+
   it('deny never reaches invoke', async () => {
     const { run, invoke } = setup({ rules: [{ tools: ['fx__*'], action: 'deny' }] });
     const c = call({ target: target() });
