@@ -57,7 +57,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
       // The broker's own tools change only with the broker itself: not pinned.
       const hash = target.source === 'upstream' ? target.hash : undefined;
       const read = readFacts(deps.store, { name, principal, at, hash, firstUse: deps.policy.config.firstUse === 'ask' });
-      const { pin, approval, firstUseDone } = read instanceof Promise ? await read : read;
+      const { pin, approval, firstUseDone } = isThenable(read) ? await read : read;
       const verdict = decide(deps.policy, { name, principal, readOnly: call.readOnly, pin, approval, firstUseDone, toolDefault: target.policyDefault });
 
       if (verdict.kind === 'refuse') return refuse(call, verdict.outcome, verdict.reason);
@@ -126,17 +126,29 @@ interface Facts {
   firstUseDone: boolean;
 }
 
+const isThenable = (v: unknown): v is PromiseLike<unknown> => typeof (v as { then?: unknown } | null | undefined)?.then === 'function';
+
 /**
- * The store's facts for one call, in the order the judge needs them: the pin observed (when the
- * tool has a hash), the approval, the first use (when `firstUse` asks). At once when the store
- * answers at once (SQLite), so the call path keeps its turn; else one promise.
+ * The store's facts for one call: the pin observed (when the tool has a hash), the approval,
+ * the first use (when `firstUse` asks). At once when every read answers at once (SQLite), so
+ * the call path keeps its turn; else one promise for all three (any thenable counts as one).
+ * A read that throws or rejects fails the call closed (the runner's `guard_error`).
  */
 function readFacts(store: Store, q: { name: string; principal: string; at: string; hash?: string; firstUse: boolean }): Facts | Promise<Facts> {
-  const pin = q.hash ? store.observePin(q.name, q.hash, q.at) : undefined;
-  const approval = store.getApproval(q.name, q.principal);
-  const used = q.firstUse ? store.hasUsed(q.name, q.principal) : true;
-  if (pin instanceof Promise || approval instanceof Promise || used instanceof Promise) {
-    return Promise.all([pin, approval, used]).then(([p, a, u]) => ({ pin: p, approval: a?.decision, firstUseDone: u }));
+  const reads: unknown[] = [];
+  try {
+    reads.push(q.hash ? store.observePin(q.name, q.hash, q.at) : undefined);
+    reads.push(store.getApproval(q.name, q.principal));
+    reads.push(q.firstUse ? store.hasUsed(q.name, q.principal) : true);
+  } catch (err) {
+    // The reads already under way must not reject unheard.
+    for (const r of reads) if (isThenable(r)) Promise.resolve(r).catch(() => undefined);
+    throw err;
   }
-  return { pin, approval: approval?.decision, firstUseDone: used };
+  const facts = ([pin, approval, used]: unknown[]): Facts => ({
+    pin: pin as PinState | undefined,
+    approval: (approval as Approval | undefined)?.decision,
+    firstUseDone: used as boolean,
+  });
+  return reads.some(isThenable) ? Promise.all(reads).then(facts) : facts(reads);
 }

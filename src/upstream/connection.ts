@@ -203,7 +203,14 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const generation = ++this.generation;
     const log = this.options.logger;
     this.setStatus({ state: 'connecting' });
-    const transport = await this.createTransport();
+    let transport: Transport;
+    try {
+      transport = await this.createTransport();
+    } catch (err) {
+      // The SDK's HTTP transport modules failed to load: a failed dial like any other.
+      if (generation === this.generation) this.dialFailed(err);
+      return;
+    }
     if (generation !== this.generation) return;
     const client = new Client(
       { name: 'mcp-broker', version: this.options.version ?? '0.0.0' },
@@ -229,15 +236,20 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       log.info({ tools: catalog.tools.length, prompts: catalog.prompts.length, resources: catalog.resources.length }, 'upstream ready');
     } catch (err) {
       if (generation !== this.generation) return;
-      const status = statusOf(err, transport);
-      log.error({ errorCode: status.errorCode, err: status.message }, 'upstream dial failed');
       client.onclose = undefined;
       await closeQuietly(client);
       this.client = undefined;
-      this.withdraw();
-      this.setStatus(status);
-      this.scheduleRestart();
+      this.dialFailed(err, transport);
     }
+  }
+
+  /** Records a failed dial (status `failed`, tools withdrawn) and schedules the next one. */
+  private dialFailed(err: unknown, transport?: Transport): void {
+    const status = statusOf(err, transport);
+    this.options.logger.error({ errorCode: status.errorCode, err: status.message }, 'upstream dial failed');
+    this.withdraw();
+    this.setStatus(status);
+    this.scheduleRestart();
   }
 
   /**
@@ -419,14 +431,14 @@ async function closeQuietly(client: Client): Promise<void> {
   }
 }
 
-function statusOf(err: unknown, transport: Transport): UpstreamStatus {
+function statusOf(err: unknown, transport: Transport | undefined): UpstreamStatus {
   const message = messageOf(err);
   if (err instanceof BrokerError) {
     const httpStatus = undefined;
     return { state: 'failed', errorCode: err.code, httpStatus, message };
   }
   const code = (err as { code?: unknown })?.code;
-  if (typeof code === 'number' && code >= 100 && code < 600 && !(transport instanceof ChildProcessTransport)) {
+  if (typeof code === 'number' && code >= 100 && code < 600 && transport !== undefined && !(transport instanceof ChildProcessTransport)) {
     return { state: 'failed', errorCode: 'http_status', httpStatus: code, message };
   }
   const stderr = transport instanceof ChildProcessTransport ? transport.stderr.trim().split('\n').pop() : undefined;

@@ -80,9 +80,11 @@ describe('judge stage', () => {
     expect(reached).toBe(true);
     await running;
     expect(c.outcome).toBeUndefined();
-    // A store that answers with promises is still awaited: same verdicts, one turn later.
+    // A store that answers with thenables (not only native promises) is still awaited: same
+    // verdicts, one turn later.
+    const thenable = <T>(value: T) => ({ then: (resolve: (v: T) => unknown) => Promise.resolve(value).then(resolve) });
     const slow = new Proxy(store, {
-      get: (t, k) => (['observePin', 'getApproval', 'hasUsed'].includes(String(k)) ? (...a: unknown[]) => Promise.resolve((t as any)[k](...a)) : (t as any)[k]),
+      get: (t, k) => (['observePin', 'getApproval', 'hasUsed'].includes(String(k)) ? (...a: unknown[]) => thenable((t as any)[k](...a)) : (t as any)[k]),
     });
     let later = false;
     const c2 = call({ target: target() });
@@ -93,6 +95,56 @@ describe('judge stage', () => {
     await second;
     expect(later).toBe(true);
     expect(c2.outcome).toBeUndefined();
+    // A revoked approval is honoured through the thenable store too.
+    await store.setApproval({ tool: 'fx__echo', principal: 'local', decision: 'revoked', at: '2026-01-01T00:00:00.000Z', by: 'test' });
+    const c3 = call({ target: target() });
+    await compose([judgeStage({ ...deps, store: slow }), fakeInvoke()])(c3);
+    expect(c3.outcome).toBe('approval_required');
+  });
+
+  it('a store read that rejects, or throws after another read began, fails the call closed', async () => {
+    const { store, known } = setup();
+    const base: JudgeDeps = {
+      resolve: (name) => known.get(name),
+      isReadOnly: () => false,
+      policy: compilePolicy(policySchema.parse({})),
+      store,
+      clock: new ManualClock(),
+      askTimeoutMs: 5000,
+      scrubArgs: (a) => a,
+    };
+    const rejecting = new Proxy(store, {
+      get: (t, k) => (k === 'getApproval' ? () => Promise.reject(new Error('disk I/O error')) : (t as any)[k]),
+    });
+    const c1 = call({ target: target() });
+    const invoke = fakeInvoke();
+    await compose([judgeStage({ ...base, store: rejecting }), invoke])(c1);
+    expect(c1.outcome).toBe('guard_error');
+    expect(c1.reason).toContain('disk I/O error');
+    const unheard: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unheard.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const mixed = new Proxy(store, {
+        get: (t, k) =>
+          k === 'observePin'
+            ? () => Promise.reject(new Error('pin read failed'))
+            : k === 'getApproval'
+              ? () => {
+                  throw new Error('approval read failed');
+                }
+              : (t as any)[k],
+      });
+      const c2 = call({ target: target() });
+      await compose([judgeStage({ ...base, store: mixed }), invoke])(c2);
+      expect(c2.outcome).toBe('guard_error');
+      expect(c2.reason).toContain('approval read failed');
+      await new Promise((r) => setImmediate(r));
+      expect(unheard).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+    expect(invoke.reached).toBe(0);
   });
 
   it('deny never reaches invoke', async () => {

@@ -3,6 +3,8 @@
  * a second GET stream, resumption with Last-Event-ID, keep-alive comments, the body limit, and
  * Host/Origin checks.
  */
+import { request as httpRequest } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, waitFor } from './helpers.js';
 import {
@@ -50,9 +52,35 @@ describe('Streamable HTTP sessions', () => {
     expect(put.status).toBe(405);
     expect(put.headers.get('allow')).toBe('GET, POST, DELETE');
     expect(put.body.error.code).toBe(-32000);
-    const gzip = await http(`${broker.url}/mcp`, { headers: { ...MCP_POST_HEADERS, 'content-encoding': 'gzip' }, rawBody: 'not really gzip' });
-    expect(gzip.status).toBe(415);
-    expect(gzip.body.error.message).toMatch(/Content-Encoding "gzip"/);
+    // HEAD is not GET here: 405 as well.
+    expect((await nodeRequest(`${broker.url}/mcp`, { method: 'HEAD' })).status).toBe(405);
+    // Bodies are decoded as express decoded them (gzip, deflate, br), else 415; one that does
+    // not decode is 400. Every body counts against http.maxBodyBytes, whatever the method.
+    const gzipped = gzipSync(JSON.stringify(initializeBody()));
+    const gz = await fetch(`${broker.url}/mcp`, { method: 'POST', headers: { ...MCP_POST_HEADERS, 'content-encoding': 'gzip' }, body: gzipped });
+    expect(gz.status).toBe(200);
+    expect(gz.headers.get('mcp-session-id')).toBeTruthy();
+    await gz.body?.cancel();
+    const broken = await http(`${broker.url}/mcp`, { headers: { ...MCP_POST_HEADERS, 'content-encoding': 'gzip' }, rawBody: 'not really gzip' });
+    expect(broken.status).toBe(400);
+    expect(broken.body.error.message).toMatch(/gzip body does not decode/);
+    const zstd = await http(`${broker.url}/mcp`, { headers: { ...MCP_POST_HEADERS, 'content-encoding': 'zstd' }, rawBody: '{}' });
+    expect(zstd.status).toBe(415);
+    expect(zstd.body.error.message).toMatch(/Content-Encoding "zstd"/);
+    const bomb = gzipSync('x'.repeat(64 * 1024));
+    expect((await fetch(`${broker.url}/mcp`, { method: 'POST', headers: { ...MCP_POST_HEADERS, 'content-encoding': 'gzip' }, body: bomb })).status).toBe(413);
+    expect((await nodeRequest(`${broker.url}/mcp`, { method: 'DELETE', headers: { 'content-length': '8192' }, body: 'y'.repeat(8192) })).status).toBe(413);
+    // An absolute-form request target is /mcp too.
+    const absolute = await new Promise<number>((resolve, reject) => {
+      const u = new URL(broker.url);
+      const req = httpRequest({ host: u.hostname, port: u.port, method: 'POST', path: `${broker.url}/mcp`, headers: MCP_POST_HEADERS }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify(initializeBody()));
+    });
+    expect(absolute).toBe(200);
     // Matched as express matched it: any case, one trailing slash; a longer path is not /mcp.
     const upper = await http(`${broker.url}/MCP/`, { headers: MCP_POST_HEADERS, body: initializeBody() });
     expect(upper.status).toBe(200);

@@ -1,12 +1,14 @@
 /**
  * Request bodies of the HTTP face, and the one answer every route gives to a request error.
  *
- * `/mcp` reads its body here (raw-body, the reader under express's body parsers); the express
- * routes read theirs with `express.raw` and the same limit. Either way a body over
- * `http.maxBodyBytes` is 413, a request that is malformed at the HTTP level is 400, anything
- * else is 500 with `-32603` (never a client-fault code), always with a JSON-RPC error body.
+ * `/mcp` reads its body here (raw-body, the reader under express's body parsers, with the same
+ * content codings: gzip, deflate, br); the express routes read theirs with `express.raw` and the
+ * same limit. Either way a body over `http.maxBodyBytes` (decoded) is 413, an unknown content
+ * coding 415, a request that is malformed at the HTTP level 400, anything else 500 with
+ * `-32603` (never a client-fault code), always with a JSON-RPC error body.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import getRawBody from 'raw-body';
 import { messageOf } from '../../shared/errors.js';
 import type { HttpContext } from './context.js';
@@ -23,16 +25,33 @@ export class RequestBodyError extends Error {
   }
 }
 
+/** Whether `req` carries a body (a length, even 0, or chunked), as body-parser decides. */
+export function hasBody(req: IncomingMessage): boolean {
+  return req.headers['transfer-encoding'] !== undefined || req.headers['content-length'] !== undefined;
+}
+
 /**
- * The body of `req` as bytes, at most `limit` bytes (`http.maxBodyBytes`).
- * Only `identity` content coding is read: any other is a {@link RequestBodyError} 415.
- * @throws raw-body's errors (`type` `entity.too.large` with status 413, 400 for an aborted or
- *   short body), answered by {@link answerRequestError}
+ * The body of `req` as bytes, decoded from `gzip`, `deflate` or `br` when so sent, at most
+ * `limit` decoded bytes (`http.maxBodyBytes`).
+ * @throws {@link RequestBodyError} 415 for another content coding, 400 for a body that does not
+ *   decode; raw-body's errors (`type` `entity.too.large` with status 413, 400 for an aborted or
+ *   short body); all answered by {@link answerRequestError}
  */
 export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const coding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
-  if (coding !== 'identity') throw new RequestBodyError(415, `unsupported Content-Encoding ${JSON.stringify(coding)}`, 'encoding.unsupported');
-  return getRawBody(req, { limit, length: req.headers['content-length'] });
+  if (coding === 'identity') return getRawBody(req, { limit, length: req.headers['content-length'] });
+  const decoder = coding === 'gzip' ? createGunzip() : coding === 'deflate' ? createInflate() : coding === 'br' ? createBrotliDecompress() : undefined;
+  if (!decoder) throw new RequestBodyError(415, `unsupported Content-Encoding ${JSON.stringify(coding)}`, 'encoding.unsupported');
+  req.pipe(decoder);
+  try {
+    return await getRawBody(decoder, { limit });
+  } catch (err) {
+    if ((err as { type?: string }).type === 'entity.too.large') throw err;
+    throw new RequestBodyError(400, `the ${coding} body does not decode: ${messageOf(err)}`, 'encoding.invalid');
+  } finally {
+    req.unpipe(decoder);
+    decoder.destroy();
+  }
 }
 
 /**

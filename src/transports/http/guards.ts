@@ -128,9 +128,16 @@ export function authGuard(auth: PrincipalAuthenticator, logger: Logger) {
   };
 }
 
-/** The path of a request, without its query. */
+/** The path of a request, without its query; of an absolute-form target (`http://host/mcp`) too. */
 export function pathOf(req: IncomingMessage): string {
   const url = req.url ?? '/';
+  if (!url.startsWith('/')) {
+    try {
+      return new URL(url).pathname;
+    } catch {
+      return url;
+    }
+  }
   const q = url.indexOf('?');
   return q < 0 ? url : url.slice(0, q);
 }

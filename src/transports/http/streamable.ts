@@ -19,7 +19,7 @@ import { newSessionId } from '../../shared/ids.js';
 import { messageOf } from '../../shared/errors.js';
 import { DownstreamSession } from '../session.js';
 import type { Principal } from './auth.js';
-import { answerRequestError, readBody } from './body.js';
+import { answerRequestError, hasBody, readBody } from './body.js';
 import type { HttpContext } from './context.js';
 import { BoundedEventStore } from './event-store.js';
 import { authenticateRequest, jsonRpcError, refuseHostOrigin, sendJson } from './guards.js';
@@ -29,15 +29,16 @@ import { serveWebTransport } from './web-adapter.js';
 /** The path of the Streamable HTTP endpoint. */
 export const MCP_PATH = '/mcp';
 
-/** Whether a request path is {@link MCP_PATH}: any case, one trailing slash allowed (as express routes match). */
+/** Whether a request path ({@link pathOf}) is {@link MCP_PATH}: any case, one trailing slash allowed (as express routes match). */
 export function isMcpPath(path: string): boolean {
   return path.length <= MCP_PATH.length + 1 && /^\/mcp\/?$/i.test(path);
 }
 
 /**
- * The handler of {@link MCP_PATH}: guards, then `POST`, `GET` or `DELETE` (any other method →
- * 405 with `Allow`). A `POST` body that is not JSON → 400 `-32700`. Never rejects: a failure is
- * answered by {@link answerRequestError}.
+ * The handler of {@link MCP_PATH}: guards, the body read within `http.maxBodyBytes`, then
+ * `POST`, `GET` or `DELETE` (any other method, `HEAD` too → 405 with `Allow`). A `POST` body
+ * that is not JSON → 400 `-32700`. Never rejects: a failure is answered by
+ * {@link answerRequestError}.
  */
 export function streamableHttpHandler(ctx: HttpContext): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   const origins = { allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins };
@@ -46,13 +47,15 @@ export function streamableHttpHandler(ctx: HttpContext): (req: IncomingMessage, 
     const principal = authenticateRequest(req, res, ctx.auth, ctx.logger);
     if (!principal) return;
     const method = req.method;
+    // Every body is read within the limit, as on the express routes (413 on every route); only
+    // a POST's is used.
+    const bytes = method === 'POST' || hasBody(req) ? await readBody(req, ctx.settings.maxBodyBytes) : undefined;
     if (method !== 'POST' && method !== 'GET' && method !== 'DELETE') {
       sendJson(res, 405, jsonRpcError(-32000, 'Method not allowed.'), { allow: 'GET, POST, DELETE' });
       return;
     }
     let body: unknown;
-    if (method === 'POST') {
-      const bytes = await readBody(req, ctx.settings.maxBodyBytes);
+    if (method === 'POST' && bytes) {
       try {
         body = bytes.length === 0 ? undefined : JSON.parse(bytes.toString('utf8'));
       } catch {
