@@ -4,17 +4,27 @@
  * Exit codes (DESIGN.md "Contract"): 0 clean shutdown, 2 bad config or options, 1 anything else.
  */
 import { Console } from 'node:console';
-import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { loadConfigFile, type LoadedConfig } from './config/load.js';
-import type { Gateway } from './gateway.js';
-import { ConfigError, messageOf } from './shared/errors.js';
-import { createLogger, LOG_LEVELS, type Logger } from './shared/logger.js';
-import { Scrubber } from './shared/scrub.js';
+import type { CommanderError } from 'commander';
 import type { CallsOptions } from './commands/calls.js';
-import { prespawnUpstreams } from './upstream/prespawn.js';
-import { VERSION } from './version.js';
-// The gateway, the transports and the commands are imported when used: the stdio upstreams are
-// started first, so they load while the broker does (cold start, issue 6).
+import type { LoadedConfig } from './config/load.js';
+import type { Gateway } from './gateway.js';
+import type { Logger } from './shared/logger.js';
+import { earlySpawn } from './upstream/early-spawn.js';
+
+// Cold start (issue 6): the stdio upstreams of a `serve` command line start before anything
+// heavy loads, so they boot on the other core while the CLI loads commander, zod and pino
+// (upstream/early-spawn.ts). The gateway, the transports and the commands load when used.
+earlySpawn(process.argv.slice(2));
+const [{ Command, InvalidArgumentError, Option }, { loadConfigFile }, { ConfigError, messageOf }, { createLogger, LOG_LEVELS }, { Scrubber }, { prespawnUpstreams }, { VERSION }] =
+  await Promise.all([
+    import('commander'),
+    import('./config/load.js'),
+    import('./shared/errors.js'),
+    import('./shared/logger.js'),
+    import('./shared/scrub.js'),
+    import('./upstream/prespawn.js'),
+    import('./version.js'),
+  ]);
 const processIo = async () => (await import('./commands/io.js')).processIo;
 
 const program = new Command('mcp-broker')

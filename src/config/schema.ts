@@ -1,19 +1,14 @@
 /**
  * The `servers.json` schema: a superset of the `mcpServers` format of Claude Desktop, Cursor and
- * VS Code (DESIGN.md, "Contract"). Every default lives here and nowhere else.
+ * VS Code (DESIGN.md, "Contract"). Every default lives here and nowhere else, but for the
+ * inherited environment names, in `defaults.ts`: the early start of the stdio upstreams reads
+ * them before zod loads (`upstream/early-spawn.ts`).
  */
 import { z } from 'zod';
+import { DEFAULT_INHERITED_ENV } from './defaults.js';
 import { restServerProblems } from '../upstream/rest/definition.js';
 
-/** Names of our environment every stdio child inherits by default (`broker.env.inherit`; case F19). */
-export const DEFAULT_INHERITED_ENV: readonly string[] = [
-  'HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER', 'TMPDIR', 'TZ',
-  'LANG', 'LANGUAGE', 'LC_ALL', 'LC_CTYPE',
-  'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy',
-  'NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR', 'REQUESTS_CA_BUNDLE',
-  // Windows needs these to start anything at all.
-  'SYSTEMROOT', 'SystemRoot', 'COMSPEC', 'PATHEXT', 'WINDIR', 'APPDATA', 'LOCALAPPDATA', 'USERPROFILE', 'TEMP', 'TMP',
-];
+export { DEFAULT_INHERITED_ENV } from './defaults.js';
 
 /** Server keys: `^[A-Za-z0-9][A-Za-z0-9_-]*$`, no `__`, not a reserved prefix. */
 export const SERVER_KEY = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;

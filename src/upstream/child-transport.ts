@@ -127,13 +127,44 @@ export function prespawnChild(spec: ChildSpawnSpec): void {
   parked.set(key, [...(parked.get(key) ?? []), entry]);
 }
 
+const alive = (entry: ParkedChild) => !entry.failed && entry.child.exitCode === null && entry.child.signalCode === null;
+
+/**
+ * Makes the parked children what `specs` asks for, one per entry (two servers with the same
+ * spec get two children): starts the missing ones ({@link prespawnChild}) and ends any other
+ * parked child. Called once the config is validated, so a child started earlier from the raw
+ * file (`early-spawn.ts`) is kept only when the validated config starts the very same process.
+ */
+export function settleParked(specs: readonly ChildSpawnSpec[]): void {
+  const wanted = new Map<string, ChildSpawnSpec[]>();
+  for (const spec of specs) wanted.set(specKey(spec), [...(wanted.get(specKey(spec)) ?? []), spec]);
+  for (const [key, list] of parked) {
+    const keep = wanted.get(key)?.length ?? 0;
+    const live = list.filter(alive);
+    for (const entry of [...list.filter((e) => !alive(e)), ...live.slice(keep)]) {
+      if (entry.child.pid) killGroup(entry.child.pid, 'SIGKILL');
+    }
+    if (keep === 0 || live.length === 0) parked.delete(key);
+    else parked.set(key, live.slice(0, keep));
+  }
+  for (const [key, list] of wanted) {
+    const have = parked.get(key)?.length ?? 0;
+    for (const spec of list.slice(have)) prespawnChild(spec);
+  }
+}
+
+/** The parked children's process ids by spawn spec (diagnostics and tests). */
+export function parkedChildren(): Array<{ spec: string; pids: number[] }> {
+  return [...parked].map(([spec, list]) => ({ spec, pids: list.filter(alive).map((e) => e.child.pid!).filter(Boolean) }));
+}
+
 /** A parked child for `spec` that is still alive, if any. */
 function adoptParked(spec: ChildSpawnSpec): ParkedChild | undefined {
   const key = specKey(spec);
   const list = parked.get(key);
   while (list?.length) {
     const entry = list.shift()!;
-    if (!entry.failed && entry.child.exitCode === null && entry.child.signalCode === null) return entry;
+    if (alive(entry)) return entry;
     if (entry.child.pid) killGroup(entry.child.pid, 'SIGKILL');
   }
   parked.delete(key);

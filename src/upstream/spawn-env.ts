@@ -5,9 +5,12 @@
  * {@link DEFAULT_INHERITED_ENV}: the login basics, locale, proxy and CA settings) plus the
  * server's own `inheritEnv` names, then its configured `env`, which wins. Nothing else of our
  * environment leaks: a child never sees `process.env` whole. The default list lives with the
- * other defaults, in the config schema.
+ * config's defaults (`config/defaults.ts`).
  */
-export { DEFAULT_INHERITED_ENV } from '../config/schema.js';
+import type { StdioServerConfig } from '../config/schema.js';
+import type { ChildSpawnSpec } from './child-transport.js';
+
+export { DEFAULT_INHERITED_ENV } from '../config/defaults.js';
 
 /** Builds a child's environment: inherited names present in `source`, then `env` on top. */
 export function childEnv(
@@ -21,4 +24,21 @@ export function childEnv(
     if (value !== undefined && !value.startsWith('()')) out[name] = value;
   }
   return Object.assign(out, env);
+}
+
+/**
+ * How a stdio server is started: `node` is this very Node (`nodePath`, default
+ * `process.execPath`); the environment as {@link childEnv} builds it.
+ */
+export function stdioSpawnSpec(
+  config: Pick<StdioServerConfig, 'command' | 'args' | 'cwd' | 'env' | 'inheritEnv'>,
+  inheritEnv: readonly string[],
+  nodePath = process.execPath,
+): ChildSpawnSpec {
+  return {
+    command: config.command === 'node' ? nodePath : config.command,
+    args: config.args,
+    cwd: config.cwd,
+    env: childEnv([...inheritEnv, ...config.inheritEnv], config.env),
+  };
 }

@@ -1,0 +1,14 @@
+/**
+ * Defaults the schema shares with code that runs before zod loads (`upstream/early-spawn.ts`,
+ * cold start): nothing here imports anything.
+ */
+
+/** Names of our environment every stdio child inherits by default (`broker.env.inherit`; case F19). */
+export const DEFAULT_INHERITED_ENV: readonly string[] = [
+  'HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER', 'TMPDIR', 'TZ',
+  'LANG', 'LANGUAGE', 'LC_ALL', 'LC_CTYPE',
+  'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy',
+  'NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR', 'REQUESTS_CA_BUNDLE',
+  // Windows needs these to start anything at all.
+  'SYSTEMROOT', 'SystemRoot', 'COMSPEC', 'PATHEXT', 'WINDIR', 'APPDATA', 'LOCALAPPDATA', 'USERPROFILE', 'TEMP', 'TMP',
+];

@@ -1,0 +1,116 @@
+/**
+ * The early start of the stdio upstreams (cold start, issue 6): which command lines start them,
+ * that the specs guessed from the raw file are the ones the validated config starts, and that
+ * settling against the validated config keeps, starts and ends the right children.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { serverKind, type StdioServerConfig } from '../../src/config/schema.js';
+import { parkedChildren, prespawnChild, settleParked, type ChildSpawnSpec } from '../../src/upstream/child-transport.js';
+import { rawStdioSpecs, serveConfigPath } from '../../src/upstream/early-spawn.js';
+import { stdioSpawnSpec } from '../../src/upstream/spawn-env.js';
+
+const BASE = '/srv/conf';
+
+/** What the validated config starts, in server order. */
+function validatedSpecs(raw: unknown, env: NodeJS.ProcessEnv): ChildSpawnSpec[] {
+  const config = parseConfig(raw, { baseDir: BASE, env });
+  return Object.values(config.mcpServers)
+    .filter((s) => serverKind(s) === 'stdio' && !s.disabled)
+    .map((s) => stdioSpawnSpec(s as StdioServerConfig, config.broker.env.inherit));
+}
+
+describe('serveConfigPath', () => {
+  it('finds the config of a plain serve command line, default servers.json', () => {
+    expect(serveConfigPath([])).toBe('servers.json');
+    expect(serveConfigPath(['serve'])).toBe('servers.json');
+    expect(serveConfigPath(['-c', 'a.json'])).toBe('a.json');
+    expect(serveConfigPath(['serve', '--config', 'b.json', '--transport', 'http', '-p', '0'])).toBe('b.json');
+    expect(serveConfigPath(['--config=c.json', '--log-level=debug', '--host', '127.0.0.1'])).toBe('c.json');
+  });
+
+  it('starts nothing for anything else: another command, help, version, an unknown or incomplete option', () => {
+    for (const argv of [['calls'], ['approve', 'x__y'], ['--help'], ['-h'], ['-V'], ['--version'], ['--bogus'], ['-cfoo.json'], ['-c'], ['serve', 'serve'], ['serve', 'extra'], ['--config='], ['--nope=1']]) {
+      expect(serveConfigPath(argv), argv.join(' ')).toBeUndefined();
+    }
+  });
+});
+
+describe('rawStdioSpecs', () => {
+  it('guesses from the raw file exactly the spawn specs the validated config gives', () => {
+    const env = { TOKEN: 'secret-token-value', HOME: '/home/u', PATH: '/usr/bin' };
+    const raw = {
+      mcpServers: {
+        plain: { command: 'node', args: ['server.js'] },
+        bare: { command: 'uvx' },
+        filled: {
+          command: '${configDir}/bin/tool',
+          args: ['--root', '${configDir}/data', '--token=${env:TOKEN}'],
+          env: { API_TOKEN: '${env:TOKEN}', MODE: 'fast' },
+          inheritEnv: ['PATH'],
+          cwd: 'sub',
+        },
+        absolute: { command: 'node', args: ['x.js'], cwd: '/opt/srv', type: 'stdio' },
+        off: { command: 'node', args: ['off.js'], disabled: true },
+        remote: { type: 'http', url: 'https://example.com/mcp' },
+      },
+      broker: { env: { inherit: ['HOME', 'LANG'] } },
+    };
+    expect(rawStdioSpecs(raw, BASE, env)).toEqual(validatedSpecs(raw, env));
+    const defaults = { mcpServers: { a: { command: 'node', args: ['a.js'] } } };
+    expect(rawStdioSpecs(defaults, BASE, env)).toEqual(validatedSpecs(defaults, env));
+    expect(rawStdioSpecs(raw, BASE, env)[0]!.command).toBe(process.execPath);
+  });
+
+  it('leaves out a server it cannot tell for sure: an unset variable, a field of the wrong shape', () => {
+    const raw = {
+      mcpServers: {
+        unset: { command: 'node', args: ['${env:NOT_SET}'] },
+        badArgs: { command: 'node', args: 'a.js' },
+        badEnv: { command: 'node', env: { N: 1 } },
+        badCwd: { command: 'node', cwd: 3 },
+        empty: { command: '' },
+        ok: { command: 'node', args: ['ok.js'] },
+      },
+    };
+    expect(rawStdioSpecs(raw, BASE, {}).map((s) => s.args)).toEqual([['ok.js']]);
+    expect(rawStdioSpecs({ mcpServers: [] }, BASE, {})).toEqual([]);
+    expect(rawStdioSpecs('nonsense', BASE, {})).toEqual([]);
+    expect(rawStdioSpecs({ mcpServers: { a: { command: 'node' } }, broker: { env: { inherit: 'HOME' } } }, BASE, {})).toEqual([]);
+  });
+});
+
+describe('settleParked', () => {
+  const idle = (tag: string): ChildSpawnSpec => ({ command: process.execPath, args: ['-e', 'setInterval(() => {}, 1000)', tag], cwd: process.cwd(), env: {} });
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const pidsOf = (spec: ChildSpawnSpec) => parkedChildren().find((p) => p.spec.includes(JSON.stringify(spec.args)))?.pids ?? [];
+
+  afterEach(() => settleParked([]));
+
+  it('keeps the children the validated config starts, starts the missing ones, ends the rest', async () => {
+    const [a, b, c] = [idle('a'), idle('b'), idle('c')];
+    prespawnChild(a);
+    prespawnChild(a);
+    prespawnChild(b);
+    const before = { a: pidsOf(a), b: pidsOf(b) };
+    expect(before.a).toHaveLength(2);
+    expect(before.b).toHaveLength(1);
+
+    settleParked([a, c]);
+    const kept = pidsOf(a);
+    expect(kept).toHaveLength(1);
+    expect(before.a).toContain(kept[0]);
+    expect(pidsOf(b)).toEqual([]);
+    expect(pidsOf(c)).toHaveLength(1);
+    const ended = [...before.a.filter((p) => p !== kept[0]), ...before.b];
+    await expect.poll(() => ended.filter(alive), { timeout: 5000 }).toEqual([]);
+    expect(alive(kept[0]!)).toBe(true);
+  });
+});
