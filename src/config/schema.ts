@@ -1,19 +1,14 @@
 /**
  * The `servers.json` schema: a superset of the `mcpServers` format of Claude Desktop, Cursor and
  * VS Code (DESIGN.md, "Contract"). Every default lives here and nowhere else, but for the
- * inherited environment names, in `defaults.ts`: the early start of the stdio upstreams reads
+ * inherited environment names, in `constants.ts`: the early start of the stdio upstreams reads
  * them before zod loads (`upstream/early-spawn.ts`).
  */
 import { z } from 'zod';
-import { DEFAULT_INHERITED_ENV } from './defaults.js';
+import { DEFAULT_INHERITED_ENV, RESERVED_SERVER_NAMES, SERVER_KEY } from './constants.js';
 import { restServerProblems } from '../upstream/rest/definition.js';
 
-export { DEFAULT_INHERITED_ENV } from './defaults.js';
-
-/** Server keys: `^[A-Za-z0-9][A-Za-z0-9_-]*$`, no `__`, not a reserved prefix. */
-export const SERVER_KEY = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
-/** Names reserved for the broker's own tools. */
-export const RESERVED_SERVER_NAMES = ['broker', 'estate'] as const;
+export { DEFAULT_INHERITED_ENV, RESERVED_SERVER_NAMES, SERVER_KEY } from './constants.js';
 
 /** Default deadline of one call, in ms. */
 export const DEFAULT_TIMEOUT_MS = 60_000;

@@ -3,8 +3,7 @@ import type { Scrubber } from './scrub.js';
 
 export type { Logger } from 'pino';
 
-/** Log levels accepted by `--log-level` and `MCP_BROKER_LOG_LEVEL`; default `info`. */
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export { LOG_LEVELS } from './log-levels.js';
 
 /**
  * The process logger: pino writing to fd 2 (stdout belongs to the protocol), every string of

@@ -95,6 +95,8 @@ interface ParkedChild {
   readonly child: ChildProcess;
   spawned: boolean;
   failed: boolean;
+  /** Taken by a transport, which then owns its end. */
+  adopted: boolean;
 }
 
 /** Children started ahead of their first dial, by spawn spec, oldest first. */
@@ -116,12 +118,18 @@ export function prespawnChild(spec: ChildSpawnSpec): void {
   } catch {
     return;
   }
-  const entry: ParkedChild = { child, spawned: false, failed: false };
+  const entry: ParkedChild = { child, spawned: false, failed: false, adopted: false };
   child.once('error', () => (entry.failed = true));
   child.once('exit', () => (entry.failed = true));
   child.once('spawn', () => {
     entry.spawned = true;
     if (child.pid) liveGroups.add(child.pid);
+  });
+  child.once('close', () => {
+    // Never adopted (ended by settleParked, or died on its own): forget its group once it is
+    // gone, so the exit hook never signals a pid that may have been reused by then.
+    const pid = child.pid;
+    if (!entry.adopted && pid) void reapGroup(pid, 2000).finally(() => liveGroups.delete(pid));
   });
   const key = specKey(spec);
   parked.set(key, [...(parked.get(key) ?? []), entry]);
@@ -141,9 +149,8 @@ export function settleParked(specs: readonly ChildSpawnSpec[]): void {
   for (const [key, list] of parked) {
     const keep = wanted.get(key)?.length ?? 0;
     const live = list.filter(alive);
-    for (const entry of [...list.filter((e) => !alive(e)), ...live.slice(keep)]) {
-      if (entry.child.pid) killGroup(entry.child.pid, 'SIGKILL');
-    }
+    // Only live ones are signalled (a child not yet reaped still owns its pid), and by group.
+    for (const entry of live.slice(keep)) signalGroup(entry.child.pid, 'SIGKILL');
     if (keep === 0 || live.length === 0) parked.delete(key);
     else parked.set(key, live.slice(0, keep));
   }
@@ -164,11 +171,23 @@ function adoptParked(spec: ChildSpawnSpec): ParkedChild | undefined {
   const list = parked.get(key);
   while (list?.length) {
     const entry = list.shift()!;
-    if (alive(entry)) return entry;
-    if (entry.child.pid) killGroup(entry.child.pid, 'SIGKILL');
+    if (alive(entry)) {
+      entry.adopted = true;
+      return entry;
+    }
   }
   parked.delete(key);
   return undefined;
+}
+
+/** Signals the process group `pgid` only, never a bare pid (it may be another process's by now). */
+function signalGroup(pgid: number | undefined, signal: NodeJS.Signals): void {
+  if (!pgid) return;
+  try {
+    process.kill(process.platform === 'win32' ? pgid : -pgid, signal);
+  } catch {
+    /* gone meanwhile */
+  }
 }
 
 function killGroup(pid: number, signal: NodeJS.Signals): void {

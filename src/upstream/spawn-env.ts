@@ -5,12 +5,12 @@
  * {@link DEFAULT_INHERITED_ENV}: the login basics, locale, proxy and CA settings) plus the
  * server's own `inheritEnv` names, then its configured `env`, which wins. Nothing else of our
  * environment leaks: a child never sees `process.env` whole. The default list lives with the
- * config's defaults (`config/defaults.ts`).
+ * config's defaults (`config/constants.ts`).
  */
 import type { StdioServerConfig } from '../config/schema.js';
 import type { ChildSpawnSpec } from './child-transport.js';
 
-export { DEFAULT_INHERITED_ENV } from '../config/defaults.js';
+export { DEFAULT_INHERITED_ENV } from '../config/constants.js';
 
 /** Builds a child's environment: inherited names present in `source`, then `env` on top. */
 export function childEnv(

@@ -6,16 +6,19 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { execFileSync, spawn } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runCli } from './broker-support.js';
-import { fixture, isAlive, nodeServer, startBroker, waitFor } from './helpers.js';
+import { CLI, fixture, isAlive, nodeServer, startBroker, waitFor } from './helpers.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'mcp-broker-early-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** Live processes whose command line contains `text` (Linux /proc). */
+/** Live processes whose command line contains `text` (Linux /proc; elsewhere none are seen). */
 function processesWith(text: string): number[] {
   const found: number[] = [];
+  if (process.platform !== 'linux') return found;
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
@@ -46,6 +49,37 @@ describe('early start of the stdio upstreams', () => {
       await broker.close();
     }
     await waitFor(() => pids.every((p) => !isAlive(p)), 'the upstreams to end with the broker');
+  });
+
+  it('starts nothing early from a file the loader refuses, and reads a config given as a pipe once', async () => {
+    const mark = join(scratch, 'never.pids');
+    const config = join(scratch, 'reserved.json');
+    const upstream = nodeServer(fixture('mark.mjs'), { env: { MARK_FILE: mark } });
+    writeFileSync(config, JSON.stringify({ mcpServers: { a: upstream, broker: upstream } }));
+    const run = await runCli(['--config', config]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/reserved/);
+    expect(existsSync(mark)).toBe(false);
+
+    // A config on a pipe (`-c <(cat servers.json)`) can be read once: the early start leaves it alone.
+    const fifo = join(scratch, 'servers.fifo');
+    execFileSync('mkfifo', [fifo]);
+    const piped = JSON.stringify({
+      mcpServers: { a: nodeServer(fixture('mark.mjs'), { env: { MARK_FILE: join(scratch, 'piped.pids') } }) },
+      broker: { records: { path: join(scratch, 'piped.ndjson') }, dataDir: join(scratch, 'piped-data') },
+    });
+    const child = spawn(process.execPath, [CLI, '--config', fifo, '--transport', 'http', '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const exited = new Promise((r) => child.once('exit', r));
+    let stderr = '';
+    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    await writeFile(fifo, piped);
+    try {
+      await waitFor(() => stderr.includes('serving http://') || child.exitCode !== null, 'the broker to serve or exit');
+      expect(stderr).toContain('serving http://');
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
   });
 
   it('ends every upstream it started early when the config is refused (exit 2)', async () => {

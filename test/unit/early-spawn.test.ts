@@ -5,7 +5,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { serverKind, type StdioServerConfig } from '../../src/config/schema.js';
+import { STDIO_SERVER_FIELDS } from '../../src/config/constants.js';
+import { serverKind, stdioServerSchema, type StdioServerConfig } from '../../src/config/schema.js';
 import { parkedChildren, prespawnChild, settleParked, type ChildSpawnSpec } from '../../src/upstream/child-transport.js';
 import { rawStdioSpecs, serveConfigPath } from '../../src/upstream/early-spawn.js';
 import { stdioSpawnSpec } from '../../src/upstream/spawn-env.js';
@@ -29,10 +30,17 @@ describe('serveConfigPath', () => {
     expect(serveConfigPath(['--config=c.json', '--log-level=debug', '--host', '127.0.0.1'])).toBe('c.json');
   });
 
-  it('starts nothing for anything else: another command, help, version, an unknown or incomplete option', () => {
-    for (const argv of [['calls'], ['approve', 'x__y'], ['--help'], ['-h'], ['-V'], ['--version'], ['--bogus'], ['-cfoo.json'], ['-c'], ['serve', 'serve'], ['serve', 'extra'], ['--config='], ['--nope=1']]) {
-      expect(serveConfigPath(argv), argv.join(' ')).toBeUndefined();
-    }
+  it('starts nothing for anything else: another command, help, version, an unknown or incomplete option, a value the CLI refuses', () => {
+    const refused = [
+      ['calls'], ['approve', 'x__y'], ['--help'], ['-h'], ['-V'], ['--version'], ['--bogus'], ['-cfoo.json'], ['-c'],
+      ['serve', 'serve'], ['serve', 'extra'], ['--config='], ['--nope=1'], ['-c', 'a.json', 'serve'], ['--', 'serve'],
+      ['--transport', 'bogus'], ['-p', 'abc'], ['--port=70000'], ['--log-level', 'loud'],
+    ];
+    for (const argv of refused) expect(serveConfigPath(argv, undefined), argv.join(' ')).toBeUndefined();
+    // MCP_BROKER_LOG_LEVEL counts when --log-level is not given.
+    expect(serveConfigPath([], 'loud')).toBeUndefined();
+    expect(serveConfigPath(['--log-level', 'warn'], 'loud')).toBe('servers.json');
+    expect(serveConfigPath(['-t', 'http', '-p', '0'], 'debug')).toBe('servers.json');
   });
 });
 
@@ -62,21 +70,39 @@ describe('rawStdioSpecs', () => {
     expect(rawStdioSpecs(raw, BASE, env)[0]!.command).toBe(process.execPath);
   });
 
-  it('leaves out a server it cannot tell for sure: an unset variable, a field of the wrong shape', () => {
-    const raw = {
-      mcpServers: {
-        unset: { command: 'node', args: ['${env:NOT_SET}'] },
-        badArgs: { command: 'node', args: 'a.js' },
-        badEnv: { command: 'node', env: { N: 1 } },
-        badCwd: { command: 'node', cwd: 3 },
-        empty: { command: '' },
-        ok: { command: 'node', args: ['ok.js'] },
-      },
-    };
-    expect(rawStdioSpecs(raw, BASE, {}).map((s) => s.args)).toEqual([['ok.js']]);
-    expect(rawStdioSpecs({ mcpServers: [] }, BASE, {})).toEqual([]);
-    expect(rawStdioSpecs('nonsense', BASE, {})).toEqual([]);
-    expect(rawStdioSpecs({ mcpServers: { a: { command: 'node' } }, broker: { env: { inherit: 'HOME' } } }, BASE, {})).toEqual([]);
+  it('starts nothing from a file the loader would refuse', () => {
+    const ok = { command: 'node', args: ['ok.js'] };
+    const refused: unknown[] = [
+      { mcpServers: { ok, other: { command: 'node', args: ['${env:NOT_SET}'] } } },
+      { mcpServers: { ok }, principals: { p: { token: '${env:NOT_SET}' } } },
+      { mcpServers: { ok, bad: { command: 'node', args: 'a.js' } } },
+      { mcpServers: { ok, bad: { command: 'node', env: { N: 1 } } } },
+      { mcpServers: { ok, bad: { command: 'node', cwd: 3 } } },
+      { mcpServers: { ok, bad: { command: '' } } },
+      { mcpServers: { ok, bad: { command: 'node', disabled: 'true' } } },
+      { mcpServers: { ok, bad: { command: 'node', enabled: false } } },
+      { mcpServers: { ok, bad: { command: 'node', url: 'https://example.com' } } },
+      { mcpServers: { ok, bad: { command: 'node', type: 'http' } } },
+      { mcpServers: { ok, bad: { command: 'node', prefix: 'a__b' } } },
+      { mcpServers: { ok, bad: { command: 'node', timeoutMs: 0 } } },
+      { mcpServers: { ok, broker: { command: 'node' } } },
+      { mcpServers: { ok, 'a__b': { command: 'node' } } },
+      { mcpServers: { ok, '-x': { command: 'node' } } },
+      { mcpServers: { ok }, broker: 'yes' },
+      { mcpServers: { ok }, broker: { env: { inherit: 'HOME' } } },
+      { mcpServers: [] },
+      'nonsense',
+    ];
+    for (const raw of refused) expect(rawStdioSpecs(raw, BASE, {}), JSON.stringify(raw)).toEqual([]);
+    // The loader refuses each of them (exit 2).
+    for (const raw of refused.slice(0, -1)) expect(() => parseConfig(raw, { baseDir: BASE, env: {} }), JSON.stringify(raw)).toThrow();
+    // A disabled server and a non-stdio one are left out; the rest start.
+    const mixed = { mcpServers: { ok, off: { command: 'node', disabled: true }, remote: { type: 'sse', url: 'https://example.com/sse' } } };
+    expect(rawStdioSpecs(mixed, BASE, {}).map((s) => s.args)).toEqual([['ok.js']]);
+  });
+
+  it('knows every field of a stdio server the schema knows', () => {
+    expect([...STDIO_SERVER_FIELDS].sort()).toEqual(Object.keys(stdioServerSchema.shape).sort());
   });
 });
 
