@@ -37,6 +37,7 @@ import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from './direct-calls.js';
+import { isolatedAbortFetch } from './isolated-fetch.js';
 import { stdioSpawnSpec } from './prespawn.js';
 import type {
   CallOptions,
@@ -268,16 +269,19 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     }
     const requestInit: RequestInit = { headers: config.headers };
     const url = new URL(config.url);
+    // Each request gets its own abort signal (isolated-fetch.ts): the SDK's shared one would
+    // collect a listener per call.
+    const fetchImpl = isolatedAbortFetch(this.options.fetch ?? fetch);
     if (config.type === 'sse') {
       const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
       return new SSEClientTransport(url, {
         requestInit,
-        eventSourceInit: { fetch: (u, init) => (this.options.fetch ?? fetch)(u, { ...init, headers: { ...(init?.headers as Record<string, string>), ...config.headers } }) },
-        fetch: this.options.fetch,
+        eventSourceInit: { fetch: (u, init) => fetchImpl(u, { ...init, headers: { ...(init?.headers as Record<string, string>), ...config.headers } }) },
+        fetch: fetchImpl,
       });
     }
     const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
-    return new StreamableHTTPClientTransport(url, { requestInit, fetch: this.options.fetch });
+    return new StreamableHTTPClientTransport(url, { requestInit, fetch: fetchImpl });
   }
 
   private installHandlers(client: Client): void {
