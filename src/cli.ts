@@ -9,7 +9,8 @@ import type { CallsOptions } from './commands/calls.js';
 import type { LoadedConfig } from './config/load.js';
 import type { Gateway } from './gateway.js';
 import type { Logger } from './shared/logger.js';
-import { earlySpawn, endEarlySignalHandling } from './upstream/early-spawn.js';
+import { releaseSignals } from './upstream/child-transport.js';
+import { earlySpawn } from './upstream/early-spawn.js';
 
 // Cold start (issue 6): the stdio upstreams of a `serve` command line start before anything
 // heavy loads, so they boot on the other core while the CLI loads commander, zod and pino
@@ -174,7 +175,7 @@ function fail(err: unknown, logger: Logger): never {
 type Shutdown = ((why: string) => Promise<void>) & { readonly started: boolean };
 
 function installShutdown(gateway: Gateway, logger: Logger, beforeStop: readonly (() => Promise<void>)[] = []): Shutdown {
-  endEarlySignalHandling();
+  releaseSignals();
   let stopping: Promise<void> | undefined;
   const shutdown = (why: string) => {
     stopping ??= (async () => {

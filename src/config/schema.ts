@@ -1,8 +1,9 @@
 /**
  * The `servers.json` schema: a superset of the `mcpServers` format of Claude Desktop, Cursor and
- * VS Code (DESIGN.md, "Contract"). Every default lives here and nowhere else, but for the
- * inherited environment names, in `constants.ts`: the early start of the stdio upstreams reads
- * them before zod loads (`upstream/early-spawn.ts`).
+ * VS Code (DESIGN.md, "Contract"). Every default lives here, with two exceptions: the plain
+ * values in `constants.ts` (inherited environment names, server-key rules), which code running
+ * before zod loads shares; and the stdio server defaults that `upstream/early-spawn.ts` repeats
+ * to guess spawn specs before validation (test/unit/early-spawn.test.ts keeps the two equal).
  */
 import { z } from 'zod';
 import { DEFAULT_INHERITED_ENV, RESERVED_SERVER_NAMES, SERVER_KEY } from './constants.js';

@@ -99,6 +99,29 @@ interface ParkedChild {
   adopted: boolean;
 }
 
+/** The signals the CLI shuts down on; until its handlers are in, they end the process at once. */
+const SHUTDOWN_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+let signalsHeld = false;
+const exitNow = () => process.exit(0);
+
+/**
+ * Until the CLI installs its shutdown: a shutdown signal ends the process through `exit`, whose
+ * hook ends the parked children (Node's default action would leave them running, in their own
+ * process groups).
+ */
+function holdSignals(): void {
+  if (signalsHeld) return;
+  signalsHeld = true;
+  for (const signal of SHUTDOWN_SIGNALS) process.on(signal, exitNow);
+}
+
+/** Removes what {@link prespawnChild} did for signals; the CLI calls this as it installs its own handlers. */
+export function releaseSignals(): void {
+  if (!signalsHeld) return;
+  signalsHeld = false;
+  for (const signal of SHUTDOWN_SIGNALS) process.off(signal, exitNow);
+}
+
 /** Children started ahead of their first dial, by spawn spec, oldest first. */
 const parked = new Map<string, ParkedChild[]>();
 const specKey = (spec: ChildSpawnSpec) => JSON.stringify([spec.command, spec.args, spec.cwd ?? null, spec.env]);
@@ -112,6 +135,7 @@ const specKey = (spec: ChildSpawnSpec) => JSON.stringify([spec.command, spec.arg
  */
 export function prespawnChild(spec: ChildSpawnSpec): void {
   installExitHook();
+  holdSignals();
   let child: ChildProcess;
   try {
     child = spawnChild(spec);

@@ -38,7 +38,7 @@ import type { Logger } from '../shared/logger.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from './direct-calls.js';
 import { isolatedAbortFetch } from './isolated-fetch.js';
-import { stdioSpawnSpec } from './prespawn.js';
+import { stdioSpawnSpec } from './spawn-env.js';
 import type {
   CallOptions,
   CatalogKind,

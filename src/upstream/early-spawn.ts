@@ -14,7 +14,7 @@
  * the schema's fields, with the types they need. The validated config then settles the
  * children (`prespawnUpstreams` → `settleParked`): one whose spec it starts is kept and adopted
  * by its first dial, any other is ended. A config refused for another reason exits 2 and ends
- * them with the process; a SIGINT or SIGTERM before the CLI's own handlers does too.
+ * them with the process; a signal before the CLI's own handlers does too (`prespawnChild`).
  *
  * Imports nothing that loads zod: that is the point.
  */
@@ -170,26 +170,10 @@ export function earlySpawn(argv: readonly string[]): void {
     const abs = resolve(file);
     if (!statSync(abs).isFile()) return;
     const raw: unknown = JSON.parse(readFileSync(abs, 'utf8'));
-    const specs = rawStdioSpecs(raw, dirname(abs));
-    if (!specs.length) return;
-    // Until the CLI's own handlers are in: a signal ends the process through `exit`, whose hook
-    // ends the children (Node's default action would leave them running).
-    process.on('SIGINT', exitNow);
-    process.on('SIGTERM', exitNow);
-    for (const spec of specs) prespawnChild(spec);
+    for (const spec of rawStdioSpecs(raw, dirname(abs))) prespawnChild(spec);
   } catch {
     // The CLI reads the config again and reports what is wrong with it.
   }
-}
-
-/** Removes the handlers {@link earlySpawn} installed; the CLI calls this as it installs its own. */
-export function endEarlySignalHandling(): void {
-  process.off('SIGINT', exitNow);
-  process.off('SIGTERM', exitNow);
-}
-
-function exitNow(): void {
-  process.exit(0);
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

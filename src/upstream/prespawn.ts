@@ -11,8 +11,6 @@ import { serverKind, type StdioServerConfig } from '../config/schema.js';
 import { settleParked, type ChildSpawnSpec } from './child-transport.js';
 import { stdioSpawnSpec } from './spawn-env.js';
 
-export { stdioSpawnSpec };
-
 /**
  * Has every enabled stdio upstream of `config` started now (their first dials adopt them): keeps
  * the children the early start began with the same spawn spec, starts the rest, and ends any

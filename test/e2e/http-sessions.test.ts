@@ -64,6 +64,12 @@ describe('Streamable HTTP sessions', () => {
     const broken = await http(`${broker.url}/mcp`, { headers: { ...MCP_POST_HEADERS, 'content-encoding': 'gzip' }, rawBody: 'not really gzip' });
     expect(broken.status).toBe(400);
     expect(broken.body.error.message).toMatch(/gzip body does not decode/);
+    // A refused body that was not read to the end closes its connection, so the next request
+    // (here on a fresh connection) is answered at once.
+    const corrupt = await http(`${broker.url}/mcp`, { headers: { ...MCP_POST_HEADERS, 'content-encoding': 'gzip' }, rawBody: 'z'.repeat(300_000) });
+    expect(corrupt.status).toBe(400);
+    expect(corrupt.headers.get('connection')).toBe('close');
+    expect((await http(`${broker.url}/healthz`)).status).toBe(200);
     const zstd = await http(`${broker.url}/mcp`, { headers: { ...MCP_POST_HEADERS, 'content-encoding': 'zstd' }, rawBody: '{}' });
     expect(zstd.status).toBe(415);
     expect(zstd.body.error.message).toMatch(/Content-Encoding "zstd"/);

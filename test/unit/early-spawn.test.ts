@@ -3,12 +3,15 @@
  * that the specs guessed from the raw file are the ones the validated config starts, and that
  * settling against the validated config keeps, starts and ends the right children.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { STDIO_SERVER_FIELDS } from '../../src/config/constants.js';
 import { serverKind, stdioServerSchema, type StdioServerConfig } from '../../src/config/schema.js';
-import { parkedChildren, prespawnChild, settleParked, type ChildSpawnSpec } from '../../src/upstream/child-transport.js';
-import { rawStdioSpecs, serveConfigPath } from '../../src/upstream/early-spawn.js';
+import { parkedChildren, prespawnChild, releaseSignals, settleParked, type ChildSpawnSpec } from '../../src/upstream/child-transport.js';
+import { earlySpawn, rawStdioSpecs, serveConfigPath } from '../../src/upstream/early-spawn.js';
 import { stdioSpawnSpec } from '../../src/upstream/spawn-env.js';
 
 const BASE = '/srv/conf';
@@ -118,7 +121,10 @@ describe('settleParked', () => {
   };
   const pidsOf = (spec: ChildSpawnSpec) => parkedChildren().find((p) => p.spec.includes(JSON.stringify(spec.args)))?.pids ?? [];
 
-  afterEach(() => settleParked([]));
+  afterEach(() => {
+    settleParked([]);
+    releaseSignals();
+  });
 
   it('keeps the children the validated config starts, starts the missing ones, ends the rest', async () => {
     const [a, b, c] = [idle('a'), idle('b'), idle('c')];
@@ -138,5 +144,32 @@ describe('settleParked', () => {
     const ended = [...before.a.filter((p) => p !== kept[0]), ...before.b];
     await expect.poll(() => ended.filter(alive), { timeout: 5000 }).toEqual([]);
     expect(alive(kept[0]!)).toBe(true);
+  });
+});
+
+describe('earlySpawn', () => {
+  afterEach(() => {
+    settleParked([]);
+    releaseSignals();
+  });
+
+  it('starts the stdio upstreams of a serve command line from the file, and holds the shutdown signals until the CLI takes them', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-early-unit-'));
+    try {
+      const config = join(dir, 'servers.json');
+      const idle = { command: 'node', args: ['-e', 'setInterval(() => {}, 1000)', `early-unit-${process.pid}`] };
+      writeFileSync(config, JSON.stringify({ mcpServers: { a: idle } }));
+      const before = process.listenerCount('SIGTERM');
+      earlySpawn(['calls', '-c', config]);
+      expect(parkedChildren().flatMap((p) => p.pids)).toEqual([]);
+      earlySpawn(['-c', config]);
+      const started = parkedChildren().find((p) => p.spec.includes(`early-unit-${process.pid}`));
+      expect(started?.pids).toHaveLength(1);
+      expect(process.listenerCount('SIGTERM')).toBe(before + 1);
+      releaseSignals();
+      expect(process.listenerCount('SIGTERM')).toBe(before);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -4,8 +4,8 @@
  * error answer (every error answers JSON; a catch-all is -32603, never a client-fault code).
  *
  * `/mcp`, which carries every Streamable HTTP call, runs them as plain functions
- * (`streamable.ts`); express's router and body parser cost each call ~50 µs of CPU there
- * (bench/README.md). Everything else is an express 5 app: legacy SSE, the admin API, health.
+ * (`streamable.ts`): without express's router and body parser there, the broker's HTTP CPU per
+ * call went 449 → 308–353 µs (bench/README.md). Everything else is an express 5 app: legacy SSE, the admin API, health.
  * Our own app, not the SDK's `createMcpExpressApp`, whose JSON parser stops at 100 kB.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';

@@ -8,6 +8,7 @@
  * `-32603` (never a client-fault code), always with a JSON-RPC error body.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import getRawBody from 'raw-body';
 import { messageOf } from '../../shared/errors.js';
@@ -42,14 +43,14 @@ export async function readBody(req: IncomingMessage, limit: number): Promise<Buf
   if (coding === 'identity') return getRawBody(req, { limit, length: req.headers['content-length'] });
   const decoder = coding === 'gzip' ? createGunzip() : coding === 'deflate' ? createInflate() : coding === 'br' ? createBrotliDecompress() : undefined;
   if (!decoder) throw new RequestBodyError(415, `unsupported Content-Encoding ${JSON.stringify(coding)}`, 'encoding.unsupported');
-  req.pipe(decoder);
+  // pipeline: an aborted request fails the decoder too, so the read below always settles.
+  pipeline(req, decoder, () => undefined);
   try {
     return await getRawBody(decoder, { limit });
   } catch (err) {
     if ((err as { type?: string }).type === 'entity.too.large') throw err;
     throw new RequestBodyError(400, `the ${coding} body does not decode: ${messageOf(err)}`, 'encoding.invalid');
   } finally {
-    req.unpipe(decoder);
     decoder.destroy();
   }
 }
@@ -61,6 +62,8 @@ export async function readBody(req: IncomingMessage, limit: number): Promise<Buf
  */
 export function answerRequestError(err: unknown, req: IncomingMessage, res: ServerResponse, ctx: Pick<HttpContext, 'settings' | 'logger'>): void {
   const e = err as { type?: string; status?: number; statusCode?: number };
+  // A body left unread would be taken for the next request on this connection: end it instead.
+  if (!req.complete && !res.headersSent) res.setHeader('connection', 'close');
   const status = e.status ?? e.statusCode;
   const path = pathOf(req);
   if (e.type === 'entity.too.large') {
