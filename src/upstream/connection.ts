@@ -37,8 +37,7 @@ import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from './direct-calls.js';
-import { isolatedAbortFetch } from './isolated-fetch.js';
-import { stdioSpawnSpec } from './spawn-env.js';
+import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
 import type {
   CallOptions,
   CatalogKind,
@@ -206,7 +205,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.setStatus({ state: 'connecting' });
     let transport: Transport;
     try {
-      transport = await this.createTransport();
+      transport = await createUpstreamTransport(this.options);
     } catch (err) {
       // The SDK's HTTP transport modules failed to load: a failed dial like any other.
       if (generation === this.generation) this.dialFailed(err);
@@ -246,42 +245,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
 
   /** Records a failed dial (status `failed`, tools withdrawn) and schedules the next one. */
   private dialFailed(err: unknown, transport?: Transport): void {
-    const status = statusOf(err, transport);
+    const status = dialFailure(err, transport);
     this.options.logger.error({ errorCode: status.errorCode, err: status.message }, 'upstream dial failed');
     this.withdraw();
     this.setStatus(status);
     this.scheduleRestart();
-  }
-
-  /**
-   * The transport for this upstream's config. The SDK's HTTP client transports (with their
-   * OAuth and EventSource modules) load on the first HTTP upstream: a broker of stdio
-   * upstreams starts without them (cold start, issue 6).
-   */
-  private async createTransport(): Promise<Transport> {
-    const config = this.options.config;
-    if ('command' in config) {
-      return new ChildProcessTransport({
-        ...stdioSpawnSpec(config, this.options.inheritEnv, this.options.nodePath),
-        logger: this.options.logger,
-        maxMessageBytes: this.options.maxMessageBytes,
-      });
-    }
-    const requestInit: RequestInit = { headers: config.headers };
-    const url = new URL(config.url);
-    // Each request gets its own abort signal (isolated-fetch.ts): the SDK's shared one would
-    // collect a listener per call.
-    const fetchImpl = isolatedAbortFetch(this.options.fetch ?? fetch);
-    if (config.type === 'sse') {
-      const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
-      return new SSEClientTransport(url, {
-        requestInit,
-        eventSourceInit: { fetch: (u, init) => fetchImpl(u, { ...init, headers: { ...(init?.headers as Record<string, string>), ...config.headers } }) },
-        fetch: fetchImpl,
-      });
-    }
-    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
-    return new StreamableHTTPClientTransport(url, { requestInit, fetch: fetchImpl });
   }
 
   private installHandlers(client: Client): void {
@@ -433,18 +401,4 @@ async function closeQuietly(client: Client): Promise<void> {
   } catch {
     /* closing a broken connection may throw; it is closed either way */
   }
-}
-
-function statusOf(err: unknown, transport: Transport | undefined): UpstreamStatus {
-  const message = messageOf(err);
-  if (err instanceof BrokerError) {
-    const httpStatus = undefined;
-    return { state: 'failed', errorCode: err.code, httpStatus, message };
-  }
-  const code = (err as { code?: unknown })?.code;
-  if (typeof code === 'number' && code >= 100 && code < 600 && transport !== undefined && !(transport instanceof ChildProcessTransport)) {
-    return { state: 'failed', errorCode: 'http_status', httpStatus: code, message };
-  }
-  const stderr = transport instanceof ChildProcessTransport ? transport.stderr.trim().split('\n').pop() : undefined;
-  return { state: 'failed', errorCode: 'connect_failed', message: stderr ? `${message} (last stderr: ${stderr.slice(0, 200)})` : message };
 }
