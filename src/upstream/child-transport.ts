@@ -205,24 +205,23 @@ function adoptParked(spec: ChildSpawnSpec): ParkedChild | undefined {
 }
 
 /** Signals the process group `pgid` only, never a bare pid (it may be another process's by now). */
-function signalGroup(pgid: number | undefined, signal: NodeJS.Signals): void {
-  if (!pgid) return;
+function signalGroup(pgid: number | undefined, signal: NodeJS.Signals): boolean {
+  if (!pgid) return false;
   try {
     process.kill(process.platform === 'win32' ? pgid : -pgid, signal);
+    return true;
   } catch {
-    /* gone meanwhile */
+    return false; // gone meanwhile
   }
 }
 
+/** Signals the group of a live child, else the child alone (a child not in a group of its own). */
 function killGroup(pid: number, signal: NodeJS.Signals): void {
+  if (signalGroup(pid, signal)) return;
   try {
-    process.kill(process.platform === 'win32' ? pid : -pid, signal);
+    process.kill(pid, signal);
   } catch {
-    try {
-      process.kill(pid, signal);
-    } catch {
-      /* already gone */
-    }
+    /* already gone */
   }
 }
 
