@@ -318,7 +318,6 @@ export class ToolRouter implements Dispatcher {
   }
 }
 
-
 function contextOf(call: BrokerCall): FunctionToolContext {
   return {
     callId: call.callId,

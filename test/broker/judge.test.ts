@@ -27,7 +27,7 @@ function setup(policy: unknown = {}, over: Partial<JudgeDeps> = {}) {
   };
   const invoke = fakeInvoke();
   const run = compose([judgeStage(deps), invoke]);
-  return { clock, store, known, invoke, run };
+  return { clock, store, known, invoke, run, deps };
 }
 
 /** A session whose client declared elicitation and answers with `answer`. */
@@ -60,16 +60,7 @@ describe('judge stage', () => {
   });
 
   it('with a store that answers at once, an allowed call goes on within the same turn (issue 6)', async () => {
-    const { store, known } = setup();
-    const deps: JudgeDeps = {
-      resolve: (name) => known.get(name),
-      isReadOnly: () => false,
-      policy: compilePolicy(policySchema.parse({ firstUse: 'ask' })),
-      store,
-      clock: new ManualClock(),
-      askTimeoutMs: 5000,
-      scrubArgs: (a) => a,
-    };
+    const { store, deps } = setup({ firstUse: 'ask' });
     await store.markUsed('fx__echo', 'local', '2026-01-01T00:00:00.000Z');
     let reached = false;
     const c = call({ target: target() });
@@ -103,16 +94,7 @@ describe('judge stage', () => {
   });
 
   it('a store read that rejects, or throws after another read began, fails the call closed', async () => {
-    const { store, known } = setup();
-    const base: JudgeDeps = {
-      resolve: (name) => known.get(name),
-      isReadOnly: () => false,
-      policy: compilePolicy(policySchema.parse({})),
-      store,
-      clock: new ManualClock(),
-      askTimeoutMs: 5000,
-      scrubArgs: (a) => a,
-    };
+    const { store, deps: base } = setup();
     const rejecting = new Proxy(store, {
       get: (t, k) => (k === 'getApproval' ? () => Promise.reject(new Error('disk I/O error')) : (t as any)[k]),
     });

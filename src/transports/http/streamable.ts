@@ -31,7 +31,7 @@ export const MCP_PATH = '/mcp';
 
 /** Whether a request path ({@link pathOf}) is {@link MCP_PATH}: any case, one trailing slash allowed (as express routes match). */
 export function isMcpPath(path: string): boolean {
-  return path.length <= MCP_PATH.length + 1 && /^\/mcp\/?$/i.test(path);
+  return /^\/mcp\/?$/i.test(path);
 }
 
 /**
