@@ -177,7 +177,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         scrubArgs: (a) => scrubber.value(a),
         logger: this.logger,
       }),
-      budget: budgetStage({ ledger: this.budgets, limitFor: (call) => principals[call.session.principal]?.budgetPerUnit ?? budget }),
+      budget: budgetStage({
+        ledger: this.budgets,
+        limitFor: (call) => principals[call.session.principal]?.budgetPerUnit ?? budget,
+        logger: this.logger,
+      }),
       breaker: breakerStage(new Breakers({ clock: this.clock, threshold: broker.breaker.threshold, openMs: broker.breaker.openMs })),
       retry: retryStage({
         now: () => this.clock.now(),

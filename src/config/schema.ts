@@ -13,6 +13,13 @@ export { DEFAULT_INHERITED_ENV, RESERVED_SERVER_NAMES, SERVER_KEY } from './cons
 
 /** Default deadline of one call, in ms. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
+/**
+ * Default call budget of a unit, in invoked calls: a person's interactive session works all day
+ * within it (issue 18 §1); a runaway agent loop is still stopped. `"unlimited"` means no budget.
+ */
+export const DEFAULT_BUDGET_PER_UNIT = 10_000;
+/** A call budget: a non-negative number of invoked calls, or `"unlimited"`. */
+export const budgetSchema = z.union([z.number().int().min(0), z.literal('unlimited')]);
 
 const ms = (max = 24 * 3600_000) => z.number().int().min(1).max(max);
 const stringMap = z.record(z.string(), z.string());
@@ -212,8 +219,11 @@ export const brokerSchema = z
     extendOnProgress: z.boolean().default(false),
     /** Hard cap of a call including progress extensions, in ms. */
     maxTotalTimeoutMs: ms().default(10 * 60_000),
-    /** Invoked calls per unit (a stdio session is one unit); `MCP_BROKER_CALL_BUDGET` overrides. */
-    budgetPerUnit: z.number().int().min(0).default(200),
+    /**
+     * Invoked calls per unit (a stdio session is one unit), or `"unlimited"`; default
+     * {@link DEFAULT_BUDGET_PER_UNIT}. `MCP_BROKER_CALL_BUDGET` overrides it.
+     */
+    budgetPerUnit: budgetSchema.default(DEFAULT_BUDGET_PER_UNIT),
     breaker: z
       .object({
         /** Consecutive upstream failures (`upstream_error`, `timeout`) that open a tool's breaker. */
@@ -271,8 +281,8 @@ export const principalSchema = z
     token: z.string().min(16, 'must be at least 16 characters'),
     /** `operator` may act on other principals' sessions. */
     role: z.enum(['user', 'operator']).default('user'),
-    /** Overrides `broker.budgetPerUnit` for this principal's units. */
-    budgetPerUnit: z.number().int().min(0).optional(),
+    /** Overrides `broker.budgetPerUnit` for this principal's units (a number, or `"unlimited"`). */
+    budgetPerUnit: budgetSchema.optional(),
   })
   .strict();
 

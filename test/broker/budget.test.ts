@@ -62,6 +62,34 @@ describe('budget stage', () => {
     expect(calls.filter((c) => c.outcome === 'budget_exhausted')).toHaveLength(3);
   });
 
+  it('"unlimited" never refuses and spends nothing (issue 18 §1)', async () => {
+    const ledger = new BudgetLedger();
+    const run = compose([budgetStage({ limitFor: () => 'unlimited', ledger }), fakeInvoke()]);
+    for (let i = 0; i < 500; i++) {
+      const c = call({ target: target() });
+      await run(c);
+      expect(c.outcome).toBe('ok');
+    }
+    expect(ledger.used('s-1')).toBe(0);
+  });
+
+  it('warns once near the limit and once at it; the refusal names the settings that raise it (issue 18 §1)', async () => {
+    const warnings: { obj: Record<string, unknown>; msg: string }[] = [];
+    const logger = { warn: (obj: Record<string, unknown>, msg: string) => void warnings.push({ obj, msg }) };
+    const run = compose([budgetStage({ limitFor: () => 10, logger: logger as never }), fakeInvoke()]);
+    const outcomes: string[] = [];
+    let last: ReturnType<typeof call> | undefined;
+    for (let i = 0; i < 12; i++) {
+      last = call({ target: target() });
+      await run(last);
+      outcomes.push(last.outcome!);
+    }
+    expect(outcomes.filter((o) => o === 'ok')).toHaveLength(10);
+    expect(warnings.map((w) => w.obj.event)).toEqual(['budget_low', 'budget_exhausted']);
+    expect(warnings[0]!.obj).toMatchObject({ used: 8, limit: 10 });
+    expect(last!.reason).toMatch(/budgetPerUnit.*MCP_BROKER_CALL_BUDGET.*"unlimited"/);
+  });
+
   it('a budget of 0 refuses every call', async () => {
     const run = compose([budgetStage({ limitFor: () => 0 }), fakeInvoke()]);
     const c = call({ target: target() });
@@ -74,6 +102,8 @@ describe('budgetFromEnv', () => {
   it('reads MCP_BROKER_CALL_BUDGET; unset or empty is undefined; garbage is a config error', () => {
     expect(budgetFromEnv({ MCP_BROKER_CALL_BUDGET: '7' })).toBe(7);
     expect(budgetFromEnv({ MCP_BROKER_CALL_BUDGET: '0' })).toBe(0);
+    expect(budgetFromEnv({ MCP_BROKER_CALL_BUDGET: 'unlimited' })).toBe('unlimited');
+    expect(budgetFromEnv({ MCP_BROKER_CALL_BUDGET: 'Unlimited ' })).toBe('unlimited');
     expect(budgetFromEnv({})).toBeUndefined();
     expect(budgetFromEnv({ MCP_BROKER_CALL_BUDGET: ' ' })).toBeUndefined();
     expect(() => budgetFromEnv({ MCP_BROKER_CALL_BUDGET: 'lots' })).toThrow(expect.objectContaining({ code: 'config_invalid' }));

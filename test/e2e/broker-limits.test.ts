@@ -39,6 +39,21 @@ describe('budget', () => {
   });
 });
 
+describe('budget defaults (issue 18 §1)', () => {
+  let broker: StartedBroker;
+  beforeAll(async () => {
+    broker = await startBroker({ servers: { fx: brokerUpstream() } });
+  });
+  afterAll(() => broker?.close());
+
+  it('a wall after 200 calls: 300 calls in one default session all run', async () => {
+    const outcomes = new Set<string>();
+    for (let i = 0; i < 300; i++) outcomes.add((await callTool(broker, 'fx__read', { i })).outcome);
+    expect([...outcomes]).toEqual(['ok']);
+    expect((await broker.records()).filter((r) => r.outcome === 'ok')).toHaveLength(300);
+  });
+});
+
 describe('breaker and deadline', () => {
   const log = join(tmp, 'breaker.log');
   const openMs = 1500;

@@ -18,7 +18,7 @@ export interface Principal {
   /** `operator` may act on other principals' sessions and read every record. */
   readonly role: 'user' | 'operator';
   /** Overrides `broker.budgetPerUnit` for this principal's units. */
-  readonly budgetPerUnit?: number;
+  readonly budgetPerUnit?: number | 'unlimited';
 }
 
 /** Why a request was not authenticated: no usable header, or a token no principal holds. */
