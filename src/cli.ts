@@ -41,12 +41,19 @@ const program = new Command('mcp-broker')
 program
   .command('serve', { isDefault: true })
   .description('serve the merged roster (default command)')
+  // A word that is no command lands here (serve is the default): say so instead of "too many arguments".
+  .argument('[command]')
   .option('-c, --config <file>', 'servers.json to serve', 'servers.json')
   .addOption(new Option('-t, --transport <kind>', 'downstream transport').choices(['stdio', 'http']).default('stdio'))
   .option('--host <host>', 'address to bind (http)', '127.0.0.1')
   .option('-p, --port <port>', 'port to listen on (http)', parsePort, 8080)
   .addOption(new Option('--log-level <level>', 'log level (stderr)').choices([...LOG_LEVELS]).env('MCP_BROKER_LOG_LEVEL').default('info'))
-  .action(async (opts: { config: string; transport: 'stdio' | 'http'; host: string; port: number; logLevel: string }) => {
+  .action(async (word: string | undefined, opts: { config: string; transport: 'stdio' | 'http'; host: string; port: number; logLevel: string }) => {
+    if (word !== undefined) {
+      const known = program.commands.map((c) => c.name()).join(', ');
+      process.stderr.write(`mcp-broker: unknown command ${JSON.stringify(word)} (commands: ${known}; see mcp-broker --help)\n`);
+      process.exit(2);
+    }
     const config = loadOrExit(opts.config);
     prespawnUpstreams(config);
     const { Gateway } = await import('./gateway.js');
@@ -169,6 +176,7 @@ function fail(err: unknown, logger: Logger): never {
   }
   logger.fatal({ err: messageOf(err) }, 'mcp-broker failed');
   logger.flush?.();
+  process.stderr.write(`mcp-broker: ${messageOf(err)}\n`);
   process.exit(1);
 }
 

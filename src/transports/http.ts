@@ -50,9 +50,11 @@ export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Pr
   const ctx: HttpContext = { gateway, settings: config.http, sessions, auth, logger };
   const server = createServer(buildRequestListener(ctx));
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    const refused = (err: NodeJS.ErrnoException) =>
+      reject(err.code === 'EADDRINUSE' ? new Error(`${options.host}:${options.port} is already in use; choose another port with --port (0 picks a free one)`) : err);
+    server.once('error', refused);
     server.listen(options.port, options.host, () => {
-      server.off('error', reject);
+      server.off('error', refused);
       resolve();
     });
   });
