@@ -106,9 +106,16 @@ program
   .option('--tool <glob>', 'only tools whose advertised name matches the glob')
   .option('--since <when>', 'only calls since an ISO-8601 time or a duration back (90s, 15m, 2h, 7d)')
   .option('--limit <n>', 'the last n matching calls (default 100; 0 = all)', parseCount)
+  .option('--id <callId>', 'only the call with this callId')
   .option('--json', 'print the matching records as ndjson instead of a table')
+  .option('-f, --follow', 'keep printing matching calls as they are recorded (Ctrl-C to stop)')
   .action((opts: CallsOptions & { config: string }) =>
-    runCommand(async () => (await import('./commands/calls.js')).callsCommand(loadOrExit(opts.config), opts, await processIo())),
+    runCommand(async () => {
+      const stop = new AbortController();
+      process.once('SIGINT', () => stop.abort());
+      process.once('SIGTERM', () => stop.abort());
+      return (await import('./commands/calls.js')).callsCommand(loadOrExit(opts.config), opts, await processIo(), Date.now(), stop.signal);
+    }),
   );
 
 program

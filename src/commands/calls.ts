@@ -3,10 +3,14 @@
  * first) as a readable table, newest last. Filters: `--outcome` (comma-separated outcomes),
  * `--tool` (a glob over advertised names), `--since` (an ISO-8601 time, or a duration back from
  * now: `90s`, `15m`, `2h`, `7d`, `500ms`); `--limit` keeps the last N matching rows (default
- * {@link DEFAULT_CALLS_LIMIT}, 0 = all); `--json` prints the matching records as ndjson.
+ * {@link DEFAULT_CALLS_LIMIT}, 0 = all); `--id` keeps the call with that `callId`; `--json`
+ * prints the matching records as ndjson. `--follow` then keeps printing matching records as
+ * they are appended (rotation followed) until `signal` aborts (the CLI: Ctrl-C).
  * Returns the exit code: 0, or 2 for a bad option.
  */
+import { statSync } from 'node:fs';
 import picomatch from 'picomatch';
+import { followRecords } from '../audit/follow.js';
 import { parseSince, readRecords, recordFiles } from '../audit/query.js';
 import { OUTCOMES, type Outcome } from '../broker/outcomes.js';
 import type { CallRecord } from '../broker/types.js';
@@ -27,12 +31,22 @@ export interface CallsOptions {
   /** ISO-8601 time or duration (`15m`). */
   since?: string;
   limit?: number;
+  /** Only the call with this `callId`. */
+  id?: string;
   json?: boolean;
+  /** Keep printing records as they are appended. */
+  follow?: boolean;
 }
 
 export { parseSince, recordFiles };
 
-export async function callsCommand(config: LoadedConfig, options: CallsOptions, io: CommandIo, now = Date.now()): Promise<number> {
+export async function callsCommand(
+  config: LoadedConfig,
+  options: CallsOptions,
+  io: CommandIo,
+  now = Date.now(),
+  signal: AbortSignal = new AbortController().signal,
+): Promise<number> {
   let outcomes: Set<string> | undefined;
   if (options.outcome) {
     outcomes = new Set(options.outcome.split(',').map((o) => o.trim()).filter(Boolean));
@@ -57,33 +71,53 @@ export async function callsCommand(config: LoadedConfig, options: CallsOptions, 
   }
   const toolMatches = options.tool ? picomatch(options.tool) : undefined;
 
+  const matches = (record: CallRecord) =>
+    (!outcomes || outcomes.has(record.outcome)) &&
+    (!toolMatches || toolMatches(record.name)) &&
+    (options.id === undefined || record.callId === options.id) &&
+    (since === undefined || Date.parse(record.ts) >= since);
+
   const { path, maxFiles } = config.broker.records;
   const files = recordFiles(path, maxFiles);
-  if (!files.length) {
-    io.stdout.write(`no records yet at ${path}\n`);
-    return EXIT_OK;
-  }
+  // Where the follow starts: the end of what was read now (lines appended meanwhile are read twice at worst, never lost).
+  const followFrom = files.includes(path) ? fileSize(path) : 0;
   const rows: CallRecord[] = [];
   let matched = 0;
   for await (const record of readRecords<CallRecord>(files)) {
-    if (outcomes && !outcomes.has(record.outcome)) continue;
-    if (toolMatches && !toolMatches(record.name)) continue;
-    if (since !== undefined && !(Date.parse(record.ts) >= since)) continue;
+    if (!matches(record)) continue;
     matched++;
     rows.push(record);
     if (limit > 0 && rows.length > limit) rows.shift();
   }
   if (options.json) {
     for (const r of rows) io.stdout.write(`${JSON.stringify(r)}\n`);
-    return EXIT_OK;
-  }
-  if (!rows.length) {
+  } else if (!files.length) {
+    io.stdout.write(`no records yet at ${path}\n`);
+  } else if (!rows.length) {
     io.stdout.write('no calls match\n');
-    return EXIT_OK;
+  } else {
+    io.stdout.write(formatTable(rows));
+    io.stdout.write(rows.length < matched ? `${rows.length} of ${matched} matching calls (the last ${rows.length}; --limit 0 shows all)\n` : `${matched} call${matched === 1 ? '' : 's'}\n`);
   }
-  io.stdout.write(formatTable(rows));
-  io.stdout.write(rows.length < matched ? `${rows.length} of ${matched} matching calls (the last ${rows.length}; --limit 0 shows all)\n` : `${matched} call${matched === 1 ? '' : 's'}\n`);
+  if (options.follow) {
+    await followRecords<CallRecord>(
+      path,
+      (record) => {
+        if (!matches(record)) return;
+        io.stdout.write(options.json ? `${JSON.stringify(record)}\n` : formatTable([record]).split('\n')[1]! + '\n');
+      },
+      { offset: followFrom, signal },
+    );
+  }
   return EXIT_OK;
+}
+
+function fileSize(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
 }
 
 /** The records as an aligned text table with a header line. */

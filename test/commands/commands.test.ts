@@ -1,7 +1,7 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { approveCommand, revokeCommand } from '../../src/commands/approve.js';
 import { callsCommand, parseSince } from '../../src/commands/calls.js';
 import { parseConfig } from '../../src/config/load.js';
@@ -77,6 +77,33 @@ describe('mcp-broker calls', () => {
     r = io();
     await callsCommand(config, { outcome: 'ok', json: true }, r.io, NOW);
     expect(r.out.stdout.trim().split('\n').map((l) => JSON.parse(l).name)).toEqual(['fx__old', 'fs__read_file', 'memory__read_graph']);
+  });
+
+  it('--id keeps the one call with that callId', async () => {
+    const r = io();
+    await callsCommand(config, { id: 'c-5', json: true }, r.io, NOW);
+    expect(r.out.stdout.trim().split('\n').map((l) => JSON.parse(l).name)).toEqual(['fs__read_file']);
+  });
+
+  it('--follow prints matching calls as they are appended, across a rotation, until stopped', async () => {
+    const dir = join(root, 'follow');
+    mkdirSync(dir);
+    const followed = parseConfig({ broker: { records: { path: 'follow/calls.ndjson' } } }, { baseDir: root });
+    const path = join(dir, 'calls.ndjson');
+    writeFileSync(path, JSON.stringify(rec(3, 'fx__before', 'ok')) + '\n');
+    const r = io();
+    const stop = new AbortController();
+    const done = callsCommand(followed, { follow: true, json: true, outcome: 'ok' }, r.io, NOW, stop.signal);
+    const names = () => r.out.stdout.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l).name);
+    await vi.waitFor(() => expect(names()).toEqual(['fx__before']));
+    appendFileSync(path, JSON.stringify(rec(2, 'fx__denied', 'denied')) + '\n' + JSON.stringify(rec(2, 'fx__after', 'ok')) + '\n{"half');
+    await vi.waitFor(() => expect(names()).toEqual(['fx__before', 'fx__after']));
+    // Rotation: the path now names a new file.
+    renameSync(path, `${path}.1`);
+    writeFileSync(path, JSON.stringify(rec(1, 'fx__rotated', 'ok')) + '\n');
+    await vi.waitFor(() => expect(names()).toEqual(['fx__before', 'fx__after', 'fx__rotated']));
+    stop.abort();
+    expect(await done).toBe(0);
   });
 
   it('bad options are exit 2 with a message', async () => {

@@ -69,6 +69,10 @@ describe('queryCalls', () => {
     expect((await queryCalls(path, 5, q({ since: Date.UTC(2026, 0, 1, 0, 0, 8) }))).map((r) => r.callId)).toEqual(['c8', 'c9']);
     expect(await queryCalls(path, 5, q({ tool: 'other' }))).toEqual([]);
     expect((await queryCalls(path, 5, q({ tool: 'echo/echo' }))).length).toBe(9);
+    // `tool` is a glob over the advertised name or the subject, as `mcp-broker calls --tool` (issue 18 §6).
+    expect((await queryCalls(path, 5, q({ tool: 'echo__*' }))).length).toBe(9);
+    expect((await queryCalls(path, 5, q({ tool: 'echo/*' }))).length).toBe(9);
+    expect(await queryCalls(path, 5, q({ tool: 'other__*' }))).toEqual([]);
   });
 
   it('answers nothing when there is no records file', async () => {

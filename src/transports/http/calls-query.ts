@@ -3,6 +3,7 @@
  * `.1` … `.N` files, oldest first) line by line and keeps the last `limit` records that match.
  * Memory is bounded by `limit`, whatever the size of the files.
  */
+import picomatch from 'picomatch';
 import { parseSince, readRecords, recordFiles } from '../../audit/query.js';
 import { OUTCOMES } from '../../broker/outcomes.js';
 import type { CallRecord } from '../../broker/types.js';
@@ -15,7 +16,7 @@ export const DEFAULT_CALLS_LIMIT = 100;
 export interface CallsQuery {
   /** Outcomes to keep (any of them); empty = all. */
   outcomes: readonly string[];
-  /** Keep records whose advertised `name` or `subject` (`server/tool`) equals this. */
+  /** Keep records whose advertised `name` or `subject` (`server/tool`) matches this glob (as `calls --tool`). */
   tool?: string;
   /** Keep records at or after this time, in ms since the epoch. */
   since?: number;
@@ -27,7 +28,7 @@ export interface CallsQuery {
 
 /**
  * Parses the query string: `outcome` (comma-separated or repeated; each one of the Contract's
- * outcomes), `tool`, `since` (ISO-8601, a duration back such as `15m`, or ms since the epoch),
+ * outcomes), `tool` (a glob, as `mcp-broker calls --tool`), `since` (ISO-8601, a duration back such as `15m`, or ms since the epoch),
  * `limit`. Returns an error message for a bad value.
  */
 export function parseCallsQuery(query: Record<string, unknown>, now = Date.now()): CallsQuery | { error: string } {
@@ -55,9 +56,25 @@ export function parseCallsQuery(query: Record<string, unknown>, now = Date.now()
 export function matchesCallsQuery(record: CallRecord, q: CallsQuery): boolean {
   if (q.principal !== undefined && record.principal !== q.principal) return false;
   if (q.outcomes.length && !q.outcomes.includes(record.outcome)) return false;
-  if (q.tool !== undefined && record.name !== q.tool && record.subject !== q.tool) return false;
+  if (q.tool !== undefined) {
+    const matches = globMatcher(q.tool);
+    if (!matches(record.name) && !matches(record.subject)) return false;
+  }
   if (q.since !== undefined && !(Date.parse(record.ts) >= q.since)) return false;
   return true;
+}
+
+/** Compiled globs, by pattern: a query is matched against many records, and the events stream keeps one query. */
+const compiled = new Map<string, (text: string) => boolean>();
+const MAX_COMPILED = 64;
+
+function globMatcher(glob: string): (text: string) => boolean {
+  let matcher = compiled.get(glob);
+  if (!matcher) {
+    if (compiled.size >= MAX_COMPILED) compiled.clear();
+    compiled.set(glob, (matcher = picomatch(glob)));
+  }
+  return matcher;
 }
 
 /** The newest `limit` matching records of `path` and its rotated files, oldest first. */
