@@ -4,6 +4,8 @@
  * Exit codes (DESIGN.md "Contract"): 0 clean shutdown, 2 bad config or options, 1 anything else.
  */
 import { Console } from 'node:console';
+import { realpathSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import type { CommanderError } from 'commander';
 import type { CallsOptions } from './commands/calls.js';
 import type { LoadedConfig } from './config/load.js';
@@ -217,6 +219,10 @@ function installShutdown(gateway: Gateway, logger: Logger, beforeStop: readonly 
 }
 
 function printBanner(gateway: Gateway): void {
+  // Real paths, so the suggested snippets run as printed.
+  const cli = realpathSync(process.argv[1]!);
+  const root = dirname(dirname(cli));
+  const config = gateway.config.file ?? resolve('servers.json');
   const lines = ['', `mcp-broker ${VERSION} is serving ${gateway.config.file ?? 'servers.json'} on stdio.`, ''];
   for (const u of gateway.registry.upstreams) {
     const tools = [...gateway.registry.roster.tools.values()].filter((t) => t.server === u.name).length;
@@ -228,11 +234,16 @@ function printBanner(gateway: Gateway): void {
     `  ${gateway.router.list().length} tools in all.`,
     '',
     'stdin is a terminal, so no MCP client is attached. To connect one:',
-    '  - Claude Desktop / Cursor: add {"command": "node", "args": ["<repo>/dist/cli.js", "--config", "<repo>/servers.json"]}',
-    '  - MCP inspector:  cd <repo>/node_modules && npx mcp-inspector-cli --cli -- node <repo>/dist/cli.js --config <repo>/servers.json --method tools/list',
+    `  - Claude Desktop / Cursor: add {"command": "node", "args": [${JSON.stringify(cli)}, "--config", ${JSON.stringify(config)}]}`,
+    `  - MCP inspector:  cd ${shellQuote(join(root, 'node_modules'))} && npx mcp-inspector-cli --cli -- node ${shellQuote(cli)} --config ${shellQuote(config)} --method tools/list`,
     '',
     'Press Ctrl-C to stop.',
     '',
   );
   process.stderr.write(lines.join('\n'));
+}
+
+/** `text` quoted for a POSIX shell when it needs it. */
+function shellQuote(text: string): string {
+  return /^[A-Za-z0-9_./@%+=:,-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
 }

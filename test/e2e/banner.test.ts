@@ -35,6 +35,10 @@ describe('TTY banner', () => {
       expect(out).toMatch(/missing\s+\w+: cannot start "does-not-exist-banner": command not found/);
       expect(out).toMatch(/\d+ tools in all\./);
       expect(out).toContain('Claude Desktop');
+      // The snippets carry real paths, so they run as printed (issue 18 §6).
+      expect(out).not.toContain('<repo>');
+      expect(out).toContain(JSON.stringify(CLI));
+      expect(out).toContain(JSON.stringify(configPath));
     } finally {
       child.stdin.end(); // EOF on the pty: the broker shuts down
       const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
