@@ -37,6 +37,7 @@ import {
 } from 'node:fs';
 import { dirname } from 'node:path';
 import { BrokerError } from '../shared/errors.js';
+import type { Logger } from '../shared/logger.js';
 import { acquireRecordsLock, type RecordsLock, type RecordsLockDeps } from './records-lock.js';
 
 /** Where records go. */
@@ -66,6 +67,8 @@ export interface NdjsonSinkOptions {
   fs?: Partial<RecordsFs>;
   /** How the lock file judges its owner (./records-lock.ts). */
   lock?: RecordsLockDeps;
+  /** Told (warn) when the file at the path was deleted or replaced and is opened again; default none. */
+  logger?: Pick<Logger, 'warn'>;
 }
 
 interface Waiter {
@@ -166,6 +169,7 @@ export class NdjsonRecordSink implements RecordSink {
         return;
       }
       this.closeFile();
+      this.options.logger?.warn('records file at broker.records.path was deleted or replaced; opening the path again');
     }
     this.open();
   }
@@ -183,19 +187,28 @@ export class NdjsonRecordSink implements RecordSink {
 
   private open(): void {
     let fd: number;
+    let readable = true;
     try {
-      fd = openSync(this.path, 'a+');
+      fd = openAppend(this.path);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      // The folder itself went away: make it again, as at start.
-      mkdirSync(dirname(this.path), { recursive: true });
-      fd = openSync(this.path, 'a+');
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') {
+        // The folder itself went away: make it again, as at start.
+        mkdirSync(dirname(this.path), { recursive: true });
+        fd = openAppend(this.path);
+      } else if (code === 'EACCES') {
+        // A file we may append to but not read: its last byte is unknown, so count it torn.
+        fd = openSync(this.path, 'a');
+        readable = false;
+      } else {
+        throw err;
+      }
     }
     try {
       const stat = fstatSync(fd);
       if (!stat.isFile()) throw new BrokerError('records_unwritable', 'the records path is not a regular file');
       this.size = stat.size;
-      this.torn = stat.size > 0 && lastByte(fd, stat.size) !== NEWLINE;
+      this.torn = stat.size > 0 && (!readable || lastByte(fd, stat.size) !== NEWLINE);
     } catch (err) {
       closeSync(fd);
       throw err;
@@ -247,6 +260,11 @@ export class NdjsonRecordSink implements RecordSink {
     for (let i = this.maxFiles - 1; i >= 1; i--) renameQuietly(`${base}.${i}`, `${base}.${i + 1}`);
     renameQuietly(base, `${base}.1`);
   }
+}
+
+/** Opens for appending (`O_APPEND`, created when missing) and reading (the last byte). */
+function openAppend(path: string): number {
+  return openSync(path, 'a+');
 }
 
 function lastByte(fd: number, size: number): number | undefined {

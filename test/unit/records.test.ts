@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readRecords, recordFiles } from '../../src/audit/query.js';
-import { NdjsonRecordSink, type RecordSink } from '../../src/audit/records.js';
+import { NdjsonRecordSink, type NdjsonSinkOptions, type RecordSink } from '../../src/audit/records.js';
 import { Broker } from '../../src/broker/broker.js';
 import { invokeStage } from '../../src/broker/invoke.js';
 import { recordStage } from '../../src/broker/record.js';
@@ -102,12 +102,15 @@ describe('issue 12: records are never lost silently', () => {
 
   it('a records file deleted while the sink runs is made again at the path; records do not go to the deleted inode', async () => {
     const path = freshPath();
-    const sink = new NdjsonRecordSink({ path });
+    const warned: string[] = [];
+    const logger = { warn: (msg: string) => void warned.push(msg) } as unknown as NonNullable<NdjsonSinkOptions['logger']>;
+    const sink = new NdjsonRecordSink({ path, logger });
     await sink.append({ i: 1 });
     rmSync(path);
     await sink.append({ i: 2 });
     await sink.close();
     expect(lines(path).map((l) => l.i)).toEqual([2]);
+    expect(warned).toEqual(['records file at broker.records.path was deleted or replaced; opening the path again']);
   });
 
   it('a records file replaced by a folder refuses the batch (no absolute path in the error), and recording recovers once the path is a file again', async () => {
