@@ -115,4 +115,24 @@ describe('issue 12: records are never lost silently (CLI)', () => {
       rmSync(second.dir, { recursive: true, force: true });
     }
   });
+
+  it('a lock left by a killed broker (kill -9) is taken over by the next broker on that records file', async () => {
+    const dir = mkdtempSync(join(shared, 'killed-'));
+    const path = join(dir, 'calls.ndjson');
+    const killed = await startHttpBroker({ servers, extra: { broker: { records: { path } } } });
+    try {
+      killed.child.kill('SIGKILL');
+      await killed.exited;
+      expect(readFileSync(`${path}.lock`, 'utf8')).toMatch(new RegExp(`^${killed.child.pid} `));
+      const next = await startHttpBroker({ servers, extra: { broker: { records: { path } } } });
+      try {
+        expect(readFileSync(`${path}.lock`, 'utf8')).toMatch(new RegExp(`^${next.child.pid} `));
+        expect((await echo(next, 'after the kill')).body.outcome).toBe('ok');
+      } finally {
+        await next.close();
+      }
+    } finally {
+      await killed.close();
+    }
+  });
 });
