@@ -95,8 +95,8 @@ export class NdjsonRecordSink implements RecordSink {
   private readonly lock: RecordsLock;
 
   /**
-   * Takes the records lock and opens the file (a file that cannot be opened yet refuses the
-   * first batch instead). Throws a `BrokerError` `records_locked` when another broker holds it.
+   * Takes the records lock; the file itself is opened (created) by the first batch. Throws a
+   * `BrokerError` `records_locked` when another broker holds the lock.
    */
   constructor(private readonly options: NdjsonSinkOptions) {
     this.path = options.path;
@@ -105,11 +105,6 @@ export class NdjsonRecordSink implements RecordSink {
     this.fs = { writeSync, ftruncateSync, ...options.fs };
     mkdirSync(dirname(this.path), { recursive: true });
     this.lock = acquireRecordsLock(this.path, options.lock);
-    try {
-      this.open();
-    } catch {
-      // Refused, and tried again, by the first batch.
-    }
   }
 
   append(record: object): Promise<void> {
