@@ -112,6 +112,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         path: config.broker.records.path,
         maxBytes: config.broker.records.maxBytes,
         maxFiles: config.broker.records.maxFiles,
+        logger: deps.logger,
       });
     this.publisher = new RecordPublisher<CallRecord>(this.logger);
     this.policy = compilePolicy(config.policy);

@@ -2,7 +2,7 @@
  * Reading the records back: which files hold them and how a `since` is written. Shared by
  * `mcp-broker calls` and `GET /api/v1/calls`, so both read the same files the same way.
  */
-import { createReadStream, existsSync } from 'node:fs';
+import { createReadStream, statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
@@ -19,30 +19,52 @@ export function parseSince(text: string, now: number): number | undefined {
   return Number.isNaN(at) ? undefined : at;
 }
 
-/** The records files that exist, oldest first: `<path>.N` … `<path>.1`, then `<path>`. */
+/**
+ * The records files that exist as regular files, oldest first: `<path>.N` … `<path>.1`, then
+ * `<path>` (a folder put at the path holds no records).
+ */
 export function recordFiles(path: string, maxFiles: number): string[] {
   const files: string[] = [];
-  for (let i = maxFiles; i >= 1; i--) if (existsSync(`${path}.${i}`)) files.push(`${path}.${i}`);
-  if (existsSync(path)) files.push(path);
+  for (let i = maxFiles; i >= 1; i--) if (isFile(`${path}.${i}`)) files.push(`${path}.${i}`);
+  if (isFile(path)) files.push(path);
   return files;
 }
 
+function isFile(path: string): boolean {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
 /**
- * Every record in `files`, in order, read line by line (memory bounded by one line). Blank lines
- * and a torn last line (a write in progress, or a crash) are skipped.
+ * Every record in `files`, in order, read line by line (memory bounded by one line). Blank lines,
+ * torn lines (a write cut short by a full disk or a crash) and lines that are not a JSON object
+ * are skipped; so is a file that went away or became unreadable before it was opened (rotated
+ * meanwhile).
  */
 export async function* readRecords<T = Record<string, unknown>>(files: readonly string[]): AsyncGenerator<T> {
   for (const file of files) {
-    const lines = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
+    const input = createReadStream(file, 'utf8');
+    const opened = await new Promise<boolean>((resolve) => {
+      input.once('ready', () => resolve(true));
+      input.once('error', () => resolve(false));
+    });
+    if (!opened) {
+      input.destroy();
+      continue;
+    }
+    const lines = createInterface({ input, crlfDelay: Infinity });
     for await (const line of lines) {
       if (!line.trim()) continue;
-      let record: T;
+      let record: unknown;
       try {
-        record = JSON.parse(line) as T;
+        record = JSON.parse(line);
       } catch {
         continue;
       }
-      yield record;
+      if (record !== null && typeof record === 'object' && !Array.isArray(record)) yield record as T;
     }
   }
 }
