@@ -321,7 +321,10 @@ export const httpSchema = z
 
 export const estateSchema = z
   .object({
-    /** Whether the `estate__*` tools are served at all (they are not either when `root` is not a folder at start). */
+    /**
+     * Whether the `estate__*` tools are served (they are not either when `root` is not a folder at
+     * start). True when the `estate` section is present; a config without one serves no estate.
+     */
     enabled: z.boolean().default(true),
     /** The folder the estate relay serves, relative to `servers.json`. */
     root: z.string().default('./workspace'),
@@ -340,7 +343,8 @@ export const configSchema = z
     policy: policySchema.default(policySchema.parse({})),
     principals: z.record(z.string(), principalSchema).default({}),
     http: httpSchema.default(httpSchema.parse({})),
-    estate: estateSchema.default(estateSchema.parse({})),
+    /** The estate relay: served only when this section is present (issue 18 §7); `enabled` then defaults to true. */
+    estate: estateSchema.default(estateSchema.parse({ enabled: false })),
     /** ES modules exporting function tools, relative to `servers.json`. */
     functions: z.array(z.string()).default([]),
   })

@@ -27,11 +27,11 @@ afterEach(() => {
 });
 
 /** Registers the builtins for an `estate` config; the estate tool names and the warnings logged. */
-async function served(estate: Record<string, unknown>): Promise<{ tools: string[]; warnings: Array<{ msg: string; root?: string }> }> {
+async function served(estate: Record<string, unknown> | undefined): Promise<{ tools: string[]; warnings: Array<{ msg: string; root?: string }> }> {
   const lines: string[] = [];
   const sink = new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) });
   const logger = pino({ level: 'warn' }, sink);
-  const config = parseConfig({ estate }, { baseDir: dir, env: {} });
+  const config = parseConfig(estate === undefined ? {} : { estate }, { baseDir: dir, env: {} });
   const clock = new ManualClock();
   const registry = new Registry(silentLogger());
   const router = new ToolRouter(registry, clock);
@@ -51,6 +51,13 @@ describe('estate relay on and off', () => {
     const { tools, warnings } = await served({});
     expect(tools).toHaveLength(7);
     expect(warnings).toEqual([]);
+  });
+
+  it('a pasted config without an estate section got eight extra tools: now none, and no warning (issue 18 §7)', async () => {
+    mkdirSync(join(dir, 'workspace'));
+    expect(await served(undefined)).toEqual({ tools: [], warnings: [] });
+    rmSync(join(dir, 'workspace'), { recursive: true });
+    expect(await served(undefined)).toEqual({ tools: [], warnings: [] });
   });
 
   it('estate.enabled false could not turn the relay off: now no estate__* tool is registered', async () => {
