@@ -60,7 +60,7 @@ program
     prespawnUpstreams(config);
     const { Gateway } = await import('./gateway.js');
     const scrubber = new Scrubber(config.secrets);
-    const logger = createLogger({ level: opts.logLevel, scrubber });
+    const logger = createLogger({ level: opts.logLevel, scrubber, stream: await logStream() });
     if (opts.transport === 'stdio') {
       // stdout carries the protocol: console output of function modules goes to stderr instead.
       globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });
@@ -139,6 +139,17 @@ program
   );
 
 await program.parseAsync(process.argv);
+
+/**
+ * Where logs go: readable lines (pino-pretty, to stderr) when stderr is a terminal, JSON lines
+ * when it is piped. `MCP_BROKER_LOG_FORMAT=json` or `pretty` overrides the guess.
+ */
+async function logStream() {
+  const format = process.env.MCP_BROKER_LOG_FORMAT;
+  if (format === 'json' || (format !== 'pretty' && !process.stderr.isTTY)) return undefined;
+  const { default: pretty } = await import('pino-pretty');
+  return pretty({ destination: 2, sync: true, colorize: process.stderr.isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'name' });
+}
 
 /** Runs a command body and sets the exit code it returns; a throw is exit 1 with one line on stderr. */
 async function runCommand(body: () => Promise<number>): Promise<void> {

@@ -1,4 +1,4 @@
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 import type { Scrubber } from './scrub.js';
 
 export type { Logger } from 'pino';
@@ -7,9 +7,10 @@ export { LOG_LEVELS } from './log-levels.js';
 
 /**
  * The process logger: pino writing to fd 2 (stdout belongs to the protocol), every string of
- * every line passed through the scrubber so no secret reaches a log.
+ * every line passed through the scrubber so no secret reaches a log. `stream` replaces fd 2
+ * (the CLI passes a pino-pretty stream on a terminal); it receives lines already scrubbed.
  */
-export function createLogger(options: { level?: string; scrubber?: Scrubber; destination?: number } = {}): Logger {
+export function createLogger(options: { level?: string; scrubber?: Scrubber; destination?: number; stream?: DestinationStream } = {}): Logger {
   const scrubber = options.scrubber;
   return pino(
     {
@@ -26,7 +27,7 @@ export function createLogger(options: { level?: string; scrubber?: Scrubber; des
           }
         : undefined,
     },
-    pino.destination({ dest: options.destination ?? 2, sync: false }),
+    options.stream ?? pino.destination({ dest: options.destination ?? 2, sync: false }),
   );
 }
 

@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CLI, ROOT, fixture, isAlive, nodeServer, waitFor, writeConfig } from './helpers.js';
 
-function runCli(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+function runCli(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'ignore', 'pipe'], env });
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
   return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stderr })));
@@ -61,5 +61,15 @@ describe('the CLI a user meets', () => {
     expect(await exited).toBe(0);
     for (const pid of children) await waitFor(() => !isAlive(pid), `upstream ${pid} gone`);
     expect(stderr).toContain('SIGTERM');
+  });
+
+  it('logs are JSON lines when stderr is piped, readable lines with MCP_BROKER_LOG_FORMAT=pretty (as on a terminal)', async () => {
+    // stdin is /dev/null: the broker starts, sees EOF and shuts down, logging "shutting down".
+    const json = await runCli(['--config', configPath]);
+    const line = json.stderr.split('\n').find((l) => l.includes('shutting down'))!;
+    expect(JSON.parse(line)).toMatchObject({ msg: 'shutting down' });
+    const pretty = await runCli(['--config', configPath], { ...process.env, MCP_BROKER_LOG_FORMAT: 'pretty' });
+    const readable = pretty.stderr.split('\n').find((l) => l.includes('shutting down'))!;
+    expect(readable).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO.*: shutting down/);
   });
 });
