@@ -5,14 +5,15 @@
  * (`normal`, `read-only`, `locked`): bob's lists leave out evil's prompts and resources, and his
  * reads, gets, completions and subscriptions are refused (JSON-RPC -32003, outcome `denied`)
  * without reaching evil, each with a record of its `kind`; alice is served and recorded `ok`
- * (unless the mode is `locked`, which refuses everyone).
+ * (unless the mode is `locked`, which refuses everyone). And fail closed over stdio: a read whose
+ * record cannot be written is refused `guard_error`.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, nodeServer } from './helpers.js';
+import { fixture, nodeServer, startBroker, type StartedBroker } from './helpers.js';
 import { connectHttp, startHttpBroker, type ConnectedClient, type HttpBroker } from '../transports/harness.js';
 
 const TOKENS = { ALICE_TOKEN: 'alice-token-0123456789abcdef', BOB_TOKEN: 'bob-token-0123456789abcdef00' };
@@ -135,5 +136,29 @@ describe.each(['normal', 'read-only', 'locked'] as const)('run mode %s: a princi
     }
     expect(events(log, 'evil')).toEqual([]);
     expect(events(log, 'good')).toEqual([]);
+  });
+});
+
+describe('fail-closed record of a read', () => {
+  const log = join(tmp, 'failclosed.log');
+  const recordsDir = join(tmp, 'records-is-a-folder');
+  let broker: StartedBroker;
+  beforeAll(async () => {
+    mkdirSync(recordsDir); // the records path names a folder, so every append fails
+    broker = await startBroker({
+      servers: { evil: nodeServer(fixture('primitives.mjs'), { env: { FIXTURE_NAME: 'evil', FIXTURE_LOG: log } }) },
+      extra: { broker: { records: { path: recordsDir } } },
+    });
+  });
+  afterAll(() => broker?.close());
+
+  it('a resources/read or prompts/get whose record cannot be written is refused guard_error, its answer withheld', async () => {
+    for (const run of [() => broker.client.readResource({ uri: 'evil://doc' }), () => broker.client.getPrompt({ name: 'evil__greet', arguments: { who: 'ada' } })]) {
+      const err = await refusal(run);
+      expect(err.code).toBe(-32603);
+      expect((err.data as Record<string, string>)['mcp-broker/outcome']).toBe('guard_error');
+      expect(err.message).not.toContain('content of');
+    }
+    expect(events(log, 'evil').map((e) => e.event)).toEqual(['read', 'get']); // they did reach the upstream
   });
 });
