@@ -61,10 +61,12 @@ export interface PrimitiveSubject {
   readonly prefix: string;
 }
 
-/** What gave an action: the rule (`policy.rules[i] (globs)`) or a default, and why an ask would be asked. */
+/** An action and what gave it. */
 export interface PolicyAction {
   action: 'allow' | 'deny' | 'ask';
+  /** `policy.rules[i] (globs)` (for prompts and resources without the globs), a tool's own default, or `policy.default`. */
   source: string;
+  /** Whether a rule or a default gave it (an ask's {@link AskGround}). */
   ground: 'rule' | 'default';
 }
 
@@ -122,7 +124,8 @@ export function compilePolicy(config: PolicyConfig): CompiledPolicy {
     primitiveAction(subject, principal) {
       const whole = namespaceName(subject.prefix);
       const own = subject.type === 'prompt' ? 'prompts' : 'resources';
-      return first(principal, false, (rule) => rule[own]?.(subject.name) || rule.tools?.(whole)) ?? { action: config.default, source: 'policy.default', ground: 'default' };
+      const ruled = first(principal, false, (rule) => rule[own]?.(subject.name) || rule.tools?.(whole));
+      return ruled ?? { action: config.default, source: 'policy.default', ground: 'default' };
     },
   };
 }

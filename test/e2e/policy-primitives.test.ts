@@ -97,6 +97,17 @@ describe.each(['normal', 'read-only', 'locked'] as const)('run mode %s: a princi
     expect(events(log, 'evil')).toEqual([]);
   });
 
+  it.runIf(mode === 'normal')('over legacy SSE too: bob is refused evil’s primitives, and his lists leave them out', async () => {
+    const sse = await connectHttp(broker.url, 'sse', { token: TOKENS.BOB_TOKEN });
+    try {
+      expect((await sse.client.listPrompts()).prompts.map((p) => p.name)).toEqual(['good__greet']);
+      for (const [, run] of requestsOf(sse, 'evil')) expect((await refusal(run)).code).toBe(-32003);
+    } finally {
+      await sse.close();
+    }
+    expect(events(log, 'evil')).toEqual([]);
+  });
+
   it.runIf(mode !== 'locked')('alice is served evil’s primitives and bob good’s, each recorded ok with its kind', async () => {
     const read = (await alice.client.readResource({ uri: 'evil://doc' })).contents[0] as { text: string };
     expect(read.text).toBe('evil content of evil://doc');
