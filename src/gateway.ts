@@ -19,6 +19,7 @@ import { BudgetLedger, budgetFromEnv, budgetStage } from './broker/budget.js';
 import { evaluateStage } from './broker/evaluate.js';
 import { pinRoster } from './broker/pins.js';
 import { compilePolicy, type CompiledPolicy } from './broker/policy.js';
+import { PrimitiveGuard } from './broker/primitive-judge.js';
 import { publishStage } from './broker/publish.js';
 import { retryStage } from './broker/retry.js';
 import { scrubStage } from './broker/scrub.js';
@@ -80,6 +81,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   /** Pins, approvals, first uses (issue 3); closed by `stop()`. */
   readonly store: Store;
   readonly policy: CompiledPolicy;
+  /** The policy, records and publication of prompts, resources and completions (broker/primitive-judge.ts). */
+  readonly primitives: PrimitiveGuard;
   private readonly env: NodeJS.ProcessEnv;
   /** `experimental` capabilities every session declares (the builtins', e.g. `mcp-broker/reconnect`). */
   readonly experimental: Record<string, object>;
@@ -119,6 +122,17 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.env = deps.env ?? process.env;
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
     this.registry = new Registry(this.logger);
+    this.primitives = new PrimitiveGuard({
+      policy: this.policy,
+      prefixOf: (server) => this.registry.prefixOf(server),
+      records: this.records,
+      publisher: this.publisher,
+      clock: this.clock,
+      logger: this.logger,
+      scrubArgs: (a) => this.scrubber.value(a),
+      scrubText: (t) => this.scrubber.text(t),
+      askTimeoutMs: config.policy.askTimeoutMs,
+    });
     this.ready = new Promise((resolve) => (this.markReady = resolve));
     for (const [name, server] of Object.entries(config.mcpServers)) {
       const upstream = this.createUpstream(name, server);

@@ -15,6 +15,11 @@
  *  6. `ask` → `allow` when an operator approved the tool (`mcp-broker approve`), else `ask`;
  *  7. `allow` with `policy.firstUse: "ask"` → `ask` until the principal's first use was approved.
  * Defaults live in `config/schema.ts` (`policySchema`).
+ *
+ * Prompts and resources ({@link decidePrimitive}): run mode `locked` → `denied` (`read-only`
+ * lets them through: they are reads); then the first rule that covers the primitive (its
+ * `prompts` or `resources` globs, or `tools` globs that cover the server's whole namespace, see
+ * {@link namespaceName}) gives the action, else `policy.default`; `deny` → `denied`, `ask` → ask.
  */
 import picomatch from 'picomatch';
 import type { PolicyConfig } from '../config/schema.js';
@@ -45,38 +50,82 @@ export type Verdict =
   | { readonly kind: 'refuse'; readonly outcome: 'denied' | 'unregistered'; readonly reason: string }
   | { readonly kind: 'ask'; readonly ground: AskGround; readonly reason: string };
 
+/**
+ * A prompt or resource as the policy sees it. `prefix` is its server's advertised-name prefix
+ * (`''` for bare names); `name` is the advertised prompt name, or the resource URI (for a
+ * template completion, the `uriTemplate`).
+ */
+export interface PrimitiveSubject {
+  readonly type: 'prompt' | 'resource';
+  readonly name: string;
+  readonly prefix: string;
+}
+
+/** An action and what gave it. */
+export interface PolicyAction {
+  action: 'allow' | 'deny' | 'ask';
+  /** `policy.rules[i] (globs)` (for prompts and resources without the globs), a tool's own default, or `policy.default`. */
+  source: string;
+  /** Whether a rule or a default gave it (an ask's {@link AskGround}). */
+  ground: 'rule' | 'default';
+}
+
 /** A policy with its globs compiled once. */
 export interface CompiledPolicy {
   readonly config: PolicyConfig;
   /** Whether `policy.readOnly` lists the advertised name. */
   listedReadOnly(name: string): boolean;
-  /** The action for a name and principal (`toolDefault` when no rule matches), and what gave it. */
-  action(
-    name: string,
-    principal: string,
-    toolDefault?: 'ask' | 'deny',
-  ): { action: 'allow' | 'deny' | 'ask'; source: string; ground: 'rule' | 'default' };
+  /** The action for a tool name and principal (`toolDefault` when no rule matches), and what gave it. */
+  action(name: string, principal: string, toolDefault?: 'ask' | 'deny'): PolicyAction;
+  /** The action for a prompt or resource and principal, and what gave it. */
+  primitiveAction(subject: PrimitiveSubject, principal: string): PolicyAction;
 }
+
+/**
+ * The name a `tools` glob must match to cover every prompt and resource of a server: its prefix
+ * and the separator with nothing after them (`evil__`; `__` for bare names). `evil__*` and `*`
+ * match it; a glob naming some tools (`evil__write_*`) does not.
+ */
+export function namespaceName(prefix: string): string {
+  return `${prefix}__`;
+}
+
+type Matcher = (name: string) => boolean;
+const compile = (globs: readonly string[] | undefined): Matcher | undefined => (globs ? picomatch([...globs]) : undefined);
 
 export function compilePolicy(config: PolicyConfig): CompiledPolicy {
   const rules = config.rules.map((rule, index) => ({
     index,
-    matches: picomatch(rule.tools),
+    tools: compile(rule.tools),
+    prompts: compile(rule.prompts),
+    resources: compile(rule.resources),
     principals: rule.principals ? new Set(rule.principals) : undefined,
     action: rule.action,
-    label: rule.tools.join(', '),
+    label: [...(rule.tools ?? []), ...(rule.prompts ?? []), ...(rule.resources ?? [])].join(', '),
   }));
   const readOnly = config.readOnly.length ? picomatch(config.readOnly) : () => false;
+  // `labelled`: the source shows the rule's globs; not for prompts and resources, whose URI globs may name host paths.
+  const first = (principal: string, labelled: boolean, covers: (rule: (typeof rules)[number]) => boolean | undefined): PolicyAction | undefined => {
+    for (const rule of rules) {
+      if (rule.principals && !rule.principals.has(principal)) continue;
+      if (covers(rule)) return { action: rule.action, source: `policy.rules[${rule.index}]${labelled ? ` (${rule.label})` : ''}`, ground: 'rule' };
+    }
+    return undefined;
+  };
   return {
     config,
     listedReadOnly: (name) => readOnly(name),
     action(name, principal, toolDefault) {
-      for (const rule of rules) {
-        if (rule.principals && !rule.principals.has(principal)) continue;
-        if (rule.matches(name)) return { action: rule.action, source: `policy.rules[${rule.index}] (${rule.label})`, ground: 'rule' };
-      }
+      const ruled = first(principal, true, (rule) => rule.tools?.(name));
+      if (ruled) return ruled;
       if (toolDefault) return { action: toolDefault, source: `the default of "${name}"`, ground: 'default' };
       return { action: config.default, source: 'policy.default', ground: 'default' };
+    },
+    primitiveAction(subject, principal) {
+      const whole = namespaceName(subject.prefix);
+      const own = subject.type === 'prompt' ? 'prompts' : 'resources';
+      const ruled = first(principal, false, (rule) => rule[own]?.(subject.name) || rule.tools?.(whole));
+      return ruled ?? { action: config.default, source: 'policy.default', ground: 'default' };
     },
   };
 }
@@ -107,4 +156,17 @@ export function decide(policy: CompiledPolicy, facts: PolicyFacts): Verdict {
     return { kind: 'ask', ground: 'first_use', reason: `first use of "${name}" by principal "${facts.principal}" needs approval (policy.firstUse)` };
   }
   return { kind: 'allow', reason: `${source} allows "${name}"` };
+}
+
+/**
+ * Decides one `prompts/get`, `resources/read`, `resources/subscribe` or `completion/complete`
+ * (see the file comment). Pure. `what` names the primitive in the reason without its URI or
+ * arguments (`the prompt "evil__greet"`, `a resource of "evil"`).
+ */
+export function decidePrimitive(policy: CompiledPolicy, subject: PrimitiveSubject, principal: string, what: string): Verdict {
+  if (policy.config.mode === 'locked') return { kind: 'refuse', outcome: 'denied', reason: 'run mode is locked: nothing is served' };
+  const { action, source, ground } = policy.primitiveAction(subject, principal);
+  if (action === 'deny') return { kind: 'refuse', outcome: 'denied', reason: `${source} denies ${what} to principal "${principal}"` };
+  if (action === 'ask') return { kind: 'ask', ground, reason: `${source} says ask` };
+  return { kind: 'allow', reason: `${source} allows ${what}` };
 }

@@ -86,10 +86,16 @@ export interface CallRecord {
   sessionId: string;
   principal: string;
   unit: string;
-  /** `server/tool`. */
+  /** `server/tool`; for a prompt `server/<prompt>`, for a resource `server/<uri>`. */
   subject: string;
-  /** Advertised name. */
+  /** Advertised name; for a resource, its URI (a template completion: the `uriTemplate`). */
   name: string;
+  /**
+   * What was judged, when it was not a `tools/call` (absent for tool calls):
+   * `resource` (`resources/read`), `prompt` (`prompts/get`), `completion` (`completion/complete`),
+   * `subscribe` (`resources/subscribe`). See broker/primitive-judge.ts.
+   */
+  kind?: 'resource' | 'prompt' | 'completion' | 'subscribe';
   outcome: Outcome;
   status: number;
   durationMs: number;

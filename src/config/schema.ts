@@ -177,13 +177,21 @@ export const serverSchema = z.unknown().transform((raw, ctx): AnyServer => {
 
 const policyRuleSchema = z
   .object({
-    /** Globs over advertised names (`fs__write_*`, `*`). */
-    tools: z.array(z.string()).min(1),
+    /**
+     * Globs over advertised tool names (`fs__write_*`, `*`). A glob that matches a server's whole
+     * namespace, the name `<prefix>__` (`evil__*`, `*`), covers its prompts and resources too.
+     */
+    tools: z.array(z.string()).min(1).optional(),
+    /** Globs over advertised prompt names (`evil__greet`): `prompts/get` and prompt completions. */
+    prompts: z.array(z.string()).min(1).optional(),
+    /** Globs over resource URIs and URI templates (`file:///etc/**`): reads, subscriptions, template completions. */
+    resources: z.array(z.string()).min(1).optional(),
     /** Principals the rule applies to; absent = everyone. */
     principals: z.array(z.string()).optional(),
     action: z.enum(['allow', 'deny', 'ask']),
   })
-  .strict();
+  .strict()
+  .refine((rule) => rule.tools || rule.prompts || rule.resources, { message: 'a rule needs at least one of "tools", "prompts", "resources"' });
 
 export const policySchema = z
   .object({

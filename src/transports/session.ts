@@ -32,6 +32,7 @@ import {
   type ServerCapabilities,
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import type { PrimitiveRequest } from '../broker/primitive-judge.js';
 import type { CallerSession } from '../broker/types.js';
 import { VERSION, type Gateway } from '../gateway.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
@@ -283,42 +284,55 @@ export class DownstreamSession {
       extra: Parameters<Parameters<Server['setRequestHandler']>[1]>[1],
     ) => this.callTool(req.params, extra)) as never);
 
+    // Lists leave out what the policy denies this principal; gets, reads, completions and
+    // subscriptions are judged and recorded by `gw.primitives` (broker/primitive-judge.ts).
+    const shown = (server: string, type: 'prompt' | 'resource', name: string) => gw.primitives.visible(this.principal, { server, type, name });
+
     server.setRequestHandler(ListPromptsRequestSchema, async () => {
       await gw.ready;
-      return { prompts: [...gw.registry.roster.prompts.values()].map((p) => p.definition) };
+      return { prompts: [...gw.registry.roster.prompts.values()].filter((p) => shown(p.server, 'prompt', p.name)).map((p) => p.definition) };
     });
 
     server.setRequestHandler(GetPromptRequestSchema, async (req, extra) => {
       await gw.ready;
       const prompt = gw.registry.roster.prompts.get(req.params.name);
       if (!prompt) throw new McpError(ErrorCode.InvalidParams, `Unknown prompt: ${req.params.name}`);
-      return this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, extra.signal);
+      const judged = { kind: 'prompt', server: prompt.server, type: 'prompt', name: prompt.name, ownName: prompt.promptName, args: req.params.arguments ?? {} } as const;
+      return this.guarded(judged, extra, () => this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, extra.signal));
     });
 
     server.setRequestHandler(ListResourcesRequestSchema, async () => {
       await gw.ready;
-      return { resources: [...gw.registry.roster.resources.values()].map((r) => r.resource) };
+      return { resources: [...gw.registry.roster.resources.values()].filter((r) => shown(r.server, 'resource', r.resource.uri)).map((r) => r.resource) };
     });
 
     server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => {
       await gw.ready;
-      return { resourceTemplates: gw.registry.roster.resourceTemplates.map((t) => t.template) };
+      return { resourceTemplates: gw.registry.roster.resourceTemplates.filter((t) => shown(t.server, 'resource', t.template.uriTemplate)).map((t) => t.template) };
     });
 
     server.setRequestHandler(ReadResourceRequestSchema, async (req, extra) => {
       await gw.ready;
       const upstream = gw.upstreamForResource(req.params.uri);
       if (!upstream) throw new McpError(-32002, `Resource not found: ${req.params.uri}`);
-      return this.forward(upstream.name, 'resources/read', req.params, extra.signal);
+      const judged = { kind: 'resource', server: upstream.name, type: 'resource', name: req.params.uri, ownName: req.params.uri, args: {} } as const;
+      return this.guarded(judged, extra, () => this.forward(upstream.name, 'resources/read', req.params, extra.signal));
     });
 
-    server.setRequestHandler(SubscribeRequestSchema, async (req) => {
+    server.setRequestHandler(SubscribeRequestSchema, async (req, extra) => {
       await gw.ready;
-      if (!this.subscribed.has(req.params.uri)) {
-        this.subscribed.add(req.params.uri);
-        await gw.subscribe(req.params.uri);
-      }
-      return {};
+      const { uri } = req.params;
+      // Judged before it counts: a refused subscription never reaches the upstream nor hears `resources/updated`.
+      const upstream = gw.upstreamForResource(uri);
+      if (!upstream) throw new McpError(-32002, `Resource not found: ${uri}`);
+      const judged = { kind: 'subscribe', server: upstream.name, type: 'resource', name: uri, ownName: uri, args: {} } as const;
+      return this.guarded(judged, extra, async () => {
+        if (!this.subscribed.has(uri)) {
+          this.subscribed.add(uri);
+          await gw.subscribe(uri);
+        }
+        return {};
+      });
     });
 
     server.setRequestHandler(UnsubscribeRequestSchema, async (req) => {
@@ -334,16 +348,30 @@ export class DownstreamSession {
 
     server.setRequestHandler(CompleteRequestSchema, async (req, extra) => {
       await gw.ready;
-      const ref = req.params.ref;
+      const { ref, argument, context } = req.params;
+      const args = context ? { argument, context } : { argument };
       if (ref.type === 'ref/prompt') {
         const prompt = gw.registry.roster.prompts.get(ref.name);
         if (!prompt) throw new McpError(ErrorCode.InvalidParams, `Unknown prompt: ${ref.name}`);
-        return this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, extra.signal);
+        const judged = { kind: 'completion', server: prompt.server, type: 'prompt', name: prompt.name, ownName: prompt.promptName, args } as const;
+        return this.guarded(judged, extra, () =>
+          this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, extra.signal),
+        );
       }
       const upstream = gw.upstreamForResource(ref.uri);
       if (!upstream) return { completion: { values: [] } };
-      return this.forward(upstream.name, 'completion/complete', req.params, extra.signal);
+      const judged = { kind: 'completion', server: upstream.name, type: 'resource', name: ref.uri, ownName: ref.uri, args } as const;
+      return this.guarded(judged, extra, () => this.forward(upstream.name, 'completion/complete', req.params, extra.signal));
     });
+  }
+
+  /** Serves one prompt, resource or completion request through the policy and the records (broker/primitive-judge.ts). */
+  private guarded<T>(
+    request: Omit<PrimitiveRequest, 'signal'>,
+    extra: Pick<DirectCallExtra, 'signal' | 'sendRequest'>,
+    forward: () => Promise<T>,
+  ): Promise<T> {
+    return this.gateway.primitives.serve({ ...request, signal: extra.signal }, this.caller((r, s, o) => extra.sendRequest(r as never, s, o)), forward);
   }
 
   private async forward(server: string, method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<never> {

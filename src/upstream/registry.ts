@@ -65,6 +65,11 @@ export class Registry extends EventEmitter<RegistryEvents> {
     return this.entries.get(name)?.upstream;
   }
 
+  /** Advertised-name prefix of a server (`''` for bare names); undefined for one not configured. */
+  prefixOf(name: string): string | undefined {
+    return this.entries.get(name)?.prefix;
+  }
+
   get roster(): Roster {
     return this.current;
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compilePolicy, decide, type PolicyFacts } from '../../src/broker/policy.js';
+import { compilePolicy, decide, decidePrimitive, type PolicyFacts, type PrimitiveSubject } from '../../src/broker/policy.js';
 import { policySchema } from '../../src/config/schema.js';
 
 const facts = (over: Partial<PolicyFacts> = {}): PolicyFacts => ({ name: 'fs__read_file', principal: 'local', readOnly: false, pin: 'same', firstUseDone: true, ...over });
@@ -67,5 +67,61 @@ describe('decide (policy.ts)', () => {
     expect(decide(p, facts({ firstUseDone: false }))).toMatchObject({ kind: 'ask', ground: 'first_use' });
     expect(decide(p, facts({ firstUseDone: true }))).toMatchObject({ kind: 'allow' });
     expect(decide(p, facts({ firstUseDone: false, approval: 'approved' }))).toMatchObject({ kind: 'allow' });
+  });
+});
+
+describe('decidePrimitive (policy.ts): prompts and resources', () => {
+  const prompt = (name: string, prefix = 'evil'): PrimitiveSubject => ({ type: 'prompt', name, prefix });
+  const resource = (name: string, prefix = 'evil'): PrimitiveSubject => ({ type: 'resource', name, prefix });
+  const judge = (p: ReturnType<typeof policy>, subject: PrimitiveSubject, principal = 'bob') => decidePrimitive(p, subject, principal, 'it');
+
+  it('a tools rule denying a server by prefix (evil__*) denies its prompts and resources to that principal only', () => {
+    const p = policy({ rules: [{ tools: ['evil__*'], principals: ['bob'], action: 'deny' }] });
+    expect(judge(p, prompt('evil__greet'))).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+    expect(judge(p, resource('file:///etc/passwd'))).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+    expect(judge(p, resource('evil://item/{id}'))).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+    expect(judge(p, prompt('evil__greet'), 'alice')).toMatchObject({ kind: 'allow' });
+    expect(judge(p, prompt('good__greet', 'good'))).toMatchObject({ kind: 'allow' });
+    expect(judge(policy({ rules: [{ tools: ['*'], action: 'deny' }] }), resource('x://y', ''))).toMatchObject({ kind: 'refuse' });
+  });
+
+  it('a tools glob naming some tools of a server does not cover its prompts or resources', () => {
+    const p = policy({ rules: [{ tools: ['evil__greet', 'evil__write_*'], action: 'deny' }] });
+    expect(judge(p, prompt('evil__greet'))).toMatchObject({ kind: 'allow' });
+    expect(judge(p, resource('evil://doc'))).toMatchObject({ kind: 'allow' });
+  });
+
+  it('prompts and resources globs name them, and leave tools alone', () => {
+    const p = policy({
+      rules: [
+        { prompts: ['evil__gr*'], action: 'ask' },
+        { resources: ['file:///etc/**'], action: 'deny' },
+      ],
+    });
+    expect(judge(p, prompt('evil__greet'))).toMatchObject({ kind: 'ask', ground: 'rule' });
+    expect(judge(p, prompt('evil__other'))).toMatchObject({ kind: 'allow' });
+    expect(judge(p, resource('file:///etc/ssh/sshd_config'))).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+    expect(judge(p, resource('file:///home/a'))).toMatchObject({ kind: 'allow' });
+    expect(decide(p, facts({ name: 'evil__greet' }))).toMatchObject({ kind: 'allow' });
+  });
+
+  it('a refusal names the rule by index, never its globs (a URI glob may be a host path)', () => {
+    const v = judge(policy({ rules: [{ resources: ['file:///home/alice/**'], action: 'deny' }] }), resource('file:///home/alice/x'));
+    expect(v.reason).toContain('policy.rules[0]');
+    expect(v.reason).not.toContain('/home/alice');
+  });
+
+  it('policy.default applies; locked denies everything; read-only lets them through (they are reads)', () => {
+    expect(judge(policy({ default: 'deny' }), prompt('evil__greet'))).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+    expect(judge(policy({ default: 'ask' }), resource('evil://doc'))).toMatchObject({ kind: 'ask', ground: 'default' });
+    expect(judge(policy({ mode: 'locked' }), prompt('evil__greet'))).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+    expect(judge(policy({ mode: 'read-only' }), resource('evil://doc'))).toMatchObject({ kind: 'allow' });
+  });
+
+  it('a rule must name tools, prompts or resources; a tools-only rule is valid as before', () => {
+    expect(policySchema.safeParse({ rules: [{ action: 'deny' }] }).success).toBe(false);
+    expect(policySchema.safeParse({ rules: [{ principals: ['bob'], action: 'deny' }] }).success).toBe(false);
+    expect(policySchema.safeParse({ rules: [{ tools: ['x__*'], action: 'deny' }] }).success).toBe(true);
+    expect(policySchema.safeParse({ rules: [{ prompts: ['x__*'], resources: ['x://**'], action: 'allow' }] }).success).toBe(true);
   });
 });

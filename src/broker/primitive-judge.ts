@@ -1,0 +1,207 @@
+/**
+ * The policy for every primitive besides tools: `prompts/get`, `resources/read`,
+ * `resources/subscribe` and `completion/complete` are judged by the same `policy` as
+ * `tools/call` ({@link decidePrimitive}), recorded (one line each, with `kind`), published, and
+ * only then answered. Lists (`prompts/list`, `resources/list`, `resources/templates/list`) leave
+ * out what the principal is denied ({@link PrimitiveGuard.visible}).
+ *
+ * Refusals are JSON-RPC errors (these requests have no `isError` result): `denied` and
+ * `approval_required` are {@link POLICY_REFUSED_CODE}, `guard_error` is -32603, each with a
+ * one-line message naming the outcome and `data` carrying the outcome and call id under the
+ * result `_meta` keys. An upstream's own error passes on as it came (outcome `upstream_error`,
+ * `timeout`, `invalid_arguments` or `cancelled` in the record).
+ *
+ * `ask`: asked through `elicitation/create` when the client declared it (accept → served;
+ * decline, dismiss, no answer within `policy.askTimeoutMs` → `approval_required`); without
+ * elicitation → `approval_required` at once. `mcp-broker approve` and `policy.firstUse` are for
+ * tools only. Fail closed: a request whose record cannot be written is answered `guard_error`
+ * and the upstream's answer withheld; one already refused keeps its outcome.
+ */
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import type { RecordPublisher } from '../audit/publisher.js';
+import type { RecordSink } from '../audit/records.js';
+import type { Clock } from '../shared/clock.js';
+import { messageOf } from '../shared/errors.js';
+import { newCallId } from '../shared/ids.js';
+import type { Logger } from '../shared/logger.js';
+import { askApproval } from './ask.js';
+import { CALL_ID_META_KEY, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
+import { decidePrimitive, type CompiledPolicy, type Verdict } from './policy.js';
+import { approximateJsonBytes } from './record.js';
+import type { CallerSession, CallRecord } from './types.js';
+
+/** What a judged request was, as the record's `kind` says. */
+export type PrimitiveKind = NonNullable<CallRecord['kind']>;
+
+/**
+ * JSON-RPC error code of a policy refusal (`denied`, `approval_required`) of a prompt, resource
+ * or completion request: in the implementation-defined server range (-32000 to -32099); MCP
+ * defines no code for it. The outcome is in `error.data["mcp-broker/outcome"]`.
+ */
+export const POLICY_REFUSED_CODE = -32003;
+
+/** One request to judge. */
+export interface PrimitiveRequest {
+  readonly kind: PrimitiveKind;
+  /** Server key of the upstream that serves it. */
+  readonly server: string;
+  /** `prompt`: matched by advertised prompt name; `resource`: by URI (a template completion: the `uriTemplate`). */
+  readonly type: 'prompt' | 'resource';
+  /** The advertised prompt name, or the URI. The record's `name`. */
+  readonly name: string;
+  /** The upstream's own prompt name, or the URI: the record's `subject` is `server/<own name>`. */
+  readonly ownName: string;
+  /** What the record keeps as `args` (scrubbed): prompt arguments, the completed argument. */
+  readonly args: unknown;
+  /** The downstream request's signal. */
+  readonly signal: AbortSignal;
+}
+
+export interface PrimitiveGuardDeps {
+  policy: CompiledPolicy;
+  /** Advertised-name prefix of a server (`''` for bare names); undefined for a server not configured. */
+  prefixOf(server: string): string | undefined;
+  records: RecordSink;
+  publisher?: RecordPublisher<CallRecord>;
+  clock: Clock;
+  logger: Logger;
+  /** Makes argument values safe to keep: the scrubber's `value`. */
+  scrubArgs: (args: unknown) => unknown;
+  /** Makes a reason safe to keep: the scrubber's `text`. */
+  scrubText: (text: string) => string;
+  /** How long an approval prompt waits, in ms (`policy.askTimeoutMs`). */
+  askTimeoutMs: number;
+}
+
+/** Judges, records and publishes the prompt, resource and completion requests of every session. */
+export class PrimitiveGuard {
+  constructor(private readonly deps: PrimitiveGuardDeps) {}
+
+  /** Whether a list shows a prompt (advertised name) or resource (URI or `uriTemplate`) to `principal`: not when its action is `deny`. */
+  visible(principal: string, item: { server: string; type: 'prompt' | 'resource'; name: string }): boolean {
+    const prefix = this.deps.prefixOf(item.server);
+    if (prefix === undefined) return false;
+    return this.deps.policy.primitiveAction({ type: item.type, name: item.name, prefix }, principal).action !== 'deny';
+  }
+
+  /**
+   * Judges `request` for `caller`; when allowed runs `forward` (the upstream request); writes the
+   * record, publishes it, then answers: `forward`'s result, or throws (see the file comment).
+   */
+  async serve<T>(request: PrimitiveRequest, caller: CallerSession, forward: () => Promise<T>): Promise<T> {
+    const { deps } = this;
+    const callId = newCallId();
+    const startedAt = deps.clock.now();
+    let outcome: Outcome;
+    let reason: string | undefined;
+    let attempts = 0;
+    let bytesOut = 0;
+    let result: T | undefined;
+    let failure: { err: unknown } | undefined;
+
+    const refusal = await this.judge(request, caller);
+    if (refusal) {
+      ({ outcome, reason } = refusal);
+    } else {
+      attempts = 1;
+      try {
+        result = await forward();
+        outcome = 'ok';
+        bytesOut = approximateJsonBytes(result);
+      } catch (err) {
+        failure = { err };
+        ({ outcome, reason } = classify(err, request.signal));
+      }
+    }
+
+    const record: CallRecord = {
+      ts: new Date(startedAt).toISOString(),
+      callId,
+      sessionId: caller.sessionId,
+      principal: caller.principal,
+      unit: caller.unit,
+      subject: `${request.server}/${request.ownName}`,
+      name: request.name,
+      kind: request.kind,
+      outcome,
+      status: OUTCOME_STATUS[outcome],
+      durationMs: Math.max(0, deps.clock.now() - startedAt),
+      attempts,
+      bytesOut,
+      args: deps.scrubArgs(request.args),
+    };
+    if (reason !== undefined) record.reason = deps.scrubText(reason);
+    try {
+      await deps.records.append(record);
+    } catch (err) {
+      deps.logger.error({ callId, kind: request.kind, err: messageOf(err) }, 'record could not be written');
+      if (outcome === 'ok') {
+        throw refusalError('guard_error', 'the record could not be written; the answer is withheld', callId);
+      }
+      throw failure ? failure.err : refusalError(outcome, reason, callId);
+    }
+    this.publish(record, caller);
+    if (outcome === 'ok') return result as T;
+    throw failure ? failure.err : refusalError(outcome, reason, callId);
+  }
+
+  /** Undefined when the request may go on; else the refusal. */
+  private async judge(request: PrimitiveRequest, caller: CallerSession): Promise<{ outcome: Outcome; reason: string } | undefined> {
+    const prefix = this.deps.prefixOf(request.server);
+    if (prefix === undefined) return { outcome: 'unregistered', reason: `upstream "${request.server}" is not configured` };
+    const what = request.type === 'prompt' ? `the prompt "${request.name}"` : `the resources of upstream "${request.server}"`;
+    const verdict: Verdict = decidePrimitive(this.deps.policy, { type: request.type, name: request.name, prefix }, caller.principal, what);
+    if (verdict.kind === 'allow') return undefined;
+    if (verdict.kind === 'refuse') return { outcome: verdict.outcome, reason: verdict.reason };
+    const answer = await askApproval(caller, { message: askMessage(request, verdict.reason), timeoutMs: this.deps.askTimeoutMs, signal: request.signal });
+    if (answer.approved) return undefined;
+    if (request.signal.aborted) return { outcome: 'cancelled', reason: 'cancelled by the client while waiting for approval' };
+    return { outcome: 'approval_required', reason: `${verdict.reason}; ${answer.reason}` };
+  }
+
+  private publish(record: CallRecord, caller: CallerSession): void {
+    try {
+      this.deps.publisher?.publish(record);
+    } catch (err) {
+      this.deps.logger.warn({ callId: record.callId, err: messageOf(err) }, 'record publication failed');
+    }
+    try {
+      caller.log?.('debug', record);
+    } catch (err) {
+      this.deps.logger.debug({ callId: record.callId, err: messageOf(err) }, 'record notification failed');
+    }
+  }
+}
+
+const ACTION_OF: Record<PrimitiveKind, string> = {
+  prompt: 'get the prompt',
+  resource: 'read the resource',
+  completion: 'complete an argument of',
+  subscribe: 'subscribe to the resource',
+};
+
+/** The approval question: names the primitive and its upstream, never argument values. */
+function askMessage(request: PrimitiveRequest, why: string): string {
+  const target = request.type === 'prompt' ? `"${request.name}" (${request.server}/${request.ownName})` : `${request.name} (upstream "${request.server}")`;
+  return [`Allow the client to ${ACTION_OF[request.kind]} ${target}?`, `Why you are asked: ${why}.`].join('\n');
+}
+
+/** The outcome of a failed upstream request. */
+function classify(err: unknown, signal: AbortSignal): { outcome: Outcome; reason: string } {
+  const reason = oneLine(messageOf(err));
+  if (signal.aborted) return { outcome: 'cancelled', reason: 'cancelled by the client' };
+  if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) return { outcome: 'timeout', reason };
+  if (err instanceof McpError && err.code === ErrorCode.InvalidParams) return { outcome: 'invalid_arguments', reason };
+  return { outcome: 'upstream_error', reason };
+}
+
+/** The JSON-RPC error of a broker refusal. */
+function refusalError(outcome: Outcome, reason: string | undefined, callId: string): McpError {
+  const code = outcome === 'denied' || outcome === 'approval_required' ? POLICY_REFUSED_CODE : ErrorCode.InternalError;
+  return new McpError(code, reason ? `${outcome}: ${oneLine(reason)}` : outcome, { [OUTCOME_META_KEY]: outcome, [CALL_ID_META_KEY]: callId });
+}
+
+function oneLine(text: string): string {
+  const line = text.replace(/\s*\n\s*/g, ' ').trim();
+  return line.length > 300 ? `${line.slice(0, 297)}...` : line;
+}

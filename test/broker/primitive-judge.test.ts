@@ -1,0 +1,142 @@
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { describe, expect, it } from 'vitest';
+import type { RecordSink } from '../../src/audit/records.js';
+import { compilePolicy } from '../../src/broker/policy.js';
+import { POLICY_REFUSED_CODE, PrimitiveGuard, type PrimitiveRequest } from '../../src/broker/primitive-judge.js';
+import type { CallRecord } from '../../src/broker/types.js';
+import { policySchema } from '../../src/config/schema.js';
+import { ManualClock } from '../../src/shared/clock.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { session } from './support.js';
+
+/** A records sink that keeps lines in memory, or fails every append. */
+function sink(fails = false): RecordSink & { lines: CallRecord[] } {
+  const lines: CallRecord[] = [];
+  return {
+    lines,
+    append: async (r) => {
+      if (fails) throw new Error('EISDIR: illegal operation on a directory');
+      lines.push(r as CallRecord);
+    },
+    close: async () => undefined,
+  };
+}
+
+function guard(policy: unknown = {}, records = sink()) {
+  const published: CallRecord[] = [];
+  const g = new PrimitiveGuard({
+    policy: compilePolicy(policySchema.parse(policy)),
+    prefixOf: (server) => (server === 'evil' || server === 'good' ? server : undefined),
+    records,
+    publisher: { publish: (r: CallRecord) => published.push(r) } as never,
+    clock: new ManualClock(),
+    logger: silentLogger(),
+    scrubArgs: (a) => a,
+    scrubText: (t) => t,
+    askTimeoutMs: 1000,
+  });
+  return { g, records, published };
+}
+
+const read = (over: Partial<PrimitiveRequest> = {}): PrimitiveRequest => ({
+  kind: 'resource',
+  server: 'evil',
+  type: 'resource',
+  name: 'evil://doc',
+  ownName: 'evil://doc',
+  args: {},
+  signal: new AbortController().signal,
+  ...over,
+});
+
+const rejection = (p: Promise<unknown>) => p.then(() => { throw new Error('expected a rejection'); }, (e: McpError) => e);
+
+describe('PrimitiveGuard (primitive-judge.ts)', () => {
+  it('an allowed read is forwarded, then recorded and published with its kind', async () => {
+    const { g, records, published } = guard();
+    const answer = await g.serve(read(), session({ principal: 'alice' }), async () => ({ contents: [{ uri: 'evil://doc', text: 'x' }] }));
+    expect(answer).toEqual({ contents: [{ uri: 'evil://doc', text: 'x' }] });
+    expect(records.lines).toHaveLength(1);
+    expect(records.lines[0]).toMatchObject({ kind: 'resource', subject: 'evil/evil://doc', name: 'evil://doc', outcome: 'ok', status: 200, attempts: 1, principal: 'alice' });
+    expect(records.lines[0]!.bytesOut).toBeGreaterThan(0);
+    expect(published).toEqual(records.lines);
+  });
+
+  it('a denied read never runs forward, is recorded denied and answered JSON-RPC -32003 naming the outcome', async () => {
+    const { g, records } = guard({ rules: [{ tools: ['evil__*'], principals: ['bob'], action: 'deny' }] });
+    let forwarded = 0;
+    const err = await rejection(g.serve(read(), session({ principal: 'bob' }), async () => ++forwarded));
+    expect(forwarded).toBe(0);
+    expect(err).toBeInstanceOf(McpError);
+    expect(err.code).toBe(POLICY_REFUSED_CODE);
+    expect(err.message).toContain('denied: policy.rules[0]');
+    expect(err.message).not.toContain('evil://doc');
+    const data = err.data as Record<string, string>;
+    expect(data['mcp-broker/outcome']).toBe('denied');
+    expect(records.lines[0]).toMatchObject({ callId: data['mcp-broker/callId'], outcome: 'denied', status: 403, attempts: 0, kind: 'resource' });
+  });
+
+  it('a read whose record cannot be written is refused guard_error (-32603) and its answer withheld', async () => {
+    const { g, published } = guard({}, sink(true));
+    const err = await rejection(g.serve(read(), session(), async () => ({ contents: [{ uri: 'evil://doc', text: 'secret' }] })));
+    expect(err.code).toBe(-32603);
+    expect((err.data as Record<string, string>)['mcp-broker/outcome']).toBe('guard_error');
+    expect(err.message).not.toContain('secret');
+    expect(published).toEqual([]);
+  });
+
+  it('a refused request whose record cannot be written keeps its refusal', async () => {
+    const { g } = guard({ default: 'deny' }, sink(true));
+    const err = await rejection(g.serve(read(), session(), async () => 'never'));
+    expect(err.code).toBe(POLICY_REFUSED_CODE);
+    expect((err.data as Record<string, string>)['mcp-broker/outcome']).toBe('denied');
+  });
+
+  it('ask without elicitation is approval_required at once; with it, accept serves and decline refuses', async () => {
+    const policy = { rules: [{ prompts: ['evil__greet'], action: 'ask' }] };
+    const greet = read({ kind: 'prompt', type: 'prompt', name: 'evil__greet', ownName: 'greet', args: { who: 'ada' } });
+    let forwarded = 0;
+    const forward = async () => ({ messages: [], n: ++forwarded });
+
+    const plain = guard(policy);
+    const err = await rejection(plain.g.serve(greet, session(), forward));
+    expect(err.code).toBe(POLICY_REFUSED_CODE);
+    expect((err.data as Record<string, string>)['mcp-broker/outcome']).toBe('approval_required');
+    expect(forwarded).toBe(0);
+
+    const asked: string[] = [];
+    const answers = ['accept', 'decline'] as const;
+    let i = 0;
+    const elicit = async (params: { message: string }) => (asked.push(params.message), { action: answers[i++]! });
+    const withElicit = guard(policy);
+    const caller = session({ elicit: elicit as never });
+    expect(await withElicit.g.serve(greet, caller, forward)).toMatchObject({ n: 1 });
+    const declined = await rejection(withElicit.g.serve(greet, caller, forward));
+    expect((declined.data as Record<string, string>)['mcp-broker/outcome']).toBe('approval_required');
+    expect(forwarded).toBe(1);
+    expect(asked[0]).toContain('"evil__greet" (evil/greet)');
+    expect(asked[0]).not.toContain('ada');
+    expect(withElicit.records.lines.map((r) => [r.kind, r.outcome])).toEqual([
+      ['prompt', 'ok'],
+      ['prompt', 'approval_required'],
+    ]);
+  });
+
+  it("an upstream's own error passes on as it came and is recorded by its outcome", async () => {
+    const { g, records } = guard();
+    const upstream = new McpError(-32002, 'Resource not found');
+    expect(await rejection(g.serve(read(), session(), async () => Promise.reject(upstream)))).toBe(upstream);
+    const timeout = new McpError(-32001, 'Request timed out');
+    expect(await rejection(g.serve(read(), session(), async () => Promise.reject(timeout)))).toBe(timeout);
+    expect(records.lines.map((r) => r.outcome)).toEqual(['upstream_error', 'timeout']);
+  });
+
+  it('lists: visible unless the action for the principal is deny', () => {
+    const { g } = guard({ rules: [{ tools: ['evil__*'], principals: ['bob'], action: 'deny' }, { resources: ['good://secret'], action: 'deny' }] });
+    expect(g.visible('bob', { server: 'evil', type: 'prompt', name: 'evil__greet' })).toBe(false);
+    expect(g.visible('alice', { server: 'evil', type: 'prompt', name: 'evil__greet' })).toBe(true);
+    expect(g.visible('alice', { server: 'good', type: 'resource', name: 'good://secret' })).toBe(false);
+    expect(g.visible('alice', { server: 'good', type: 'resource', name: 'good://doc' })).toBe(true);
+    expect(g.visible('alice', { server: 'unknown', type: 'resource', name: 'x://y' })).toBe(false);
+  });
+});
