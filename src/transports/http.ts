@@ -12,6 +12,7 @@
  */
 import { createServer, type Server, type ServerOptions } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Config } from '../config/schema.js';
 import type { Gateway } from '../gateway.js';
 import { PrincipalAuthenticator } from './http/auth.js';
 import { buildRequestListener } from './http/app.js';
@@ -45,7 +46,7 @@ export interface HttpServing {
  * connection. Node checks the first two every `connectionsCheckingInterval` (30 s by default),
  * so that is made a quarter of the shorter one (at least 100 ms, at most 30 s).
  */
-export function serverOptions(settings: Pick<HttpServeSettings, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs'>): ServerOptions {
+export function serverOptions(settings: Pick<Config['http'], 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs'>): ServerOptions {
   const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = settings;
   return {
     headersTimeout: headersTimeoutMs,
@@ -54,8 +55,6 @@ export function serverOptions(settings: Pick<HttpServeSettings, 'headersTimeoutM
     connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(Math.min(headersTimeoutMs, requestTimeoutMs) / 4))),
   };
 }
-
-type HttpServeSettings = Gateway['config']['http'];
 
 /**
  * Checks the options (a non-loopback `--host` without principals is a `ConfigError` naming

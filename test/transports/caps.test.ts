@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { EventEmitter } from 'node:events';
 import { capMessage, capRefusal, StreamCaps } from '../../src/transports/http/caps.js';
+import { whenClosed } from '../../src/transports/http/context.js';
 
 const alice = { name: 'alice', role: 'user' as const };
 const bob = { name: 'bob', role: 'user' as const };
@@ -36,5 +38,23 @@ describe('capMessage', () => {
     const perPrincipal = capMessage(capRefusal('http.maxSessionsPerPrincipal', 3));
     expect(perPrincipal).toBe('Too Many Requests: this principal has 3 sessions open, the most http.maxSessionsPerPrincipal allows, and none is idle; close one first');
     expect(capMessage(capRefusal('http.maxStreams', 1000))).toBe('Service Unavailable: 1000 streams are open, the most http.maxStreams allows; try again later');
+  });
+});
+
+describe('whenClosed', () => {
+  it('gives a place back for a response that closed before its route ran, and otherwise on close', () => {
+    const streams = new StreamCaps({ maxStreams: 1, maxStreamsPerPrincipal: 1 });
+    const gone = Object.assign(new EventEmitter(), { destroyed: true });
+    const slot = streams.acquire(alice);
+    if (!slot.ok) throw new Error('expected a slot');
+    whenClosed(gone, slot.release);
+    expect(streams.size).toBe(0);
+    const live = Object.assign(new EventEmitter(), { destroyed: false });
+    const next = streams.acquire(alice);
+    if (!next.ok) throw new Error('expected a slot');
+    whenClosed(live, next.release);
+    expect(streams.size).toBe(1);
+    live.emit('close');
+    expect(streams.size).toBe(0);
   });
 });
