@@ -294,6 +294,15 @@ export const principalSchema = z
   })
   .strict();
 
+/** Default of `http.maxSessions`: live HTTP sessions in all. */
+export const DEFAULT_MAX_SESSIONS = 1000;
+/** Default of `http.maxSessionsPerPrincipal`. */
+export const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL = 100;
+/** Default of `http.maxStreams`: open event streams in all. */
+export const DEFAULT_MAX_STREAMS = 1000;
+/** Default of `http.maxStreamsPerPrincipal`. */
+export const DEFAULT_MAX_STREAMS_PER_PRINCIPAL = 100;
+
 export const httpSchema = z
   .object({
     /** Idle sessions are closed after this long, in ms. */
@@ -324,8 +333,31 @@ export const httpSchema = z
     resumeEvents: z.number().int().min(0).default(1000),
     /** `POST /v1/sessions/:id/mcp/reconnect` calls allowed per principal per minute; more get 429. */
     reconnectsPerMinute: z.number().int().min(1).default(6),
+    /**
+     * Most live sessions (Streamable HTTP and legacy SSE) in all. A new one past it ends the
+     * oldest idle session (no request in progress, no open stream), or gets 503 when none is idle.
+     */
+    maxSessions: z.number().int().min(1).default(DEFAULT_MAX_SESSIONS),
+    /** Most live sessions of one principal; past it the principal's oldest idle one ends, or 429. */
+    maxSessionsPerPrincipal: z.number().int().min(1).default(DEFAULT_MAX_SESSIONS_PER_PRINCIPAL),
+    /** Most open event streams (`GET /sse`, `GET /mcp`, `GET /api/v1/events`) in all; past it 503. */
+    maxStreams: z.number().int().min(1).default(DEFAULT_MAX_STREAMS),
+    /** Most open event streams of one principal; past it 429. */
+    maxStreamsPerPrincipal: z.number().int().min(1).default(DEFAULT_MAX_STREAMS_PER_PRINCIPAL),
+    /** Time a client has to send a request's headers, in ms (Node `server.headersTimeout`); then 408. At most `requestTimeoutMs`. */
+    headersTimeoutMs: ms().default(20_000),
+    /** Time a client has to send a whole request, headers and body, in ms (Node `server.requestTimeout`); then 408. */
+    requestTimeoutMs: ms().default(60_000),
+    /** An idle keep-alive connection is closed after this long, in ms (Node `server.keepAliveTimeout`). */
+    keepAliveTimeoutMs: ms().default(5_000),
   })
-  .strict();
+  .strict()
+  .superRefine((http, ctx) => {
+    // Node refuses a headers timeout longer than the request timeout.
+    if (http.headersTimeoutMs > http.requestTimeoutMs) {
+      ctx.addIssue({ code: 'custom', path: ['headersTimeoutMs'], message: `must be at most http.requestTimeoutMs (${http.requestTimeoutMs} ms)` });
+    }
+  });
 
 export const estateSchema = z
   .object({

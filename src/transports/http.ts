@@ -10,11 +10,13 @@
  * the call, only when that session declared the capability, and only when no other session has
  * a call in flight on that upstream (the request cannot be attributed otherwise).
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerOptions } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Config } from '../config/schema.js';
 import type { Gateway } from '../gateway.js';
 import { PrincipalAuthenticator } from './http/auth.js';
 import { buildRequestListener } from './http/app.js';
+import { StreamCaps } from './http/caps.js';
 import type { HttpContext } from './http/context.js';
 import { checkServeOptions } from './http/guards.js';
 import { SessionTable } from './http/session-table.js';
@@ -37,6 +39,24 @@ export interface HttpServing {
 }
 
 /**
+ * The Node server's timeouts, set from the `http` settings rather than left to Node's defaults:
+ * `headersTimeout` (`http.headersTimeoutMs`) and `requestTimeout` (`http.requestTimeoutMs`, the
+ * whole request, body included; not the response, so streams are not cut) answer 408 and close
+ * the connection; `keepAliveTimeout` (`http.keepAliveTimeoutMs`) closes an idle keep-alive
+ * connection. Node checks the first two every `connectionsCheckingInterval` (30 s by default),
+ * so that is made a quarter of the shorter one (at least 100 ms, at most 30 s).
+ */
+export function serverOptions(settings: Pick<Config['http'], 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs'>): ServerOptions {
+  const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = settings;
+  return {
+    headersTimeout: headersTimeoutMs,
+    requestTimeout: requestTimeoutMs,
+    keepAliveTimeout: keepAliveTimeoutMs,
+    connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(Math.min(headersTimeoutMs, requestTimeoutMs) / 4))),
+  };
+}
+
+/**
  * Checks the options (a non-loopback `--host` without principals is a `ConfigError` naming
  * `--host`: exit 2), starts the gateway's upstreams with `http.clientCapabilities`, then listens.
  */
@@ -46,9 +66,11 @@ export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Pr
   checkServeOptions({ host: options.host, principalsConfigured: auth.enabled });
   await gateway.start({ clientCapabilities: config.http.clientCapabilities });
   const logger = gateway.logger.child({ transport: 'http' });
-  const sessions = new SessionTable({ clock: gateway.clock, logger, idleMs: config.http.sessionIdleMs });
-  const ctx: HttpContext = { gateway, settings: config.http, sessions, auth, logger };
-  const server = createServer(buildRequestListener(ctx));
+  const { sessionIdleMs, maxSessions, maxSessionsPerPrincipal, maxStreams, maxStreamsPerPrincipal } = config.http;
+  const sessions = new SessionTable({ clock: gateway.clock, logger, idleMs: sessionIdleMs, maxSessions, maxSessionsPerPrincipal });
+  const streams = new StreamCaps({ maxStreams, maxStreamsPerPrincipal });
+  const ctx: HttpContext = { gateway, settings: config.http, sessions, streams, auth, logger };
+  const server = createServer(serverOptions(config.http), buildRequestListener(ctx));
   await new Promise<void>((resolve, reject) => {
     const refused = (err: NodeJS.ErrnoException) =>
       reject(err.code === 'EADDRINUSE' ? new Error(`${options.host}:${options.port} is already in use; choose another port with --port (0 picks a free one)`) : err);

@@ -14,9 +14,18 @@ const alice = { name: 'alice', role: 'user' as const };
 const bob = { name: 'bob', role: 'user' as const };
 const ops = { name: 'ops', role: 'operator' as const };
 
-function table(idleMs = 10_000) {
+function table(idleMs = 10_000, caps: { maxSessions?: number; maxSessionsPerPrincipal?: number } = {}) {
   const clock = new ManualClock();
-  return { clock, sessions: new SessionTable({ clock, logger: silentLogger(), idleMs }) };
+  return { clock, sessions: new SessionTable({ clock, logger: silentLogger(), idleMs, ...caps }) };
+}
+
+/** Admits and adds session `id` of `principal`, one second after the previous one; returns its stand-in. */
+async function open(t: ReturnType<typeof table>, id: string, principal: typeof alice) {
+  await t.clock.advance(1000);
+  expect(t.sessions.admit(principal)).toBeUndefined();
+  const fake = fakeSession();
+  const entry = t.sessions.add({ id, kind: 'streamable', principal, session: fake as unknown as DownstreamSession });
+  return { fake, entry };
 }
 
 describe('SessionTable', () => {
@@ -76,5 +85,70 @@ describe('SessionTable', () => {
 
   it('logs only a tag of the id', () => {
     expect(sessionTag('0123456789abcdef')).toBe('01234567');
+  });
+
+  describe('issue 12: sessions are capped per principal and in all', () => {
+    it('past maxSessionsPerPrincipal the principal\'s oldest idle session is ended and forgotten', async () => {
+      const t = table(60_000, { maxSessionsPerPrincipal: 3 });
+      const a1 = await open(t, 'a1', alice);
+      const a2 = await open(t, 'a2', alice);
+      await open(t, 'a3', alice);
+      // a1 was used after a2: a2 is now the oldest idle one.
+      t.sessions.begin(a1.entry)();
+      await open(t, 'a4', alice);
+      expect(a2.fake.closed).toBe(1);
+      expect(a1.fake.closed).toBe(0);
+      expect(t.sessions.get('a2', alice)).toBeUndefined();
+      expect(t.sessions.find('a2', alice)).toEqual({ state: 'ended', principal: 'alice' });
+      expect(t.sessions.countOf('alice')).toBe(3);
+      expect(t.sessions.size).toBe(3);
+    });
+
+    it('refuses with 429 naming http.maxSessionsPerPrincipal when none of the principal\'s sessions is idle; another principal is let in', async () => {
+      const t = table(60_000, { maxSessionsPerPrincipal: 2 });
+      const a1 = await open(t, 'a1', alice);
+      const a2 = await open(t, 'a2', alice);
+      const endA1 = t.sessions.begin(a1.entry);
+      t.sessions.begin(a2.entry);
+      expect(t.sessions.admit(alice)).toEqual({ status: 429, setting: 'http.maxSessionsPerPrincipal', limit: 2, what: 'sessions' });
+      expect(a1.fake.closed + a2.fake.closed).toBe(0);
+      await open(t, 'b1', bob);
+      // Once a request ends its session is idle again, and makes room.
+      endA1();
+      await open(t, 'a3', alice);
+      expect(a1.fake.closed).toBe(1);
+    });
+
+    it('past maxSessions the oldest idle session of anyone is ended, else 503 naming http.maxSessions', async () => {
+      const t = table(60_000, { maxSessions: 3, maxSessionsPerPrincipal: 10 });
+      const a1 = await open(t, 'a1', alice);
+      const b1 = await open(t, 'b1', bob);
+      const a2 = await open(t, 'a2', alice);
+      t.sessions.begin(a1.entry);
+      await open(t, 'o1', ops);
+      expect(b1.fake.closed).toBe(1);
+      expect(t.sessions.countOf('bob')).toBe(0);
+      t.sessions.begin(a2.entry);
+      const o1 = t.sessions.get('o1', ops)!;
+      t.sessions.begin(o1);
+      expect(t.sessions.admit(bob)).toEqual({ status: 503, setting: 'http.maxSessions', limit: 3, what: 'sessions' });
+      expect(t.sessions.size).toBe(3);
+    });
+
+    it('a refused admit ends nothing, and ended sessions give their places back', async () => {
+      const t = table(60_000, { maxSessions: 2, maxSessionsPerPrincipal: 1 });
+      const a1 = await open(t, 'a1', alice);
+      t.sessions.begin(a1.entry);
+      const b1 = await open(t, 'b1', bob);
+      t.sessions.begin(b1.entry);
+      expect(t.sessions.admit(alice)?.status).toBe(429);
+      expect(t.sessions.admit(ops)?.status).toBe(503);
+      expect(a1.fake.closed + b1.fake.closed).toBe(0);
+      await t.sessions.end('b1', 'deleted');
+      await open(t, 'o1', ops);
+      await t.sessions.closeAll();
+      expect(t.sessions.size).toBe(0);
+      expect(t.sessions.countOf('alice')).toBe(0);
+    });
   });
 });

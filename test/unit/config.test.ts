@@ -3,7 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfigFile, parseConfig } from '../../src/config/load.js';
-import { DEFAULT_TIMEOUT_MS } from '../../src/config/schema.js';
+import {
+  DEFAULT_MAX_SESSIONS,
+  DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+  DEFAULT_MAX_STREAMS,
+  DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
+  DEFAULT_TIMEOUT_MS,
+} from '../../src/config/schema.js';
 import { ConfigError } from '../../src/shared/errors.js';
 import { DEFAULT_INHERITED_ENV } from '../../src/upstream/spawn-env.js';
 
@@ -20,6 +26,27 @@ function configError(raw: unknown, env: NodeJS.ProcessEnv = {}): ConfigError {
 }
 
 describe('config schema defaults', () => {
+  it('issue 12: the http caps and server timeouts have their defaults in the schema', () => {
+    const c = parseConfig({}, { baseDir: BASE, env: {} });
+    expect(c.http).toMatchObject({
+      maxSessions: DEFAULT_MAX_SESSIONS,
+      maxSessionsPerPrincipal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+      maxStreams: DEFAULT_MAX_STREAMS,
+      maxStreamsPerPrincipal: DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
+      headersTimeoutMs: 20_000,
+      requestTimeoutMs: 60_000,
+      keepAliveTimeoutMs: 5_000,
+    });
+    expect([DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, DEFAULT_MAX_STREAMS, DEFAULT_MAX_STREAMS_PER_PRINCIPAL]).toEqual([1000, 100, 1000, 100]);
+  });
+
+  it('issue 12: a headers timeout longer than the request timeout is a config error naming both', () => {
+    const err = configError({ http: { headersTimeoutMs: 5000, requestTimeoutMs: 1000 } });
+    expect(err.data?.path).toBe('http.headersTimeoutMs');
+    expect(err.message).toContain('http.requestTimeoutMs');
+    expect(configError({ http: { maxSessionsPerPrincipal: 0 } }).data?.path).toBe('http.maxSessionsPerPrincipal');
+  });
+
   it('an empty object gets every default from the schema, paths resolved against the config folder', () => {
     const c = parseConfig({}, { baseDir: BASE, env: {} });
     expect(c.mcpServers).toEqual({});

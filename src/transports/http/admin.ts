@@ -11,7 +11,8 @@
  *  - `GET /api/v1/calls?outcome=&tool=&since=&limit=`: records from the records file
  *    (`{calls: [...]}`, oldest first); a `user` sees only its own principal's records.
  *  - `GET /api/v1/events`: a server-sent event stream, one `event: record` per published
- *    record (same visibility rule), keep-alive comments every `http.keepAliveMs`.
+ *    record (same visibility rule), keep-alive comments every `http.keepAliveMs`; counted
+ *    against the stream caps (`http.maxStreamsPerPrincipal` 429, `http.maxStreams` 503).
  *  - `GET /healthz` → 200 `{status: "ok"}` while the process serves.
  *  - `GET /readyz` → 200 `{ready: true}` when every upstream marked `required` is `ready`,
  *    else 503 `{ready: false, waiting: <count>}`.
@@ -23,7 +24,8 @@ import type { CallerSession, CallRecord, ToolTarget } from '../../broker/types.j
 import { newSessionId } from '../../shared/ids.js';
 import type { Gateway } from '../../gateway.js';
 import { parseCallsQuery, queryCalls, matchesCallsQuery } from './calls-query.js';
-import { jsonBody, keepStreamAlive, type HttpContext } from './context.js';
+import { answerOverCap } from './caps.js';
+import { jsonBody, keepStreamAlive, whenClosed, type HttpContext } from './context.js';
 import { principalOf } from './guards.js';
 import { mountReconnectRoute } from './reconnect-route.js';
 
@@ -92,6 +94,9 @@ export function mountAdminApi(app: Express, ctx: HttpContext): void {
     const query = parseCallsQuery(req.query as Record<string, unknown>);
     if ('error' in query) return void res.status(400).json({ error: { code: 'bad_request', message: query.error } });
     if (principal.role !== 'operator') query.principal = principal.name;
+    const stream = ctx.streams.acquire(principal);
+    if (!stream.ok) return answerOverCap(res, stream.refusal, principal, ctx.logger);
+    whenClosed(res, stream.release);
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache, no-transform', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
     res.write(': subscribed\n\n');
     const unsubscribe = gateway.publisher.subscribe((record: CallRecord) => {

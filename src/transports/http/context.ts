@@ -1,12 +1,13 @@
 /**
- * What every route of the HTTP face shares: the gateway, the `http` settings, the session table
- * and the authenticator. Built once by `serveHttp`.
+ * What every route of the HTTP face shares: the gateway, the `http` settings, the session table,
+ * the stream caps and the authenticator. Built once by `serveHttp`.
  */
 import type { Request } from 'express';
 import type { Gateway } from '../../gateway.js';
 import type { Config } from '../../config/schema.js';
 import type { Logger } from '../../shared/logger.js';
 import type { PrincipalAuthenticator } from './auth.js';
+import type { StreamCaps } from './caps.js';
 import type { SessionTable } from './session-table.js';
 
 export interface HttpContext {
@@ -14,6 +15,8 @@ export interface HttpContext {
   /** The `http` section of the config (defaults in the schema's `httpSchema`). */
   readonly settings: Config['http'];
   readonly sessions: SessionTable;
+  /** Open event streams, against `http.maxStreams` and `http.maxStreamsPerPrincipal`. */
+  readonly streams: StreamCaps;
   readonly auth: PrincipalAuthenticator;
   readonly logger: Logger;
   /** Experimental capabilities every session declares (the broker's own). */
@@ -43,4 +46,13 @@ export function keepStreamAlive(res: { write(chunk: string): unknown; writableEn
   }, intervalMs);
   timer.unref();
   res.once('close', () => clearInterval(timer));
+}
+
+/**
+ * Runs `fn` once `res` closes, or at once when it has closed already (a client that went away
+ * while the request waited would otherwise leave a stream or request counted for good).
+ */
+export function whenClosed(res: { readonly destroyed: boolean; once(event: 'close', fn: () => void): unknown }, fn: () => void): void {
+  if (res.destroyed) fn();
+  else res.once('close', fn);
 }

@@ -3,8 +3,9 @@ export { buildApp, buildRequestListener } from './app.js';
 export { answerRequestError, readBody, RequestBodyError } from './body.js';
 export { mountAdminApi, requiredNotReady, resolveSubject, API_PREFIX } from './admin.js';
 export { LOCAL_PRINCIPAL, PrincipalAuthenticator, type AuthFailure, type Principal } from './auth.js';
+export { answerOverCap, capMessage, capRefusal, StreamCaps, type CapRefusal, type CapSetting, type StreamAdmission } from './caps.js';
 export { DEFAULT_CALLS_LIMIT, MAX_CALLS_LIMIT, matchesCallsQuery, parseCallsQuery, queryCalls, type CallsQuery } from './calls-query.js';
-export { jsonBody, type HttpContext } from './context.js';
+export { jsonBody, whenClosed, type HttpContext } from './context.js';
 export { BoundedEventStore } from './event-store.js';
 export {
   authenticateRequest,

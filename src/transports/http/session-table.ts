@@ -4,7 +4,10 @@
  * the session (its SDK `Server`, its transport, its subscriptions) and forgets it.
  *
  * Idle sessions (no request in progress, no open stream, nothing received for
- * `http.sessionIdleMs`) are reaped by a sweep on the injected clock. An ended session's id is
+ * `http.sessionIdleMs`) are reaped by a sweep on the injected clock. Live sessions are capped
+ * per principal (`http.maxSessionsPerPrincipal`) and in all (`http.maxSessions`): a new one
+ * past a cap ends the oldest idle session that counts against it, or is refused (429 / 503,
+ * {@link CapRefusal}) when none is idle. An ended session's id is
  * kept for a while (bounded) so the admin API can tell "ended" (409) from "never existed" (404);
  * MCP requests on it get 404 either way, so clients re-initialize (case F11).
  */
@@ -13,6 +16,7 @@ import { messageOf } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { DownstreamSession } from '../session.js';
 import type { Principal } from './auth.js';
+import { capRefusal, type CapRefusal } from './caps.js';
 
 /**
  * The first 8 characters of a session id, for log lines: enough to correlate, not enough to use
@@ -44,11 +48,12 @@ export type SessionLookup =
   | { readonly state: 'unknown' };
 
 /** Why a session ended. */
-export type EndReason = 'deleted' | 'idle' | 'disconnected' | 'closed' | 'shutdown';
+export type EndReason = 'deleted' | 'idle' | 'evicted' | 'disconnected' | 'closed' | 'shutdown';
 
 export class SessionTable {
   private readonly live = new Map<string, HttpSession>();
   private readonly ended = new Map<string, string>();
+  private readonly byPrincipal = new Map<string, number>();
   private cancelSweep?: () => void;
 
   constructor(
@@ -57,6 +62,10 @@ export class SessionTable {
       logger: Logger;
       /** `http.sessionIdleMs`. */
       idleMs: number;
+      /** `http.maxSessions`; unlimited when absent. */
+      maxSessions?: number;
+      /** `http.maxSessionsPerPrincipal`; unlimited when absent. */
+      maxSessionsPerPrincipal?: number;
     },
   ) {}
 
@@ -70,10 +79,43 @@ export class SessionTable {
     this.cancelSweep = this.deps.clock.setTimer(every, tick);
   }
 
-  /** Adds a live session. */
+  /**
+   * Makes room for one more session of `principal`, or says why there is none. At
+   * `maxSessionsPerPrincipal` the principal's oldest idle session (no request in progress, no
+   * open stream; oldest by last use) is ended (reason `evicted`), else 429; then at
+   * `maxSessions` the oldest idle session of anyone is ended, else 503. Call {@link add} before
+   * anything is awaited, so two requests cannot both take the last place.
+   * @returns undefined when the session may be added; else the refusal (nothing was ended)
+   */
+  admit(principal: Principal): CapRefusal | undefined {
+    const { maxSessions = Infinity, maxSessionsPerPrincipal = Infinity } = this.deps;
+    const own = (this.byPrincipal.get(principal.name) ?? 0) >= maxSessionsPerPrincipal;
+    const ownVictim = own ? this.oldestIdle(principal.name) : undefined;
+    if (own && !ownVictim) return capRefusal('http.maxSessionsPerPrincipal', maxSessionsPerPrincipal);
+    // Ending the principal's own session makes room in all too.
+    const full = this.live.size - (ownVictim ? 1 : 0) >= maxSessions;
+    const victim = full ? this.oldestIdle() : undefined;
+    if (full && (!victim || victim === ownVictim)) return capRefusal('http.maxSessions', maxSessions);
+    if (ownVictim) void this.end(ownVictim.id, 'evicted');
+    if (victim) void this.end(victim.id, 'evicted');
+    return undefined;
+  }
+
+  /** The idle session (of `principal`, or of anyone) used longest ago. */
+  private oldestIdle(principal?: string): HttpSession | undefined {
+    let oldest: HttpSession | undefined;
+    for (const entry of this.live.values()) {
+      if (entry.open > 0 || (principal !== undefined && entry.principal.name !== principal)) continue;
+      if (!oldest || entry.lastSeenAt < oldest.lastSeenAt) oldest = entry;
+    }
+    return oldest;
+  }
+
+  /** Adds a live session (after {@link admit} let it in). */
   add(entry: Omit<HttpSession, 'lastSeenAt' | 'open'>): HttpSession {
     const full: HttpSession = { ...entry, lastSeenAt: this.deps.clock.now(), open: 0 };
     this.live.set(entry.id, full);
+    this.byPrincipal.set(entry.principal.name, (this.byPrincipal.get(entry.principal.name) ?? 0) + 1);
     this.deps.logger.info({ session: sessionTag(entry.id), kind: entry.kind, principal: entry.principal.name }, 'http session opened');
     return full;
   }
@@ -102,6 +144,11 @@ export class SessionTable {
     return this.live.size;
   }
 
+  /** Live sessions of `principal`. */
+  countOf(principal: string): number {
+    return this.byPrincipal.get(principal) ?? 0;
+  }
+
   /** Marks a request (or stream) as started on `entry`; call the returned function when it ends. */
   begin(entry: HttpSession): () => void {
     entry.open++;
@@ -120,6 +167,9 @@ export class SessionTable {
     const entry = this.live.get(id);
     if (!entry) return;
     this.live.delete(id);
+    const left = this.countOf(entry.principal.name) - 1;
+    if (left > 0) this.byPrincipal.set(entry.principal.name, left);
+    else this.byPrincipal.delete(entry.principal.name);
     this.ended.set(id, entry.principal.name);
     if (this.ended.size > ENDED_KEPT) this.ended.delete(this.ended.keys().next().value!);
     this.deps.logger.info({ session: sessionTag(id), kind: entry.kind, principal: entry.principal.name, reason }, 'http session ended');

@@ -2,8 +2,11 @@
  * Legacy SSE (spec 2024-11-05): `GET /sse` opens a stream and a session (its own SDK `Server`
  * through {@link DownstreamSession}); the stream's first event names
  * `POST /messages?sessionId=<id>`, where the client sends its messages. Any number of
- * connections at once; a reconnect is a new `GET /sse` and a new session. The session ends
- * when its stream closes.
+ * connections at once, up to the stream caps (`http.maxStreamsPerPrincipal`, `http.maxStreams`:
+ * 429 / 503) and the session caps (`http.maxSessionsPerPrincipal`, `http.maxSessions`: an idle
+ * Streamable HTTP session is ended to make room, else 429 / 503; an SSE session always has its
+ * stream open, so it is never idle); a reconnect is a new `GET /sse` and a new session. The
+ * session ends when its stream closes.
  *
  * A POST with no `sessionId` → 400; an unknown, ended or foreign one → 404; a body that is not
  * JSON or not a JSON-RPC message → 400 with a JSON-RPC error; too large → 413. None of these
@@ -15,7 +18,8 @@ import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { messageOf } from '../../shared/errors.js';
 import { DownstreamSession } from '../session.js';
-import { jsonBody, keepStreamAlive, type HttpContext } from './context.js';
+import { answerOverCap } from './caps.js';
+import { jsonBody, keepStreamAlive, whenClosed, type HttpContext } from './context.js';
 import { jsonRpcError, principalOf } from './guards.js';
 import { sessionTag } from './session-table.js';
 
@@ -28,24 +32,35 @@ const transports = new WeakMap<DownstreamSession, SSEServerTransport>();
 export function mountLegacySse(app: Express, ctx: HttpContext): void {
   app.get(SSE_PATH, async (req: Request, res: Response) => {
     const principal = principalOf(res);
+    if (res.destroyed) return;
+    // The stream caps first: a refused stream must not end an idle session for nothing.
+    const stream = ctx.streams.acquire(principal);
+    if (!stream.ok) return answerOverCap(res, stream.refusal, principal, ctx.logger);
+    const refusal = ctx.sessions.admit(principal);
+    if (refusal) {
+      stream.release();
+      return answerOverCap(res, refusal, principal, ctx.logger);
+    }
     const transport = new SSEServerTransport(MESSAGES_PATH, res);
     const id = transport.sessionId;
     const session = new DownstreamSession(ctx.gateway, { principal: principal.name, sessionId: id, experimental: ctx.experimental });
     transports.set(session, transport);
     transport.onerror = (err) => ctx.logger.debug({ session: sessionTag(id), err: messageOf(err) }, 'sse transport error');
+    // Taken at once (nothing awaited since admit), so concurrent streams cannot pass a cap.
+    const entry = ctx.sessions.add({ id, kind: 'sse', principal, session });
+    const done = ctx.sessions.begin(entry);
+    whenClosed(res, () => {
+      stream.release();
+      done();
+      void ctx.sessions.end(id, 'disconnected');
+    });
     await session.connect(transport);
     const previous = session.server.onclose;
     session.server.onclose = () => {
       previous?.();
       void ctx.sessions.end(id, 'disconnected');
     };
-    const entry = ctx.sessions.add({ id, kind: 'sse', principal, session });
-    const done = ctx.sessions.begin(entry);
     keepStreamAlive(res, ctx.settings.keepAliveMs);
-    res.once('close', () => {
-      done();
-      void ctx.sessions.end(id, 'disconnected');
-    });
   });
 
   app.post(MESSAGES_PATH, async (req: Request, res: Response) => {
@@ -73,7 +88,7 @@ export function mountLegacySse(app: Express, ctx: HttpContext): void {
       return;
     }
     const done = ctx.sessions.begin(entry);
-    res.once('close', done);
+    whenClosed(res, done);
     try {
       await transport.handlePostMessage(req, res, body);
     } catch (err) {

@@ -9,6 +9,9 @@
  *   re-initializes (case F11).
  * - `DELETE` ends the session and frees everything it held (subscriptions, listeners, streams).
  * - A second `GET` stream on one session is answered 409 by the SDK; nothing else is touched.
+ * - An `initialize` past `http.maxSessionsPerPrincipal` or `http.maxSessions` ends the oldest
+ *   idle session to make room, or gets 429 / 503 (`SessionTable.admit`); a `GET` stream past
+ *   `http.maxStreamsPerPrincipal` or `http.maxStreams` gets 429 / 503 (`StreamCaps`).
  * - Streams are resumable with `Last-Event-ID` (a {@link BoundedEventStore} per session) and
  *   carry a keep-alive comment every `http.keepAliveMs`.
  */
@@ -20,7 +23,8 @@ import { messageOf } from '../../shared/errors.js';
 import { DownstreamSession } from '../session.js';
 import type { Principal } from './auth.js';
 import { answerRequestError, hasBody, readBody } from './body.js';
-import type { HttpContext } from './context.js';
+import { answerOverCap } from './caps.js';
+import { whenClosed, type HttpContext } from './context.js';
 import { BoundedEventStore } from './event-store.js';
 import { authenticateRequest, jsonRpcError, refuseHostOrigin, sendJson } from './guards.js';
 import { sessionTag } from './session-table.js';
@@ -75,8 +79,13 @@ export function streamableHttpHandler(ctx: HttpContext): (req: IncomingMessage, 
       sendJson(res, 404, jsonRpcError(-32001, 'Session not found'));
       return;
     }
+    if (method === 'GET') {
+      const stream = ctx.streams.acquire(principal);
+      if (!stream.ok) return answerOverCap(res, stream.refusal, principal, ctx.logger);
+      whenClosed(res, stream.release);
+    }
     const done = ctx.sessions.begin(entry);
-    res.once('close', done);
+    whenClosed(res, done);
     await serveWebTransport(transport, req, res, body);
   };
   return async (req, res) => {
@@ -92,6 +101,8 @@ export function streamableHttpHandler(ctx: HttpContext): (req: IncomingMessage, 
 const transports = new WeakMap<DownstreamSession, WebStandardStreamableHTTPServerTransport>();
 
 async function openSession(ctx: HttpContext, principal: Principal, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+  const refusal = ctx.sessions.admit(principal);
+  if (refusal) return answerOverCap(res, refusal, principal, ctx.logger);
   const id = newSessionId();
   const { settings } = ctx;
   const transport = new WebStandardStreamableHTTPServerTransport({
@@ -104,15 +115,21 @@ async function openSession(ctx: HttpContext, principal: Principal, req: Incoming
   transport.onerror = (err) => ctx.logger.debug({ session: sessionTag(id), err: messageOf(err) }, 'streamable http transport error');
   const session = new DownstreamSession(ctx.gateway, { principal: principal.name, sessionId: id, experimental: ctx.experimental });
   transports.set(session, transport);
-  await session.connect(transport);
+  // Taken at once (nothing awaited since admit), so concurrent initializes cannot pass a cap.
+  const entry = ctx.sessions.add({ id, kind: 'streamable', principal, session });
+  const done = ctx.sessions.begin(entry);
+  whenClosed(res, done);
+  try {
+    await session.connect(transport);
+  } catch (err) {
+    await ctx.sessions.end(id, 'closed');
+    throw err;
+  }
   const previous = session.server.onclose;
   session.server.onclose = () => {
     previous?.();
     void ctx.sessions.end(id, 'closed');
   };
-  const entry = ctx.sessions.add({ id, kind: 'streamable', principal, session });
-  const done = ctx.sessions.begin(entry);
-  res.once('close', done);
   await serveWebTransport(transport, req, res, body);
   // An initialize the transport refused (bad version, batch) leaves a session nobody can use.
   if (transport.sessionId === undefined) await ctx.sessions.end(id, 'closed');
