@@ -117,7 +117,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.policy = compilePolicy(config.policy);
     this.env = deps.env ?? process.env;
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
-    this.registry = new Registry(this.logger);
+    this.registry = new Registry(this.logger, this.scrubber);
     this.ready = new Promise((resolve) => (this.markReady = resolve));
     for (const [name, server] of Object.entries(config.mcpServers)) {
       const upstream = this.createUpstream(name, server);

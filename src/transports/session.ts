@@ -34,7 +34,7 @@ import {
 import { z } from 'zod';
 import type { CallerSession } from '../broker/types.js';
 import { VERSION, type Gateway } from '../gateway.js';
-import { BrokerError, messageOf } from '../shared/errors.js';
+import { messageOf } from '../shared/errors.js';
 import { newSessionId } from '../shared/ids.js';
 import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
@@ -346,16 +346,9 @@ export class DownstreamSession {
     });
   }
 
+  /** Forwards a request to an upstream; its reply and failure come back scrubbed (`Registry.request`). */
   private async forward(server: string, method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<never> {
-    const upstream = this.gateway.registry.upstream(server);
-    if (!upstream) throw new McpError(ErrorCode.InvalidParams, `no upstream "${server}"`);
-    try {
-      return (await upstream.request(method, params, { signal, timeoutMs: this.gateway.config.broker.timeoutMs })) as never;
-    } catch (err) {
-      if (err instanceof McpError) throw err;
-      if (err instanceof BrokerError) throw new McpError(ErrorCode.InternalError, messageOf(err));
-      throw new McpError(ErrorCode.InternalError, `upstream "${server}": ${messageOf(err)}`);
-    }
+    return (await this.gateway.registry.request(server, method, params, { signal, timeoutMs: this.gateway.config.broker.timeoutMs })) as never;
   }
 }
 
