@@ -343,6 +343,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       maxMessageBytes: this.config.broker.maxMessageBytes,
       restart: this.config.broker.restart,
       version: VERSION,
+      scrubber: this.scrubber,
     });
   }
 }

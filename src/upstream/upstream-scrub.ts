@@ -10,7 +10,10 @@
  *  - `notifications/message`: `logger` and `data`;
  *  - replies to `prompts/get`, `resources/read` and `completion/complete`
  *    ({@link Scrubber.media}: UTF-8 text blobs are scrubbed, binary image/audio data left alone);
- *  - failures of those requests: message and data of the JSON-RPC error.
+ *  - failures of those requests: message and data of the JSON-RPC error;
+ *  - requests an upstream sends to the client during a call (`elicitation/create`,
+ *    `sampling/createMessage`, `roots/list`): their params, an elicitation's `requestedSchema`
+ *    by {@link Scrubber.strings} (a field called `password` is what it asks for, not a secret).
  *
  * An item whose name or URI held a secret is served under the redacted one, so it can no longer
  * be called or read by it (fail closed).
@@ -61,6 +64,17 @@ export class UpstreamScrub {
     const logger = params.logger === undefined ? undefined : this.scrubber.text(params.logger);
     const data = this.scrubber.value(params.data);
     return logger === params.logger && data === params.data ? params : { ...params, logger, data };
+  }
+
+  /** The params of a request an upstream sends toward the client (elicitation, sampling, roots), scrubbed. */
+  serverRequest<T extends Record<string, unknown> | undefined>(params: T): T {
+    if (params === undefined) return params;
+    let out: Record<string, unknown> | undefined;
+    for (const [key, value] of Object.entries(params)) {
+      const next = key === 'requestedSchema' ? this.scrubber.strings(value) : this.scrubber.media(value);
+      if (next !== value) (out ??= { ...params })[key] = next;
+    }
+    return (out as T | undefined) ?? params;
   }
 
   /** A reply to `prompts/get`, `resources/read` or `completion/complete`, scrubbed. */

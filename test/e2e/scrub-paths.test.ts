@@ -26,7 +26,7 @@ describe('issue 12: nothing an upstream sends around tools/call carries its inje
 
   beforeAll(async () => {
     broker = spawnRawBroker({ servers: { leaky: leaky() }, env: { LEAKY_API_TOKEN: SECRET } });
-    await broker.initialize();
+    await broker.initialize({ elicitation: {} });
     await request('logging/setLevel', { level: 'info' });
   });
   afterAll(() => broker?.close());
@@ -100,6 +100,15 @@ describe('issue 12: nothing an upstream sends around tools/call carries its inje
   it('completion/complete: values are scrubbed', async () => {
     const done = await request('completion/complete', { ref: { type: 'ref/prompt', name: 'leaky__p' }, argument: { name: 'a', value: 'v' } });
     expect(done.result.completion.values).toEqual([`value-${REDACTED}`, 'plain']);
+  });
+
+  it('an elicitation/create an upstream sends during a call: its message and schema descriptions are scrubbed, the schema kept', async () => {
+    const pending = request('tools/call', { name: 'leaky__ask', arguments: {} });
+    const ask = await broker.waitForMessage((m) => m.method === 'elicitation/create', 'the relayed elicitation');
+    broker.send({ jsonrpc: '2.0', id: ask.id, result: { action: 'decline' } });
+    expect((await pending).result.content[0].text).toBe('answered decline');
+    expect(ask.params.message).toBe(`confirm ${REDACTED}`);
+    expect(ask.params.requestedSchema).toEqual({ type: 'object', properties: { password: { type: 'string', description: `like ${REDACTED}` } } });
   });
 
   it('a failed call and a large result (raw-bytes lane) carry no secret', async () => {
