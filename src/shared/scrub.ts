@@ -18,7 +18,9 @@
  * Counts are not secrets: a number is redacted only under a password-like name, so
  * `max_tokens: 100` survives. Object keys are scrubbed too. Nesting deeper than
  * {@link MAX_DEPTH} is replaced whole (fail closed). The same scrubber covers results, records
- * and every log line.
+ * and every log line, and everything else an upstream sends toward a client (lists, progress,
+ * relayed logs, replies, errors: `upstream/upstream-scrub.ts`), where {@link Scrubber.strings}
+ * serves JSON Schemas and {@link Scrubber.media} content with binary parts.
  */
 import { AnchorScanner, replaceAtStarts, type Anchor, type AnchorLead } from './scrub-scan.js';
 

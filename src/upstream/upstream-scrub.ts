@@ -1,6 +1,7 @@
 /**
  * The scrubber at the upstream boundary: everything an upstream sends toward a downstream
- * client outside a `tools/call` result (which the broker's scrub stage owns) passes here first,
+ * client outside a `tools/call` result and its progress (the broker's scrub stage owns those,
+ * `broker/scrub.ts`) passes here first,
  * so a secret injected into an upstream (its `env`, `headers`, `${env:…}` values) never reaches
  * a client through a list, a log message or a reply:
  *
