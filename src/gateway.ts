@@ -121,7 +121,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.policy = compilePolicy(config.policy);
     this.env = deps.env ?? process.env;
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
-    this.registry = new Registry(this.logger);
+    this.registry = new Registry(this.logger, this.scrubber);
     this.primitives = new PrimitiveGuard({
       policy: this.policy,
       prefixOf: (server) => this.registry.prefixOf(server),
@@ -362,6 +362,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       maxMessageBytes: this.config.broker.maxMessageBytes,
       restart: this.config.broker.restart,
       version: VERSION,
+      scrubber: this.scrubber,
     });
   }
 }

@@ -20,7 +20,11 @@ export interface RecordDeps {
   logger: Logger;
   /** Makes argument values safe to keep: the scrubber's `value`. */
   scrubArgs: (args: unknown) => unknown;
-  /** Makes the reason safe to keep: the scrubber's `text`; default none (the scrub stage already ran). */
+  /**
+   * Makes text safe to keep: the scrubber's `text`, applied to the caller-given and
+   * upstream-given strings of the record (`name`, `subject`, `unit`, `reason`, `stripped`), so the record
+   * written, published and streamed holds no secret. Default none.
+   */
   scrubText?: (text: string) => string;
 }
 
@@ -52,14 +56,15 @@ export function recordStage(deps: RecordDeps): Stage {
 
 export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | 'scrubArgs' | 'scrubText'>): CallRecord {
   const outcome = call.outcome!;
+  const text = deps.scrubText ?? ((t: string) => t);
   const record: CallRecord = {
     ts: new Date(call.startedAt).toISOString(),
     callId: call.callId,
     sessionId: call.session.sessionId,
     principal: call.session.principal,
-    unit: call.session.unit,
-    subject: call.target ? `${call.target.server}/${call.target.toolName}` : `?/${call.request.name}`,
-    name: call.request.name,
+    unit: text(call.session.unit),
+    subject: text(call.target ? `${call.target.server}/${call.target.toolName}` : `?/${call.request.name}`),
+    name: text(call.request.name),
     outcome,
     status: OUTCOME_STATUS[outcome],
     durationMs: Math.max(0, deps.clock.now() - call.startedAt),
@@ -67,9 +72,9 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
     bytesOut: call.bytesOut,
     args: deps.scrubArgs(call.request.args),
   };
-  if (call.reason !== undefined && outcome !== 'ok') record.reason = deps.scrubText ? deps.scrubText(call.reason) : call.reason;
+  if (call.reason !== undefined && outcome !== 'ok') record.reason = text(call.reason);
   if (call.notes.breaker) record.breaker = call.notes.breaker;
-  if (call.notes.stripped?.length) record.stripped = call.notes.stripped;
+  if (call.notes.stripped?.length) record.stripped = call.notes.stripped.map(text);
   if (call.notes.proposal) record.proposal = call.notes.proposal;
   return record;
 }

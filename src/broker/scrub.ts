@@ -3,7 +3,8 @@
  * before evaluate, record and publish see anything, every secret in the result becomes
  * `[REDACTED]` ({@link Scrubber}): text blocks, embedded resource text, resource links,
  * `structuredContent` and `_meta`. Binary `data` and `blob` are left alone. The refusal or
- * failure reason is scrubbed too. A result that needed no change keeps its reference, so it is
+ * failure reason is scrubbed too, and so is the `message` of every progress update the call sends
+ * toward the client while it runs. A result that needed no change keeps its reference, so it is
  * never copied or re-serialised.
  *
  * When scrubbing changed `structuredContent` and the tool declares an `outputSchema`, the
@@ -88,6 +89,9 @@ export function scrubStage(deps: ScrubDeps): Stage {
   return {
     name: 'scrub',
     async run(call, next) {
+      // Progress goes toward the client while the call runs, from any lane: its message is scrubbed on the way.
+      const forward = call.onProgress;
+      if (forward) call.onProgress = (update) => forward(update.message === undefined ? update : { ...update, message: deps.scrubber.text(update.message) });
       await next();
       if (call.reason !== undefined) call.reason = deps.scrubber.text(call.reason);
       if (!call.result || !call.outcome || !carriesResult(call.outcome)) return;

@@ -18,11 +18,16 @@
  * Counts are not secrets: a number is redacted only under a password-like name, so
  * `max_tokens: 100` survives. Object keys are scrubbed too. Nesting deeper than
  * {@link MAX_DEPTH} is replaced whole (fail closed). The same scrubber covers results, records
- * and every log line.
+ * and every log line, and everything else an upstream sends toward a client (lists, progress,
+ * relayed logs, replies, errors: `upstream/upstream-scrub.ts`), where {@link Scrubber.strings}
+ * serves JSON Schemas and {@link Scrubber.media} content with binary parts.
  */
 import { AnchorScanner, replaceAtStarts, type Anchor, type AnchorLead } from './scrub-scan.js';
 
 export const REDACTED = '[REDACTED]';
+
+/** Strict UTF-8: a blob that is not valid UTF-8 is binary. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Deepest nesting walked; anything deeper is replaced by {@link REDACTED}. */
 export const MAX_DEPTH = 256;
@@ -188,7 +193,74 @@ export class Scrubber {
     return this.walk(value, 0, false) as T;
   }
 
-  private walk(value: unknown, depth: number, secretScope: boolean): unknown {
+  /**
+   * {@link value} for MCP content that can carry binary data (resource contents, prompt
+   * messages): a `blob` string is {@link blob}-scrubbed, and the base64 `data` of an `image` or
+   * `audio` block is left as it is (text patterns run over base64 would corrupt it, and it holds
+   * no text). Everything else as {@link value}. The same reference when nothing changed.
+   */
+  media<T>(value: T): T {
+    return this.walk(value, 0, false, true) as T;
+  }
+
+  /**
+   * A base64 `blob` with its secrets redacted: when it decodes to UTF-8 text, that text is
+   * scrubbed with {@link text} and re-encoded; binary content (not valid UTF-8) is returned as
+   * it is. The same string when nothing changed.
+   */
+  blob(base64: string): string {
+    if (base64.length < MIN_SECRET_LENGTH) return base64;
+    const bytes = Buffer.from(base64, 'base64');
+    let decoded: string;
+    try {
+      decoded = UTF8.decode(bytes);
+    } catch {
+      return base64;
+    }
+    const scrubbed = this.text(decoded);
+    return scrubbed === decoded ? base64 : Buffer.from(scrubbed, 'utf8').toString('base64');
+  }
+
+  /**
+   * Every string of a JSON value, keys included, through {@link text}, with no field-name rule:
+   * for definitions (a tool's `inputSchema`), where a property called `password` names a
+   * parameter, not a secret, and its `"type": "string"` must survive. Nesting deeper than
+   * {@link MAX_DEPTH} is replaced whole. The same reference when nothing changed.
+   */
+  strings<T>(value: T): T {
+    return this.walkStrings(value, 0) as T;
+  }
+
+  private walkStrings(value: unknown, depth: number): unknown {
+    if (typeof value === 'string') return this.text(value);
+    if (value === null || typeof value !== 'object') return value;
+    if (depth >= MAX_DEPTH) return REDACTED;
+    if (Array.isArray(value)) {
+      let out: unknown[] | undefined;
+      for (let i = 0; i < value.length; i++) {
+        const next = this.walkStrings(value[i], depth + 1);
+        if (next !== value[i]) (out ??= value.slice())[i] = next;
+      }
+      return out ?? value;
+    }
+    let out: Record<string, unknown> | undefined;
+    const source = value as Record<string, unknown>;
+    for (const key of Object.keys(source)) {
+      const current = source[key];
+      const next = this.walkStrings(current, depth + 1);
+      const cleanKey = this.text(key);
+      if (cleanKey !== key) {
+        out ??= { ...source };
+        delete out[key];
+        out[cleanKey] = next;
+      } else if (next !== current) {
+        (out ??= { ...source })[key] = next;
+      }
+    }
+    return out ?? value;
+  }
+
+  private walk(value: unknown, depth: number, secretScope: boolean, media = false): unknown {
     if (typeof value === 'string') return secretScope && value !== '' ? REDACTED : this.text(value);
     if (value === null || typeof value !== 'object') return value;
     if (depth >= MAX_DEPTH) return REDACTED;
@@ -198,7 +270,7 @@ export class Scrubber {
     if (Array.isArray(value)) {
       let out: unknown[] | undefined;
       for (let i = 0; i < value.length; i++) {
-        const next = this.walk(value[i], depth + 1, secretScope);
+        const next = this.walk(value[i], depth + 1, secretScope, media);
         if (next !== value[i]) (out ??= value.slice())[i] = next;
       }
       return out ?? value;
@@ -210,13 +282,15 @@ export class Scrubber {
       const current = source[key];
       const credential = secretScope || isCredentialField(key);
       let next: unknown;
-      if (credential && typeof current === 'string') {
+      if (media && !credential && typeof current === 'string' && (key === 'blob' || (key === 'data' && (source.type === 'image' || source.type === 'audio')))) {
+        next = key === 'blob' ? this.blob(current) : current;
+      } else if (credential && typeof current === 'string') {
         // A count in a string ("max_tokens": "1000") is no secret unless the name is password-like.
         const count = !secretScope && /^-?\d+(?:\.\d+)?$/.test(current) && !NUMERIC_SECRET_FIELD.test(normalise(key));
         next = current === '' || count ? current : REDACTED;
       }
       else if (typeof current === 'number') next = credential && NUMERIC_SECRET_FIELD.test(normalise(key)) ? REDACTED : current;
-      else next = this.walk(current, depth + 1, credential);
+      else next = this.walk(current, depth + 1, credential, media);
       const cleanKey = this.text(key);
       if (cleanKey !== key) {
         out ??= { ...source };

@@ -35,7 +35,7 @@ import { z } from 'zod';
 import type { PrimitiveRequest } from '../broker/primitive-judge.js';
 import type { CallerSession } from '../broker/types.js';
 import { VERSION, type Gateway } from '../gateway.js';
-import { BrokerError, messageOf } from '../shared/errors.js';
+import { messageOf } from '../shared/errors.js';
 import { newSessionId } from '../shared/ids.js';
 import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
@@ -374,16 +374,9 @@ export class DownstreamSession {
     return this.gateway.primitives.serve({ ...request, signal: extra.signal }, this.caller((r, s, o) => extra.sendRequest(r as never, s, o)), forward);
   }
 
+  /** Forwards a request to an upstream; its reply and failure come back scrubbed (`Registry.request`). */
   private async forward(server: string, method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<never> {
-    const upstream = this.gateway.registry.upstream(server);
-    if (!upstream) throw new McpError(ErrorCode.InvalidParams, `no upstream "${server}"`);
-    try {
-      return (await upstream.request(method, params, { signal, timeoutMs: this.gateway.config.broker.timeoutMs })) as never;
-    } catch (err) {
-      if (err instanceof McpError) throw err;
-      if (err instanceof BrokerError) throw new McpError(ErrorCode.InternalError, messageOf(err));
-      throw new McpError(ErrorCode.InternalError, `upstream "${server}": ${messageOf(err)}`);
-    }
+    return (await this.gateway.registry.request(server, method, params, { signal, timeoutMs: this.gateway.config.broker.timeoutMs })) as never;
   }
 }
 

@@ -32,12 +32,13 @@ import {
 import { z } from 'zod';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
-import { credentialValues } from '../shared/scrub.js';
+import { credentialValues, Scrubber } from '../shared/scrub.js';
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from './direct-calls.js';
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
+import { UpstreamScrub } from './upstream-scrub.js';
 import type {
   CallOptions,
   CatalogKind,
@@ -71,6 +72,11 @@ export interface McpUpstreamOptions {
   clientCapabilities?: ClientCapabilities;
   /** Used for `node` commands; default `process.execPath`. */
   nodePath?: string;
+  /**
+   * Scrubs the params of requests this upstream sends toward the client (elicitation,
+   * sampling, roots); the gateway's one scrubber. Default one that knows no exact secrets.
+   */
+  scrubber?: Scrubber;
   /** Injected `fetch` for HTTP kinds (tests). */
   fetch?: typeof fetch;
   version?: string;
@@ -102,9 +108,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private routeSeq = 0;
   private refreshing = new Map<CatalogKind, Promise<void>>();
   private clientCapabilities: ClientCapabilities;
+  private readonly scrub: UpstreamScrub;
 
   constructor(private readonly options: McpUpstreamOptions) {
     super();
+    this.scrub = new UpstreamScrub(options.scrubber ?? new Scrubber());
     this.name = options.name;
     const config = options.config;
     this.kind = 'command' in config ? 'stdio' : config.type === 'sse' ? 'sse' : 'http';
@@ -278,7 +286,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (sessions.size > 1) {
         throw new BrokerError('ambiguous_caller', `${method} from upstream "${this.name}" arrived while calls of ${sessions.size} downstream sessions were in flight; it cannot be routed to one of them safely`);
       }
-      return handler({ method, params: req.params as Record<string, unknown> }, extra.signal) as never;
+      return handler({ method, params: this.scrub.serverRequest(req.params as Record<string, unknown> | undefined) }, extra.signal) as never;
     };
     if (caps.elicitation) client.setRequestHandler(ElicitRequestSchema, route('elicitation/create'));
     if (caps.sampling) client.setRequestHandler(CreateMessageRequestSchema, route('sampling/createMessage'));

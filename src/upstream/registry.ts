@@ -6,11 +6,18 @@
  * Tool states for the judge: a name in the roster is `active`; one configured `disabled` is
  * `disabled`; one seen before whose upstream is not serving it now is `gone`; anything else is
  * unknown (a JSON-RPC error, not a call).
+ *
+ * The registry is where upstream data turns toward downstream clients, so it scrubs it
+ * ({@link UpstreamScrub}): catalogs as the roster is built, log messages as they are relayed,
+ * and the replies and failures of {@link Registry.request}.
  */
 import { EventEmitter } from 'node:events';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from '../shared/logger.js';
+import { Scrubber } from '../shared/scrub.js';
 import { Roster, type RosterTool } from './roster.js';
 import type { CatalogKind, Upstream } from './types.js';
+import { UpstreamScrub } from './upstream-scrub.js';
 
 export type ToolState = 'active' | 'disabled' | 'gone';
 
@@ -45,8 +52,16 @@ export class Registry extends EventEmitter<RegistryEvents> {
   private pending = new Set<ListKind>();
   private scheduled = false;
 
-  constructor(private readonly logger: Logger) {
+  /** Scrubs what upstreams send toward clients (lists, logs, replies). */
+  readonly scrub: UpstreamScrub;
+
+  /** @param scrubber the gateway's one scrubber; default one that knows no exact secrets (patterns only). */
+  constructor(
+    private readonly logger: Logger,
+    scrubber: Scrubber = new Scrubber(),
+  ) {
     super();
+    this.scrub = new UpstreamScrub(scrubber);
   }
 
   /** Adds an upstream (in config order). */
@@ -54,7 +69,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
     this.entries.set(entry.upstream.name, entry);
     entry.upstream.on('changed', (kind) => this.onChanged(kind));
     entry.upstream.on('resourceUpdated', (uri) => this.emit('resourceUpdated', uri, entry.upstream.name));
-    entry.upstream.on('log', (params, sessionIds) => this.emit('log', params, entry.upstream.name, sessionIds));
+    entry.upstream.on('log', (params, sessionIds) => this.emit('log', this.scrub.log(params), entry.upstream.name, sessionIds));
   }
 
   get upstreams(): Upstream[] {
@@ -81,7 +96,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
         server: upstream.name,
         prefix,
         disabledTools,
-        ...upstream.catalog,
+        ...this.scrub.catalog(upstream.catalog),
       })),
     );
     for (const c of roster.collisions) {
@@ -90,6 +105,29 @@ export class Registry extends EventEmitter<RegistryEvents> {
     for (const [name, t] of roster.tools) this.seen.set(name, { server: t.server, toolName: t.toolName });
     this.current = roster;
     return roster;
+  }
+
+  /**
+   * A request other than `tools/call` to upstream `server` on behalf of a downstream client
+   * (`prompts/get`, `resources/read`, `completion/complete`): resolves with the reply scrubbed
+   * ({@link UpstreamScrub.reply}); rejects with an `McpError` whose message and data are
+   * scrubbed ({@link UpstreamScrub.error}), -32602 when there is no such upstream.
+   */
+  async request(
+    server: string,
+    method: string,
+    params: Record<string, unknown> | undefined,
+    options: { signal?: AbortSignal; timeoutMs: number },
+  ): Promise<Record<string, unknown>> {
+    const upstream = this.upstream(server);
+    if (!upstream) throw new McpError(ErrorCode.InvalidParams, `no upstream "${this.scrub.scrubber.text(server)}"`);
+    let reply: Record<string, unknown>;
+    try {
+      reply = await upstream.request(method, params, options);
+    } catch (err) {
+      throw this.scrub.error(err, server);
+    }
+    return this.scrub.reply(reply);
   }
 
   /** What the judge needs to know about an advertised tool name; undefined = never heard of it. */
