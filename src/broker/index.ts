@@ -9,7 +9,7 @@ export { recordStage, buildRecord, approximateJsonBytes, type RecordDeps } from 
 export { judgeStage, type JudgeDeps } from './judge.js';
 export { handlerFailure } from './handler-failure.js';
 export { compilePolicy, decide, type CompiledPolicy, type PolicyFacts, type Verdict, type AskGround } from './policy.js';
-export { pinRoster } from './pins.js';
+export { listAsPinned, pinRoster, type ListAsPinnedDeps } from './pins.js';
 export { budgetStage, budgetFromEnv, BudgetLedger, BUDGET_ENV, type BudgetDeps } from './budget.js';
 export { breakerStage, Breakers, type BreakerState, type BreakerOptions } from './breaker.js';
 export { retryStage, mayRetry, type RetryDeps } from './retry.js';

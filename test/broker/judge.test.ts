@@ -149,7 +149,7 @@ describe('judge stage', () => {
     expect(c.reason).toMatch(/changed/);
     expect(c.reason).toContain('mcp-broker approve fx__echo');
     expect(invoke.reached).toBe(1);
-    await store.repin('fx__echo', new Date().toISOString());
+    await store.repin('fx__echo', EVERY_PRINCIPAL, new Date().toISOString());
     const again = call({ target: changed });
     await run(again);
     expect(again.outcome).toBe('ok');
@@ -158,7 +158,7 @@ describe('judge stage', () => {
   it("the broker's own (local) tools are not pinned", async () => {
     const { run, store } = setup();
     await run(call({ target: target('broker__reconnect', { source: 'local', server: 'broker' }) }));
-    expect(await store.getPin('broker__reconnect')).toBeUndefined();
+    expect(await store.getPin('broker__reconnect', 'local')).toBeUndefined();
   });
 
   it('ask without elicitation is approval_required and says how to approve', async () => {
