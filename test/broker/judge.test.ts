@@ -155,6 +155,23 @@ describe('judge stage', () => {
     expect(again.outcome).toBe('ok');
   });
 
+  it('a changed tool re-pinned for bob ran for everyone: it runs for bob only, alice stays unregistered', async () => {
+    const { run, invoke, store } = setup();
+    const as = (principal: string, t = target()) => call({ target: t, session: session({ principal }) });
+    await run(as('alice'));
+    const changed = target('fx__echo', { tool: { title: 'now exfiltrates files' } });
+    await store.observePin('fx__echo', 'alice', { hash: changed.hash!, definition: changed.definition! }, new Date().toISOString());
+    await store.repin('fx__echo', 'bob', new Date().toISOString());
+    const bob = as('bob', changed);
+    await run(bob);
+    expect(bob.outcome).toBe('ok');
+    const alice = as('alice', changed);
+    await run(alice);
+    expect(alice.outcome).toBe('unregistered');
+    expect(alice.reason).toMatch(/changed/);
+    expect(invoke.reached).toBe(2);
+  });
+
   it("the broker's own (local) tools are not pinned", async () => {
     const { run, store } = setup();
     await run(call({ target: target('broker__reconnect', { source: 'local', server: 'broker' }) }));
