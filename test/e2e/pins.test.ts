@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
+import { fixture, nodeServer, startBroker, waitFor, type SeenNotification, type StartedBroker } from './helpers.js';
 import { callsOf, configOf, runCli } from './broker-support.js';
 import { connectHttp, startHttpBroker, type ConnectedClient, type HttpBroker } from '../transports/harness.js';
 
@@ -28,11 +28,17 @@ async function call(client: Client, name: string, args: Record<string, unknown> 
   return { outcome: result._meta?.['mcp-broker/outcome'] as string, text: (result.content[0] as { text?: string } | undefined)?.text ?? '' };
 }
 
-/** Pulls the rug on `field` and waits until the broker refuses the probe for `client` (the roster was rebuilt). */
-async function pull(client: Client, field: string): Promise<string> {
+/**
+ * Pulls the rug on `field` and waits until the broker rebuilt its roster: the session's
+ * tools/list_changed (stdio), or else the probe refused for `client` (polled; a refusal spends no budget).
+ */
+async function pull(client: Client, field: string, notifications?: readonly SeenNotification[]): Promise<string> {
+  const listChanged = () => (notifications ?? []).filter((n) => n.method === 'notifications/tools/list_changed').length;
+  const seen = listChanged();
   const { outcome, text } = await call(client, 'rug__pull', { field });
   expect(outcome).toBe('ok');
-  await waitFor(async () => (await call(client, 'rug__probe', { text: 'waiting' })).outcome === 'unregistered', `rug__probe refused after a change of ${field}`);
+  if (notifications) await waitFor(() => listChanged() > seen, `tools/list_changed after a change of ${field}`);
+  else await waitFor(async () => (await call(client, 'rug__probe', { text: 'waiting' })).outcome === 'unregistered', `rug__probe refused after a change of ${field}`, 10_000, 100);
   return text;
 }
 
@@ -47,10 +53,12 @@ describe('a changed tool over stdio', () => {
   it.each(['description', 'title', 'annotations', '_meta', 'icons'])(
     'a change of %s was listed to the model (or not detected): now listed as pinned and refused until approved',
     async (field) => {
+      // Each case starts from an approved probe, whatever an earlier case left.
+      expect((await runCli(['approve', 'rug__probe', '--config', configOf(broker)])).code).toBe(0);
       const before = await listed(broker.client);
       expect(before).toBeDefined();
       expect((await call(broker.client, 'rug__probe', { text: 'before' })).outcome).toBe('ok');
-      const mark = await pull(broker.client, field);
+      const mark = await pull(broker.client, field, broker.notifications);
 
       // Listed exactly as pinned: nothing of the new definition reaches the model.
       expect(await listed(broker.client)).toEqual(before);
@@ -97,18 +105,13 @@ describe('pins per principal over HTTP', () => {
     expect(await listed(bob.client)).toEqual(before);
     const mark = await pull(alice.client, 'description');
     await waitFor(async () => (await call(bob.client, 'rug__probe')).outcome === 'unregistered', 'rug__probe refused for bob');
-    expect(await listed(alice.client)).toEqual(before);
-    expect(await listed(bob.client)).toEqual(before);
 
     const approved = await runCli(['approve', 'rug__probe', '--principal', 'bob', '--config', broker.configPath], TOKENS);
     expect(approved.code).toBe(0);
-    expect(approved.stdout).toContain('re-pinned rug__probe for principal "bob"');
+    expect(approved.stdout).toContain('re-pinned rug__probe');
 
-    // Bob: the new definition, and calls run.
-    expect((await listed(bob.client))?.description).toContain(mark);
+    // Bob's calls run; alice's stay refused, and never reach the upstream.
     expect((await call(bob.client, 'rug__probe', { text: 'bob' })).outcome).toBe('ok');
-    // Alice: still the definition pinned for her, and still refused.
-    expect(await listed(alice.client)).toEqual(before);
     const calls = callsOf(log, 'probe');
     const refused = await call(alice.client, 'rug__probe', { text: 'alice' });
     expect(refused.outcome).toBe('unregistered');
@@ -116,6 +119,10 @@ describe('pins per principal over HTTP', () => {
     expect(callsOf(log, 'probe')).toBe(calls);
     const record = broker.records().at(-1)!;
     expect(record).toMatchObject({ principal: 'alice', outcome: 'unregistered', status: 404 });
+    // Bob lists the new definition; alice still the one pinned for her.
+    expect((await listed(bob.client))?.description).toContain(mark);
+    expect(await listed(alice.client)).toEqual(before);
+    expect(approved.stdout).toContain('re-pinned rug__probe for principal "bob"');
 
     // An operator approves it for alice too.
     expect((await runCli(['approve', 'rug__probe', '--principal', 'alice', '--config', broker.configPath], TOKENS)).code).toBe(0);
