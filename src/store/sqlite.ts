@@ -198,14 +198,18 @@ export class SqliteStore implements Store {
   }
 
   observePin(tool: string, principal: string, seen: ObservedTool, at: string): PinState {
-    // The common case, a known tool unchanged, is two reads (from memory) and no write lock.
+    // The common case, a known tool unchanged (or changed and known so), is two reads (from memory) and no write lock.
     const cache = this.fresh();
     const key = `${tool}\u0000${principal}`;
     let pin = cache.pins.get(key);
     if (pin === undefined && !cache.pins.has(key)) cache.pins.set(key, (pin = this.stmt.getPin.get(tool, principal, principal)));
     let last = cache.seen.get(tool);
     if (last === undefined && !cache.seen.has(tool)) cache.seen.set(tool, (last = this.stmt.getSeen.get(tool)));
-    if (pin && pin.hash === seen.hash && last?.hash === seen.hash) return 'same';
+    if (pin && last?.hash === seen.hash) {
+      if (pin.hash === seen.hash) return 'same';
+      // Changed and already remembered: no write, unless a schema-1 pin may be upgraded.
+      if (pin.definition !== null || seen.legacyHash !== pin.hash) return 'changed';
+    }
     this.invalidate();
     return this.db
       .transaction((): PinState => {
