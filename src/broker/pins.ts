@@ -25,7 +25,7 @@ export async function pinRoster(store: Store, roster: Roster, clock: Clock, logg
   for (const tool of roster.tools.values()) {
     try {
       const state = await store.observePin(tool.name, EVERY_PRINCIPAL, observed(tool), at);
-      if (state === 'changed') logger.warn({ tool: tool.name, upstream: tool.server }, 'tool definition changed since it was pinned; refused until approved');
+      if (state === 'changed') logger.warn({ tool: tool.name, upstream: tool.server }, 'tool definition differs from its default pin; listed as pinned and refused until approved');
     } catch (err) {
       logger.error({ tool: tool.name, err: messageOf(err) }, 'tool pin could not be checked');
       return;
