@@ -21,7 +21,7 @@ export {
   type AskGround,
 } from './policy.js';
 export { PrimitiveGuard, POLICY_REFUSED_CODE, type PrimitiveGuardDeps, type PrimitiveKind, type PrimitiveRequest } from './primitive-judge.js';
-export { pinRoster } from './pins.js';
+export { listAsPinned, pinRoster, type ListAsPinnedDeps } from './pins.js';
 export { budgetStage, budgetFromEnv, BudgetLedger, BUDGET_ENV, type BudgetDeps } from './budget.js';
 export { breakerStage, Breakers, type BreakerState, type BreakerOptions } from './breaker.js';
 export { retryStage, mayRetry, type RetryDeps } from './retry.js';

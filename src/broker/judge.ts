@@ -16,7 +16,7 @@
  */
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
-import type { Approval, PinState, Store } from '../store/store.js';
+import type { Approval, ObservedTool, PinState, Store } from '../store/store.js';
 import { askApproval, stillLive } from './ask.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
 import type { Stage } from './runner.js';
@@ -55,8 +55,8 @@ export function judgeStage(deps: JudgeDeps): Stage {
       const principal = call.session.principal;
       const at = new Date(deps.clock.now()).toISOString();
       // The broker's own tools change only with the broker itself: not pinned.
-      const hash = target.source === 'upstream' ? target.hash : undefined;
-      const read = readFacts(deps.store, { name, principal, at, hash, firstUse: deps.policy.config.firstUse === 'ask' });
+      const seen = target.source === 'upstream' && target.hash && target.definition ? { hash: target.hash, definition: target.definition } : undefined;
+      const read = readFacts(deps.store, { name, principal, at, seen, firstUse: deps.policy.config.firstUse === 'ask' });
       const { pin, approval, firstUseDone } = isThenable(read) ? await read : read;
       const verdict = decide(deps.policy, { name, principal, readOnly: call.readOnly, pin, approval, firstUseDone, toolDefault: target.policyDefault });
 
@@ -129,15 +129,15 @@ interface Facts {
 const isThenable = (v: unknown): v is PromiseLike<unknown> => typeof (v as { then?: unknown } | null | undefined)?.then === 'function';
 
 /**
- * The store's facts for one call: the pin observed (when the tool has a hash), the approval,
+ * The store's facts for one call: the pin observed for the principal (upstream tools only), the approval,
  * the first use (when `firstUse` asks). At once when every read answers at once (SQLite), so
  * the call path keeps its turn; else one promise for all three (any thenable counts as one).
  * A read that throws or rejects fails the call closed (the runner's `guard_error`).
  */
-function readFacts(store: Store, q: { name: string; principal: string; at: string; hash?: string; firstUse: boolean }): Facts | Promise<Facts> {
+function readFacts(store: Store, q: { name: string; principal: string; at: string; seen?: ObservedTool; firstUse: boolean }): Facts | Promise<Facts> {
   const reads: unknown[] = [];
   try {
-    reads.push(q.hash ? store.observePin(q.name, q.hash, q.at) : undefined);
+    reads.push(q.seen ? store.observePin(q.name, q.principal, q.seen, q.at) : undefined);
     reads.push(store.getApproval(q.name, q.principal));
     reads.push(q.firstUse ? store.hasUsed(q.name, q.principal) : true);
   } catch (err) {

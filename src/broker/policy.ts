@@ -137,7 +137,7 @@ export function decide(policy: CompiledPolicy, facts: PolicyFacts): Verdict {
     return {
       kind: 'refuse',
       outcome: 'unregistered',
-      reason: `tool "${name}" changed: its definition differs from the one pinned; run \`mcp-broker approve ${name}\` to accept the new definition`,
+      reason: `tool "${name}" changed: its definition differs from the one pinned for principal "${facts.principal}"; run \`mcp-broker approve ${name} --principal ${facts.principal}\` to accept the new definition for it`,
     };
   }
   const mode = policy.config.mode;

@@ -5,8 +5,10 @@
  *
  * - approve: satisfies `ask` (policy rules, `policy.default`, `policy.firstUse`) for the
  *   principal (`--principal`, default every principal), and re-pins an upstream tool whose
- *   definition changed to the definition the broker last saw, so it is no longer
- *   `unregistered`. Built-in and function tools are never pinned; the note says so.
+ *   definition changed to the definition the broker last saw, for that principal only (without
+ *   `--principal`: the default pin, and every principal's own pin is dropped), so for them it
+ *   is listed as it is now and no longer `unregistered`. Built-in and function tools are never
+ *   pinned; the note says so.
  * - revoke: the tool needs approval again before it runs for the principal (an `ask`), and its
  *   remembered first uses are forgotten. A `deny` still denies.
  * Returns the exit code: 0, or 2 for a bad tool name.
@@ -27,11 +29,11 @@ export interface DecisionOptions {
 
 export async function approveCommand(config: LoadedConfig, tool: string, options: DecisionOptions, io: CommandIo): Promise<number> {
   return withStore(config, tool, options, io, async (store, at, principal) => {
-    const pin = await store.repin(tool, at);
+    const pin = await store.repin(tool, principal, at);
     await store.setApproval({ tool, principal, decision: 'approved', at, by: 'cli' });
     io.stdout.write(`approved ${tool} for ${who(principal)}\n`);
-    if (pin) io.stdout.write(`re-pinned ${tool} to its changed definition (sha256 ${pin.hash.slice(0, 12)}…); it runs again\n`);
-    else if (!(await store.getPin(tool))) io.stdout.write(`note: ${noPinNote(tool)}\n`);
+    if (pin) io.stdout.write(`re-pinned ${tool} for ${who(principal)} to its changed definition (sha256 ${pin.hash.slice(0, 12)}…); it runs again\n`);
+    else if (!(await store.getPin(tool, principal))) io.stdout.write(`note: ${noPinNote(tool)}\n`);
   });
 }
 

@@ -8,21 +8,31 @@ import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { BrokerError, messageOf } from '../shared/errors.js';
-import { EVERY_PRINCIPAL, type Approval, type PinState, type Proposal, type Store, type ToolPin } from './store.js';
+import { EVERY_PRINCIPAL, type Approval, type ObservedTool, type PinState, type Proposal, type SeenTool, type Store, type ToolPin } from './store.js';
 
 /** File name of the store inside `broker.dataDir`. */
 export const STORE_FILE = 'broker.sqlite';
 /** How long a write waits for another process's lock, in ms. */
 const BUSY_TIMEOUT_MS = 5_000;
-const SCHEMA_VERSION = 1;
+const SCHEMA_VERSION = 2;
 
 const SCHEMA = `
-CREATE TABLE IF NOT EXISTS pins (
-  tool          TEXT PRIMARY KEY,
-  hash          TEXT NOT NULL,
-  pinned_at     TEXT NOT NULL,
-  pending_hash  TEXT,
-  pending_since TEXT
+-- One pin per tool and principal; principal '${EVERY_PRINCIPAL}' is the default pin. definition is the
+-- pinned definition as JSON (NULL only for a pin carried over from schema 1).
+CREATE TABLE IF NOT EXISTS tool_pins (
+  tool       TEXT NOT NULL,
+  principal  TEXT NOT NULL,
+  hash       TEXT NOT NULL,
+  definition TEXT,
+  pinned_at  TEXT NOT NULL,
+  PRIMARY KEY (tool, principal)
+);
+-- The latest definition seen of each tool (what \`mcp-broker approve\` pins).
+CREATE TABLE IF NOT EXISTS tool_seen (
+  tool       TEXT PRIMARY KEY,
+  hash       TEXT NOT NULL,
+  definition TEXT NOT NULL,
+  seen_at    TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS approvals (
   tool      TEXT NOT NULL,
@@ -55,12 +65,28 @@ CREATE TABLE IF NOT EXISTS first_uses (
 );
 `;
 
+/**
+ * Schema 1 → 2: a schema-1 pin (one per tool, a digest of fewer fields, no definition) becomes
+ * the default pin, without a definition; its pending hash is dropped (nothing to list or pin).
+ */
+const MIGRATE_1_TO_2 = `
+INSERT INTO tool_pins (tool, principal, hash, definition, pinned_at) SELECT tool, '${EVERY_PRINCIPAL}', hash, NULL, pinned_at FROM pins;
+DROP TABLE pins;
+`;
+
 interface PinRow {
   tool: string;
+  principal: string;
   hash: string;
+  definition: string | null;
   pinned_at: string;
-  pending_hash: string | null;
-  pending_since: string | null;
+}
+
+interface SeenRow {
+  tool: string;
+  hash: string;
+  definition: string;
+  seen_at: string;
 }
 
 export class SqliteStore implements Store {
@@ -76,7 +102,9 @@ export class SqliteStore implements Store {
   private readonly cache = {
     version: -1,
     checked: false,
+    /** `tool\0principal` → the pin that applies. */
     pins: new Map<string, PinRow | undefined>(),
+    seen: new Map<string, SeenRow | undefined>(),
     approvals: new Map<string, Approval | undefined>(),
     uses: new Map<string, boolean>(),
   };
@@ -104,21 +132,38 @@ export class SqliteStore implements Store {
     if (version > SCHEMA_VERSION) {
       throw new Error(`store schema version ${version} is newer than this build understands (${SCHEMA_VERSION})`);
     }
-    db.exec(SCHEMA);
-    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    db.transaction(() => {
+      // Read again under the write lock: another process may have migrated meanwhile.
+      const from = db.pragma('user_version', { simple: true }) as number;
+      db.exec(SCHEMA);
+      const legacy = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pins'").get();
+      if (from < 2 && legacy) db.exec(MIGRATE_1_TO_2);
+      db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    }).immediate();
     this.stmt = {
       dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
-      getPin: db.prepare<[string], PinRow>('SELECT * FROM pins WHERE tool = ?'),
-      insertPin: db.prepare<[string, string, string]>('INSERT INTO pins (tool, hash, pinned_at) VALUES (?, ?, ?) ON CONFLICT (tool) DO NOTHING'),
-      setPending: db.prepare<[string, string, string, string]>(
-        'UPDATE pins SET pending_hash = ?, pending_since = CASE WHEN pending_hash IS ? THEN pending_since ELSE ? END WHERE tool = ?',
+      getPin: db.prepare<[string, string, string], PinRow>(
+        // The principal's own pin first, then the default one.
+        `SELECT * FROM tool_pins WHERE tool = ? AND principal IN (?, '${EVERY_PRINCIPAL}') ORDER BY principal = ? DESC LIMIT 1`,
       ),
-      clearPending: db.prepare<[string]>('UPDATE pins SET pending_hash = NULL, pending_since = NULL WHERE tool = ?'),
-      movePin: db.prepare<[string, string, string]>(
-        `INSERT INTO pins (tool, hash, pinned_at) VALUES (?, ?, ?)
-         ON CONFLICT (tool) DO UPDATE SET hash = excluded.hash, pinned_at = excluded.pinned_at, pending_hash = NULL, pending_since = NULL`,
+      insertDefaultPin: db.prepare<[string, string, string, string, string]>(
+        `INSERT INTO tool_pins (tool, principal, hash, definition, pinned_at) SELECT ?, '${EVERY_PRINCIPAL}', ?, ?, ?
+         WHERE NOT EXISTS (SELECT 1 FROM tool_pins WHERE tool = ?)`,
       ),
-      listPins: db.prepare<[], PinRow>('SELECT * FROM pins ORDER BY tool'),
+      putPin: db.prepare<[string, string, string, string, string]>(
+        `INSERT INTO tool_pins (tool, principal, hash, definition, pinned_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (tool, principal) DO UPDATE SET hash = excluded.hash, definition = excluded.definition, pinned_at = excluded.pinned_at`,
+      ),
+      upgradePin: db.prepare<[string, string, string, string, string]>(
+        'UPDATE tool_pins SET hash = ?, definition = ? WHERE tool = ? AND principal = ? AND hash = ? AND definition IS NULL',
+      ),
+      dropOwnPins: db.prepare<[string]>(`DELETE FROM tool_pins WHERE tool = ? AND principal <> '${EVERY_PRINCIPAL}'`),
+      listPins: db.prepare<[], PinRow>('SELECT * FROM tool_pins ORDER BY tool, principal'),
+      getSeen: db.prepare<[string], SeenRow>('SELECT * FROM tool_seen WHERE tool = ?'),
+      putSeen: db.prepare<[string, string, string, string]>(
+        `INSERT INTO tool_seen (tool, hash, definition, seen_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (tool) DO UPDATE SET hash = excluded.hash, definition = excluded.definition, seen_at = excluded.seen_at`,
+      ),
       getApproval: db.prepare<[string, string, string], Approval>(
         // The principal's own decision first, then the one for everyone.
         `SELECT tool, principal, decision, at, by FROM approvals WHERE tool = ? AND principal IN (?, '${EVERY_PRINCIPAL}')
@@ -147,38 +192,59 @@ export class SqliteStore implements Store {
     };
   }
 
-  async getPin(tool: string): Promise<ToolPin | undefined> {
-    const row = this.stmt.getPin.get(tool);
+  async getPin(tool: string, principal: string): Promise<ToolPin | undefined> {
+    const row = this.stmt.getPin.get(tool, principal, principal);
     return row ? toPin(row) : undefined;
   }
 
-  observePin(tool: string, hash: string, at: string): PinState {
-    // The common case, a known tool unchanged, is one read (from memory) and no write lock.
-    const pins = this.fresh().pins;
-    let known = pins.get(tool);
-    if (known === undefined && !pins.has(tool)) pins.set(tool, (known = this.stmt.getPin.get(tool)));
-    if (known && known.hash === hash && known.pending_hash === null) return 'same';
+  observePin(tool: string, principal: string, seen: ObservedTool, at: string): PinState {
+    // The common case, a known tool unchanged (or changed and known so), is two reads (from memory) and no write lock.
+    const cache = this.fresh();
+    const key = `${tool}\u0000${principal}`;
+    let pin = cache.pins.get(key);
+    if (pin === undefined && !cache.pins.has(key)) cache.pins.set(key, (pin = this.stmt.getPin.get(tool, principal, principal)));
+    let last = cache.seen.get(tool);
+    if (last === undefined && !cache.seen.has(tool)) cache.seen.set(tool, (last = this.stmt.getSeen.get(tool)));
+    if (pin && last?.hash === seen.hash) {
+      if (pin.hash === seen.hash) return 'same';
+      // Changed and already remembered: no write, unless a schema-1 pin may be upgraded.
+      if (pin.definition !== null || seen.legacyHash !== pin.hash) return 'changed';
+    }
     this.invalidate();
-    return this.db.transaction((): PinState => {
-      if (this.stmt.insertPin.run(tool, hash, at).changes === 1) return 'new';
-      const row = this.stmt.getPin.get(tool)!;
-      if (row.hash === hash) {
-        if (row.pending_hash !== null) this.stmt.clearPending.run(tool);
-        return 'same';
-      }
-      if (row.pending_hash !== hash) this.stmt.setPending.run(hash, hash, at, tool);
-      return 'changed';
-    }).immediate();
+    return this.db
+      .transaction((): PinState => {
+        const json = JSON.stringify(seen.definition);
+        if (this.stmt.getSeen.get(tool)?.hash !== seen.hash) this.stmt.putSeen.run(tool, seen.hash, json, at);
+        if (this.stmt.insertDefaultPin.run(tool, seen.hash, json, at, tool).changes === 1) return 'new';
+        const row = this.stmt.getPin.get(tool, principal, principal)!;
+        if (row.hash === seen.hash) return 'same';
+        if (row.definition === null && seen.legacyHash === row.hash) {
+          this.stmt.upgradePin.run(seen.hash, json, tool, row.principal, row.hash);
+          return 'same';
+        }
+        return 'changed';
+      })
+      .immediate();
   }
 
-  async repin(tool: string, at: string, hash?: string): Promise<ToolPin | undefined> {
+  async getSeen(tool: string): Promise<SeenTool | undefined> {
+    const row = this.stmt.getSeen.get(tool);
+    return row ? { tool: row.tool, hash: row.hash, definition: JSON.parse(row.definition) as object, seenAt: row.seen_at } : undefined;
+  }
+
+  async repin(tool: string, principal: string, at: string, to?: ObservedTool): Promise<ToolPin | undefined> {
     this.invalidate();
-    return this.db.transaction((): ToolPin | undefined => {
-      const target = hash ?? this.stmt.getPin.get(tool)?.pending_hash ?? undefined;
-      if (!target) return undefined;
-      this.stmt.movePin.run(tool, target, at);
-      return toPin(this.stmt.getPin.get(tool)!);
-    }).immediate();
+    return this.db
+      .transaction((): ToolPin | undefined => {
+        const target = to ? { hash: to.hash, definition: JSON.stringify(to.definition) } : this.stmt.getSeen.get(tool);
+        if (!target) return undefined;
+        const dropped = principal === EVERY_PRINCIPAL ? this.stmt.dropOwnPins.run(tool).changes : 0;
+        const current = this.stmt.getPin.get(tool, principal, principal);
+        if (!dropped && current?.hash === target.hash && current.definition !== null) return undefined;
+        this.stmt.putPin.run(tool, principal, target.hash, target.definition, at);
+        return toPin(this.stmt.getPin.get(tool, principal, principal)!);
+      })
+      .immediate();
   }
 
   async listPins(): Promise<ToolPin[]> {
@@ -264,6 +330,7 @@ export class SqliteStore implements Store {
 
   private invalidate(): void {
     this.cache.pins.clear();
+    this.cache.seen.clear();
     this.cache.approvals.clear();
     this.cache.uses.clear();
   }
@@ -302,10 +369,11 @@ function toProposal(row: ProposalRow): Proposal {
 }
 
 function toPin(row: PinRow): ToolPin {
-  const pin: { -readonly [K in keyof ToolPin]: ToolPin[K] } = { tool: row.tool, hash: row.hash, pinnedAt: row.pinned_at };
-  if (row.pending_hash !== null) {
-    pin.pendingHash = row.pending_hash;
-    pin.pendingSince = row.pending_since ?? undefined;
-  }
-  return pin;
+  return {
+    tool: row.tool,
+    principal: row.principal,
+    hash: row.hash,
+    ...(row.definition !== null ? { definition: JSON.parse(row.definition) as object } : {}),
+    pinnedAt: row.pinned_at,
+  };
 }

@@ -12,19 +12,55 @@
 /** The principal name of a decision that covers every principal. */
 export const EVERY_PRINCIPAL = '*';
 
-/** The pinned definition of one tool (rug-pull protection; issue 3 §1). */
+/**
+ * A tool definition as the broker saw it: its digest and the definition itself, as listed to
+ * downstream clients (JSON-serialisable). Pins store both, so a changed tool can be listed as
+ * it was approved.
+ */
+export interface ObservedTool {
+  /** sha256 of every model-visible field, canonicalised (`toolHash` in `upstream/roster.ts`). */
+  readonly hash: string;
+  /** The definition as advertised (name replaced by the advertised name). */
+  readonly definition: object;
+  /**
+   * The digest a store of schema 1 kept (name, description, schemas, annotations only;
+   * `legacyToolHash`). When given and equal to a schema-1 pin, that pin is upgraded in place to
+   * {@link hash} and {@link definition}: the fields it covered are unchanged, and the fields it
+   * did not cover are pinned as first seen.
+   */
+  readonly legacyHash?: string;
+}
+
+/**
+ * The pinned definition of one tool for one principal (rug-pull protection). The pin for
+ * {@link EVERY_PRINCIPAL} is the default pin: the first definition the broker saw, or the one
+ * `mcp-broker approve <tool>` (without `--principal`) last accepted. A principal's own pin
+ * (`approve --principal`) overrides it for that principal only.
+ */
 export interface ToolPin {
   /** Advertised tool name. */
   readonly tool: string;
-  /** sha256 of the approved definition (`toolHash` in `upstream/roster.ts`). */
+  /** A principal name, or {@link EVERY_PRINCIPAL} for the default pin. */
+  readonly principal: string;
+  /** Digest of the pinned definition ({@link ObservedTool.hash}). */
   readonly hash: string;
+  /** The pinned definition; absent for a pin stored by schema 1 that was not upgraded yet. */
+  readonly definition?: object;
   readonly pinnedAt: string;
-  /** A different definition seen since, waiting for `mcp-broker approve`; absent when none. */
-  readonly pendingHash?: string;
-  readonly pendingSince?: string;
 }
 
-/** How a definition compares with its pin: first sight (now pinned), the same, or changed. */
+/** The latest definition of a tool the broker saw (what `mcp-broker approve` pins). */
+export interface SeenTool {
+  readonly tool: string;
+  readonly hash: string;
+  readonly definition: object;
+  readonly seenAt: string;
+}
+
+/**
+ * How a definition compares with the pin that applies to a principal: first sight (now the
+ * default pin), the same, or changed (refused and listed as pinned until approved).
+ */
 export type PinState = 'new' | 'same' | 'changed';
 
 /** A standing decision about one tool, by an operator (`mcp-broker approve|revoke`). */
@@ -48,18 +84,25 @@ export interface Approval {
  * there is spent on the SDK's response setup while the upstream waits).
  */
 export interface Store {
-  /** The pin of `tool`, if any. */
-  getPin(tool: string): Promise<ToolPin | undefined>;
+  /** The pin of `tool` that applies to `principal`: its own, else the default pin; undefined when none. */
+  getPin(tool: string, principal: string): Promise<ToolPin | undefined>;
   /**
-   * Compares `hash` with the pin of `tool`: stores it when there is none (`new`), answers
-   * `same`, or remembers it as the pending hash and answers `changed`. Never moves a pin.
+   * Compares `seen` with the pin of `tool` that applies to `principal`. No pin at all: stores
+   * `seen` as the default pin (`new`). Else answers `same` or `changed`, and remembers `seen` as
+   * the tool's latest definition ({@link getSeen}). Never moves a pin (but see
+   * {@link ObservedTool.legacyHash}).
    */
-  observePin(tool: string, hash: string, at: string): PinState | Promise<PinState>;
+  observePin(tool: string, principal: string, seen: ObservedTool, at: string): PinState | Promise<PinState>;
+  /** The latest definition of `tool` the broker saw, if any. */
+  getSeen(tool: string): Promise<SeenTool | undefined>;
   /**
-   * Moves the pin of `tool` to `hash` (default: its pending hash) and clears the pending one.
-   * Returns the new pin, or undefined when there is nothing to move it to.
+   * Moves the pin of `tool` for `principal` to `to` (default: the latest definition seen).
+   * For {@link EVERY_PRINCIPAL} it moves the default pin and drops every principal's own pin;
+   * for a principal it moves only that principal's. Returns the pin that now applies, or
+   * undefined when nothing moved (nothing seen, or the pin already is that definition).
    */
-  repin(tool: string, at: string, hash?: string): Promise<ToolPin | undefined>;
+  repin(tool: string, principal: string, at: string, to?: ObservedTool): Promise<ToolPin | undefined>;
+  /** Every pin, default and per principal, by tool then principal. */
   listPins(): Promise<ToolPin[]>;
 
   /** The decision that applies to `principal` for `tool`: its own, else the one for everyone. */

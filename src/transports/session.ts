@@ -32,6 +32,7 @@ import {
   type ServerCapabilities,
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import { listAsPinned } from '../broker/pins.js';
 import type { PrimitiveRequest } from '../broker/primitive-judge.js';
 import type { CallerSession } from '../broker/types.js';
 import { VERSION, type Gateway } from '../gateway.js';
@@ -274,7 +275,9 @@ export class DownstreamSession {
 
     server.setRequestHandler(ListToolsRequestSchema, async () => {
       await gw.ready;
-      return { tools: gw.router.list() };
+      // Upstream tools as pinned for this principal: a changed one as approved, or withheld.
+      const rosterTool = (name: string) => gw.registry.roster.tools.get(name);
+      return { tools: await listAsPinned(gw.router.list(), this.principal, { store: gw.store, clock: gw.clock, rosterTool, logger: gw.logger }) };
     });
 
     // Installed below the SDK Server's wrapper, which re-validates (and copies) every result.

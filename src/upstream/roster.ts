@@ -17,8 +17,10 @@ export interface RosterTool {
   readonly toolName: string;
   /** The definition as advertised (upstream's, with `name` replaced). */
   readonly definition: Tool;
-  /** sha256 of name, description, schemas and annotations (tool pinning). */
+  /** sha256 of every field of {@link definition}, canonicalised ({@link toolHash}; tool pinning). */
   readonly hash: string;
+  /** The digest of store schema 1 ({@link legacyToolHash}), to upgrade a pin stored by it. */
+  readonly legacyHash: string;
 }
 
 export interface RosterPrompt {
@@ -80,7 +82,7 @@ export class Roster {
         continue;
       }
       const definition: Tool = { ...tool, name };
-      this.tools.set(name, { name, server: source.server, toolName: tool.name, definition, hash: toolHash(definition) });
+      this.tools.set(name, { name, server: source.server, toolName: tool.name, definition, hash: toolHash(definition), legacyHash: legacyToolHash(definition) });
     }
     for (const prompt of source.prompts) {
       const name = advertisedName(source.prefix, prompt.name);
@@ -99,10 +101,20 @@ export class Roster {
 }
 
 /**
- * The pin of a tool definition: sha256 over its name, description, input and output schemas
- * and annotations, with object keys sorted so key order never changes it.
+ * The pin of a tool definition: sha256 over every field of it as advertised (name, title,
+ * description, input and output schemas, annotations, `_meta`, icons, and any other field an
+ * upstream sends), since a downstream client may show any of them to its model. Object keys are
+ * sorted and undefined members dropped, so key order never changes it.
  */
 export function toolHash(tool: Tool): string {
+  return createHash('sha256').update(stableJson(tool)).digest('hex');
+}
+
+/**
+ * The digest pins had in store schema 1: name, description, input and output schemas and
+ * annotations only. Kept to upgrade such a pin (`ObservedTool.legacyHash` in `store/`).
+ */
+export function legacyToolHash(tool: Tool): string {
   const { name, description, inputSchema, outputSchema, annotations } = tool;
   return createHash('sha256').update(stableJson({ name, description, inputSchema, outputSchema, annotations })).digest('hex');
 }

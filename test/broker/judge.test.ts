@@ -149,16 +149,33 @@ describe('judge stage', () => {
     expect(c.reason).toMatch(/changed/);
     expect(c.reason).toContain('mcp-broker approve fx__echo');
     expect(invoke.reached).toBe(1);
-    await store.repin('fx__echo', new Date().toISOString());
+    await store.repin('fx__echo', EVERY_PRINCIPAL, new Date().toISOString());
     const again = call({ target: changed });
     await run(again);
     expect(again.outcome).toBe('ok');
   });
 
+  it('a changed tool re-pinned for bob ran for everyone: it runs for bob only, alice stays unregistered', async () => {
+    const { run, invoke, store } = setup();
+    const as = (principal: string, t = target()) => call({ target: t, session: session({ principal }) });
+    await run(as('alice'));
+    const changed = target('fx__echo', { tool: { title: 'now exfiltrates files' } });
+    await store.observePin('fx__echo', 'alice', { hash: changed.hash!, definition: changed.definition! }, new Date().toISOString());
+    await store.repin('fx__echo', 'bob', new Date().toISOString());
+    const bob = as('bob', changed);
+    await run(bob);
+    expect(bob.outcome).toBe('ok');
+    const alice = as('alice', changed);
+    await run(alice);
+    expect(alice.outcome).toBe('unregistered');
+    expect(alice.reason).toMatch(/changed/);
+    expect(invoke.reached).toBe(2);
+  });
+
   it("the broker's own (local) tools are not pinned", async () => {
     const { run, store } = setup();
     await run(call({ target: target('broker__reconnect', { source: 'local', server: 'broker' }) }));
-    expect(await store.getPin('broker__reconnect')).toBeUndefined();
+    expect(await store.getPin('broker__reconnect', 'local')).toBeUndefined();
   });
 
   it('ask without elicitation is approval_required and says how to approve', async () => {

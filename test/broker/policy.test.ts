@@ -14,7 +14,7 @@ describe('decide (policy.ts)', () => {
     const v = decide(policy({ default: 'allow' }), facts({ pin: 'changed' }));
     expect(v).toMatchObject({ kind: 'refuse', outcome: 'unregistered' });
     expect(v.reason).toContain('changed');
-    expect(v.reason).toContain('mcp-broker approve fs__read_file');
+    expect(v.reason).toContain('mcp-broker approve fs__read_file --principal local');
   });
 
   it('first match of ordered rules wins; globs match advertised names', () => {

@@ -130,19 +130,20 @@ describe('mcp-broker calls', () => {
 });
 
 describe('mcp-broker approve / revoke', () => {
+  const seen = (hash: string) => ({ hash, definition: { name: 'fx__echo', description: `definition ${hash}` } });
   const config = parseConfig({ broker: { dataDir: 'store' }, principals: { alice: { token: 'a'.repeat(20) } } }, { baseDir: root });
 
   it('approve re-pins a changed tool and stores an approval for everyone', async () => {
     const store = SqliteStore.open(config.broker.dataDir);
-    await store.observePin('fx__echo', 'h1', 'a');
-    await store.observePin('fx__echo', 'h2', 'b');
+    await store.observePin('fx__echo', 'local', seen('h1'), 'a');
+    await store.observePin('fx__echo', 'local', seen('h2'), 'b');
     await store.close();
     const r = io();
     expect(await approveCommand(config, 'fx__echo', {}, r.io)).toBe(0);
     expect(r.out.stdout).toContain('approved fx__echo for every principal');
     expect(r.out.stdout).toContain('re-pinned fx__echo');
     const after = SqliteStore.open(config.broker.dataDir);
-    expect(await after.observePin('fx__echo', 'h2', 'c')).toBe('same');
+    expect(await after.observePin('fx__echo', 'alice', seen('h2'), 'c')).toBe('same');
     expect((await after.getApproval('fx__echo', 'anyone'))?.decision).toBe('approved');
     await after.close();
   });

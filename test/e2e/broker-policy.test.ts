@@ -66,7 +66,9 @@ describe('policy and approvals without elicitation', () => {
     broker.client.setNotificationHandler(ToolListChangedNotificationSchema, async () => void (changed = true));
     expect((await callTool(broker, 'fx__mutate')).outcome).toBe('ok');
     await waitFor(() => changed, 'tools/list_changed');
-    await waitFor(async () => (await broker.client.listTools()).tools.find((t) => t.name === 'fx__read')?.description?.includes('mails'), 'the new description');
+    // Listed as pinned: the new description does not reach the model before it is approved.
+    const readDescription = async () => (await broker.client.listTools()).tools.find((t) => t.name === 'fx__read')?.description;
+    expect(await readDescription()).toBe('read: echoes its arguments');
 
     const refused = await callTool(broker, 'fx__read', { text: 'after' });
     expect(refused.outcome).toBe('unregistered');
@@ -76,6 +78,7 @@ describe('policy and approvals without elicitation', () => {
 
     const approved = await runCli(['approve', 'fx__read', '--config', configOf(broker)]);
     expect(approved.stdout).toContain('re-pinned fx__read');
+    expect(await readDescription()).toContain('mails');
     expect((await callTool(broker, 'fx__read', { text: 'approved' })).outcome).toBe('ok');
     expect(callsOf(log, 'read')).toBe(2);
   });

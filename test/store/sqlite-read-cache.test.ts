@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { EVERY_PRINCIPAL, SqliteStore } from '../../src/store/index.js';
 
 const at = (n: number) => new Date(1_700_000_000_000 + n).toISOString();
+const seen = (hash: string) => ({ hash, definition: { name: 'fx__echo', description: `definition ${hash}` } });
 const open: SqliteStore[] = [];
 const dirs: string[] = [];
 afterEach(async () => {
@@ -40,12 +41,12 @@ describe('SqliteStore read cache', () => {
 
   it('sees a pin another connection moved, and its own writes at once', async () => {
     const [broker, cli] = twoConnections();
-    expect(await broker.observePin('fx__echo', 'h1', at(0))).toBe('new');
-    expect(await broker.observePin('fx__echo', 'h1', at(1))).toBe('same');
-    await cli.repin('fx__echo', at(2), 'h2');
+    expect(await broker.observePin('fx__echo', 'local', seen('h1'), at(0))).toBe('new');
+    expect(await broker.observePin('fx__echo', 'local', seen('h1'), at(1))).toBe('same');
+    await cli.repin('fx__echo', EVERY_PRINCIPAL, at(2), seen('h2'));
     await nextTurn();
-    expect(await broker.observePin('fx__echo', 'h1', at(3))).toBe('changed');
-    expect(await broker.observePin('fx__echo', 'h2', at(4))).toBe('same');
+    expect(await broker.observePin('fx__echo', 'local', seen('h1'), at(3))).toBe('changed');
+    expect(await broker.observePin('fx__echo', 'local', seen('h2'), at(4))).toBe('same');
     // Its own approval is seen on the next read, with no other connection involved.
     await broker.setApproval({ tool: 'fx__echo', principal: 'local', decision: 'approved', at: at(5), by: 'cli' });
     expect((await broker.getApproval('fx__echo', 'local'))?.decision).toBe('approved');

@@ -6,6 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { EVERY_PRINCIPAL, SqliteStore, STORE_FILE } from '../../src/store/index.js';
 
 const at = (n: number) => new Date(1_700_000_000_000 + n).toISOString();
+/** A definition observed under the digest `hash` (its description names the hash). */
+const seen = (hash: string) => ({ hash, definition: { name: 'fx__echo', description: `definition ${hash}`, inputSchema: { type: 'object' } } });
 const dirs: string[] = [];
 function tempDir(): string {
   const d = mkdtempSync(join(tmpdir(), 'mcp-broker-store-'));
@@ -17,27 +19,28 @@ afterEach(() => {
 });
 
 describe('SqliteStore', () => {
-  it('pins a tool on first sight, keeps the pin, and remembers a changed hash as pending', async () => {
+  it('pins a tool on first sight for everyone, keeps the pin and its definition, and remembers the latest definition seen', async () => {
     const store = SqliteStore.open(':memory:');
-    expect(await store.observePin('fx__echo', 'h1', at(0))).toBe('new');
-    expect(await store.observePin('fx__echo', 'h1', at(1))).toBe('same');
-    expect(await store.observePin('fx__echo', 'h2', at(2))).toBe('changed');
-    expect(await store.observePin('fx__echo', 'h2', at(3))).toBe('changed');
-    expect(await store.getPin('fx__echo')).toEqual({ tool: 'fx__echo', hash: 'h1', pinnedAt: at(0), pendingHash: 'h2', pendingSince: at(2) });
-    // The definition going back to the pinned one clears the pending hash.
-    expect(await store.observePin('fx__echo', 'h1', at(4))).toBe('same');
-    expect((await store.getPin('fx__echo'))?.pendingHash).toBeUndefined();
+    expect(await store.observePin('fx__echo', 'local', seen('h1'), at(0))).toBe('new');
+    expect(await store.observePin('fx__echo', 'alice', seen('h1'), at(1))).toBe('same');
+    expect(await store.observePin('fx__echo', 'local', seen('h2'), at(2))).toBe('changed');
+    expect(await store.observePin('fx__echo', 'alice', seen('h2'), at(3))).toBe('changed');
+    expect(await store.getPin('fx__echo', 'alice')).toEqual({ tool: 'fx__echo', principal: EVERY_PRINCIPAL, hash: 'h1', definition: seen('h1').definition, pinnedAt: at(0) });
+    expect(await store.getSeen('fx__echo')).toEqual({ tool: 'fx__echo', hash: 'h2', definition: seen('h2').definition, seenAt: at(2) });
+    // The definition going back to the pinned one is the latest seen again.
+    expect(await store.observePin('fx__echo', 'local', seen('h1'), at(4))).toBe('same');
+    expect((await store.getSeen('fx__echo'))?.hash).toBe('h1');
   });
 
-  it('repin moves the pin to the pending hash; nothing pending, nothing moved', async () => {
+  it('repin moves the pin to the latest definition seen; nothing new seen, nothing moved', async () => {
     const store = SqliteStore.open(':memory:');
-    await store.observePin('fx__echo', 'h1', at(0));
-    expect(await store.repin('fx__echo', at(1))).toBeUndefined();
-    await store.observePin('fx__echo', 'h2', at(2));
-    expect(await store.repin('fx__echo', at(3))).toEqual({ tool: 'fx__echo', hash: 'h2', pinnedAt: at(3) });
-    expect(await store.observePin('fx__echo', 'h2', at(4))).toBe('same');
-    expect(await store.repin('other', at(5))).toBeUndefined();
-    expect(await store.repin('other', at(5), 'h9')).toMatchObject({ hash: 'h9' });
+    await store.observePin('fx__echo', 'local', seen('h1'), at(0));
+    expect(await store.repin('fx__echo', EVERY_PRINCIPAL, at(1))).toBeUndefined();
+    await store.observePin('fx__echo', 'local', seen('h2'), at(2));
+    expect(await store.repin('fx__echo', EVERY_PRINCIPAL, at(3))).toEqual({ tool: 'fx__echo', principal: EVERY_PRINCIPAL, hash: 'h2', definition: seen('h2').definition, pinnedAt: at(3) });
+    expect(await store.observePin('fx__echo', 'local', seen('h2'), at(4))).toBe('same');
+    expect(await store.repin('other', EVERY_PRINCIPAL, at(5))).toBeUndefined();
+    expect(await store.repin('other', EVERY_PRINCIPAL, at(5), seen('h9'))).toMatchObject({ hash: 'h9' });
   });
 
   it("a principal's own decision wins over the one for everyone; one for everyone replaces all", async () => {
@@ -67,7 +70,7 @@ describe('SqliteStore', () => {
     const dir = tempDir();
     const a = SqliteStore.open(dir);
     const b = SqliteStore.open(dir);
-    await a.observePin('t', 'h1', at(0));
+    await a.observePin('t', 'local', seen('h1'), at(0));
     await b.setApproval({ tool: 't', principal: 'local', decision: 'approved', at: at(1), by: 'cli' });
     expect((await a.getApproval('t', 'local'))?.decision).toBe('approved');
     await a.close();
@@ -76,7 +79,7 @@ describe('SqliteStore', () => {
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
     raw.close();
     const c = SqliteStore.open(dir);
-    expect(await c.getPin('t')).toMatchObject({ hash: 'h1' });
+    expect(await c.getPin('t', 'local')).toMatchObject({ hash: 'h1', definition: seen('h1').definition });
     await c.close();
   });
 
