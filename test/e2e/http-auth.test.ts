@@ -6,6 +6,7 @@
  */
 import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, fixture, nodeServer, waitFor, writeConfig } from './helpers.js';
 import { connectHttp, http, initializeBody, MCP_POST_HEADERS, openRawSession, startHttpBroker, type HttpBroker } from '../transports/harness.js';
@@ -51,6 +52,28 @@ describe('HTTP principals', () => {
     expect(res.headers.get('www-authenticate')).toContain('error="invalid_token"');
     const basic = await http(`${broker.url}/mcp`, { headers: { ...MCP_POST_HEADERS, authorization: `Basic ${TOKENS.ALICE_TOKEN}` }, body: initializeBody() });
     expect(basic.status).toBe(401);
+  });
+
+  it('issue 12: two Authorization headers no longer authenticate as the first: 400 on every route', async () => {
+    const alice = `Bearer ${TOKENS.ALICE_TOKEN}`;
+    const bob = `Bearer ${TOKENS.BOB_TOKEN}`;
+    const routes = [
+      { method: 'POST', path: '/mcp', body: JSON.stringify(initializeBody()) },
+      { method: 'GET', path: '/sse' },
+      { method: 'POST', path: '/messages?sessionId=x', body: '{}' },
+      { method: 'GET', path: '/api/v1/calls' },
+      { method: 'POST', path: '/api/v1/mcp/call', body: JSON.stringify({ subject: 'echo__echo', args: { text: 'hi' } }) },
+    ];
+    for (const route of routes) {
+      for (const pair of [[alice, bob], [alice, 'Bearer not-a-real-token-at-all'], [alice, alice]]) {
+        const res = await rawRequest(broker.url, route.method, route.path, { ...MCP_POST_HEADERS, authorization: pair }, route.body);
+        expect({ route: route.path, status: res.status }).toEqual({ route: route.path, status: 400 });
+        expect(res.headers['content-type']).toContain('application/json');
+        const body = JSON.parse(res.text);
+        expect(body.error.message).toBe('Bad Request: send one Authorization header, not 2');
+        expect(res.text).not.toContain(TOKENS.ALICE_TOKEN);
+      }
+    }
   });
 
   it('health probes need no token', async () => {
@@ -144,6 +167,31 @@ describe('HTTP principals', () => {
     for (const token of Object.values(TOKENS)) expect(everything).not.toContain(token);
   });
 });
+
+/** One request through node:http, which sends an array header value as one header line per element. */
+function rawRequest(
+  base: string,
+  method: string,
+  path: string,
+  headers: Record<string, string | string[]>,
+  body?: string,
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(new URL(path, base), { method, headers }, (res) => {
+      // An SSE stream that opened by mistake would never end: read the first chunk only.
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        text += chunk;
+        if (res.headers['content-type']?.includes('text/event-stream')) res.destroy();
+      });
+      res.on('close', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+      res.on('error', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 
 describe('HTTP without principals', () => {
   it('refuses a non-loopback --host: exit 2 naming the option', async () => {
