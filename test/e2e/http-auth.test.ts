@@ -4,9 +4,10 @@
  * the principal reaching the judge (`policy.rules[].principals`) and the records, sessions
  * private to their principal, tokens absent from logs, and the loopback-only rule without principals.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
+import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, fixture, nodeServer, waitFor, writeConfig } from './helpers.js';
 import { connectHttp, http, initializeBody, MCP_POST_HEADERS, openRawSession, startHttpBroker, type HttpBroker } from '../transports/harness.js';
@@ -144,19 +145,20 @@ describe('HTTP principals', () => {
     expect(asAlice.status).toBe(200);
   });
 
-  it("an upstream log sent during one principal's call reaches that principal's session only", async () => {
+  it("a stdio upstream's log, even one sent during one principal's call, reaches privileged sessions only", async () => {
     const alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN });
     const bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN });
     const ops = await connectHttp(broker.url, 'streamable', { token: TOKENS.OPS_TOKEN });
     try {
       const result = await alice.client.callTool({ name: 'echo__emit', arguments: {} });
       expect(result.isError).toBeFalsy();
-      await waitFor(() => alice.notifications.find((n) => n.method === 'notifications/message'), "alice's log notification");
+      // Nothing on a stdio wire ties a log message to a call: that Alice's was in flight proves nothing.
+      await waitFor(() => ops.notifications.find((n) => n.method === 'notifications/message'), "the operator's log notification");
       // Let anything misrouted arrive before asserting its absence.
+      await alice.client.ping();
       await bob.client.ping();
-      await ops.client.ping();
+      expect(alice.notifications.filter((n) => n.method === 'notifications/message')).toEqual([]);
       expect(bob.notifications.filter((n) => n.method === 'notifications/message')).toEqual([]);
-      expect(ops.notifications.filter((n) => n.method === 'notifications/message')).toEqual([]);
     } finally {
       await Promise.all([alice.close(), bob.close(), ops.close()]);
     }
@@ -165,6 +167,84 @@ describe('HTTP principals', () => {
   it('never writes a token to the log or the records', async () => {
     const everything = broker.stderr() + JSON.stringify(broker.records());
     for (const token of Object.values(TOKENS)) expect(everything).not.toContain(token);
+  });
+});
+
+describe('HTTP principals: upstream logs over a Streamable HTTP upstream', () => {
+  let upstream: ChildProcess;
+  let upstreamUrl = '';
+  let broker: HttpBroker;
+  const logsOf = (c: { notifications: { method: string; params?: Record<string, unknown> }[] }) =>
+    c.notifications.filter((n) => n.method === 'notifications/message').map((n) => String(n.params?.data));
+  const state = async () => (await fetch(`${upstreamUrl}/state`)).json() as Promise<{ holding: number; getStreams: number }>;
+
+  beforeAll(async () => {
+    upstream = spawn(process.execPath, [fixture('log-http.mjs')], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const port = await new Promise<number>((resolve, reject) => {
+      createInterface({ input: upstream.stdout! }).once('line', (l) => resolve(JSON.parse(l).port));
+      upstream.once('exit', () => reject(new Error('fixture exited')));
+    });
+    upstreamUrl = `http://127.0.0.1:${port}`;
+    broker = await startHttpBroker({
+      servers: { logs: { type: 'http', url: `${upstreamUrl}/mcp` } },
+      extra: {
+        principals: {
+          alice: { token: '${env:ALICE_TOKEN}' },
+          bob: { token: '${env:BOB_TOKEN}' },
+          ops: { token: '${env:OPS_TOKEN}', role: 'operator' },
+        },
+      },
+      env: TOKENS,
+    });
+    // The broker's standalone GET stream to the upstream, where untied log messages arrive.
+    await waitFor(async () => (await state()).getStreams > 0, "the broker's GET stream to the upstream");
+  });
+  afterAll(async () => {
+    await broker?.close();
+    upstream?.kill();
+  });
+
+  it("issue 12: an upstream log written after Bob's call ended no longer reaches Alice, whose call is in flight", async () => {
+    const alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN });
+    const bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN });
+    const ops = await connectHttp(broker.url, 'streamable', { token: TOKENS.OPS_TOKEN });
+    try {
+      const held = alice.client.callTool({ name: 'logs__hold', arguments: {} });
+      await waitFor(async () => (await state()).holding === 1, "alice's call to be in flight upstream");
+      const noted = await bob.client.callTool({ name: 'logs__note', arguments: { text: 'bob-private-note' } });
+      expect(noted._meta?.['mcp-broker/outcome']).toBe('ok');
+      // Bob's call has ended; the upstream now logs about it, tied to no request, while Alice's call is in flight.
+      expect((await fetch(`${upstreamUrl}/log-note`, { method: 'POST' })).status).toBe(200);
+      const seen = (c: typeof alice) => logsOf(c).includes('note: bob-private-note');
+      await waitFor(() => seen(ops) || seen(alice), 'the log message to reach a session');
+      expect((await state()).holding).toBe(1);
+      await fetch(`${upstreamUrl}/release`, { method: 'POST' });
+      expect((await held)._meta?.['mcp-broker/outcome']).toBe('ok');
+      // Let anything misrouted arrive before asserting its absence.
+      await Promise.all([alice.client.ping(), bob.client.ping(), ops.client.ping()]);
+      expect(logsOf(alice)).toEqual([]);
+      expect(logsOf(bob)).toEqual([]);
+      expect(logsOf(ops)).toEqual(['note: bob-private-note']);
+    } finally {
+      await fetch(`${upstreamUrl}/release`, { method: 'POST' }).catch(() => undefined);
+      await Promise.all([alice.close(), bob.close(), ops.close()]);
+    }
+  });
+
+  it("a log sent on the response stream of Alice's call reaches Alice's session only", async () => {
+    const alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN });
+    const bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN });
+    const ops = await connectHttp(broker.url, 'streamable', { token: TOKENS.OPS_TOKEN });
+    try {
+      const result = await alice.client.callTool({ name: 'logs__log_here', arguments: { text: 'alice-own-log' } });
+      expect(result._meta?.['mcp-broker/outcome']).toBe('ok');
+      await waitFor(() => logsOf(alice).includes('alice-own-log'), "alice's log notification");
+      await Promise.all([bob.client.ping(), ops.client.ping()]);
+      expect(logsOf(bob)).toEqual([]);
+      expect(logsOf(ops)).toEqual([]);
+    } finally {
+      await Promise.all([alice.close(), bob.close(), ops.close()]);
+    }
   });
 });
 
