@@ -8,8 +8,9 @@
  * came on, so the broker reads that here, in the `fetch` the transport is given: the response
  * stream of a broker `tools/call` POST (a {@link DIRECT_ID_PREFIX} request) is split into SSE
  * events, each log message on it is taken off the stream and handed to that call's sink, and
- * every other byte passes unchanged and uncopied. A log message taken off keeps its event's `id`
- * line, so resumption (`Last-Event-ID`) still counts it.
+ * every other byte passes unchanged and uncopied (an event's chunks are held until the event
+ * ends, as the SDK's own parser needs the whole event anyway). A log message taken off keeps its
+ * event's `id` line, so resumption (`Last-Event-ID`) still counts it.
  */
 import { DIRECT_ID_PREFIX } from './direct-calls.js';
 
