@@ -58,14 +58,14 @@ export interface GatewayEvents {
   listChanged: [kind: ListKind];
   /** An upstream resource changed: sessions subscribed to `uri` send `resources/updated`. */
   resourceUpdated: [uri: string];
-  /** An upstream log message, forwarded to sessions at or above its level. */
   /**
-   * An upstream log message. `sessionIds` are the sessions whose calls were in flight on that
-   * upstream: when that is exactly one session, only it receives the message. Otherwise (no call,
-   * or calls of several sessions) it goes to privileged sessions only (principal `local` or role
-   * `operator`), so one principal never reads another's upstream logs.
+   * An upstream log message, scrubbed, for sessions at or above its level. `owner` is the session
+   * it is provably tied to (it arrived on the response stream of that session's call; see
+   * `UpstreamEvents.log`): only that session receives it. Undefined: it goes to privileged
+   * sessions only (principal `local` or role `operator`), whatever calls are in flight, so one
+   * principal never reads another's upstream logs.
    */
-  log: [params: LoggingMessageNotification['params'], sessionIds: readonly string[]];
+  log: [params: LoggingMessageNotification['params'], owner: string | undefined];
 }
 
 export class Gateway extends EventEmitter<GatewayEvents> {
@@ -153,12 +153,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     // Tool pinning: every upstream tool's definition is pinned when first seen (issue 3).
     this.registry.on('listChanged', (kind) => kind === 'tools' && void pinRoster(this.store, this.registry.roster, this.clock, this.logger));
     this.registry.on('resourceUpdated', (uri) => this.emit('resourceUpdated', uri));
-    this.registry.on('log', (params, server, sessionIds) =>
+    this.registry.on('log', (params, server, owner) =>
       // Scrubbed like every other log line: an upstream may log its own secrets (issue 3 §6).
       this.emit(
         'log',
         { ...params, data: this.scrubber.value(params.data), logger: params.logger ?? server } as LoggingMessageNotification['params'],
-        sessionIds,
+        owner,
       ),
     );
   }

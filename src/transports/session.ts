@@ -5,7 +5,8 @@
  * Serves the merged roster (tools, prompts, resources, resource templates, completion), sends
  * every `tools/call` through the broker, and relays notifications the other way:
  * `list_changed` to every session, `resources/updated` to subscribed sessions, upstream
- * `notifications/message` to sessions at or above their `logging/setLevel` (case F01).
+ * `notifications/message` to sessions at or above their `logging/setLevel` (case F01): the
+ * session of the call it is tied to, else privileged sessions only.
  * `tools/call` results are not re-validated or copied on the way out (case F17).
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -124,9 +125,9 @@ export class DownstreamSession {
       if (this.subscribed.has(uri)) void this.server.sendResourceUpdated({ uri }).catch(() => undefined);
     };
     const privileged = options.principal === 'local' || gateway.config.principals[options.principal]?.role === 'operator';
-    const onLog = (params: { level: LoggingLevel; logger?: string; data?: unknown }, sessionIds: readonly string[]) => {
-      // Attributed only when exactly one session has calls in flight on that upstream (as for upstream requests).
-      if (sessionIds.length === 1 ? sessionIds[0] === this.sessionId : privileged) this.sendLog(params.level, params.data, params.logger);
+    const onLog = (params: { level: LoggingLevel; logger?: string; data?: unknown }, owner: string | undefined) => {
+      // Tied to a call: its session only. Tied to none: privileged sessions only.
+      if (owner !== undefined ? owner === this.sessionId : privileged) this.sendLog(params.level, params.data, params.logger);
     };
     gateway.on('listChanged', onList);
     gateway.on('resourceUpdated', onUpdated);

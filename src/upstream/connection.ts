@@ -11,6 +11,10 @@
  * - Progress uses the broker's own token per call, so no progress event is lost to the SDK's
  *   response/notification ordering, and each update reaches exactly the call it belongs to (F02).
  * - Timeouts are always explicit (F18): the SDK's 60 s default never applies.
+ * - A log message is tied to a call only when it arrived on that call's own response stream (a
+ *   Streamable HTTP upstream; call-stream-logs.ts), and then carries the session the call was
+ *   made for; every other one (stdio, SSE, the standalone GET stream) belongs to no call, whatever
+ *   is in flight when it arrives.
  */
 import { EventEmitter } from 'node:events';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -35,6 +39,7 @@ import { BrokerError, messageOf } from '../shared/errors.js';
 import { credentialValues, Scrubber } from '../shared/scrub.js';
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
+import type { ArrivedNotification } from './call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from './direct-calls.js';
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
@@ -173,7 +178,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     if (Object.keys(meta).length) params._meta = meta;
     try {
       if (this.direct) {
-        return (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS })) as CallToolResult;
+        const owner = options.onServerRequest?.sessionId;
+        return (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, owner })) as CallToolResult;
       }
       return (await client.request({ method: 'tools/call', params }, AnyObject, {
         signal: options.signal,
@@ -213,7 +219,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.setStatus({ state: 'connecting' });
     let transport: Transport;
     try {
-      transport = await createUpstreamTransport(this.options);
+      transport = await createUpstreamTransport({ ...this.options, callStreamLogs: (requestId) => this.callStreamLogSink(requestId) });
     } catch (err) {
       // The SDK's HTTP transport modules failed to load: a failed dial like any other.
       if (generation === this.generation) this.dialFailed(err);
@@ -274,7 +280,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       await this.refresh('resourceTemplates');
     });
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void this.emit('resourceUpdated', n.params.uri));
-    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void this.emit('log', n.params, this.sessionsInFlight()));
+    // What reaches the SDK is tied to no call: calls in flight now prove nothing about its origin.
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void this.emit('log', n.params, undefined));
     const caps = this.clientCapabilities;
     const route = (method: string) => async (req: { params?: unknown }, extra: { signal: AbortSignal }) => {
       const handlers = [...this.requestRoutes.values()];
@@ -293,11 +300,18 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     if (caps.roots) client.setRequestHandler(ListRootsRequestSchema, route('roots/list'));
   }
 
-  /** Downstream sessions with a call in flight on this upstream now. */
-  private sessionsInFlight(): string[] {
-    const ids = new Set<string>();
-    for (const h of this.requestRoutes.values()) if (h.sessionId) ids.add(h.sessionId);
-    return [...ids];
+  /**
+   * Where log messages on the response stream of direct request `requestId` go: to the session
+   * its call was made for; undefined (the stream is left to the SDK) when it names none.
+   */
+  private callStreamLogSink(requestId: string): ((notification: ArrivedNotification) => void) | undefined {
+    const owner = this.direct?.ownerOf(requestId);
+    if (owner === undefined) return undefined;
+    return (notification) => {
+      const parsed = LoggingMessageNotificationSchema.safeParse(notification);
+      if (parsed.success) this.emit('log', parsed.data.params, owner);
+      else this.options.logger.debug('upstream log message on a call stream dropped: not a valid notifications/message');
+    };
   }
 
   /** Re-fetches one list after `list_changed`; concurrent requests coalesce. */

@@ -20,6 +20,8 @@ import { ErrorCode, McpError, type JSONRPCMessage } from '@modelcontextprotocol/
 export const DIRECT_ID_PREFIX = 'mcp-broker:';
 
 interface Pending {
+  /** Who the request is for (a downstream session id), when the caller said. */
+  readonly owner?: string;
   resolve(result: Record<string, unknown>): void;
   reject(error: unknown): void;
   cleanup(): void;
@@ -50,12 +52,19 @@ export class DirectCalls {
     return this.pending.size;
   }
 
+  /** The `owner` a request in flight was sent for; undefined once it settled, or when none was given. */
+  ownerOf(requestId: string): string | undefined {
+    return this.pending.get(requestId)?.owner;
+  }
+
   /**
-   * Sends one request and resolves with its result object.
+   * Sends one request and resolves with its result object. The message is built as
+   * `{jsonrpc, id, method, params}` in that order (call-stream-logs.ts recognises it so).
    * @param timeoutMs rejects with `McpError` -32001 after this long, in ms (the caller's deadline plus headroom).
+   * @param owner who the request is for (a downstream session id), answered by {@link ownerOf} while it is in flight.
    */
-  request(method: string, params: Record<string, unknown>, options: { signal?: AbortSignal; timeoutMs: number }): Promise<Record<string, unknown>> {
-    const { signal, timeoutMs } = options;
+  request(method: string, params: Record<string, unknown>, options: { signal?: AbortSignal; timeoutMs: number; owner?: string }): Promise<Record<string, unknown>> {
+    const { signal, timeoutMs, owner } = options;
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.closed) return Promise.reject(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
     const id = `${DIRECT_ID_PREFIX}${++this.seq}`;
@@ -73,7 +82,7 @@ export class DirectCalls {
         signal?.removeEventListener('abort', onAbort);
       };
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.pending.set(id, { resolve, reject, cleanup });
+      this.pending.set(id, { owner, resolve, reject, cleanup });
       this.transport.send({ jsonrpc: '2.0', id, method, params } as JSONRPCMessage).catch((err: unknown) => {
         if (!this.pending.delete(id)) return;
         cleanup();

@@ -35,7 +35,8 @@ export type ListKind = 'tools' | 'prompts' | 'resources';
 export interface RegistryEvents {
   listChanged: [kind: ListKind];
   resourceUpdated: [uri: string, server: string];
-  log: [params: { level: string; logger?: string; data?: unknown }, server: string, sessionIds: readonly string[]];
+  /** An upstream log message; `owner` as in `UpstreamEvents.log`. */
+  log: [params: { level: string; logger?: string; data?: unknown }, server: string, owner: string | undefined];
 }
 
 export interface RegistryEntry {
@@ -69,7 +70,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
     this.entries.set(entry.upstream.name, entry);
     entry.upstream.on('changed', (kind) => this.onChanged(kind));
     entry.upstream.on('resourceUpdated', (uri) => this.emit('resourceUpdated', uri, entry.upstream.name));
-    entry.upstream.on('log', (params, sessionIds) => this.emit('log', this.scrub.log(params), entry.upstream.name, sessionIds));
+    entry.upstream.on('log', (params, owner) => this.emit('log', this.scrub.log(params), entry.upstream.name, owner));
   }
 
   get upstreams(): Upstream[] {

@@ -45,7 +45,8 @@ export interface ProgressUpdate {
 /**
  * A request an upstream sent to its client (sampling, elicitation, roots) during a call.
  * `sessionId`, when set, names the downstream session the handler answers for: an upstream
- * shared by several sessions refuses to route a request while calls of more than one are in flight.
+ * shared by several sessions refuses to route a request while calls of more than one are in flight,
+ * and log messages tied to the call (`UpstreamEvents.log`) go to that session.
  */
 export type ServerRequestHandler = ((request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => Promise<Record<string, unknown>>) & {
   readonly sessionId?: string;
@@ -75,12 +76,12 @@ export interface UpstreamEvents {
   state: [status: UpstreamStatus];
   /** `notifications/resources/updated` from the upstream. */
   resourceUpdated: [uri: string];
-  /** `notifications/message` from the upstream. */
   /**
-   * `notifications/message` from the upstream, with the downstream sessions whose calls were in
-   * flight on it when it arrived (empty: it belongs to no call).
+   * `notifications/message` from the upstream, with the downstream session it is provably tied
+   * to: it arrived on the response stream of a call made for that session. Undefined: it belongs
+   * to no call we can name (stdio, SSE, a Streamable HTTP upstream's standalone stream).
    */
-  log: [params: LoggingMessageNotification['params'], sessionIds: readonly string[]];
+  log: [params: LoggingMessageNotification['params'], owner: string | undefined];
 }
 
 export interface Upstream extends EventEmitter<UpstreamEvents> {

@@ -6,6 +6,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
+import { callStreamLogFetch, type CallStreamLogSinks } from './call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { isolatedAbortFetch } from './isolated-fetch.js';
 import { stdioSpawnSpec } from './spawn-env.js';
@@ -22,6 +23,8 @@ export interface UpstreamTransportOptions {
   maxMessageBytes: number;
   /** Injected `fetch` for HTTP kinds (tests). */
   fetch?: typeof fetch;
+  /** Streamable HTTP: where log messages on a tool call's own response stream go (call-stream-logs.ts). */
+  callStreamLogs?: CallStreamLogSinks;
 }
 
 /**
@@ -29,6 +32,8 @@ export interface UpstreamTransportOptions {
  * transports for Streamable HTTP and SSE. Those load on the first HTTP upstream (with their
  * OAuth and EventSource modules), so a broker of stdio upstreams starts without them (cold
  * start, issue 6); and each of their requests gets its own abort signal (isolated-fetch.ts).
+ * Over Streamable HTTP, log messages on a tool call's own response stream go to
+ * `callStreamLogs` instead of the SDK (call-stream-logs.ts).
  * @throws when the SDK's transport modules cannot be loaded (a failed dial)
  */
 export async function createUpstreamTransport(options: UpstreamTransportOptions): Promise<Transport> {
@@ -52,7 +57,8 @@ export async function createUpstreamTransport(options: UpstreamTransportOptions)
     });
   }
   const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
-  return new StreamableHTTPClientTransport(url, { requestInit, fetch: fetchImpl });
+  const streamable = options.callStreamLogs ? isolatedAbortFetch(callStreamLogFetch(options.fetch ?? fetch, options.callStreamLogs)) : fetchImpl;
+  return new StreamableHTTPClientTransport(url, { requestInit, fetch: streamable });
 }
 
 /**

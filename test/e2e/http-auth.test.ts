@@ -4,8 +4,10 @@
  * the principal reaching the judge (`policy.rules[].principals`) and the records, sessions
  * private to their principal, tokens absent from logs, and the loopback-only rule without principals.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, fixture, nodeServer, waitFor, writeConfig } from './helpers.js';
 import { connectHttp, http, initializeBody, MCP_POST_HEADERS, openRawSession, startHttpBroker, type HttpBroker } from '../transports/harness.js';
@@ -51,6 +53,28 @@ describe('HTTP principals', () => {
     expect(res.headers.get('www-authenticate')).toContain('error="invalid_token"');
     const basic = await http(`${broker.url}/mcp`, { headers: { ...MCP_POST_HEADERS, authorization: `Basic ${TOKENS.ALICE_TOKEN}` }, body: initializeBody() });
     expect(basic.status).toBe(401);
+  });
+
+  it('issue 12: two Authorization headers no longer authenticate as the first: 400 on every route', async () => {
+    const alice = `Bearer ${TOKENS.ALICE_TOKEN}`;
+    const bob = `Bearer ${TOKENS.BOB_TOKEN}`;
+    const routes = [
+      { method: 'POST', path: '/mcp', body: JSON.stringify(initializeBody()) },
+      { method: 'GET', path: '/sse' },
+      { method: 'POST', path: '/messages?sessionId=x', body: '{}' },
+      { method: 'GET', path: '/api/v1/calls' },
+      { method: 'POST', path: '/api/v1/mcp/call', body: JSON.stringify({ subject: 'echo__echo', args: { text: 'hi' } }) },
+    ];
+    for (const route of routes) {
+      for (const pair of [[alice, bob], [alice, 'Bearer not-a-real-token-at-all'], [alice, alice]]) {
+        const res = await rawRequest(broker.url, route.method, route.path, { ...MCP_POST_HEADERS, authorization: pair }, route.body);
+        expect({ route: route.path, status: res.status }).toEqual({ route: route.path, status: 400 });
+        expect(res.headers['content-type']).toContain('application/json');
+        const body = JSON.parse(res.text);
+        expect(body.error.message).toBe('Bad Request: send one Authorization header, not 2');
+        expect(res.text).not.toContain(TOKENS.ALICE_TOKEN);
+      }
+    }
   });
 
   it('health probes need no token', async () => {
@@ -121,19 +145,20 @@ describe('HTTP principals', () => {
     expect(asAlice.status).toBe(200);
   });
 
-  it("an upstream log sent during one principal's call reaches that principal's session only", async () => {
+  it("a stdio upstream's log, even one sent during one principal's call, reaches privileged sessions only", async () => {
     const alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN });
     const bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN });
     const ops = await connectHttp(broker.url, 'streamable', { token: TOKENS.OPS_TOKEN });
     try {
       const result = await alice.client.callTool({ name: 'echo__emit', arguments: {} });
       expect(result.isError).toBeFalsy();
-      await waitFor(() => alice.notifications.find((n) => n.method === 'notifications/message'), "alice's log notification");
+      // Nothing on a stdio wire ties a log message to a call: that Alice's was in flight proves nothing.
+      await waitFor(() => ops.notifications.find((n) => n.method === 'notifications/message'), "the operator's log notification");
       // Let anything misrouted arrive before asserting its absence.
+      await alice.client.ping();
       await bob.client.ping();
-      await ops.client.ping();
+      expect(alice.notifications.filter((n) => n.method === 'notifications/message')).toEqual([]);
       expect(bob.notifications.filter((n) => n.method === 'notifications/message')).toEqual([]);
-      expect(ops.notifications.filter((n) => n.method === 'notifications/message')).toEqual([]);
     } finally {
       await Promise.all([alice.close(), bob.close(), ops.close()]);
     }
@@ -144,6 +169,109 @@ describe('HTTP principals', () => {
     for (const token of Object.values(TOKENS)) expect(everything).not.toContain(token);
   });
 });
+
+describe('HTTP principals: upstream logs over a Streamable HTTP upstream', () => {
+  let upstream: ChildProcess;
+  let upstreamUrl = '';
+  let broker: HttpBroker;
+  const logsOf = (c: { notifications: { method: string; params?: Record<string, unknown> }[] }) =>
+    c.notifications.filter((n) => n.method === 'notifications/message').map((n) => String(n.params?.data));
+  const state = async () => (await fetch(`${upstreamUrl}/state`)).json() as Promise<{ holding: number; getStreams: number }>;
+
+  beforeAll(async () => {
+    upstream = spawn(process.execPath, [fixture('log-http.mjs')], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const port = await new Promise<number>((resolve, reject) => {
+      createInterface({ input: upstream.stdout! }).once('line', (l) => resolve(JSON.parse(l).port));
+      upstream.once('exit', () => reject(new Error('fixture exited')));
+    });
+    upstreamUrl = `http://127.0.0.1:${port}`;
+    broker = await startHttpBroker({
+      servers: { logs: { type: 'http', url: `${upstreamUrl}/mcp` } },
+      extra: {
+        principals: {
+          alice: { token: '${env:ALICE_TOKEN}' },
+          bob: { token: '${env:BOB_TOKEN}' },
+          ops: { token: '${env:OPS_TOKEN}', role: 'operator' },
+        },
+      },
+      env: TOKENS,
+    });
+    // The broker's standalone GET stream to the upstream, where untied log messages arrive.
+    await waitFor(async () => (await state()).getStreams > 0, "the broker's GET stream to the upstream");
+  });
+  afterAll(async () => {
+    await broker?.close();
+    upstream?.kill();
+  });
+
+  it("issue 12: an upstream log written after Bob's call ended no longer reaches Alice, whose call is in flight", async () => {
+    const alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN });
+    const bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN });
+    const ops = await connectHttp(broker.url, 'streamable', { token: TOKENS.OPS_TOKEN });
+    try {
+      const held = alice.client.callTool({ name: 'logs__hold', arguments: {} });
+      await waitFor(async () => (await state()).holding === 1, "alice's call to be in flight upstream");
+      const noted = await bob.client.callTool({ name: 'logs__note', arguments: { text: 'bob-private-note' } });
+      expect(noted._meta?.['mcp-broker/outcome']).toBe('ok');
+      // Bob's call has ended; the upstream now logs about it, tied to no request, while Alice's call is in flight.
+      expect((await fetch(`${upstreamUrl}/log-note`, { method: 'POST' })).status).toBe(200);
+      const seen = (c: typeof alice) => logsOf(c).includes('note: bob-private-note');
+      await waitFor(() => seen(ops) || seen(alice), 'the log message to reach a session');
+      expect((await state()).holding).toBe(1);
+      await fetch(`${upstreamUrl}/release`, { method: 'POST' });
+      expect((await held)._meta?.['mcp-broker/outcome']).toBe('ok');
+      // Let anything misrouted arrive before asserting its absence.
+      await Promise.all([alice.client.ping(), bob.client.ping(), ops.client.ping()]);
+      expect(logsOf(alice)).toEqual([]);
+      expect(logsOf(bob)).toEqual([]);
+      expect(logsOf(ops)).toEqual(['note: bob-private-note']);
+    } finally {
+      await fetch(`${upstreamUrl}/release`, { method: 'POST' }).catch(() => undefined);
+      await Promise.all([alice.close(), bob.close(), ops.close()]);
+    }
+  });
+
+  it("a log sent on the response stream of Alice's call reaches Alice's session only", async () => {
+    const alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN });
+    const bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN });
+    const ops = await connectHttp(broker.url, 'streamable', { token: TOKENS.OPS_TOKEN });
+    try {
+      const result = await alice.client.callTool({ name: 'logs__log_here', arguments: { text: 'alice-own-log' } });
+      expect(result._meta?.['mcp-broker/outcome']).toBe('ok');
+      await waitFor(() => logsOf(alice).includes('alice-own-log'), "alice's log notification");
+      await Promise.all([bob.client.ping(), ops.client.ping()]);
+      expect(logsOf(bob)).toEqual([]);
+      expect(logsOf(ops)).toEqual([]);
+    } finally {
+      await Promise.all([alice.close(), bob.close(), ops.close()]);
+    }
+  });
+});
+
+/** One request through node:http, which sends an array header value as one header line per element. */
+function rawRequest(
+  base: string,
+  method: string,
+  path: string,
+  headers: Record<string, string | string[]>,
+  body?: string,
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(new URL(path, base), { method, headers }, (res) => {
+      // An SSE stream that opened by mistake would never end: read the first chunk only.
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        text += chunk;
+        if (res.headers['content-type']?.includes('text/event-stream')) res.destroy();
+      });
+      res.on('close', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+      res.on('error', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 
 describe('HTTP without principals', () => {
   it('refuses a non-loopback --host: exit 2 naming the option', async () => {

@@ -1,7 +1,8 @@
 /**
  * The request listener of the HTTP face. Every route runs the same steps: Host/Origin guard
- * (403) → bearer auth (401) → body read up to `http.maxBodyBytes` (413 above) → route → one
- * error answer (every error answers JSON; a catch-all is -32603, never a client-fault code).
+ * (403) → bearer auth (400 for several `Authorization` headers, 401) → body read up to
+ * `http.maxBodyBytes` (413 above) → route → one error answer (every error answers JSON; a
+ * catch-all is -32603, never a client-fault code).
  *
  * `/mcp`, which carries every Streamable HTTP call, runs them as plain functions
  * (`streamable.ts`): without express's router and body parser there, the broker's HTTP CPU per

@@ -1,7 +1,8 @@
 /**
  * Request guards of the HTTP face, in the order they run: Host and Origin (DNS-rebinding
- * protection, 403), then the bearer token (401 with `WWW-Authenticate`). Also the start-up
- * check that refuses to expose an unauthenticated broker beyond loopback (exit 2).
+ * protection, 403), then the bearer token (400 for several `Authorization` headers, 401 with
+ * `WWW-Authenticate`). Also the start-up check that refuses to expose an unauthenticated
+ * broker beyond loopback (exit 2).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
@@ -100,11 +101,30 @@ export function hostOriginGuard(policy: OriginPolicy, logger: Logger) {
 const OPEN_PATHS = new Set(['/healthz', '/readyz']);
 
 /**
- * The principal whose bearer token `req` carries, or undefined once `res` has been answered
- * 401 with `WWW-Authenticate: Bearer realm="mcp-broker"` (plus `error="invalid_token"` for a
- * token no principal holds).
+ * How many `Authorization` header lines `req` carries. Node keeps only the first of several in
+ * `req.headers.authorization`, so they are counted on `rawHeaders` (names at even indexes).
+ */
+export function authorizationHeaderCount(req: IncomingMessage): number {
+  const raw = req.rawHeaders;
+  let count = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 13 && raw[i]!.toLowerCase() === 'authorization') count++;
+  return count;
+}
+
+/**
+ * The principal whose bearer token `req` carries, or undefined once `res` has been answered:
+ * 400 (JSON-RPC error -32000) for more than one `Authorization` header, whichever tokens they
+ * hold and whether or not principals are configured, since the caller would be ambiguous; 401
+ * with `WWW-Authenticate: Bearer realm="mcp-broker"` (plus `error="invalid_token"` for a token
+ * no principal holds).
  */
 export function authenticateRequest(req: IncomingMessage, res: ServerResponse, auth: PrincipalAuthenticator, logger: Logger): Principal | undefined {
+  const headers = authorizationHeaderCount(req);
+  if (headers > 1) {
+    logger.info({ method: req.method, path: pathOf(req), headers }, 'http request refused (several Authorization headers)');
+    sendJson(res, 400, jsonRpcError(-32000, `Bad Request: send one Authorization header, not ${headers}`));
+    return undefined;
+  }
   const result = auth.authenticate(req.headers.authorization);
   if ('principal' in result) return result.principal;
   const challenge = result.failure === 'invalid' ? 'Bearer realm="mcp-broker", error="invalid_token"' : 'Bearer realm="mcp-broker"';

@@ -1,0 +1,95 @@
+/** Log messages taken off a tool call's own Streamable HTTP response stream (src/upstream/call-stream-logs.ts). */
+import { describe, expect, it } from 'vitest';
+import { callStreamLogFetch, logEventFilter, type ArrivedNotification } from '../../src/upstream/call-stream-logs.js';
+
+const enc = new TextEncoder();
+const log = (data: string) => JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data } });
+const result = (text: string) => JSON.stringify({ jsonrpc: '2.0', id: 'mcp-broker:7', result: { content: [{ type: 'text', text }] } });
+
+/** Runs `text` through the filter cut into `pieces`; returns what came out and what the sink got. */
+async function filter(pieces: string[]): Promise<{ out: string; taken: ArrivedNotification[] }> {
+  const taken: ArrivedNotification[] = [];
+  const input = new ReadableStream<Uint8Array>({
+    start(c) {
+      for (const p of pieces) c.enqueue(enc.encode(p));
+      c.close();
+    },
+  });
+  const chunks: Uint8Array[] = [];
+  const reader = input.pipeThrough(logEventFilter((n) => taken.push(n))).getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+  }
+  return { out: Buffer.concat(chunks).toString('utf8'), taken };
+}
+
+/** Every way of cutting `text` in two, plus one byte at a time. */
+function cuts(text: string): string[][] {
+  const all = [[text], [...text]];
+  for (let i = 1; i < text.length; i++) all.push([text.slice(0, i), text.slice(i)]);
+  return all;
+}
+
+describe('logEventFilter', () => {
+  it('passes a stream without log messages byte for byte, however it is cut', async () => {
+    // A result whose text names the log method is not a log message.
+    const text = `id: 1\nevent: message\ndata: ${result('see notifications/message')}\n\n: keepalive\n\n`;
+    for (const pieces of cuts(text)) {
+      const { out, taken } = await filter(pieces);
+      expect(out).toBe(text);
+      expect(taken).toEqual([]);
+    }
+  });
+
+  it('takes a log message off, keeping its id line, however the stream is cut (LF, CRLF, CR)', async () => {
+    for (const nl of ['\n', '\r\n', '\r']) {
+      const before = `id: 1${nl}data: ${result('first')}${nl}${nl}`;
+      const logged = `event: message${nl}id: 2${nl}data: ${log('for this call')}${nl}${nl}`;
+      const after = `id: 3${nl}data: ${result('last')}${nl}${nl}`;
+      for (const pieces of cuts(before + logged + after)) {
+        const { out, taken } = await filter(pieces);
+        expect(taken.map((n) => (n.params as { data: string }).data)).toEqual(['for this call']);
+        // What the SDK parses is what it would have parsed, without the log event's data.
+        expect(out.replace(/\r\n|\r/g, '\n').replace(/\n{3,}/g, '\n\n')).toBe(`id: 1\ndata: ${result('first')}\n\nid: 2\n\nid: 3\ndata: ${result('last')}\n\n`);
+      }
+    }
+  });
+
+  it('a log event without an id leaves nothing behind; a request or another event type passes', async () => {
+    const request = JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'notifications/message', params: {} });
+    const text = `data: ${log('a')}\n\ndata: ${request}\n\nevent: other\ndata: ${log('b')}\n\n`;
+    const { out, taken } = await filter([text]);
+    expect(taken).toHaveLength(1);
+    expect(out).toBe(`data: ${request}\n\nevent: other\ndata: ${log('b')}\n\n`);
+  });
+});
+
+describe('callStreamLogFetch', () => {
+  const sse = (body: string) => new Response(body, { status: 200, headers: { 'content-type': 'text/event-stream' } });
+
+  it("filters the response stream of a direct request only, with that request's sink", async () => {
+    const asked: string[] = [];
+    const taken: ArrivedNotification[] = [];
+    const wrapped = callStreamLogFetch(
+      async () => sse(`data: ${log('x')}\n\n`),
+      (id) => (asked.push(id), (n) => taken.push(n)),
+    );
+    const direct = JSON.stringify({ jsonrpc: '2.0', id: 'mcp-broker:12', method: 'tools/call', params: {} });
+    expect(await (await wrapped('http://u/mcp', { method: 'POST', body: direct })).text()).toBe('');
+    expect(asked).toEqual(['mcp-broker:12']);
+    expect(taken).toHaveLength(1);
+    // The SDK's own requests (numeric ids) and GET streams are left alone.
+    const sdk = JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/list', params: {} });
+    expect(await (await wrapped('http://u/mcp', { method: 'POST', body: sdk })).text()).toBe(`data: ${log('x')}\n\n`);
+    expect(await (await wrapped('http://u/mcp', { method: 'GET' })).text()).toBe(`data: ${log('x')}\n\n`);
+    expect(asked).toEqual(['mcp-broker:12']);
+  });
+
+  it('leaves a direct request whose sink is undefined (no owner) untouched', async () => {
+    const wrapped = callStreamLogFetch(async () => sse(`data: ${log('x')}\n\n`), () => undefined);
+    const direct = JSON.stringify({ jsonrpc: '2.0', id: 'mcp-broker:1', method: 'tools/call', params: {} });
+    expect(await (await wrapped('http://u/mcp', { method: 'POST', body: direct })).text()).toBe(`data: ${log('x')}\n\n`);
+  });
+});
