@@ -8,7 +8,7 @@ export { invokeStage, type Dispatcher } from './invoke.js';
 export { recordStage, buildRecord, approximateJsonBytes, type RecordDeps } from './record.js';
 export { judgeStage, type JudgeDeps } from './judge.js';
 export { handlerFailure } from './handler-failure.js';
-export { compilePolicy, decide, type CompiledPolicy, type PolicyFacts, type Verdict, type AskGround } from './policy.js';
+export { compilePolicy, decide, isPrivilegedPrincipal, type CompiledPolicy, type PolicyFacts, type Verdict, type AskGround } from './policy.js';
 export { pinRoster } from './pins.js';
 export { budgetStage, budgetFromEnv, BudgetLedger, BUDGET_ENV, type BudgetDeps } from './budget.js';
 export { breakerStage, Breakers, type BreakerState, type BreakerOptions } from './breaker.js';
