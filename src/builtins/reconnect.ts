@@ -12,7 +12,8 @@
  * `isError`: `outcome` is the only discriminant.
  *   `{server, outcome, status: {state, errorCode?, httpStatus?}, reason?, toolNames?}`
  *  - `accepted`: the re-dial succeeded (`status.state` is `ready`);
- *  - `refused`: the dial failed (the upstream's `status`), or no upstream has that name
+ *  - `refused`: the dial failed (the upstream's `status`; `errorCode: "reconnect_failed"` when
+ *    the re-dial threw without one), or no upstream has that name
  *    (`status: {state: "unknown", errorCode: "not_declared"}`), or it is configured `disabled`;
  *  - `unsupported`: no upstream is configured at all (`errorCode: "reconnect_unavailable"`).
  * Act on `status.errorCode` / `status.httpStatus` (`http_status` 401 is a re-authorisation,
@@ -30,6 +31,7 @@
  */
 import { z } from 'zod';
 import { defineFunctionTool, type FunctionTool } from '../router/function-tool.js';
+import { messageOf } from '../shared/errors.js';
 import type { Scrubber } from '../shared/scrub.js';
 import type { Registry } from '../upstream/registry.js';
 import type { UpstreamStatus } from '../upstream/types.js';
@@ -103,9 +105,17 @@ async function reconnect(deps: ReconnectDeps, inFlight: Map<string, Promise<Upst
     pending = upstream.reconnect().finally(() => inFlight.delete(server));
     inFlight.set(server, pending);
   }
-  const status = await pending;
+  let status: UpstreamStatus | undefined;
+  let thrown: unknown;
+  try {
+    status = await pending;
+  } catch (err) {
+    thrown = err;
+  }
   // The registry rebuilds the roster in a microtask after the upstream's `changed` events.
   await new Promise((resolve) => setImmediate(resolve));
+  // A re-dial that throws instead of settling on a status failed, whatever state it left.
+  if (!status) return finish(deps, server, 'refused', { state: upstream.status.state, errorCode: 'reconnect_failed' }, messageOf(thrown));
   const outcome = status.state === 'ready' ? 'accepted' : 'refused';
   return finish(deps, server, outcome, status, status.message);
 }

@@ -99,6 +99,16 @@ describe('broker__reconnect answer', () => {
     expect(await run('dev')).toEqual({ server: 'dev', outcome: 'refused', status: { state: 'failed', errorCode: 'http_status', httpStatus: 401 }, reason: 'unauthorized' });
   });
 
+  it('a re-dial that throws is still an answer: refused, reconnect_failed, the reason scrubbed', async () => {
+    const { run } = setup(() => {
+      throw new Error(`dial exploded with ${SECRET}`);
+    });
+    const answer = await run('dev');
+    expect(answer).toMatchObject({ server: 'dev', outcome: 'refused', status: { errorCode: 'reconnect_failed' } });
+    expect(answer.reason).toContain('dial exploded');
+    expect(answer.reason).not.toContain(SECRET);
+  });
+
   it('a successful re-dial: accepted with the roster names; two calls at once share one re-dial', async () => {
     const { run, upstream } = setup(() => ({ state: 'ready' }));
     const [one, two] = await Promise.all([run('dev'), run('dev')]);
