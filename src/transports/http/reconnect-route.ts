@@ -14,10 +14,12 @@
  *    or not initialized yet).
  *  - 400 for a body without a `server` string.
  *  - 429 (with `Retry-After`, in seconds) past `http.reconnectsPerMinute` for the principal.
- *  - The broker refused the call (the re-dial did not run): the outcome's status (DESIGN.md
- *    "Contract": `denied` 403 for a principal without the operator role or an explicit allow,
- *    or run mode `locked`; `approval_required` 403; `budget_exhausted` 429; …) with
- *    `{sessionId, server, callId, outcome, reason}`.
+ *  - The call did not end with a re-dial answer: the broker's outcome and its status (DESIGN.md
+ *    "Contract") with `{sessionId, server, callId, outcome, reason}`. A refusal (`denied` 403
+ *    for a principal without the operator role or an explicit allow, or in run mode `locked`;
+ *    `approval_required` 403; `budget_exhausted` 429; …) re-dialled nothing; after `cancelled`
+ *    or `timeout` the re-dial may still complete. An `ok` whose answer does not match
+ *    `ReconnectAnswerSchema` is answered 500 `guard_error` (fail closed).
  *  - 200 `{sessionId, server, callId, outcome: "accepted" | "refused" | "unsupported", status:
  *    {state, errorCode?, httpStatus?}, reason?, toolNames?}` when the re-dial ran, for all three
  *    outcomes: `outcome` is the only discriminant, never the HTTP status; act on `status`, never
