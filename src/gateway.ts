@@ -18,7 +18,7 @@ import { Breakers, breakerStage } from './broker/breaker.js';
 import { BudgetLedger, budgetFromEnv, budgetStage } from './broker/budget.js';
 import { evaluateStage } from './broker/evaluate.js';
 import { pinRoster } from './broker/pins.js';
-import { compilePolicy, type CompiledPolicy } from './broker/policy.js';
+import { compilePolicy, isPrivilegedPrincipal, type CompiledPolicy } from './broker/policy.js';
 import { PrimitiveGuard } from './broker/primitive-judge.js';
 import { publishStage } from './broker/publish.js';
 import { retryStage } from './broker/retry.js';
@@ -190,6 +190,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         clock: this.clock,
         askTimeoutMs: policy.askTimeoutMs,
         scrubArgs: (a) => scrubber.value(a),
+        isPrivileged: (p) => isPrivilegedPrincipal(principals, p),
         logger: this.logger,
       }),
       budget: budgetStage({

@@ -12,6 +12,7 @@ export {
   compilePolicy,
   decide,
   decidePrimitive,
+  isPrivilegedPrincipal,
   namespaceName,
   type CompiledPolicy,
   type PolicyAction,

@@ -37,6 +37,12 @@ export interface JudgeDeps {
   askTimeoutMs: number;
   /** Makes argument values safe to show: the scrubber's `value`. */
   scrubArgs: (args: unknown) => unknown;
+  /**
+   * Whether a principal is privileged for tools that act on shared state
+   * (`ToolTarget.requiresPrivilege`); the gateway passes `isPrivilegedPrincipal` over
+   * `principals`. Absent: no principal is (fail closed).
+   */
+  isPrivileged?: (principal: string) => boolean;
   logger?: Logger;
 }
 
@@ -58,7 +64,17 @@ export function judgeStage(deps: JudgeDeps): Stage {
       const seen = target.source === 'upstream' && target.hash && target.definition ? { hash: target.hash, definition: target.definition } : undefined;
       const read = readFacts(deps.store, { name, principal, at, seen, firstUse: deps.policy.config.firstUse === 'ask' });
       const { pin, approval, firstUseDone } = isThenable(read) ? await read : read;
-      const verdict = decide(deps.policy, { name, principal, readOnly: call.readOnly, pin, approval, firstUseDone, toolDefault: target.policyDefault });
+      const verdict = decide(deps.policy, {
+        name,
+        principal,
+        readOnly: call.readOnly,
+        pin,
+        approval,
+        firstUseDone,
+        toolDefault: target.policyDefault,
+        requiresPrivilege: target.requiresPrivilege === true,
+        privileged: target.requiresPrivilege === true && deps.isPrivileged?.(principal) === true,
+      });
 
       if (verdict.kind === 'refuse') return refuse(call, verdict.outcome, verdict.reason);
       if (verdict.kind === 'ask') {

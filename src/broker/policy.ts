@@ -11,9 +11,14 @@
  *     default (`ToolTarget.policyDefault`, set by the router for some function tools), else
  *     `policy.default`;
  *  4. `deny` → `denied`;
- *  5. an operator revocation (`mcp-broker revoke`) → `ask`;
- *  6. `ask` → `allow` when an operator approved the tool (`mcp-broker approve`), else `ask`;
- *  7. `allow` with `policy.firstUse: "ask"` → `ask` until the principal's first use was approved.
+ *  5. a tool that acts on what every session shares (`ToolTarget.requiresPrivilege`:
+ *     `broker__reconnect` re-dials an upstream connection all sessions use), called by a principal
+ *     that is not privileged ({@link isPrivilegedPrincipal}) → `denied`, unless step 3's action is
+ *     `allow` from a rule that names the tool literally in `tools` (a glob such as `*` or
+ *     `broker__*` is not enough; the rule may list the principal or apply to everyone);
+ *  6. an operator revocation (`mcp-broker revoke`) → `ask`;
+ *  7. `ask` → `allow` when an operator approved the tool (`mcp-broker approve`), else `ask`;
+ *  8. `allow` with `policy.firstUse: "ask"` → `ask` until the principal's first use was approved.
  * Defaults live in `config/schema.ts` (`policySchema`).
  *
  * Prompts and resources ({@link decidePrimitive}): run mode `locked` → `denied` (`read-only`
@@ -22,7 +27,7 @@
  * {@link namespaceName}) gives the action, else `policy.default`; `deny` → `denied`, `ask` → ask.
  */
 import picomatch from 'picomatch';
-import type { PolicyConfig } from '../config/schema.js';
+import type { PolicyConfig, PrincipalConfig } from '../config/schema.js';
 import type { PinState } from '../store/store.js';
 
 /** Everything the decision depends on besides the config. */
@@ -40,6 +45,10 @@ export interface PolicyFacts {
   readonly firstUseDone: boolean;
   /** The tool's own action when no rule matches, instead of `policy.default` (`ToolTarget.policyDefault`). */
   readonly toolDefault?: 'ask' | 'deny';
+  /** The tool acts on what every session shares (`ToolTarget.requiresPrivilege`); default `false`. */
+  readonly requiresPrivilege?: boolean;
+  /** The caller is privileged ({@link isPrivilegedPrincipal}); default `false` (fail closed). */
+  readonly privileged?: boolean;
 }
 
 /** Why a call must be asked about. */
@@ -75,10 +84,23 @@ export interface CompiledPolicy {
   readonly config: PolicyConfig;
   /** Whether `policy.readOnly` lists the advertised name. */
   listedReadOnly(name: string): boolean;
-  /** The action for a tool name and principal (`toolDefault` when no rule matches), and what gave it. */
-  action(name: string, principal: string, toolDefault?: 'ask' | 'deny'): PolicyAction;
+  /**
+   * The action for a tool name and principal (`toolDefault` when no rule matches), and what gave
+   * it; `explicit` when a rule gave it and lists the name literally among its `tools`.
+   */
+  action(name: string, principal: string, toolDefault?: 'ask' | 'deny'): PolicyAction & { explicit: boolean };
   /** The action for a prompt or resource and principal, and what gave it. */
   primitiveAction(subject: PrimitiveSubject, principal: string): PolicyAction;
+}
+
+/**
+ * Whether a principal is privileged: a configured principal by its `role` (`operator`); the
+ * unconfigured `local` (the stdio client, or every HTTP caller when no principals are
+ * configured) always. A configured principal named `local` goes by its role like any other.
+ */
+export function isPrivilegedPrincipal(principals: Readonly<Record<string, PrincipalConfig>>, principal: string): boolean {
+  const configured = Object.hasOwn(principals, principal) ? principals[principal] : undefined;
+  return configured ? configured.role === 'operator' : principal === 'local';
 }
 
 /**
@@ -101,14 +123,16 @@ export function compilePolicy(config: PolicyConfig): CompiledPolicy {
     resources: compile(rule.resources),
     principals: rule.principals ? new Set(rule.principals) : undefined,
     action: rule.action,
+    literal: new Set(rule.tools ?? []),
     label: [...(rule.tools ?? []), ...(rule.prompts ?? []), ...(rule.resources ?? [])].join(', '),
   }));
   const readOnly = config.readOnly.length ? picomatch(config.readOnly) : () => false;
   // `labelled`: the source shows the rule's globs; not for prompts and resources, whose URI globs may name host paths.
-  const first = (principal: string, labelled: boolean, covers: (rule: (typeof rules)[number]) => boolean | undefined): PolicyAction | undefined => {
+  type Rule = (typeof rules)[number];
+  const first = (principal: string, labelled: boolean, covers: (rule: Rule) => boolean | undefined): (PolicyAction & { rule: Rule }) | undefined => {
     for (const rule of rules) {
       if (rule.principals && !rule.principals.has(principal)) continue;
-      if (covers(rule)) return { action: rule.action, source: `policy.rules[${rule.index}]${labelled ? ` (${rule.label})` : ''}`, ground: 'rule' };
+      if (covers(rule)) return { action: rule.action, source: `policy.rules[${rule.index}]${labelled ? ` (${rule.label})` : ''}`, ground: 'rule', rule };
     }
     return undefined;
   };
@@ -117,15 +141,15 @@ export function compilePolicy(config: PolicyConfig): CompiledPolicy {
     listedReadOnly: (name) => readOnly(name),
     action(name, principal, toolDefault) {
       const ruled = first(principal, true, (rule) => rule.tools?.(name));
-      if (ruled) return ruled;
-      if (toolDefault) return { action: toolDefault, source: `the default of "${name}"`, ground: 'default' };
-      return { action: config.default, source: 'policy.default', ground: 'default' };
+      if (ruled) return { ...ruled, explicit: ruled.rule.literal.has(name) };
+      if (toolDefault) return { action: toolDefault, source: `the default of "${name}"`, ground: 'default', explicit: false };
+      return { action: config.default, source: 'policy.default', ground: 'default', explicit: false };
     },
     primitiveAction(subject, principal) {
       const whole = namespaceName(subject.prefix);
       const own = subject.type === 'prompt' ? 'prompts' : 'resources';
       const ruled = first(principal, false, (rule) => rule[own]?.(subject.name) || rule.tools?.(whole));
-      return ruled ?? { action: config.default, source: 'policy.default', ground: 'default' };
+      return ruled ? { action: ruled.action, source: ruled.source, ground: ruled.ground } : { action: config.default, source: 'policy.default', ground: 'default' };
     },
   };
 }
@@ -145,8 +169,15 @@ export function decide(policy: CompiledPolicy, facts: PolicyFacts): Verdict {
   if (mode === 'read-only' && !facts.readOnly) {
     return { kind: 'refuse', outcome: 'denied', reason: `run mode is read-only and "${name}" is not a read-only tool` };
   }
-  const { action, source, ground } = policy.action(name, facts.principal, facts.toolDefault);
+  const { action, source, ground, explicit } = policy.action(name, facts.principal, facts.toolDefault);
   if (action === 'deny') return { kind: 'refuse', outcome: 'denied', reason: `${source} denies "${name}"` };
+  if (facts.requiresPrivilege && !facts.privileged && !(action === 'allow' && explicit)) {
+    return {
+      kind: 'refuse',
+      outcome: 'denied',
+      reason: `"${name}" acts on upstream connections every session shares: principal "${facts.principal}" needs the operator role, or a policy.rules entry that allows "${name}" by name`,
+    };
+  }
   if (facts.approval === 'revoked') return { kind: 'ask', ground: 'revoked', reason: `approval of "${name}" was revoked` };
   if (action === 'ask') {
     if (facts.approval === 'approved') return { kind: 'allow', reason: `${source} says ask; an operator approved "${name}"` };

@@ -33,6 +33,12 @@ export interface ToolTarget {
    * neither spends budget nor counts against the tool's deadline or breaker.
    */
   readonly requireApproval?: boolean;
+  /**
+   * The tool acts on what every session shares (`broker__reconnect`: an upstream connection), so
+   * the judge denies it to a principal that is neither privileged (`local`, or role `operator`)
+   * nor allowed it by a `policy.rules` entry naming it literally (policy.ts, step 5).
+   */
+  readonly requiresPrivilege?: boolean;
 }
 
 /** The downstream side of a call: who is calling, and how to reach them. */

@@ -54,5 +54,5 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
   };
 }
 
-export { reconnectTool, RECONNECT_CAPABILITY, ReconnectAnswerSchema, REASON_MAX_CHARS, type ReconnectAnswer } from './reconnect.js';
+export { reconnectTool, RECONNECT_CAPABILITY, RECONNECT_TOOL, ReconnectAnswerSchema, REASON_MAX_CHARS, type ReconnectAnswer } from './reconnect.js';
 export { estateServed, estateTools, type EstateOptions } from './estate/index.js';

@@ -12,16 +12,26 @@
  * `isError`: `outcome` is the only discriminant.
  *   `{server, outcome, status: {state, errorCode?, httpStatus?}, reason?, toolNames?}`
  *  - `accepted`: the re-dial succeeded (`status.state` is `ready`);
- *  - `refused`: the dial failed (the upstream's `status`), or no upstream has that name
+ *  - `refused`: the dial failed (the upstream's `status`; `errorCode: "reconnect_failed"` when
+ *    the re-dial threw without one), or no upstream has that name
  *    (`status: {state: "unknown", errorCode: "not_declared"}`), or it is configured `disabled`;
  *  - `unsupported`: no upstream is configured at all (`errorCode: "reconnect_unavailable"`).
  * Act on `status.errorCode` / `status.httpStatus` (`http_status` 401 is a re-authorisation,
  * `spawn_failed` a missing binary); `reason` is human text (scrubbed, at most
  * {@link REASON_MAX_CHARS} characters), never to be parsed. `toolNames` is present iff the
  * roster holds tools of that server after the call, whatever the outcome.
+ *
+ * Every upstream is shared: the broker holds ONE connection per upstream, used by every
+ * downstream session of every principal, so a re-dial fails other sessions' in-flight calls.
+ * Hence the tool is `requiresPrivilege`: the judge denies it (outcome `denied`, before the
+ * server name is even looked at) to a principal that is neither `local` nor an `operator`,
+ * unless a `policy.rules` entry allows `broker__reconnect` by name (src/broker/policy.ts). The
+ * admin route `POST /v1/sessions/:id/mcp/reconnect` runs this very tool through the broker
+ * (src/transports/http/reconnect-route.ts): there is no other way in.
  */
 import { z } from 'zod';
 import { defineFunctionTool, type FunctionTool } from '../router/function-tool.js';
+import { messageOf } from '../shared/errors.js';
 import type { Scrubber } from '../shared/scrub.js';
 import type { Registry } from '../upstream/registry.js';
 import type { UpstreamStatus } from '../upstream/types.js';
@@ -51,18 +61,27 @@ export interface ReconnectDeps {
   scrubber: Scrubber;
 }
 
-/** The `broker__reconnect` function tool (registered under server `broker`). */
+/** The advertised name of the tool. */
+export const RECONNECT_TOOL = 'broker__reconnect';
+
+/**
+ * The `broker__reconnect` function tool (registered under server `broker`). Two calls at once
+ * for one server (tool or admin route) share one re-dial rather than closing each other's new
+ * connection.
+ */
 export function reconnectTool(deps: ReconnectDeps): FunctionTool {
+  const inFlight = new Map<string, Promise<UpstreamStatus>>();
   return defineFunctionTool({
-    name: 'broker__reconnect',
+    name: RECONNECT_TOOL,
     title: 'Re-dial one upstream server',
     description:
       'Closes, then re-dials ONE named upstream server (the servers.json key). This is a transaction, not a free refresh: the old connection is closed before the new dial, so a failed re-dial leaves the server disconnected, withdraws its tools and fails its in-flight calls. Answer: {server, outcome: "accepted" | "refused" | "unsupported", status: {state, errorCode?, httpStatus?}, reason?, toolNames?}; branch on outcome and status, never on the reason text.',
     parameters: z.object({ server: z.string().min(1).describe('The upstream server key in servers.json') }),
     output: ReconnectAnswerSchema,
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+    requiresPrivilege: true,
     async handler({ server }) {
-      const answer = await reconnectServer(deps, server);
+      const answer = await reconnect(deps, inFlight, server);
       return { content: [{ type: 'text', text: JSON.stringify(answer) }], structuredContent: answer };
     },
   });
@@ -80,15 +99,23 @@ async function reconnect(deps: ReconnectDeps, inFlight: Map<string, Promise<Upst
   if (upstream.status.state === 'disabled') {
     return finish(deps, server, 'refused', { state: 'disabled', errorCode: 'disabled' }, 'the server is configured "disabled": true');
   }
-  // Two calls at once (tool or admin API) share one re-dial rather than closing each other's new connection.
+  // Two calls at once share one re-dial rather than closing each other's new connection.
   let pending = inFlight.get(server);
   if (!pending) {
     pending = upstream.reconnect().finally(() => inFlight.delete(server));
     inFlight.set(server, pending);
   }
-  const status = await pending;
+  let status: UpstreamStatus | undefined;
+  let thrown: unknown;
+  try {
+    status = await pending;
+  } catch (err) {
+    thrown = err;
+  }
   // The registry rebuilds the roster in a microtask after the upstream's `changed` events.
   await new Promise((resolve) => setImmediate(resolve));
+  // A re-dial that throws instead of settling on a status failed, whatever state it left.
+  if (!status) return finish(deps, server, 'refused', { state: upstream.status.state, errorCode: 'reconnect_failed' }, messageOf(thrown));
   const outcome = status.state === 'ready' ? 'accepted' : 'refused';
   return finish(deps, server, outcome, status, status.message);
 }
@@ -117,17 +144,4 @@ function finish(
 
 function cut(text: string): string {
   return text.length > REASON_MAX_CHARS ? `${text.slice(0, REASON_MAX_CHARS - 1)}…` : text;
-}
-
-/** In-flight re-dials by registry, shared by the tool and the admin HTTP API. */
-const sharedInFlight = new WeakMap<Registry, Map<string, Promise<UpstreamStatus>>>();
-
-/**
- * The re-dial of `broker__reconnect` as a plain function, for callers that are not a tool call
- * (the admin HTTP route `POST /v1/sessions/:id/mcp/reconnect`, issue 5). Same answer, same rules.
- */
-export function reconnectServer(deps: ReconnectDeps, server: string): Promise<ReconnectAnswer> {
-  let inFlight = sharedInFlight.get(deps.registry);
-  if (!inFlight) sharedInFlight.set(deps.registry, (inFlight = new Map()));
-  return reconnect(deps, inFlight, server);
 }

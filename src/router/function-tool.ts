@@ -63,6 +63,12 @@ export interface FunctionToolSpec<S extends z.ZodType = z.ZodType> {
    * `ask` for destructive built-ins (`estate__apply_proposal`). Default: none (`policy.default`).
    */
   policyDefault?: 'ask' | 'deny';
+  /**
+   * The tool acts on what every session shares (`broker__reconnect` re-dials an upstream every
+   * session uses): the judge denies it to a principal that is neither `local` nor an `operator`,
+   * unless a `policy.rules` entry allows it by its literal name. Default `false`.
+   */
+  requiresPrivilege?: boolean;
 }
 
 /** A defined function tool: the spec plus its advertised definition. */

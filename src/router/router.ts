@@ -180,6 +180,7 @@ export class ToolRouter implements Dispatcher {
         hash: local.hash,
         ...(local.tool.policyDefault ? { policyDefault: local.tool.policyDefault } : {}),
         ...(local.tool.requireApproval ? { requireApproval: true } : {}),
+        ...(local.tool.requiresPrivilege ? { requiresPrivilege: true } : {}),
       };
     }
     const found = this.registry.resolveTool(name);

@@ -278,4 +278,27 @@ describe('judge stage', () => {
     expect(c.outcome).toBe('guard_error');
     expect(invoke.reached).toBe(0);
   });
+
+  it('issue 12: a requiresPrivilege tool is denied to a principal isPrivileged does not name (absent: to everyone), and never invoked', async () => {
+    const shared = target('broker__reconnect', { server: 'broker', toolName: 'reconnect', source: 'local', requiresPrivilege: true });
+    const bare = setup();
+    const c1 = call({ target: shared, request: { args: { server: 'fx' } } });
+    await bare.run(c1);
+    expect(c1).toMatchObject({ outcome: 'denied', attempts: 0 });
+    expect(bare.invoke.reached).toBe(0);
+
+    const withRoles = setup({}, { isPrivileged: (p) => p === 'ops' });
+    const alice = call({ target: shared, session: session({ principal: 'alice' }) });
+    await withRoles.run(alice);
+    expect(alice.outcome).toBe('denied');
+    expect(alice.reason).toContain('operator');
+    const ops = call({ target: shared, session: session({ principal: 'ops' }) });
+    await withRoles.run(ops);
+    expect(ops.outcome).toBe('ok');
+    expect(withRoles.invoke.reached).toBe(1);
+    // Tools without the flag are untouched by the rule.
+    const plain = call({ target: target(), session: session({ principal: 'alice' }) });
+    await withRoles.run(plain);
+    expect(plain.outcome).toBe('ok');
+  });
 });

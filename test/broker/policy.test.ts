@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { compilePolicy, decide, decidePrimitive, type PolicyFacts, type PrimitiveSubject } from '../../src/broker/policy.js';
-import { policySchema } from '../../src/config/schema.js';
+import { compilePolicy, decide, decidePrimitive, isPrivilegedPrincipal, type PolicyFacts, type PrimitiveSubject } from '../../src/broker/policy.js';
+import { principalSchema, policySchema } from '../../src/config/schema.js';
 
 const facts = (over: Partial<PolicyFacts> = {}): PolicyFacts => ({ name: 'fs__read_file', principal: 'local', readOnly: false, pin: 'same', firstUseDone: true, ...over });
 const policy = (raw: unknown = {}) => compilePolicy(policySchema.parse(raw));
@@ -67,6 +67,50 @@ describe('decide (policy.ts)', () => {
     expect(decide(p, facts({ firstUseDone: false }))).toMatchObject({ kind: 'ask', ground: 'first_use' });
     expect(decide(p, facts({ firstUseDone: true }))).toMatchObject({ kind: 'allow' });
     expect(decide(p, facts({ firstUseDone: false, approval: 'approved' }))).toMatchObject({ kind: 'allow' });
+  });
+
+  describe('issue 12: a tool acting on shared upstreams (requiresPrivilege)', () => {
+    const shared = (over: Partial<PolicyFacts> = {}) => facts({ name: 'broker__reconnect', principal: 'alice', requiresPrivilege: true, ...over });
+
+    it('a plain user without an explicit allow is denied, even under policy.default allow', () => {
+      const v = decide(policy({ default: 'allow' }), shared());
+      expect(v).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+      expect(v.reason).toContain('operator');
+      expect(v.reason).toContain('broker__reconnect');
+      // Not privileged is the default when the fact is absent (fail closed).
+      expect(decide(policy(), shared({ privileged: undefined }))).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+    });
+
+    it('a glob allow is not an explicit allow; a rule naming the tool is, for the principals it covers', () => {
+      expect(decide(policy({ rules: [{ tools: ['*'], action: 'allow' }] }), shared())).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+      expect(decide(policy({ rules: [{ tools: ['broker__*'], principals: ['alice'], action: 'allow' }] }), shared())).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+      const named = policy({ rules: [{ tools: ['broker__reconnect'], principals: ['alice'], action: 'allow' }] });
+      expect(decide(named, shared())).toMatchObject({ kind: 'allow' });
+      expect(decide(named, shared({ principal: 'bob' }))).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+      expect(decide(policy({ rules: [{ tools: ['broker__reconnect'], action: 'allow' }] }), shared({ principal: 'bob' }))).toMatchObject({ kind: 'allow' });
+      // The first matching rule decides: a glob allow before the named one hides it.
+      const hidden = policy({ rules: [{ tools: ['broker__*'], action: 'allow' }, { tools: ['broker__reconnect'], action: 'allow' }] });
+      expect(decide(hidden, shared())).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+      // An explicit ask is not an allow.
+      expect(decide(policy({ rules: [{ tools: ['broker__reconnect'], action: 'ask' }] }), shared())).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+    });
+
+    it('a privileged principal goes by the ordinary policy: allowed by default, still denied by a rule and by run mode', () => {
+      expect(decide(policy(), shared({ privileged: true }))).toMatchObject({ kind: 'allow' });
+      expect(decide(policy({ rules: [{ tools: ['broker__reconnect'], action: 'deny' }] }), shared({ privileged: true }))).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+      expect(decide(policy({ mode: 'locked' }), shared({ privileged: true }))).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+      expect(decide(policy({ mode: 'locked', rules: [{ tools: ['broker__reconnect'], action: 'allow' }] }), shared())).toMatchObject({ kind: 'refuse', outcome: 'denied' });
+    });
+
+    it('isPrivilegedPrincipal: role operator, or the unconfigured local; a configured "local" goes by its role', () => {
+      const p = (role: string) => principalSchema.parse({ token: 't'.repeat(16), role });
+      const principals = { ops: p('operator'), alice: p('user') };
+      expect(isPrivilegedPrincipal(principals, 'ops')).toBe(true);
+      expect(isPrivilegedPrincipal(principals, 'alice')).toBe(false);
+      expect(isPrivilegedPrincipal(principals, 'local')).toBe(true);
+      expect(isPrivilegedPrincipal({ local: p('user') }, 'local')).toBe(false);
+      expect(isPrivilegedPrincipal(principals, 'toString')).toBe(false);
+    });
   });
 });
 

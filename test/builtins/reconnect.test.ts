@@ -8,7 +8,13 @@ import { EventEmitter } from 'node:events';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { reconnectTool, type ReconnectAnswer } from '../../src/builtins/reconnect.js';
+import { invokeStage } from '../../src/broker/invoke.js';
+import { judgeStage } from '../../src/broker/judge.js';
+import { compilePolicy, isPrivilegedPrincipal } from '../../src/broker/policy.js';
+import { compose } from '../../src/broker/runner.js';
 import type { BrokerCall } from '../../src/broker/types.js';
+import { principalSchema, policySchema } from '../../src/config/schema.js';
+import { SqliteStore } from '../../src/store/index.js';
 import { ToolRouter } from '../../src/router/index.js';
 import { ManualClock } from '../../src/shared/clock.js';
 import { silentLogger } from '../../src/shared/logger.js';
@@ -70,7 +76,7 @@ function setup(next: () => UpstreamStatus) {
     const result: CallToolResult = await router.dispatch(call);
     return result.structuredContent as unknown as ReconnectAnswer;
   };
-  return { registry, upstream, run };
+  return { registry, upstream, router, scrubber, run };
 }
 
 describe('broker__reconnect answer', () => {
@@ -93,11 +99,65 @@ describe('broker__reconnect answer', () => {
     expect(await run('dev')).toEqual({ server: 'dev', outcome: 'refused', status: { state: 'failed', errorCode: 'http_status', httpStatus: 401 }, reason: 'unauthorized' });
   });
 
+  it('a re-dial that throws is still an answer: refused, reconnect_failed, the reason scrubbed', async () => {
+    const { run } = setup(() => {
+      throw new Error(`dial exploded with ${SECRET}`);
+    });
+    const answer = await run('dev');
+    expect(answer).toMatchObject({ server: 'dev', outcome: 'refused', status: { errorCode: 'reconnect_failed' } });
+    expect(answer.reason).toContain('dial exploded');
+    expect(answer.reason).not.toContain(SECRET);
+  });
+
   it('a successful re-dial: accepted with the roster names; two calls at once share one re-dial', async () => {
     const { run, upstream } = setup(() => ({ state: 'ready' }));
     const [one, two] = await Promise.all([run('dev'), run('dev')]);
     expect(one).toEqual({ server: 'dev', outcome: 'accepted', status: { state: 'ready' }, toolNames: ['dev__a'] });
     expect(two).toEqual(one);
+    expect(upstream.redials).toBe(1);
+  });
+
+  it('issue 12: through the judge, a plain user is denied and nothing is re-dialled; an operator re-dials', async () => {
+    const { router, upstream, scrubber } = setup(() => ({ state: 'ready' }));
+    expect(router.resolve('broker__reconnect')).toMatchObject({ server: 'broker', requiresPrivilege: true });
+    const principals = {
+      alice: principalSchema.parse({ token: 'a'.repeat(16) }),
+      ops: principalSchema.parse({ token: 'o'.repeat(16), role: 'operator' }),
+    };
+    const path = compose([
+      judgeStage({
+        resolve: (name) => router.resolve(name),
+        isReadOnly: () => false,
+        policy: compilePolicy(policySchema.parse({})),
+        store: SqliteStore.open(':memory:'),
+        clock: new ManualClock(),
+        askTimeoutMs: 1000,
+        scrubArgs: (a) => scrubber.value(a),
+        isPrivileged: (p) => isPrivilegedPrincipal(principals, p),
+      }),
+      invokeStage({ router }),
+    ]);
+    const as = (principal: string): BrokerCall => {
+      const signal = new AbortController().signal;
+      return {
+        callId: `c-${principal}`,
+        request: { name: 'broker__reconnect', args: { server: 'dev' }, signal },
+        session: { sessionId: 's', principal, unit: 's', isLive: () => true },
+        startedAt: 0,
+        signal,
+        attempts: 0,
+        bytesOut: 0,
+        notes: {},
+      };
+    };
+    const alice = as('alice');
+    await path(alice);
+    expect(alice).toMatchObject({ outcome: 'denied', attempts: 0 });
+    expect(upstream.redials).toBe(0);
+    const ops = as('ops');
+    await path(ops);
+    expect(ops.outcome).toBe('ok');
+    expect(ops.result?.structuredContent).toMatchObject({ outcome: 'accepted' });
     expect(upstream.redials).toBe(1);
   });
 });

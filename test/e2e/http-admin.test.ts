@@ -28,7 +28,8 @@ describe('admin API', () => {
       servers: { echo: nodeServer(fixture('echo.mjs'), { required: true }) },
       extra: {
         principals,
-        policy: { rules: [{ tools: ['echo__emit'], action: 'deny' }] },
+        // alice may re-dial by an explicit rule (a plain user may not otherwise: issue 12).
+        policy: { rules: [{ tools: ['echo__emit'], action: 'deny' }, { tools: ['broker__reconnect'], principals: ['alice'], action: 'allow' }] },
         http: { reconnectsPerMinute: 3 },
       },
       env: TOKENS,

@@ -1,9 +1,12 @@
 /**
  * `POST /v1/sessions/:id/mcp/reconnect {server}`: re-dial ONE named upstream on behalf of a
- * session (seed 004_359de2f3ce5e2188.txt), the same transaction as the `broker__reconnect` tool
- * (`reconnectServer` in src/builtins/reconnect.ts), over the admin API.
+ * session (seed 004_359de2f3ce5e2188.txt), over the admin API. It is the `broker__reconnect`
+ * call itself: the route runs that tool through the broker (`Broker.call`: judge with run mode,
+ * principal rules and the shared-upstream rule, budget, deadline, record, publish), so an
+ * attempt that reaches the broker is judged and recorded exactly like the tool, once.
  *
- * Answers, in the order they are checked:
+ * Answers, in the order they are checked (the first four before the broker, and not recorded:
+ * they are not calls):
  *  - 404 `{error: {code: "session_not_found"}}` for a session that does not exist AND for one
  *    owned by another principal (same status, same body: no oracle). An `operator` may act on
  *    any principal's session.
@@ -11,12 +14,24 @@
  *    or not initialized yet).
  *  - 400 for a body without a `server` string.
  *  - 429 (with `Retry-After`, in seconds) past `http.reconnectsPerMinute` for the principal.
- *  - 200 `{sessionId, server, outcome: "accepted" | "refused" | "unsupported", status: {state,
- *    errorCode?, httpStatus?}, reason?, toolNames?}` for all three outcomes: `outcome` is the
- *    only discriminant, never the HTTP status; act on `status`, never parse `reason`.
+ *  - The call did not end with a re-dial answer: the broker's outcome and its status (DESIGN.md
+ *    "Contract") with `{sessionId, server, callId, outcome, reason}`. A refusal (`denied` 403
+ *    for a principal without the operator role or an explicit allow, or in run mode `locked`;
+ *    `approval_required` 403; `budget_exhausted` 429; …) re-dialled nothing; after `cancelled`
+ *    or `timeout` the re-dial may still complete. An `ok` whose answer does not match
+ *    `ReconnectAnswerSchema` is answered 500 `guard_error` (fail closed).
+ *  - 200 `{sessionId, server, callId, outcome: "accepted" | "refused" | "unsupported", status:
+ *    {state, errorCode?, httpStatus?}, reason?, toolNames?}` when the re-dial ran, for all three
+ *    outcomes: `outcome` is the only discriminant, never the HTTP status; act on `status`, never
+ *    parse `reason`.
+ *
+ * The call's principal is the caller; its `sessionId` the session in the path; its unit that
+ * session when the caller owns it, else (an operator acting on another's session) `api:<principal>`.
+ * No elicitation: a policy `ask` is `approval_required`. A client that disconnects cancels the call.
  */
 import type { Express, Request, Response } from 'express';
-import { reconnectServer } from '../../builtins/reconnect.js';
+import { RECONNECT_TOOL, ReconnectAnswerSchema } from '../../builtins/reconnect.js';
+import type { CallerSession } from '../../broker/types.js';
 import { jsonBody, type HttpContext } from './context.js';
 import { principalOf } from './guards.js';
 import { SlidingWindowLimit } from './rate-limit.js';
@@ -28,7 +43,8 @@ export const RECONNECT_PATH = '/v1/sessions/:id/mcp/reconnect';
 const NOT_FOUND = { error: { code: 'session_not_found', message: 'no such session' } } as const;
 
 export function mountReconnectRoute(app: Express, ctx: HttpContext): void {
-  const limit = new SlidingWindowLimit(ctx.gateway.clock, ctx.settings.reconnectsPerMinute, 60_000);
+  const { gateway } = ctx;
+  const limit = new SlidingWindowLimit(gateway.clock, ctx.settings.reconnectsPerMinute, 60_000);
   app.post(RECONNECT_PATH, async (req: Request, res: Response) => {
     const principal = principalOf(res);
     const sessionId = String(req.params.id);
@@ -55,8 +71,35 @@ export function mountReconnectRoute(app: Express, ctx: HttpContext): void {
         .set('Retry-After', String(Math.ceil(waitMs / 1000)))
         .json({ error: { code: 'rate_limited', message: `at most ${ctx.settings.reconnectsPerMinute} reconnects per minute` } });
     }
-    const answer = await reconnectServer({ registry: ctx.gateway.registry, scrubber: ctx.gateway.scrubber }, server);
-    ctx.logger.info({ session: sessionTag(sessionId), principal: principal.name, server, outcome: answer.outcome, state: answer.status.state }, 'reconnect via admin api');
-    res.status(200).json({ sessionId, ...answer });
+
+    if (!gateway.readySettled) await gateway.ready;
+    const aborter = new AbortController();
+    let answered = false;
+    res.once('close', () => {
+      if (!answered) aborter.abort(new Error('the HTTP client disconnected'));
+    });
+    const caller: CallerSession = {
+      sessionId,
+      principal: principal.name,
+      unit: found.entry.principal.name === principal.name ? sessionId : `api:${principal.name}`,
+      isLive: () => !aborter.signal.aborted,
+    };
+    const answer = await gateway.broker.call(
+      { name: RECONNECT_TOOL, args: { server }, signal: aborter.signal },
+      caller,
+      gateway.router.resolve(RECONNECT_TOOL),
+    );
+    answered = true;
+    const redial = answer.outcome === 'ok' ? ReconnectAnswerSchema.safeParse(answer.result.structuredContent) : undefined;
+    ctx.logger.info(
+      { session: sessionTag(sessionId), principal: principal.name, server, callId: answer.callId, outcome: redial?.success ? redial.data.outcome : answer.outcome },
+      'reconnect via admin api',
+    );
+    if (res.writableEnded || res.destroyed) return;
+    if (redial?.success) return void res.status(200).json({ sessionId, callId: answer.callId, ...redial.data });
+    // The re-dial did not run (or its answer is not one): the broker's outcome and status.
+    const outcome = redial ? 'guard_error' : answer.outcome;
+    const reason = redial ? 'the reconnect answer did not match its schema' : answer.reason;
+    res.status(redial ? 500 : answer.status).json({ sessionId, server, callId: answer.callId, outcome, ...(reason !== undefined ? { reason } : {}) });
   });
 }
