@@ -19,6 +19,8 @@ export interface EstateOptions {
   /** The store that keeps proposals, opened on first use. */
   store(): ProposalStore;
   readonly clock: Clock;
+  /** A test seam: see `ProposalToolDeps.beforeWrite`. */
+  readonly beforeWrite?: () => void | Promise<void>;
 }
 
 /**
@@ -44,7 +46,7 @@ export function estateTools(options: EstateOptions): FunctionTool[] {
   const scope = new EstateScope(options.config.root);
   return [
     ...readTools(scope, options.config),
-    ...proposalTools(scope, { store: options.store, clock: options.clock, maxResults: options.config.maxResults }),
+    ...proposalTools(scope, { store: options.store, clock: options.clock, maxResults: options.config.maxResults, beforeWrite: options.beforeWrite }),
   ];
 }
 

@@ -10,12 +10,10 @@
  * `gateway.publisher` subscribers.
  *
  * Applying checks the file still has the content the proposal was made against (sha256), then
- * writes a temp file beside it and renames it over the target, so a reader never sees half a file.
+ * writes a temp file in the same (held) folder and renames it over the target, so a reader never
+ * sees half a file ({@link EstateScope.writeAtomically}: nothing is written outside the root).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { chmod, open, rename, rm } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
 import { defineFunctionTool, type FunctionTool } from '../../router/function-tool.js';
 import type { Clock } from '../../shared/clock.js';
@@ -32,6 +30,11 @@ export interface ProposalToolDeps {
   clock: Clock;
   /** Most proposals one `estate__list_proposals` returns (`estate.maxResults`). */
   maxResults: number;
+  /**
+   * Called by `estate__apply_proposal` after the target is resolved and checked, just before
+   * anything is written. A test seam for check-then-write races; absent in production.
+   */
+  beforeWrite?: () => void | Promise<void>;
 }
 
 /** `estate__propose_change`, `estate__list_proposals`, `estate__apply_proposal` over `scope`. */
@@ -51,8 +54,13 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
       .refine((a) => (a.content === undefined) !== (a.unifiedDiff === undefined), { message: 'give exactly one of "content" and "unifiedDiff"' }),
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     async handler({ path, content, unifiedDiff, rationale }, context) {
-      const target = await scope.resolveWritable(path);
-      const current = await readCurrent(scope, target);
+      const target = await scope.openWritable(path, { follow: true });
+      let current: string | undefined;
+      try {
+        current = await readCurrent(target);
+      } finally {
+        await target.close();
+      }
       // A diff that does not apply now is refused now, not at apply time.
       if (unifiedDiff !== undefined) applyUnifiedDiff(current ?? '', unifiedDiff);
       const proposal: Proposal = {
@@ -106,25 +114,29 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
     async handler({ id }, context) {
       const store = deps.store();
       const proposal = await store.getProposal(id);
-      if (!proposal) throw new Error(`no proposal with id ${id}`);
-      if (proposal.status !== 'pending') throw new Error(`proposal ${id} was already applied (${proposal.appliedAt ?? 'earlier'})`);
-      const target = await scope.resolveWritable(proposal.path);
-      const current = await readCurrent(scope, target);
-      const now = current === undefined ? null : sha256(current);
-      if (now !== proposal.baseSha256) {
-        throw new Error(`${proposal.path} changed since proposal ${id} was made; propose the change again against the current file`);
-      }
-      const next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body);
-      const temp = join(dirname(target.abs), `.${basename(target.abs)}.${randomBytes(6).toString('hex')}.estate-tmp`);
-      await writeNew(temp, next, target.stats ? target.stats.mode & 0o7777 : undefined);
+      if (!proposal) throw new Error('no such proposal');
+      if (proposal.status !== 'pending') throw new Error(`the proposal was already applied (${proposal.appliedAt ?? 'earlier'})`);
+      // The stored path is the real one (resolved when proposed): applying follows no symlink.
+      const target = await scope.openWritable(proposal.path, { follow: false });
+      let next: string;
       try {
-        if (!(await store.markProposalApplied(id, new Date(deps.clock.now()).toISOString(), context.session.principal))) {
-          throw new Error(`proposal ${id} was applied by another call first`);
+        const current = await readCurrent(target);
+        const now = current === undefined ? null : sha256(current);
+        if (now !== proposal.baseSha256) {
+          throw new Error('the file changed since the proposal was made; propose the change again against the current file');
         }
-        await rename(temp, target.abs);
-      } catch (err) {
-        await rm(temp, { force: true });
-        throw err;
+        next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body);
+        await deps.beforeWrite?.();
+        await scope.writeAtomically(target, next, {
+          mode: target.file ? target.file.stats.mode & 0o7777 : undefined,
+          beforeRename: async () => {
+            if (!(await store.markProposalApplied(id, new Date(deps.clock.now()).toISOString(), context.session.principal))) {
+              throw new Error('the proposal was applied by another call first');
+            }
+          },
+        });
+      } finally {
+        await target.close();
       }
       context.notes.proposal = { id, action: 'applied', path: proposal.path };
       return { id, path: proposal.path, status: 'applied', bytes: Buffer.byteLength(next), sha256: sha256(next) };
@@ -134,26 +146,9 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
   return [propose, list, apply];
 }
 
-/** The whole current text of a writable target, or undefined when it does not exist. */
-async function readCurrent(scope: EstateScope, target: WritablePath): Promise<string | undefined> {
-  if (!target.stats) return undefined;
-  const handle = await scope.openFile(target);
-  try {
-    return await handle.readFile('utf8');
-  } finally {
-    await handle.close();
-  }
-}
-
-async function writeNew(path: string, text: string, mode: number | undefined): Promise<void> {
-  const handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
-  try {
-    await handle.writeFile(text, 'utf8');
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  if (mode !== undefined) await chmod(path, mode);
+/** The whole current text of a writable target (read from its held handle), or undefined when it does not exist. */
+async function readCurrent(target: WritablePath): Promise<string | undefined> {
+  return target.file ? target.file.handle.readFile('utf8') : undefined;
 }
 
 function sha256(text: string): string {
