@@ -33,6 +33,8 @@ export interface ToolTarget {
    * neither spends budget nor counts against the tool's deadline or breaker.
    */
   readonly requireApproval?: boolean;
+  /** What the call would do, for the approval prompt (`approvalDetail` of a function tool). */
+  readonly approvalDetail?: (args: unknown, session: CallerSession) => readonly string[] | Promise<readonly string[]>;
 }
 
 /** The downstream side of a call: who is calling, and how to reach them. */

@@ -63,6 +63,13 @@ export interface FunctionToolSpec<S extends z.ZodType = z.ZodType> {
    * `ask` for destructive built-ins (`estate__apply_proposal`). Default: none (`policy.default`).
    */
   policyDefault?: 'ask' | 'deny';
+  /**
+   * Lines the approval prompt shows about what this call would do (after the tool, the reason
+   * and before the arguments), when the call is asked about; scrubbed before they are shown.
+   * `args` are the call's raw arguments (not yet validated). A throw fails the call closed
+   * (`guard_error`). Default: none (the prompt shows the arguments only).
+   */
+  approvalDetail?(args: unknown, session: CallerSession): readonly string[] | Promise<readonly string[]>;
 }
 
 /** A defined function tool: the spec plus its advertised definition. */

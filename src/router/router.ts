@@ -180,6 +180,7 @@ export class ToolRouter implements Dispatcher {
         hash: local.hash,
         ...(local.tool.policyDefault ? { policyDefault: local.tool.policyDefault } : {}),
         ...(local.tool.requireApproval ? { requireApproval: true } : {}),
+        ...(local.tool.approvalDetail ? { approvalDetail: local.tool.approvalDetail } : {}),
       };
     }
     const found = this.registry.resolveTool(name);

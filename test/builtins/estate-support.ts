@@ -40,6 +40,8 @@ export interface EstateFixtureOptions {
   maxResults?: number;
   /** Runs inside `estate__apply_proposal` between its checks and its write. */
   beforeWrite?: () => void | Promise<void>;
+  /** Principals with role `operator` (besides `local`, always privileged). */
+  operators?: string[];
 }
 
 export function makeEstate(limits: EstateFixtureOptions = {}): EstateFixture {
@@ -71,6 +73,7 @@ export function makeEstate(limits: EstateFixtureOptions = {}): EstateFixture {
       config: { root, maxBytes: limits.maxBytes ?? 256 * 1024, maxResults: limits.maxResults ?? 100 },
       store: () => store,
       clock: new ManualClock(),
+      isPrivileged: (principal) => principal === 'local' || (limits.operators ?? []).includes(principal),
       beforeWrite: limits.beforeWrite,
     }),
     { server: 'estate' },
