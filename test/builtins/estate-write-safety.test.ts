@@ -21,6 +21,12 @@ function namesBelow(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true, recursive: true }).map((d) => join(d.parentPath, d.name));
 }
 
+/** The id of a stored proposal. */
+function idOf(outcome: RouterOutcome): string {
+  if (outcome.outcome !== 'ok') throw new Error(`expected ok, got ${JSON.stringify(outcome)}`);
+  return (outcome.result.structuredContent as { id: string }).id;
+}
+
 const shown = (outcome: RouterOutcome) => JSON.stringify(outcome.outcome === 'ok' ? outcome.result : { ...outcome, error: String((outcome as { error?: unknown }).error) });
 
 describe('estate writes stay inside the root', () => {
@@ -36,8 +42,7 @@ describe('estate writes stay inside the root', () => {
     }));
     const before = fixture.outsideSnapshot();
     const proposed = await fixture.run('estate__propose_change', { path: 'sub/b.txt', content: 'written by the proposal\n', rationale: 'race' });
-    expect(proposed.outcome).toBe('ok');
-    const id = ((proposed as { result: { structuredContent: { id: string } } }).result.structuredContent).id;
+    const id = idOf(proposed);
     await fixture.run('estate__apply_proposal', { id });
     expect(swapped).toBe(true);
     expect(fixture.outsideSnapshot()).toBe(before);
@@ -57,9 +62,19 @@ describe('estate writes stay inside the root', () => {
     }));
     const before = fixture.outsideSnapshot();
     const proposed = await fixture.run('estate__propose_change', { path: 'a.txt', content: 'new\n', rationale: 'race' });
-    const id = ((proposed as { result: { structuredContent: { id: string } } }).result.structuredContent).id;
+    const id = idOf(proposed);
     await fixture.run('estate__apply_proposal', { id });
     expect(fixture.outsideSnapshot()).toBe(before);
+    expect(namesBelow(fixture.root).filter((n) => n.includes('estate-tmp'))).toEqual([]);
+  });
+  it('applying followed a symlink that appeared on the proposal\'s path since it was proposed: now refused, nothing written', async () => {
+    const fixture = (estate = makeEstate());
+    const id = idOf(await fixture.run('estate__propose_change', { path: 'sub/b.txt', content: 'through a link\n', rationale: 'r' }));
+    renameSync(join(fixture.root, 'sub'), join(fixture.root, 'sub-moved'));
+    symlinkSync('sub-moved', join(fixture.root, 'sub'));
+    const applied = await fixture.run('estate__apply_proposal', { id });
+    expect(applied).toMatchObject({ outcome: 'error', error: { code: 'estate_scope_escape' } });
+    expect(readFileSync(join(fixture.root, 'sub-moved', 'b.txt'), 'utf8')).toBe('bravo\n');
     expect(namesBelow(fixture.root).filter((n) => n.includes('estate-tmp'))).toEqual([]);
   });
 });
