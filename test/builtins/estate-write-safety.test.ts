@@ -30,7 +30,7 @@ function idOf(outcome: RouterOutcome): string {
 const shown = (outcome: RouterOutcome) => JSON.stringify(outcome.outcome === 'ok' ? outcome.result : { ...outcome, error: String((outcome as { error?: unknown }).error) });
 
 describe('estate writes stay inside the root', () => {
-  it('a folder swapped for a symlink out between check and write wrote the file and its temp file outside: now both stay inside', async () => {
+  it('a folder swapped for a symlink out between check and write wrote the file and its temp file outside: now it is refused and nothing lands outside', async () => {
     let swapped = false;
     const fixture = (estate = makeEstate({
       beforeWrite: () => {
@@ -43,14 +43,17 @@ describe('estate writes stay inside the root', () => {
     const before = fixture.outsideSnapshot();
     const proposed = await fixture.run('estate__propose_change', { path: 'sub/b.txt', content: 'written by the proposal\n', rationale: 'race' });
     const id = idOf(proposed);
-    await fixture.run('estate__apply_proposal', { id });
+    const applied = await fixture.run('estate__apply_proposal', { id });
     expect(swapped).toBe(true);
     expect(fixture.outsideSnapshot()).toBe(before);
     expect(readdirSync(fixture.outside)).toEqual(['canary.txt']);
-    // The write went to the folder that was checked (wherever it moved inside the root), or nowhere.
-    const content = readFileSync(join(fixture.root, 'sub-moved', 'b.txt'), 'utf8');
-    expect(['bravo\n', 'written by the proposal\n']).toContain(content);
+    // The folder moved since the check: refused, and nothing written anywhere.
+    expect(applied).toMatchObject({ outcome: 'error', error: { code: 'estate_scope_escape' } });
+    expect(readFileSync(join(fixture.root, 'sub-moved', 'b.txt'), 'utf8')).toBe('bravo\n');
     expect(namesBelow(fixture.root).filter((n) => n.includes('estate-tmp'))).toEqual([]);
+    // Still pending: a refused write does not mark the proposal applied.
+    const pending = await fixture.run('estate__list_proposals', { status: 'pending' });
+    expect(JSON.stringify(pending)).toContain(id);
   });
 
   it('the final file swapped for a symlink to the outside is replaced as a name, never written through', async () => {

@@ -55,6 +55,8 @@ export interface WritablePath {
   readonly rel: string;
   /** The folder the file is (or would be) in, held open. */
   readonly dir: FileHandle;
+  /** That folder, relative to the root (`.` for the root). */
+  readonly dirRel: string;
   /** The file's name in `dir`. */
   readonly name: string;
   /** The existing file, open for reading; undefined when it does not exist yet. */
@@ -137,6 +139,7 @@ export class EstateScope {
     return {
       rel: relOf([...names, final.name]),
       dir,
+      dirRel: relOf(names),
       name: final.name,
       ...(file ? { file } : {}),
       close: async () => {
@@ -149,8 +152,10 @@ export class EstateScope {
   /**
    * Replaces (or creates) `target` with `text`: a temp file created inside the held folder
    * (`O_CREAT | O_EXCL | O_NOFOLLOW`), written, given `mode` (permission bits) when set, fsynced,
-   * then renamed over the name within that same folder, and the folder fsynced. `beforeRename`
-   * runs between the two (a throw there removes the temp file and writes nothing).
+   * then renamed over the name within that same folder, and the folder fsynced. Just before the
+   * rename the held folder must still be the one at `dirRel` from the root, with no symlink on
+   * the way (else `estate_scope_escape`: it moved since the check). `beforeRename` runs after
+   * that check (a throw from either removes the temp file and writes nothing).
    */
   async writeAtomically(target: WritablePath, text: string, options: { mode?: number; beforeRename?: () => Promise<void> } = {}): Promise<void> {
     const temp = `.estate-tmp-${randomBytes(6).toString('hex')}`;
@@ -165,6 +170,7 @@ export class EstateScope {
       } finally {
         await handle.close();
       }
+      await this.assertStillAt(target);
       await options.beforeRename?.();
       await rename(fdPath(target.dir, temp), fdPath(target.dir, target.name));
       created = false;
@@ -205,6 +211,20 @@ export class EstateScope {
     if (stats && (kind === 'dir' ? stats.isDirectory() : stats.isFile())) return { handle, stats };
     await handle.close().catch(() => undefined);
     return undefined;
+  }
+
+  /** Throws `estate_scope_escape` unless `target.dir` is still the folder at `target.dirRel`, reached without a symlink. */
+  private async assertStillAt(target: WritablePath): Promise<void> {
+    const held = await target.dir.stat();
+    let walked: Walked;
+    try {
+      walked = await this.walk(target.dirRel, { follow: false, missingLast: false });
+    } catch {
+      throw escape('changed while it was being written (its folder moved); nothing was written');
+    }
+    const now = walked.final.kind === 'dir' ? await walked.dirs.at(-1)!.stat() : undefined;
+    await closeWalk(walked);
+    if (!now || now.dev !== held.dev || now.ino !== held.ino) throw escape('changed while it was being written (its folder moved); nothing was written');
   }
 
   /** The root, opened again and checked to be the folder found at first use. */
