@@ -9,6 +9,11 @@
  * into its record (calls.ndjson), and that record is what the publish stage hands to
  * `gateway.publisher` subscribers.
  *
+ * A proposal belongs to the principal that made it: only that principal lists and applies it,
+ * and to anyone else its id answers exactly as an unknown id (no oracle); `isPrivileged`
+ * principals (`local`, role `operator`) act on all. The approval prompt of an apply shows the
+ * path and a summary of the change (`approvalDetail`), not only the id.
+ *
  * Applying checks the file still has the content the proposal was made against (sha256), then
  * writes a temp file in the same (held) folder and renames it over the target, so a reader never
  * sees half a file ({@link EstateScope.writeAtomically}: nothing is written outside the root).
