@@ -5,7 +5,8 @@
  * `deny` and an unanswered `ask` settle the call here, so neither ever reaches an upstream.
  *
  * Ask: when the downstream client declared elicitation, the human is asked with
- * `elicitation/create` (the message names the tool and a scrubbed summary of the arguments;
+ * `elicitation/create` (the message names the tool, what the call would do when the tool says
+ * (`approvalDetail`), and a scrubbed summary of the arguments;
  * `policy.askTimeoutMs`); accept → the call goes on (a first use is remembered), decline,
  * cancel or no answer in time → `approval_required`. Without elicitation → `approval_required`,
  * and the reason says how to approve (`mcp-broker approve <tool>`). A downstream cancel while
@@ -107,9 +108,11 @@ async function ask(
   /** Whether `mcp-broker approve` can stand in for the prompt (not for `requireApproval`). */
   approvable = true,
 ): Promise<{ reason: string; cancelled?: boolean } | undefined> {
+  const detail = target.approvalDetail ? await target.approvalDetail(call.request.args, call.session) : [];
   const message = [
     `Allow the tool "${target.name}" (${target.server}/${target.toolName}) to run?`,
     `Why you are asked: ${why}.`,
+    ...detail.map((line) => cut(String(deps.scrubArgs(line.replace(/\s*\n\s*/g, ' '))))),
     `Arguments: ${summarize(deps.scrubArgs(call.request.args))}`,
   ].join('\n');
   const answer = await askApproval(call.session, { message, timeoutMs: deps.askTimeoutMs, signal: call.request.signal });
@@ -133,6 +136,10 @@ function summarize(args: unknown): string {
   } catch {
     text = '(arguments that cannot be shown)';
   }
+  return cut(text);
+}
+
+function cut(text: string): string {
   return text.length > ASK_SUMMARY_MAX_CHARS ? `${text.slice(0, ASK_SUMMARY_MAX_CHARS - 1)}…` : text;
 }
 

@@ -39,6 +39,8 @@ export interface ToolTarget {
    * nor allowed it by a `policy.rules` entry naming it literally (policy.ts, step 5).
    */
   readonly requiresPrivilege?: boolean;
+  /** What the call would do, for the approval prompt (`approvalDetail` of a function tool). */
+  readonly approvalDetail?: (args: unknown, session: CallerSession) => readonly string[] | Promise<readonly string[]>;
 }
 
 /** The downstream side of a call: who is calling, and how to reach them. */

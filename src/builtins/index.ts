@@ -40,7 +40,8 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
   const store = (): ProposalStore => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir));
   host.router.register([reconnectTool({ registry: host.registry, scrubber: host.scrubber })], { server: 'broker' });
   if (estateServed(host.config.estate, host.logger)) {
-    host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock }), { server: 'estate' });
+    const isPrivileged = (principal: string) => principal === 'local' || host.config.principals[principal]?.role === 'operator';
+    host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock, isPrivileged }), { server: 'estate' });
   }
   const experimental: Record<string, object> = {};
   // Advertised where there is something to re-dial (seed 004: the capability bit and the verb derive from the same facts).

@@ -69,6 +69,13 @@ export interface FunctionToolSpec<S extends z.ZodType = z.ZodType> {
    * unless a `policy.rules` entry allows it by its literal name. Default `false`.
    */
   requiresPrivilege?: boolean;
+  /**
+   * Lines the approval prompt shows about what this call would do (after the tool, the reason
+   * and before the arguments), when the call is asked about; scrubbed before they are shown.
+   * `args` are the call's raw arguments (not yet validated). A throw fails the call closed
+   * (`guard_error`). Default: none (the prompt shows the arguments only).
+   */
+  approvalDetail?(args: unknown, session: CallerSession): readonly string[] | Promise<readonly string[]>;
 }
 
 /** A defined function tool: the spec plus its advertised definition. */

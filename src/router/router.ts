@@ -181,6 +181,7 @@ export class ToolRouter implements Dispatcher {
         ...(local.tool.policyDefault ? { policyDefault: local.tool.policyDefault } : {}),
         ...(local.tool.requireApproval ? { requireApproval: true } : {}),
         ...(local.tool.requiresPrivilege ? { requiresPrivilege: true } : {}),
+        ...(local.tool.approvalDetail ? { approvalDetail: local.tool.approvalDetail } : {}),
       };
     }
     const found = this.registry.resolveTool(name);

@@ -57,6 +57,8 @@ CREATE TABLE IF NOT EXISTS proposals (
   applied_at  TEXT,
   applied_by  TEXT
 );
+-- A principal lists its own proposals (the estate relay's ownership rule).
+CREATE INDEX IF NOT EXISTS proposals_by_principal ON proposals (principal, created_at);
 CREATE TABLE IF NOT EXISTS first_uses (
   tool      TEXT NOT NULL,
   principal TEXT NOT NULL,
@@ -186,6 +188,10 @@ export class SqliteStore implements Store {
       getProposal: db.prepare<[string], ProposalRow>('SELECT * FROM proposals WHERE id = ?'),
       listProposals: db.prepare<[number], ProposalRow>('SELECT * FROM proposals ORDER BY created_at DESC, rowid DESC LIMIT ?'),
       listProposalsBy: db.prepare<[string, number], ProposalRow>('SELECT * FROM proposals WHERE status = ? ORDER BY created_at DESC, rowid DESC LIMIT ?'),
+      listProposalsOf: db.prepare<[string, number], ProposalRow>('SELECT * FROM proposals WHERE principal = ? ORDER BY created_at DESC, rowid DESC LIMIT ?'),
+      listProposalsOfBy: db.prepare<[string, string, number], ProposalRow>(
+        'SELECT * FROM proposals WHERE principal = ? AND status = ? ORDER BY created_at DESC, rowid DESC LIMIT ?',
+      ),
       applyProposal: db.prepare<[string, string, string]>(
         "UPDATE proposals SET status = 'applied', applied_at = ?, applied_by = ? WHERE id = ? AND status = 'pending'",
       ),
@@ -301,8 +307,16 @@ export class SqliteStore implements Store {
     return row ? toProposal(row) : undefined;
   }
 
-  async listProposals(options: { status?: Proposal['status']; limit: number }): Promise<Proposal[]> {
-    const rows = options.status ? this.stmt.listProposalsBy.all(options.status, options.limit) : this.stmt.listProposals.all(options.limit);
+  async listProposals(options: { status?: Proposal['status']; principal?: string; limit: number }): Promise<Proposal[]> {
+    const { status, principal, limit } = options;
+    const rows =
+      principal === undefined
+        ? status
+          ? this.stmt.listProposalsBy.all(status, limit)
+          : this.stmt.listProposals.all(limit)
+        : status
+          ? this.stmt.listProposalsOfBy.all(principal, status, limit)
+          : this.stmt.listProposalsOf.all(principal, limit);
     return rows.map(toProposal);
   }
 

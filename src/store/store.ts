@@ -123,8 +123,8 @@ export interface Store {
   /** Stores a new estate proposal (`estate__propose_change`; issue 4). */
   addProposal(proposal: Proposal): Promise<void>;
   getProposal(id: string): Promise<Proposal | undefined>;
-  /** Newest first, at most `limit`, optionally only those with `status`. */
-  listProposals(options: { status?: Proposal['status']; limit: number }): Promise<Proposal[]>;
+  /** Newest first, at most `limit`, optionally only those with `status` and only those `principal` proposed. */
+  listProposals(options: { status?: Proposal['status']; principal?: string; limit: number }): Promise<Proposal[]>;
   /** Marks a pending proposal applied; false when it was not pending (applied by someone else first). */
   markProposalApplied(id: string, at: string, by: string): Promise<boolean>;
 
@@ -147,6 +147,7 @@ export interface Proposal {
   /** sha256 (hex) of the file when proposed; null when it did not exist. Applying checks it. */
   readonly baseSha256: string | null;
   readonly status: 'pending' | 'applied';
+  /** Who proposed it: it is theirs alone to list and apply (and any privileged principal's). */
   readonly principal: string;
   readonly sessionId: string;
   readonly createdAt: string;

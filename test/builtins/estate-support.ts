@@ -26,8 +26,8 @@ export interface EstateFixture {
   canarySha256: string;
   router: ToolRouter;
   store: SqliteStore;
-  /** Runs one estate tool through the router (the broker's dispatch point). */
-  run(name: string, args: Record<string, unknown>): Promise<RouterOutcome>;
+  /** Runs one estate tool through the router (the broker's dispatch point), as `principal` (default `local`). */
+  run(name: string, args: Record<string, unknown>, principal?: string): Promise<RouterOutcome>;
   /** The record notes the last call left (`proposal`). */
   lastNotes(): BrokerCall['notes'];
   /** A snapshot of everything outside the root (names and contents), to prove nothing changed. */
@@ -35,7 +35,16 @@ export interface EstateFixture {
   close(): Promise<void>;
 }
 
-export function makeEstate(limits: { maxBytes?: number; maxResults?: number } = {}): EstateFixture {
+export interface EstateFixtureOptions {
+  maxBytes?: number;
+  maxResults?: number;
+  /** Runs inside `estate__apply_proposal` between its checks and its write. */
+  beforeWrite?: () => void | Promise<void>;
+  /** Principals with role `operator` (besides `local`, always privileged). */
+  operators?: string[];
+}
+
+export function makeEstate(limits: EstateFixtureOptions = {}): EstateFixture {
   const base = mkdtempSync(join(tmpdir(), 'mcp-broker-estate-'));
   const root = join(base, 'root');
   const outside = join(base, 'outside');
@@ -64,13 +73,15 @@ export function makeEstate(limits: { maxBytes?: number; maxResults?: number } = 
       config: { root, maxBytes: limits.maxBytes ?? 256 * 1024, maxResults: limits.maxResults ?? 100 },
       store: () => store,
       clock: new ManualClock(),
+      isPrivileged: (principal) => principal === 'local' || (limits.operators ?? []).includes(principal),
+      beforeWrite: limits.beforeWrite,
     }),
     { server: 'estate' },
   );
-  const caller: CallerSession = { sessionId: 's', principal: 'local', unit: 's', isLive: () => true };
   let seq = 0;
   let notes: BrokerCall['notes'] = {};
-  const run = async (name: string, args: Record<string, unknown>) => {
+  const run = async (name: string, args: Record<string, unknown>, principal = 'local') => {
+    const caller: CallerSession = { sessionId: `s-${principal}`, principal, unit: `s-${principal}`, isLive: () => true };
     const signal = new AbortController().signal;
     const call: BrokerCall = { callId: `c${++seq}`, request: { name, args, signal }, session: caller, startedAt: 0, signal, attempts: 0, bytesOut: 0, notes: {} };
     notes = call.notes;

@@ -46,8 +46,8 @@ describe('estate__read_file', () => {
   });
 
   it('a folder, a missing file and a bad offset are the tool’s own failures', async () => {
-    expect(await estate.run('estate__read_file', { path: 'sub' })).toMatchObject({ outcome: 'error', code: 'handler_error', message: 'sub is a folder, not a file' });
-    expect(await estate.run('estate__read_file', { path: 'nope.txt' })).toMatchObject({ outcome: 'error', message: 'no such file or directory in the estate: nope.txt' });
+    expect(await estate.run('estate__read_file', { path: 'sub' })).toMatchObject({ outcome: 'error', code: 'handler_error', message: 'the estate path names a folder, not a file' });
+    expect(await estate.run('estate__read_file', { path: 'nope.txt' })).toMatchObject({ outcome: 'error', message: 'no such file or folder in the estate' });
     expect(await estate.run('estate__read_file', { path: 'a.txt', offset: -1 })).toMatchObject({ outcome: 'error', code: 'invalid_arguments' });
   });
 });
@@ -146,7 +146,7 @@ describe('estate proposals', () => {
     ok(await estate.run('estate__apply_proposal', { id: proposed.id }));
     expect(readFileSync(join(estate.root, 'a.txt'), 'utf8')).toBe('alpha line\nsecond line, edited\n');
     const refused = await estate.run('estate__apply_proposal', { id: stale.id });
-    expect(refused).toMatchObject({ outcome: 'error', message: expect.stringMatching(/a\.txt changed since proposal .* was made/) });
+    expect(refused).toMatchObject({ outcome: 'error', message: expect.stringMatching(/the file changed since the proposal was made/) });
     expect(readFileSync(join(estate.root, 'a.txt'), 'utf8')).toBe('alpha line\nsecond line, edited\n');
     const bad = await estate.run('estate__propose_change', { path: 'a.txt', unifiedDiff: '@@ -1,1 +1,1 @@\n-not there\n+x\n', rationale: 'r' });
     expect(bad).toMatchObject({ outcome: 'error', message: expect.stringMatching(/hunk 1 .* does not match/) });

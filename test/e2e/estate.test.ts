@@ -139,6 +139,20 @@ describe('estate relay (e2e)', () => {
     }
   });
 
+  it("a 5,000-character path answered ENAMETOOLONG with the root's absolute path: now one line naming no host path", async () => {
+    broker = await start();
+    for (const tool of ['estate__read_file', 'estate__stat', 'estate__list_dir']) {
+      const result = await call(broker, tool, { path: 'a'.repeat(5000) });
+      expect(result.isError).toBe(true);
+      const text = (result.content[0] as { text: string }).text;
+      expect(text).not.toContain(base);
+      expect(text).not.toContain('/proc/');
+      expect(text).not.toContain('aaaaaaaaaa');
+      expect(text).not.toMatch(/\n/);
+    }
+    for (const r of await broker.records()) expect(r.reason ?? '').not.toContain(base);
+  });
+
   it('results are scrubbed like any call: a credential in an estate file never reaches the client', async () => {
     broker = await start({ estate: { root, maxBytes: 4096, maxResults: 5 } });
     const read = await call(broker, 'estate__read_file', { path: 'creds.txt' });

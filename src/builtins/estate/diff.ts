@@ -138,3 +138,38 @@ function findHunk(lines: readonly string[], needle: readonly string[], expected:
   }
   return -1;
 }
+
+/** Lines a unified diff adds and removes (its `+` and `-` lines). Throws {@link DiffError}. */
+export function diffLineCounts(diff: string): { added: number; removed: number } {
+  let added = 0;
+  let removed = 0;
+  for (const hunk of parseUnifiedDiff(diff)) {
+    for (const line of hunk.lines) {
+      if (line.op === '+') added++;
+      else if (line.op === '-') removed++;
+    }
+  }
+  return { added, removed };
+}
+
+/**
+ * Lines a whole-content replacement adds and removes: the lines between the longest common
+ * start and end of the two texts (one changed span; exact for a change in one place, an upper
+ * bound otherwise).
+ */
+export function replacementLineCounts(before: string, after: string): { added: number; removed: number } {
+  const a = splitLines(before);
+  const b = splitLines(after);
+  let start = 0;
+  while (start < a.length && start < b.length && a[start] === b[start]) start++;
+  let end = 0;
+  while (end < a.length - start && end < b.length - start && a[a.length - 1 - end] === b[b.length - 1 - end]) end++;
+  return { added: b.length - start - end, removed: a.length - start - end };
+}
+
+function splitLines(text: string): string[] {
+  if (text === '') return [];
+  const lines = text.split('\n');
+  if (text.endsWith('\n')) lines.pop();
+  return lines;
+}

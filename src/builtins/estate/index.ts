@@ -19,6 +19,10 @@ export interface EstateOptions {
   /** The store that keeps proposals, opened on first use. */
   store(): ProposalStore;
   readonly clock: Clock;
+  /** Whether a principal may act on every principal's proposals (`local`, role `operator`). */
+  isPrivileged(principal: string): boolean;
+  /** A test seam: see `ProposalToolDeps.beforeWrite`. */
+  readonly beforeWrite?: () => void | Promise<void>;
 }
 
 /**
@@ -44,11 +48,17 @@ export function estateTools(options: EstateOptions): FunctionTool[] {
   const scope = new EstateScope(options.config.root);
   return [
     ...readTools(scope, options.config),
-    ...proposalTools(scope, { store: options.store, clock: options.clock, maxResults: options.config.maxResults }),
+    ...proposalTools(scope, {
+      store: options.store,
+      clock: options.clock,
+      maxResults: options.config.maxResults,
+      isPrivileged: options.isPrivileged,
+      beforeWrite: options.beforeWrite,
+    }),
   ];
 }
 
-export { EstateScope, EstateNotFound, checkLexically, type ScopedPath, type WritablePath } from './scope.js';
-export { applyUnifiedDiff, parseUnifiedDiff, DiffError } from './diff.js';
+export { EstateScope, EstateNotFound, checkLexically, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_SYMLINK_HOPS, type ScopedPath, type WritablePath } from './scope.js';
+export { applyUnifiedDiff, parseUnifiedDiff, diffLineCounts, replacementLineCounts, DiffError } from './diff.js';
 export { SEARCH_MAX_FILES, utf8Boundary, type EstateLimits } from './read-tools.js';
 export type { ProposalStore } from './proposal-tools.js';

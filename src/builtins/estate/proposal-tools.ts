@@ -9,18 +9,21 @@
  * into its record (calls.ndjson), and that record is what the publish stage hands to
  * `gateway.publisher` subscribers.
  *
+ * A proposal belongs to the principal that made it: only that principal lists and applies it,
+ * and to anyone else its id answers exactly as an unknown id (no oracle); `isPrivileged`
+ * principals (`local`, role `operator`) act on all. The approval prompt of an apply shows the
+ * path and a summary of the change (`approvalDetail`), not only the id.
+ *
  * Applying checks the file still has the content the proposal was made against (sha256), then
- * writes a temp file beside it and renames it over the target, so a reader never sees half a file.
+ * writes a temp file in the same (held) folder and renames it over the target, so a reader never
+ * sees half a file ({@link EstateScope.writeAtomically}: nothing is written outside the root).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { chmod, open, rename, rm } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
 import { defineFunctionTool, type FunctionTool } from '../../router/function-tool.js';
 import type { Clock } from '../../shared/clock.js';
 import type { Proposal, Store } from '../../store/store.js';
-import { applyUnifiedDiff } from './diff.js';
+import { applyUnifiedDiff, diffLineCounts, replacementLineCounts } from './diff.js';
 import type { EstateScope, WritablePath } from './scope.js';
 
 /** What the change tools need of the store. */
@@ -32,10 +35,26 @@ export interface ProposalToolDeps {
   clock: Clock;
   /** Most proposals one `estate__list_proposals` returns (`estate.maxResults`). */
   maxResults: number;
+  /**
+   * Whether `principal` may list and apply every principal's proposals: `local` (the stdio
+   * client) and role `operator`. Everyone else sees only their own.
+   */
+  isPrivileged(principal: string): boolean;
+  /**
+   * Called by `estate__apply_proposal` after the target is resolved and checked, just before
+   * anything is written. A test seam for check-then-write races; absent in production.
+   */
+  beforeWrite?: () => void | Promise<void>;
 }
 
 /** `estate__propose_change`, `estate__list_proposals`, `estate__apply_proposal` over `scope`. */
 export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): FunctionTool[] {
+  /** The proposal `principal` may act on; another's is undefined, exactly as an unknown id (no oracle). */
+  const proposalFor = async (id: string, principal: string): Promise<Proposal | undefined> => {
+    const proposal = await deps.store().getProposal(id);
+    return proposal && (proposal.principal === principal || deps.isPrivileged(principal)) ? proposal : undefined;
+  };
+
   const propose = defineFunctionTool({
     name: 'estate__propose_change',
     title: 'Propose a change to an estate file',
@@ -51,8 +70,13 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
       .refine((a) => (a.content === undefined) !== (a.unifiedDiff === undefined), { message: 'give exactly one of "content" and "unifiedDiff"' }),
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     async handler({ path, content, unifiedDiff, rationale }, context) {
-      const target = await scope.resolveWritable(path);
-      const current = await readCurrent(scope, target);
+      const target = await scope.openWritable(path, { follow: true });
+      let current: string | undefined;
+      try {
+        current = await readCurrent(target);
+      } finally {
+        await target.close();
+      }
       // A diff that does not apply now is refused now, not at apply time.
       if (unifiedDiff !== undefined) applyUnifiedDiff(current ?? '', unifiedDiff);
       const proposal: Proposal = {
@@ -83,11 +107,12 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
   const list = defineFunctionTool({
     name: 'estate__list_proposals',
     title: 'List estate proposals',
-    description: `Lists stored estate proposals, newest first (at most ${deps.maxResults}), without their bodies.`,
+    description: `Lists the caller's stored estate proposals (an operator's: everyone's), newest first (at most ${deps.maxResults}), without their bodies.`,
     parameters: z.object({ status: z.enum(['pending', 'applied']).optional().describe('Only proposals in this state') }),
     annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-    async handler({ status }) {
-      const rows = await deps.store().listProposals({ status, limit: deps.maxResults });
+    async handler({ status }, context) {
+      const { principal } = context.session;
+      const rows = await deps.store().listProposals({ status, limit: deps.maxResults, ...(deps.isPrivileged(principal) ? {} : { principal }) });
       return {
         // The body can be large and the session id is the caller's handle: neither is listed.
         proposals: rows.map(({ body, sessionId: _session, ...rest }) => ({ ...rest, bodyBytes: Buffer.byteLength(body) })),
@@ -99,32 +124,43 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
     name: 'estate__apply_proposal',
     title: 'Apply an estate proposal',
     description:
-      'Writes one stored proposal to the estate. Destructive: it replaces the file. Refused when the file changed since the proposal was made. Policy asks for approval by default.',
+      "Writes one of the caller's stored proposals to the estate. Destructive: it replaces the file. Refused when the file changed since the proposal was made. Policy asks for approval by default; the prompt shows the path and a summary of the change.",
     parameters: z.object({ id: z.string().min(1).describe('The proposal id from estate__propose_change') }),
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     policyDefault: 'ask',
+    async approvalDetail(args, session) {
+      const id = (args as { id?: unknown } | undefined)?.id;
+      const proposal = typeof id === 'string' ? await proposalFor(id, session.principal) : undefined;
+      if (!proposal) return ['Change: no such proposal; applying it will fail.'];
+      if (proposal.status !== 'pending') return ['Change: the proposal was already applied; applying it again will fail.'];
+      return [await describeChange(scope, proposal), `Rationale: ${JSON.stringify(proposal.rationale.slice(0, RATIONALE_SHOWN_CHARS))}`];
+    },
     async handler({ id }, context) {
       const store = deps.store();
-      const proposal = await store.getProposal(id);
-      if (!proposal) throw new Error(`no proposal with id ${id}`);
-      if (proposal.status !== 'pending') throw new Error(`proposal ${id} was already applied (${proposal.appliedAt ?? 'earlier'})`);
-      const target = await scope.resolveWritable(proposal.path);
-      const current = await readCurrent(scope, target);
-      const now = current === undefined ? null : sha256(current);
-      if (now !== proposal.baseSha256) {
-        throw new Error(`${proposal.path} changed since proposal ${id} was made; propose the change again against the current file`);
-      }
-      const next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body);
-      const temp = join(dirname(target.abs), `.${basename(target.abs)}.${randomBytes(6).toString('hex')}.estate-tmp`);
-      await writeNew(temp, next, target.stats ? target.stats.mode & 0o7777 : undefined);
+      const proposal = await proposalFor(id, context.session.principal);
+      if (!proposal) throw new Error('no such proposal');
+      if (proposal.status !== 'pending') throw new Error(`the proposal was already applied (${proposal.appliedAt ?? 'earlier'})`);
+      // The stored path is the real one (resolved when proposed): applying follows no symlink.
+      const target = await scope.openWritable(proposal.path, { follow: false });
+      let next: string;
       try {
-        if (!(await store.markProposalApplied(id, new Date(deps.clock.now()).toISOString(), context.session.principal))) {
-          throw new Error(`proposal ${id} was applied by another call first`);
+        const current = await readCurrent(target);
+        const now = current === undefined ? null : sha256(current);
+        if (now !== proposal.baseSha256) {
+          throw new Error('the file changed since the proposal was made; propose the change again against the current file');
         }
-        await rename(temp, target.abs);
-      } catch (err) {
-        await rm(temp, { force: true });
-        throw err;
+        next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body);
+        await deps.beforeWrite?.();
+        await scope.writeAtomically(target, next, {
+          mode: target.file ? target.file.stats.mode & 0o7777 : undefined,
+          beforeRename: async () => {
+            if (!(await store.markProposalApplied(id, new Date(deps.clock.now()).toISOString(), context.session.principal))) {
+              throw new Error('the proposal was applied by another call first');
+            }
+          },
+        });
+      } finally {
+        await target.close();
       }
       context.notes.proposal = { id, action: 'applied', path: proposal.path };
       return { id, path: proposal.path, status: 'applied', bytes: Buffer.byteLength(next), sha256: sha256(next) };
@@ -134,26 +170,45 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
   return [propose, list, apply];
 }
 
-/** The whole current text of a writable target, or undefined when it does not exist. */
-async function readCurrent(scope: EstateScope, target: WritablePath): Promise<string | undefined> {
-  if (!target.stats) return undefined;
-  const handle = await scope.openFile(target);
+/** Most characters of a proposal's rationale shown in the approval prompt. */
+const RATIONALE_SHOWN_CHARS = 200;
+
+/**
+ * One line for the approval prompt: the path (quoted), whether the file is created or changed,
+ * lines added and removed, bytes before and after, and who proposed it; or why applying it would
+ * fail now. Reads the file as `estate__apply_proposal` would (no symlink followed).
+ */
+async function describeChange(scope: EstateScope, proposal: Proposal): Promise<string> {
+  const where = JSON.stringify(proposal.path);
+  let current: string | undefined;
   try {
-    return await handle.readFile('utf8');
-  } finally {
-    await handle.close();
+    const target = await scope.openWritable(proposal.path, { follow: false });
+    try {
+      current = await readCurrent(target);
+    } finally {
+      await target.close();
+    }
+  } catch {
+    return `Change: ${where} cannot be resolved now; applying it will fail.`;
   }
+  if ((current === undefined ? null : sha256(current)) !== proposal.baseSha256) {
+    return `Change: ${where} changed since the proposal was made; applying it will be refused.`;
+  }
+  let next: string;
+  try {
+    next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body);
+  } catch {
+    return `Change: the diff for ${where} no longer applies; applying it will fail.`;
+  }
+  const { added, removed } = proposal.kind === 'diff' ? diffLineCounts(proposal.body) : replacementLineCounts(current ?? '', next);
+  const bytes = current === undefined ? `${Buffer.byteLength(next)} bytes` : `${Buffer.byteLength(current)} → ${Buffer.byteLength(next)} bytes`;
+  const how = proposal.kind === 'diff' ? 'a unified diff' : 'whole new content';
+  return `Change: ${current === undefined ? 'creates' : 'changes'} ${where}: +${added}/-${removed} lines, ${bytes} (${how}), proposed by ${JSON.stringify(proposal.principal)}.`;
 }
 
-async function writeNew(path: string, text: string, mode: number | undefined): Promise<void> {
-  const handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
-  try {
-    await handle.writeFile(text, 'utf8');
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  if (mode !== undefined) await chmod(path, mode);
+/** The whole current text of a writable target (read from its held handle), or undefined when it does not exist. */
+async function readCurrent(target: WritablePath): Promise<string | undefined> {
+  return target.file ? target.file.handle.readFile('utf8') : undefined;
 }
 
 function sha256(text: string): string {

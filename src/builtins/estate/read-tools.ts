@@ -6,8 +6,7 @@
  * (defaults in src/config/schema.ts `estateSchema`). All four are read-only (`readOnlyHint`).
  */
 import type { Dirent } from 'node:fs';
-import { lstat, readdir, realpath } from 'node:fs/promises';
-import { join } from 'node:path';
+import type { FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
 import { defineFunctionTool, type FunctionTool } from '../../router/function-tool.js';
 import type { EstateScope } from './scope.js';
@@ -40,19 +39,23 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
     }),
     annotations: READ,
     async handler({ path, offset }) {
-      const dir = await scope.resolve(path, 'dir');
-      const all = (await readdir(dir.abs, { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-      const page = all.slice(offset, offset + limits.maxResults);
-      const entries = await Promise.all(
-        page.map(async (d) => {
-          const type = typeOf(d);
-          if (type !== 'file') return { name: d.name, type };
-          const size = await lstat(join(dir.abs, d.name)).then((s) => s.size, () => undefined);
-          return size === undefined ? { name: d.name, type } : { name: d.name, type, size };
-        }),
-      );
-      const end = offset + page.length;
-      return { path: dir.rel, entries, total: all.length, truncated: end < all.length, ...(end < all.length ? { nextOffset: end } : {}) };
+      const dir = await scope.open(path, 'dir');
+      try {
+        const all = await scope.list(dir.handle);
+        const page = all.slice(offset, offset + limits.maxResults);
+        const entries = await Promise.all(
+          page.map(async (d) => {
+            const type = typeOf(d);
+            if (type !== 'file') return { name: d.name, type };
+            const size = (await scope.lstatIn(dir.handle, d.name))?.size;
+            return size === undefined ? { name: d.name, type } : { name: d.name, type, size };
+          }),
+        );
+        const end = offset + page.length;
+        return { path: dir.rel, entries, total: all.length, truncated: end < all.length, ...(end < all.length ? { nextOffset: end } : {}) };
+      } finally {
+        await dir.handle.close();
+      }
     },
   });
 
@@ -67,10 +70,10 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
     }),
     annotations: READ,
     async handler({ path, offset, length }) {
-      const file = await scope.resolve(path, 'file');
+      const file = await scope.open(path, 'file');
+      const { handle } = file;
       const size = file.stats.size;
       const want = Math.max(0, Math.min(length ?? limits.maxBytes, limits.maxBytes, size - offset));
-      const handle = await scope.openFile(file);
       let bytes: Buffer;
       try {
         const buffer = Buffer.alloc(want);
@@ -113,37 +116,23 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
     }),
     annotations: READ,
     async handler({ query, path, caseSensitive }, context) {
-      const start = await scope.resolve(path, 'any');
+      const start = await scope.open(path, 'any');
       const needle = caseSensitive ? query : query.toLowerCase();
       const hits: { path: string; line: number; text: string }[] = [];
       let truncated = false;
       let filesScanned = 0;
       /** Files longer than maxBytes: only their start was scanned. */
       let filesCut = 0;
-      const scanFile = async (abs: string, rel: string) => {
+      /** Scans one open file; the caller closes it. */
+      const scanFile = async (handle: FileHandle, size: number, rel: string) => {
         if (filesScanned >= SEARCH_MAX_FILES) return void (truncated = true);
         filesScanned++;
-        let resolved;
-        try {
-          resolved = await scope.resolve(rel, 'file');
-        } catch {
-          return; // vanished or became something else: not a hit
-        }
-        if (resolved.abs !== abs) return;
-        const handle = await scope.openFile(resolved).catch(() => undefined);
-        if (!handle) return;
-        let text: string;
-        try {
-          const buffer = Buffer.alloc(Math.min(resolved.stats.size, limits.maxBytes));
-          const { bytesRead } = buffer.length ? await handle.read(buffer, 0, buffer.length, 0) : { bytesRead: 0 };
-          const bytes = buffer.subarray(0, bytesRead);
-          if (bytes.includes(0)) return;
-          if (resolved.stats.size > limits.maxBytes) filesCut++;
-          text = bytes.toString('utf8');
-        } finally {
-          await handle.close();
-        }
-        const lines = text.split('\n');
+        const buffer = Buffer.alloc(Math.min(size, limits.maxBytes));
+        const { bytesRead } = buffer.length ? await handle.read(buffer, 0, buffer.length, 0) : { bytesRead: 0 };
+        const bytes = buffer.subarray(0, bytesRead);
+        if (bytes.includes(0)) return;
+        if (size > limits.maxBytes) filesCut++;
+        const lines = bytes.toString('utf8').split('\n');
         for (let i = 0; i < lines.length; i++) {
           const line = lines[i]!;
           const at = (caseSensitive ? line : line.toLowerCase()).indexOf(needle);
@@ -152,19 +141,31 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
           hits.push({ path: rel, line: i + 1, text: excerpt(line, at) });
         }
       };
-      const walk = async (abs: string, rel: string): Promise<void> => {
-        // Re-check each folder: one swapped for a symlink since the listing is not entered.
-        if (!scope.isInside(await realpath(abs).catch(() => ''))) return;
-        const entries = (await readdir(abs, { withFileTypes: true }).catch(() => [] as Dirent[])).sort((a, b) => (a.name < b.name ? -1 : 1));
+      // Each entry is opened relative to its held folder without following symlinks, so one
+      // swapped for a symlink since the listing is skipped, never entered.
+      const walk = async (dir: FileHandle, rel: string): Promise<void> => {
+        const entries = await scope.list(dir).catch(() => [] as Dirent[]);
         for (const entry of entries) {
           if (truncated || context.signal.aborted) return;
           const childRel = rel === '.' ? entry.name : `${rel}/${entry.name}`;
-          if (entry.isDirectory()) await walk(join(abs, entry.name), childRel);
-          else if (entry.isFile()) await scanFile(join(abs, entry.name), childRel);
+          const kind = entry.isDirectory() ? 'dir' : entry.isFile() ? 'file' : undefined;
+          if (!kind) continue;
+          const child = await scope.openIn(dir, entry.name, kind);
+          if (!child) continue; // vanished or became something else: not a hit
+          try {
+            if (kind === 'dir') await walk(child.handle, childRel);
+            else await scanFile(child.handle, child.stats.size, childRel);
+          } finally {
+            await child.handle.close();
+          }
         }
       };
-      if (start.stats.isFile()) await scanFile(start.abs, start.rel);
-      else await walk(start.abs, start.rel);
+      try {
+        if (start.stats.isFile()) await scanFile(start.handle, start.stats.size, start.rel);
+        else await walk(start.handle, start.rel);
+      } finally {
+        await start.handle.close();
+      }
       return { query, path: start.rel, hits, truncated: truncated || filesCut > 0, filesScanned, filesCut };
     },
   });
@@ -176,7 +177,8 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
     parameters: z.object({ path: pathArg('The path') }),
     annotations: READ,
     async handler({ path }) {
-      const found = await scope.resolve(path, 'any');
+      const found = await scope.open(path, 'any');
+      await found.handle.close();
       const s = found.stats;
       return {
         path: found.rel,

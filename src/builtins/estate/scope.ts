@@ -5,171 +5,396 @@
  * A path is relative and `/`-separated. Refused with `BrokerError('estate_scope_escape')` (the
  * invoke stage answers `guard_error`, reason `estate_scope_escape: …`), before anything is read:
  *  - an absolute path (`/x`, `C:\x`, `\\host\x`), a NUL byte, a backslash, any `..` segment;
- *  - a path whose real path (`realpath`, every symlink followed) is not the root or below it;
- *  - a symlink that leads nowhere (it cannot be proven to stay inside);
- *  - anything that is not a regular file or a directory (FIFOs, sockets, devices).
+ *  - a symlink whose target leaves the root, leads nowhere, or loops;
+ *  - anything that is not a regular file or a directory (FIFOs, sockets, devices);
+ *  - a component that changes (for example becomes a symlink) while it is being resolved.
  * Nothing is decoded: `%2e%2e%2f` is a file name of nine characters, inside the root.
- * Files are opened with `O_NOFOLLOW | O_NONBLOCK` on the resolved real path and checked again
- * with `fstat` (same inode, regular file), so a swap between check and open is refused too.
+ *
+ * How (Linux; Node has no openat(2)): the root's real path is taken once and every call opens it
+ * again, checked to be the same folder (device and inode). From there each component is opened
+ * relative to the folder before it, through `/proc/self/fd/<fd>/<name>`, with `O_NOFOLLOW`
+ * (folders also `O_DIRECTORY`), so no component is a symlink when it is opened, and a swap after
+ * that cannot redirect anything: the caller holds the handles. A symlink met on the way is read
+ * (`readlink`) and its target resolved the same way, never by the kernel; a target that climbs
+ * above the root or is absolute outside it is refused. Writes ({@link EstateScope.writeAtomically})
+ * follow no symlink at all: the temp file is created in the held folder and renamed within it.
+ *
+ * Error messages never name the root, the `/proc` path or the path argument.
  */
-import { constants, type Stats } from 'node:fs';
-import { lstat, open, realpath, stat, type FileHandle } from 'node:fs/promises';
-import { join, sep } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { constants, type Dirent, type Stats } from 'node:fs';
+import { lstat, open, readdir, readlink, realpath, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { BrokerError } from '../../shared/errors.js';
 
-/** A resolved path inside the root. */
+/** Longest estate path, in bytes (Linux `PATH_MAX`). */
+export const MAX_PATH_BYTES = 4096;
+/** Longest name of one path component, in bytes (Linux `NAME_MAX`). */
+export const MAX_NAME_BYTES = 255;
+/** Most symlinks followed while resolving one path (as Linux's `MAXSYMLINKS`). */
+export const MAX_SYMLINK_HOPS = 40;
+
+const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+const FILE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const TEMP_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+
+/** An open file or folder inside the root. The caller closes `handle`. */
 export interface ScopedPath {
-  /** Absolute real path. */
-  readonly abs: string;
-  /** Relative to the root's real path, `/`-separated; `.` for the root. */
+  /** Relative to the root, `/`-separated, every symlink resolved; `.` for the root. */
   readonly rel: string;
+  /** `fstat` of the handle. */
   readonly stats: Stats;
+  readonly handle: FileHandle;
 }
 
-/** A path a proposal may write: the real path of the file, or where a new file would go. */
+/**
+ * Where a proposal writes: the held folder and the name in it; the file itself open when it
+ * exists. The caller calls {@link WritablePath.close}.
+ */
 export interface WritablePath {
-  readonly abs: string;
+  /** Relative to the root, `/`-separated, every symlink resolved. */
   readonly rel: string;
-  /** Undefined when the file does not exist yet. */
-  readonly stats?: Stats;
+  /** The folder the file is (or would be) in, held open. */
+  readonly dir: FileHandle;
+  /** That folder, relative to the root (`.` for the root). */
+  readonly dirRel: string;
+  /** The file's name in `dir`. */
+  readonly name: string;
+  /** The existing file, open for reading; undefined when it does not exist yet. */
+  readonly file?: { readonly handle: FileHandle; readonly stats: Stats };
+  /** Closes every handle. */
+  close(): Promise<void>;
 }
 
 /** Thrown for a path inside the scope that does not exist; the tool's own failure (`tool_error`). */
 export class EstateNotFound extends Error {
-  constructor(rel: string) {
-    super(`no such file or directory in the estate: ${rel}`);
+  constructor() {
+    super('no such file or folder in the estate');
     this.name = 'EstateNotFound';
   }
 }
 
+/** One component still to resolve; `fromLink` when it came from a symlink's target. */
+interface Step {
+  readonly name: string;
+  readonly fromLink: boolean;
+}
+
+type Final =
+  | { readonly kind: 'dir' }
+  | { readonly kind: 'file'; readonly name: string; readonly handle: FileHandle; readonly stats: Stats }
+  | { readonly kind: 'missing'; readonly name: string };
+
+/** The held folders from the root down (`names[i]` is the name of `dirs[i + 1]`) and what the path ends in. */
+interface Walked {
+  readonly dirs: FileHandle[];
+  readonly names: string[];
+  readonly final: Final;
+}
+
 export class EstateScope {
-  private rootReal?: string;
+  private rootId?: { readonly real: string; readonly dev: number; readonly ino: number };
 
   /** `root` is `estate.root` (absolute, resolved by config/load.ts). */
   constructor(readonly root: string) {}
 
-  /** The real path of the root; throws (a tool failure) when it does not exist or is not a folder. */
-  async realRoot(): Promise<string> {
-    if (this.rootReal) return this.rootReal;
-    let real: string;
+  /**
+   * Opens an existing file or folder inside the root, following symlinks that stay inside.
+   * Throws `estate_scope_escape`, {@link EstateNotFound}, or a one-line tool failure.
+   */
+  async open(path: string, expect: 'file' | 'dir' | 'any' = 'any'): Promise<ScopedPath> {
+    const walked = await this.walk(path, { follow: true, missingLast: false });
+    const { dirs, names, final } = walked;
     try {
-      real = await realpath(this.root);
-    } catch {
-      throw new Error(`the estate root ${this.root} does not exist`);
-    }
-    if (!(await stat(real)).isDirectory()) throw new Error(`the estate root ${this.root} is not a folder`);
-    this.rootReal = real;
-    return real;
-  }
-
-  /** Resolves an existing file or folder inside the root. Throws `estate_scope_escape` or {@link EstateNotFound}. */
-  async resolve(path: string, expect: 'file' | 'dir' | 'any' = 'any'): Promise<ScopedPath> {
-    const segments = checkLexically(path);
-    const root = await this.realRoot();
-    const joined = join(root, ...segments);
-    let real: string;
-    try {
-      real = await realpath(joined);
+      if (final.kind === 'file') {
+        if (expect === 'dir') throw new Error('the estate path names a file, not a folder');
+        return { rel: relOf([...names, final.name]), stats: final.stats, handle: final.handle };
+      }
+      if (expect === 'file') throw new Error('the estate path names a folder, not a file');
+      const stats = await dirs.at(-1)!.stat();
+      return { rel: relOf(names), stats, handle: dirs.pop()! };
     } catch (err) {
-      throw await this.notFoundOrEscape(err, joined, path);
+      await closeWalk(walked);
+      throw err;
+    } finally {
+      await closeAll(dirs);
     }
-    this.assertInside(root, real, path);
-    const stats = await stat(real);
-    if (!stats.isFile() && !stats.isDirectory()) throw escape(path, 'is not a regular file or a folder');
-    if (expect === 'file' && !stats.isFile()) throw new Error(`${path} is a folder, not a file`);
-    if (expect === 'dir' && !stats.isDirectory()) throw new Error(`${path} is a file, not a folder`);
-    return { abs: real, rel: relativeOf(root, real), stats };
   }
 
   /**
    * Resolves where a proposal would write: the folder must exist inside the root; the file may
-   * not exist yet, or is a regular file (through a symlink only when that stays inside).
+   * not exist yet, or is a regular file. `follow: true` (proposing) follows symlinks that stay
+   * inside; `follow: false` (applying) refuses any symlink on the way, as `estate_scope_escape`.
    */
-  async resolveWritable(path: string): Promise<WritablePath> {
-    const segments = checkLexically(path);
-    if (segments.length === 0) throw escape(path, 'names the estate root itself, not a file');
-    const root = await this.realRoot();
-    const parent = await this.resolve(segments.slice(0, -1).join('/') || '.', 'dir');
-    const name = segments[segments.length - 1]!;
-    const joined = join(parent.abs, name);
-    let link: Stats;
-    try {
-      link = await lstat(joined);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { abs: joined, rel: relativeOf(root, joined) };
-      throw err;
+  async openWritable(path: string, options: { follow: boolean }): Promise<WritablePath> {
+    if (checkLexically(path).length === 0) throw escape('names the estate root itself, not a file');
+    const walked = await this.walk(path, { follow: options.follow, missingLast: true });
+    const { dirs, names, final } = walked;
+    if (final.kind === 'dir') {
+      await closeWalk(walked);
+      throw new Error('the estate path names a folder, not a file');
     }
-    if (link.isSymbolicLink() || link.isFile()) {
-      const target = await this.resolve(path, 'file');
-      return { abs: target.abs, rel: target.rel, stats: target.stats };
-    }
-    if (link.isDirectory()) throw new Error(`${path} is a folder, not a file`);
-    throw escape(path, 'is not a regular file');
+    const dir = dirs.pop()!;
+    await closeAll(dirs);
+    const file = final.kind === 'file' ? { handle: final.handle, stats: final.stats } : undefined;
+    return {
+      rel: relOf([...names, final.name]),
+      dir,
+      dirRel: relOf(names),
+      name: final.name,
+      ...(file ? { file } : {}),
+      close: async () => {
+        await file?.handle.close().catch(() => undefined);
+        await dir.close().catch(() => undefined);
+      },
+    };
   }
 
   /**
-   * Opens a resolved file for reading; the handle is checked to be the same regular file.
-   * The caller closes it.
+   * Replaces (or creates) `target` with `text`: a temp file created inside the held folder
+   * (`O_CREAT | O_EXCL | O_NOFOLLOW`), written, given `mode` (permission bits) when set, fsynced,
+   * then renamed over the name within that same folder, and the folder fsynced. Just before the
+   * rename the held folder must still be the one at `dirRel` from the root, with no symlink on
+   * the way (else `estate_scope_escape`: it moved since the check). `beforeRename` runs after
+   * that check (a throw from either removes the temp file and writes nothing).
    */
-  async openFile(file: ScopedPath | WritablePath): Promise<FileHandle> {
+  async writeAtomically(target: WritablePath, text: string, options: { mode?: number; beforeRename?: () => Promise<void> } = {}): Promise<void> {
+    const temp = `.estate-tmp-${randomBytes(6).toString('hex')}`;
+    let created = false;
+    try {
+      const handle = await open(fdPath(target.dir, temp), TEMP_FLAGS, 0o644);
+      created = true;
+      try {
+        await handle.writeFile(text, 'utf8');
+        if (options.mode !== undefined) await handle.chmod(options.mode);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await this.assertStillAt(target);
+      await options.beforeRename?.();
+      await rename(fdPath(target.dir, temp), fdPath(target.dir, target.name));
+      created = false;
+      await target.dir.sync();
+    } catch (err) {
+      if (created) await unlink(fdPath(target.dir, temp)).catch(() => undefined);
+      throw fsFailure(err);
+    }
+  }
+
+  /** The entries of a held folder, sorted by name. */
+  async list(dir: FileHandle): Promise<Dirent[]> {
+    try {
+      const entries = await readdir(fdPath(dir, '.'), { withFileTypes: true });
+      return entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    } catch (err) {
+      throw fsFailure(err);
+    }
+  }
+
+  /** `lstat` of one entry of a held folder; undefined when it is gone. */
+  async lstatIn(dir: FileHandle, name: string): Promise<Stats | undefined> {
+    return lstat(fdPath(dir, name)).catch(() => undefined);
+  }
+
+  /**
+   * Opens one entry of a held folder without following a symlink, checked to be `kind`;
+   * undefined when it is anything else or gone. The caller closes the handle.
+   */
+  async openIn(dir: FileHandle, name: string, kind: 'file' | 'dir'): Promise<{ handle: FileHandle; stats: Stats } | undefined> {
     let handle: FileHandle;
     try {
-      handle = await open(file.abs, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ELOOP') throw escape(file.rel, 'became a symlink');
-      if (code === 'ENOENT') throw new EstateNotFound(file.rel);
-      throw err;
+      handle = await open(fdPath(dir, name), kind === 'dir' ? DIR_FLAGS : FILE_FLAGS);
+    } catch {
+      return undefined;
     }
-    const now = await handle.stat();
-    if (!now.isFile() || (file.stats && (now.ino !== file.stats.ino || now.dev !== file.stats.dev))) {
+    const stats = await handle.stat().catch(() => undefined);
+    if (stats && (kind === 'dir' ? stats.isDirectory() : stats.isFile())) return { handle, stats };
+    await handle.close().catch(() => undefined);
+    return undefined;
+  }
+
+  /** Throws `estate_scope_escape` unless `target.dir` is still the folder at `target.dirRel`, reached without a symlink. */
+  private async assertStillAt(target: WritablePath): Promise<void> {
+    const held = await target.dir.stat();
+    let walked: Walked;
+    try {
+      walked = await this.walk(target.dirRel, { follow: false, missingLast: false });
+    } catch {
+      throw escape('changed while it was being written (its folder moved); nothing was written');
+    }
+    const now = walked.final.kind === 'dir' ? await walked.dirs.at(-1)!.stat() : undefined;
+    await closeWalk(walked);
+    if (!now || now.dev !== held.dev || now.ino !== held.ino) throw escape('changed while it was being written (its folder moved); nothing was written');
+  }
+
+  /** The root, opened again and checked to be the folder found at first use. */
+  private async openRoot(): Promise<FileHandle> {
+    if (!this.rootId) {
+      let real: string;
+      try {
+        real = await realpath(this.root);
+      } catch {
+        throw new Error('the estate root does not exist');
+      }
+      const handle = await open(real, DIR_FLAGS).catch(() => undefined);
+      if (!handle) throw new Error('the estate root is not a folder that can be opened');
+      try {
+        const s = await handle.stat();
+        // Everything below is opened through /proc/self/fd: without it, refuse rather than guess.
+        const viaProc = await stat(fdPath(handle, '.')).catch(() => undefined);
+        if (!viaProc || viaProc.ino !== s.ino || viaProc.dev !== s.dev) throw new Error('the estate relay needs /proc/self/fd (Linux)');
+        this.rootId = { real, dev: s.dev, ino: s.ino };
+        return handle;
+      } catch (err) {
+        await handle.close();
+        throw err;
+      }
+    }
+    const id = this.rootId;
+    let handle: FileHandle;
+    try {
+      handle = await open(id.real, DIR_FLAGS);
+    } catch {
+      throw new Error('the estate root does not exist any more');
+    }
+    const s = await handle.stat();
+    if (s.dev !== id.dev || s.ino !== id.ino) {
       await handle.close();
-      throw escape(file.rel, 'changed while it was opened');
+      throw new Error('the estate root was replaced since the broker first used it');
     }
     return handle;
   }
 
-  /** Whether a real path is the root or below it. */
-  isInside(real: string): boolean {
-    const root = this.rootReal;
-    return root !== undefined && (real === root || real.startsWith(root.endsWith(sep) ? root : root + sep));
-  }
-
-  private assertInside(root: string, real: string, path: string): void {
-    if (real !== root && !real.startsWith(root.endsWith(sep) ? root : root + sep)) throw escape(path, 'resolves outside the estate root');
-  }
-
-  private async notFoundOrEscape(err: unknown, joined: string, path: string): Promise<Error> {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ELOOP') return escape(path, 'is a symlink loop');
-    if (code !== 'ENOENT' && code !== 'ENOTDIR') return err as Error;
-    // A dangling symlink (anywhere on the way) cannot be shown to stay inside: refuse it.
+  /** Resolves `path` component by component from the root; see the module comment. */
+  private async walk(path: string, options: { follow: boolean; missingLast: boolean }): Promise<Walked> {
+    const queue: Step[] = checkLexically(path).map((name) => ({ name, fromLink: false }));
+    const dirs = [await this.openRoot()];
+    const names: string[] = [];
+    let hops = 0;
     try {
-      if ((await lstat(joined)).isSymbolicLink()) return escape(path, 'is a symlink that leads nowhere');
-    } catch {
-      /* nothing at that path */
+      while (queue.length > 0) {
+        const { name, fromLink } = queue.shift()!;
+        if (name === '' || name === '.') continue;
+        if (name === '..') {
+          // Only a symlink's target gets here: the path itself may not hold "..".
+          if (dirs.length === 1) throw escape('resolves outside the estate root');
+          await dirs.pop()!.close();
+          names.pop();
+          continue;
+        }
+        if (Buffer.byteLength(name) > MAX_NAME_BYTES) throw new Error(`a name in the estate path is longer than ${MAX_NAME_BYTES} bytes`);
+        const at = fdPath(dirs.at(-1)!, name);
+        let link: Stats;
+        try {
+          link = await lstat(at);
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          if (code !== 'ENOENT') throw fsFailure(err);
+          // A symlink whose target is missing cannot be shown to stay inside: refuse it.
+          if (fromLink) throw escape('is a symlink that leads nowhere');
+          if (queue.length === 0 && options.missingLast) return { dirs, names, final: { kind: 'missing', name } };
+          throw new EstateNotFound();
+        }
+        if (link.isSymbolicLink()) {
+          if (!options.follow) throw escape('has a symlink on its way; writes follow none');
+          if (++hops > MAX_SYMLINK_HOPS) throw escape('is a symlink loop');
+          const target = await readlink(at).catch((err: unknown) => {
+            throw fsFailure(err);
+          });
+          let next = target;
+          if (target.startsWith('/')) {
+            const root = this.rootId!.real;
+            if (target !== root && !target.startsWith(root.endsWith('/') ? root : `${root}/`)) throw escape('resolves outside the estate root');
+            while (dirs.length > 1) await dirs.pop()!.close();
+            names.length = 0;
+            next = target.slice(root.length);
+          }
+          queue.unshift(...next.split('/').map((n) => ({ name: n, fromLink: true })));
+          continue;
+        }
+        if (link.isDirectory()) {
+          dirs.push(await openChecked(at, DIR_FLAGS, link));
+          names.push(name);
+          continue;
+        }
+        // A file in the middle of the path (ENOTDIR): there is nothing below it.
+        if (queue.length > 0) throw new EstateNotFound();
+        if (!link.isFile()) throw escape('is not a regular file or a folder');
+        const handle = await openChecked(at, FILE_FLAGS, link);
+        return { dirs, names, final: { kind: 'file', name, handle, stats: await handle.stat() } };
+      }
+      return { dirs, names, final: { kind: 'dir' } };
+    } catch (err) {
+      await closeAll(dirs);
+      throw err;
     }
-    return new EstateNotFound(path);
   }
 }
 
 /** The path's segments, with `.` and empty segments dropped; throws `estate_scope_escape` for what is never allowed. */
 export function checkLexically(path: unknown): string[] {
-  if (typeof path !== 'string') throw escape(String(path), 'is not a string');
-  if (path.includes('\0')) throw escape(path, 'contains a NUL byte');
-  if (path.includes('\\')) throw escape(path, 'contains a backslash');
-  if (path.startsWith('/') || /^[A-Za-z]:/.test(path)) throw escape(path, 'is absolute; estate paths are relative to the estate root');
+  if (typeof path !== 'string') throw escape('is not a string');
+  if (path.includes('\0')) throw escape('contains a NUL byte');
+  if (path.includes('\\')) throw escape('contains a backslash');
+  if (path.startsWith('/') || /^[A-Za-z]:/.test(path)) throw escape('is absolute; estate paths are relative to the estate root');
+  if (Buffer.byteLength(path) > MAX_PATH_BYTES) throw new Error(`the estate path is longer than ${MAX_PATH_BYTES} bytes`);
   const segments = path.split('/').filter((s) => s !== '' && s !== '.');
-  if (segments.includes('..')) throw escape(path, 'contains a ".." segment');
+  if (segments.includes('..')) throw escape('contains a ".." segment');
   return segments;
 }
 
-function relativeOf(root: string, real: string): string {
-  if (real === root) return '.';
-  return real.slice(root.length + (root.endsWith(sep) ? 0 : 1)).split(sep).join('/');
+/** Opens `at` (no symlink followed) and checks it is still what `lstat` saw. */
+async function openChecked(at: string, flags: number, seen: Stats): Promise<FileHandle> {
+  let handle: FileHandle;
+  try {
+    handle = await open(at, flags);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP' || code === 'ENOTDIR' || code === 'ENOENT') throw escape('changed while it was resolved');
+    throw fsFailure(err);
+  }
+  const now = await handle.stat();
+  if (now.dev !== seen.dev || now.ino !== seen.ino) {
+    await handle.close();
+    throw escape('changed while it was resolved');
+  }
+  return handle;
+}
+
+/** `name` inside the held folder `dir`, as a path the kernel resolves from that folder. */
+function fdPath(dir: FileHandle, name: string): string {
+  return `/proc/self/fd/${dir.fd}/${name}`;
+}
+
+function relOf(names: readonly string[]): string {
+  return names.length === 0 ? '.' : names.join('/');
+}
+
+async function closeAll(handles: FileHandle[]): Promise<void> {
+  for (const h of handles.splice(0)) await h.close().catch(() => undefined);
+}
+
+async function closeWalk(walked: Walked): Promise<void> {
+  await closeAll(walked.dirs);
+  if (walked.final.kind === 'file') await walked.final.handle.close().catch(() => undefined);
+}
+
+/**
+ * A file system error as one line without any path (Node's messages carry the path it was
+ * given: here a `/proc/self/fd` path, before this a path under the root). Our own errors pass.
+ */
+function fsFailure(err: unknown): Error {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (err instanceof BrokerError || err instanceof EstateNotFound || typeof code !== 'string') return err as Error;
+  if (code === 'ENOENT' || code === 'ENOTDIR') return new EstateNotFound();
+  if (code === 'ELOOP') return escape('changed while it was resolved');
+  if (code === 'ENAMETOOLONG') return new Error('a name in the estate path is too long');
+  if (code === 'EACCES' || code === 'EPERM') return new Error('permission denied in the estate');
+  if (code === 'EISDIR') return new Error('the estate path names a folder, not a file');
+  return new Error(`the estate file system failed (${code})`);
 }
 
 /** The refusal; the message says why, never the path itself (an argument value). */
-function escape(_path: string, why: string): BrokerError {
+function escape(why: string): BrokerError {
   return new BrokerError('estate_scope_escape', `the estate path ${why}`);
 }
