@@ -4,6 +4,7 @@
  * relay's `estate__*` tools (issue 4) under server `estate`, when served (`estateServed`). Registered as function tools, so
  * every call to them passes the same broker path as an upstream call.
  */
+import { isPrivilegedPrincipal } from '../broker/policy.js';
 import type { LoadedConfig } from '../config/load.js';
 import type { ToolRouter } from '../router/router.js';
 import type { Clock } from '../shared/clock.js';
@@ -40,7 +41,7 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
   const store = (): ProposalStore => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir));
   host.router.register([reconnectTool({ registry: host.registry, scrubber: host.scrubber })], { server: 'broker' });
   if (estateServed(host.config.estate, host.logger)) {
-    const isPrivileged = (principal: string) => principal === 'local' || host.config.principals[principal]?.role === 'operator';
+    const isPrivileged = (principal: string) => isPrivilegedPrincipal(host.config.principals, principal);
     host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock, isPrivileged }), { server: 'estate' });
   }
   const experimental: Record<string, object> = {};
