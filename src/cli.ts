@@ -194,7 +194,7 @@ function fail(err: unknown, logger: Logger): never {
     logger.flush?.();
     process.exit(2);
   }
-  logger.fatal({ err: messageOf(err) }, 'mcp-broker failed');
+  // One plain line, like a config error: what a person reads first when the broker will not start.
   logger.flush?.();
   process.stderr.write(`mcp-broker: ${messageOf(err)}\n`);
   process.exit(1);
