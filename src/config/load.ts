@@ -62,7 +62,7 @@ export function parseConfig(
   }
   for (const server of Object.values(config.mcpServers)) {
     const kind = serverKind(server);
-    // `${env:…}` values are already secrets; literal values count when their key names a credential.
+    // `${env:…}` values are already secrets; literal values count when their key names a credential (credentialValues).
     if ('env' in server) secrets.push(...credentialValues(server.env));
     if ('headers' in server) secrets.push(...credentialValues(server.headers));
     if (kind === 'stdio' && 'command' in server) {

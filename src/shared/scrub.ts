@@ -92,7 +92,10 @@ const SHAPES: ReadonlyArray<{ readonly pattern: string; readonly anchors: readon
   // JWTs
   { pattern: String.raw`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`, anchors: ['eyJ'] },
   // Bearer / Basic credentials
-  { pattern: String.raw`\b(?:Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}`, anchors: ['Bearer', 'Basic', 'Token'] },
+  { pattern: String.raw`\bBearer\s+[A-Za-z0-9._~+/=-]{8,}`, anchors: ['Bearer'] },
+  // Basic / Token only with an upper-case letter, digit, + / or = past its first character, so
+  // prose ("Basic information about …", "Token limits") survives; base64 credentials have one.
+  { pattern: String.raw`\b(?:Basic|Token)\s+(?=[A-Za-z0-9._~+/=-][a-z._~-]*[A-Z0-9+/=])[A-Za-z0-9._~+/=-]{8,}`, anchors: ['Basic', 'Token'] },
   // common API-key prefixes: OpenAI/Anthropic, Stripe, Google, SendGrid, npm, GitLab, Twilio, Hugging Face
   { pattern: String.raw`\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}`, anchors: ['sk-'] },
   { pattern: String.raw`\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}`, anchors: ['sk_live_', 'sk_test_', 'pk_live_', 'pk_test_', 'rk_live_', 'rk_test_'] },
@@ -335,20 +338,22 @@ export function isCredentialField(name: string): boolean {
 }
 
 /**
- * The values of a configured `env` or `headers` map to scrub by exact value (issue 3 §6: what
- * is injected into an upstream is secret). Left out are values that cannot be secrets and whose
- * redaction would shred ordinary results: bare numbers and booleans (`MAX_TOKENS: "1000"`,
- * `DEBUG: "true"`), file paths (`/…`, `./…`, `~/…`, `C:\…`), and values under 6 characters
- * unless their key names a credential. Values that came from `${env:…}` are secrets whatever
- * they are; config loading adds those.
+ * The literal values of a configured `env` or `headers` map to scrub by exact value (issues 3
+ * §6 and 17 §9: only secrets are secrets). A value counts when its key names a credential
+ * (`API_KEY`, `DB_PASSWORD`, `Authorization`, `X-Api-Key`: {@link isCredentialField}), unless
+ * it is empty, a boolean, or a number under a name that is not password-like (`MAX_TOKENS`). Any other literal (`NODE_ENV: "production"`, `MODE: "fast"`) is an
+ * ordinary setting and stays readable in every result; secret-shaped values are still caught by
+ * the scrubber's patterns. Values that came from `${env:…}` are secrets whatever their key;
+ * config loading adds those.
  */
 export function credentialValues(entries: Readonly<Record<string, string>>): string[] {
   const out: string[] = [];
   for (const [key, raw] of Object.entries(entries)) {
+    if (!isCredentialField(key)) continue;
     const value = raw.trim();
-    if (/^(?:-?\d+(?:\.\d+)?|true|false)$/i.test(value)) continue;
-    if (/^(?:\.{0,2}\/|~\/|[A-Za-z]:[\\/])/.test(value)) continue;
-    if (value.length < 6 && !isCredentialField(key)) continue;
+    if (value === '' || /^(?:true|false)$/i.test(value)) continue;
+    // A count (`MAX_TOKENS: "1000"`) is no secret unless the name is password-like, as in results.
+    if (/^-?\d+(?:\.\d+)?$/.test(value) && !NUMERIC_SECRET_FIELD.test(normalise(key))) continue;
     out.push(raw);
   }
   return out;

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startBroker, waitFor, type StartedBroker } from './helpers.js';
+import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
 import { brokerUpstream, callsOf, callTool } from './broker-support.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'mcp-broker-scrub-e2e-'));
@@ -25,8 +25,9 @@ describe('scrubbing through the real CLI', () => {
   const logs: Array<{ logger?: string; data?: unknown }> = [];
   beforeAll(async () => {
     broker = await startBroker({
-      servers: { fx: brokerUpstream({ env: { CANARY: canary } }) },
-      env: { FIXTURE_LOG: log },
+      // Injected through ${env:}, as a secret is (a literal under a name like CANARY is an ordinary setting).
+      servers: { fx: brokerUpstream({ env: { CANARY: '${env:SCRUB_E2E_CANARY}' } }) },
+      env: { FIXTURE_LOG: log, SCRUB_E2E_CANARY: canary },
       args: ['--log-level', 'debug'],
     });
     broker.client.setNotificationHandler(LoggingMessageNotificationSchema, async (n) => void logs.push(n.params));
@@ -120,5 +121,27 @@ describe('fail-closed record', () => {
     expect(text).not.toContain('"text"');
     expect(callsOf(log, 'write')).toBe(1); // it did run upstream
     await waitFor(() => broker.stderr().includes('call record could not be written'), 'the logged write failure');
+  });
+});
+
+describe('only secrets are secrets (issue 17 §9)', () => {
+  let broker: StartedBroker;
+  beforeAll(async () => {
+    broker = await startBroker({
+      servers: {
+        a: nodeServer(fixture('echo.mjs'), { env: { NODE_ENV: 'production', MODE: 'fast', SERVICE_TOKEN: 'literal-service-token-42' } }),
+        b: nodeServer(fixture('echo.mjs')),
+      },
+    });
+  });
+  afterAll(() => broker?.close());
+
+  it('ordinary environment values redacted everywhere: NODE_ENV=production stays readable in every server\'s results', async () => {
+    const r = await callTool(broker, 'b__echo', { text: 'deployed to production in fast mode' });
+    expect(r.outcome).toBe('ok');
+    expect(r.text).toBe('deployed to production in fast mode');
+    // A credential-named literal is still a secret, in every server's results.
+    const leak = await callTool(broker, 'b__echo', { text: 'key literal-service-token-42' });
+    expect(leak.text).toBe('key [REDACTED]');
   });
 });
