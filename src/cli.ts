@@ -11,6 +11,7 @@ import type { CallsOptions } from './commands/calls.js';
 import type { LoadedConfig } from './config/load.js';
 import type { Gateway } from './gateway.js';
 import type { Logger } from './shared/logger.js';
+import { shellQuote } from './shared/shell-quote.js';
 import { releaseSignals } from './upstream/child-transport.js';
 import { earlySpawn } from './upstream/early-spawn.js';
 
@@ -67,7 +68,7 @@ program
     }
     let gateway: Gateway;
     try {
-      gateway = new Gateway(config, { logger, scrubber });
+      gateway = new Gateway(config, { logger, scrubber, cliPath: realpathSync(process.argv[1]!) });
       // Function modules and OpenAPI documents load now, so a bad one exits 2 before serving.
       await gateway.prepare();
     } catch (err) {
@@ -125,8 +126,11 @@ program
   .description('approve a tool (advertised name): satisfies "ask", and re-pins a tool whose definition changed')
   .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
   .option('--principal <name>', 'approve for this principal only (default: every principal)')
-  .action((tool: string, opts: { config: string; principal?: string }) =>
-    runCommand(async () => (await import('./commands/approve.js')).approveCommand(loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
+  .option('--force', 'approve a tool the broker has not seen yet')
+  .action((tool: string, opts: { config: string; principal?: string; force?: boolean }) =>
+    runCommand(async () =>
+      (await import('./commands/approve.js')).approveCommand(loadOrExit(opts.config), tool, { principal: opts.principal, force: opts.force }, await processIo()),
+    ),
   );
 
 program
@@ -252,9 +256,4 @@ function printBanner(gateway: Gateway): void {
     '',
   );
   process.stderr.write(lines.join('\n'));
-}
-
-/** `text` quoted for a POSIX shell when it needs it. */
-function shellQuote(text: string): string {
-  return /^[A-Za-z0-9_./@%+=:,-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
 }

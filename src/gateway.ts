@@ -18,6 +18,7 @@ import { Breakers, breakerStage } from './broker/breaker.js';
 import { BudgetLedger, budgetFromEnv, budgetStage } from './broker/budget.js';
 import { evaluateStage } from './broker/evaluate.js';
 import { pinRoster } from './broker/pins.js';
+import { approveHint } from './broker/approve-hint.js';
 import { compilePolicy, isPrivilegedPrincipal, type CompiledPolicy } from './broker/policy.js';
 import { PrimitiveGuard } from './broker/primitive-judge.js';
 import { publishStage } from './broker/publish.js';
@@ -43,6 +44,8 @@ export { VERSION } from './version.js';
 
 export interface GatewayDeps {
   logger: Logger;
+  /** The CLI script that started this broker (absolute), so refusals name an approve command that runs as printed. */
+  cliPath?: string;
   clock?: Clock;
   /** Where records go; default the ndjson file of `broker.records`. */
   records?: RecordSink;
@@ -77,6 +80,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly router: ToolRouter;
   readonly broker: Broker;
   readonly records: RecordSink;
+  /** The CLI script that started this broker, when it was the CLI ({@link GatewayDeps.cliPath}). */
+  private readonly cliPath?: string;
   readonly publisher: RecordPublisher<CallRecord>;
   /** Pins, approvals, first uses (issue 3); closed by `stop()`. */
   readonly store: Store;
@@ -120,6 +125,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.publisher = new RecordPublisher<CallRecord>(this.logger);
     this.policy = compilePolicy(config.policy);
     this.env = deps.env ?? process.env;
+    this.cliPath = deps.cliPath;
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
     this.registry = new Registry(this.logger, this.scrubber);
     this.primitives = new PrimitiveGuard({
@@ -191,6 +197,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         askTimeoutMs: policy.askTimeoutMs,
         scrubArgs: (a) => scrubber.value(a),
         isPrivileged: (p) => isPrivilegedPrincipal(principals, p),
+        approveHint: approveHint(this.cliPath, this.config.file),
         logger: this.logger,
       }),
       budget: budgetStage({

@@ -18,6 +18,7 @@
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
 import type { Approval, ObservedTool, PinState, Store } from '../store/store.js';
+import { plainApproveCommand, type ApproveHint } from './approve-hint.js';
 import { askApproval, stillLive } from './ask.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
 import type { Stage } from './runner.js';
@@ -44,6 +45,8 @@ export interface JudgeDeps {
    * `principals`. Absent: no principal is (fail closed).
    */
   isPrivileged?: (principal: string) => boolean;
+  /** The approve command refusals name ({@link approveHint}); default the plain `mcp-broker approve …`. */
+  approveHint?: ApproveHint;
   logger?: Logger;
 }
 
@@ -75,6 +78,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
         toolDefault: target.policyDefault,
         requiresPrivilege: target.requiresPrivilege === true,
         privileged: target.requiresPrivilege === true && deps.isPrivileged?.(principal) === true,
+        approveCommand: hint(deps, name, principal, principal),
       });
 
       if (verdict.kind === 'refuse') return refuse(call, verdict.outcome, verdict.reason);
@@ -123,9 +127,15 @@ async function ask(
     answer.why === 'declined' || answer.why === 'cancelled'
       ? ''
       : approvable
-        ? `; approve it with \`mcp-broker approve ${target.name}\``
+        ? `; approve it with \`${hint(deps, target.name, call.session.principal)}\``
         : '; it runs only with a client that supports elicitation, to ask on each call';
   return { reason: `${why}; ${answer.reason}${how}` };
+}
+
+/** The approve command for `tool` (for `forPrincipal` when given), shaped for the caller `principal`. */
+function hint(deps: JudgeDeps, tool: string, principal: string, forPrincipal?: string): string {
+  const privileged = deps.isPrivileged?.(principal) === true;
+  return deps.approveHint ? deps.approveHint(tool, { principal: forPrincipal, privileged }) : plainApproveCommand(tool, forPrincipal);
 }
 
 /** One line of JSON, cut at {@link ASK_SUMMARY_MAX_CHARS}. */

@@ -26,6 +26,7 @@
  * `prompts` or `resources` globs, or `tools` globs that cover the server's whole namespace, see
  * {@link namespaceName}) gives the action, else `policy.default`; `deny` → `denied`, `ask` → ask.
  */
+import { plainApproveCommand } from './approve-hint.js';
 import picomatch from 'picomatch';
 import type { PolicyConfig, PrincipalConfig } from '../config/schema.js';
 import type { PinState } from '../store/store.js';
@@ -49,6 +50,8 @@ export interface PolicyFacts {
   readonly requiresPrivilege?: boolean;
   /** The caller is privileged ({@link isPrivilegedPrincipal}); default `false` (fail closed). */
   readonly privileged?: boolean;
+  /** The command that approves this tool for this principal, as refusals name it; default the plain `mcp-broker approve …`. */
+  readonly approveCommand?: string;
 }
 
 /** Why a call must be asked about. */
@@ -161,7 +164,7 @@ export function decide(policy: CompiledPolicy, facts: PolicyFacts): Verdict {
     return {
       kind: 'refuse',
       outcome: 'unregistered',
-      reason: `tool "${name}" changed: its definition differs from the one pinned for principal "${facts.principal}"; run \`mcp-broker approve ${name} --principal ${facts.principal}\` to accept the new definition for it`,
+      reason: `tool "${name}" changed: its definition differs from the one pinned for principal "${facts.principal}"; run \`${facts.approveCommand ?? plainApproveCommand(name, facts.principal)}\` to accept the new definition for it`,
     };
   }
   const mode = policy.config.mode;

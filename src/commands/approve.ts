@@ -11,8 +11,14 @@
  *   pinned; the note says so.
  * - revoke: the tool needs approval again before it runs for the principal (an `ask`), and its
  *   remembered first uses are forgotten. A `deny` still denies.
+ * `approve` of a tool the broker has never seen (not in the store's pins or seen definitions,
+ * not a built-in, not a function tool of the config) is exit 2 unless `force`; approving a tool
+ * a `deny` rule covers works but says that the rule still denies it.
  * Returns the exit code: 0, or 2 for a bad tool name.
  */
+import { compilePolicy } from '../broker/policy.js';
+import { ESTATE_TOOL_NAMES } from '../builtins/estate/index.js';
+import { RECONNECT_TOOL } from '../builtins/reconnect.js';
 import type { LoadedConfig } from '../config/load.js';
 import { RESERVED_SERVER_NAMES } from '../config/schema.js';
 import { EVERY_PRINCIPAL, SqliteStore, type Store } from '../store/index.js';
@@ -25,16 +31,47 @@ export interface DecisionOptions {
   /** The store to write; default the SQLite store in `broker.dataDir`. */
   store?: Store;
   now?: number;
+  /** `approve` a tool the broker has not seen (yet). */
+  force?: boolean;
 }
 
 export async function approveCommand(config: LoadedConfig, tool: string, options: DecisionOptions, io: CommandIo): Promise<number> {
   return withStore(config, tool, options, io, async (store, at, principal) => {
+    if (!options.force && !(await isKnownTool(config, store, tool))) {
+      io.stderr.write(
+        `mcp-broker: no tool ${JSON.stringify(tool)} is known to this broker (never listed by an upstream, not a built-in or function tool); check the name (an advertised name such as fs__write_file), or pass --force to approve it ahead of time\n`,
+      );
+      return EXIT_USAGE;
+    }
     const pin = await store.repin(tool, principal, at);
     await store.setApproval({ tool, principal, decision: 'approved', at, by: 'cli' });
     io.stdout.write(`approved ${tool} for ${who(principal)}\n`);
     if (pin) io.stdout.write(`re-pinned ${tool} for ${who(principal)} to its changed definition (sha256 ${pin.hash.slice(0, 12)}…); it runs again\n`);
     else if (!(await store.getPin(tool, principal))) io.stdout.write(`note: ${noPinNote(tool)}\n`);
+    const denied = denyingRule(config, tool, principal);
+    if (denied) io.stdout.write(`note: ${denied} still denies ${tool}${principal === EVERY_PRINCIPAL ? '' : ` for ${principal}`}: an approval does not override a deny; change the rule to let it run\n`);
   });
+}
+
+/** Whether the broker has seen `tool`: an upstream listed it (the store), or it is ours. */
+async function isKnownTool(config: LoadedConfig, store: Store, tool: string): Promise<boolean> {
+  if (tool === RECONNECT_TOOL || ESTATE_TOOL_NAMES.includes(tool)) return true;
+  if (await store.getSeen(tool)) return true;
+  if ((await store.listPins()).some((p) => p.tool === tool)) return true;
+  if (!config.functions.length) return false;
+  const { loadFunctionModules } = await import('../router/modules.js');
+  return (await loadFunctionModules(config.functions)).some((t) => t.name === tool);
+}
+
+/** The first `policy.rules` entry that denies `tool` to `principal` (to someone, for every principal), named as in refusals. */
+function denyingRule(config: LoadedConfig, tool: string, principal: string): string | undefined {
+  const policy = compilePolicy(config.policy);
+  const principals = principal === EVERY_PRINCIPAL ? ['local', ...Object.keys(config.principals)] : [principal];
+  for (const p of principals) {
+    const { action, source, ground } = policy.action(tool, p);
+    if (action === 'deny' && ground === 'rule') return source;
+  }
+  return undefined;
 }
 
 export async function revokeCommand(config: LoadedConfig, tool: string, options: DecisionOptions, io: CommandIo): Promise<number> {
@@ -51,7 +88,7 @@ async function withStore(
   tool: string,
   options: DecisionOptions,
   io: CommandIo,
-  act: (store: Store, at: string, principal: string) => Promise<void>,
+  act: (store: Store, at: string, principal: string) => Promise<void | number>,
 ): Promise<number> {
   if (!NAME_PATTERN.test(tool)) {
     io.stderr.write(`mcp-broker: ${JSON.stringify(tool)} is not an advertised tool name (${NAME_PATTERN.source})\n`);
@@ -64,11 +101,10 @@ async function withStore(
   }
   const store = options.store ?? SqliteStore.open(config.broker.dataDir);
   try {
-    await act(store, new Date(options.now ?? Date.now()).toISOString(), principal);
+    return (await act(store, new Date(options.now ?? Date.now()).toISOString(), principal)) ?? EXIT_OK;
   } finally {
     if (!options.store) await store.close();
   }
-  return EXIT_OK;
 }
 
 /**

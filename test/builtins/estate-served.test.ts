@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ESTATE_TOOL_NAMES } from '../../src/builtins/estate/index.js';
 import { registerBuiltins } from '../../src/builtins/index.js';
 import { parseConfig } from '../../src/config/load.js';
 import { ToolRouter } from '../../src/router/index.js';
@@ -50,6 +51,8 @@ describe('estate relay on and off', () => {
     mkdirSync(join(dir, 'workspace'));
     const { tools, warnings } = await served({});
     expect(tools).toHaveLength(7);
+    // The names `mcp-broker approve` knows as built-ins.
+    expect([...tools].sort()).toEqual([...ESTATE_TOOL_NAMES].sort());
     expect(warnings).toEqual([]);
   });
 

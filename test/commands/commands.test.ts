@@ -169,8 +169,34 @@ describe('mcp-broker approve / revoke', () => {
     expect(r.out.stdout).not.toContain('pins a tool when it first sees it');
     expect((await store.getApproval('estate__apply_proposal', 'local'))?.decision).toBe('approved');
     r = io();
-    expect(await approveCommand(config, 'get_weather', { store }, r.io)).toBe(0);
+    expect(await approveCommand(config, 'get_weather', { store, force: true }, r.io)).toBe(0);
     expect(r.out.stdout).toContain('get_weather has no pin: the broker pins an upstream tool when it first lists it; a function tool');
+    await store.close();
+  });
+
+  it('approve of a tool that does not exist is exit 2 unless --force (issue 18 §6)', async () => {
+    const store = SqliteStore.open(':memory:');
+    let r = io();
+    expect(await approveCommand(config, 'fs__wirte_file', { store }, r.io)).toBe(2);
+    expect(r.out.stderr).toContain('no tool "fs__wirte_file" is known to this broker');
+    expect(r.out.stderr).toContain('--force');
+    expect(await store.getApproval('fs__wirte_file', 'local')).toBeUndefined();
+    r = io();
+    expect(await approveCommand(config, 'fs__wirte_file', { store, force: true }, r.io)).toBe(0);
+    expect((await store.getApproval('fs__wirte_file', 'local'))?.decision).toBe('approved');
+    // A tool an upstream listed is known.
+    await store.observePin('fs__write_file', 'local', seen('h1'), 'a');
+    expect(await approveCommand(config, 'fs__write_file', { store }, io().io)).toBe(0);
+    await store.close();
+  });
+
+  it('approving a tool a deny rule covers says so (issue 18 §6)', async () => {
+    const denying = parseConfig({ broker: { dataDir: 'store' }, policy: { rules: [{ tools: ['fs__write_*'], action: 'deny' }] } }, { baseDir: root });
+    const store = SqliteStore.open(':memory:');
+    await store.observePin('fs__write_file', 'local', seen('h1'), 'a');
+    const r = io();
+    expect(await approveCommand(denying, 'fs__write_file', { store }, r.io)).toBe(0);
+    expect(r.out.stdout).toContain('note: policy.rules[0] (fs__write_*) still denies fs__write_file');
     await store.close();
   });
 

@@ -4,13 +4,14 @@
  * listed as it was pinned and refused `unregistered` until `mcp-broker approve`; over HTTP, an
  * approval for one principal re-pins the tool for that principal only.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, nodeServer, startBroker, waitFor, type SeenNotification, type StartedBroker } from './helpers.js';
+import { CLI, fixture, nodeServer, startBroker, waitFor, type SeenNotification, type StartedBroker } from './helpers.js';
 import { callsOf, configOf, runCli } from './broker-support.js';
 import { connectHttp, startHttpBroker, type ConnectedClient, type HttpBroker } from '../transports/harness.js';
 
@@ -77,6 +78,29 @@ describe('a changed tool over stdio', () => {
       expect(callsOf(log, 'probe')).toBe(calls + 1);
     },
   );
+});
+
+describe('the approve hint runs as printed (issue 18 §6)', () => {
+  const log = join(tmp, 'hint.log');
+  let broker: StartedBroker;
+  beforeAll(async () => {
+    broker = await startBroker({ servers: { rug: rugPull() }, env: { FIXTURE_LOG: log } });
+  });
+  afterAll(() => broker?.close());
+
+  it('a changed tool\'s refusal names the full approve command (this CLI, this config); run as printed in a shell, the tool runs again', async () => {
+    expect((await call(broker.client, 'rug__probe', { text: 'before' })).outcome).toBe('ok');
+    await pull(broker.client, 'description', broker.notifications);
+    const refused = await call(broker.client, 'rug__probe', { text: 'after' });
+    expect(refused.outcome).toBe('unregistered');
+    const command = /`([^`]+)`/.exec(refused.text)?.[1];
+    expect(command).toContain(`node ${CLI} approve rug__probe --config ${configOf(broker)} --principal local`);
+    // From another folder, as a person would paste it.
+    const ran = spawnSync('sh', ['-c', command!], { cwd: tmpdir(), encoding: 'utf8' });
+    expect(ran.status).toBe(0);
+    expect(ran.stdout).toContain('re-pinned rug__probe');
+    expect((await call(broker.client, 'rug__probe', { text: 'approved' })).outcome).toBe('ok');
+  });
 });
 
 describe('pins per principal over HTTP', () => {

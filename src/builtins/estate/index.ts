@@ -62,3 +62,9 @@ export { EstateScope, EstateNotFound, checkLexically, MAX_NAME_BYTES, MAX_PATH_B
 export { applyUnifiedDiff, parseUnifiedDiff, diffLineCounts, replacementLineCounts, DiffError } from './diff.js';
 export { SEARCH_MAX_FILES, utf8Boundary, type EstateLimits } from './read-tools.js';
 export type { ProposalStore } from './proposal-tools.js';
+
+/** The advertised names of the estate relay's tools (a test keeps this equal to {@link estateTools}). */
+export const ESTATE_TOOL_NAMES: readonly string[] = [
+  'estate__list_dir', 'estate__read_file', 'estate__search', 'estate__stat',
+  'estate__propose_change', 'estate__list_proposals', 'estate__apply_proposal',
+];
