@@ -22,6 +22,7 @@ import { approveHint } from './broker/approve-hint.js';
 import { compilePolicy, isPrivilegedPrincipal, type CompiledPolicy } from './broker/policy.js';
 import { PrimitiveGuard } from './broker/primitive-judge.js';
 import { publishStage } from './broker/publish.js';
+import type { VisibleToolsDeps } from './broker/visible-tools.js';
 import { retryStage } from './broker/retry.js';
 import { scrubStage } from './broker/scrub.js';
 import { SqliteStore, type Store } from './store/index.js';
@@ -34,6 +35,7 @@ import { ConfigError, messageOf } from './shared/errors.js';
 import type { Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
 import { McpUpstream } from './upstream/connection.js';
+import { ToolSettingsTable, type ToolSettings } from './upstream/tool-settings.js';
 import { Registry, type ListKind } from './upstream/registry.js';
 import { RestUpstream } from './upstream/rest/index.js';
 import type { Upstream } from './upstream/types.js';
@@ -145,8 +147,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       if (!upstream) continue;
       this.scrubber.addSecrets(upstream.secrets);
       const prefix = server.prefix === false ? '' : (server.prefix ?? name);
-      const disabledTools = new Set(Object.entries('tools' in server && !Array.isArray(server.tools) && serverKind(server) !== 'rest' ? server.tools : {}).filter(([, o]) => (o as { disabled?: boolean }).disabled).map(([t]) => t));
-      this.registry.add({ upstream, prefix, disabledTools });
+      const settings = this.toolSettings(name);
+      this.registry.add({ upstream, prefix, isDisabled: settings ? (toolName, advertised) => settings.for(toolName, advertised).disabled === true : undefined });
       upstream.on('state', (status) => this.logger.debug({ upstream: name, ...status }, 'upstream state'));
     }
     this.router = new ToolRouter(this.registry, this.clock, { askTimeoutMs: config.policy.askTimeoutMs });
@@ -222,11 +224,43 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     });
   }
 
+  /** What `tools/list` needs to show a principal its tools (broker/visible-tools.ts). */
+  get toolVisibility(): VisibleToolsDeps {
+    return (this.visibility ??= {
+      policy: this.policy,
+      resolve: (name) => this.router.resolve(name),
+      isReadOnly: (t) => this.isReadOnly(t),
+      isPrivileged: (p) => isPrivilegedPrincipal(this.config.principals, p),
+      present: (tool, target) => this.toolSettings(target.server)?.present(tool, target.toolName) ?? tool,
+    });
+  }
+  private visibility?: VisibleToolsDeps;
+
+  /** Per-tool settings of each MCP server (`mcpServers.<key>.tools`: own names, advertised names, globs). */
+  private readonly settingsByServer = new Map<string, ToolSettingsTable>();
+
+  /** The per-tool settings table of MCP server `server`; undefined for REST servers (their `tools` define the tools). */
+  toolSettings(server: string): ToolSettingsTable | undefined {
+    let table = this.settingsByServer.get(server);
+    if (!table) {
+      const config = this.config.mcpServers[server];
+      if (!config || serverKind(config) === 'rest' || !('tools' in config)) return undefined;
+      this.settingsByServer.set(server, (table = new ToolSettingsTable(config.tools as Record<string, ToolSettings>)));
+    }
+    return table;
+  }
+
   /** Deadline of a call to `target`, in ms: per tool, else per server, else `broker.timeoutMs`. */
   timeoutFor(target: ToolTarget | undefined): number {
     const server = target ? this.config.mcpServers[target.server] : undefined;
-    const perTool = server && 'tools' in server ? (server.tools as Record<string, { timeoutMs?: number }>)[target!.toolName]?.timeoutMs : undefined;
-    return perTool ?? server?.timeoutMs ?? this.config.broker.timeoutMs;
+    if (!target || !server) return this.config.broker.timeoutMs;
+    const table = this.toolSettings(target.server);
+    const perTool = table
+      ? table.for(target.toolName, target.name).timeoutMs
+      : 'tools' in server
+        ? (server.tools as Record<string, { timeoutMs?: number }>)[target.toolName]?.timeoutMs
+        : undefined;
+    return perTool ?? server.timeoutMs ?? this.config.broker.timeoutMs;
   }
 
   /**
@@ -235,7 +269,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
    */
   isReadOnly(target: ToolTarget): boolean {
     const server = this.config.mcpServers[target.server];
-    const override = server && 'tools' in server ? (server.tools as Record<string, { readOnly?: boolean }>)[target.toolName]?.readOnly : undefined;
+    const table = server ? this.toolSettings(target.server) : undefined;
+    const override = table
+      ? table.for(target.toolName, target.name).readOnly
+      : server && 'tools' in server
+        ? (server.tools as Record<string, { readOnly?: boolean }>)[target.toolName]?.readOnly
+        : undefined;
     if (override !== undefined) return override;
     if (this.policy.listedReadOnly(target.name)) return true;
     return target.definition?.annotations?.readOnlyHint === true;

@@ -24,7 +24,11 @@ export const budgetSchema = z.union([z.number().int().min(0), z.literal('unlimit
 const ms = (max = 24 * 3600_000) => z.number().int().min(1).max(max);
 const stringMap = z.record(z.string(), z.string());
 
-/** Per-tool overrides inside a server: `tools: {"<toolName>": {timeoutMs, readOnly, disabled}}`. */
+/**
+ * Per-tool settings inside a server: `tools: {"<key>": {timeoutMs, readOnly, disabled, description,
+ * title, annotations}}`, the key the upstream's own tool name, the advertised name, or a glob over
+ * either (upstream/tool-settings.ts).
+ */
 const toolOverride = z
   .object({
     /** Deadline for this tool, in ms; wins over the server's and the broker's. */
@@ -33,6 +37,12 @@ const toolOverride = z
     readOnly: z.boolean().optional(),
     /** Hide and refuse this tool (`unregistered`, reason `disabled`). */
     disabled: z.boolean().optional(),
+    /** Listed instead of the upstream's description (what the model reads). */
+    description: z.string().optional(),
+    /** Listed instead of the upstream's title. */
+    title: z.string().optional(),
+    /** Laid over the upstream's annotations, field by field (e.g. `{"readOnlyHint": true}`). */
+    annotations: z.record(z.string(), z.unknown()).optional(),
   })
   .strict();
 
@@ -47,7 +57,7 @@ const commonServer = {
   required: z.boolean().default(false),
   /** Configured but not started. */
   disabled: z.boolean().default(false),
-  /** Per-tool overrides, keyed by the upstream's own tool name. */
+  /** Per-tool settings, keyed by the upstream's own tool name, the advertised name or a glob. */
   tools: z.record(z.string(), toolOverride).default({}),
 };
 

@@ -34,6 +34,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { listAsPinned } from '../broker/pins.js';
+import { visibleTools } from '../broker/visible-tools.js';
 import type { PrimitiveRequest } from '../broker/primitive-judge.js';
 import type { CallerSession } from '../broker/types.js';
 import { VERSION, type Gateway } from '../gateway.js';
@@ -278,7 +279,9 @@ export class DownstreamSession {
       await gw.ready;
       // Upstream tools as pinned for this principal: a changed one as approved, or withheld.
       const rosterTool = (name: string) => gw.registry.roster.tools.get(name);
-      return { tools: await listAsPinned(gw.router.list(), this.principal, { store: gw.store, clock: gw.clock, rosterTool, logger: gw.logger }) };
+      const pinned = await listAsPinned(gw.router.list(), this.principal, { store: gw.store, clock: gw.clock, rosterTool, logger: gw.logger });
+      // Less what the policy denies this principal, as configured to be presented (issue 18 §4).
+      return { tools: visibleTools(pinned, this.principal, gw.toolVisibility) };
     });
 
     // Installed below the SDK Server's wrapper, which re-validates (and copies) every result.

@@ -42,7 +42,8 @@ export interface RegistryEvents {
 export interface RegistryEntry {
   readonly upstream: Upstream;
   readonly prefix: string;
-  readonly disabledTools: ReadonlySet<string>;
+  /** Whether a tool (its own name, its advertised name) is configured `disabled`; default none. */
+  readonly isDisabled?: (toolName: string, advertised: string) => boolean;
 }
 
 export class Registry extends EventEmitter<RegistryEvents> {
@@ -93,10 +94,10 @@ export class Registry extends EventEmitter<RegistryEvents> {
   /** Rebuilds the roster now; returns it. Logs every collision (the tool is withheld). */
   rebuild(): Roster {
     const roster = Roster.build(
-      [...this.entries.values()].map(({ upstream, prefix, disabledTools }) => ({
+      [...this.entries.values()].map(({ upstream, prefix, isDisabled }) => ({
         server: upstream.name,
         prefix,
-        disabledTools,
+        isDisabled,
         ...this.scrub.catalog(upstream.catalog),
       })),
     );

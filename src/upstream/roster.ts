@@ -48,8 +48,8 @@ export interface RosterSource {
   readonly prompts: readonly Prompt[];
   readonly resources: readonly Resource[];
   readonly resourceTemplates: readonly ResourceTemplate[];
-  /** Tool names (the upstream's own) configured `disabled`. */
-  readonly disabledTools?: ReadonlySet<string>;
+  /** Whether the tool (the upstream's own name, the advertised name) is configured `disabled`. */
+  readonly isDisabled?: (toolName: string, advertised: string) => boolean;
 }
 
 export class Roster {
@@ -72,7 +72,7 @@ export class Roster {
   private add(source: RosterSource): void {
     for (const tool of source.tools) {
       const name = advertisedName(source.prefix, tool.name);
-      if (source.disabledTools?.has(tool.name)) {
+      if (source.isDisabled?.(tool.name, name)) {
         this.disabled.set(name, { server: source.server, toolName: tool.name });
         continue;
       }

@@ -56,7 +56,7 @@ class ScriptedUpstream extends EventEmitter {
 function setup(next: () => UpstreamStatus) {
   const registry = new Registry(silentLogger());
   const upstream = new ScriptedUpstream('dev', next);
-  registry.add({ upstream: upstream as unknown as Upstream, prefix: 'dev', disabledTools: new Set() });
+  registry.add({ upstream: upstream as unknown as Upstream, prefix: 'dev' });
   registry.rebuild();
   const scrubber = new Scrubber([SECRET]);
   const router = new ToolRouter(registry, new ManualClock());

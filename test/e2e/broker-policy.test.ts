@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ElicitRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startBroker, waitFor, type StartedBroker } from './helpers.js';
+import { CLI, startBroker, waitFor, type StartedBroker } from './helpers.js';
 import { brokerUpstream, callsOf, callTool, configOf, runCli } from './broker-support.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'mcp-broker-policy-e2e-'));
@@ -46,7 +46,7 @@ describe('policy and approvals without elicitation', () => {
   it('ask without elicitation is approval_required and says how to approve; approve and revoke work from the CLI', async () => {
     const first = await callTool(broker, 'fx__leak');
     expect(first.outcome).toBe('approval_required');
-    expect(first.text).toContain('mcp-broker approve fx__leak');
+    expect(first.text).toContain(`node ${CLI} approve fx__leak --config ${configOf(broker)}`);
     expect(callsOf(log, 'leak')).toBe(0);
 
     const approved = await runCli(['approve', 'fx__leak', '--config', configOf(broker)]);
@@ -73,7 +73,7 @@ describe('policy and approvals without elicitation', () => {
     const refused = await callTool(broker, 'fx__read', { text: 'after' });
     expect(refused.outcome).toBe('unregistered');
     expect(refused.text).toContain('changed');
-    expect(refused.text).toContain('mcp-broker approve fx__read');
+    expect(refused.text).toContain(`node ${CLI} approve fx__read --config ${configOf(broker)} --principal local`);
     expect(callsOf(log, 'read')).toBe(1);
 
     const approved = await runCli(['approve', 'fx__read', '--config', configOf(broker)]);

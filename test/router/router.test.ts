@@ -326,7 +326,7 @@ describe('ToolRouter: upstream tools go through the same dispatch point', () => 
   it('a batch mixing a function tool and an upstream tool is claimed and both run; local names are listed first', async () => {
     const registry = new Registry(silentLogger());
     const upstream = new StubUpstream('up');
-    registry.add({ upstream: upstream as unknown as Upstream, prefix: 'up', disabledTools: new Set() });
+    registry.add({ upstream: upstream as unknown as Upstream, prefix: 'up' });
     registry.rebuild();
     const router = newRouter(registry);
     router.register([defineFunctionTool({ name: 'local_one', description: '', parameters: z.object({}), handler: () => 'local' })]);

@@ -39,7 +39,7 @@ describe('Gateway.setLogLevel', () => {
     dir = mkdtempSync(join(tmpdir(), 'mcp-broker-loglevel-'));
     const gateway = new Gateway(parseConfig({ estate: { enabled: false } }, { baseDir: dir }), { logger: silentLogger() });
     const upstream = new RecordingUpstream();
-    gateway.registry.add({ upstream: upstream as unknown as Upstream, prefix: 'rec', disabledTools: new Set() });
+    gateway.registry.add({ upstream: upstream as unknown as Upstream, prefix: 'rec' });
     gateway.setLogLevel('a', 'debug');
     gateway.setLogLevel('b', 'error'); // must not override a's debug
     expect(upstream.levels).toEqual(['debug']);

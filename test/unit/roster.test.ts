@@ -53,7 +53,7 @@ describe('Roster.build', () => {
   });
 
   it('disabled tools are not listed but known, so the judge can refuse them', () => {
-    const roster = Roster.build([source('s', [tool('keep'), tool('hide')], { disabledTools: new Set(['hide']) })]);
+    const roster = Roster.build([source('s', [tool('keep'), tool('hide')], { isDisabled: (t: string) => t === 'hide' })]);
     expect([...roster.tools.keys()]).toEqual(['s__keep']);
     expect(roster.disabled.get('s__hide')).toEqual({ server: 's', toolName: 'hide' });
   });
@@ -117,8 +117,8 @@ describe('Registry', () => {
     const registry = new Registry(silentLogger());
     const a = new StaticUpstream('a', catalog([tool('one'), tool('off')]));
     const b = new StaticUpstream('b', catalog([tool('two')]));
-    registry.add({ upstream: a as unknown as Upstream, prefix: 'a', disabledTools: new Set(['off']) });
-    registry.add({ upstream: b as unknown as Upstream, prefix: 'b', disabledTools: new Set() });
+    registry.add({ upstream: a as unknown as Upstream, prefix: 'a', isDisabled: (t: string) => t === 'off' });
+    registry.add({ upstream: b as unknown as Upstream, prefix: 'b' });
     registry.rebuild();
     const events: string[] = [];
     registry.on('listChanged', (k) => events.push(k));

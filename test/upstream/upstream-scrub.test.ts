@@ -37,7 +37,7 @@ class FakeUpstream extends EventEmitter<UpstreamEvents> {
 function setup(catalog: Partial<UpstreamCatalog> = {}, answer?: () => Promise<Record<string, unknown>>) {
   const registry = new Registry(silentLogger(), scrubber);
   const up = new FakeUpstream('up', { tools: [], prompts: [], resources: [], resourceTemplates: [], ...catalog }, answer);
-  registry.add({ upstream: up as unknown as Upstream, prefix: 'up', disabledTools: new Set() });
+  registry.add({ upstream: up as unknown as Upstream, prefix: 'up' });
   return { registry, up, roster: registry.rebuild() };
 }
 

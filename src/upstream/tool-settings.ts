@@ -1,0 +1,63 @@
+/**
+ * Per-tool settings of one server (`mcpServers.<key>.tools`; issue 18 §4). A key is the
+ * upstream's own tool name, the advertised name (`fs__write_file`), or a glob (picomatch) over
+ * either. Every matching entry applies, later ones winning field by field: globs in config order,
+ * then the advertised name, then the upstream's own name (the most specific last).
+ */
+import picomatch from 'picomatch';
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+
+/** What a `tools` entry may set (the schema's `toolOverride`). */
+export interface ToolSettings {
+  readonly timeoutMs?: number;
+  readonly readOnly?: boolean;
+  readonly disabled?: boolean;
+  readonly description?: string;
+  readonly title?: string;
+  readonly annotations?: Record<string, unknown>;
+}
+
+const GLOB_CHARS = /[*?[\]{}!()+@]/;
+
+export class ToolSettingsTable {
+  private readonly globs: { matches: (name: string) => boolean; settings: ToolSettings }[] = [];
+  private readonly exact: ReadonlyMap<string, ToolSettings>;
+  private readonly cache = new Map<string, ToolSettings>();
+
+  constructor(entries: Readonly<Record<string, ToolSettings>>) {
+    const exact = new Map<string, ToolSettings>();
+    for (const [key, settings] of Object.entries(entries)) {
+      if (GLOB_CHARS.test(key)) this.globs.push({ matches: picomatch(key), settings });
+      else exact.set(key, settings);
+    }
+    this.exact = exact;
+  }
+
+  /** The merged settings of the tool the upstream calls `toolName`, advertised as `advertised`. */
+  for(toolName: string, advertised: string): ToolSettings {
+    const key = `${toolName}\u0000${advertised}`;
+    let merged = this.cache.get(key);
+    if (!merged) {
+      const parts = [
+        ...this.globs.filter((g) => g.matches(toolName) || g.matches(advertised)).map((g) => g.settings),
+        advertised !== toolName ? this.exact.get(advertised) : undefined,
+        this.exact.get(toolName),
+      ];
+      merged = Object.assign({}, ...parts.filter(Boolean)) as ToolSettings;
+      this.cache.set(key, merged);
+    }
+    return merged;
+  }
+
+  /** `tool` with the configured `description`, `title` and `annotations` laid over it (annotations merged). */
+  present(tool: Tool, toolName: string): Tool {
+    const s = this.for(toolName, tool.name);
+    if (s.description === undefined && s.title === undefined && s.annotations === undefined) return tool;
+    return {
+      ...tool,
+      ...(s.description !== undefined ? { description: s.description } : {}),
+      ...(s.title !== undefined ? { title: s.title } : {}),
+      ...(s.annotations !== undefined ? { annotations: { ...tool.annotations, ...s.annotations } } : {}),
+    };
+  }
+}
