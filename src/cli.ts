@@ -51,7 +51,8 @@ program
   .option('--host <host>', 'address to bind (http)', '127.0.0.1')
   .option('-p, --port <port>', 'port to listen on (http)', parsePort, 8080)
   .addOption(new Option('--log-level <level>', 'log level (stderr)').choices([...LOG_LEVELS]).env('MCP_BROKER_LOG_LEVEL').default('info'))
-  .action(async (word: string | undefined, opts: { config: string; transport: 'stdio' | 'http'; host: string; port: number; logLevel: string }) => {
+  .option('--no-watch', 'do not reload when the config file changes (SIGHUP still reloads)')
+  .action(async (word: string | undefined, opts: { config: string; transport: 'stdio' | 'http'; host: string; port: number; logLevel: string; watch: boolean }) => {
     if (word !== undefined) {
       const known = program.commands.map((c) => c.name()).join(', ');
       process.stderr.write(`mcp-broker: unknown command ${JSON.stringify(word)} (commands: ${known}; see mcp-broker --help)\n`);
@@ -76,6 +77,9 @@ program
     }
     const beforeStop: (() => Promise<void>)[] = [];
     const shutdown = installShutdown(gateway, logger, beforeStop);
+    const { watchConfig } = await import('./config/watch.js');
+    const watching = watchConfig(gateway, { file: opts.config, watch: opts.watch, logger });
+    beforeStop.push(async () => watching.close());
     if (opts.transport === 'http') {
       const { serveHttp } = await import('./transports/http.js');
       try {
@@ -228,7 +232,6 @@ function installShutdown(gateway: Gateway, logger: Logger, beforeStop: readonly 
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGHUP', () => void shutdown('SIGHUP'));
   process.stdout.on('error', () => void shutdown('stdout closed'));
   return Object.defineProperty(shutdown, 'started', { get: () => stopping !== undefined }) as Shutdown;
 }

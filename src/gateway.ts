@@ -19,7 +19,8 @@ import { BudgetLedger, budgetFromEnv, budgetStage } from './broker/budget.js';
 import { evaluateStage } from './broker/evaluate.js';
 import { pinRoster } from './broker/pins.js';
 import { approveHint } from './broker/approve-hint.js';
-import { compilePolicy, isPrivilegedPrincipal, type CompiledPolicy } from './broker/policy.js';
+import { isPrivilegedPrincipal, livePolicy, type LivePolicy } from './broker/policy.js';
+import { diffConfig, type ConfigDiff } from './config/diff.js';
 import { PrimitiveGuard } from './broker/primitive-judge.js';
 import { publishStage } from './broker/publish.js';
 import type { VisibleToolsDeps } from './broker/visible-tools.js';
@@ -70,6 +71,8 @@ export interface GatewayEvents {
    * sessions only (principal `local` or role `operator`), whatever calls are in flight, so one
    * principal never reads another's upstream logs.
    */
+  /** A config reload was applied ({@link Gateway.reload}). */
+  reloaded: [diff: ConfigDiff];
   log: [params: LoggingMessageNotification['params'], owner: string | undefined];
 }
 
@@ -87,7 +90,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly publisher: RecordPublisher<CallRecord>;
   /** Pins, approvals, first uses (issue 3); closed by `stop()`. */
   readonly store: Store;
-  readonly policy: CompiledPolicy;
+  /** The policy; a config reload replaces its rules in place ({@link reload}). */
+  readonly policy: LivePolicy;
   /** The policy, records and publication of prompts, resources and completions (broker/primitive-judge.ts). */
   readonly primitives: PrimitiveGuard;
   private readonly env: NodeJS.ProcessEnv;
@@ -108,6 +112,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private upstreamLogLevel: LoggingLevel | undefined;
   private prepared?: Promise<void>;
   private readonly subscriptions = new Map<string, number>();
+  /** What upstreams are offered at dial (set by `start`), for upstreams a reload adds. */
+  private offered: ClientCapabilities = {};
 
   constructor(config: LoadedConfig, deps: GatewayDeps) {
     super();
@@ -125,7 +131,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         logger: deps.logger,
       });
     this.publisher = new RecordPublisher<CallRecord>(this.logger);
-    this.policy = compilePolicy(config.policy);
+    this.policy = livePolicy(config.policy);
     this.env = deps.env ?? process.env;
     this.cliPath = deps.cliPath;
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
@@ -142,15 +148,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       askTimeoutMs: config.policy.askTimeoutMs,
     });
     this.ready = new Promise((resolve) => (this.markReady = resolve));
-    for (const [name, server] of Object.entries(config.mcpServers)) {
-      const upstream = this.createUpstream(name, server);
-      if (!upstream) continue;
-      this.scrubber.addSecrets(upstream.secrets);
-      const prefix = server.prefix === false ? '' : (server.prefix ?? name);
-      const settings = this.toolSettings(name);
-      this.registry.add({ upstream, prefix, isDisabled: settings ? (toolName, advertised) => settings.for(toolName, advertised).disabled === true : undefined });
-      upstream.on('state', (status) => this.logger.debug({ upstream: name, ...status }, 'upstream state'));
-    }
+    for (const [name, server] of Object.entries(config.mcpServers)) this.addUpstream(name, server);
     this.router = new ToolRouter(this.registry, this.clock, { askTimeoutMs: config.policy.askTimeoutMs });
     // The broker's own tools (broker__reconnect, estate__*), served through the router (issue 4).
     this.builtins = registerBuiltins(this);
@@ -169,6 +167,75 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         owner,
       ),
     );
+  }
+
+  /** Creates the upstream of one server and adds it to the registry (in its place when it replaces one). */
+  private addUpstream(name: string, server: ServerConfig): Upstream | undefined {
+    const upstream = this.createUpstream(name, server);
+    if (!upstream) return undefined;
+    this.scrubber.addSecrets(upstream.secrets);
+    const prefix = server.prefix === false ? '' : (server.prefix ?? name);
+    const settings = this.toolSettings(name);
+    this.registry.add({ upstream, prefix, isDisabled: settings ? (toolName, advertised) => settings.for(toolName, advertised).disabled === true : undefined });
+    upstream.on('state', (status) => this.logger.debug({ upstream: name, ...status }, 'upstream state'));
+    return upstream;
+  }
+
+  /**
+   * Applies a new config without a restart (issue 18 §5): servers added are started, removed
+   * ones closed, changed ones re-dialled (the others, and every session, untouched); the policy,
+   * principals and per-tool settings take effect on the next request; every session is sent
+   * `list_changed`. Other changed sections (`broker`, `http`, `estate`, `functions`) apply at the
+   * next start and are returned in `needsRestart`. Secrets of the old config stay scrubbed.
+   * Reloads run one at a time. `next` must already be validated (`loadConfigFile`).
+   */
+  reload(next: LoadedConfig): Promise<ConfigDiff> {
+    const run = this.reloading.then(() => this.applyConfig(next));
+    this.reloading = run.catch(() => undefined);
+    return run;
+  }
+  private reloading: Promise<unknown> = Promise.resolve();
+
+  /** Checks a reload must pass before anything is applied (a transport's own rules); each throws a {@link ConfigError}. */
+  readonly reloadChecks: ((next: LoadedConfig) => void)[] = [];
+
+  private async applyConfig(next: LoadedConfig): Promise<ConfigDiff> {
+    for (const check of this.reloadChecks) check(next);
+    const diff = diffConfig(this.config, next);
+    const config = this.config;
+    this.scrubber.addSecrets(next.secrets);
+    // Sections read on demand are replaced in place, so closures holding them see the new values.
+    replaceContents(config.principals, next.principals);
+    replaceContents(config.mcpServers, next.mcpServers);
+    config.policy = next.policy;
+    this.policy.replace(next.policy);
+    this.settingsByServer.clear();
+    const closing: Promise<void>[] = [];
+    for (const name of diff.removed) {
+      const entry = this.registry.remove(name);
+      if (entry) closing.push(entry.upstream.close().catch(() => undefined));
+    }
+    const starting: Upstream[] = [];
+    for (const name of [...diff.changed, ...diff.added]) {
+      const old = this.registry.upstream(name);
+      const upstream = this.addUpstream(name, next.mcpServers[name]!);
+      if (old) closing.push(old.close().catch(() => undefined));
+      if (upstream) starting.push(upstream);
+    }
+    await Promise.all(closing);
+    if (this.started) {
+      await Promise.all(
+        starting.map(async (u) => {
+          if (u instanceof McpUpstream) u.setClientCapabilities(this.offered);
+          await u.prepare?.();
+          await u.start();
+        }),
+      );
+    }
+    this.registry.rebuild();
+    if (this.isReady) for (const kind of ['tools', 'prompts', 'resources'] as const) this.emit('listChanged', kind);
+    this.emit('reloaded', diff);
+    return diff;
   }
 
   /** Calls spent per unit; a session's unit is forgotten when the session ends. */
@@ -289,7 +356,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     if (this.started) return this.ready;
     this.started = true;
     await this.prepare();
-    const offered = offeredCapabilities(options.clientCapabilities);
+    const offered = (this.offered = offeredCapabilities(options.clientCapabilities));
     await Promise.all(
       this.registry.upstreams.map(async (u) => {
         if (u instanceof McpUpstream) u.setClientCapabilities(offered);
@@ -431,4 +498,10 @@ function templateMatches(template: string, uri: string): boolean {
     .map((part) => (part.startsWith('{') ? (part.startsWith('{+') ? '.+' : '[^/]+') : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
     .join('');
   return new RegExp(`^${pattern}$`).test(uri);
+}
+
+/** Makes `target` hold exactly the entries of `source`, in its order (the object itself is kept). */
+function replaceContents<T>(target: Record<string, T>, source: Readonly<Record<string, T>>): void {
+  for (const key of Object.keys(target)) delete target[key];
+  Object.assign(target, source);
 }

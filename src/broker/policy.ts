@@ -204,3 +204,25 @@ export function decidePrimitive(policy: CompiledPolicy, subject: PrimitiveSubjec
   if (action === 'ask') return { kind: 'ask', ground, reason: `${source} says ask` };
   return { kind: 'allow', reason: `${source} allows ${what}` };
 }
+
+/** A policy that a config reload can replace in place: every holder sees the new rules on its next decision. */
+export interface LivePolicy extends CompiledPolicy {
+  /** Compiles `config` and makes it the policy from now on. */
+  replace(config: PolicyConfig): void;
+}
+
+/** Wraps {@link compilePolicy} so the gateway's stages, guards and lists share one replaceable policy. */
+export function livePolicy(config: PolicyConfig): LivePolicy {
+  let current = compilePolicy(config);
+  return {
+    get config() {
+      return current.config;
+    },
+    listedReadOnly: (name) => current.listedReadOnly(name),
+    action: (name, principal, toolDefault) => current.action(name, principal, toolDefault),
+    primitiveAction: (subject, principal) => current.primitiveAction(subject, principal),
+    replace(next) {
+      current = compilePolicy(next);
+    },
+  };
+}

@@ -18,6 +18,7 @@ import { PrincipalAuthenticator } from './http/auth.js';
 import { buildRequestListener } from './http/app.js';
 import { StreamCaps } from './http/caps.js';
 import type { HttpContext } from './http/context.js';
+import type { ConfigDiff } from '../config/diff.js';
 import { checkServeOptions } from './http/guards.js';
 import { SessionTable } from './http/session-table.js';
 
@@ -70,6 +71,14 @@ export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Pr
   const sessions = new SessionTable({ clock: gateway.clock, logger, idleMs: sessionIdleMs, maxSessions, maxSessionsPerPrincipal });
   const streams = new StreamCaps({ maxStreams, maxStreamsPerPrincipal });
   const ctx: HttpContext = { gateway, settings: config.http, sessions, streams, auth, logger };
+  // A reload may not open a non-loopback face by removing every principal; one that changes a
+  // principal's token or role ends that principal's sessions (issue 18 §5).
+  gateway.reloadChecks.push((next) => checkServeOptions({ host: options.host, principalsConfigured: Object.keys(next.principals).length > 0 }));
+  const onReload = (diff: ConfigDiff) => {
+    ctx.auth = new PrincipalAuthenticator(gateway.config.principals);
+    if (diff.principalsChanged.length) void sessions.endPrincipals(new Set(diff.principalsChanged));
+  };
+  gateway.on('reloaded', onReload);
   const server = createServer(serverOptions(config.http), buildRequestListener(ctx));
   await new Promise<void>((resolve, reject) => {
     const refused = (err: NodeJS.ErrnoException) =>
@@ -93,6 +102,7 @@ export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Pr
     server,
     close() {
       closing ??= (async () => {
+        gateway.off('reloaded', onReload);
         await sessions.closeAll();
         await new Promise<void>((resolve) => {
           server.close(() => resolve());

@@ -66,12 +66,22 @@ export class Registry extends EventEmitter<RegistryEvents> {
     this.scrub = new UpstreamScrub(scrubber);
   }
 
-  /** Adds an upstream (in config order). */
+  /**
+   * Adds an upstream (in config order). An entry of the same name is replaced in its place (a
+   * config reload changed that server); the old upstream is the caller's to close.
+   */
   add(entry: RegistryEntry): void {
     this.entries.set(entry.upstream.name, entry);
     entry.upstream.on('changed', (kind) => this.onChanged(kind));
     entry.upstream.on('resourceUpdated', (uri) => this.emit('resourceUpdated', uri, entry.upstream.name));
     entry.upstream.on('log', (params, owner) => this.emit('log', this.scrub.log(params), entry.upstream.name, owner));
+  }
+
+  /** Forgets an upstream (a config reload removed it); the caller closes it. Rebuild to drop its tools. */
+  remove(name: string): RegistryEntry | undefined {
+    const entry = this.entries.get(name);
+    this.entries.delete(name);
+    return entry;
   }
 
   get upstreams(): Upstream[] {

@@ -34,7 +34,7 @@ export function buildApp(ctx: HttpContext): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(hostOriginGuard({ allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins }, ctx.logger));
-  app.use(authGuard(ctx.auth, ctx.logger));
+  app.use(authGuard(() => ctx.auth, ctx.logger));
   // Raw bytes, parsed by each route: the MCP routes answer a bad body with a JSON-RPC error.
   app.use(express.raw({ type: () => true, limit: ctx.settings.maxBodyBytes }));
   mountLegacySse(app, ctx);

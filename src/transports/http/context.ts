@@ -17,7 +17,8 @@ export interface HttpContext {
   readonly sessions: SessionTable;
   /** Open event streams, against `http.maxStreams` and `http.maxStreamsPerPrincipal`. */
   readonly streams: StreamCaps;
-  readonly auth: PrincipalAuthenticator;
+  /** Replaced when a config reload changes `principals`. */
+  auth: PrincipalAuthenticator;
   readonly logger: Logger;
   /** Experimental capabilities every session declares (the broker's own). */
   readonly experimental?: Record<string, object>;

@@ -138,10 +138,11 @@ export function authenticateRequest(req: IncomingMessage, res: ServerResponse, a
  * Express middleware: {@link authenticateRequest}, the principal kept in `res.locals.principal`.
  * Health probes pass without a token.
  */
-export function authGuard(auth: PrincipalAuthenticator, logger: Logger) {
+export function authGuard(auth: () => PrincipalAuthenticator, logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
     if (OPEN_PATHS.has(req.path)) return next();
-    const principal = authenticateRequest(req, res, auth, logger);
+    // Read per request: a config reload replaces the authenticator.
+    const principal = authenticateRequest(req, res, auth(), logger);
     if (!principal) return;
     res.locals.principal = principal;
     next();

@@ -48,7 +48,7 @@ export type SessionLookup =
   | { readonly state: 'unknown' };
 
 /** Why a session ended. */
-export type EndReason = 'deleted' | 'idle' | 'evicted' | 'disconnected' | 'closed' | 'shutdown';
+export type EndReason = 'deleted' | 'idle' | 'evicted' | 'disconnected' | 'closed' | 'shutdown' | 'principal_changed';
 
 export class SessionTable {
   private readonly live = new Map<string, HttpSession>();
@@ -187,6 +187,11 @@ export class SessionTable {
       }
     }
     return reaped;
+  }
+
+  /** Ends every session of the named principals (their token, role or entry changed on a config reload). */
+  async endPrincipals(names: ReadonlySet<string>): Promise<void> {
+    await Promise.all([...this.live.values()].filter((e) => names.has(e.principal.name)).map((e) => this.end(e.id, 'principal_changed')));
   }
 
   /** Stops the sweep and ends every session. */

@@ -1,0 +1,104 @@
+/**
+ * Change it live (issue 18 §5), through the real CLI: editing servers.json adds, removes and
+ * changes upstreams without dropping the session or the other upstreams, sends list_changed and
+ * applies the policy; SIGHUP reloads (it used to shut the broker down); a bad new config is
+ * refused with the reason logged and the running one kept.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, isAlive, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
+import { brokerUpstream, callTool, configOf } from './broker-support.js';
+import { connectHttp, startHttpBroker, type ConnectedClient, type HttpBroker } from '../transports/harness.js';
+
+function editConfig(path: string, edit: (config: Record<string, any>) => void): void {
+  const config = JSON.parse(readFileSync(path, 'utf8'));
+  edit(config);
+  writeFileSync(path, JSON.stringify(config, null, 2));
+}
+
+const listChanges = (b: StartedBroker) => b.notifications.filter((n) => n.method === 'notifications/tools/list_changed').length;
+const names = async (b: StartedBroker) => (await b.client.listTools()).tools.map((t) => t.name);
+
+describe('editing servers.json takes effect without a restart (stdio)', () => {
+  let broker: StartedBroker;
+  beforeAll(async () => {
+    broker = await startBroker({ servers: { fx: brokerUpstream(), one: nodeServer(fixture('echo.mjs')) } });
+  });
+  afterAll(() => broker?.close());
+
+  it('a server added and one removed: the session lives on, the other upstream keeps serving, list_changed is sent', async () => {
+    expect(await names(broker)).toContain('one__echo');
+    const seen = listChanges(broker);
+    editConfig(configOf(broker), (c) => {
+      delete c.mcpServers.one;
+      c.mcpServers.two = nodeServer(fixture('echo.mjs'));
+    });
+    await waitFor(async () => (await names(broker)).includes('two__echo'), 'two__echo listed after the edit', 20_000, 100);
+    expect(await names(broker)).not.toContain('one__echo');
+    expect(listChanges(broker)).toBeGreaterThan(seen);
+    expect((await callTool(broker, 'two__echo', { text: 'new' })).text).toBe('new');
+    expect((await callTool(broker, 'fx__read', { text: 'still here' })).outcome).toBe('ok');
+    expect(broker.stderr()).toContain('config reloaded');
+  });
+
+  it('the policy applies at once: a new deny rule hides the tool and refuses it', async () => {
+    editConfig(configOf(broker), (c) => {
+      c.policy = { rules: [{ tools: ['fx__write'], action: 'deny' }] };
+    });
+    await waitFor(async () => !(await names(broker)).includes('fx__write'), 'fx__write hidden after the policy edit', 20_000, 100);
+    expect((await callTool(broker, 'fx__write', { text: 'x' })).outcome).toBe('denied');
+  });
+
+  it('a bad new config is refused with the reason logged; the running one is kept', async () => {
+    const before = await names(broker);
+    editConfig(configOf(broker), (c) => {
+      c.mcpServers.two.command = 42;
+    });
+    await waitFor(() => broker.stderr().includes('config reload refused'), 'the refusal logged', 20_000, 100);
+    expect(broker.stderr()).toMatch(/mcpServers\.two\.command/);
+    expect(await names(broker)).toEqual(before);
+    expect((await callTool(broker, 'two__echo', { text: 'kept' })).text).toBe('kept');
+  });
+
+  it('SIGHUP shut the broker down: now it reloads', async () => {
+    editConfig(configOf(broker), (c) => {
+      c.mcpServers.two.command = 'node';
+      c.mcpServers.three = nodeServer(fixture('echo.mjs'));
+    });
+    process.kill(broker.pid!, 'SIGHUP');
+    await waitFor(async () => (await names(broker)).includes('three__echo'), 'three__echo listed', 20_000, 100);
+    expect(isAlive(broker.pid!)).toBe(true);
+    expect((await callTool(broker, 'three__echo', { text: 'hup' })).text).toBe('hup');
+  });
+});
+
+describe('a principal whose token changes loses its sessions (HTTP)', () => {
+  const TOKENS = { ALICE_TOKEN: 'alice-token-0123456789abcdef', BOB_TOKEN: 'bob-token-0123456789abcdef00' };
+  let broker: HttpBroker;
+  let alice: ConnectedClient;
+  let bob: ConnectedClient;
+  beforeAll(async () => {
+    broker = await startHttpBroker({
+      servers: { fx: brokerUpstream() },
+      extra: { principals: { alice: { token: '${env:ALICE_TOKEN}' }, bob: { token: '${env:BOB_TOKEN}' } } },
+      env: TOKENS,
+    });
+    alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN });
+    bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN });
+  });
+  afterAll(async () => {
+    await alice?.close().catch(() => undefined);
+    await bob?.close().catch(() => undefined);
+    await broker?.close();
+  });
+
+  it('bob removed from principals: his session ends and his token is refused; alice keeps hers', async () => {
+    editConfig(join(broker.dir, 'servers.json'), (c) => {
+      delete c.principals.bob;
+    });
+    await waitFor(async () => (await fetch(`${broker.url}/api/v1/calls`, { headers: { authorization: `Bearer ${TOKENS.BOB_TOKEN}` } })).status === 401, 'bob refused', 20_000, 100);
+    await expect(bob.client.listTools()).rejects.toThrow();
+    expect((await alice.client.listTools()).tools.length).toBeGreaterThan(0);
+  });
+});
