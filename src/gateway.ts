@@ -211,7 +211,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         extendOnProgress: broker.extendOnProgress,
         maxTotalTimeoutMs: broker.maxTotalTimeoutMs,
       }),
-      invoke: invokeStage({ router: this.router }),
+      invoke: invokeStage({ router: this.router, verdictFromText: (call) => this.verdictFromText(call.target) }),
     });
   }
 
@@ -220,6 +220,14 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     const server = target ? this.config.mcpServers[target.server] : undefined;
     const perTool = server && 'tools' in server ? (server.tools as Record<string, { timeoutMs?: number }>)[target!.toolName]?.timeoutMs : undefined;
     return perTool ?? server?.timeoutMs ?? this.config.broker.timeoutMs;
+  }
+
+  /** Whether `target`'s verdict is read from its JSON text too: the per-tool `verdictFromText`, else the server's (default false). */
+  verdictFromText(target: ToolTarget | undefined): boolean {
+    const server = target ? this.config.mcpServers[target.server] : undefined;
+    if (!server || !('verdictFromText' in server)) return false;
+    const perTool = (server.tools as Record<string, { verdictFromText?: boolean }>)[target!.toolName]?.verdictFromText;
+    return perTool ?? server.verdictFromText;
   }
 
   /**

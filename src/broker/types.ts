@@ -145,8 +145,19 @@ export interface BrokerCall {
   abort?: (reason: unknown) => void;
   /** Whether the tool counts as read-only (retry, read-only mode). */
   readOnly?: boolean;
-  /** Upstream invocations made (0 when refused before invoke). */
+  /**
+   * Upstream invocations made: attempts that were sent (0 when refused before invoke, or when
+   * invoke refused before sending anything; see broker/failure.ts).
+   */
   attempts: number;
+  /**
+   * Whose fault the last failed attempt was, set by invoke: `upstream` when the request was sent
+   * (it failed upstream or on the way), `local` when it was refused before anything was sent
+   * (arguments that cannot be sent, the router's or a guard's refusal, an upstream not
+   * connected). Only a failure that is not `local` counts against the breaker. Unset after a
+   * result.
+   */
+  fault?: 'upstream' | 'local';
   /** Set when settled; `ok` with a result, or a refusal. */
   outcome?: Outcome;
   reason?: string;

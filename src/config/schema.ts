@@ -24,7 +24,7 @@ export const budgetSchema = z.union([z.number().int().min(0), z.literal('unlimit
 const ms = (max = 24 * 3600_000) => z.number().int().min(1).max(max);
 const stringMap = z.record(z.string(), z.string());
 
-/** Per-tool overrides inside a server: `tools: {"<toolName>": {timeoutMs, readOnly, disabled}}`. */
+/** Per-tool overrides inside a server: `tools: {"<toolName>": {timeoutMs, readOnly, disabled, verdictFromText}}`. */
 const toolOverride = z
   .object({
     /** Deadline for this tool, in ms; wins over the server's and the broker's. */
@@ -33,6 +33,8 @@ const toolOverride = z
     readOnly: z.boolean().optional(),
     /** Hide and refuse this tool (`unregistered`, reason `disabled`). */
     disabled: z.boolean().optional(),
+    /** Read this tool's verdict from its JSON text too; wins over the server's `verdictFromText`. */
+    verdictFromText: z.boolean().optional(),
   })
   .strict();
 
@@ -49,6 +51,12 @@ const commonServer = {
   disabled: z.boolean().default(false),
   /** Per-tool overrides, keyed by the upstream's own tool name. */
   tools: z.record(z.string(), toolOverride).default({}),
+  /**
+   * Whether a text block holding a JSON object with a top-level `success: false` is this
+   * server's verdict `tool_error` (broker/handler-failure.ts). Default `false`: text is data (a
+   * file, a fetched body); the verdict is `isError: true` or `structuredContent.success: false`.
+   */
+  verdictFromText: z.boolean().default(false),
 };
 
 /** A stdio upstream; `command: "node"` runs with this Node (`process.execPath`). */
