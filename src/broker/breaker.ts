@@ -6,9 +6,9 @@
  * call goes through while others are refused; its failure reopens the circuit, its success
  * closes it. `tool_error` and `invalid_arguments` are answers, not failures: a model's bad
  * arguments never open it, and they count as success. Other outcomes (a cancel) leave it as it is.
- * Only the upstream's own faults count: a call with no attempt sent (`call.attempts === 0`:
- * refused before it went out, such as arguments too deep to send) and a failure the broker
- * raised before sending (`call.fault === 'local'`) leave the circuit as it was.
+ * Only the upstream's own faults count: `call.attempts` counts only attempts that were sent
+ * (broker/failure.ts), and a call with none (refused before anything went out, such as
+ * arguments too deep to send or an upstream not connected) leaves the circuit as it was.
  * The record carries the state after the call (`call.notes.breaker`).
  */
 import type { Clock } from '../shared/clock.js';
@@ -103,9 +103,7 @@ export function breakerStage(breakers: Breakers): Stage {
         await next();
       } finally {
         if (call.attempts > 0) {
-          // A failure refused before it was sent (a retry's last attempt) is not the upstream's: it leaves the circuit as it was.
-          const counted = call.fault === 'local' && call.outcome && isUpstreamFailure(call.outcome) ? undefined : call.outcome;
-          call.notes.breaker = breakers.settle(key, counted, admitted.trial);
+          call.notes.breaker = breakers.settle(key, call.outcome, admitted.trial);
         } else {
           if (admitted.trial) breakers.abandon(key);
           call.notes.breaker = breakers.state(key);

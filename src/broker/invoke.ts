@@ -10,8 +10,8 @@
  * Reads the outcome off the answer: a result → `ok`, or `tool_error` when the handler reported
  * its own failure ({@link handlerFailure}, seed 000; text blocks only where `verdictFromText`
  * says so); a throw → what {@link classifyFailure} makes of it. `call.attempts` counts only
- * attempts that were sent; `call.fault` says whose fault a failed one was (`local` when nothing
- * was sent), which is what the breaker counts.
+ * attempts that were sent, so budget and breaker, which read it, count only calls the upstream
+ * saw.
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { argumentsProblem } from './arguments.js';
@@ -43,16 +43,11 @@ export function invokeStage(deps: InvokeDeps): Stage {
       call.retryAfterMs = undefined;
       call.outcome = undefined;
       call.reason = undefined;
-      call.fault = undefined;
       const problem = argumentsProblem(call.request.args);
       if (problem !== undefined) {
-        call.fault = 'local';
         return refuse(call, 'invalid_arguments', `the arguments of "${call.target?.name ?? call.request.name}" ${problem}; nothing was sent`);
       }
-      if (call.signal.aborted) {
-        call.fault = 'local';
-        return refuse(call, 'cancelled', 'the call ended before it was sent');
-      }
+      if (call.signal.aborted) return refuse(call, 'cancelled', 'the call ended before it was sent');
       call.attempts++;
       let result: CallToolResult;
       try {
@@ -60,7 +55,6 @@ export function invokeStage(deps: InvokeDeps): Stage {
       } catch (err) {
         const failure = classifyFailure(err);
         if (!failure.sent) call.attempts--;
-        call.fault = failure.sent ? 'upstream' : 'local';
         refuse(call, failure.outcome, failure.reason);
         call.retryable = failure.retryable;
         call.retryAfterMs = failure.retryAfterMs;

@@ -150,14 +150,6 @@ export interface BrokerCall {
    * invoke refused before sending anything; see broker/failure.ts).
    */
   attempts: number;
-  /**
-   * Whose fault the last failed attempt was, set by invoke: `upstream` when the request was sent
-   * (it failed upstream or on the way), `local` when it was refused before anything was sent
-   * (arguments that cannot be sent, the router's or a guard's refusal, an upstream not
-   * connected). Only a failure that is not `local` counts against the breaker. Unset after a
-   * result.
-   */
-  fault?: 'upstream' | 'local';
   /** Set when settled; `ok` with a result, or a refusal. */
   outcome?: Outcome;
   reason?: string;

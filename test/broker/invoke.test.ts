@@ -30,7 +30,7 @@ function build(answer: (call: BrokerCall, n: number) => Promise<CallToolResult>,
   const records: RecordSink = { append: async (r) => void written.push(r as CallRecord), close: async () => undefined };
   const ledger = new BudgetLedger();
   const breakers = new Breakers({ clock, threshold: THRESHOLD, openMs: 60_000 });
-  let sent = 0;
+  let dispatched = 0;
   const broker = new Broker(
     [
       recordStage({ records, clock, logger: silentLogger(), scrubArgs: (a) => a }),
@@ -43,7 +43,7 @@ function build(answer: (call: BrokerCall, n: number) => Promise<CallToolResult>,
         router: {
           dispatch: async (c) => {
             JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: c.target!.toolName, arguments: c.request.args } });
-            return answer(c, ++sent);
+            return answer(c, ++dispatched);
           },
         },
       }),
@@ -53,7 +53,7 @@ function build(answer: (call: BrokerCall, n: number) => Promise<CallToolResult>,
   const read = target('fx__read', { tool: { annotations: { readOnlyHint: true } } });
   const call = (args: Record<string, unknown> = {}, t = read) =>
     broker.call({ name: t.name, args, signal: new AbortController().signal }, session(), t);
-  return { call, written, ledger, breakers, sent: () => sent, read };
+  return { call, written, ledger, breakers, dispatched: () => dispatched, read };
 }
 
 /** `{tree: [[…]]}` with `levels` levels in all (the arguments object is level 1). */
@@ -71,7 +71,7 @@ describe('arguments that cannot be sent (issue 17 §5)', () => {
       expect(answer).toMatchObject({ outcome: 'invalid_arguments', status: 400 });
       expect(answer.reason).toBe(`the arguments of "fx__read" are nested deeper than ${MAX_ARGUMENT_DEPTH} levels; nothing was sent`);
     }
-    expect(p.sent()).toBe(0);
+    expect(p.dispatched()).toBe(0);
     expect(p.ledger.used('s-1')).toBe(0);
     expect(p.breakers.state('fx__read')).toBe('closed');
     expect(p.written.map((r) => [r.attempts, r.breaker])).toEqual(Array.from({ length: THRESHOLD + 2 }, () => [0, 'closed']));
@@ -84,7 +84,7 @@ describe('arguments that cannot be sent (issue 17 §5)', () => {
     const p = build(async () => text('fine'));
     expect((await p.call(nestedArgs(MAX_ARGUMENT_DEPTH))).outcome).toBe('ok');
     expect((await p.call(nestedArgs(MAX_ARGUMENT_DEPTH + 1))).outcome).toBe('invalid_arguments');
-    expect(p.sent()).toBe(1);
+    expect(p.dispatched()).toBe(1);
   });
 
   it('arguments a function-tool or flow caller hands in as objects: a cycle or a BigInt is invalid_arguments, unsent', async () => {
@@ -95,7 +95,7 @@ describe('arguments that cannot be sent (issue 17 §5)', () => {
     expect(loop).toMatchObject({ outcome: 'invalid_arguments', reason: expect.stringContaining('cycle') });
     const big = await p.call({ n: 10n });
     expect(big).toMatchObject({ outcome: 'invalid_arguments', reason: expect.stringContaining('BigInt') });
-    expect(p.sent()).toBe(0);
+    expect(p.dispatched()).toBe(0);
     expect(p.written.map((r) => r.attempts)).toEqual([0, 0]);
     // One object reached twice without a cycle is fine.
     const shared = { v: 1 };
@@ -136,12 +136,17 @@ describe('refusals that sent nothing (issue 17 §11)', () => {
     expect(p.written[0]!.attempts).toBe(1);
   });
 
-  it('a read-only retry that finds the upstream gone counts only the attempts sent', async () => {
-    const p = build(async (_c, n) => Promise.reject(n === 1 ? new McpError(-32000, 'Connection closed') : new BrokerError('upstream_unavailable', 'upstream "fx" is not connected (connecting)')));
-    const answer = await p.call();
-    expect(answer.outcome).toBe('upstream_error');
-    expect(answer.record?.attempts).toBe(1);
-    expect(p.sent()).toBe(3);
+  it('a read-only retry that finds the upstream gone counts only the attempts sent; the sent one failed upstream, so it counts for the breaker', async () => {
+    const p = build(async (_c, n) =>
+      Promise.reject(n % 3 === 1 ? new McpError(-32000, 'Connection closed') : new BrokerError('upstream_unavailable', 'upstream "fx" is not connected (connecting)')),
+    );
+    for (let i = 0; i < THRESHOLD; i++) {
+      const answer = await p.call();
+      expect(answer.outcome).toBe('upstream_error');
+      expect(answer.record?.attempts).toBe(1);
+    }
+    expect(p.dispatched()).toBe(3 * THRESHOLD); // dispatched three times a call, sent once
+    expect(p.breakers.state('fx__read')).toBe('open');
   });
 });
 
