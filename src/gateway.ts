@@ -287,7 +287,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         extendOnProgress: broker.extendOnProgress,
         maxTotalTimeoutMs: broker.maxTotalTimeoutMs,
       }),
-      invoke: invokeStage({ router: this.router }),
+      invoke: invokeStage({ router: this.router, verdictFromText: (call) => this.verdictFromText(call.target) }),
     });
   }
 
@@ -328,6 +328,14 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         ? (server.tools as Record<string, { timeoutMs?: number }>)[target.toolName]?.timeoutMs
         : undefined;
     return perTool ?? server.timeoutMs ?? this.config.broker.timeoutMs;
+  }
+
+  /** Whether `target`'s verdict is read from its JSON text too: the per-tool `verdictFromText`, else the server's (default false). */
+  verdictFromText(target: ToolTarget | undefined): boolean {
+    const server = target ? this.config.mcpServers[target.server] : undefined;
+    if (!server || !('verdictFromText' in server)) return false;
+    const perTool = this.toolSettings(target!.server)?.for(target!.toolName, target!.name).verdictFromText;
+    return perTool ?? server.verdictFromText;
   }
 
   /**

@@ -6,6 +6,9 @@
  * call goes through while others are refused; its failure reopens the circuit, its success
  * closes it. `tool_error` and `invalid_arguments` are answers, not failures: a model's bad
  * arguments never open it, and they count as success. Other outcomes (a cancel) leave it as it is.
+ * Only the upstream's own faults count: `call.attempts` counts only attempts that were sent
+ * (broker/failure.ts), and a call with none (refused before anything went out, such as
+ * arguments too deep to send or an upstream not connected) leaves the circuit as it was.
  * The record carries the state after the call (`call.notes.breaker`).
  */
 import type { Clock } from '../shared/clock.js';

@@ -8,8 +8,9 @@
  * {@link BUDGET_WARN_SHARE} of its budget, and once when it runs out.
  *
  * A call reserves one unit of budget on the way in and gives it back on the way out when it was
- * never invoked (`call.attempts === 0`: refused by the breaker, cancelled before invoke), so
- * refused calls do not spend and concurrent calls cannot overshoot. Retries are one call.
+ * never invoked (`call.attempts === 0`, which counts only attempts that were sent: refused by
+ * the breaker, cancelled before invoke, or refused by invoke or the router before anything was
+ * sent), so refused calls do not spend and concurrent calls cannot overshoot. Retries are one call.
  */
 import { ConfigError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';

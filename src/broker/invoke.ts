@@ -1,14 +1,21 @@
 /**
  * The invoke stage: one attempt at the call through the router (`dispatch`), with the call's
- * signal (deadline and downstream cancel). Reads the outcome off the answer:
- * a result → `ok`, or `tool_error` when the handler reported its own failure (seed 000);
- * a throw → `invalid_arguments` (-32602 from the upstream), `guard_error` (a scope escape),
- * or `upstream_error` (transport fault, protocol error, 429/5xx), marked retryable where a
- * read-only tool may try again. The inner-most stage: it calls no `next()`.
+ * signal (deadline and downstream cancel). The inner-most stage: it calls no `next()`.
+ *
+ * Before anything is sent: arguments that cannot be sent ({@link argumentsProblem}: deeper than
+ * `MAX_ARGUMENT_DEPTH`, a cycle, a BigInt) are `invalid_arguments`, and a call whose signal has
+ * already aborted is not dispatched (the deadline stage names it `timeout` or `cancelled`).
+ * Neither is an attempt.
+ *
+ * Reads the outcome off the answer: a result → `ok`, or `tool_error` when the handler reported
+ * its own failure ({@link handlerFailure}, seed 000; text blocks only where `verdictFromText`
+ * says so); a throw → what {@link classifyFailure} makes of it. `call.attempts` counts only
+ * attempts that were sent, so budget and breaker, which read it, count only calls the upstream
+ * saw.
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
-import { BrokerError, messageOf } from '../shared/errors.js';
+import { argumentsProblem } from './arguments.js';
+import { classifyFailure, oneLine } from './failure.js';
 import { handlerFailure } from './handler-failure.js';
 import type { Stage } from './runner.js';
 import { refuse, type BrokerCall } from './types.js';
@@ -18,66 +25,45 @@ export interface Dispatcher {
   dispatch(call: BrokerCall): Promise<CallToolResult>;
 }
 
-/** BrokerError codes that are guard refusals, not upstream faults. */
-const GUARD_CODES = new Set(['rest_host_escape', 'estate_scope_escape', 'guard_error']);
+export interface InvokeDeps {
+  router: Dispatcher;
+  /**
+   * Whether the handler's verdict is also read from a JSON text block of the result (the tool's,
+   * else the server's `verdictFromText`); default never: a text block is data (a file, a fetched
+   * body), and the verdict is `isError` or `structuredContent.success`.
+   */
+  verdictFromText?: (call: BrokerCall) => boolean;
+}
 
-export function invokeStage(deps: { router: Dispatcher }): Stage {
+export function invokeStage(deps: InvokeDeps): Stage {
   return {
     name: 'invoke',
     async run(call) {
-      call.attempts++;
       call.retryable = false;
       call.retryAfterMs = undefined;
       call.outcome = undefined;
       call.reason = undefined;
+      const problem = argumentsProblem(call.request.args);
+      if (problem !== undefined) {
+        return refuse(call, 'invalid_arguments', `the arguments of "${call.target?.name ?? call.request.name}" ${problem}; nothing was sent`);
+      }
+      if (call.signal.aborted) return refuse(call, 'cancelled', 'the call ended before it was sent');
+      call.attempts++;
       let result: CallToolResult;
       try {
         result = await deps.router.dispatch(call);
       } catch (err) {
-        classifyFailure(call, err);
+        const failure = classifyFailure(err);
+        if (!failure.sent) call.attempts--;
+        refuse(call, failure.outcome, failure.reason);
+        call.retryable = failure.retryable;
+        call.retryAfterMs = failure.retryAfterMs;
         return;
       }
       call.result = result;
-      const failure = handlerFailure(result);
+      const failure = handlerFailure(result, { fromText: deps.verdictFromText?.(call) === true });
       call.outcome = failure === null ? 'ok' : 'tool_error';
       if (failure !== null) call.reason = oneLine(failure);
     },
   };
-}
-
-function classifyFailure(call: BrokerCall, err: unknown): void {
-  if (err instanceof BrokerError) {
-    if (GUARD_CODES.has(err.code)) return refuse(call, 'guard_error', err.code === 'guard_error' ? messageOf(err) : `${err.code}: ${messageOf(err)}`);
-    if (err.code === 'invalid_arguments') return refuse(call, 'invalid_arguments', messageOf(err));
-    if (err.code === 'denied') return refuse(call, 'denied', messageOf(err));
-    // The router's own refusals (issue 4): an approval not given, a caller gone after approving.
-    if (err.code === 'approval_required') return refuse(call, 'approval_required', messageOf(err));
-    if (err.code === 'cancelled') return refuse(call, 'cancelled', messageOf(err));
-    const data = err.data as { httpStatus?: number; retryAfterMs?: number } | undefined;
-    refuse(call, 'upstream_error', messageOf(err));
-    call.retryable = err.code === 'upstream_unavailable' || isRetryableStatus(data?.httpStatus) || err.code === 'transport_error';
-    call.retryAfterMs = data?.retryAfterMs;
-    return;
-  }
-  if (err instanceof McpError) {
-    if (err.code === -32602) return refuse(call, 'invalid_arguments', oneLine(err.message));
-    refuse(call, 'upstream_error', oneLine(err.message));
-    // -32000 connection closed, -32001 request timeout from the transport: transport faults.
-    call.retryable = err.code === -32000 || err.code === -32001;
-    return;
-  }
-  // The SDK's HTTP transports throw errors whose numeric `code` is the HTTP status (-1: not HTTP).
-  const code = (err as { code?: unknown })?.code;
-  const httpStatus = typeof code === 'number' && code >= 100 && code < 600 ? code : undefined;
-  refuse(call, 'upstream_error', httpStatus ? `HTTP ${httpStatus} from the upstream: ${messageOf(err)}` : messageOf(err));
-  call.retryable = typeof code === 'number' ? isRetryableStatus(httpStatus) : true;
-}
-
-function isRetryableStatus(status: number | undefined): boolean {
-  return status === 429 || (status !== undefined && status >= 500 && status < 600);
-}
-
-function oneLine(text: string): string {
-  const line = text.replace(/\s*\n\s*/g, ' ').trim();
-  return line.length > 300 ? `${line.slice(0, 297)}...` : line;
 }

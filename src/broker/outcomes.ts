@@ -41,7 +41,7 @@ export function carriesResult(outcome: Outcome): boolean {
   return outcome === 'ok' || outcome === 'tool_error';
 }
 
-/** Outcomes that count as an upstream failure for the breaker. */
+/** Outcomes that count as an upstream failure for the breaker, on a call with an attempt sent (`call.attempts > 0`). */
 export function isUpstreamFailure(outcome: Outcome): boolean {
   return outcome === 'upstream_error' || outcome === 'timeout';
 }

@@ -145,7 +145,10 @@ export interface BrokerCall {
   abort?: (reason: unknown) => void;
   /** Whether the tool counts as read-only (retry, read-only mode). */
   readOnly?: boolean;
-  /** Upstream invocations made (0 when refused before invoke). */
+  /**
+   * Upstream invocations made: attempts that were sent (0 when refused before invoke, or when
+   * invoke refused before sending anything; see broker/failure.ts).
+   */
   attempts: number;
   /** Set when settled; `ok` with a result, or a refusal. */
   outcome?: Outcome;

@@ -25,7 +25,7 @@ const ms = (max = 24 * 3600_000) => z.number().int().min(1).max(max);
 const stringMap = z.record(z.string(), z.string());
 
 /**
- * Per-tool settings inside a server: `tools: {"<key>": {timeoutMs, readOnly, disabled, description,
+ * Per-tool settings inside a server: `tools: {"<key>": {timeoutMs, readOnly, disabled, verdictFromText, description,
  * title, annotations}}`, the key the upstream's own tool name, the advertised name, or a glob over
  * either (upstream/tool-settings.ts).
  */
@@ -37,6 +37,8 @@ const toolOverride = z
     readOnly: z.boolean().optional(),
     /** Hide and refuse this tool (`unregistered`, reason `disabled`). */
     disabled: z.boolean().optional(),
+    /** Read this tool's verdict from its JSON text too; wins over the server's `verdictFromText`. */
+    verdictFromText: z.boolean().optional(),
     /** Listed instead of the upstream's description (what the model reads). */
     description: z.string().optional(),
     /** Listed instead of the upstream's title. */
@@ -59,6 +61,12 @@ const commonServer = {
   disabled: z.boolean().default(false),
   /** Per-tool settings, keyed by the upstream's own tool name, the advertised name or a glob. */
   tools: z.record(z.string(), toolOverride).default({}),
+  /**
+   * Whether a text block holding a JSON object with a top-level `success: false` is this
+   * server's verdict `tool_error` (broker/handler-failure.ts). Default `false`: text is data (a
+   * file, a fetched body); the verdict is `isError: true` or `structuredContent.success: false`.
+   */
+  verdictFromText: z.boolean().default(false),
 };
 
 /** A stdio upstream; `command: "node"` runs with this Node (`process.execPath`). */

@@ -11,10 +11,13 @@
  * reason's text, or `Request timed out`); the broker's deadline stage reads the real reason off
  * its own signal. A closed connection rejects every pending request with `McpError` -32000
  * (case F08); a late response is dropped. A message that is neither a result nor an error
- * rejects at once instead of waiting for the timeout.
+ * rejects at once instead of waiting for the timeout. A request the transport cannot serialise
+ * (its `send` throws at once) rejects with `BrokerError('unserialisable')`, `data.sent: false`:
+ * nothing reached the upstream, so it is never counted as the upstream's failure.
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { BrokerError } from '../shared/errors.js';
 
 /** Prefix of every request id sent here. */
 export const DIRECT_ID_PREFIX = 'mcp-broker:';
@@ -83,7 +86,16 @@ export class DirectCalls {
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       this.pending.set(id, { owner, resolve, reject, cleanup });
-      this.transport.send({ jsonrpc: '2.0', id, method, params } as JSONRPCMessage).catch((err: unknown) => {
+      let sent: Promise<void>;
+      try {
+        sent = this.transport.send({ jsonrpc: '2.0', id, method, params } as JSONRPCMessage);
+      } catch (err) {
+        // Serialising the message threw (too deep, a cycle, a BigInt): nothing reached the upstream.
+        this.pending.delete(id);
+        cleanup();
+        return reject(new BrokerError('unserialisable', `the ${method} request cannot be serialised as JSON; nothing was sent`, { cause: err, data: { sent: false } }));
+      }
+      sent.catch((err: unknown) => {
         if (!this.pending.delete(id)) return;
         cleanup();
         reject(err);

@@ -117,6 +117,7 @@ function stdioSpec(
   if (server.type !== undefined && server.type !== 'stdio') return 'invalid';
   if (server.disabled !== undefined && typeof server.disabled !== 'boolean') return 'invalid';
   if (server.required !== undefined && typeof server.required !== 'boolean') return 'invalid';
+  if (server.verdictFromText !== undefined && typeof server.verdictFromText !== 'boolean') return 'invalid';
   for (const field of ['timeoutMs', 'connectTimeoutMs']) {
     const v = server[field];
     if (v !== undefined && !(Number.isInteger(v) && (v as number) >= 1)) return 'invalid';

@@ -12,6 +12,7 @@ export interface ToolSettings {
   readonly timeoutMs?: number;
   readonly readOnly?: boolean;
   readonly disabled?: boolean;
+  readonly verdictFromText?: boolean;
   readonly description?: string;
   readonly title?: string;
   readonly annotations?: Record<string, unknown>;

@@ -14,14 +14,21 @@ describe('handlerFailure (seed 000_13a5a3abd08ace07.txt)', () => {
     expect(handlerFailure(text('x', { structuredContent: { success: false } }))).toBe('the tool reported success: false');
   });
 
-  it('a text block that parses as a JSON object with success: false is a failure', () => {
-    expect(handlerFailure(text('  {"success": false, "error": "MCPError: no such actor"}'))).toBe('MCPError: no such actor');
+  it('issue 17 §10: a text block holding JSON with success: false is data by default (a file read, a fetched body), not a verdict', () => {
+    expect(handlerFailure(text('  {"success": false, "error": "MCPError: no such actor"}'))).toBeNull();
+    expect(handlerFailure(text('{"success": false}'), { fromText: false })).toBeNull();
+    const file = { content: [{ type: 'text' as const, text: 'log line' }, { type: 'text' as const, text: '{"success":false,"reason":"partial"}' }] };
+    expect(handlerFailure(file)).toBeNull();
+  });
+
+  it('with fromText, a text block that parses as a JSON object with success: false is a failure', () => {
+    expect(handlerFailure(text('  {"success": false, "error": "MCPError: no such actor"}'), { fromText: true })).toBe('MCPError: no such actor');
   });
 
   it('only an explicit boolean false counts', () => {
     for (const v of [0, 'false', null, undefined, true]) {
       expect(handlerFailure(text('x', { structuredContent: { success: v } }))).toBeNull();
-      expect(handlerFailure(text(JSON.stringify({ success: v })))).toBeNull();
+      expect(handlerFailure(text(JSON.stringify({ success: v })), { fromText: true })).toBeNull();
     }
   });
 
@@ -32,20 +39,18 @@ describe('handlerFailure (seed 000_13a5a3abd08ace07.txt)', () => {
   it('a success nested in arrays or items is that item\'s verdict, not the call\'s', () => {
     const batch = { success: true, results: [{ id: 1, success: false, error: 'locked' }, { id: 2, success: true }] };
     expect(handlerFailure(text(JSON.stringify(batch), { structuredContent: batch }))).toBeNull();
-    expect(handlerFailure(text(JSON.stringify([{ success: false }])))).toBeNull();
+    expect(handlerFailure(text(JSON.stringify([{ success: false }])), { fromText: true })).toBeNull();
     expect(handlerFailure(text('x', { structuredContent: { data: { success: false } } }))).toBeNull();
   });
 
   it('text that is not JSON, or JSON that is not an object, is not a verdict', () => {
-    expect(handlerFailure(text('{"success": false'))).toBeNull();
-    expect(handlerFailure(text('success: false'))).toBeNull();
-    expect(handlerFailure(text('false'))).toBeNull();
+    for (const t of ['{"success": false', 'success: false', 'false']) expect(handlerFailure(text(t), { fromText: true })).toBeNull();
   });
 
-  it('a failure in a later text block counts; the body is not touched', () => {
+  it('with fromText, a failure in a later text block counts; the body is not touched', () => {
     const result = { content: [{ type: 'text' as const, text: 'log line' }, { type: 'text' as const, text: '{"success":false,"reason":"partial"}' }] };
     const copy = JSON.parse(JSON.stringify(result));
-    expect(handlerFailure(result)).toBe('partial');
+    expect(handlerFailure(result, { fromText: true })).toBe('partial');
     expect(result).toEqual(copy);
   });
 });

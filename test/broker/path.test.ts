@@ -127,11 +127,13 @@ describe('the call path in seed order', () => {
   });
 
   it('tool_error passes the body intact with the outcome in _meta', async () => {
-    const body = text('{"success": false, "error": "locked", "items": [1]}');
+    const verdict = { success: false, error: 'locked', items: [1] };
+    const body = text(JSON.stringify(verdict), { structuredContent: verdict });
     const p = build({ answer: async () => body });
     const answer = await p.callTool(write);
     expect(answer.outcome).toBe('tool_error');
     expect(answer.result.content).toEqual(body.content);
+    expect(answer.result.structuredContent).toEqual(verdict);
     expect(answer.result._meta?.['mcp-broker/outcome']).toBe('tool_error');
   });
 

@@ -60,6 +60,12 @@ describe('admin API', () => {
     const unknown = await call(ALICE, { subject: 'echo/nope' });
     expect(unknown.status).toBe(404);
     expect(unknown.body.outcome).toBe('unregistered');
+    // Refusals that sent nothing are no attempt (issue 17 §11).
+    const refused = await waitFor(() => {
+      const found = broker.records().filter((r) => r.callId === denied.body.callId || r.callId === unknown.body.callId);
+      return found.length === 2 ? found : undefined;
+    }, 'the records of the refusals');
+    expect(refused.map((r) => r.attempts)).toEqual([0, 0]);
 
     expect((await call(ALICE, { args: {} })).status).toBe(400);
     expect((await http(`${broker.url}/api/v1/mcp/call`, { headers: { ...ALICE, 'content-type': 'application/json' }, rawBody: '{not json' })).status).toBe(400);

@@ -158,7 +158,7 @@ describe('rest upstreams through the CLI', () => {
     expect(api.requests).toHaveLength(0);
     const record = await lastRecord();
     expect(record.outcome).toBe('guard_error');
-    expect(record.attempts).toBe(1);
+    expect(record.attempts).toBe(0); // nothing was sent (issue 17 §11)
     expect(record.reason).toContain('rest_host_escape');
   });
 

@@ -165,7 +165,7 @@ export class RestUpstream extends EventEmitter<UpstreamEvents> implements Upstre
         await res.body?.cancel().catch(() => undefined);
         const next = redirectTarget(location, url);
         if (!next || !withinBase(next, this.base!)) {
-          throw new BrokerError('rest_host_escape', `rest tool "${def.name}": HTTP ${res.status} redirects outside the pinned base; not followed`);
+          throw new BrokerError('rest_host_escape', `rest tool "${def.name}": HTTP ${res.status} redirects outside the pinned base; not followed`, { data: { sent: true } });
         }
         if (hop >= MAX_REDIRECTS) {
           throw new BrokerError('upstream_http', `rest tool "${def.name}": more than ${MAX_REDIRECTS} redirects`, { data: { httpStatus: res.status } });

@@ -1,0 +1,114 @@
+/**
+ * What a failed attempt was, read once off what the dispatcher threw (seed
+ * 002_7bce204a86c1c7ba.txt steps 5-7): its outcome, its one-line reason, whether the request was
+ * sent to the upstream, and whether a read-only tool may try it again.
+ *
+ * Sent or not decides three things: `attempts` counts only attempts that were sent, budget is
+ * spent only by a call with one, and only the upstream's own faults (a sent request that failed
+ * upstream, a transport fault, 429/5xx, a timeout) count against the tool's breaker. A request
+ * refused here before anything went out (arguments the broker or the router found wrong, a
+ * guard, a denial, an upstream that is not connected, a message that cannot be serialised) is
+ * never the upstream's fault.
+ */
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { BrokerError, messageOf } from '../shared/errors.js';
+import type { Outcome } from './outcomes.js';
+
+/** A failed attempt, classified. */
+export interface AttemptFailure {
+  readonly outcome: Exclude<Outcome, 'ok' | 'tool_error'>;
+  /** One line that names a JSON-RPC code at most once; an upstream's JSON-RPC message is cut at {@link MAX_REASON_CHARS}. */
+  readonly reason: string;
+  /**
+   * Whether the request went out to the upstream (or may have: a transport fault mid-request).
+   * `false` only when it provably did not: then the attempt is not counted, spends no budget and
+   * leaves the breaker as it was.
+   */
+  readonly sent: boolean;
+  /** Whether a read-only tool may try again: a transport fault, HTTP 429 or 5xx. */
+  readonly retryable: boolean;
+  /** The upstream's `Retry-After`, in ms. */
+  readonly retryAfterMs?: number;
+}
+
+/** Longest reason kept from an upstream's JSON-RPC error message (and a handler's own failure text), in characters. */
+export const MAX_REASON_CHARS = 300;
+
+/** BrokerError codes that are guard refusals (`guard_error`), not upstream faults. */
+const GUARD_CODES = new Set(['rest_host_escape', 'estate_scope_escape', 'guard_error']);
+
+/** BrokerError codes that the router or an upstream adapter use to refuse without answering a result. */
+const REFUSAL_CODES: Readonly<Record<string, AttemptFailure['outcome']>> = {
+  invalid_arguments: 'invalid_arguments',
+  // A message that could not be serialised (direct-calls.ts): the arguments, never the upstream.
+  unserialisable: 'invalid_arguments',
+  denied: 'denied',
+  approval_required: 'approval_required',
+  cancelled: 'cancelled',
+};
+
+/**
+ * BrokerError codes raised before anything was sent: refusals, guards, an upstream that is not
+ * connected. A `data.sent` boolean on the error wins over this (a rest redirect refused after
+ * its request went out).
+ */
+const UNSENT_CODES = new Set([...Object.keys(REFUSAL_CODES), ...GUARD_CODES, 'upstream_unavailable', 'upstream_closed', 'unsupported']);
+
+/** Classifies what one attempt threw. Never throws. */
+export function classifyFailure(err: unknown): AttemptFailure {
+  if (err instanceof BrokerError) {
+    const data = err.data as { httpStatus?: number; retryAfterMs?: number; sent?: unknown } | undefined;
+    const sent = typeof data?.sent === 'boolean' ? data.sent : !UNSENT_CODES.has(err.code);
+    if (GUARD_CODES.has(err.code)) {
+      return { outcome: 'guard_error', reason: sayOnce(err.code === 'guard_error' ? messageOf(err) : `${err.code}: ${messageOf(err)}`), sent, retryable: false };
+    }
+    const refusal = REFUSAL_CODES[err.code];
+    if (refusal) return { outcome: refusal, reason: sayOnce(messageOf(err)), sent, retryable: false };
+    return {
+      outcome: 'upstream_error',
+      reason: sayOnce(messageOf(err)),
+      sent,
+      retryable: err.code === 'upstream_unavailable' || err.code === 'transport_error' || isRetryableStatus(data?.httpStatus),
+      ...(data?.retryAfterMs !== undefined ? { retryAfterMs: data.retryAfterMs } : {}),
+    };
+  }
+  if (err instanceof McpError) {
+    // From the upstream (a JSON-RPC error), or the connection to it failing mid-request.
+    if (err.code === -32602) return { outcome: 'invalid_arguments', reason: oneLine(err.message), sent: true, retryable: false };
+    // -32000 connection closed, -32001 request timeout from the transport: transport faults.
+    return { outcome: 'upstream_error', reason: oneLine(err.message), sent: true, retryable: err.code === -32000 || err.code === -32001 };
+  }
+  // The SDK's HTTP transports throw errors whose numeric `code` is the HTTP status (-1: not HTTP).
+  const code = (err as { code?: unknown } | null | undefined)?.code;
+  const httpStatus = typeof code === 'number' && code >= 100 && code < 600 ? code : undefined;
+  return {
+    outcome: 'upstream_error',
+    reason: sayOnce(httpStatus ? `HTTP ${httpStatus} from the upstream: ${messageOf(err)}` : messageOf(err)),
+    sent: true,
+    retryable: typeof code === 'number' ? isRetryableStatus(httpStatus) : true,
+  };
+}
+
+function isRetryableStatus(status: number | undefined): boolean {
+  return status === 429 || (status !== undefined && status >= 500 && status < 600);
+}
+
+/**
+ * `MCP error <code>: ` repeated at the start of a message, as the SDK builds it each time an
+ * error crosses a hop (the upstream's own `McpError`, then ours around its wire message).
+ */
+const REPEATED_PREFIX = /^(MCP error (-?\d+): )(?:MCP error \2: )+/;
+
+/** A one-line message with a repeated leading `MCP error <code>: ` said once. */
+export function sayOnce(line: string): string {
+  return line.replace(REPEATED_PREFIX, '$1');
+}
+
+/**
+ * Text from an upstream as a reason: one line, a repeated `MCP error <code>: ` prefix said
+ * once, cut at {@link MAX_REASON_CHARS}.
+ */
+export function oneLine(text: string): string {
+  const line = sayOnce(text.replace(/\s*\n\s*/g, ' ').trim());
+  return line.length > MAX_REASON_CHARS ? `${line.slice(0, MAX_REASON_CHARS - 3)}...` : line;
+}
