@@ -110,6 +110,7 @@ describe('upstream lifecycle', () => {
         u1: nodeServer(fixture('echo.mjs')),
         lost: nodeServer(fixture('missing-file.js')),
         throws: nodeServer(fixture('throws-at-start.mjs'), { env: { FIXTURE_LOG: '${configDir}/throws.log' } }),
+        bare: { command: 'does-not-exist-bare-xyz', prefix: false },
       },
       extra: { broker: FAST_RESTART },
     });
@@ -125,8 +126,8 @@ describe('upstream lifecycle', () => {
       expect(outcome(thrown)).toBe('upstream_error');
       expect(text(thrown)).toContain('upstream "throws" is not running');
       expect(text(thrown)).toContain('Error: fixture failed at start: no database configured');
-      // A name that matches no configured server stays a JSON-RPC error.
-      await expect(broker.client.callTool({ name: 'nosuch__tool', arguments: {} })).rejects.toThrow(/Unknown tool/);
+      // A name that matches no configured server stays a JSON-RPC error; it names the bare-name servers that are down.
+      await expect(broker.client.callTool({ name: 'nosuch__tool', arguments: {} })).rejects.toThrow(/Unknown tool: nosuch__tool \(not running now, so not listed: upstream "bare"\)/);
 
       const records = await broker.records();
       const record = records.find((r) => r.name === 'lost__read')!;
