@@ -146,6 +146,25 @@ program
     runCommand(async () => (await import('./commands/approve.js')).revokeCommand(loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
   );
 
+program
+  .command('check')
+  .description('start every upstream of the config (serving nothing), print each one\'s state, tools and error, exit 0 when the required ones are ready')
+  .option('-c, --config <file>', 'servers.json to check', 'servers.json')
+  .option('--json', 'print one JSON document instead of the table')
+  .addOption(new Option('--log-level <level>', 'log level (stderr)').choices([...LOG_LEVELS]).default('silent'))
+  .action((opts: { config: string; json?: boolean; logLevel: string }) =>
+    runCommand(async () => {
+      const config = loadOrExit(opts.config);
+      const logger = createLogger({ level: opts.logLevel, scrubber: new Scrubber(config.secrets), stream: await logStream() });
+      const code = await (await import('./commands/check.js')).checkCommand(config, { json: opts.json }, await processIo(), { logger });
+      logger.flush?.();
+      return code;
+    }).then(() => {
+      // Exit once the answer is out, whatever an upstream left behind (a socket, a straggler).
+      process.stdout.write('', () => process.exit());
+    }),
+  );
+
 await program.parseAsync(process.argv);
 
 /**

@@ -1,6 +1,8 @@
 /**
  * The judge stage (seed 002_7bce204a86c1c7ba.txt steps 1-3; issue 3 §1). Resolves the tool in
- * the registry (unknown, `disabled` or `gone` → `unregistered`), checks its pin (a changed
+ * the registry (unknown, `disabled` or `gone` → `unregistered`; `down`, a tool of an upstream
+ * that is not running → `upstream_error` with the registry's reason, before any budget is
+ * spent or breaker counted), checks its pin (a changed
  * definition → `unregistered`, reason `changed`), and applies the policy ({@link decide}).
  * `deny` and an unanswered `ask` settle the call here, so neither ever reaches an upstream.
  *
@@ -57,7 +59,8 @@ export function judgeStage(deps: JudgeDeps): Stage {
       const target = call.target ?? deps.resolve(call.request.name);
       if (!target) return refuse(call, 'unregistered', `no tool named "${call.request.name}"`);
       call.target = target;
-      if (target.state === 'disabled') return refuse(call, 'unregistered', `tool "${target.name}" is disabled by configuration`);
+      if (target.state === 'down') return refuse(call, 'upstream_error', target.reason ?? `upstream "${target.server}" is not running`);
+      if (target.state === 'disabled') return refuse(call, 'unregistered', target.reason ?? `tool "${target.name}" is disabled by configuration`);
       if (target.state === 'gone') return refuse(call, 'unregistered', `tool "${target.name}" is gone: upstream "${target.server}" is not serving it now`);
       call.readOnly = deps.isReadOnly(target);
 

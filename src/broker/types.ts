@@ -14,8 +14,13 @@ export interface ToolTarget {
   readonly server: string;
   /** The tool's own name at its server. */
   readonly toolName: string;
-  /** `active`, `disabled` (by config), `gone` (its upstream is not serving it now). */
-  readonly state: 'active' | 'disabled' | 'gone';
+  /**
+   * `active`, `disabled` (by config), `gone` (its upstream is running but not serving it now),
+   * `down` (its upstream is not running: failed to start, crashed, restarting).
+   */
+  readonly state: 'active' | 'disabled' | 'gone' | 'down';
+  /** Why it cannot be called (one line, safe to show): set when `down`, and for a disabled upstream. */
+  readonly reason?: string;
   /** `upstream` (an MCP or rest upstream) or `local` (a function tool served by the router). */
   readonly source: 'upstream' | 'local';
   /** The definition as advertised; present when active. */

@@ -194,6 +194,7 @@ export class ToolRouter implements Dispatcher {
       source: 'upstream',
       definition: found.tool?.definition,
       hash: found.tool?.hash,
+      ...(found.reason ? { reason: found.reason } : {}),
     };
   }
 

@@ -242,7 +242,7 @@ export class DownstreamSession {
     if (!gw.readySettled) await gw.ready;
     const { name, arguments: args, _meta } = params;
     const target = gw.router.resolve(name);
-    if (!target) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    if (!target) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}${gw.registry.unknownToolHint()}`);
     const { progressToken, ...meta } = _meta ?? {};
     let last = -Infinity;
     const answer = await gw.broker.call(

@@ -3,7 +3,10 @@
  * newline-delimited JSON-RPC over its stdin/stdout with linear framing (cases F05, F06, F07,
  * F09, F10). Implements the SDK's `Transport`.
  *
- * - stdout and stderr are drained concurrently; stderr lines go to our log, never our stdout.
+ * - stdout and stderr are drained concurrently; stderr lines go to our log (debug), never our
+ *   stdout. The line that says why the child failed ({@link ChildProcessTransport.stderrLine}) and
+ *   how it ended ({@link ChildProcessTransport.exitDescription}) are kept for the upstream's status,
+ *   which logs them (once per distinct reason; connection.ts).
  * - a non-JSON stdout line is logged and skipped (F07); an oversize line is logged and dropped,
  *   and when it was a response, its request fails at once with an error naming the limit.
  * - `send` honours backpressure: it resolves once the pipe took the bytes.
@@ -19,6 +22,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { BrokerError } from '../shared/errors.js';
 import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
 import type { Logger } from '../shared/logger.js';
+import { isErrorLine, meaningfulStderrLine } from './stderr-line.js';
 
 export interface ChildTransportOptions {
   command: string;
@@ -237,6 +241,9 @@ export class ChildProcessTransport implements Transport {
   private reaped: Promise<void> = Promise.resolve();
   private readonly framer: LineFramer;
   private stderrTail = '';
+  /** The first stderr line that states an error ({@link isErrorLine}), kept even when the tail moves on. */
+  private errorLine?: string;
+  private exit?: { code: number | null; signal: NodeJS.Signals | null };
 
   constructor(private readonly options: ChildTransportOptions) {
     const log = options.logger;
@@ -266,6 +273,20 @@ export class ChildProcessTransport implements Transport {
   /** The last lines the child wrote to stderr (up to 2 KB), for error messages. */
   get stderr(): string {
     return this.stderrTail;
+  }
+
+  /**
+   * The stderr line that says why the child failed: the first that states an error, else the
+   * last meaningful one of the tail ({@link meaningfulStderrLine}); undefined when it wrote none.
+   */
+  get stderrLine(): string | undefined {
+    return this.errorLine ?? meaningfulStderrLine(this.stderrTail);
+  }
+
+  /** How the child ended (`exited with code 1`, `killed by SIGTERM`); undefined while it runs. */
+  get exitDescription(): string | undefined {
+    if (!this.exit) return undefined;
+    return this.exit.signal ? `killed by ${this.exit.signal}` : `exited with code ${this.exit.code}`;
   }
 
   start(): Promise<void> {
@@ -300,9 +321,9 @@ export class ChildProcessTransport implements Transport {
             // Kept in liveGroups until the stragglers are gone, so the exit hook still ends them.
             this.reaped = reapGroup(pid, this.options.closeGraceMs ?? 2000).finally(() => liveGroups.delete(pid));
           }
-          if (!this.closed) {
-            this.options.logger.warn({ code, signal, stderr: this.stderrTail.slice(-500) }, 'upstream process exited');
-          }
+          this.exit = { code, signal };
+          // The upstream's status says why, logged once per distinct reason (connection.ts).
+          if (!this.closed) this.options.logger.debug({ code, signal, stderr: this.stderrTail.slice(-500) }, 'upstream process exited');
           this.closed = true;
           this.framer.reset();
           this.onclose?.();
@@ -322,7 +343,11 @@ export class ChildProcessTransport implements Transport {
         const lines = (partial + text).split('\n');
         partial = lines.pop() ?? '';
         if (partial.length > 8192) partial = '';
-        for (const line of lines) if (line.trim()) this.options.logger.debug({ stderr: line.slice(0, 2000) }, 'upstream stderr');
+        for (const line of lines) {
+          if (!line.trim()) continue;
+          if (this.errorLine === undefined && isErrorLine(line)) this.errorLine = meaningfulStderrLine(line);
+          this.options.logger.debug({ stderr: line.slice(0, 2000) }, 'upstream stderr');
+        }
       });
     });
   }

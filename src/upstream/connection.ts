@@ -112,6 +112,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private readonly requestRoutes = new Map<number, ServerRequestHandler>();
   private routeSeq = 0;
   private refreshing = new Map<CatalogKind, Promise<void>>();
+  /** Failure reasons already logged at error/warn since the upstream was last ready ({@link logFailure}). */
+  private readonly loggedFailures = new Set<string>();
   private clientCapabilities: ClientCapabilities;
   private readonly scrub: UpstreamScrub;
 
@@ -143,6 +145,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.cancelRestart?.();
     await this.teardown('reconnect');
     this.failures = 0;
+    // An operator's re-dial is news: its failure is logged even when a restart failed so before.
+    this.loggedFailures.clear();
     await this.dial();
     // A manual redial that fails leaves the upstream disconnected (seed 004): no silent retries.
     this.autoRestart = this.status.state === 'ready';
@@ -216,7 +220,9 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private async dial(): Promise<void> {
     const generation = ++this.generation;
     const log = this.options.logger;
-    this.setStatus({ state: 'connecting' });
+    // A restart in progress still says why the last attempt failed, until this one settles.
+    const last = this.status.state === 'backoff' || this.status.state === 'failed' ? this.status : undefined;
+    this.setStatus({ state: 'connecting', ...(last?.errorCode ? { errorCode: last.errorCode } : {}), ...(last?.message ? { message: last.message } : {}) });
     let transport: Transport;
     try {
       transport = await createUpstreamTransport({ ...this.options, callStreamLogs: (requestId) => this.callStreamLogSink(requestId) });
@@ -246,6 +252,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.readyAt = this.options.clock.now();
       client.onclose = () => this.onLost(generation);
       this.setStatus({ state: 'ready' });
+      this.loggedFailures.clear();
       for (const kind of Object.keys(catalog) as CatalogKind[]) this.emit('changed', kind);
       log.info({ tools: catalog.tools.length, prompts: catalog.prompts.length, resources: catalog.resources.length }, 'upstream ready');
     } catch (err) {
@@ -260,7 +267,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   /** Records a failed dial (status `failed`, tools withdrawn) and schedules the next one. */
   private dialFailed(err: unknown, transport?: Transport): void {
     const status = dialFailure(err, transport);
-    this.options.logger.error({ errorCode: status.errorCode, err: status.message }, 'upstream dial failed');
+    this.logFailure('error', status, 'upstream dial failed');
     this.withdraw();
     this.setStatus(status);
     this.scheduleRestart();
@@ -353,11 +360,15 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   /** The transport closed on its own: fail in-flight calls (the SDK does), withdraw, restart. */
   private onLost(generation: number): void {
     if (generation !== this.generation) return;
-    const stderr = this.transport instanceof ChildProcessTransport ? this.transport.stderr.trim().split('\n').pop() : undefined;
+    const child = this.transport instanceof ChildProcessTransport ? this.transport : undefined;
+    const line = child?.stderrLine;
+    const exit = child?.exitDescription;
     this.client = undefined;
     this.generation++;
     this.withdraw();
-    this.setStatus({ state: 'failed', errorCode: 'exited', message: `connection lost${stderr ? ` (last stderr: ${stderr.slice(0, 200)})` : ''}` });
+    const status: UpstreamStatus = { state: 'failed', errorCode: 'exited', message: `connection lost${exit ? `: ${exit}` : ''}${line ? `: ${line}` : ''}` };
+    this.logFailure('warn', status, 'upstream connection lost');
+    this.setStatus(status);
     if (this.options.clock.now() - this.readyAt >= STABLE_AFTER_MS) this.failures = 0;
     this.scheduleRestart();
   }
@@ -395,6 +406,19 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       await this.transport.close().catch(() => undefined);
     }
     this.options.logger.debug({ why }, 'upstream connection closed');
+  }
+
+  /**
+   * Logs why the upstream is down at `level` the first time a reason is seen, and at debug when a
+   * restart fails the same way again, so a crash loop does not repeat its error on every attempt.
+   */
+  private logFailure(level: 'error' | 'warn', status: UpstreamStatus, what: string): void {
+    const reason = `${status.errorCode ?? ''}\n${status.message ?? ''}`;
+    const repeated = this.loggedFailures.has(reason);
+    this.loggedFailures.add(reason);
+    const fields = { errorCode: status.errorCode, err: status.message, ...(repeated ? { repeated: true } : {}) };
+    if (repeated) this.options.logger.debug(fields, what);
+    else this.options.logger[level](fields, what);
   }
 
   private setStatus(status: UpstreamStatus): void {

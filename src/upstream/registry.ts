@@ -3,9 +3,14 @@
  * catalog changes and emits `listChanged` with what changed, so every downstream session gets
  * `notifications/{tools,prompts,resources}/list_changed` (cases F01, F12).
  *
- * Tool states for the judge: a name in the roster is `active`; one configured `disabled` is
- * `disabled`; one seen before whose upstream is not serving it now is `gone`; anything else is
- * unknown (a JSON-RPC error, not a call).
+ * Tool states for the judge: a name in the roster is `active`; one configured `disabled` (or of
+ * an upstream configured `disabled`) is `disabled`; a name of an upstream that is not running
+ * (failed to start, crashed, restarting) is `down`, with the reason: a name seen before, or one
+ * that starts with `<prefix>__` of exactly one configured upstream, since a server that never
+ * connected has no tool list to check against; one seen before whose upstream is running but not
+ * serving it now is `gone`; anything else is unknown (a JSON-RPC error, not a call). Names of
+ * bare-name upstreams (`prefix: false`) cannot be attributed: unknown, with
+ * {@link Registry.unknownToolHint} naming the ones not running.
  *
  * The registry is where upstream data turns toward downstream clients, so it scrubs it
  * ({@link UpstreamScrub}): catalogs as the roster is built, log messages as they are relayed,
@@ -16,10 +21,11 @@ import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from '../shared/logger.js';
 import { Scrubber } from '../shared/scrub.js';
 import { Roster, type RosterTool } from './roster.js';
+import { withoutHostPaths } from './stderr-line.js';
 import type { CatalogKind, Upstream } from './types.js';
 import { UpstreamScrub } from './upstream-scrub.js';
 
-export type ToolState = 'active' | 'disabled' | 'gone';
+export type ToolState = 'active' | 'disabled' | 'gone' | 'down';
 
 /** A tool the registry can say something about. */
 export interface ResolvedTool {
@@ -28,6 +34,11 @@ export interface ResolvedTool {
   readonly toolName: string;
   /** Present when `active`. */
   readonly tool?: RosterTool;
+  /**
+   * Why it cannot be called, one line, scrubbed and without host paths: present when `down`
+   * (`upstream "x" is not running: <why>`) and for a `disabled` upstream.
+   */
+  readonly reason?: string;
 }
 
 export type ListKind = 'tools' | 'prompts' | 'resources';
@@ -149,8 +160,35 @@ export class Registry extends EventEmitter<RegistryEvents> {
     const disabled = this.current.disabled.get(name);
     if (disabled) return { state: 'disabled', ...disabled };
     const seen = this.seen.get(name);
-    if (seen) return { state: 'gone', ...seen };
-    return undefined;
+    if (seen) return this.notRunning(seen.server, seen.toolName) ?? { state: 'gone', ...seen };
+    const owners = [...this.entries.values()].filter((e) => e.prefix !== '' && name.length > e.prefix.length + 2 && name.startsWith(`${e.prefix}__`));
+    if (owners.length !== 1) return undefined;
+    const owner = owners[0]!;
+    return this.notRunning(owner.upstream.name, name.slice(owner.prefix.length + 2));
+  }
+
+  /**
+   * For the JSON-RPC error of an unknown name: the bare-name upstreams (`prefix: false`) that are
+   * not running, whose tools the name may belong to (`` (not running now: "a", "b") ``); `''` when none.
+   */
+  unknownToolHint(): string {
+    const down = [...this.entries.values()].filter((e) => e.prefix === '' && e.upstream.status.state !== 'ready').map((e) => JSON.stringify(e.upstream.name));
+    return down.length ? ` (not running now, so not listed: upstream${down.length > 1 ? 's' : ''} ${down.join(', ')})` : '';
+  }
+
+  /** `down` (or `disabled`) for `server`'s tool `toolName` when that upstream is not running; undefined when it is. */
+  private notRunning(server: string, toolName: string): ResolvedTool | undefined {
+    const status = this.entries.get(server)?.upstream.status;
+    if (!status || status.state === 'ready') return undefined;
+    if (status.state === 'disabled') return { state: 'disabled', server, toolName, reason: `upstream "${server}" is disabled by configuration` };
+    const why = status.message ? withoutHostPaths(this.scrub.scrubber.text(status.message)).replace(/\s*\n\s*/g, ' ') : undefined;
+    const what =
+      status.state === 'connecting'
+        ? `it is starting${why ? `; the last attempt failed: ${why}` : ''}`
+        : status.state === 'idle' || status.state === 'closed'
+          ? `it is ${status.state === 'idle' ? 'not started' : 'closed'}`
+          : `${why ?? status.state}${status.state === 'backoff' ? '; a restart is scheduled' : ''}`;
+    return { state: 'down', server, toolName, reason: `upstream "${server}" is not running: ${what}` };
   }
 
   private onChanged(kind: CatalogKind): void {

@@ -63,8 +63,10 @@ export async function createUpstreamTransport(options: UpstreamTransportOptions)
 
 /**
  * The status a failed dial leaves: the broker's own error code, `http_status` with the HTTP
- * status of an HTTP upstream's refusal, else `connect_failed` (with the last stderr line of a
- * stdio child).
+ * status of an HTTP upstream's refusal, else `connect_failed`. For a stdio child the message
+ * says why from the child's side: `exited with code 1 before it was ready: <line>` when it died,
+ * else the dial's error followed by `(stderr: <line>)`, where `<line>` is the stderr line that
+ * states the error ({@link ChildProcessTransport.stderrLine}), not merely the last one.
  */
 export function dialFailure(err: unknown, transport: Transport | undefined): UpstreamStatus {
   const message = messageOf(err);
@@ -76,6 +78,9 @@ export function dialFailure(err: unknown, transport: Transport | undefined): Ups
   if (typeof code === 'number' && code >= 100 && code < 600 && transport !== undefined && !(transport instanceof ChildProcessTransport)) {
     return { state: 'failed', errorCode: 'http_status', httpStatus: code, message };
   }
-  const stderr = transport instanceof ChildProcessTransport ? transport.stderr.trim().split('\n').pop() : undefined;
-  return { state: 'failed', errorCode: 'connect_failed', message: stderr ? `${message} (last stderr: ${stderr.slice(0, 200)})` : message };
+  if (!(transport instanceof ChildProcessTransport)) return { state: 'failed', errorCode: 'connect_failed', message };
+  const line = transport.stderrLine;
+  const exit = transport.exitDescription;
+  if (exit) return { state: 'failed', errorCode: 'exited', message: `${exit} before it was ready${line ? `: ${line}` : ` (${message})`}` };
+  return { state: 'failed', errorCode: 'connect_failed', message: line ? `${message} (stderr: ${line})` : message };
 }

@@ -59,6 +59,16 @@ describe('judge stage', () => {
     expect(invoke.reached).toBe(0);
   });
 
+  it('issue 18: a tool of an upstream that is not running is upstream_error with the registry\'s reason and never reaches invoke', async () => {
+    const { run, invoke, known } = setup();
+    const reason = 'upstream "fx" is not running: exited with code 1 before it was ready: Error: Cannot find module \'…/missing-file.js\'';
+    known.set('fx__any', target('fx__any', { state: 'down', reason }));
+    const c = call({ request: { name: 'fx__any' } });
+    await run(c);
+    expect(c).toMatchObject({ outcome: 'upstream_error', reason });
+    expect(invoke.reached).toBe(0);
+  });
+
   it('with a store that answers at once, an allowed call goes on within the same turn (issue 6)', async () => {
     const { store, deps } = setup({ firstUse: 'ask' });
     await store.markUsed('fx__echo', 'local', '2026-01-01T00:00:00.000Z');

@@ -18,10 +18,12 @@ const hasScript = (() => {
 })();
 
 const servers = { u1: nodeServer(fixture('echo.mjs')), missing: { command: 'does-not-exist-banner' } };
+/** Beside those, a script that is not there: Node crashes with a stack trace and its version trailer. */
+const withCrash = { ...servers, crash: nodeServer(fixture('missing-file.js')) };
 
 describe('TTY banner', () => {
   it.skipIf(!hasScript)('prints upstreams, the tool count, how to connect and Ctrl-C when stdin is a terminal', async () => {
-    const { dir, configPath } = writeConfig(servers);
+    const { dir, configPath } = writeConfig(withCrash);
     const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
     const child = spawn('script', ['-qfc', `${quote(process.execPath)} ${quote(CLI)} --config ${quote(configPath)}`, '/dev/null'], {
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -33,6 +35,8 @@ describe('TTY banner', () => {
       await waitFor(() => out.includes('Press Ctrl-C to stop.'), 'the banner', 20_000);
       expect(out).toMatch(/u1\s+ready, 4 tools/);
       expect(out).toMatch(/missing\s+\w+: cannot start "does-not-exist-banner": command not found/);
+      // Issue 18 §3: a crashing script shows the line that says why, not `Node.js v…`.
+      expect(out).toMatch(/crash\s+\w+: exited with code 1 before it was ready: Error: Cannot find module '[^']*missing-file\.js'/);
       expect(out).toMatch(/\d+ tools in all\./);
       expect(out).toContain('Claude Desktop');
       // The snippets carry real paths, so they run as printed (issue 18 §6).

@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { fixture, isAlive, nodeServer, readNdjson, spawnRawBroker, startBroker, waitFor } from './helpers.js';
+import { fixture, isAlive, nodeServer, readNdjson, ROOT, spawnRawBroker, startBroker, waitFor } from './helpers.js';
 
 const FAST_RESTART = { restart: { initialDelayMs: 100, maxDelayMs: 500 } };
 const text = (r: { content?: unknown }) => ((r.content as Array<{ text?: string }>)[0]?.text ?? '') as string;
@@ -103,6 +103,51 @@ describe('upstream lifecycle', () => {
       await broker.close();
     }
   });
+
+  it('issue 18: a call to a tool of a server that failed to start is a recorded upstream_error naming the server and its error line; the error is logged once across restarts', async () => {
+    const broker = await startBroker({
+      servers: {
+        u1: nodeServer(fixture('echo.mjs')),
+        lost: nodeServer(fixture('missing-file.js')),
+        throws: nodeServer(fixture('throws-at-start.mjs'), { env: { FIXTURE_LOG: '${configDir}/throws.log' } }),
+        bare: { command: 'does-not-exist-bare-xyz', prefix: false },
+      },
+      extra: { broker: FAST_RESTART },
+    });
+    try {
+      expect(text(await broker.client.callTool({ name: 'u1__echo', arguments: { text: 'fine' } }))).toBe('fine');
+      const lost = await broker.client.callTool({ name: 'lost__read', arguments: { path: 'x' } });
+      expect(lost.isError).toBe(true);
+      expect(outcome(lost)).toBe('upstream_error');
+      expect(text(lost)).toContain('upstream "lost" is not running');
+      expect(text(lost)).toContain("Error: Cannot find module '…/missing-file.js'");
+      expect(text(lost)).not.toContain(ROOT);
+      const thrown = await broker.client.callTool({ name: 'throws__anything', arguments: {} });
+      expect(outcome(thrown)).toBe('upstream_error');
+      expect(text(thrown)).toContain('upstream "throws" is not running');
+      expect(text(thrown)).toContain('Error: fixture failed at start: no database configured');
+      // A name that matches no configured server stays a JSON-RPC error; it names the bare-name servers that are down.
+      await expect(broker.client.callTool({ name: 'nosuch__tool', arguments: {} })).rejects.toThrow(/Unknown tool: nosuch__tool \(not running now, so not listed: upstream "bare"\)/);
+
+      const records = await broker.records();
+      const record = records.find((r) => r.name === 'lost__read')!;
+      expect(record).toMatchObject({ subject: 'lost/read', outcome: 'upstream_error', status: 502, attempts: 0 });
+      expect(record.reason).toContain('Cannot find module');
+      expect(records.find((r) => r.name === 'throws__anything')).toMatchObject({ outcome: 'upstream_error', status: 502 });
+
+      // Several restarts later, each reason is still on stderr once, without the stack trace.
+      await waitFor(() => readNdjson<{ event: string }>(join(broker.dir, 'throws.log')).length >= 4, 'four starts of the throwing server', 20_000);
+      const restarts = (server: string) => broker.stderr().split('\n').filter((l) => l.includes(`"upstream":"${server}"`) && l.includes('restart scheduled')).length;
+      await waitFor(() => restarts('lost') >= 4, 'four restarts of the missing script', 20_000);
+      const count = (needle: string) => broker.stderr().split(needle).length - 1;
+      expect(count('Cannot find module')).toBe(1);
+      expect(count('fixture failed at start')).toBe(1);
+      expect(broker.stderr()).not.toContain('Module._resolveFilename');
+      expect(broker.stderr()).not.toMatch(/Node\.js v\d/);
+    } finally {
+      await broker.close();
+    }
+  }, 60_000);
 
   it('F12: a first tools/list that fails or stalls is retried; the tools come back with list_changed', async () => {
     const broker = await startBroker({

@@ -72,8 +72,10 @@ describe('broker__reconnect (e2e)', () => {
     process.kill(child!, 'SIGKILL');
     await waitFor(async () => !(await toolNames(b)).includes('everything__echo'), 'everything tools withdrawn after the kill', 20_000, 100);
     await waitFor(() => b.notifications.some((n) => n.method === 'notifications/tools/list_changed'), 'tools/list_changed after the kill');
+    // Its upstream is down: a recorded upstream_error that says so (issue 18 §3), not "gone".
     const down = (await b.client.callTool({ name: 'everything__echo', arguments: { message: 'x' } })) as CallToolResult;
-    expect(outcome(down)).toBe('unregistered');
+    expect(outcome(down)).toBe('upstream_error');
+    expect(JSON.stringify(down.content)).toContain('upstream \\"everything\\" is not running: connection lost');
 
     const answer = await reconnect(b, 'everything');
     expect(answer).toMatchObject({ server: 'everything', outcome: 'accepted', status: { state: 'ready' } });
@@ -130,7 +132,7 @@ describe('broker__reconnect (e2e)', () => {
     expect(outcome((await inFlight) as CallToolResult)).toBe('upstream_error');
     await waitFor(() => b.notifications.slice(seenBefore).some((n) => n.method === 'notifications/tools/list_changed'), 'tools/list_changed after the failed re-dial');
     expect((await toolNames(b)).filter((n) => n.startsWith('once__'))).toEqual([]);
-    expect(outcome((await b.client.callTool({ name: 'once__ping', arguments: {} })) as CallToolResult)).toBe('unregistered');
+    expect(outcome((await b.client.callTool({ name: 'once__ping', arguments: {} })) as CallToolResult)).toBe('upstream_error');
 
     // It stays disconnected: with the marker gone a restart would succeed, yet none happens.
     rmSync(marker);

@@ -136,6 +136,42 @@ describe('Registry', () => {
     expect(registry.resolveTool('b__two')!.state).toBe('active');
   });
 
+  it('issue 18: a tool of an upstream that is not running is `down` with the reason (a name seen before, or its prefix), not unknown', async () => {
+    const registry = new Registry(silentLogger());
+    const a = new StaticUpstream('a', catalog([tool('one')]));
+    const never = new StaticUpstream('never', catalog([]));
+    never.status = { state: 'backoff', errorCode: 'exited', message: "exited with code 1 before it was ready: Error: Cannot find module '/home/me/srv/missing-file.js'" };
+    const custom = new StaticUpstream('custom', catalog([]));
+    custom.status = { state: 'failed', errorCode: 'spawn_failed', message: 'cannot start "nope": command not found' };
+    const bare = new StaticUpstream('bare', catalog([]));
+    bare.status = { state: 'failed', errorCode: 'spawn_failed', message: 'cannot start "x": command not found' };
+    registry.add({ upstream: a as unknown as Upstream, prefix: 'a', disabledTools: new Set() });
+    registry.add({ upstream: never as unknown as Upstream, prefix: 'never', disabledTools: new Set() });
+    registry.add({ upstream: custom as unknown as Upstream, prefix: 'cx', disabledTools: new Set() });
+    registry.add({ upstream: bare as unknown as Upstream, prefix: '', disabledTools: new Set() });
+    registry.rebuild();
+    expect(registry.resolveTool('never__anything')).toEqual({
+      state: 'down',
+      server: 'never',
+      toolName: 'anything',
+      reason: "upstream \"never\" is not running: exited with code 1 before it was ready: Error: Cannot find module '…/missing-file.js'; a restart is scheduled",
+    });
+    // A per-server prefix is what counts, not the key.
+    expect(registry.resolveTool('cx__t')).toMatchObject({ state: 'down', server: 'custom', toolName: 't', reason: 'upstream "custom" is not running: cannot start "nope": command not found' });
+    expect(registry.resolveTool('custom__t')).toBeUndefined();
+    // Bare names cannot be attributed: unknown, with a hint naming the bare-name upstreams down.
+    expect(registry.resolveTool('whatever')).toBeUndefined();
+    expect(registry.unknownToolHint()).toBe(' (not running now, so not listed: upstream "bare")');
+    // A name seen before whose upstream crashed is down too; once it runs again without the tool, gone.
+    a.status = { state: 'connecting', errorCode: 'exited', message: 'connection lost: exited with code 17' };
+    a.set('tools', []);
+    await Promise.resolve();
+    expect(registry.resolveTool('a__one')).toMatchObject({ state: 'down', reason: 'upstream "a" is not running: it is starting; the last attempt failed: connection lost: exited with code 17' });
+    a.status = { state: 'ready' };
+    expect(registry.resolveTool('a__one')).toMatchObject({ state: 'gone' });
+    expect(registry.resolveTool('a__never_seen')).toBeUndefined();
+  });
+
   it('F12: a withdrawn catalog and its return each rebuild the roster and emit one list_changed per burst', async () => {
     const { registry, a, b, events } = setup();
     a.set('tools', []);

@@ -1,0 +1,128 @@
+/**
+ * `mcp-broker check [--config servers.json] [--json]`: starts every upstream of the config the
+ * way `serve` does ({@link Gateway.start}: the same dial, with each server's `connectTimeoutMs`),
+ * serving nothing, waits until each first dial has settled (ready or failed), prints one row per
+ * server (server, state, tools, the error if any), closes them all, and answers with the exit code.
+ *
+ * Exit codes: 0 when every server that counts is `ready`, 1 otherwise, 2 for a bad config (a
+ * function module, an OpenAPI document, two tools with one advertised name). The servers that
+ * count are those marked `required: true`; when none is, every server not `disabled` counts.
+ * Nothing durable is touched: no call is served, so no record is written, and pins go to a
+ * throwaway in-memory store.
+ */
+import type { LoadedConfig } from '../config/load.js';
+import { Gateway } from '../gateway.js';
+import { ConfigError, messageOf } from '../shared/errors.js';
+import type { Logger } from '../shared/logger.js';
+import { SqliteStore } from '../store/index.js';
+import type { UpstreamState, UpstreamStatus } from '../upstream/types.js';
+import { EXIT_OK, EXIT_USAGE, type CommandIo } from './io.js';
+
+export interface CheckOptions {
+  /** Print one JSON document (`{ready, servers: [...]}`) instead of the table. */
+  json?: boolean;
+}
+
+/** Exit code of a check that found a server that counts not ready. */
+export const EXIT_NOT_READY = 1;
+
+/** One server's row: `state` is the upstream's (`failed` for one waiting to restart). */
+export interface CheckRow {
+  server: string;
+  state: Exclude<UpstreamState, 'backoff'>;
+  /** Whether it counts for the exit code (see the module comment). */
+  required: boolean;
+  /** Tools it advertises (after `tools.<name>.disabled`), 0 unless ready. */
+  tools: number;
+  /** `spawn_failed`, `exited`, `connect_failed`, `http_status`, … when not ready. */
+  errorCode?: string;
+  /** Why it is not ready, one line, scrubbed of secrets (the stderr line that states a crash's error). */
+  error?: string;
+}
+
+/** Longest error shown in a table row, in characters; `--json` has it whole. */
+const ERROR_WIDTH = 160;
+
+/**
+ * Runs the check (see the module comment); writes the table or JSON to `io.stdout`, a bad config
+ * to `io.stderr`. Returns the exit code. Owns the gateway it builds and stops it before returning.
+ */
+export async function checkCommand(config: LoadedConfig, options: CheckOptions, io: CommandIo, deps: { logger: Logger }): Promise<number> {
+  const store = SqliteStore.open(':memory:');
+  const gateway = new Gateway(config, { logger: deps.logger, store, records: { append: async () => undefined, close: async () => undefined } });
+  // The verdict of each first dial, before an automatic restart of a failed one changes the state.
+  const settled = new Map<string, UpstreamStatus>();
+  for (const u of gateway.registry.upstreams) {
+    const onState = (status: UpstreamStatus) => {
+      if (!SETTLED.has(status.state)) return;
+      settled.set(u.name, status);
+      u.off('state', onState);
+    };
+    u.on('state', onState);
+  }
+  let rows: CheckRow[];
+  try {
+    await gateway.start();
+    rows = checkRows(gateway, settled);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    io.stderr.write(`mcp-broker: bad config: ${messageOf(err)}\n`);
+    return EXIT_USAGE;
+  } finally {
+    await gateway.stop();
+  }
+  const counted = rows.filter((r) => r.required);
+  const ready = counted.every((r) => r.state === 'ready');
+  if (options.json) io.stdout.write(`${JSON.stringify({ ready, servers: rows })}\n`);
+  else io.stdout.write(formatCheckTable(rows, ready));
+  return ready ? EXIT_OK : EXIT_NOT_READY;
+}
+
+/** States that end a first dial. */
+const SETTLED: ReadonlySet<UpstreamState> = new Set(['ready', 'failed', 'disabled', 'closed']);
+
+/**
+ * The rows of a started gateway's upstreams, in config order: each with the status its first
+ * dial settled on (`settled`, by server), else its current one.
+ */
+export function checkRows(gateway: Gateway, settled: ReadonlyMap<string, UpstreamStatus> = new Map()): CheckRow[] {
+  const servers = gateway.config.mcpServers;
+  const marked = Object.values(servers).some((s) => s.required && !s.disabled);
+  const tools = new Map<string, number>();
+  for (const t of gateway.registry.roster.tools.values()) tools.set(t.server, (tools.get(t.server) ?? 0) + 1);
+  return gateway.registry.upstreams.map((u) => {
+    const server = servers[u.name];
+    const { state, errorCode, message } = settled.get(u.name) ?? u.status;
+    const row: CheckRow = {
+      server: u.name,
+      state: state === 'backoff' ? 'failed' : state,
+      required: !server?.disabled && (marked ? server?.required === true : true),
+      tools: state === 'ready' && u.status.state === 'ready' ? (tools.get(u.name) ?? 0) : 0,
+    };
+    if (state !== 'ready' && state !== 'disabled') {
+      if (errorCode) row.errorCode = errorCode;
+      if (message) row.error = gateway.scrubber.text(message).replace(/\s*\n\s*/g, ' ');
+    }
+    return row;
+  });
+}
+
+/** The rows as an aligned table (SERVER, STATE, TOOLS, ERROR; `*` marks a server that counts), then a summary line. */
+export function formatCheckTable(rows: readonly CheckRow[], ready: boolean): string {
+  const header = ['SERVER', 'STATE', 'TOOLS', 'ERROR'];
+  const body = rows.map((r) => [`${r.server}${r.required ? '' : ' (optional)'}`, r.state, String(r.tools), cut(r.error ?? '', ERROR_WIDTH)]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd() + '\n';
+  const up = rows.filter((r) => r.state === 'ready').length;
+  const down = rows.filter((r) => r.required && r.state !== 'ready').map((r) => r.server);
+  const summary = ready ? `${up} of ${rows.length} servers ready` : `${up} of ${rows.length} servers ready; not ready: ${down.join(', ')}`;
+  return [header, ...body].map(line).join('') + summary + '\n';
+}
+
+function cut(text: string, width: number): string {
+  return text.length > width ? `${text.slice(0, width - 1)}…` : text;
+}

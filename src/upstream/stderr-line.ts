@@ -1,0 +1,57 @@
+/**
+ * The one line of a stdio upstream's stderr that says why it failed, picked out of a crash's
+ * stack trace (`Error: Cannot find module '…'`, `SyntaxError: …`, `fatal: …`), never the Node
+ * version trailer or a stack frame; and a way to show such a line without host paths.
+ */
+
+/** Longest line {@link meaningfulStderrLine} returns, in characters. */
+export const STDERR_LINE_MAX_CHARS = 300;
+
+/**
+ * Lines that state an error: `Error: …`, `TypeError: …`, `Error [ERR_X]: …`, Python's
+ * `ModuleNotFoundError: …`, `error: …` / `error[E0433]: …`, `fatal: …`, `FATAL ERROR: …`,
+ * `panic: …`, `npm ERR! …`, `Uncaught …`.
+ */
+const ERROR_LINE =
+  /^(?:[A-Z][A-Za-z0-9_.]*)?(?:Error|Exception)(?:\s*\[[^\]]*\])?:\s*\S|^(?:error|fatal|panic)(?:\[[^\]]*\])?\b[\s:!]|^fatal error\b|^npm (?:ERR!|error) |^Uncaught /i;
+
+/** Lines that never explain anything: stack frames, caret markers, Node's trailers, object dumps. */
+const NOISE_LINE = /^\s+at\s|^\s*\^+\s*$|^Node\.js v\d|^\(Use `node |^\s*[{}\]]|^\s/;
+
+/** Whether one stderr line states an error (see {@link meaningfulStderrLine}). */
+export function isErrorLine(line: string): boolean {
+  return ERROR_LINE.test(line.trim()) && !/^\s+at\s/.test(line);
+}
+
+/**
+ * The line of `stderr` (a child's output, any size) that best says why it failed: the first
+ * line that states an error ({@link isErrorLine}); else the last non-empty line that is not a
+ * stack frame, caret marker, object dump or Node's version trailer; undefined when there is
+ * none. Trimmed and cut at {@link STDERR_LINE_MAX_CHARS}.
+ */
+export function meaningfulStderrLine(stderr: string): string | undefined {
+  const lines = stderr.split(/\r?\n/);
+  const error = lines.find(isErrorLine);
+  if (error !== undefined) return cut(error.trim());
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const line = lines[i]!;
+    if (line.trim() && !NOISE_LINE.test(line)) return cut(line.trim());
+  }
+  return undefined;
+}
+
+/** Absolute paths: POSIX (`/a/b/c.js`, `file:///a/b/c.js`) and Windows (`C:\a\c.js`), kept to their last segment. */
+const HOST_PATH = /(?<![\w.~/-])(?:file:\/\/)?\/(?:[^\s'"`()/:]+\/)+(?=[^\s'"`()/:]+)|(?<![\w])[A-Za-z]:\\(?:[^\s'"`()\\]+\\)+(?=[^\s'"`()\\]+)/g;
+
+/**
+ * `text` with every absolute host path cut to its last segment (`/home/me/x/y.js` → `…/y.js`),
+ * for what reaches a downstream client: the operator sees the whole line on stderr, in the
+ * banner and in `mcp-broker check`.
+ */
+export function withoutHostPaths(text: string): string {
+  return text.replace(HOST_PATH, '…/');
+}
+
+function cut(line: string): string {
+  return line.length > STDERR_LINE_MAX_CHARS ? `${line.slice(0, STDERR_LINE_MAX_CHARS - 1)}…` : line;
+}
