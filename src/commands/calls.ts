@@ -72,6 +72,7 @@ export async function callsCommand(
   const toolMatches = options.tool ? picomatch(options.tool) : undefined;
 
   const matches = (record: CallRecord) =>
+    isCallRecord(record) &&
     (!outcomes || outcomes.has(record.outcome)) &&
     (!toolMatches || toolMatches(record.name)) &&
     (options.id === undefined || record.callId === options.id) &&
@@ -144,4 +145,10 @@ export function formatTable(records: readonly CallRecord[]): string {
 
 function cut(text: string, width: number): string {
   return text.length > width ? `${text.slice(0, width - 1)}…` : text;
+}
+
+/** Whether a JSON line of the records file is a call record (a foreign object line is skipped, never printed). */
+function isCallRecord(record: unknown): record is CallRecord {
+  const r = record as Partial<CallRecord> | null;
+  return typeof r === 'object' && r !== null && typeof r.ts === 'string' && typeof r.outcome === 'string' && typeof r.name === 'string';
 }

@@ -79,6 +79,19 @@ describe('mcp-broker calls', () => {
     expect(r.out.stdout.trim().split('\n').map((l) => JSON.parse(l).name)).toEqual(['fx__old', 'fs__read_file', 'memory__read_graph']);
   });
 
+  it('a JSON line that is no record crashed the table ("reading \'replace\'"): now skipped, also with --json', async () => {
+    const dir = join(root, 'foreign');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'calls.ndjson'), '{"note":"x"}\n' + JSON.stringify(rec(1, 'fx__real', 'ok')) + '\n');
+    const foreign = parseConfig({ broker: { records: { path: 'foreign/calls.ndjson' } } }, { baseDir: root });
+    let r = io();
+    expect(await callsCommand(foreign, {}, r.io, NOW)).toBe(0);
+    expect(r.out.stdout).toMatch(/1 call\n$/);
+    r = io();
+    await callsCommand(foreign, { json: true }, r.io, NOW);
+    expect(r.out.stdout.trim().split('\n').map((l) => JSON.parse(l).name)).toEqual(['fx__real']);
+  });
+
   it('--id keeps the one call with that callId', async () => {
     const r = io();
     await callsCommand(config, { id: 'c-5', json: true }, r.io, NOW);
