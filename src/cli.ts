@@ -18,7 +18,7 @@ import { earlySpawn } from './upstream/early-spawn.js';
 // heavy loads, so they boot on the other core while the CLI loads commander, zod and pino
 // (upstream/early-spawn.ts). The gateway, the transports and the commands load when used.
 earlySpawn(process.argv.slice(2));
-const [{ Command, InvalidArgumentError, Option }, { loadConfigFile }, { ConfigError, messageOf }, { createLogger, LOG_LEVELS }, { Scrubber }, { prespawnUpstreams }, { VERSION }] =
+const [{ Command, InvalidArgumentError, Option }, { loadConfigFile, loadConfigFileAsking }, { ConfigError, messageOf, problemLine }, { createLogger, LOG_LEVELS }, { Scrubber }, { prespawnUpstreams }, { VERSION }] =
   await Promise.all([
     import('commander'),
     import('./config/load.js'),
@@ -56,7 +56,7 @@ program
       process.stderr.write(`mcp-broker: unknown command ${JSON.stringify(word)} (commands: ${known}; see mcp-broker --help)\n`);
       process.exit(2);
     }
-    const config = loadOrExit(opts.config);
+    const config = await loadOrExit(opts.config);
     prespawnUpstreams(config);
     const { Gateway } = await import('./gateway.js');
     const scrubber = new Scrubber(config.secrets);
@@ -116,7 +116,7 @@ program
       const stop = new AbortController();
       process.once('SIGINT', () => stop.abort());
       process.once('SIGTERM', () => stop.abort());
-      return (await import('./commands/calls.js')).callsCommand(loadOrExit(opts.config), opts, await processIo(), Date.now(), stop.signal);
+      return (await import('./commands/calls.js')).callsCommand(await loadOrExit(opts.config), opts, await processIo(), Date.now(), stop.signal);
     }),
   );
 
@@ -126,7 +126,7 @@ program
   .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
   .option('--principal <name>', 'approve for this principal only (default: every principal)')
   .action((tool: string, opts: { config: string; principal?: string }) =>
-    runCommand(async () => (await import('./commands/approve.js')).approveCommand(loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
+    runCommand(async () => (await import('./commands/approve.js')).approveCommand(await loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
   );
 
 program
@@ -135,7 +135,7 @@ program
   .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
   .option('--principal <name>', 'revoke for this principal only (default: every principal)')
   .action((tool: string, opts: { config: string; principal?: string }) =>
-    runCommand(async () => (await import('./commands/approve.js')).revokeCommand(loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
+    runCommand(async () => (await import('./commands/approve.js')).revokeCommand(await loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
   );
 
 await program.parseAsync(process.argv);
@@ -175,13 +175,19 @@ function parsePort(value: string): number {
   return port;
 }
 
-/** Loads the config or exits 2 with the JSON path and what was wrong. */
-function loadOrExit(file: string): LoadedConfig {
+/**
+ * Loads the config or exits 2 with every problem (its JSON path and what was wrong) on a line
+ * of its own. An `${input:id}` without its `MCP_BROKER_INPUT_<ID>` is asked on the terminal
+ * when stdin and stderr are one (never over a stdio client: stdin is the protocol then).
+ */
+async function loadOrExit(file: string): Promise<LoadedConfig> {
   try {
-    return loadConfigFile(file);
+    if (!process.stdin.isTTY || !process.stderr.isTTY) return loadConfigFile(file);
+    const { terminalAsker } = await import('./config/ask.js');
+    return await loadConfigFileAsking(file, terminalAsker());
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`mcp-broker: bad config: ${err.message}\n`);
+      for (const problem of err.problems) process.stderr.write(`mcp-broker: bad config: ${problemLine(problem)}\n`);
       process.exit(2);
     }
     throw err;
@@ -190,7 +196,7 @@ function loadOrExit(file: string): LoadedConfig {
 
 function fail(err: unknown, logger: Logger): never {
   if (err instanceof ConfigError) {
-    process.stderr.write(`mcp-broker: bad config: ${err.message}\n`);
+    for (const problem of err.problems) process.stderr.write(`mcp-broker: bad config: ${problemLine(problem)}\n`);
     logger.flush?.();
     process.exit(2);
   }
