@@ -181,7 +181,10 @@ export const serverSchema = z.unknown().transform((raw, ctx): AnyServer => {
   }
   const parsed = schema.safeParse(raw);
   if (parsed.success) return parsed.data;
-  for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path as PropertyKey[] });
+  for (const issue of parsed.error.issues) {
+    const message = issue.code === 'unrecognized_keys' ? `unknown field(s): ${issue.keys.join(', ')}` : issue.message;
+    ctx.addIssue({ code: 'custom', message, path: issue.path as PropertyKey[] });
+  }
   return z.NEVER;
 });
 
