@@ -32,11 +32,12 @@ export function terminalAsker(input: NodeJS.ReadableStream = process.stdin, outp
       };
       rl.on('SIGINT', refuse);
       rl.on('close', refuse);
-      rl.question(`${ask.description ?? ask.id} (${ask.id}): `, (answer) => {
+      const hint = ask.default !== undefined && !ask.password ? ` [${ask.default}]` : '';
+      rl.question(`${ask.description ?? ask.id} (${ask.id})${hint}: `, (answer) => {
         answered = true;
         if (muted) output.write('\n');
         rl.close();
-        resolve(answer);
+        resolve(answer === '' && ask.default !== undefined ? ask.default : answer);
       });
       muted = ask.password === true;
     });

@@ -8,7 +8,7 @@
  *   or `.cursor` folder, as VS Code and Cursor mean it).
  * - `${userHome}`: the user's home folder.
  * - `${input:id}`: an entry of the top-level `inputs` (VS Code), read from `MCP_BROKER_INPUT_<ID>`
- *   ({@link inputEnvName}) or asked on a terminal beforehand.
+ *   ({@link inputEnvName}) or asked on a terminal beforehand; else its `default`; else a problem.
  *
  * Anything else inside `${…}` is a problem naming the JSON path: never literal text handed to a
  * child. Values read from the environment and inputs are secrets (scrubbed, redacted in errors).
@@ -22,6 +22,8 @@ export interface ConfigInput {
   readonly description?: string;
   /** Asked without echo. */
   readonly password?: boolean;
+  /** The value when the variable is unset and nothing is asked, or the answer is empty. */
+  readonly default?: string;
 }
 
 /** What placeholders are filled from. */
@@ -128,13 +130,16 @@ function resolve(inner: string, ctx: InterpolationContext, secrets: string[]): s
   const input = INPUT.exec(inner);
   if (input) {
     const id = input[1]!;
-    if (!ctx.inputs.has(id)) return { problem: `\${input:${quote(id)}} names no entry of "inputs"` };
-    const value = ctx.answers[id] ?? ctx.env[inputEnvName(id)];
-    if (value === undefined) {
+    const declared = ctx.inputs.get(id);
+    if (!declared) return { problem: `\${input:${quote(id)}} names no entry of "inputs"` };
+    const given = ctx.answers[id] ?? ctx.env[inputEnvName(id)];
+    // The declared default is text of the config, not a secret.
+    if ((given === undefined || given === '') && typeof declared.default === 'string') return declared.default;
+    if (given === undefined) {
       return { problem: `input "${quote(id)}" has no value: set ${inputEnvName(id)}, or start from a terminal to be asked` };
     }
-    secrets.push(value);
-    return value;
+    secrets.push(given);
+    return given;
   }
   return {
     problem: `unknown placeholder "\${${quote(inner)}}" (known: \${env:NAME}, \${NAME}, \${NAME:-default}, \${workspaceFolder}, \${userHome}, \${configDir}, \${input:id})`,

@@ -400,6 +400,8 @@ export const inputSchema = z
     description: z.string().optional(),
     /** Asked without echo. */
     password: z.boolean().optional(),
+    /** The value when `MCP_BROKER_INPUT_<ID>` is unset and nothing is asked, or the answer is empty. */
+    default: z.string().optional(),
   })
   .strict();
 

@@ -29,7 +29,7 @@ export interface ConfigProblem {
  * message joins all of them with `; `.
  */
 export class ConfigError extends BrokerError<{ path: string }> {
-  /** Every problem found, in file order; at least one. */
+  /** Every problem found, in the order found; at least one. */
   readonly problems: readonly ConfigProblem[];
 
   constructor(path: string, message: string, more: readonly ConfigProblem[] = []) {

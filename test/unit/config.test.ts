@@ -338,6 +338,10 @@ describe('issue 18 §2: the configs clients write load as pasted', () => {
     expect(problemsOf(() => parseConfig(raw, { baseDir: BASE, env: {} }))).toEqual([
       { path: 'servers.s.env.K', message: expect.stringContaining('set MCP_BROKER_INPUT_API_KEY') },
     ]);
+    // A declared default stands in for an unset (or empty) variable.
+    const withDefault = { inputs: [{ type: 'promptString', id: 'region', default: 'eu-west-1' }], servers: { s: { command: 'x', args: ['${input:region}'] } } };
+    expect((parseConfig(withDefault, { baseDir: BASE, env: {} }).mcpServers.s as { args: string[] }).args).toEqual(['eu-west-1']);
+    expect((parseConfig(withDefault, { baseDir: BASE, env: { MCP_BROKER_INPUT_REGION: 'us-east-2' } }).mcpServers.s as { args: string[] }).args).toEqual(['us-east-2']);
     const undeclared = problemsOf(() => parseConfig({ mcpServers: { s: { command: 'x', args: ['${input:nope}'] } } }, { baseDir: BASE, env: {} }));
     expect(undeclared).toEqual([{ path: 'mcpServers.s.args[0]', message: expect.stringContaining('names no entry of "inputs"') }]);
   });
