@@ -19,7 +19,7 @@ import { earlySpawn } from './upstream/early-spawn.js';
 // heavy loads, so they boot on the other core while the CLI loads commander, zod and pino
 // (upstream/early-spawn.ts). The gateway, the transports and the commands load when used.
 earlySpawn(process.argv.slice(2));
-const [{ Command, InvalidArgumentError, Option }, { loadConfigFile }, { ConfigError, messageOf }, { createLogger, LOG_LEVELS }, { Scrubber }, { prespawnUpstreams }, { VERSION }] =
+const [{ Command, InvalidArgumentError, Option }, { loadConfigFile, loadConfigFileAsking }, { ConfigError, messageOf, problemLine }, { createLogger, LOG_LEVELS }, { Scrubber }, { prespawnUpstreams }, { VERSION }] =
   await Promise.all([
     import('commander'),
     import('./config/load.js'),
@@ -58,7 +58,7 @@ program
       process.stderr.write(`mcp-broker: unknown command ${JSON.stringify(word)} (commands: ${known}; see mcp-broker --help)\n`);
       process.exit(2);
     }
-    const config = loadOrExit(opts.config);
+    const config = await loadOrExit(opts.config);
     prespawnUpstreams(config);
     const { Gateway } = await import('./gateway.js');
     const scrubber = new Scrubber(config.secrets);
@@ -121,7 +121,7 @@ program
       const stop = new AbortController();
       process.once('SIGINT', () => stop.abort());
       process.once('SIGTERM', () => stop.abort());
-      return (await import('./commands/calls.js')).callsCommand(loadOrExit(opts.config), opts, await processIo(), Date.now(), stop.signal);
+      return (await import('./commands/calls.js')).callsCommand(await loadOrExit(opts.config), opts, await processIo(), Date.now(), stop.signal);
     }),
   );
 
@@ -133,7 +133,7 @@ program
   .option('--force', 'approve a tool the broker has not seen yet')
   .action((tool: string, opts: { config: string; principal?: string; force?: boolean }) =>
     runCommand(async () =>
-      (await import('./commands/approve.js')).approveCommand(loadOrExit(opts.config), tool, { principal: opts.principal, force: opts.force }, await processIo()),
+      (await import('./commands/approve.js')).approveCommand(await loadOrExit(opts.config), tool, { principal: opts.principal, force: opts.force }, await processIo()),
     ),
   );
 
@@ -143,7 +143,7 @@ program
   .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
   .option('--principal <name>', 'revoke for this principal only (default: every principal)')
   .action((tool: string, opts: { config: string; principal?: string }) =>
-    runCommand(async () => (await import('./commands/approve.js')).revokeCommand(loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
+    runCommand(async () => (await import('./commands/approve.js')).revokeCommand(await loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
   );
 
 program
@@ -154,7 +154,7 @@ program
   .addOption(new Option('--log-level <level>', 'log level (stderr)').choices([...LOG_LEVELS]).default('silent'))
   .action((opts: { config: string; json?: boolean; logLevel: string }) =>
     runCommand(async () => {
-      const config = loadOrExit(opts.config);
+      const config = await loadOrExit(opts.config);
       const logger = createLogger({ level: opts.logLevel, scrubber: new Scrubber(config.secrets), stream: await logStream() });
       const code = await (await import('./commands/check.js')).checkCommand(config, { json: opts.json }, await processIo(), { logger });
       logger.flush?.();
@@ -202,13 +202,19 @@ function parsePort(value: string): number {
   return port;
 }
 
-/** Loads the config or exits 2 with the JSON path and what was wrong. */
-function loadOrExit(file: string): LoadedConfig {
+/**
+ * Loads the config or exits 2 with every problem (its JSON path and what was wrong) on a line
+ * of its own. An `${input:id}` without its `MCP_BROKER_INPUT_<ID>` is asked on the terminal
+ * when stdin and stderr are one (never over a stdio client: stdin is the protocol then).
+ */
+async function loadOrExit(file: string): Promise<LoadedConfig> {
   try {
-    return loadConfigFile(file);
+    if (!process.stdin.isTTY || !process.stderr.isTTY) return loadConfigFile(file);
+    const { terminalAsker } = await import('./config/ask.js');
+    return await loadConfigFileAsking(file, terminalAsker());
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`mcp-broker: bad config: ${err.message}\n`);
+      for (const problem of err.problems) process.stderr.write(`mcp-broker: bad config: ${problemLine(problem)}\n`);
       process.exit(2);
     }
     throw err;
@@ -217,7 +223,7 @@ function loadOrExit(file: string): LoadedConfig {
 
 function fail(err: unknown, logger: Logger): never {
   if (err instanceof ConfigError) {
-    process.stderr.write(`mcp-broker: bad config: ${err.message}\n`);
+    for (const problem of err.problems) process.stderr.write(`mcp-broker: bad config: ${problemLine(problem)}\n`);
     logger.flush?.();
     process.exit(2);
   }

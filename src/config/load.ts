@@ -1,13 +1,19 @@
 /**
- * Loads `servers.json`: read, parse, `${env:NAME}` interpolation, schema, cross-field checks,
- * and relative paths resolved against the file's folder. Every failure is a {@link ConfigError}
- * naming the JSON path (`mcpServers.fs.command`) and what was wrong, never a secret value.
+ * Loads `servers.json`: read, parse (JSON with comments and trailing commas), placeholders
+ * (`config/interpolate.ts`), schema, cross-field checks, `envFile`s, and relative paths resolved
+ * against the file's folder. Every problem is collected and thrown at once as one
+ * {@link ConfigError} whose `problems` each name the JSON path (`mcpServers.fs.command`) and what
+ * was wrong, never a secret value.
  */
 import { readFileSync } from 'node:fs';
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { homedir } from 'node:os';
+import { basename, dirname, isAbsolute, resolve } from 'node:path';
+import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
 import type { z } from 'zod';
-import { ConfigError } from '../shared/errors.js';
+import { ConfigError, type ConfigProblem } from '../shared/errors.js';
 import { credentialValues } from '../shared/scrub.js';
+import { readEnvFile } from './env-file.js';
+import { formatPath, inputEnvName, inputsUsed, interpolate, type ConfigInput } from './interpolate.js';
 import { configSchema, RESERVED_SERVER_NAMES, SERVER_KEY, serverKind, type Config } from './schema.js';
 
 /** A loaded config plus where it came from. */
@@ -17,62 +23,141 @@ export interface LoadedConfig extends Config {
   /** Folder relative paths are resolved against. */
   readonly baseDir: string;
   /**
-   * The exact secrets to scrub: every `${env:…}` value, principal tokens, and credential-named
-   * `env`/`headers` values ({@link credentialValues}).
+   * The exact secrets to scrub: every environment and `${input:}` value filled in, principal
+   * tokens, and credential-named `env`/`headers` values ({@link credentialValues}).
    */
   readonly secrets: readonly string[];
 }
 
+/** How a config is read besides its text. */
+export interface ParseOptions {
+  /** Absolute path of the file, kept on the result. */
+  file?: string;
+  /** Folder relative paths and `${configDir}` resolve against; default the working directory. */
+  baseDir?: string;
+  /** The environment placeholders read; default `process.env`. */
+  env?: NodeJS.ProcessEnv;
+  /** Values of `${input:id}` already asked for, by id; they win over `MCP_BROKER_INPUT_<ID>`. */
+  answers?: Readonly<Record<string, string>>;
+  /** `${userHome}`; default the user's home folder. */
+  userHome?: string;
+}
+
+/** Asks for the value of one input (on a terminal: `config/ask.ts`). */
+export type AskInput = (input: ConfigInput) => Promise<string>;
+
 /** Reads and validates a config file. Throws {@link ConfigError}. */
-export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env, options: Omit<ParseOptions, 'file' | 'baseDir' | 'env'> = {}): LoadedConfig {
+  const { abs, raw } = readConfigFile(file);
+  return parseConfig(raw, { ...options, file: abs, baseDir: dirname(abs), env });
+}
+
+/**
+ * Reads and validates a config file, first asking `ask` (in the order they are used) for every
+ * declared `${input:id}` whose `MCP_BROKER_INPUT_<ID>` is not set. Rejects with {@link ConfigError}.
+ */
+export async function loadConfigFileAsking(file: string, ask: AskInput, env: NodeJS.ProcessEnv = process.env): Promise<LoadedConfig> {
+  const { abs, raw } = readConfigFile(file);
+  const declared = declaredInputs(raw);
+  const answers: Record<string, string> = {};
+  for (const id of inputsUsed(raw)) {
+    const input = declared.get(id);
+    if (input && env[inputEnvName(id)] === undefined) answers[id] = await ask(input);
+  }
+  return parseConfig(raw, { file: abs, baseDir: dirname(abs), env, answers });
+}
+
+/**
+ * The parsed text of a config file: JSON with comments and trailing commas. Every syntax error
+ * is a problem `<file>:<line>:<column>: <what>`, with the file named as given.
+ */
+export function readConfigFile(file: string): { abs: string; raw: unknown } {
   const abs = resolve(file);
   let text: string;
   try {
     text = readFileSync(abs, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw new ConfigError('', `cannot read ${abs}${code ? ` (${code})` : ''}`);
+    throw new ConfigError('', `cannot read ${file}${code ? ` (${code})` : ''}`);
   }
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (err) {
-    throw new ConfigError('', `${abs} is not valid JSON: ${(err as Error).message}`);
+  text = text.replace(/^\uFEFF/, '');
+  const errors: ParseError[] = [];
+  const raw: unknown = parseJsonc(text, errors, { allowTrailingComma: true, disallowComments: false });
+  if (errors.length > 0) {
+    throw ConfigError.of(errors.map((e) => ({ path: '', message: `${file}:${lineColumn(text, e.offset)}: ${parseErrorText(e)} (not valid JSON)` })));
   }
-  return parseConfig(raw, { file: abs, baseDir: dirname(abs), env });
+  return { abs, raw };
 }
 
-/** Validates an already-parsed config object. Throws {@link ConfigError}. */
-export function parseConfig(
-  raw: unknown,
-  options: { file?: string; baseDir?: string; env?: NodeJS.ProcessEnv } = {},
-): LoadedConfig {
+/** `line:column`, both from 1, of an offset into `text`. */
+function lineColumn(text: string, offset: number): string {
+  const before = text.slice(0, offset).split('\n');
+  return `${before.length}:${before[before.length - 1]!.length + 1}`;
+}
+
+/** `PropertyNameExpected` → `property name expected`. */
+function parseErrorText(error: ParseError): string {
+  return printParseErrorCode(error.error).replace(/([a-z])([A-Z])/g, '$1 $2').toLowerCase();
+}
+
+/** Validates an already-parsed config object. Throws {@link ConfigError} with every problem. */
+export function parseConfig(raw: unknown, options: ParseOptions = {}): LoadedConfig {
   const env = options.env ?? process.env;
-  const secrets: string[] = [];
   const baseDir = options.baseDir ?? process.cwd();
-  const interpolated = interpolate(raw, [], env, secrets, baseDir);
-  const parsed = configSchema.safeParse(interpolated);
-  if (!parsed.success) throw redact(fromZod(parsed.error, interpolated), secrets);
+  const filled = interpolate(raw, {
+    env,
+    configDir: baseDir,
+    workspaceFolder: workspaceFolderOf(baseDir),
+    userHome: options.userHome ?? homedir(),
+    inputs: declaredInputs(raw),
+    answers: options.answers ?? {},
+  });
+  const secrets = filled.secrets;
+  const problems: ConfigProblem[] = [...filled.problems];
+  const serversKey = isObject(raw) && raw.servers !== undefined && raw.mcpServers === undefined ? 'servers' : 'mcpServers';
+  if (isObject(raw) && raw.servers !== undefined && raw.mcpServers !== undefined) {
+    problems.push({ path: 'servers', message: 'give either "mcpServers" or "servers" (VS Code), not both' });
+  }
+  if (isObject(raw) && isObject(raw[serversKey])) problems.push(...keyProblems(Object.keys(raw[serversKey]), serversKey));
+  const parsed = configSchema.safeParse(filled.value);
+  if (!parsed.success) {
+    // A string whose placeholder failed is kept as written: its schema issues would only repeat that.
+    const failed = filled.problems.map((p) => p.path);
+    const covered = (path: string) => failed.some((f) => path === f || path.startsWith(`${f}.`) || path.startsWith(`${f}[`));
+    for (const issue of parsed.error.issues) {
+      const problem = fromZod(issue, filled.value);
+      if (!covered(problem.path)) problems.push(problem);
+    }
+    throw redact(problems, secrets);
+  }
   // A copy: zod hands out its `.default(...)` objects by reference, and paths are resolved in place below.
   const config = structuredClone(parsed.data);
-  try {
-    checkServers(config);
-  } catch (err) {
-    throw err instanceof ConfigError ? redact(err, secrets) : err;
+  if (config.servers !== undefined) {
+    if (serversKey === 'servers') config.mcpServers = config.servers;
+    delete config.servers;
   }
-  for (const server of Object.values(config.mcpServers)) {
+  problems.push(...crossFieldProblems(config, serversKey));
+  for (const [key, server] of Object.entries(config.mcpServers)) {
+    const at = `${serversKey}.${key}`;
     const kind = serverKind(server);
-    // `${env:…}` values are already secrets; literal values count when their key names a credential (credentialValues).
-    if ('env' in server) secrets.push(...credentialValues(server.env));
-    if ('headers' in server) secrets.push(...credentialValues(server.headers));
     if (kind === 'stdio' && 'command' in server) {
+      if (server.envFile !== undefined) {
+        const read = readEnvFile(resolvePath(baseDir, server.envFile), server.envFile, `${at}.envFile`);
+        if ('problem' in read) problems.push(read.problem);
+        else server.env = { ...read.vars, ...server.env };
+        delete server.envFile;
+      }
       server.cwd = resolve(baseDir, server.cwd ?? '.');
     }
+    // `${…}` values are already secrets; literal values count when their key names a credential.
+    if ('env' in server) secrets.push(...credentialValues(server.env));
+    if ('headers' in server) secrets.push(...credentialValues(server.headers));
     if (kind === 'rest' && 'openapi' in server && server.openapi) {
       server.openapi = resolve(baseDir, server.openapi);
-      if (!server.operations) throw new ConfigError(pathOf(config, server, 'operations'), 'is required with "openapi"');
+      if (!server.operations) problems.push({ path: `${at}.operations`, message: 'is required with "openapi"' });
     }
   }
+  if (problems.length > 0) throw redact(problems, secrets);
   for (const principal of Object.values(config.principals)) secrets.push(principal.token);
   config.broker.records.path = resolvePath(baseDir, config.broker.records.path);
   config.broker.dataDir = resolvePath(baseDir, config.broker.dataDir);
@@ -81,98 +166,86 @@ export function parseConfig(
   return Object.assign(config, { file: options.file, baseDir, secrets: [...new Set(secrets)] });
 }
 
+/** `${workspaceFolder}`: the config's folder, or the project folder above a `.vscode` or `.cursor` folder. */
+function workspaceFolderOf(configDir: string): string {
+  return ['.vscode', '.cursor'].includes(basename(configDir)) ? dirname(configDir) : configDir;
+}
+
+/** The well-formed entries of the top-level `inputs`, by id (the schema reports the others). */
+function declaredInputs(raw: unknown): Map<string, ConfigInput> {
+  const inputs = new Map<string, ConfigInput>();
+  if (!isObject(raw) || !Array.isArray(raw.inputs)) return inputs;
+  for (const input of raw.inputs) {
+    if (isObject(input) && typeof input.id === 'string') inputs.set(input.id, input as unknown as ConfigInput);
+  }
+  return inputs;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 function resolvePath(baseDir: string, p: string): string {
   return isAbsolute(p) ? p : resolve(baseDir, p);
 }
 
-function pathOf(config: Config, server: unknown, field: string): string {
-  const key = Object.entries(config.mcpServers).find(([, s]) => s === server)?.[0] ?? '?';
-  return `mcpServers.${key}.${field}`;
+/** Problems of the server keys themselves (checked even when the schema refuses the file). */
+function keyProblems(keys: readonly string[], serversKey: string): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  for (const key of keys) {
+    const at = `${serversKey}.${key}`;
+    if (!SERVER_KEY.test(key)) problems.push({ path: at, message: 'server key must match ^[A-Za-z0-9][A-Za-z0-9_-]*$' });
+    else if (key.includes('__')) problems.push({ path: at, message: 'server key may not contain "__" (the name delimiter)' });
+    else if ((RESERVED_SERVER_NAMES as readonly string[]).includes(key.toLowerCase())) {
+      problems.push({ path: at, message: `"${key}" is reserved for the broker's own tools` });
+    }
+  }
+  return problems;
 }
 
-function checkServers(config: Config): void {
+/** Prefixes that collide or are reserved, the reserved principal, and shared tokens. */
+function crossFieldProblems(config: Config, serversKey: string): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
   const prefixes = new Map<string, string>();
   for (const [key, server] of Object.entries(config.mcpServers)) {
-    const at = `mcpServers.${key}`;
-    if (!SERVER_KEY.test(key)) throw new ConfigError(at, 'server key must match ^[A-Za-z0-9][A-Za-z0-9_-]*$');
-    if (key.includes('__')) throw new ConfigError(at, 'server key may not contain "__" (the name delimiter)');
-    if ((RESERVED_SERVER_NAMES as readonly string[]).includes(key.toLowerCase())) {
-      throw new ConfigError(at, `"${key}" is reserved for the broker's own tools`);
-    }
+    const at = `${serversKey}.${key}`;
     if (server.disabled) continue;
     const prefix = server.prefix === false ? '' : (server.prefix ?? key);
-    if (prefix.includes('__')) throw new ConfigError(`${at}.prefix`, 'may not contain "__" (the name delimiter)');
-    if ((RESERVED_SERVER_NAMES as readonly string[]).includes(prefix.toLowerCase())) {
-      throw new ConfigError(`${at}.prefix`, `"${prefix}" is reserved for the broker's own tools`);
-    }
-    if (prefix !== '') {
+    if (prefix !== key && prefix.includes('__')) {
+      problems.push({ path: `${at}.prefix`, message: 'may not contain "__" (the name delimiter)' });
+    } else if (prefix !== key && (RESERVED_SERVER_NAMES as readonly string[]).includes(prefix.toLowerCase())) {
+      problems.push({ path: `${at}.prefix`, message: `"${prefix}" is reserved for the broker's own tools` });
+    } else if (prefix !== '') {
       const other = prefixes.get(prefix);
-      if (other) throw new ConfigError(`${at}.prefix`, `prefix "${prefix}" is already used by mcpServers.${other}`);
-      prefixes.set(prefix, key);
+      if (other) problems.push({ path: `${at}.prefix`, message: `prefix "${prefix}" is already used by ${serversKey}.${other}` });
+      else prefixes.set(prefix, key);
     }
   }
-  for (const [name, principal] of Object.entries(config.principals)) {
-    if (name === 'local') throw new ConfigError(`principals.${name}`, '"local" is reserved for the stdio client');
-    void principal;
-  }
+  if (Object.hasOwn(config.principals, 'local')) problems.push({ path: 'principals.local', message: '"local" is reserved for the stdio client' });
   const tokens = new Map<string, string>();
   for (const [name, principal] of Object.entries(config.principals)) {
     const other = tokens.get(principal.token);
-    if (other) throw new ConfigError(`principals.${name}.token`, `is the same as principals.${other}.token`);
-    tokens.set(principal.token, name);
+    if (other) problems.push({ path: `principals.${name}.token`, message: `is the same as principals.${other}.token` });
+    else tokens.set(principal.token, name);
   }
+  return problems;
 }
 
-const ENV_REF = /\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}/g;
-const CONFIG_DIR_REF = '${configDir}';
-
-/**
- * Replaces `${env:NAME}` in every string (a missing variable is a config error at its path;
- * the value is kept as a secret to scrub) and `${configDir}` with the folder of `servers.json`.
- */
-function interpolate(value: unknown, path: (string | number)[], env: NodeJS.ProcessEnv, secrets: string[], configDir: string): unknown {
-  if (typeof value === 'string') {
-    if (value.includes(CONFIG_DIR_REF)) value = value.split(CONFIG_DIR_REF).join(configDir);
-    if (!(value as string).includes('${env:')) return value;
-    return (value as string).replace(ENV_REF, (_m, name: string) => {
-      const v = env[name];
-      if (v === undefined) throw new ConfigError(formatPath(path), `environment variable ${name} is not set`);
-      secrets.push(v);
-      return v;
-    });
-  }
-  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, [...path, i], env, secrets, configDir));
-  if (value && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = interpolate(v, [...path, k], env, secrets, configDir);
-    return out;
-  }
-  return value;
-}
-
-function formatPath(path: readonly PropertyKey[]): string {
-  return path
-    .map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`))
-    .join('');
-}
-
-/** Shortest `${env:}` value treated as a secret when redacting messages (shorter ones would garble them). */
+/** Shortest secret treated as one when redacting messages (shorter ones would garble them). */
 const MIN_REDACTED_LENGTH = 4;
 
 /**
- * The error with every `${env:}` value in its message replaced by `***`: a bad value can hold a
- * secret in any field (`"url": "https://…/${env:TOKEN}"`), not only in `env` or `headers`.
+ * One error of every problem, with every secret in a message replaced by `***`: a bad value can
+ * hold a secret in any field (`"url": "https://…/${env:TOKEN}"`), not only in `env` or `headers`.
  */
-function redact(err: ConfigError, secrets: readonly string[]): ConfigError {
-  const path = err.data?.path ?? '';
-  let text = path && err.message.startsWith(`${path}: `) ? err.message.slice(path.length + 2) : err.message;
-  let changed = false;
-  for (const secret of [...secrets].sort((a, b) => b.length - a.length)) {
-    if (secret.length < MIN_REDACTED_LENGTH || !text.includes(secret)) continue;
-    text = text.split(secret).join('***');
-    changed = true;
-  }
-  return changed ? new ConfigError(path, text) : err;
+function redact(problems: readonly ConfigProblem[], secrets: readonly string[]): ConfigError {
+  const sorted = [...secrets].filter((s) => s.length >= MIN_REDACTED_LENGTH).sort((a, b) => b.length - a.length);
+  return ConfigError.of(
+    problems.map(({ path, message }) => {
+      for (const secret of sorted) if (message.includes(secret)) message = message.split(secret).join('***');
+      return { path, message };
+    }),
+  );
 }
 
 /** `text` with the userinfo of every URL in it (`//user:pass@`) replaced by `//***@`. */
@@ -181,11 +254,10 @@ function hideUserinfo(text: string): string {
 }
 
 /**
- * The first zod issue as a ConfigError; the bad value is named only when it cannot be a secret,
- * and never with the credentials of a URL in it.
+ * A zod issue as a problem; the bad value is named only when it cannot be a secret, and never
+ * with the credentials of a URL in it.
  */
-function fromZod(error: z.ZodError, input: unknown): ConfigError {
-  const issue = error.issues[0]!;
+function fromZod(issue: z.core.$ZodIssue, input: unknown): ConfigProblem {
   const path = formatPath(issue.path);
   const lastKey = String(issue.path[issue.path.length - 1] ?? '');
   let message = issue.message;
@@ -196,8 +268,7 @@ function fromZod(error: z.ZodError, input: unknown): ConfigError {
   } else if (!sensitive && bad !== undefined && (typeof bad !== 'object' || bad === null)) {
     message += ` (got ${JSON.stringify(typeof bad === 'string' ? hideUserinfo(bad) : bad)})`;
   }
-  const more = error.issues.length > 1 ? ` (and ${error.issues.length - 1} more problem(s))` : '';
-  return new ConfigError(path || '(root)', message + more);
+  return { path: path || '(root)', message };
 }
 
 function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {

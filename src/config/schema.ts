@@ -77,6 +77,11 @@ export const stdioServerSchema = z
     args: z.array(z.string()).default([]),
     /** Environment given to the child on top of the inherited names; wins over them. */
     env: stringMap.default({}),
+    /**
+     * A dotenv file (VS Code), relative to `servers.json`, read at load and merged under `env`
+     * (`env` wins); the loaded config has it merged and this field absent. Format: `config/env-file.ts`.
+     */
+    envFile: z.string().min(1).optional(),
     /** Extra names inherited from our environment, beside `broker.env.inherit`. */
     inheritEnv: z.array(z.string()).default([]),
     /** Working directory; default the folder of `servers.json`. */
@@ -85,10 +90,14 @@ export const stdioServerSchema = z
   })
   .strict();
 
-/** A Streamable HTTP upstream. */
+/**
+ * A Streamable HTTP upstream. Without `type` (a URL-only entry, as Cursor and Claude Code write
+ * it), Streamable HTTP is tried first and legacy SSE is used when the server answers the
+ * `initialize` POST with a 4xx (upstream/upstream-transport.ts).
+ */
 export const httpServerSchema = z
   .object({
-    type: z.union([z.literal('http'), z.literal('streamable-http'), z.literal('streamableHttp')]),
+    type: z.union([z.literal('http'), z.literal('streamable-http'), z.literal('streamableHttp')]).optional(),
     url: z.url(),
     headers: stringMap.default({}),
     ...commonServer,
@@ -171,9 +180,10 @@ type AnyServer =
 /** Picks the schema by `type` (or `command`), so errors name the field that is wrong, not a union. */
 function schemaFor(raw: unknown): z.ZodType<AnyServer> | string {
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return 'must be an object';
-  const { type, command } = raw as { type?: unknown; command?: unknown };
+  const { type, command, url } = raw as { type?: unknown; command?: unknown; url?: unknown };
+  if (type === undefined && command === undefined && url !== undefined) return httpServerSchema;
   if (type === undefined || type === 'stdio') {
-    return command === undefined ? 'needs "command" (stdio) or "type": "http" | "sse" | "rest"' : stdioServerSchema;
+    return command === undefined ? 'needs "command" (stdio), "url" (http) or "type": "http" | "sse" | "rest"' : stdioServerSchema;
   }
   if (type === 'http' || type === 'streamable-http' || type === 'streamableHttp') return httpServerSchema;
   if (type === 'sse') return sseServerSchema;
@@ -189,7 +199,10 @@ export const serverSchema = z.unknown().transform((raw, ctx): AnyServer => {
   }
   const parsed = schema.safeParse(raw);
   if (parsed.success) return parsed.data;
-  for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path as PropertyKey[] });
+  for (const issue of parsed.error.issues) {
+    const message = issue.code === 'unrecognized_keys' ? `unknown field(s): ${issue.keys.join(', ')}` : issue.message;
+    ctx.addIssue({ code: 'custom', message, path: issue.path as PropertyKey[] });
+  }
   return z.NEVER;
 });
 
@@ -393,10 +406,35 @@ export const estateSchema = z
   })
   .strict();
 
+/**
+ * An input of VS Code's `.vscode/mcp.json`: `${input:<id>}` in any string is its value, read
+ * from `MCP_BROKER_INPUT_<ID>` (`config/interpolate.ts`, `inputEnvName`) or asked on a terminal.
+ */
+export const inputSchema = z
+  .object({
+    type: z.literal('promptString'),
+    id: z.string().min(1),
+    /** Shown when asking on a terminal. */
+    description: z.string().optional(),
+    /** Asked without echo. */
+    password: z.boolean().optional(),
+    /** The value when `MCP_BROKER_INPUT_<ID>` is unset and nothing is asked, or the answer is empty. */
+    default: z.string().optional(),
+  })
+  .strict();
+
+/** The upstreams, keyed by server key. */
+const serversSchema = z.record(z.string(), serverSchema);
+
 export const configSchema = z
   .object({
+    /** The JSON Schema of this file (`./servers.schema.json`), for editors; not used. */
     $schema: z.string().optional(),
-    mcpServers: z.record(z.string(), serverSchema).default({}),
+    mcpServers: serversSchema.default({}),
+    /** VS Code's name for `mcpServers`; one of the two may be given. The loaded config has `mcpServers`. */
+    servers: serversSchema.optional(),
+    /** VS Code's inputs, for `${input:id}`. */
+    inputs: z.array(inputSchema).default([]),
     broker: brokerSchema.default(brokerSchema.parse({})),
     policy: policySchema.default(policySchema.parse({})),
     principals: z.record(z.string(), principalSchema).default({}),
@@ -417,6 +455,7 @@ export type RestServerConfig = z.output<typeof restServerSchema>;
 export type PolicyConfig = z.output<typeof policySchema>;
 export type BrokerConfig = z.output<typeof brokerSchema>;
 export type PrincipalConfig = z.output<typeof principalSchema>;
+export type InputConfig = z.output<typeof inputSchema>;
 
 /** The kind of a server entry. */
 export function serverKind(server: ServerConfig): 'stdio' | 'http' | 'sse' | 'rest' {

@@ -17,12 +17,38 @@ export class BrokerError<Data = unknown> extends Error {
   }
 }
 
-/** Thrown for a bad `servers.json`; the CLI answers it with exit code 2. */
+/** One problem of a config: the JSON path (`mcpServers.fs.command`, or empty) and what is wrong. */
+export interface ConfigProblem {
+  readonly path: string;
+  readonly message: string;
+}
+
+/**
+ * Thrown for a bad `servers.json`; the CLI answers it with exit code 2 and prints every one of
+ * its `problems` on its own line. `path` and `message` are those of the first problem; the
+ * message joins all of them with `; `.
+ */
 export class ConfigError extends BrokerError<{ path: string }> {
-  constructor(path: string, message: string) {
-    super('config_invalid', path ? `${path}: ${message}` : message, { data: { path } });
+  /** Every problem found, in the order found; at least one. */
+  readonly problems: readonly ConfigProblem[];
+
+  constructor(path: string, message: string, more: readonly ConfigProblem[] = []) {
+    const problems = [{ path, message }, ...more];
+    super('config_invalid', problems.map(problemLine).join('; '), { data: { path } });
     this.name = 'ConfigError';
+    this.problems = problems;
   }
+
+  /** One error for several problems (at least one). */
+  static of(problems: readonly ConfigProblem[]): ConfigError {
+    const [first, ...rest] = problems;
+    return new ConfigError(first!.path, first!.message, rest);
+  }
+}
+
+/** `path: message`, or the message alone when there is no path. */
+export function problemLine(problem: ConfigProblem): string {
+  return problem.path ? `${problem.path}: ${problem.message}` : problem.message;
 }
 
 /** The message of anything thrown, as one line. */

@@ -9,9 +9,11 @@
  * `inheritEnv`, `cwd` and `broker.env.inherit`. It is a guess made before validation, so it
  * starts nothing unless all of this holds: the command line is plainly `serve` with known
  * options and valid values (a typo, `--help`, another command: nothing); the config is a
- * regular file (a pipe can be read once only, and the loader reads it again); every `${env:}` in
- * the file is set; every server key is one the loader accepts; and every stdio server has only
- * the schema's fields, with the types they need. The validated config then settles the
+ * regular file (a pipe can be read once only, and the loader reads it again); it is strict JSON
+ * (no comments or trailing commas) of the `mcpServers` shape, without VS Code's `servers`,
+ * `inputs` or `envFile`; its only placeholders are `${configDir}` and `${env:NAME}`, each one
+ * set; every server key is one the loader accepts; and every stdio server has only the schema's
+ * fields, with the types they need. The validated config then settles the
  * children (`prespawnUpstreams` → `settleParked`): one whose spec it starts is kept and adopted
  * by its first dial, any other is ended. A config refused for another reason exits 2 and ends
  * them with the process; a signal before the CLI's own handlers does too (`prespawnChild`).
@@ -75,6 +77,8 @@ export function serveConfigPath(argv: readonly string[], logLevelEnv = process.e
  */
 export function rawStdioSpecs(raw: unknown, baseDir: string, env: NodeJS.ProcessEnv = process.env, nodePath = process.execPath): ChildSpawnSpec[] {
   if (!isObject(raw) || (raw.mcpServers !== undefined && !isObject(raw.mcpServers))) return [];
+  // VS Code's shape, and placeholders other than these two, are the loader's alone.
+  if (raw.servers !== undefined || raw.inputs !== undefined || otherPlaceholder(raw)) return [];
   // The loader refuses a file with any unset variable, wherever it is.
   if (unsetVariable(raw, env)) return [];
   const fill = (value: string) =>
@@ -113,6 +117,7 @@ function stdioSpec(
   nodePath: string,
 ): ChildSpawnSpec | undefined | 'invalid' {
   if (Object.keys(server).some((field) => !STDIO_SERVER_FIELDS.includes(field))) return 'invalid';
+  if (server.envFile !== undefined) return 'invalid'; // read by the loader only
   if (typeof server.command !== 'string' || server.command === '') return 'invalid';
   if (server.type !== undefined && server.type !== 'stdio') return 'invalid';
   if (server.disabled !== undefined && typeof server.disabled !== 'boolean') return 'invalid';
@@ -146,6 +151,14 @@ function stdioSpec(
 }
 
 const ENV_REF = /\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}/g;
+
+/** Whether any string in `value` has a `${` that is not `${configDir}` or `${env:NAME}`. */
+function otherPlaceholder(value: unknown): boolean {
+  if (typeof value === 'string') return value.split('${configDir}').join('').replace(ENV_REF, '').includes('${');
+  if (Array.isArray(value)) return value.some(otherPlaceholder);
+  if (isObject(value)) return Object.values(value).some(otherPlaceholder);
+  return false;
+}
 
 /** Whether any string in `value` names a `${env:}` variable that `env` does not set. */
 function unsetVariable(value: unknown, env: NodeJS.ProcessEnv): boolean {

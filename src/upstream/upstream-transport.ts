@@ -8,6 +8,7 @@ import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { callStreamLogFetch, type CallStreamLogSinks } from './call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
+import { FallbackTransport } from './fallback-transport.js';
 import { isolatedAbortFetch } from './isolated-fetch.js';
 import { stdioSpawnSpec } from './spawn-env.js';
 import type { UpstreamStatus } from './types.js';
@@ -29,7 +30,8 @@ export interface UpstreamTransportOptions {
 
 /**
  * The transport for an upstream's config: a child process for stdio, the SDK's client
- * transports for Streamable HTTP and SSE. Those load on the first HTTP upstream (with their
+ * transports for Streamable HTTP and SSE, and for a URL-only entry (no `type`) Streamable HTTP
+ * falling back to SSE on a 4xx ({@link FallbackTransport}). Those load on the first HTTP upstream (with their
  * OAuth and EventSource modules), so a broker of stdio upstreams starts without them (cold
  * start, issue 6); and each of their requests gets its own abort signal (isolated-fetch.ts).
  * Over Streamable HTTP, log messages on a tool call's own response stream go to
@@ -48,17 +50,20 @@ export async function createUpstreamTransport(options: UpstreamTransportOptions)
   const requestInit: RequestInit = { headers: config.headers };
   const url = new URL(config.url);
   const fetchImpl = isolatedAbortFetch(options.fetch ?? fetch);
-  if (config.type === 'sse') {
+  const sse = async () => {
     const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
     return new SSEClientTransport(url, {
       requestInit,
       eventSourceInit: { fetch: (u, init) => fetchImpl(u, { ...init, headers: { ...(init?.headers as Record<string, string>), ...config.headers } }) },
       fetch: fetchImpl,
     });
-  }
+  };
+  if (config.type === 'sse') return sse();
   const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
   const streamable = options.callStreamLogs ? isolatedAbortFetch(callStreamLogFetch(options.fetch ?? fetch, options.callStreamLogs)) : fetchImpl;
-  return new StreamableHTTPClientTransport(url, { requestInit, fetch: streamable });
+  const transport = new StreamableHTTPClientTransport(url, { requestInit, fetch: streamable });
+  // A URL-only entry: legacy SSE when the server refuses Streamable HTTP (fallback-transport.ts).
+  return config.type === undefined ? new FallbackTransport(transport, sse) : transport;
 }
 
 /**

@@ -165,6 +165,43 @@ describe('bad config', () => {
   });
 });
 
+describe('bad config: every problem at once (issue 18 §2)', () => {
+  it('issue 18 §2: lists every problem on its own line, exit 2, never "(and N more)"', async () => {
+    const { code, stderr, stdout } = await runCli({
+      mcpServers: { a__b: { command: 'node' }, u: { command: 7 }, h: { type: 'http', url: 'nope' } },
+      broker: { timeoutMs: 0 },
+    });
+    expect(code).toBe(2);
+    expect(stdout).toBe('');
+    const lines = stderr.split('\n').filter((l) => l.startsWith('mcp-broker: bad config: '));
+    expect(lines.map((l) => l.slice('mcp-broker: bad config: '.length).split(':')[0]).sort()).toEqual(
+      ['broker.timeoutMs', 'mcpServers.a__b', 'mcpServers.h.url', 'mcpServers.u.command'].sort(),
+    );
+    expect(stderr).not.toMatch(/and \d+ more/);
+  });
+
+  it('issue 18 §2: an unknown placeholder exits 2 naming its path; the child is never started with it', async () => {
+    const { code, stderr } = await runCli({ mcpServers: { u: { command: 'node', args: [fixture('echo.mjs'), '${config:root}'] } } });
+    expect(code).toBe(2);
+    expect(stderr).toContain('mcpServers.u.args[1]: unknown placeholder "${config:root}"');
+  });
+
+  it('issue 18 §2: an ${input:id} with no terminal and no MCP_BROKER_INPUT_<ID> exits 2 naming the variable', async () => {
+    const { code, stderr } = await runCli({
+      inputs: [{ type: 'promptString', id: 'gh-token', password: true }],
+      servers: { gh: { command: 'node', args: [fixture('echo.mjs')], env: { GITHUB_TOKEN: '${input:gh-token}' } } },
+    });
+    expect(code).toBe(2);
+    expect(stderr).toContain('servers.gh.env.GITHUB_TOKEN: input "gh-token" has no value: set MCP_BROKER_INPUT_GH_TOKEN');
+  });
+
+  it('issue 18 §2: invalid JSON names line:column', async () => {
+    const { code, stderr } = await runCli('{\n  "mcpServers": {\n    "u": { "command" "node" }\n  }\n}\n');
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/servers\.json:3:22: colon expected/);
+  });
+});
+
 describe('records file', () => {
   it('a call whose record cannot be written is answered guard_error with the result withheld', async () => {
     const broker = await startBroker({

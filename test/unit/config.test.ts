@@ -1,16 +1,17 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadConfigFile, parseConfig } from '../../src/config/load.js';
+import { loadConfigFile, loadConfigFileAsking, parseConfig } from '../../src/config/load.js';
 import {
   DEFAULT_MAX_SESSIONS,
   DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
   DEFAULT_MAX_STREAMS,
   DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
   DEFAULT_TIMEOUT_MS,
+  serverKind,
 } from '../../src/config/schema.js';
-import { ConfigError } from '../../src/shared/errors.js';
+import { ConfigError, type ConfigProblem } from '../../src/shared/errors.js';
 import { DEFAULT_INHERITED_ENV } from '../../src/upstream/spawn-env.js';
 
 const BASE = '/srv/conf';
@@ -222,5 +223,194 @@ describe('loadConfigFile', () => {
     writeFileSync(bad, '{"mcpServers": ');
     expect(() => loadConfigFile(bad, {})).toThrow(ConfigError);
     expect(() => loadConfigFile(bad, {})).toThrow(/not valid JSON/);
+  });
+});
+
+describe('issue 18 §2: the configs clients write load as pasted', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-paste-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  /** Writes `text` to `dir/<rel>` and returns the path. */
+  const put = (rel: string, text: string) => {
+    const file = join(dir, rel);
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, text);
+    return file;
+  };
+  const problemsOf = (fn: () => unknown): ConfigProblem[] => {
+    try {
+      fn();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      return [...(err as ConfigError).problems];
+    }
+    throw new Error('expected a ConfigError');
+  };
+
+  it('issue 18 §2: JSON with comments and trailing commas loads; each syntax error is named by line:column', () => {
+    const file = put('jsonc/servers.json', '{\n  // the tools\n  "mcpServers": {\n    /* stdio */ "u": { "command": "node", "args": ["a.js",], },\n  },\n}\n');
+    expect(loadConfigFile(file, {}).mcpServers.u).toMatchObject({ command: 'node', args: ['a.js'] });
+    const bad = put('jsonc/bad.json', '{\n  "mcpServers": {\n    "u": { "command" "node" },\n    "v": { "command": "node", args: [] }\n  }\n}\n');
+    const problems = problemsOf(() => loadConfigFile(bad, {}));
+    expect(problems.length).toBeGreaterThan(2);
+    expect(problems.map((p) => p.message)).toEqual([
+      expect.stringMatching(/bad\.json:3:22: colon expected/),
+      expect.stringMatching(/bad\.json:4:31: invalid symbol/),
+      ...problems.slice(2).map(() => expect.stringMatching(/bad\.json:4:\d+: /)),
+    ]);
+  });
+
+  it('issue 18 §2: a Claude Desktop claude_desktop_config.json loads as pasted', () => {
+    const file = put(
+      'desktop/claude_desktop_config.json',
+      JSON.stringify({
+        mcpServers: {
+          filesystem: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/Users/me/Desktop'] },
+          github: { command: 'docker', args: ['run', '-i', '--rm', '-e', 'GITHUB_PERSONAL_ACCESS_TOKEN', 'ghcr.io/github/github-mcp-server'], env: { GITHUB_PERSONAL_ACCESS_TOKEN: 'ghp_0123456789abcdef' } },
+        },
+      }),
+    );
+    const c = loadConfigFile(file, {});
+    expect(c.mcpServers.github).toMatchObject({ command: 'docker', env: { GITHUB_PERSONAL_ACCESS_TOKEN: 'ghp_0123456789abcdef' } });
+    expect(c.secrets).toContain('ghp_0123456789abcdef');
+  });
+
+  it('issue 18 §2: a Claude Code .mcp.json with type http, a URL-only entry, ${VAR} and ${VAR:-default} loads', () => {
+    const file = put(
+      'code/.mcp.json',
+      JSON.stringify({
+        mcpServers: {
+          sentry: { type: 'http', url: 'https://mcp.sentry.dev/mcp', headers: { Authorization: 'Bearer ${SENTRY_TOKEN}' } },
+          linear: { url: '${LINEAR_URL:-https://mcp.linear.app/sse}' },
+          local: { command: '${HOME}/bin/server', args: ['--port', '${PORT:-3000}'], env: { LEVEL: '${LEVEL:-info}' } },
+        },
+      }),
+    );
+    const c = loadConfigFile(file, { SENTRY_TOKEN: 'sntrys_secret_123', HOME: '/home/me', PORT: '' });
+    expect(c.mcpServers.sentry).toMatchObject({ type: 'http', headers: { Authorization: 'Bearer sntrys_secret_123' } });
+    expect(c.mcpServers.linear).toMatchObject({ url: 'https://mcp.linear.app/sse' });
+    expect((c.mcpServers.linear as { type?: string }).type).toBeUndefined();
+    expect(serverKind(c.mcpServers.linear!)).toBe('http');
+    // An empty variable takes the default, as in the shell.
+    expect(c.mcpServers.local).toMatchObject({ command: '/home/me/bin/server', args: ['--port', '3000'], env: { LEVEL: 'info' } });
+    expect(c.secrets).toContain('sntrys_secret_123');
+  });
+
+  it('issue 18 §2: a Cursor ~/.cursor/mcp.json with URL-only entries and ${env:VAR:-default} loads', () => {
+    const file = put(
+      'home/.cursor/mcp.json',
+      '{\n  "mcpServers": {\n    // remote, Streamable HTTP or SSE\n    "context7": { "url": "https://mcp.context7.com/mcp", "headers": { "CONTEXT7_API_KEY": "${env:C7_KEY:-none}" } },\n    "local": { "command": "node", "args": ["${userHome}/srv/index.js"] },\n  }\n}\n',
+    );
+    const c = loadConfigFile(file, {}, { userHome: '/home/me' });
+    expect(c.mcpServers.context7).toMatchObject({ url: 'https://mcp.context7.com/mcp', headers: { CONTEXT7_API_KEY: 'none' } });
+    expect(c.mcpServers.local).toMatchObject({ args: ['/home/me/srv/index.js'] });
+  });
+
+  it('issue 18 §2: a VS Code .vscode/mcp.json with servers, inputs, envFile and ${workspaceFolder} loads', () => {
+    put('vscode/.vscode/.env', '# keys\nexport FROM_FILE=file-value\nSHARED="from file"\nQUOTED=\'a b\' # note\nEMPTY=\n');
+    const file = put(
+      'vscode/.vscode/mcp.json',
+      JSON.stringify({
+        inputs: [{ type: 'promptString', id: 'perplexity-key', description: 'Perplexity API Key', password: true }],
+        servers: {
+          perplexity: {
+            type: 'stdio',
+            command: 'npx',
+            args: ['-y', 'server-perplexity-ask', '${workspaceFolder}'],
+            env: { PERPLEXITY_API_KEY: '${input:perplexity-key}', SHARED: 'from env' },
+            envFile: '${workspaceFolder}/.vscode/.env',
+          },
+          github: { type: 'http', url: 'https://api.githubcopilot.com/mcp/' },
+        },
+      }),
+    );
+    const c = loadConfigFile(file, { MCP_BROKER_INPUT_PERPLEXITY_KEY: 'pplx-0123456789' });
+    expect(Object.keys(c.mcpServers)).toEqual(['perplexity', 'github']);
+    expect((c as { servers?: unknown }).servers).toBeUndefined();
+    const p = c.mcpServers.perplexity as { args: string[]; env: Record<string, string>; envFile?: string };
+    expect(p.args[2]).toBe(join(dir, 'vscode'));
+    expect(p.env).toEqual({ FROM_FILE: 'file-value', SHARED: 'from env', QUOTED: 'a b', EMPTY: '', PERPLEXITY_API_KEY: 'pplx-0123456789' });
+    expect(p.envFile).toBeUndefined();
+    expect(c.secrets).toContain('pplx-0123456789');
+  });
+
+  it('issue 18 §2: an ${input:id} without a value names the input and the variable to set; an undeclared one names "inputs"', () => {
+    const raw = { inputs: [{ type: 'promptString', id: 'api-key' }], servers: { s: { command: 'x', env: { K: '${input:api-key}' } } } };
+    expect(problemsOf(() => parseConfig(raw, { baseDir: BASE, env: {} }))).toEqual([
+      { path: 'servers.s.env.K', message: expect.stringContaining('set MCP_BROKER_INPUT_API_KEY') },
+    ]);
+    // A declared default stands in for an unset (or empty) variable.
+    const withDefault = { inputs: [{ type: 'promptString', id: 'region', default: 'eu-west-1' }], servers: { s: { command: 'x', args: ['${input:region}'] } } };
+    expect((parseConfig(withDefault, { baseDir: BASE, env: {} }).mcpServers.s as { args: string[] }).args).toEqual(['eu-west-1']);
+    expect((parseConfig(withDefault, { baseDir: BASE, env: { MCP_BROKER_INPUT_REGION: 'us-east-2' } }).mcpServers.s as { args: string[] }).args).toEqual(['us-east-2']);
+    const undeclared = problemsOf(() => parseConfig({ mcpServers: { s: { command: 'x', args: ['${input:nope}'] } } }, { baseDir: BASE, env: {} }));
+    expect(undeclared).toEqual([{ path: 'mcpServers.s.args[0]', message: expect.stringContaining('names no entry of "inputs"') }]);
+  });
+
+  it('issue 18 §2: a placeholder we do not understand is a config error naming its path, never text handed to a child', () => {
+    const raw = {
+      mcpServers: {
+        s: { command: 'x', args: ['${config:mcp.root}/a', '${env:A-B}', 'half ${env:X'], env: { K: '${command:pick}' } },
+      },
+    };
+    const problems = problemsOf(() => parseConfig(raw, { baseDir: BASE, env: { X: 'x' } }));
+    expect(problems.map((p) => p.path)).toEqual(['mcpServers.s.args[0]', 'mcpServers.s.args[1]', 'mcpServers.s.args[2]', 'mcpServers.s.env.K']);
+    expect(problems[0]!.message).toContain('unknown placeholder "${config:mcp.root}"');
+    expect(problems[2]!.message).toContain('no "}" closes');
+  });
+
+  it('issue 18 §2: every problem is listed at once, one each, never "(and N more)"', () => {
+    const raw = {
+      mcpServers: {
+        a__b: { command: 'node' },
+        u: { command: 7, args: ['${env:UNSET_ONE}'] },
+        h: { type: 'http', url: 'not a url' },
+      },
+      broker: { timeoutMs: 0 },
+      principals: { local: { token: 'short' } },
+    };
+    const err = configError(raw);
+    expect(err.problems.map((p) => p.path)).toEqual(
+      expect.arrayContaining(['mcpServers.a__b', 'mcpServers.u.args[0]', 'mcpServers.u.command', 'mcpServers.h.url', 'broker.timeoutMs', 'principals.local.token']),
+    );
+    expect(err.problems.length).toBe(6);
+    expect(err.message).not.toMatch(/and \d+ more/);
+    for (const p of err.problems) expect(p.message).not.toContain('\n');
+    // Cross-field problems are listed together too.
+    const cross = configError({ mcpServers: { a: { command: 'n', prefix: 'x' }, b: { command: 'n', prefix: 'x' }, c: { command: 'n', prefix: 'estate' } } });
+    expect(cross.problems.map((p) => p.path)).toEqual(['mcpServers.b.prefix', 'mcpServers.c.prefix']);
+  });
+
+  it('issue 18 §2: "servers" and "mcpServers" together is a config error; errors in a VS Code file name "servers"', () => {
+    expect(configError({ servers: {}, mcpServers: {} }).problems).toEqual([{ path: 'servers', message: expect.stringContaining('not both') }]);
+    expect(configError({ servers: { s: { command: 3 } } }).data?.path).toBe('servers.s.command');
+    expect(configError({ servers: { a: { command: 'n', prefix: 'x' }, b: { command: 'n', prefix: 'x' } } }).message).toContain('already used by servers.a');
+  });
+
+  it('issue 18 §2: a missing or malformed envFile names the field and the line, never a value or the folder', () => {
+    put('envs/bad.env', 'GOOD=1\nthis is not a pair sk-secret-xyz\n');
+    const missing = problemsOf(() => parseConfig({ mcpServers: { s: { command: 'x', envFile: 'none.env' } } }, { baseDir: join(dir, 'envs'), env: {} }));
+    expect(missing).toEqual([{ path: 'mcpServers.s.envFile', message: 'cannot read none.env (ENOENT)' }]);
+    const bad = problemsOf(() => parseConfig({ mcpServers: { s: { command: 'x', envFile: 'bad.env' } } }, { baseDir: join(dir, 'envs'), env: {} }));
+    expect(bad).toEqual([{ path: 'mcpServers.s.envFile', message: 'bad.env line 2 is not NAME=value' }]);
+    expect(configError({ mcpServers: { h: { type: 'http', url: 'http://x/mcp', envFile: '.env' } } }).message).toContain('unknown field(s): envFile');
+  });
+
+  it('issue 18 §2: loadConfigFileAsking asks only for inputs without their variable, in order of use; answers are secrets', async () => {
+    const file = put(
+      'ask/mcp.json',
+      JSON.stringify({
+        inputs: [
+          { type: 'promptString', id: 'b', description: 'B' },
+          { type: 'promptString', id: 'a', password: true },
+          { type: 'promptString', id: 'unused' },
+        ],
+        servers: { s: { command: 'x', args: ['${input:a}', '${input:b}', '${input:a}'] } },
+      }),
+    );
+    const asked: string[] = [];
+    const c = await loadConfigFileAsking(file, async (input) => (asked.push(input.id), `answer-${input.id}-0000`), { MCP_BROKER_INPUT_B: 'from-env-b' });
+    expect(asked).toEqual(['a']);
+    expect((c.mcpServers.s as { args: string[] }).args).toEqual(['answer-a-0000', 'from-env-b', 'answer-a-0000']);
+    expect(c.secrets).toEqual(expect.arrayContaining(['answer-a-0000', 'from-env-b']));
   });
 });

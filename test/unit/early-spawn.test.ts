@@ -104,6 +104,41 @@ describe('rawStdioSpecs', () => {
     expect(rawStdioSpecs(mixed, BASE, {}).map((s) => s.args)).toEqual([['ok.js']]);
   });
 
+  it('issue 18 §2: starts nothing from a file the loader reads differently: VS Code servers/inputs, envFile, placeholders beyond ${configDir} and ${env:NAME}', () => {
+    const ok = { command: 'node', args: ['ok.js'] };
+    const env = { A: 'a', HOME: '/home/u' };
+    const declined: unknown[] = [
+      { mcpServers: { ok }, inputs: [{ type: 'promptString', id: 'k' }] },
+      { mcpServers: { ok, s: { command: 'node', args: ['${input:k}'] } }, inputs: [{ type: 'promptString', id: 'k' }] },
+      { servers: { ok } },
+      { mcpServers: { ok, s: { command: 'node', envFile: '.env' } } },
+      { mcpServers: { ok, s: { command: 'node', args: ['${A}'] } } },
+      { mcpServers: { ok, s: { command: 'node', args: ['${UNSET:-x}'] } } },
+      { mcpServers: { ok, s: { command: 'node', env: { K: '${env:A:-x}' } } } },
+      { mcpServers: { ok, s: { command: '${userHome}/bin/x' } } },
+      { mcpServers: { ok, s: { command: 'node', cwd: '${workspaceFolder}' } } },
+      { mcpServers: { ok, s: { command: 'node', args: ['${nonsense:x}'] } } },
+    ];
+    for (const raw of declined) expect(rawStdioSpecs(raw, BASE, env), JSON.stringify(raw)).toEqual([]);
+    // The two it knows still start.
+    expect(rawStdioSpecs({ mcpServers: { s: { command: 'node', args: ['${configDir}/x.js', '${env:A}'] } } }, BASE, env)[0]!.args).toEqual(['/srv/conf/x.js', 'a']);
+  });
+
+  it('issue 18 §2: starts nothing from a config that is JSON with comments or trailing commas', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-early-jsonc-'));
+    try {
+      const config = join(dir, 'servers.json');
+      const tag = `early-jsonc-${process.pid}`;
+      writeFileSync(config, `{ // pasted\n "mcpServers": { "a": { "command": "node", "args": ["-e", "setInterval(() => {}, 1000)", "${tag}"], }, }, }`);
+      earlySpawn(['-c', config]);
+      expect(parkedChildren().filter((p) => p.spec.includes(tag))).toEqual([]);
+    } finally {
+      settleParked([]);
+      releaseSignals();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('knows every field of a stdio server the schema knows', () => {
     expect([...STDIO_SERVER_FIELDS].sort()).toEqual(Object.keys(stdioServerSchema.shape).sort());
   });

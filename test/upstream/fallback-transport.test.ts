@@ -1,0 +1,76 @@
+/**
+ * URL-only upstreams (`{"url": …}`, as Cursor and Claude Code write them): Streamable HTTP first,
+ * legacy SSE when the server answers the initialize POST with a 4xx, against real servers.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import type { HttpServerConfig, SseServerConfig } from '../../src/config/schema.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { FallbackTransport } from '../../src/upstream/fallback-transport.js';
+import { createUpstreamTransport } from '../../src/upstream/upstream-transport.js';
+import { fixture } from '../e2e/helpers.js';
+
+/** Starts `http-echo.mjs <mode> <name>`; resolves with its base URL. */
+async function startFixture(mode: 'sse' | 'streamable', name: string, children: ChildProcess[]): Promise<string> {
+  const child = spawn(process.execPath, [fixture('http-echo.mjs'), mode, name], { stdio: ['pipe', 'pipe', 'inherit'] });
+  children.push(child);
+  const port = await new Promise<number>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
+    child.once('exit', (code) => reject(new Error(`fixture exited ${code}`)));
+  });
+  return `http://127.0.0.1:${port}`;
+}
+
+function serverConfig(entry: Record<string, unknown>): HttpServerConfig | SseServerConfig {
+  return parseConfig({ mcpServers: { u: entry } }, { baseDir: '/tmp', env: {} }).mcpServers.u as HttpServerConfig | SseServerConfig;
+}
+
+async function dial(entry: Record<string, unknown>) {
+  const transport = await createUpstreamTransport({ config: serverConfig(entry), inheritEnv: [], logger: silentLogger(), maxMessageBytes: 1 << 20 });
+  const client = new Client({ name: 'test', version: '1.0.0' });
+  await client.connect(transport, { timeout: 10_000 });
+  const result = await client.callTool({ name: 'echo', arguments: { text: 'hi' } });
+  return { transport, client, text: (result.content as Array<{ text: string }>)[0]!.text };
+}
+
+describe('a URL-only upstream', () => {
+  const children: ChildProcess[] = [];
+  let sseOnly: string;
+  let streamable: string;
+  beforeAll(async () => {
+    [sseOnly, streamable] = await Promise.all([startFixture('sse', 'legacy', children), startFixture('streamable', 'modern', children)]);
+  });
+  afterAll(() => {
+    for (const child of children) child.stdin?.end();
+  });
+
+  it('issue 18 §2: a URL-only entry of an SSE-only server falls back to legacy SSE after the 4xx to initialize', async () => {
+    const { transport, client, text } = await dial({ url: `${sseOnly}/sse` });
+    try {
+      expect(text).toBe('legacy: hi');
+      expect(transport).toBeInstanceOf(FallbackTransport);
+      expect((transport as FallbackTransport).active).toBeInstanceOf(SSEClientTransport);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('issue 18 §2: a URL-only entry of a Streamable HTTP server stays on Streamable HTTP', async () => {
+    const { transport, client, text } = await dial({ url: `${streamable}/mcp` });
+    try {
+      expect(text).toBe('modern: hi');
+      expect((transport as FallbackTransport).active).toBeInstanceOf(StreamableHTTPClientTransport);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('an entry typed "http" never falls back: the SSE-only server refuses it', async () => {
+    await expect(dial({ type: 'http', url: `${sseOnly}/sse` })).rejects.toMatchObject({ code: 405 });
+  });
+});
