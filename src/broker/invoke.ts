@@ -4,7 +4,9 @@
  * a result → `ok`, or `tool_error` when the handler reported its own failure (seed 000);
  * a throw → `invalid_arguments` (-32602 from the upstream), `guard_error` (a scope escape),
  * or `upstream_error` (transport fault, protocol error, 429/5xx), marked retryable where a
- * read-only tool may try again. The inner-most stage: it calls no `next()`.
+ * read-only tool may try again. An upstream that no longer knew the session (HTTP 404,
+ * `session_lost`) is `upstream_error` marked `sessionLost` and retryable at once: the request was
+ * not processed and a new session is open. The inner-most stage: it calls no `next()`.
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
@@ -20,6 +22,11 @@ export interface Dispatcher {
 
 /** BrokerError codes that are guard refusals, not upstream faults. */
 const GUARD_CODES = new Set(['rest_host_escape', 'estate_scope_escape', 'guard_error']);
+/**
+ * BrokerError codes of an upstream that no longer knew the session (upstream/connection.ts): the
+ * request was not processed, so a read-only tool may try again on the new session.
+ */
+const SESSION_LOST_CODES = new Set(['session_lost', 'upstream_session_lost']);
 
 export function invokeStage(deps: { router: Dispatcher }): Stage {
   return {
@@ -28,6 +35,7 @@ export function invokeStage(deps: { router: Dispatcher }): Stage {
       call.attempts++;
       call.retryable = false;
       call.retryAfterMs = undefined;
+      call.sessionLost = undefined;
       call.outcome = undefined;
       call.reason = undefined;
       let result: CallToolResult;
@@ -55,8 +63,12 @@ function classifyFailure(call: BrokerCall, err: unknown): void {
     if (err.code === 'cancelled') return refuse(call, 'cancelled', messageOf(err));
     const data = err.data as { httpStatus?: number; retryAfterMs?: number } | undefined;
     refuse(call, 'upstream_error', messageOf(err));
-    call.retryable = err.code === 'upstream_unavailable' || isRetryableStatus(data?.httpStatus) || err.code === 'transport_error';
+    call.retryable = err.code === 'upstream_unavailable' || isRetryableStatus(data?.httpStatus) || err.code === 'transport_error' || SESSION_LOST_CODES.has(err.code);
     call.retryAfterMs = data?.retryAfterMs;
+    if (err.code === 'session_lost') {
+      call.sessionLost = true;
+      call.retryAfterMs = 0; // the new session is open already
+    }
     return;
   }
   if (err instanceof McpError) {

@@ -15,6 +15,12 @@
  *   Streamable HTTP upstream; call-stream-logs.ts), and then carries the session the call was
  *   made for; every other one (stdio, SSE, the standalone GET stream) belongs to no call, whatever
  *   is in flight when it arrives.
+ * - A Streamable HTTP upstream that answers HTTP 404 to a request carrying our `Mcp-Session-Id`
+ *   no longer knows that session (it restarted, or expired it): the spec (2025-11-25, "Session
+ *   Management") says to start a new session with a new `initialize`. The connection is re-dialled
+ *   once per lost session, however many calls met the 404 at once, keeping its catalog listed
+ *   meanwhile (calls arriving during the re-dial wait for it); the failed call is rejected with
+ *   `BrokerError` `session_lost` (see {@link McpUpstream.callTool}) for the broker path to retry.
  */
 import { EventEmitter } from 'node:events';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -29,6 +35,7 @@ import {
   ResourceListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
   ToolListChangedNotificationSchema,
+  McpError,
   type CallToolResult,
   type ClientCapabilities,
   type ServerCapabilities,
@@ -114,6 +121,19 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private refreshing = new Map<CatalogKind, Promise<void>>();
   private clientCapabilities: ClientCapabilities;
   private readonly scrub: UpstreamScrub;
+  /**
+   * The re-dial after the upstream said it no longer knows session `lost` (HTTP 404), one per
+   * lost session; kept after it settled, for calls whose 404 for that session comes later.
+   * `answered`: whether the lost session had answered a call (see {@link sessionAnswered}).
+   */
+  private renewal?: { lost: string; answered: boolean; done: Promise<void>; settled: boolean };
+  /**
+   * Whether the current session has answered a call, or was opened by a dial that is not a
+   * renewal. Losing a session that is not is counted as failing (`upstream_session_lost`), so an
+   * upstream that loses every new session at once opens the breaker instead of being renewed for
+   * free forever.
+   */
+  private sessionAnswered = true;
 
   constructor(private readonly options: McpUpstreamOptions) {
     super();
@@ -163,8 +183,19 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     if (this.transport instanceof ChildProcessTransport) this.transport.kill();
   }
 
+  /**
+   * One `tools/call` attempt. Rejects with `BrokerError` `upstream_unavailable` when not connected;
+   * with `BrokerError` `session_lost` (data `{httpStatus: 404}`) when a Streamable HTTP upstream
+   * answered 404 for the session the request carried: then a new session is open (or the
+   * re-dial failed, see `status`) by the time it rejects, and the upstream never processed the
+   * request (a 404 for the session refuses it before any handler runs), so the caller may send it
+   * again. A session lost before it answered any call rejects with `upstream_session_lost`
+   * instead: an upstream that loses every session it opens is failing.
+   */
   async callTool(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<CallToolResult> {
+    await this.untilRenewed(options.signal);
     const client = this.readyClient();
+    const session = this.sessionId();
     const meta: Record<string, unknown> = { ...options.meta };
     let token: string | undefined;
     if (options.onProgress) {
@@ -177,14 +208,22 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const params: Record<string, unknown> = { name: toolName, arguments: args ?? {} };
     if (Object.keys(meta).length) params._meta = meta;
     try {
+      let result: CallToolResult;
       if (this.direct) {
         const owner = options.onServerRequest?.sessionId;
-        return (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, owner })) as CallToolResult;
+        result = (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, owner })) as CallToolResult;
+      } else {
+        result = (await client.request({ method: 'tools/call', params }, AnyObject, {
+          signal: options.signal,
+          timeout: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS,
+        })) as CallToolResult;
       }
-      return (await client.request({ method: 'tools/call', params }, AnyObject, {
-        signal: options.signal,
-        timeout: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS,
-      })) as CallToolResult;
+      if (this.sessionId() === session) this.sessionAnswered = true;
+      return result;
+    } catch (err) {
+      if (session !== undefined && isSessionNotFound(err)) throw await this.sessionLost(session, options.signal);
+      if (err instanceof McpError && this.sessionId() === session) this.sessionAnswered = true;
+      throw err;
     } finally {
       this.requestRoutes.delete(routeId);
       // Progress sent just before the response is dispatched a tick after it; keep the route briefly.
@@ -192,16 +231,84 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     }
   }
 
+  /**
+   * Any other request. When a Streamable HTTP upstream answers 404 for our session, a new session
+   * is opened and the request sent once more on it (these methods read, or set up what the new
+   * session lacks: none applies a tool's write).
+   */
   async request(
     method: string,
     params: Record<string, unknown> | undefined,
     options: { signal?: AbortSignal; timeoutMs: number },
   ): Promise<Record<string, unknown>> {
-    const client = this.readyClient();
-    return client.request({ method, params } as never, AnyObject, {
-      signal: options.signal,
-      timeout: options.timeoutMs,
+    const send = async () => {
+      await this.untilRenewed(options.signal);
+      const session = this.sessionId();
+      try {
+        return await this.readyClient().request({ method, params } as never, AnyObject, { signal: options.signal, timeout: options.timeoutMs });
+      } catch (err) {
+        if (session !== undefined && isSessionNotFound(err)) throw await this.sessionLost(session, options.signal);
+        throw err;
+      }
+    };
+    try {
+      return await send();
+    } catch (err) {
+      if (err instanceof BrokerError && err.code === 'session_lost' && this.status.state === 'ready') return send();
+      throw err;
+    }
+  }
+
+  /** The `Mcp-Session-Id` of a Streamable HTTP connection; undefined for other kinds and before one is assigned. */
+  private sessionId(): string | undefined {
+    if (this.kind !== 'http') return undefined;
+    const id = (this.transport as { sessionId?: unknown } | undefined)?.sessionId;
+    return typeof id === 'string' ? id : undefined;
+  }
+
+  /** Waits for a session renewal in progress, if any (rejects only when `signal` aborts). */
+  private async untilRenewed(signal: AbortSignal | undefined): Promise<void> {
+    const renewal = this.renewal;
+    if (renewal && !renewal.settled) await untilAborted(renewal.done, signal);
+  }
+
+  /**
+   * The upstream answered 404 for session `lost`: opens a new session (one re-dial for every
+   * call that met the 404 of one session) and returns the error the failed call rejects with.
+   */
+  private async sessionLost(lost: string, signal: AbortSignal | undefined): Promise<BrokerError> {
+    const renewal = this.renewSession(lost);
+    await untilAborted(renewal.done, signal);
+    const status = this.status;
+    const renewed = status.state === 'ready'
+      ? 'a new session is open'
+      : `opening a new session failed (${status.state}${status.errorCode ? `: ${status.errorCode}` : ''})`;
+    const code = renewal.answered ? 'session_lost' : 'upstream_session_lost';
+    const again = renewal.answered ? '' : ' again before answering any call';
+    return new BrokerError(code, `upstream "${this.name}" no longer knows our session${again} (HTTP 404); ${renewed}; the request was not processed`, {
+      data: { httpStatus: 404 },
     });
+  }
+
+  /**
+   * The re-dial for lost session `lost`: a second caller for the same session shares it. When the
+   * connection is on another session already (this caller's 404 came late) or a reconnect or a
+   * crash owns it, nothing is re-dialled.
+   */
+  private renewSession(lost: string): { answered: boolean; done: Promise<void> } {
+    if (this.renewal?.lost === lost) return this.renewal;
+    if (this.sessionId() !== lost || this.status.state !== 'ready') return { answered: false, done: Promise.resolve() };
+    this.options.logger.warn('upstream session not found (HTTP 404); opening a new session');
+    const renewal = { lost, answered: this.sessionAnswered, settled: false, done: Promise.resolve() };
+    renewal.done = (async () => {
+      this.cancelRestart?.();
+      await this.teardown('session lost', { keepCatalog: true });
+      await this.dial();
+      // A session a renewal opened has to answer a call before losing it is free again.
+      if (this.status.state === 'ready') this.sessionAnswered = false;
+    })().finally(() => (renewal.settled = true));
+    this.renewal = renewal;
+    return renewal;
   }
 
   private readyClient(): Client {
@@ -244,6 +351,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (generation !== this.generation) return;
       this.catalog = catalog;
       this.readyAt = this.options.clock.now();
+      this.sessionAnswered = true;
       client.onclose = () => this.onLost(generation);
       this.setStatus({ state: 'ready' });
       for (const kind of Object.keys(catalog) as CatalogKind[]) this.emit('changed', kind);
@@ -383,11 +491,12 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     for (const kind of Object.keys(had) as CatalogKind[]) if (had[kind].length) this.emit('changed', kind);
   }
 
-  private async teardown(why: string): Promise<void> {
+  /** Closes the current connection; `keepCatalog` leaves the tools listed (a re-dial for a lost session). */
+  private async teardown(why: string, options: { keepCatalog?: boolean } = {}): Promise<void> {
     this.generation++;
     const client = this.client;
     this.client = undefined;
-    this.withdraw();
+    if (!options.keepCatalog) this.withdraw();
     if (client) {
       client.onclose = undefined;
       await closeQuietly(client);
@@ -415,6 +524,25 @@ async function listAll(client: Client, kind: CatalogKind, timeoutMs: number): Pr
     if (!cursor) return items;
   }
   throw new BrokerError('list_failed', `${method} did not end after ${MAX_PAGES} pages`);
+}
+
+/**
+ * Whether `err` is the SDK Streamable HTTP transport's rejection of a POST answered HTTP 404
+ * (its `code` is the HTTP status; a JSON-RPC error from the upstream is an `McpError` instead).
+ */
+function isSessionNotFound(err: unknown): boolean {
+  return !(err instanceof McpError) && (err as { code?: unknown } | null)?.code === 404;
+}
+
+/** `promise`, or the abort reason of `signal` once it aborts first. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 async function closeQuietly(client: Client): Promise<void> {
