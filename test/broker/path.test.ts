@@ -116,6 +116,36 @@ describe('the call path in seed order', () => {
     expect(p.ledger.used('s-1')).toBe(2); // the breaker's refusal gave its budget back
   });
 
+  it('issue 17 §6: a lost upstream session (HTTP 404) is no breaker failure; a read is retried on the new session, a write is not', async () => {
+    const lost = () => new BrokerError('session_lost', 'upstream "fx" no longer knows our session (HTTP 404); a new session is open; the request was not processed', { data: { httpStatus: 404 } });
+    const p = build({
+      answer: async (c) => {
+        if (c.target!.name === 'fx__write' || c.attempts === 1) throw lost();
+        return text('ok');
+      },
+    });
+    // Threshold 2: three lost sessions in a row would open the breaker if they counted.
+    for (let i = 0; i < 3; i++) {
+      const answer = await p.callTool(write);
+      expect(answer.outcome).toBe('upstream_error');
+      expect(answer.record).toMatchObject({ attempts: 1, breaker: 'closed' });
+      expect(answer.reason).toMatch(/not processed; not retried: the tool is not read-only$/);
+    }
+    const answer = await p.callTool(read);
+    expect(answer.outcome).toBe('ok');
+    expect(answer.record).toMatchObject({ attempts: 2, breaker: 'closed' });
+  });
+
+  it('issue 17 §6: a session lost again before it answered any call (upstream_session_lost) counts against the breaker', async () => {
+    const p = build({
+      answer: async () => {
+        throw new BrokerError('upstream_session_lost', 'upstream "fx" no longer knows our session again before answering any call (HTTP 404)', { data: { httpStatus: 404 } });
+      },
+    });
+    expect((await p.callTool(write)).record?.breaker).toBe('closed');
+    expect((await p.callTool(write)).record?.breaker).toBe('open');
+  });
+
   it('a write tool is tried once', async () => {
     const p = build({
       answer: async () => {
