@@ -121,7 +121,7 @@ describe('broker chains', () => {
  * running, and none of it counts against the breaker (nor does a manual reconnect after it).
  */
 describe('a restarted inner broker (HTTP 404 for the session we hold)', () => {
-  const innerServers = { up: nodeServer(fixture('broker-upstream.mjs')) };
+  const innerServers = { up: nodeServer(fixture('broker-upstream.mjs')), prims: nodeServer(fixture('primitives.mjs')) };
   let inner: HttpBroker | undefined;
   let port: string;
   let outer: Awaited<ReturnType<typeof startBroker>>;
@@ -192,6 +192,16 @@ describe('a restarted inner broker (HTTP 404 for the session we hold)', () => {
     for (const record of records) expect(record).toMatchObject({ outcome: 'ok', breaker: 'closed' });
     // Several of them met the 404 (and were retried), yet the connection was re-dialled once.
     expect(records.filter((r) => r.attempts === 2).length).toBeGreaterThanOrEqual(2);
+    expect(readyLines()).toBe(dials + 1);
+  }, 60_000);
+
+  it('a prompts/get after the restart is sent again on a new session', async () => {
+    const listed = async () => (await outer.client.listPrompts()).prompts.some((p) => p.name === 'hop__prims__greet');
+    await waitFor(listed, 'the inner prompt listed at the outer broker', 20_000, 100);
+    await restartInner();
+    const dials = readyLines();
+    const prompt = await outer.client.getPrompt({ name: 'hop__prims__greet', arguments: { who: 'ada' } });
+    expect(JSON.stringify(prompt.messages)).toContain('ada');
     expect(readyLines()).toBe(dials + 1);
   }, 60_000);
 
