@@ -35,7 +35,6 @@ import {
   ResourceListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
   ToolListChangedNotificationSchema,
-  McpError,
   type CallToolResult,
   type ClientCapabilities,
   type ServerCapabilities,
@@ -49,6 +48,7 @@ import type { Logger } from '../shared/logger.js';
 import type { ArrivedNotification } from './call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from './direct-calls.js';
+import { isSessionNotFound, sessionLostError, untilAborted } from './session-lost.js';
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
 import { UpstreamScrub } from './upstream-scrub.js';
 import type {
@@ -128,10 +128,9 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    */
   private renewal?: { lost: string; answered: boolean; done: Promise<void>; settled: boolean };
   /**
-   * Whether the current session has answered a call, or was opened by a dial that is not a
-   * renewal. Losing a session that is not is counted as failing (`upstream_session_lost`), so an
-   * upstream that loses every new session at once opens the breaker instead of being renewed for
-   * free forever.
+   * Whether the current session has answered a call with a result, or was opened by a dial that
+   * is not a renewal. Losing any other session counts as failing (`upstream_session_lost`), so
+   * an upstream that loses every new session opens the breaker instead of being renewed for free.
    */
   private sessionAnswered = true;
 
@@ -222,7 +221,6 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       return result;
     } catch (err) {
       if (session !== undefined && isSessionNotFound(err)) throw await this.sessionLost(session, options.signal);
-      if (err instanceof McpError && this.sessionId() === session) this.sessionAnswered = true;
       throw err;
     } finally {
       this.requestRoutes.delete(routeId);
@@ -279,15 +277,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private async sessionLost(lost: string, signal: AbortSignal | undefined): Promise<BrokerError> {
     const renewal = this.renewSession(lost);
     await untilAborted(renewal.done, signal);
-    const status = this.status;
-    const renewed = status.state === 'ready'
-      ? 'a new session is open'
-      : `opening a new session failed (${status.state}${status.errorCode ? `: ${status.errorCode}` : ''})`;
-    const code = renewal.answered ? 'session_lost' : 'upstream_session_lost';
-    const again = renewal.answered ? '' : ' again before answering any call';
-    return new BrokerError(code, `upstream "${this.name}" no longer knows our session${again} (HTTP 404); ${renewed}; the request was not processed`, {
-      data: { httpStatus: 404 },
-    });
+    return sessionLostError(this.name, renewal.answered, this.status);
   }
 
   /**
@@ -302,7 +292,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const renewal = { lost, answered: this.sessionAnswered, settled: false, done: Promise.resolve() };
     renewal.done = (async () => {
       this.cancelRestart?.();
-      await this.teardown('session lost', { keepCatalog: true });
+      const closing = this.teardown('session lost', { keepCatalog: true });
+      const generation = this.generation;
+      await closing;
+      // A close() or reconnect() while the old connection closed owns the upstream now.
+      if (generation !== this.generation) return;
       await this.dial();
       // A session a renewal opened has to answer a call before losing it is free again.
       if (this.status.state === 'ready') this.sessionAnswered = false;
@@ -524,25 +518,6 @@ async function listAll(client: Client, kind: CatalogKind, timeoutMs: number): Pr
     if (!cursor) return items;
   }
   throw new BrokerError('list_failed', `${method} did not end after ${MAX_PAGES} pages`);
-}
-
-/**
- * Whether `err` is the SDK Streamable HTTP transport's rejection of a POST answered HTTP 404
- * (its `code` is the HTTP status; a JSON-RPC error from the upstream is an `McpError` instead).
- */
-function isSessionNotFound(err: unknown): boolean {
-  return !(err instanceof McpError) && (err as { code?: unknown } | null)?.code === 404;
-}
-
-/** `promise`, or the abort reason of `signal` once it aborts first. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise;
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
 }
 
 async function closeQuietly(client: Client): Promise<void> {
