@@ -5,7 +5,9 @@
  * `broker.breaker.openMs` (defaults 5 and 60000, `config/schema.ts`). Then it is half-open: one
  * call goes through while others are refused; its failure reopens the circuit, its success
  * closes it. `tool_error` and `invalid_arguments` are answers, not failures: a model's bad
- * arguments never open it, and they count as success. Other outcomes (a cancel) leave it as it is.
+ * arguments never open it, and they count as success. Other outcomes (a cancel) leave it as it is,
+ * and so does an `upstream_error` that only says the upstream lost its session (`call.sessionLost`:
+ * HTTP 404 for the session, the request not processed, a new session opened).
  * Only the upstream's own faults count: `call.attempts` counts only attempts that were sent
  * (broker/failure.ts), and a call with none (refused before anything went out, such as
  * arguments too deep to send or an upstream not connected) leaves the circuit as it was.
@@ -103,7 +105,8 @@ export function breakerStage(breakers: Breakers): Stage {
         await next();
       } finally {
         if (call.attempts > 0) {
-          call.notes.breaker = breakers.settle(key, call.outcome, admitted.trial);
+          const lostSession = call.outcome === 'upstream_error' && call.sessionLost === true;
+          call.notes.breaker = breakers.settle(key, lostSession ? undefined : call.outcome, admitted.trial);
         } else {
           if (admitted.trial) breakers.abandon(key);
           call.notes.breaker = breakers.state(key);

@@ -29,6 +29,11 @@ export interface AttemptFailure {
   readonly retryable: boolean;
   /** The upstream's `Retry-After`, in ms. */
   readonly retryAfterMs?: number;
+  /**
+   * The upstream no longer knew our session (HTTP 404, `session_lost`): the request was not
+   * processed and a new session is open, so the breaker leaves it be (issue 17 §6).
+   */
+  readonly sessionLost?: boolean;
 }
 
 /** Longest reason kept from an upstream's JSON-RPC error message (and a handler's own failure text), in characters. */
@@ -64,6 +69,10 @@ export function classifyFailure(err: unknown): AttemptFailure {
     }
     const refusal = REFUSAL_CODES[err.code];
     if (refusal) return { outcome: refusal, reason: sayOnce(messageOf(err)), sent, retryable: false };
+    // A lost session (upstream/connection.ts): retried at once on the new one by a read-only tool.
+    // Lost again before answering anything (`upstream_session_lost`): an ordinary, counted fault.
+    if (err.code === 'session_lost') return { outcome: 'upstream_error', reason: sayOnce(messageOf(err)), sent, retryable: true, retryAfterMs: 0, sessionLost: true };
+    if (err.code === 'upstream_session_lost') return { outcome: 'upstream_error', reason: sayOnce(messageOf(err)), sent, retryable: true };
     return {
       outcome: 'upstream_error',
       reason: sayOnce(messageOf(err)),

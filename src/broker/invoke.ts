@@ -12,6 +12,10 @@
  * says so); a throw → what {@link classifyFailure} makes of it. `call.attempts` counts only
  * attempts that were sent, so budget and breaker, which read it, count only calls the upstream
  * saw.
+ *
+ * An upstream that no longer knew the session (HTTP 404, `session_lost`) is `upstream_error`
+ * marked `sessionLost` and retryable at once: the request was not processed and a new session
+ * is open (upstream/connection.ts).
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { argumentsProblem } from './arguments.js';
@@ -41,6 +45,7 @@ export function invokeStage(deps: InvokeDeps): Stage {
     async run(call) {
       call.retryable = false;
       call.retryAfterMs = undefined;
+      call.sessionLost = undefined;
       call.outcome = undefined;
       call.reason = undefined;
       const problem = argumentsProblem(call.request.args);
@@ -58,6 +63,7 @@ export function invokeStage(deps: InvokeDeps): Stage {
         refuse(call, failure.outcome, failure.reason);
         call.retryable = failure.retryable;
         call.retryAfterMs = failure.retryAfterMs;
+        call.sessionLost = failure.sessionLost;
         return;
       }
       call.result = result;

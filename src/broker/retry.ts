@@ -10,6 +10,11 @@
  * upstream's `Retry-After` (`call.retryAfterMs`). A wait that would end past the call's deadline
  * is not started; a cancel or the deadline during the wait ends it (the deadline stage settles
  * the outcome). Waits go through the injected `sleep`. Invoke counts `call.attempts`.
+ *
+ * An upstream that no longer knew the session (`call.sessionLost`, HTTP 404) has opened a new one
+ * by the time the attempt settles: a read-only tool is retried on it at once (one of the
+ * `maxRetries`). A write is not: the 404 proves this request was not processed, yet what it meant
+ * may rest on the lost session's state, so the caller decides; the reason says it was not retried.
  */
 import type { Stage } from './runner.js';
 import type { BrokerCall } from './types.js';
@@ -50,6 +55,9 @@ export function retryStage(deps: RetryDeps): Stage {
           return; // cancelled or the deadline passed while waiting
         }
         await next();
+      }
+      if (call.sessionLost && call.outcome === 'upstream_error' && call.readOnly !== true) {
+        call.reason = `${call.reason ?? 'upstream session lost'}; not retried: the tool is not read-only`;
       }
       if (call.attempts > 1 && call.outcome === 'upstream_error') call.reason = `${call.reason ?? 'upstream failure'} (after ${call.attempts} attempts)`;
     },

@@ -165,6 +165,12 @@ export interface BrokerCall {
   retryable?: boolean;
   /** A `Retry-After` the upstream sent with its last failure, in ms. */
   retryAfterMs?: number;
+  /**
+   * Whether the last attempt failed only because the upstream no longer knew the session it was
+   * sent on (HTTP 404, `BrokerError` `session_lost`): the request was not processed and a new
+   * session was opened, so it is no failure for the breaker. Set by invoke.
+   */
+  sessionLost?: boolean;
   /** Extra fields for the record (breaker state, stripped arguments). */
   notes: Partial<Pick<CallRecord, 'breaker' | 'stripped' | 'proposal'>>;
   /** Written by the record stage. */

@@ -15,6 +15,12 @@
  *   Streamable HTTP upstream; call-stream-logs.ts), and then carries the session the call was
  *   made for; every other one (stdio, SSE, the standalone GET stream) belongs to no call, whatever
  *   is in flight when it arrives.
+ * - A Streamable HTTP upstream that answers HTTP 404 to a request carrying our `Mcp-Session-Id`
+ *   no longer knows that session (it restarted, or expired it): the spec (2025-11-25, "Session
+ *   Management") says to start a new session with a new `initialize`. The connection is re-dialled
+ *   once per lost session, however many calls met the 404 at once, keeping its catalog listed
+ *   meanwhile (calls arriving during the re-dial wait for it); the failed call is rejected with
+ *   `BrokerError` `session_lost` (see {@link McpUpstream.callTool}) for the broker path to retry.
  */
 import { EventEmitter } from 'node:events';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -42,6 +48,7 @@ import type { Logger } from '../shared/logger.js';
 import type { ArrivedNotification } from './call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from './direct-calls.js';
+import { isSessionNotFound, sessionLostError, untilAborted } from './session-lost.js';
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
 import { UpstreamScrub } from './upstream-scrub.js';
 import type {
@@ -116,6 +123,18 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private readonly loggedFailures = new Set<string>();
   private clientCapabilities: ClientCapabilities;
   private readonly scrub: UpstreamScrub;
+  /**
+   * The re-dial after the upstream said it no longer knows session `lost` (HTTP 404), one per
+   * lost session; kept after it settled, for calls whose 404 for that session comes later.
+   * `answered`: whether the lost session had answered a call (see {@link sessionAnswered}).
+   */
+  private renewal?: { lost: string; answered: boolean; done: Promise<void>; settled: boolean };
+  /**
+   * Whether the current session has answered a call with a result, or was opened by a dial that
+   * is not a renewal. Losing any other session counts as failing (`upstream_session_lost`), so
+   * an upstream that loses every new session opens the breaker instead of being renewed for free.
+   */
+  private sessionAnswered = true;
 
   constructor(private readonly options: McpUpstreamOptions) {
     super();
@@ -167,8 +186,19 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     if (this.transport instanceof ChildProcessTransport) this.transport.kill();
   }
 
+  /**
+   * One `tools/call` attempt. Rejects with `BrokerError` `upstream_unavailable` when not connected;
+   * with `BrokerError` `session_lost` (data `{httpStatus: 404}`) when a Streamable HTTP upstream
+   * answered 404 for the session the request carried: then a new session is open (or the
+   * re-dial failed, see `status`) by the time it rejects, and the upstream never processed the
+   * request (a 404 for the session refuses it before any handler runs), so the caller may send it
+   * again. A session lost before it answered any call rejects with `upstream_session_lost`
+   * instead: an upstream that loses every session it opens is failing.
+   */
   async callTool(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<CallToolResult> {
+    await this.untilRenewed(options.signal);
     const client = this.readyClient();
+    const session = this.sessionId();
     const meta: Record<string, unknown> = { ...options.meta };
     let token: string | undefined;
     if (options.onProgress) {
@@ -181,14 +211,21 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const params: Record<string, unknown> = { name: toolName, arguments: args ?? {} };
     if (Object.keys(meta).length) params._meta = meta;
     try {
+      let result: CallToolResult;
       if (this.direct) {
         const owner = options.onServerRequest?.sessionId;
-        return (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, owner })) as CallToolResult;
+        result = (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, owner })) as CallToolResult;
+      } else {
+        result = (await client.request({ method: 'tools/call', params }, AnyObject, {
+          signal: options.signal,
+          timeout: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS,
+        })) as CallToolResult;
       }
-      return (await client.request({ method: 'tools/call', params }, AnyObject, {
-        signal: options.signal,
-        timeout: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS,
-      })) as CallToolResult;
+      if (this.sessionId() === session) this.sessionAnswered = true;
+      return result;
+    } catch (err) {
+      if (session !== undefined && isSessionNotFound(err)) throw await this.sessionLost(session, options.signal);
+      throw err;
     } finally {
       this.requestRoutes.delete(routeId);
       // Progress sent just before the response is dispatched a tick after it; keep the route briefly.
@@ -196,16 +233,80 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     }
   }
 
+  /**
+   * Any other request. When a Streamable HTTP upstream answers 404 for our session, a new session
+   * is opened and the request sent once more on it (these methods read, or set up what the new
+   * session lacks: none applies a tool's write).
+   */
   async request(
     method: string,
     params: Record<string, unknown> | undefined,
     options: { signal?: AbortSignal; timeoutMs: number },
   ): Promise<Record<string, unknown>> {
-    const client = this.readyClient();
-    return client.request({ method, params } as never, AnyObject, {
-      signal: options.signal,
-      timeout: options.timeoutMs,
-    });
+    const send = async () => {
+      await this.untilRenewed(options.signal);
+      const session = this.sessionId();
+      try {
+        return await this.readyClient().request({ method, params } as never, AnyObject, { signal: options.signal, timeout: options.timeoutMs });
+      } catch (err) {
+        if (session !== undefined && isSessionNotFound(err)) throw await this.sessionLost(session, options.signal);
+        throw err;
+      }
+    };
+    try {
+      return await send();
+    } catch (err) {
+      if (err instanceof BrokerError && err.code === 'session_lost' && this.status.state === 'ready') return send();
+      throw err;
+    }
+  }
+
+  /** The `Mcp-Session-Id` of a Streamable HTTP connection; undefined for other kinds and before one is assigned. */
+  private sessionId(): string | undefined {
+    if (this.kind !== 'http') return undefined;
+    const id = (this.transport as { sessionId?: unknown } | undefined)?.sessionId;
+    return typeof id === 'string' ? id : undefined;
+  }
+
+  /** Waits for a session renewal in progress, if any (rejects only when `signal` aborts). */
+  private async untilRenewed(signal: AbortSignal | undefined): Promise<void> {
+    const renewal = this.renewal;
+    if (renewal && !renewal.settled) await untilAborted(renewal.done, signal);
+  }
+
+  /**
+   * The upstream answered 404 for session `lost`: opens a new session (one re-dial for every
+   * call that met the 404 of one session) and returns the error the failed call rejects with.
+   */
+  private async sessionLost(lost: string, signal: AbortSignal | undefined): Promise<BrokerError> {
+    const renewal = this.renewSession(lost);
+    await untilAborted(renewal.done, signal);
+    return sessionLostError(this.name, renewal.answered, this.status);
+  }
+
+  /**
+   * The re-dial for lost session `lost`: a second caller for the same session shares it. When the
+   * connection is on another session already (this caller's 404 came late) or a reconnect or a
+   * crash owns it, nothing is re-dialled.
+   */
+  private renewSession(lost: string): { answered: boolean; done: Promise<void> } {
+    if (this.renewal?.lost === lost) return this.renewal;
+    if (this.sessionId() !== lost || this.status.state !== 'ready') return { answered: false, done: Promise.resolve() };
+    this.options.logger.warn('upstream session not found (HTTP 404); opening a new session');
+    const renewal = { lost, answered: this.sessionAnswered, settled: false, done: Promise.resolve() };
+    renewal.done = (async () => {
+      this.cancelRestart?.();
+      const closing = this.teardown('session lost', { keepCatalog: true });
+      const generation = this.generation;
+      await closing;
+      // A close() or reconnect() while the old connection closed owns the upstream now.
+      if (generation !== this.generation) return;
+      await this.dial();
+      // A session a renewal opened has to answer a call before losing it is free again.
+      if (this.status.state === 'ready') this.sessionAnswered = false;
+    })().finally(() => (renewal.settled = true));
+    this.renewal = renewal;
+    return renewal;
   }
 
   private readyClient(): Client {
@@ -250,6 +351,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (generation !== this.generation) return;
       this.catalog = catalog;
       this.readyAt = this.options.clock.now();
+      this.sessionAnswered = true;
       client.onclose = () => this.onLost(generation);
       this.setStatus({ state: 'ready' });
       this.loggedFailures.clear();
@@ -394,11 +496,12 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     for (const kind of Object.keys(had) as CatalogKind[]) if (had[kind].length) this.emit('changed', kind);
   }
 
-  private async teardown(why: string): Promise<void> {
+  /** Closes the current connection; `keepCatalog` leaves the tools listed (a re-dial for a lost session). */
+  private async teardown(why: string, options: { keepCatalog?: boolean } = {}): Promise<void> {
     this.generation++;
     const client = this.client;
     this.client = undefined;
-    this.withdraw();
+    if (!options.keepCatalog) this.withdraw();
     if (client) {
       client.onclose = undefined;
       await closeQuietly(client);

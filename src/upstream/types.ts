@@ -104,6 +104,11 @@ export interface Upstream extends EventEmitter<UpstreamEvents> {
   /** Close, then dial once (seed 004). A failure leaves it disconnected with its tools withdrawn. */
   reconnect(): Promise<UpstreamStatus>;
   close(): Promise<void>;
+  /**
+   * One attempt of a tool call. A Streamable HTTP upstream that answers 404 for the session the
+   * request carried rejects with `BrokerError` `session_lost` (or `upstream_session_lost`, see
+   * upstream/session-lost.ts) once a new session was tried: the request was not processed.
+   */
   callTool(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<CallToolResult>;
   /** Any other request (prompts/get, resources/read, completion/complete, resources/subscribe, …). */
   request(method: string, params: Record<string, unknown> | undefined, options: { signal?: AbortSignal; timeoutMs: number }): Promise<Record<string, unknown>>;

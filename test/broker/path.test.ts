@@ -39,6 +39,8 @@ function build(options: { policy?: unknown; budget?: number; caller?: CallerSess
   const ledger = new BudgetLedger();
   const breakers = new Breakers({ clock, threshold: 2, openMs: 1000 });
   const dispatched: string[] = [];
+  /** Backoffs the retry stage waited, in ms. */
+  const sleeps: number[] = [];
   const store = SqliteStore.open(':memory:');
   const stages = orderStages({
     publish: publishStage({ publisher }),
@@ -57,7 +59,7 @@ function build(options: { policy?: unknown; budget?: number; caller?: CallerSess
     budget: budgetStage({ limitFor: () => options.budget ?? 100, ledger }),
     breaker: breakerStage(breakers),
     deadline: deadlineStage({ clock, timeoutFor: () => 10_000, extendOnProgress: false, maxTotalTimeoutMs: 60_000 }),
-    retry: retryStage({ now: () => clock.now(), sleep: async () => undefined, maxRetries: 2, baseDelayMs: 0 }),
+    retry: retryStage({ now: () => clock.now(), sleep: async (ms) => void sleeps.push(ms), maxRetries: 2, baseDelayMs: 0 }),
     invoke: invokeStage({
       router: {
         dispatch: async (c) => {
@@ -70,7 +72,7 @@ function build(options: { policy?: unknown; budget?: number; caller?: CallerSess
   const broker = new Broker(stages, clock);
   const callTool = (t: ToolTarget, args: Record<string, unknown> = {}) =>
     broker.call({ name: t.name, args, signal: new AbortController().signal }, options.caller ?? session(), t);
-  return { callTool, written, published, dispatched, ledger, breakers, store, clock };
+  return { callTool, written, published, dispatched, sleeps, ledger, breakers, store, clock };
 }
 
 const read = target('fx__read', { tool: { annotations: { readOnlyHint: true } } });
@@ -114,6 +116,37 @@ describe('the call path in seed order', () => {
     expect(third.outcome).toBe('breaker_open');
     expect(p.dispatched).toHaveLength(6);
     expect(p.ledger.used('s-1')).toBe(2); // the breaker's refusal gave its budget back
+  });
+
+  it('issue 17 §6: a lost upstream session (HTTP 404) is no breaker failure; a read is retried on the new session, a write is not', async () => {
+    const lost = () => new BrokerError('session_lost', 'upstream "fx" no longer knows our session (HTTP 404); a new session is open; the request was not processed', { data: { httpStatus: 404 } });
+    const p = build({
+      answer: async (c) => {
+        if (c.target!.name === 'fx__write' || c.attempts === 1) throw lost();
+        return text('ok');
+      },
+    });
+    // Threshold 2: three lost sessions in a row would open the breaker if they counted.
+    for (let i = 0; i < 3; i++) {
+      const answer = await p.callTool(write);
+      expect(answer.outcome).toBe('upstream_error');
+      expect(answer.record).toMatchObject({ attempts: 1, breaker: 'closed' });
+      expect(answer.reason).toMatch(/not processed; not retried: the tool is not read-only$/);
+    }
+    const answer = await p.callTool(read);
+    expect(answer.outcome).toBe('ok');
+    expect(answer.record).toMatchObject({ attempts: 2, breaker: 'closed' });
+    expect(p.sleeps).toEqual([0]); // the new session is open already: no backoff
+  });
+
+  it('issue 17 §6: a session lost again before it answered any call (upstream_session_lost) counts against the breaker', async () => {
+    const p = build({
+      answer: async () => {
+        throw new BrokerError('upstream_session_lost', 'upstream "fx" no longer knows our session again before answering any call (HTTP 404)', { data: { httpStatus: 404 } });
+      },
+    });
+    expect((await p.callTool(write)).record?.breaker).toBe('closed');
+    expect((await p.callTool(write)).record?.breaker).toBe('open');
   });
 
   it('a write tool is tried once', async () => {

@@ -149,3 +149,36 @@ describe('read-only retry against an HTTP upstream that answers 503 twice', () =
     expect(recs.find((r) => r.name === 'web__write_thing')).toMatchObject({ outcome: 'upstream_error', status: 502, attempts: 1 });
   });
 });
+
+describe('issue 17 §6: an HTTP upstream that forgets every session at its first call', () => {
+  let server: ChildProcess;
+  let port = 0;
+  let broker: StartedBroker;
+  beforeAll(async () => {
+    server = spawn(process.execPath, [fixture('forgetful-http.mjs')], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const lines = createInterface({ input: server.stdout! });
+    port = await new Promise<number>((resolve, reject) => {
+      lines.once('line', (l) => resolve(JSON.parse(l).port));
+      server.once('exit', () => reject(new Error('fixture exited')));
+    });
+    broker = await startBroker({
+      servers: { web: { type: 'http', url: `http://127.0.0.1:${port}/mcp` } },
+      extra: { broker: { retry: { maxRetries: 2, baseDelayMs: 1 }, breaker: { threshold: 1, openMs: 60_000 }, restart: { initialDelayMs: 3_600_000, maxDelayMs: 3_600_000 } } },
+    });
+  });
+  afterAll(async () => {
+    await broker?.close();
+    server?.kill();
+  });
+  const counts = async () => (await fetch(`http://127.0.0.1:${port}/counts`)).json() as Promise<Record<string, number>>;
+
+  it('opens one new session per lost one, and a session lost before answering any call counts: the breaker opens', async () => {
+    const read = await callTool(broker, 'web__read_thing');
+    expect(read.outcome).toBe('upstream_error');
+    expect(read.text).toContain('HTTP 404');
+    // Three attempts, each on a session of its own: the first dial's and two renewals'.
+    expect(await counts()).toEqual({ initialize: 4, forgotten: 3 });
+    expect((await broker.records()).find((r) => r.name === 'web__read_thing')).toMatchObject({ outcome: 'upstream_error', attempts: 3, breaker: 'open' });
+    expect((await callTool(broker, 'web__read_thing')).outcome).toBe('breaker_open');
+  });
+});

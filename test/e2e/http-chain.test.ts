@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, readNdjson, startBroker, waitFor, type RecordLine, type SeenNotification } from './helpers.js';
 import { connectHttp, startHttpBroker, type HttpBroker } from '../transports/harness.js';
@@ -112,4 +112,111 @@ describe('broker chains', () => {
       await waitFor(() => notifications.slice(from).some((n) => n.method === 'notifications/tools/list_changed'), 'tools/list_changed at the outer client', 15_000);
     });
   });
+});
+
+/**
+ * Issue 17 §6: the inner broker restarts on the same port, so every session the outer broker held
+ * is unknown there (HTTP 404 "Session not found"). The outer broker opens a new session once, a
+ * read-only call is retried on it transparently, a write is answered `upstream_error` without
+ * running, and none of it counts against the breaker (nor does a manual reconnect after it).
+ */
+describe('a restarted inner broker (HTTP 404 for the session we hold)', () => {
+  const innerServers = { up: nodeServer(fixture('broker-upstream.mjs')), prims: nodeServer(fixture('primitives.mjs')) };
+  let inner: HttpBroker | undefined;
+  let port: string;
+  let outer: Awaited<ReturnType<typeof startBroker>>;
+  const outcomeOf = (r: { _meta?: unknown }) => (r._meta as Record<string, unknown> | undefined)?.['mcp-broker/outcome'];
+  /** The outer broker's log lines saying an upstream connection to `hop` is ready. */
+  const readyLines = () => outer.stderr().split('\n').filter((l) => l.includes('"upstream":"hop"') && l.includes('upstream ready')).length;
+  const outerRecord = async (text: string) => waitFor(async () => (await outer.records()).find((r) => (r.args as { text?: string }).text === text), `the outer record of "${text}"`);
+
+  /** Stops the inner broker and starts a new one on the same port; resolves once it listens. */
+  async function restartInner(): Promise<void> {
+    await inner!.close();
+    inner = await startHttpBroker({ servers: innerServers, args: ['--port', port] });
+    expect(inner.url).toBe(`http://127.0.0.1:${port}`);
+  }
+
+  beforeAll(async () => {
+    inner = await startHttpBroker({ servers: innerServers });
+    port = new URL(inner.url).port;
+    outer = await startBroker({
+      // `hop2` is a second connection to the same inner broker, with breakers of its own.
+      servers: { hop: { type: 'http', url: `${inner.url}/mcp` }, hop2: { type: 'http', url: `${inner.url}/mcp` } },
+      // No automatic re-dial inside the test: only the session renewal may open a new session.
+      extra: { broker: { restart: { initialDelayMs: 3_600_000, maxDelayMs: 3_600_000 }, breaker: { threshold: 1, openMs: 60_000 } } },
+    });
+  });
+  afterAll(async () => {
+    await outer?.close();
+    await inner?.close();
+  });
+
+  it('a read-only call after the restart is retried on a new session: ok, attempts 2, breaker closed', async () => {
+    const before = (await outer.client.callTool({ name: 'hop__up__read', arguments: { text: 'before' } })) as CallToolResult;
+    expect(outcomeOf(before)).toBe('ok');
+    const dials = readyLines();
+    await restartInner();
+
+    const after = (await outer.client.callTool({ name: 'hop__up__read', arguments: { text: 'after' } })) as CallToolResult;
+    expect(outcomeOf(after)).toBe('ok');
+    expect(JSON.stringify(after.content)).toContain('after');
+    expect(await outerRecord('after')).toMatchObject({ outcome: 'ok', attempts: 2, breaker: 'closed' });
+    expect(readyLines()).toBe(dials + 1);
+    // The inner broker ran it once, on the new session.
+    expect(inner!.records().filter((r) => (r.args as { text?: string }).text === 'after')).toHaveLength(1);
+  }, 60_000);
+
+  it('a write after the restart is not retried: upstream_error saying the session was lost, not run, breaker closed', async () => {
+    await restartInner();
+    const write = (await outer.client.callTool({ name: 'hop__up__write', arguments: { text: 'lost write' } })) as CallToolResult;
+    expect(outcomeOf(write)).toBe('upstream_error');
+    const record = await outerRecord('lost write');
+    expect(record).toMatchObject({ outcome: 'upstream_error', attempts: 1, breaker: 'closed' });
+    expect(record.reason).toMatch(/session/);
+    expect(record.reason).toMatch(/not processed/);
+    expect(inner!.records().filter((r) => r.name === 'up__write')).toEqual([]);
+    // The session was renewed by that call: the same write, sent again, runs once (threshold 1: the breaker stayed closed).
+    const again = (await outer.client.callTool({ name: 'hop__up__write', arguments: { text: 'write again' } })) as CallToolResult;
+    expect(outcomeOf(again)).toBe('ok');
+    expect(await outerRecord('write again')).toMatchObject({ outcome: 'ok', attempts: 1, breaker: 'closed' });
+  }, 60_000);
+
+  it('calls that meet the lost session at once open one new session between them', async () => {
+    await restartInner();
+    const dials = readyLines();
+    const texts = ['c1', 'c2', 'c3', 'c4'];
+    const results = (await Promise.all(texts.map((text) => outer.client.callTool({ name: 'hop__up__slow', arguments: { ms: 1, text } })))) as CallToolResult[];
+    expect(results.map(outcomeOf)).toEqual(['ok', 'ok', 'ok', 'ok']);
+    const records = await Promise.all(texts.map(outerRecord));
+    for (const record of records) expect(record).toMatchObject({ outcome: 'ok', breaker: 'closed' });
+    // Several of them met the 404 (and were retried), yet the connection was re-dialled once.
+    expect(records.filter((r) => r.attempts === 2).length).toBeGreaterThanOrEqual(2);
+    expect(readyLines()).toBe(dials + 1);
+  }, 60_000);
+
+  it('a prompts/get after the restart is sent again on a new session', async () => {
+    const listed = async () => (await outer.client.listPrompts()).prompts.some((p) => p.name === 'hop__prims__greet');
+    await waitFor(listed, 'the inner prompt listed at the outer broker', 20_000, 100);
+    await restartInner();
+    const dials = readyLines();
+    const prompt = await outer.client.getPrompt({ name: 'hop__prims__greet', arguments: { who: 'ada' } });
+    expect(JSON.stringify(prompt.messages)).toContain('ada');
+    expect(readyLines()).toBe(dials + 1);
+  }, 60_000);
+
+  it('a manual broker__reconnect after the restart does not open the breaker', async () => {
+    await restartInner();
+    // The first call after the restart meets the lost session (hop2 never called before: its first session).
+    const first = (await outer.client.callTool({ name: 'hop2__up__read', arguments: { text: 'r0' } })) as CallToolResult;
+    expect(outcomeOf(first)).toBe('ok');
+    expect(await outerRecord('r0')).toMatchObject({ outcome: 'ok', attempts: 2, breaker: 'closed' });
+    const answer = (await outer.client.callTool({ name: 'broker__reconnect', arguments: { server: 'hop2' } }, undefined, { timeout: 30_000 })) as CallToolResult;
+    expect(answer.structuredContent).toMatchObject({ outcome: 'accepted', status: { state: 'ready' } });
+    for (const text of ['r1', 'r2']) {
+      const result = (await outer.client.callTool({ name: 'hop2__up__read', arguments: { text } })) as CallToolResult;
+      expect(outcomeOf(result)).toBe('ok');
+      expect(await outerRecord(text)).toMatchObject({ outcome: 'ok', attempts: 1, breaker: 'closed' });
+    }
+  }, 60_000);
 });

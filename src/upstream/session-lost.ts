@@ -1,0 +1,44 @@
+/**
+ * What a Streamable HTTP upstream's HTTP 404 for the session we sent means, and the error a call
+ * that met it rejects with (`McpUpstream`, connection.ts). The spec (2025-11-25, "Session
+ * Management"): a client that receives 404 in response to a request carrying an `Mcp-Session-Id`
+ * MUST start a new session with a new `InitializeRequest`; the server refused the request for its
+ * session, so it never processed it.
+ */
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { BrokerError } from '../shared/errors.js';
+import type { UpstreamStatus } from './types.js';
+
+/**
+ * Whether `err` is the SDK Streamable HTTP transport's rejection of a POST answered HTTP 404
+ * (its `code` is the HTTP status; a JSON-RPC error from the upstream is an `McpError` instead).
+ */
+export function isSessionNotFound(err: unknown): boolean {
+  return !(err instanceof McpError) && (err as { code?: unknown } | null)?.code === 404;
+}
+
+/**
+ * The error of a request the upstream refused with 404 for our session, once a new session was
+ * tried: `BrokerError` `session_lost` when the lost session had answered a call (or was the
+ * first of a dial), else `upstream_session_lost` (a session lost before it answered anything: the
+ * upstream is failing). Both carry `data.httpStatus` 404; `status` is the upstream's after the
+ * re-dial. The message names the upstream only.
+ */
+export function sessionLostError(upstream: string, answered: boolean, status: UpstreamStatus): BrokerError<{ httpStatus: number }> {
+  const renewed = status.state === 'ready' ? 'a new session is open' : `opening a new session failed (${status.state}${status.errorCode ? `: ${status.errorCode}` : ''})`;
+  const again = answered ? '' : ' again before answering any call';
+  return new BrokerError(answered ? 'session_lost' : 'upstream_session_lost', `upstream "${upstream}" no longer knows our session${again} (HTTP 404); ${renewed}; the request was not processed`, {
+    data: { httpStatus: 404 },
+  });
+}
+
+/** `promise`, or a rejection with the abort reason of `signal` once it aborts first. */
+export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
