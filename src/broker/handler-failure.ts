@@ -2,7 +2,7 @@
  * A handler's own verdict on the call it answered (seed 000_13a5a3abd08ace07.txt,
  * `handlerFailure`; issue 3 §10). Read off the body, never off the promise.
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 
 /**
  * The failure a result reports, or `null` when it reports none: `isError: true`, or a

@@ -6,9 +6,10 @@
  * or `upstream_error` (transport fault, protocol error, 429/5xx), marked retryable where a
  * read-only tool may try again. The inner-most stage: it calls no `next()`.
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError, SdkError } from '@modelcontextprotocol/client';
+import type { CallToolResult } from '@modelcontextprotocol/client';
 import { BrokerError, messageOf } from '../shared/errors.js';
+import { httpStatusOf, isTransportFault } from '../shared/sdk-errors.js';
 import { handlerFailure } from './handler-failure.js';
 import type { Stage } from './runner.js';
 import { refuse, type BrokerCall } from './types.js';
@@ -59,18 +60,18 @@ function classifyFailure(call: BrokerCall, err: unknown): void {
     call.retryAfterMs = data?.retryAfterMs;
     return;
   }
-  if (err instanceof McpError) {
-    if (err.code === -32602) return refuse(call, 'invalid_arguments', oneLine(err.message));
+  const httpStatus = httpStatusOf(err);
+  if (ProtocolError.isInstance(err) || (SdkError.isInstance(err) && httpStatus === undefined)) {
+    if (ProtocolError.isInstance(err) && err.code === -32602) return refuse(call, 'invalid_arguments', oneLine(err.message));
     refuse(call, 'upstream_error', oneLine(err.message));
-    // -32000 connection closed, -32001 request timeout from the transport: transport faults.
-    call.retryable = err.code === -32000 || err.code === -32001;
+    // A closed connection or a timed-out request (the SDK's, or -32000/-32001 from the peer): transport faults.
+    call.retryable = isTransportFault(err);
     return;
   }
-  // The SDK's HTTP transports throw errors whose numeric `code` is the HTTP status (-1: not HTTP).
+  // The SDK's HTTP transports report the HTTP status of a refusal (SdkHttpError, SseError).
   const code = (err as { code?: unknown })?.code;
-  const httpStatus = typeof code === 'number' && code >= 100 && code < 600 ? code : undefined;
   refuse(call, 'upstream_error', httpStatus ? `HTTP ${httpStatus} from the upstream: ${messageOf(err)}` : messageOf(err));
-  call.retryable = typeof code === 'number' ? isRetryableStatus(httpStatus) : true;
+  call.retryable = httpStatus !== undefined || typeof code === 'number' ? isRetryableStatus(httpStatus) : true;
 }
 
 function isRetryableStatus(status: number | undefined): boolean {

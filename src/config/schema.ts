@@ -306,8 +306,8 @@ export const httpSchema = z
      */
     clientCapabilities: z
       .object({
-        sampling: z.record(z.string(), z.unknown()).optional(),
-        elicitation: z.record(z.string(), z.unknown()).optional(),
+        sampling: z.record(z.string(), z.json()).optional(),
+        elicitation: z.record(z.string(), z.json()).optional(),
         roots: z.object({ listChanged: z.boolean().optional() }).optional(),
       })
       .strict()

@@ -7,8 +7,8 @@
  * The reasons are Ajv's `errorsText`: instance paths and rules (`data/qty must be integer`),
  * never the values checked.
  */
-import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
-import type { JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import type { JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/server';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/ajv';
 import { messageOf } from './errors.js';
 
 /** Compiles JSON Schemas once per schema object and checks values against them. */

@@ -8,29 +8,17 @@
  * `notifications/message` to sessions at or above their `logging/setLevel` (case F01).
  * `tools/call` results are not re-validated or copied on the way out (case F17).
  */
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  CompleteRequestSchema,
-  ElicitResultSchema,
-  ErrorCode,
-  GetPromptRequestSchema,
-  ListPromptsRequestSchema,
-  ListResourcesRequestSchema,
-  ListResourceTemplatesRequestSchema,
-  ListToolsRequestSchema,
-  LoggingLevelSchema,
-  McpError,
-  ReadResourceRequestSchema,
-  SetLevelRequestSchema,
-  SubscribeRequestSchema,
-  UnsubscribeRequestSchema,
-  type ClientCapabilities,
-  type JSONRPCMessage,
-  type LoggingLevel,
-  type ServerCapabilities,
-} from '@modelcontextprotocol/sdk/types.js';
+import { ElicitResultSchema, LoggingLevelSchema } from '@modelcontextprotocol/core';
+import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
+import type {
+  ClientCapabilities,
+  JSONRPCMessage,
+  JSONRPCRequest,
+  LoggingLevel,
+  ServerCapabilities,
+  ServerContext,
+  Transport,
+} from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { CallerSession } from '../broker/types.js';
 import { VERSION, type Gateway } from '../gateway.js';
@@ -79,12 +67,12 @@ export interface SessionOptions {
   /** Called with the client's capabilities as its `initialize` request arrives. */
   onInitialize?: (capabilities: ClientCapabilities) => void;
   /** Extra capabilities (the broker's experimental ones). */
-  experimental?: Record<string, object>;
+  experimental?: Gateway['experimental'];
 }
 
 /** Merged `experimental` capabilities; undefined when there are none. */
-function experimentalOf(...sources: (Record<string, object> | undefined)[]): Record<string, object> | undefined {
-  const merged = Object.assign({}, ...sources.filter(Boolean)) as Record<string, object>;
+function experimentalOf(...sources: (Gateway['experimental'] | undefined)[]): Gateway['experimental'] | undefined {
+  const merged: Gateway['experimental'] = Object.assign({}, ...sources.filter(Boolean));
   return Object.keys(merged).length ? merged : undefined;
 }
 
@@ -189,7 +177,7 @@ export class DownstreamSession {
       const needed = CAPABILITY_FOR_REQUEST[request.method];
       const declared = this.server.getClientCapabilities();
       if (needed && !declared?.[needed]) {
-        throw new McpError(ErrorCode.MethodNotFound, `the calling client did not declare the "${needed}" capability`);
+        throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client did not declare the "${needed}" capability`);
       }
       return send(request, signal);
     };
@@ -238,7 +226,7 @@ export class DownstreamSession {
     if (!gw.readySettled) await gw.ready;
     const { name, arguments: args, _meta } = params;
     const target = gw.router.resolve(name);
-    if (!target) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    if (!target) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`);
     const { progressToken, ...meta } = _meta ?? {};
     let last = -Infinity;
     const answer = await gw.broker.call(
@@ -271,48 +259,56 @@ export class DownstreamSession {
     const gw = this.gateway;
     const server = this.server;
 
-    server.setRequestHandler(ListToolsRequestSchema, async () => {
+    server.setRequestHandler('tools/list', async () => {
       await gw.ready;
       return { tools: gw.router.list() };
     });
 
-    // Installed below the SDK Server's wrapper, which re-validates (and copies) every result.
-    // Well-formed calls do not reach it: connect() routes them straight to callTool (issue 6).
-    Protocol.prototype.setRequestHandler.call(server, CallToolRequestLight as never, ((
-      req: z.infer<typeof CallToolRequestLight>,
-      extra: Parameters<Parameters<Server['setRequestHandler']>[1]>[1],
-    ) => this.callTool(req.params, extra)) as never);
+    // `tools/call` is served as the fallback handler, not through `setRequestHandler`: the SDK
+    // Server wraps a registered `tools/call` handler in a strict request check and a result
+    // re-validation (and copy), which the broker's results must not pay (F17). Well-formed calls do
+    // not reach it at all: connect() routes them straight to callTool (issue 6). A call the light
+    // check refuses answers -32603 with the schema's message, as a registered handler's throw would.
+    server.fallbackRequestHandler = async (request: JSONRPCRequest, ctx: ServerContext) => {
+      if (request.method !== 'tools/call') throw new ProtocolError(ProtocolErrorCode.MethodNotFound, 'Method not found');
+      const req = CallToolRequestLight.parse(request);
+      return this.callTool(req.params, {
+        signal: ctx.mcpReq.signal,
+        sendNotification: (notification) => ctx.mcpReq.notify(notification),
+        sendRequest: ((r: never, schema: never, opts?: object) => ctx.mcpReq.send(r, schema, opts)) as DirectCallExtra['sendRequest'],
+      }) as never;
+    };
 
-    server.setRequestHandler(ListPromptsRequestSchema, async () => {
+    server.setRequestHandler('prompts/list', async () => {
       await gw.ready;
       return { prompts: [...gw.registry.roster.prompts.values()].map((p) => p.definition) };
     });
 
-    server.setRequestHandler(GetPromptRequestSchema, async (req, extra) => {
+    server.setRequestHandler('prompts/get', async (req, ctx) => {
       await gw.ready;
       const prompt = gw.registry.roster.prompts.get(req.params.name);
-      if (!prompt) throw new McpError(ErrorCode.InvalidParams, `Unknown prompt: ${req.params.name}`);
-      return this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, extra.signal);
+      if (!prompt) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${req.params.name}`);
+      return this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, ctx.mcpReq.signal);
     });
 
-    server.setRequestHandler(ListResourcesRequestSchema, async () => {
+    server.setRequestHandler('resources/list', async () => {
       await gw.ready;
       return { resources: [...gw.registry.roster.resources.values()].map((r) => r.resource) };
     });
 
-    server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => {
+    server.setRequestHandler('resources/templates/list', async () => {
       await gw.ready;
       return { resourceTemplates: gw.registry.roster.resourceTemplates.map((t) => t.template) };
     });
 
-    server.setRequestHandler(ReadResourceRequestSchema, async (req, extra) => {
+    server.setRequestHandler('resources/read', async (req, ctx) => {
       await gw.ready;
       const upstream = gw.upstreamForResource(req.params.uri);
-      if (!upstream) throw new McpError(-32002, `Resource not found: ${req.params.uri}`);
-      return this.forward(upstream.name, 'resources/read', req.params, extra.signal);
+      if (!upstream) throw new ProtocolError(-32002, `Resource not found: ${req.params.uri}`);
+      return this.forward(upstream.name, 'resources/read', req.params, ctx.mcpReq.signal);
     });
 
-    server.setRequestHandler(SubscribeRequestSchema, async (req) => {
+    server.setRequestHandler('resources/subscribe', async (req) => {
       await gw.ready;
       if (!this.subscribed.has(req.params.uri)) {
         this.subscribed.add(req.params.uri);
@@ -321,40 +317,40 @@ export class DownstreamSession {
       return {};
     });
 
-    server.setRequestHandler(UnsubscribeRequestSchema, async (req) => {
+    server.setRequestHandler('resources/unsubscribe', async (req) => {
       if (this.subscribed.delete(req.params.uri)) await gw.unsubscribe(req.params.uri);
       return {};
     });
 
-    server.setRequestHandler(SetLevelRequestSchema, async (req) => {
+    server.setRequestHandler('logging/setLevel', async (req) => {
       this.level = req.params.level;
       gw.setLogLevel(this.sessionId, req.params.level);
       return {};
     });
 
-    server.setRequestHandler(CompleteRequestSchema, async (req, extra) => {
+    server.setRequestHandler('completion/complete', async (req, ctx) => {
       await gw.ready;
       const ref = req.params.ref;
       if (ref.type === 'ref/prompt') {
         const prompt = gw.registry.roster.prompts.get(ref.name);
-        if (!prompt) throw new McpError(ErrorCode.InvalidParams, `Unknown prompt: ${ref.name}`);
-        return this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, extra.signal);
+        if (!prompt) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${ref.name}`);
+        return this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, ctx.mcpReq.signal);
       }
       const upstream = gw.upstreamForResource(ref.uri);
       if (!upstream) return { completion: { values: [] } };
-      return this.forward(upstream.name, 'completion/complete', req.params, extra.signal);
+      return this.forward(upstream.name, 'completion/complete', req.params, ctx.mcpReq.signal);
     });
   }
 
   private async forward(server: string, method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<never> {
     const upstream = this.gateway.registry.upstream(server);
-    if (!upstream) throw new McpError(ErrorCode.InvalidParams, `no upstream "${server}"`);
+    if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `no upstream "${server}"`);
     try {
       return (await upstream.request(method, params, { signal, timeoutMs: this.gateway.config.broker.timeoutMs })) as never;
     } catch (err) {
-      if (err instanceof McpError) throw err;
-      if (err instanceof BrokerError) throw new McpError(ErrorCode.InternalError, messageOf(err));
-      throw new McpError(ErrorCode.InternalError, `upstream "${server}": ${messageOf(err)}`);
+      if (err instanceof ProtocolError) throw err;
+      if (err instanceof BrokerError) throw new ProtocolError(ProtocolErrorCode.InternalError, messageOf(err));
+      throw new ProtocolError(ProtocolErrorCode.InternalError, `upstream "${server}": ${messageOf(err)}`);
     }
   }
 }

@@ -2,10 +2,11 @@
  * The transport an upstream is dialled over, by the kind of its config, and what a failed dial
  * reports (`McpUpstream`, connection.ts).
  */
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { SSEClientTransport, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
+import { httpStatusOf } from '../shared/sdk-errors.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { isolatedAbortFetch } from './isolated-fetch.js';
 import { stdioSpawnSpec } from './spawn-env.js';
@@ -44,14 +45,12 @@ export async function createUpstreamTransport(options: UpstreamTransportOptions)
   const url = new URL(config.url);
   const fetchImpl = isolatedAbortFetch(options.fetch ?? fetch);
   if (config.type === 'sse') {
-    const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
     return new SSEClientTransport(url, {
       requestInit,
       eventSourceInit: { fetch: (u, init) => fetchImpl(u, { ...init, headers: { ...(init?.headers as Record<string, string>), ...config.headers } }) },
       fetch: fetchImpl,
     });
   }
-  const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
   return new StreamableHTTPClientTransport(url, { requestInit, fetch: fetchImpl });
 }
 
@@ -66,9 +65,9 @@ export function dialFailure(err: unknown, transport: Transport | undefined): Ups
     const httpStatus = undefined;
     return { state: 'failed', errorCode: err.code, httpStatus, message };
   }
-  const code = (err as { code?: unknown })?.code;
-  if (typeof code === 'number' && code >= 100 && code < 600 && transport !== undefined && !(transport instanceof ChildProcessTransport)) {
-    return { state: 'failed', errorCode: 'http_status', httpStatus: code, message };
+  const httpStatus = httpStatusOf(err);
+  if (httpStatus !== undefined && transport !== undefined && !(transport instanceof ChildProcessTransport)) {
+    return { state: 'failed', errorCode: 'http_status', httpStatus, message };
   }
   const stderr = transport instanceof ChildProcessTransport ? transport.stderr.trim().split('\n').pop() : undefined;
   return { state: 'failed', errorCode: 'connect_failed', message: stderr ? `${message} (last stderr: ${stderr.slice(0, 200)})` : message };

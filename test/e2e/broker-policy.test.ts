@@ -6,7 +6,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ElicitRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBroker, waitFor, type StartedBroker } from './helpers.js';
 import { brokerUpstream, callsOf, callTool, configOf, runCli } from './broker-support.js';
@@ -63,7 +62,7 @@ describe('policy and approvals without elicitation', () => {
   it('a tool whose description changes after list_changed is refused as changed until mcp-broker approve', async () => {
     expect((await callTool(broker, 'fx__read', { text: 'before' })).outcome).toBe('ok');
     let changed = false;
-    broker.client.setNotificationHandler(ToolListChangedNotificationSchema, async () => void (changed = true));
+    broker.client.setNotificationHandler('notifications/tools/list_changed', async () => void (changed = true));
     expect((await callTool(broker, 'fx__mutate')).outcome).toBe('ok');
     await waitFor(() => changed, 'tools/list_changed');
     await waitFor(async () => (await broker.client.listTools()).tools.find((t) => t.name === 'fx__read')?.description?.includes('mails'), 'the new description');
@@ -110,7 +109,7 @@ describe('ask with an elicitation client', () => {
       env: { FIXTURE_LOG: log },
       capabilities: { elicitation: {} },
     });
-    broker.client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    broker.client.setRequestHandler('elicitation/create', async (req) => {
       messages.push(req.params.message);
       return { action: answers.shift() ?? 'decline' };
     });

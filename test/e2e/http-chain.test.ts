@@ -7,8 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, readNdjson, startBroker, waitFor, type RecordLine, type SeenNotification } from './helpers.js';
 import { connectHttp, startHttpBroker, type HttpBroker } from '../transports/harness.js';
@@ -90,14 +89,14 @@ describe('broker chains', () => {
 
     it('progress crosses both hops', async () => {
       const seen: number[] = [];
-      await client.callTool({ name: await nameOf('slow'), arguments: { ms: 600, tickMs: 100 } }, CallToolResultSchema, { onprogress: (p) => seen.push(p.progress) });
+      await client.callTool({ name: await nameOf('slow'), arguments: { ms: 600, tickMs: 100 } }, { onprogress: (p) => seen.push(p.progress) });
       expect(seen.length).toBeGreaterThanOrEqual(1);
     });
 
     it('cancellation crosses both hops and reaches the innermost upstream', async () => {
       const before = fixtureEvents().length;
       const aborter = new AbortController();
-      const call = client.callTool({ name: await nameOf('slow'), arguments: { ms: 30_000 } }, CallToolResultSchema, { signal: aborter.signal });
+      const call = client.callTool({ name: await nameOf('slow'), arguments: { ms: 30_000 } }, { signal: aborter.signal });
       await waitFor(() => fixtureEvents().slice(before).some((e) => e.event === 'call' && e.tool === 'slow'), 'the slow call at the innermost upstream', 15_000);
       aborter.abort('cancelled by the test');
       await expect(call).rejects.toThrow();

@@ -2,7 +2,7 @@ import fs, { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'no
 import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterAll, describe, expect, it } from 'vitest';
 import { NdjsonRecordSink, type RecordSink } from '../../src/audit/records.js';
 import { Broker } from '../../src/broker/broker.js';

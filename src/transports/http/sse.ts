@@ -11,8 +11,8 @@
  * every `http.keepAliveMs`.
  */
 import type { Express, Request, Response } from 'express';
-import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
-import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
+import { JSONRPCMessageSchema } from '@modelcontextprotocol/core';
+import { SSEServerTransport } from '@modelcontextprotocol/server-legacy/sse';
 import { messageOf } from '../../shared/errors.js';
 import { DownstreamSession } from '../session.js';
 import { jsonBody, keepStreamAlive, type HttpContext } from './context.js';
