@@ -7,6 +7,12 @@
  * `list_changed` to every session, `resources/updated` to subscribed sessions, upstream
  * `notifications/message` to sessions at or above their `logging/setLevel` (case F01).
  * `tools/call` results are not re-validated or copied on the way out (case F17).
+ *
+ * Era: the SDK v2 `Server` here serves the 2025-11-25 (legacy) era only, as before: it is built
+ * with the SDK's default `supportedProtocolVersions` (`initialize` revisions 2024-10-07 to
+ * 2025-11-25, no modern one), so it installs no `server/discover` handler and a 2026-07-28
+ * client falls back to `initialize`. One `Server` per session stays the unit for legacy
+ * sessions when the modern era is served beside it.
  */
 import { ElicitResultSchema, LoggingLevelSchema } from '@modelcontextprotocol/core';
 import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
@@ -304,7 +310,8 @@ export class DownstreamSession {
     server.setRequestHandler('resources/read', async (req, ctx) => {
       await gw.ready;
       const upstream = gw.upstreamForResource(req.params.uri);
-      if (!upstream) throw new ProtocolError(-32002, `Resource not found: ${req.params.uri}`);
+      // -32602 on every revision: the v2 SDK re-codes a thrown -32002 (2025-11-25's code) as -32602 anyway.
+      if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Resource not found: ${req.params.uri}`);
       return this.forward(upstream.name, 'resources/read', req.params, ctx.mcpReq.signal);
     });
 

@@ -131,6 +131,12 @@ describe.each<Kind>(['stdio', 'streamable', 'sse'])('transport contract: %s', (k
     expect(prompt.messages[0]?.content).toMatchObject({ type: 'text', text: 'hello ada' });
   });
 
+  it('answers a read of a resource no upstream serves with -32602 (the SDK v2 code on every revision), naming the uri', async () => {
+    const err = (await face.client.readResource({ uri: 'nowhere://x' }).catch((e: unknown) => e)) as { code?: unknown; message?: string };
+    expect(err.code).toBe(-32602);
+    expect(err.message).toContain('nowhere://x');
+  });
+
   it('routes an upstream sampling request during a call to the calling client', async () => {
     const result = await face.client.callTool({ name: 'conf__test_sampling', arguments: { prompt: 'two plus two' } });
     expect(textOf(result)).toContain('LLM response: sampled:');
