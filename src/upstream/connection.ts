@@ -6,7 +6,7 @@
  *   pagination followed; a failing `tools/list` fails the dial and it is retried, never left
  *   "connected with zero tools" (F12).
  * - A crash rejects every in-flight request at once (the SDK rejects pending requests with
- *   -32000 when the transport closes; F08), withdraws the catalog (`changed`), and schedules a
+ *   `SdkError` `ConnectionClosed` when the transport closes; F08), withdraws the catalog (`changed`), and schedules a
  *   restart after `initialDelayMs · 2^n` (jittered, capped at `maxDelayMs`).
  * - Progress uses the broker's own token per call, so no progress event is lost to the SDK's
  *   response/notification ordering, and each update reaches exactly the call it belongs to (F02).
