@@ -11,8 +11,8 @@
  *                                              (port 0 or absent: any free port), the same code
  *                                              as bench/sdk-http-floor.mjs
  */
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
+import { McpServer } from '@modelcontextprotocol/server';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
 
@@ -41,7 +41,7 @@ export function createEchoServer() {
     'echo',
     {
       description: 'Returns its text argument unchanged.',
-      inputSchema: { text: z.string() },
+      inputSchema: z.object({ text: z.string() }),
       annotations: { readOnlyHint: true },
     },
     async ({ text }) => ({ content: [{ type: 'text', text }] }),
@@ -50,7 +50,7 @@ export function createEchoServer() {
     'blob',
     {
       description: 'Returns a text of exactly `bytes` bytes.',
-      inputSchema: { bytes: z.number().int().min(0).max(256 * 1024 * 1024) },
+      inputSchema: z.object({ bytes: z.number().int().min(0).max(256 * 1024 * 1024) }),
       annotations: { readOnlyHint: true },
     },
     async ({ bytes }) => ({ content: [{ type: 'text', text: blobText(bytes) }] }),

@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { pathToFileURL } from 'node:url';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { createEchoServer } from './echo-server.mjs';
 
 /** Serves the echo tools over Streamable HTTP at `/mcp`; resolves with the bound port. */
@@ -32,7 +32,7 @@ export async function serveSdkHttp({ port = 0, host = '127.0.0.1' } = {}) {
           res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } }));
           return;
         }
-        transport = new StreamableHTTPServerTransport({
+        transport = new NodeStreamableHTTPServerTransport({
           sessionIdGenerator: () => randomUUID(),
           onsessioninitialized: (sid) => sessions.set(sid, transport),
         });

@@ -3,7 +3,8 @@
  * (DESIGN.md "Folders"). Transports create sessions on it; nothing else constructs parts.
  */
 import { EventEmitter } from 'node:events';
-import { LoggingLevelSchema, type ClientCapabilities, type LoggingLevel, type LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
+import type { ClientCapabilities, LoggingLevel, LoggingMessageNotification } from '@modelcontextprotocol/server';
+import { LoggingLevelSchema } from '@modelcontextprotocol/core';
 
 /** MCP log levels, most verbose first. */
 const LOG_SEVERITY = LoggingLevelSchema.options;
@@ -30,7 +31,7 @@ import { SqliteStore, type Store } from './store/index.js';
 import type { LoadedConfig } from './config/load.js';
 import { serverKind, type RestServerConfig, type ServerConfig } from './config/schema.js';
 import { assertNoRosterCollision, loadFunctionModules, ToolRouter } from './router/index.js';
-import { registerBuiltins, type Builtins } from './builtins/index.js';
+import { registerBuiltins, type Builtins, type ExperimentalCapabilities } from './builtins/index.js';
 import { systemClock, type Clock } from './shared/clock.js';
 import { ConfigError, messageOf } from './shared/errors.js';
 import type { Logger } from './shared/logger.js';
@@ -96,7 +97,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly primitives: PrimitiveGuard;
   private readonly env: NodeJS.ProcessEnv;
   /** `experimental` capabilities every session declares (the builtins', e.g. `mcp-broker/reconnect`). */
-  readonly experimental: Record<string, object>;
+  readonly experimental: ExperimentalCapabilities;
   private readonly builtins: Builtins;
   /** Settles when every upstream's first dial has settled (ready or failed). */
   readonly ready: Promise<void>;

@@ -9,9 +9,8 @@
 import { setMaxListeners } from 'node:events';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { freePort, spawnListening, tail } from './procs.mjs';
 
 const require = createRequire(import.meta.url);

@@ -6,6 +6,7 @@
  *
  * Never throws: every way an ask can end is an {@link AskVerdict}.
  */
+import { isRequestTimeout } from '../shared/sdk-errors.js';
 import type { CallerSession } from './types.js';
 
 /** How an ask ended. Only `approved` lets a call go on. */
@@ -46,9 +47,7 @@ export async function askApproval(session: CallerSession, options: AskOptions): 
     if (answer.action === 'decline') return { approved: false, why: 'declined', reason: 'approval declined by the user' };
     return { approved: false, why: 'cancelled', reason: 'approval prompt dismissed by the user' };
   } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    // -32001 is the SDK's request timeout.
-    if (code === -32001 && !options.signal?.aborted) {
+    if (isRequestTimeout(err) && !options.signal?.aborted) {
       return { approved: false, why: 'timeout', reason: `approval not given within ${options.timeoutMs} ms` };
     }
     const text = err instanceof Error ? err.message.replace(/\s*\n\s*/g, ' ') : String(err);

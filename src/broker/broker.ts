@@ -7,7 +7,7 @@
  * carries the upstream's body keeps every block, `structuredContent` and `_meta` key, with the
  * outcome and call id added to `_meta`.
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { Clock } from '../shared/clock.js';
 import { newCallId } from '../shared/ids.js';
 import { MemoryRelief } from '../shared/memory-relief.js';

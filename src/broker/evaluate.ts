@@ -6,7 +6,7 @@
  * matching one of `policy.output.deny` (regular expressions) → `withheld`. The reason names the
  * limit or the pattern's index, never the matched text.
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { ConfigError } from '../shared/errors.js';
 import { carriesResult } from './outcomes.js';
 import { approximateJsonBytes } from './record.js';

@@ -10,8 +10,9 @@
  * guard, a denial, an upstream that is not connected, a message that cannot be serialised) is
  * never the upstream's fault.
  */
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError, SdkError } from '@modelcontextprotocol/client';
 import { BrokerError, messageOf } from '../shared/errors.js';
+import { httpStatusOf, isTransportFault } from '../shared/sdk-errors.js';
 import type { Outcome } from './outcomes.js';
 
 /** A failed attempt, classified. */
@@ -81,20 +82,20 @@ export function classifyFailure(err: unknown): AttemptFailure {
       ...(data?.retryAfterMs !== undefined ? { retryAfterMs: data.retryAfterMs } : {}),
     };
   }
-  if (err instanceof McpError) {
-    // From the upstream (a JSON-RPC error), or the connection to it failing mid-request.
-    if (err.code === -32602) return { outcome: 'invalid_arguments', reason: oneLine(err.message), sent: true, retryable: false };
-    // -32000 connection closed, -32001 request timeout from the transport: transport faults.
-    return { outcome: 'upstream_error', reason: oneLine(err.message), sent: true, retryable: err.code === -32000 || err.code === -32001 };
+  const httpStatus = httpStatusOf(err);
+  if (ProtocolError.isInstance(err) || (SdkError.isInstance(err) && httpStatus === undefined)) {
+    // From the upstream (a JSON-RPC error, `ProtocolError`), or the SDK's own failure mid-request (`SdkError`).
+    if (ProtocolError.isInstance(err) && err.code === -32602) return { outcome: 'invalid_arguments', reason: oneLine(err.message), sent: true, retryable: false };
+    // A closed connection or a timed-out request (the SDK's, or -32000/-32001 from the peer): transport faults.
+    return { outcome: 'upstream_error', reason: oneLine(err.message), sent: true, retryable: isTransportFault(err) };
   }
-  // The SDK's HTTP transports throw errors whose numeric `code` is the HTTP status (-1: not HTTP).
+  // The SDK's HTTP transports report the HTTP status of a refusal (SdkHttpError, SseError).
   const code = (err as { code?: unknown } | null | undefined)?.code;
-  const httpStatus = typeof code === 'number' && code >= 100 && code < 600 ? code : undefined;
   return {
     outcome: 'upstream_error',
     reason: sayOnce(httpStatus ? `HTTP ${httpStatus} from the upstream: ${messageOf(err)}` : messageOf(err)),
     sent: true,
-    retryable: typeof code === 'number' ? isRetryableStatus(httpStatus) : true,
+    retryable: httpStatus !== undefined || typeof code === 'number' ? isRetryableStatus(httpStatus) : true,
   };
 }
 
@@ -103,8 +104,10 @@ function isRetryableStatus(status: number | undefined): boolean {
 }
 
 /**
- * `MCP error <code>: ` repeated at the start of a message, as the SDK builds it each time an
- * error crosses a hop (the upstream's own `McpError`, then ours around its wire message).
+ * `MCP error <code>: ` repeated at the start of a message, as SDK v1 builds it each time an
+ * error crosses a hop (the upstream's own `McpError`, then a v1 client's around its wire
+ * message). The v2 SDK adds no prefix (`ProtocolError`'s message is the wire message), but an
+ * upstream on SDK v1 (the npm reference servers) still sends it, once or more, in its message.
  */
 const REPEATED_PREFIX = /^(MCP error (-?\d+): )(?:MCP error \2: )+/;
 

@@ -4,7 +4,7 @@
  * off data the handler returns: a file read, a fetched page or a query's rows may well hold a
  * top-level `success: false` of their own.
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 
 export interface VerdictOptions {
   /**

@@ -17,7 +17,7 @@
  * marked `sessionLost` and retryable at once: the request was not processed and a new session
  * is open (upstream/connection.ts).
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/client';
 import { argumentsProblem } from './arguments.js';
 import { classifyFailure, oneLine } from './failure.js';
 import { handlerFailure } from './handler-failure.js';

@@ -12,7 +12,7 @@
  *   nothing when no pinned definition is stored. A changed description never reaches a model
  *   before it is approved. The judge refuses the calls (`unregistered`, reason `changed`).
  */
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/server';
 import type { Clock } from '../shared/clock.js';
 import { messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';

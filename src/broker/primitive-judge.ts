@@ -17,11 +17,12 @@
  * tools only. Fail closed: a request whose record cannot be written is answered `guard_error`
  * and the upstream's answer withheld; one already refused keeps its outcome.
  */
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import type { RecordPublisher } from '../audit/publisher.js';
 import type { RecordSink } from '../audit/records.js';
 import type { Clock } from '../shared/clock.js';
 import { messageOf } from '../shared/errors.js';
+import { isRequestTimeout } from '../shared/sdk-errors.js';
 import { newCallId } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { askApproval } from './ask.js';
@@ -190,15 +191,16 @@ function askMessage(request: PrimitiveRequest, why: string): string {
 function classify(err: unknown, signal: AbortSignal): { outcome: Outcome; reason: string } {
   const reason = oneLine(messageOf(err));
   if (signal.aborted) return { outcome: 'cancelled', reason: 'cancelled by the client' };
-  if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) return { outcome: 'timeout', reason };
-  if (err instanceof McpError && err.code === ErrorCode.InvalidParams) return { outcome: 'invalid_arguments', reason };
+  // The SDK's own timeout, or -32001 as the upstream boundary passes it on (upstream-scrub.ts).
+  if (isRequestTimeout(err)) return { outcome: 'timeout', reason };
+  if (ProtocolError.isInstance(err) && err.code === ProtocolErrorCode.InvalidParams) return { outcome: 'invalid_arguments', reason };
   return { outcome: 'upstream_error', reason };
 }
 
 /** The JSON-RPC error of a broker refusal. */
-function refusalError(outcome: Outcome, reason: string | undefined, callId: string): McpError {
-  const code = outcome === 'denied' || outcome === 'approval_required' ? POLICY_REFUSED_CODE : ErrorCode.InternalError;
-  return new McpError(code, reason ? `${outcome}: ${oneLine(reason)}` : outcome, { [OUTCOME_META_KEY]: outcome, [CALL_ID_META_KEY]: callId });
+function refusalError(outcome: Outcome, reason: string | undefined, callId: string): ProtocolError {
+  const code = outcome === 'denied' || outcome === 'approval_required' ? POLICY_REFUSED_CODE : ProtocolErrorCode.InternalError;
+  return new ProtocolError(code, reason ? `${outcome}: ${oneLine(reason)}` : outcome, { [OUTCOME_META_KEY]: outcome, [CALL_ID_META_KEY]: callId });
 }
 
 function oneLine(text: string): string {

@@ -11,7 +11,7 @@
  * scrubbed value is validated against it ({@link JsonSchemas}: Ajv, as the SDK's clients do):
  * one that no longer fits is `withheld`, never a result that would fail the client's validation.
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { JsonSchemas } from '../shared/json-schemas.js';
 import type { Scrubber } from '../shared/scrub.js';
 import type { Stage } from './runner.js';

@@ -2,7 +2,7 @@
  * One `tools/call` as it moves through the broker path (seed 002_7bce204a86c1c7ba.txt).
  * Stages read and write this object; the runner owns its lifecycle.
  */
-import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, Tool } from '@modelcontextprotocol/server';
 import type { ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
 import type { Outcome } from './outcomes.js';
 

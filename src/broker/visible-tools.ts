@@ -5,7 +5,7 @@
  * listed tool with its configured `description`, `title` and `annotations` laid over it. A call
  * to a hidden tool is still judged and refused `denied`, never run.
  */
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/server';
 import { decide, type CompiledPolicy } from './policy.js';
 import type { ToolTarget } from './types.js';
 

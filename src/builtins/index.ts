@@ -4,6 +4,7 @@
  * relay's `estate__*` tools (issue 4) under server `estate`, when served (`estateServed`). Registered as function tools, so
  * every call to them passes the same broker path as an upstream call.
  */
+import type { ServerCapabilities } from '@modelcontextprotocol/server';
 import { isPrivilegedPrincipal } from '../broker/policy.js';
 import type { LoadedConfig } from '../config/load.js';
 import type { ToolRouter } from '../router/router.js';
@@ -15,6 +16,9 @@ import type { Store } from '../store/store.js';
 import type { Registry } from '../upstream/registry.js';
 import { estateServed, estateTools, type ProposalStore } from './estate/index.js';
 import { RECONNECT_CAPABILITY, reconnectTool } from './reconnect.js';
+
+/** The `experimental` member of the server capabilities: JSON objects keyed by capability name. */
+export type ExperimentalCapabilities = NonNullable<ServerCapabilities['experimental']>;
 
 /** What the builtins need of the gateway. */
 export interface BuiltinHost {
@@ -30,7 +34,7 @@ export interface BuiltinHost {
 
 export interface Builtins {
   /** `experimental` capabilities every downstream session declares (`mcp-broker/reconnect`). */
-  readonly experimental: Record<string, object>;
+  readonly experimental: ExperimentalCapabilities;
   /** Closes what the builtins opened (their own store, if any). */
   close(): Promise<void>;
 }
@@ -44,7 +48,7 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
     const isPrivileged = (principal: string) => isPrivilegedPrincipal(host.config.principals, principal);
     host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock, isPrivileged }), { server: 'estate' });
   }
-  const experimental: Record<string, object> = {};
+  const experimental: ExperimentalCapabilities = {};
   // Advertised where there is something to re-dial (seed 004: the capability bit and the verb derive from the same facts).
   if (host.registry.upstreams.length > 0) experimental[RECONNECT_CAPABILITY] = { tool: 'broker__reconnect' };
   return {

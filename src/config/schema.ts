@@ -334,6 +334,9 @@ export const DEFAULT_MAX_STREAMS = 1000;
 /** Default of `http.maxStreamsPerPrincipal`. */
 export const DEFAULT_MAX_STREAMS_PER_PRINCIPAL = 100;
 
+/** Any JSON value (capabilities are JSON objects in SDK v2's types); one instance, so servers.schema.json defines it once. */
+const jsonValue = z.json();
+
 export const httpSchema = z
   .object({
     /** Idle sessions are closed after this long, in ms. */
@@ -354,8 +357,8 @@ export const httpSchema = z
      */
     clientCapabilities: z
       .object({
-        sampling: z.record(z.string(), z.unknown()).optional(),
-        elicitation: z.record(z.string(), z.unknown()).optional(),
+        sampling: z.record(z.string(), jsonValue).optional(),
+        elicitation: z.record(z.string(), jsonValue).optional(),
         roots: z.object({ listChanged: z.boolean().optional() }).optional(),
       })
       .strict()

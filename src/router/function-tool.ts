@@ -9,7 +9,7 @@
  * formatted zod issues.
  */
 import { z } from 'zod';
-import type { CallToolResult, Tool, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Tool, ToolAnnotations } from '@modelcontextprotocol/server';
 import type { BrokerCall, CallerSession } from '../broker/types.js';
 import type { ProgressUpdate } from '../upstream/types.js';
 

@@ -25,7 +25,7 @@
  * connection has gone, does NOT run the handler (`error`/`connection_lost`): no side effect
  * that could not be acknowledged.
  */
-import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { askApproval, stillLive } from '../broker/ask.js';
 import type { Dispatcher } from '../broker/invoke.js';

@@ -6,7 +6,7 @@
  * once, when its newline arrives: no re-scanning, no quadratic growth.
  */
 import type { Writable } from 'node:stream';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { encodeMessage, messageIdFromEnds, parseResponseLine, RAW_MIN_BYTES, type MessageEnds } from './raw-json.js';
 
 /** Default upper bound of one message, in bytes: 64 MiB. */

@@ -1,19 +1,23 @@
 /**
  * JSON Schema checks with the SDK's own Ajv setup (`AjvJsonSchemaValidator`: all errors,
- * formats checked, unknown keywords ignored), so a value we pass is one the SDK's clients and
- * servers would pass too. Used for a tool's `outputSchema` (scrub stage) and a rest tool's
- * `inputSchema` (issue 7). Each schema object is compiled once and kept while it lives.
+ * formats checked, unknown keywords ignored). Used for a tool's `outputSchema` (scrub stage) and
+ * a rest tool's `inputSchema` (issue 7). Each schema object is compiled once and kept while it
+ * lives.
+ *
+ * The dialect is draft-07 for every schema, as with SDK v1's default engine: SDK v2's default
+ * provider dispatches on `$schema` (2020-12 when absent), so it is handed the draft-07 `Ajv`
+ * built the way the SDK documents as the v1 equivalent.
  *
  * The reasons are Ajv's `errorsText`: instance paths and rules (`data/qty must be integer`),
  * never the values checked.
  */
-import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
-import type { JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import type { JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/server';
+import { Ajv, AjvJsonSchemaValidator, addFormats } from '@modelcontextprotocol/server/validators/ajv';
 import { messageOf } from './errors.js';
 
 /** Compiles JSON Schemas once per schema object and checks values against them. */
 export class JsonSchemas {
-  private readonly provider = new AjvJsonSchemaValidator();
+  private readonly provider = new AjvJsonSchemaValidator(draft07());
   private readonly compiled = new WeakMap<object, JsonSchemaValidator<unknown> | Error>();
 
   /** Why `schema` does not compile, or `undefined` when it does. */
@@ -42,4 +46,11 @@ export class JsonSchemas {
     }
     return validator;
   }
+}
+
+/** SDK v1's default engine: draft-07 Ajv, all errors, formats checked, schemas not meta-validated, unknown keywords ignored. */
+function draft07(): InstanceType<typeof Ajv> {
+  const ajv = new Ajv({ strict: false, validateFormats: true, validateSchema: false, allErrors: true });
+  addFormats(ajv);
+  return ajv;
 }

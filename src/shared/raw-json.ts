@@ -12,7 +12,7 @@
  * Remembered results are deep-frozen: a stage that edited one in place would otherwise have its
  * edit silently dropped on the wire. Stages copy on write (see `broker/scrub.ts`).
  */
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 
 /** Smallest response line whose result bytes are remembered, in bytes: 16 KiB. Below it serialising is cheaper than the bookkeeping. */
 export const RAW_MIN_BYTES = 16 * 1024;

@@ -13,9 +13,8 @@
  * with its numeric `code` (else -32603), `message` and `data`; closing the transport aborts
  * every call in flight.
  */
-import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ErrorCode, McpError, RELATED_TASK_META_KEY, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolErrorCode, RELATED_TASK_META_KEY, SdkError, SdkErrorCode } from '@modelcontextprotocol/server';
+import type { JSONRPCMessage, Server, Transport } from '@modelcontextprotocol/server';
 
 /** The `tools/call` params the direct lane accepts (what the session's zod schema accepts, minus tasks). */
 export interface DirectCallParams {
@@ -25,7 +24,7 @@ export interface DirectCallParams {
   [key: string]: unknown;
 }
 
-/** The part of the SDK's `RequestHandlerExtra` a tools/call handler uses. */
+/** What a tools/call handler uses of a request's context (the SDK's `ctx.mcpReq`, flat: `signal`, `id`, `_meta`, `notify`, `send`). */
 export interface DirectCallExtra {
   signal: AbortSignal;
   /** Aborts `signal` (the broker's deadline and shutdown use it); the answer is still sent. */
@@ -85,7 +84,7 @@ export function routeToolsCallDirectly(server: Server, transport: Transport, han
         if (!controller.signal.aborted) await server.notification(notification, { ...options, relatedRequestId: id });
       },
       sendRequest: (async (request: never, schema: never, options?: object) => {
-        if (controller.signal.aborted) throw new McpError(ErrorCode.ConnectionClosed, 'Request was cancelled');
+        if (controller.signal.aborted) throw new SdkError(SdkErrorCode.ConnectionClosed, 'Request was cancelled');
         return server.request(request, schema, { ...options, relatedRequestId: id });
       }) as Server['request'],
     };
@@ -97,7 +96,7 @@ export function routeToolsCallDirectly(server: Server, transport: Transport, han
         },
         (error: { code?: unknown; message?: string; data?: unknown }) => {
           if (state.cancelled) return;
-          const code = typeof error?.code === 'number' && Number.isSafeInteger(error.code) ? error.code : ErrorCode.InternalError;
+          const code = typeof error?.code === 'number' && Number.isSafeInteger(error.code) ? error.code : ProtocolErrorCode.InternalError;
           const body = { code, message: error?.message ?? 'Internal error', ...(error?.data !== undefined && { data: error.data }) };
           return transport.send({ jsonrpc: '2.0', id, error: body } as JSONRPCMessage);
         },

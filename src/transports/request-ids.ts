@@ -4,8 +4,7 @@
  * can never be cross-wired. Ids are keyed by type, so `1` and `"1"` stay distinct. Also peeks at
  * `initialize` to hand the client's capabilities to the gateway before the handshake finishes.
  */
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { ClientCapabilities, JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { Transport, ClientCapabilities, JSONRPCMessage } from '@modelcontextprotocol/server';
 
 export function guardRequestIds(transport: Transport, hooks: { onInitialize?: (caps: ClientCapabilities) => void } = {}): void {
   const inflight = new Set<string>();

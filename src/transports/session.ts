@@ -8,30 +8,24 @@
  * `notifications/message` to sessions at or above their `logging/setLevel` (case F01): the
  * session of the call it is tied to, else privileged sessions only.
  * `tools/call` results are not re-validated or copied on the way out (case F17).
+ *
+ * Era: the SDK v2 `Server` here serves the 2025-11-25 (legacy) era only, as before: it is built
+ * with the SDK's default `supportedProtocolVersions` (`initialize` revisions 2024-10-07 to
+ * 2025-11-25, no modern one), so it installs no `server/discover` handler and a 2026-07-28
+ * client falls back to `initialize`. One `Server` per session stays the unit for legacy
+ * sessions when the modern era is served beside it.
  */
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  CompleteRequestSchema,
-  ElicitResultSchema,
-  ErrorCode,
-  GetPromptRequestSchema,
-  ListPromptsRequestSchema,
-  ListResourcesRequestSchema,
-  ListResourceTemplatesRequestSchema,
-  ListToolsRequestSchema,
-  LoggingLevelSchema,
-  McpError,
-  ReadResourceRequestSchema,
-  SetLevelRequestSchema,
-  SubscribeRequestSchema,
-  UnsubscribeRequestSchema,
-  type ClientCapabilities,
-  type JSONRPCMessage,
-  type LoggingLevel,
-  type ServerCapabilities,
-} from '@modelcontextprotocol/sdk/types.js';
+import { ElicitResultSchema, LoggingLevelSchema } from '@modelcontextprotocol/core';
+import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
+import type {
+  ClientCapabilities,
+  JSONRPCMessage,
+  JSONRPCRequest,
+  LoggingLevel,
+  ServerCapabilities,
+  ServerContext,
+  Transport,
+} from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { listAsPinned } from '../broker/pins.js';
 import { visibleTools } from '../broker/visible-tools.js';
@@ -83,13 +77,22 @@ export interface SessionOptions {
   /** Called with the client's capabilities as its `initialize` request arrives. */
   onInitialize?: (capabilities: ClientCapabilities) => void;
   /** Extra capabilities (the broker's experimental ones). */
-  experimental?: Record<string, object>;
+  experimental?: Gateway['experimental'];
 }
 
 /** Merged `experimental` capabilities; undefined when there are none. */
-function experimentalOf(...sources: (Record<string, object> | undefined)[]): Record<string, object> | undefined {
-  const merged = Object.assign({}, ...sources.filter(Boolean)) as Record<string, object>;
+function experimentalOf(...sources: (Gateway['experimental'] | undefined)[]): Gateway['experimental'] | undefined {
+  const merged: Gateway['experimental'] = Object.assign({}, ...sources.filter(Boolean));
   return Object.keys(merged).length ? merged : undefined;
+}
+
+/** What the broker uses of a request handler's context (`ctx.mcpReq`), in the shape the direct lane hands over. */
+function extraOf(ctx: ServerContext): Pick<DirectCallExtra, 'signal' | 'sendNotification' | 'sendRequest'> {
+  return {
+    signal: ctx.mcpReq.signal,
+    sendNotification: (notification) => ctx.mcpReq.notify(notification),
+    sendRequest: ((r: never, schema: never, opts?: object) => ctx.mcpReq.send(r, schema, opts)) as DirectCallExtra['sendRequest'],
+  };
 }
 
 export class DownstreamSession {
@@ -193,7 +196,7 @@ export class DownstreamSession {
       const needed = CAPABILITY_FOR_REQUEST[request.method];
       const declared = this.server.getClientCapabilities();
       if (needed && !declared?.[needed]) {
-        throw new McpError(ErrorCode.MethodNotFound, `the calling client did not declare the "${needed}" capability`);
+        throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client did not declare the "${needed}" capability`);
       }
       return send(request, signal);
     };
@@ -242,7 +245,7 @@ export class DownstreamSession {
     if (!gw.readySettled) await gw.ready;
     const { name, arguments: args, _meta } = params;
     const target = gw.router.resolve(name);
-    if (!target) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}${gw.registry.unknownToolHint()}`);
+    if (!target) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}${gw.registry.unknownToolHint()}`);
     const { progressToken, ...meta } = _meta ?? {};
     let last = -Infinity;
     const answer = await gw.broker.call(
@@ -275,7 +278,7 @@ export class DownstreamSession {
     const gw = this.gateway;
     const server = this.server;
 
-    server.setRequestHandler(ListToolsRequestSchema, async () => {
+    server.setRequestHandler('tools/list', async () => {
       await gw.ready;
       // Upstream tools as pinned for this principal: a changed one as approved, or withheld.
       const rosterTool = (name: string) => gw.registry.roster.tools.get(name);
@@ -284,56 +287,62 @@ export class DownstreamSession {
       return { tools: visibleTools(pinned, this.principal, gw.toolVisibility) };
     });
 
-    // Installed below the SDK Server's wrapper, which re-validates (and copies) every result.
-    // Well-formed calls do not reach it: connect() routes them straight to callTool (issue 6).
-    Protocol.prototype.setRequestHandler.call(server, CallToolRequestLight as never, ((
-      req: z.infer<typeof CallToolRequestLight>,
-      extra: Parameters<Parameters<Server['setRequestHandler']>[1]>[1],
-    ) => this.callTool(req.params, extra)) as never);
+    // `tools/call` is served as the fallback handler, not through `setRequestHandler`: the SDK
+    // Server wraps a registered `tools/call` handler in a strict request check and a result
+    // re-validation (and copy), which the broker's results must not pay (F17). Well-formed calls do
+    // not reach it at all: connect() routes them straight to callTool (issue 6). A call the light
+    // check refuses answers -32603 with the schema's message, as a registered handler's throw would.
+    server.fallbackRequestHandler = async (request: JSONRPCRequest, ctx: ServerContext) => {
+      if (request.method !== 'tools/call') throw new ProtocolError(ProtocolErrorCode.MethodNotFound, 'Method not found');
+      const req = CallToolRequestLight.parse(request);
+      return this.callTool(req.params, extraOf(ctx)) as never;
+    };
 
     // Lists leave out what the policy denies this principal; gets, reads, completions and
     // subscriptions are judged and recorded by `gw.primitives` (broker/primitive-judge.ts).
     const shown = (server: string, type: 'prompt' | 'resource', name: string) => gw.primitives.visible(this.principal, { server, type, name });
 
-    server.setRequestHandler(ListPromptsRequestSchema, async () => {
+    server.setRequestHandler('prompts/list', async () => {
       await gw.ready;
       return { prompts: [...gw.registry.roster.prompts.values()].filter((p) => shown(p.server, 'prompt', p.name)).map((p) => p.definition) };
     });
 
-    server.setRequestHandler(GetPromptRequestSchema, async (req, extra) => {
+    server.setRequestHandler('prompts/get', async (req, ctx) => {
       await gw.ready;
       const prompt = gw.registry.roster.prompts.get(req.params.name);
-      if (!prompt) throw new McpError(ErrorCode.InvalidParams, `Unknown prompt: ${req.params.name}`);
+      if (!prompt) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${req.params.name}`);
       const judged = { kind: 'prompt', server: prompt.server, type: 'prompt', name: prompt.name, ownName: prompt.promptName, args: req.params.arguments ?? {} } as const;
-      return this.guarded(judged, extra, () => this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, extra.signal));
+      return this.guarded(judged, ctx, () => this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, ctx.mcpReq.signal));
     });
 
-    server.setRequestHandler(ListResourcesRequestSchema, async () => {
+    server.setRequestHandler('resources/list', async () => {
       await gw.ready;
       return { resources: [...gw.registry.roster.resources.values()].filter((r) => shown(r.server, 'resource', r.resource.uri)).map((r) => r.resource) };
     });
 
-    server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => {
+    server.setRequestHandler('resources/templates/list', async () => {
       await gw.ready;
       return { resourceTemplates: gw.registry.roster.resourceTemplates.filter((t) => shown(t.server, 'resource', t.template.uriTemplate)).map((t) => t.template) };
     });
 
-    server.setRequestHandler(ReadResourceRequestSchema, async (req, extra) => {
+    server.setRequestHandler('resources/read', async (req, ctx) => {
       await gw.ready;
       const upstream = gw.upstreamForResource(req.params.uri);
-      if (!upstream) throw new McpError(-32002, `Resource not found: ${req.params.uri}`);
+      // -32602 on every revision: the v2 SDK re-codes a thrown -32002 (2025-11-25's code) as -32602 anyway.
+      if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Resource not found: ${req.params.uri}`);
       const judged = { kind: 'resource', server: upstream.name, type: 'resource', name: req.params.uri, ownName: req.params.uri, args: {} } as const;
-      return this.guarded(judged, extra, () => this.forward(upstream.name, 'resources/read', req.params, extra.signal));
+      return this.guarded(judged, ctx, () => this.forward(upstream.name, 'resources/read', req.params, ctx.mcpReq.signal));
     });
 
-    server.setRequestHandler(SubscribeRequestSchema, async (req, extra) => {
+    server.setRequestHandler('resources/subscribe', async (req, ctx) => {
       await gw.ready;
       const { uri } = req.params;
       // Judged before it counts: a refused subscription never reaches the upstream nor hears `resources/updated`.
       const upstream = gw.upstreamForResource(uri);
-      if (!upstream) throw new McpError(-32002, `Resource not found: ${uri}`);
+      // -32602, as for a read (above).
+      if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Resource not found: ${uri}`);
       const judged = { kind: 'subscribe', server: upstream.name, type: 'resource', name: uri, ownName: uri, args: {} } as const;
-      return this.guarded(judged, extra, async () => {
+      return this.guarded(judged, ctx, async () => {
         if (!this.subscribed.has(uri)) {
           this.subscribed.add(uri);
           await gw.subscribe(uri);
@@ -342,42 +351,39 @@ export class DownstreamSession {
       });
     });
 
-    server.setRequestHandler(UnsubscribeRequestSchema, async (req) => {
+    server.setRequestHandler('resources/unsubscribe', async (req) => {
       if (this.subscribed.delete(req.params.uri)) await gw.unsubscribe(req.params.uri);
       return {};
     });
 
-    server.setRequestHandler(SetLevelRequestSchema, async (req) => {
+    server.setRequestHandler('logging/setLevel', async (req) => {
       this.level = req.params.level;
       gw.setLogLevel(this.sessionId, req.params.level);
       return {};
     });
 
-    server.setRequestHandler(CompleteRequestSchema, async (req, extra) => {
+    server.setRequestHandler('completion/complete', async (req, ctx) => {
       await gw.ready;
       const { ref, argument, context } = req.params;
       const args = context ? { argument, context } : { argument };
       if (ref.type === 'ref/prompt') {
         const prompt = gw.registry.roster.prompts.get(ref.name);
-        if (!prompt) throw new McpError(ErrorCode.InvalidParams, `Unknown prompt: ${ref.name}`);
+        if (!prompt) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${ref.name}`);
         const judged = { kind: 'completion', server: prompt.server, type: 'prompt', name: prompt.name, ownName: prompt.promptName, args } as const;
-        return this.guarded(judged, extra, () =>
-          this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, extra.signal),
+        return this.guarded(judged, ctx, () =>
+          this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, ctx.mcpReq.signal),
         );
       }
       const upstream = gw.upstreamForResource(ref.uri);
       if (!upstream) return { completion: { values: [] } };
       const judged = { kind: 'completion', server: upstream.name, type: 'resource', name: ref.uri, ownName: ref.uri, args } as const;
-      return this.guarded(judged, extra, () => this.forward(upstream.name, 'completion/complete', req.params, extra.signal));
+      return this.guarded(judged, ctx, () => this.forward(upstream.name, 'completion/complete', req.params, ctx.mcpReq.signal));
     });
   }
 
   /** Serves one prompt, resource or completion request through the policy and the records (broker/primitive-judge.ts). */
-  private guarded<T>(
-    request: Omit<PrimitiveRequest, 'signal'>,
-    extra: Pick<DirectCallExtra, 'signal' | 'sendRequest'>,
-    forward: () => Promise<T>,
-  ): Promise<T> {
+  private guarded<T>(request: Omit<PrimitiveRequest, 'signal'>, ctx: ServerContext, forward: () => Promise<T>): Promise<T> {
+    const extra = extraOf(ctx);
     return this.gateway.primitives.serve({ ...request, signal: extra.signal }, this.caller((r, s, o) => extra.sendRequest(r as never, s, o)), forward);
   }
 

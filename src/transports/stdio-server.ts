@@ -6,8 +6,7 @@
  * a request over the limit gets -32600 naming the limit (with its id when its ends show it).
  */
 import type { Readable, Writable } from 'node:stream';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { Transport, JSONRPCMessage } from '@modelcontextprotocol/server';
 import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
 
 export class StdioServerTransport implements Transport {

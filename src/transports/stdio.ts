@@ -16,7 +16,7 @@ export interface StdioServing {
 
 export async function serveStdio(
   gateway: Gateway,
-  options: { stdin?: Readable; stdout?: Writable; onStartError: (err: unknown) => void; experimental?: Record<string, object> },
+  options: { stdin?: Readable; stdout?: Writable; onStartError: (err: unknown) => void; experimental?: Gateway['experimental'] },
 ): Promise<StdioServing> {
   let onClosed!: () => void;
   const closed = new Promise<void>((resolve) => (onClosed = resolve));

@@ -17,8 +17,7 @@
  *   throws out of an event handler (F10).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { Transport, JSONRPCMessage } from '@modelcontextprotocol/client';
 import { BrokerError } from '../shared/errors.js';
 import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
 import type { Logger } from '../shared/logger.js';

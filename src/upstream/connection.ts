@@ -6,7 +6,7 @@
  *   pagination followed; a failing `tools/list` fails the dial and it is retried, never left
  *   "connected with zero tools" (F12).
  * - A crash rejects every in-flight request at once (the SDK rejects pending requests with
- *   -32000 when the transport closes; F08), withdraws the catalog (`changed`), and schedules a
+ *   `SdkError` `ConnectionClosed` when the transport closes; F08), withdraws the catalog (`changed`), and schedules a
  *   restart after `initialDelayMs · 2^n` (jittered, capped at `maxDelayMs`).
  * - Progress uses the broker's own token per call, so no progress event is lost to the SDK's
  *   response/notification ordering, and each update reaches exactly the call it belongs to (F02).
@@ -23,22 +23,9 @@
  *   `BrokerError` `session_lost` (see {@link McpUpstream.callTool}) for the broker path to retry.
  */
 import { EventEmitter } from 'node:events';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  CreateMessageRequestSchema,
-  ElicitRequestSchema,
-  ListRootsRequestSchema,
-  LoggingMessageNotificationSchema,
-  ProgressNotificationSchema,
-  PromptListChangedNotificationSchema,
-  ResourceListChangedNotificationSchema,
-  ResourceUpdatedNotificationSchema,
-  ToolListChangedNotificationSchema,
-  type CallToolResult,
-  type ClientCapabilities,
-  type ServerCapabilities,
-} from '@modelcontextprotocol/sdk/types.js';
+import { Client } from '@modelcontextprotocol/client';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/core';
+import type { Transport, CallToolResult, ClientCapabilities, ServerCapabilities } from '@modelcontextprotocol/client';
 import { z } from 'zod';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
@@ -376,23 +363,23 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   }
 
   private installHandlers(client: Client): void {
-    client.setNotificationHandler(ProgressNotificationSchema, (n) => {
+    client.setNotificationHandler('notifications/progress', (n) => {
       const route = this.progress.get(String(n.params.progressToken));
       if (!route) return;
       const { progress, total, message } = n.params;
       route({ progress, total, message });
     });
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => void this.refresh('tools'));
-    client.setNotificationHandler(PromptListChangedNotificationSchema, () => void this.refresh('prompts'));
-    client.setNotificationHandler(ResourceListChangedNotificationSchema, async () => {
+    client.setNotificationHandler('notifications/tools/list_changed', () => void this.refresh('tools'));
+    client.setNotificationHandler('notifications/prompts/list_changed', () => void this.refresh('prompts'));
+    client.setNotificationHandler('notifications/resources/list_changed', async () => {
       await this.refresh('resources');
       await this.refresh('resourceTemplates');
     });
-    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void this.emit('resourceUpdated', n.params.uri));
+    client.setNotificationHandler('notifications/resources/updated', (n) => void this.emit('resourceUpdated', n.params.uri));
     // What reaches the SDK is tied to no call: calls in flight now prove nothing about its origin.
-    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void this.emit('log', n.params, undefined));
+    client.setNotificationHandler('notifications/message', (n) => void this.emit('log', n.params, undefined));
     const caps = this.clientCapabilities;
-    const route = (method: string) => async (req: { params?: unknown }, extra: { signal: AbortSignal }) => {
+    const route = (method: string) => async (req: { params?: unknown }, ctx: { mcpReq: { signal: AbortSignal } }) => {
       const handlers = [...this.requestRoutes.values()];
       const handler = handlers.at(-1);
       if (!handler) throw new BrokerError('no_caller', `${method} from upstream "${this.name}" arrived with no call in flight to route it to`);
@@ -402,11 +389,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (sessions.size > 1) {
         throw new BrokerError('ambiguous_caller', `${method} from upstream "${this.name}" arrived while calls of ${sessions.size} downstream sessions were in flight; it cannot be routed to one of them safely`);
       }
-      return handler({ method, params: this.scrub.serverRequest(req.params as Record<string, unknown> | undefined) }, extra.signal) as never;
+      return handler({ method, params: this.scrub.serverRequest(req.params as Record<string, unknown> | undefined) }, ctx.mcpReq.signal) as never;
     };
-    if (caps.elicitation) client.setRequestHandler(ElicitRequestSchema, route('elicitation/create'));
-    if (caps.sampling) client.setRequestHandler(CreateMessageRequestSchema, route('sampling/createMessage'));
-    if (caps.roots) client.setRequestHandler(ListRootsRequestSchema, route('roots/list'));
+    if (caps.elicitation) client.setRequestHandler('elicitation/create', route('elicitation/create'));
+    if (caps.sampling) client.setRequestHandler('sampling/createMessage', route('sampling/createMessage'));
+    if (caps.roots) client.setRequestHandler('roots/list', route('roots/list'));
   }
 
   /**

@@ -7,16 +7,18 @@
  * Requests carry ids of our own, strings (`"mcp-broker:N"`), so they never meet the `Client`'s
  * numeric ids on the same transport; their responses are taken off the transport before the SDK
  * sees them. Behaviour matches `Protocol.request`: an abort or the timeout sends
- * `notifications/cancelled` upstream and rejects with `McpError` -32001 (carrying the abort
- * reason's text, or `Request timed out`); the broker's deadline stage reads the real reason off
- * its own signal. A closed connection rejects every pending request with `McpError` -32000
- * (case F08); a late response is dropped. A message that is neither a result nor an error
- * rejects at once instead of waiting for the timeout. A request the transport cannot serialise
- * (its `send` throws at once) rejects with `BrokerError('unserialisable')`, `data.sent: false`:
- * nothing reached the upstream, so it is never counted as the upstream's failure.
+ * `notifications/cancelled` upstream and rejects with `SdkError` `RequestTimeout` (carrying the
+ * abort reason's text, or `Request timed out`); the broker's deadline stage reads the real reason
+ * off its own signal. A closed connection rejects every pending request with `SdkError`
+ * `ConnectionClosed` (case F08); a late response is dropped. An error response rejects with the
+ * `ProtocolError` its code names (`ProtocolError.fromError`). A message that is neither a result
+ * nor an error rejects at once instead of waiting for the timeout. A request the transport
+ * cannot serialise (its `send` throws at once) rejects with `BrokerError('unserialisable')`,
+ * `data.sent: false`: nothing reached the upstream, so it is never counted as the upstream's
+ * failure.
  */
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ErrorCode, McpError, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
+import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import { BrokerError } from '../shared/errors.js';
 
 /** Prefix of every request id sent here. */
@@ -45,7 +47,7 @@ export class DirectCalls {
     };
     const sdkClose = transport.onclose;
     transport.onclose = () => {
-      this.failAll(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
+      this.failAll(new SdkError(SdkErrorCode.ConnectionClosed, 'Connection closed'));
       sdkClose?.();
     };
   }
@@ -63,23 +65,23 @@ export class DirectCalls {
   /**
    * Sends one request and resolves with its result object. The message is built as
    * `{jsonrpc, id, method, params}` in that order (call-stream-logs.ts recognises it so).
-   * @param timeoutMs rejects with `McpError` -32001 after this long, in ms (the caller's deadline plus headroom).
+   * @param timeoutMs rejects with `SdkError` `RequestTimeout` after this long, in ms (the caller's deadline plus headroom).
    * @param owner who the request is for (a downstream session id), answered by {@link ownerOf} while it is in flight.
    */
   request(method: string, params: Record<string, unknown>, options: { signal?: AbortSignal; timeoutMs: number; owner?: string }): Promise<Record<string, unknown>> {
     const { signal, timeoutMs, owner } = options;
     if (signal?.aborted) return Promise.reject(signal.reason);
-    if (this.closed) return Promise.reject(new McpError(ErrorCode.ConnectionClosed, 'Connection closed'));
+    if (this.closed) return Promise.reject(new SdkError(SdkErrorCode.ConnectionClosed, 'Connection closed'));
     const id = `${DIRECT_ID_PREFIX}${++this.seq}`;
     return new Promise<Record<string, unknown>>((resolve, reject) => {
       const cancel = (reason: unknown) => {
         if (!this.pending.delete(id)) return;
         cleanup();
         this.notifyCancelled(id, reason);
-        reject(reason instanceof McpError ? reason : new McpError(ErrorCode.RequestTimeout, String(reason)));
+        reject(ProtocolError.isInstance(reason) || SdkError.isInstance(reason) ? reason : new SdkError(SdkErrorCode.RequestTimeout, String(reason)));
       };
       const onAbort = () => cancel(signal!.reason);
-      const timer = setTimeout(() => cancel(new McpError(ErrorCode.RequestTimeout, 'Request timed out', { timeout: timeoutMs })), timeoutMs);
+      const timer = setTimeout(() => cancel(new SdkError(SdkErrorCode.RequestTimeout, 'Request timed out', { timeout: timeoutMs })), timeoutMs);
       const cleanup = () => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
@@ -122,10 +124,10 @@ export class DirectCalls {
     const m = message as { result?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } };
     if (typeof m.result === 'object' && m.result !== null && !Array.isArray(m.result)) return p.resolve(m.result as Record<string, unknown>);
     if (m.error && typeof m.error === 'object') {
-      const code = typeof m.error.code === 'number' ? m.error.code : ErrorCode.InternalError;
-      return p.reject(McpError.fromError(code, typeof m.error.message === 'string' ? m.error.message : 'upstream error', m.error.data));
+      const code = typeof m.error.code === 'number' ? m.error.code : ProtocolErrorCode.InternalError;
+      return p.reject(ProtocolError.fromError(code, typeof m.error.message === 'string' ? m.error.message : 'upstream error', m.error.data));
     }
-    p.reject(new McpError(ErrorCode.InvalidRequest, 'the upstream answered with neither a result nor an error'));
+    p.reject(new ProtocolError(ProtocolErrorCode.InvalidRequest, 'the upstream answered with neither a result nor an error'));
   }
 
   private notifyCancelled(id: string, reason: unknown): void {

@@ -5,8 +5,8 @@
  * there, as those clients do. Any other failure, and every failure after the first message, is
  * the failure of the transport in use.
  */
-import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client';
+import { httpStatusOf } from '../shared/sdk-errors.js';
 
 /** Streamable HTTP, then legacy SSE on a 4xx to the first message. Owns and closes both. */
 export class FallbackTransport implements Transport {
@@ -84,8 +84,8 @@ export class FallbackTransport implements Transport {
   }
 }
 
-/** An HTTP 4xx from the SDK's Streamable HTTP transport (`StreamableHTTPError.code`). */
+/** An HTTP 4xx from the SDK's Streamable HTTP transport (`SdkHttpError.status`). */
 function isClientError(err: unknown): boolean {
-  const code = (err as { code?: unknown })?.code;
-  return typeof code === 'number' && code >= 400 && code < 500;
+  const status = httpStatusOf(err);
+  return status !== undefined && status >= 400 && status < 500;
 }

@@ -17,7 +17,7 @@
  * and the replies and failures of {@link Registry.request}.
  */
 import { EventEmitter } from 'node:events';
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
 import type { Logger } from '../shared/logger.js';
 import { Scrubber } from '../shared/scrub.js';
 import { Roster, type RosterTool } from './roster.js';
@@ -133,7 +133,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
   /**
    * A request other than `tools/call` to upstream `server` on behalf of a downstream client
    * (`prompts/get`, `resources/read`, `completion/complete`): resolves with the reply scrubbed
-   * ({@link UpstreamScrub.reply}); rejects with an `McpError` whose message and data are
+   * ({@link UpstreamScrub.reply}); rejects with a `ProtocolError` whose message and data are
    * scrubbed ({@link UpstreamScrub.error}), -32602 when there is no such upstream.
    */
   async request(
@@ -143,7 +143,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
     options: { signal?: AbortSignal; timeoutMs: number },
   ): Promise<Record<string, unknown>> {
     const upstream = this.upstream(server);
-    if (!upstream) throw new McpError(ErrorCode.InvalidParams, `no upstream "${this.scrub.scrubber.text(server)}"`);
+    if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `no upstream "${this.scrub.scrubber.text(server)}"`);
     let reply: Record<string, unknown>;
     try {
       reply = await upstream.request(method, params, options);

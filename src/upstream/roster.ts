@@ -4,7 +4,7 @@
  * config order; routing is by table, never by splitting names. Schemas pass through unchanged.
  */
 import { createHash } from 'node:crypto';
-import type { Prompt, Resource, ResourceTemplate, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Prompt, Resource, ResourceTemplateType, Tool } from '@modelcontextprotocol/client';
 import { advertisedName } from './naming.js';
 
 /** One upstream tool under its advertised name. */
@@ -47,7 +47,7 @@ export interface RosterSource {
   readonly tools: readonly Tool[];
   readonly prompts: readonly Prompt[];
   readonly resources: readonly Resource[];
-  readonly resourceTemplates: readonly ResourceTemplate[];
+  readonly resourceTemplates: readonly ResourceTemplateType[];
   /** Whether the tool (the upstream's own name, the advertised name) is configured `disabled`. */
   readonly isDisabled?: (toolName: string, advertised: string) => boolean;
 }
@@ -57,7 +57,7 @@ export class Roster {
   readonly prompts = new Map<string, RosterPrompt>();
   /** Resource URI → server key. */
   readonly resources = new Map<string, { server: string; resource: Resource }>();
-  readonly resourceTemplates: { server: string; template: ResourceTemplate }[] = [];
+  readonly resourceTemplates: { server: string; template: ResourceTemplateType }[] = [];
   readonly collisions: NameCollision[] = [];
   /** Advertised tool names configured `disabled`: refused as `unregistered`, never listed. */
   readonly disabled = new Map<string, { server: string; toolName: string }>();

@@ -5,16 +5,17 @@
  * MUST start a new session with a new `InitializeRequest`; the server refused the request for its
  * session, so it never processed it.
  */
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError } from '@modelcontextprotocol/client';
 import { BrokerError } from '../shared/errors.js';
+import { httpStatusOf } from '../shared/sdk-errors.js';
 import type { UpstreamStatus } from './types.js';
 
 /**
  * Whether `err` is the SDK Streamable HTTP transport's rejection of a POST answered HTTP 404
- * (its `code` is the HTTP status; a JSON-RPC error from the upstream is an `McpError` instead).
+ * (an `SdkHttpError` with `status` 404; a JSON-RPC error from the upstream is a `ProtocolError` instead).
  */
 export function isSessionNotFound(err: unknown): boolean {
-  return !(err instanceof McpError) && (err as { code?: unknown } | null)?.code === 404;
+  return !ProtocolError.isInstance(err) && httpStatusOf(err) === 404;
 }
 
 /**

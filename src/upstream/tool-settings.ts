@@ -5,7 +5,7 @@
  * then the advertised name, then the upstream's own name (the most specific last).
  */
 import picomatch from 'picomatch';
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/client';
 
 /** What a `tools` entry may set (the schema's `toolOverride`). */
 export interface ToolSettings {

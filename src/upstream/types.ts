@@ -3,15 +3,7 @@
  * HTTP, SSE, rest). One connection per upstream, shared by every downstream session.
  */
 import type { EventEmitter } from 'node:events';
-import type {
-  CallToolResult,
-  LoggingMessageNotification,
-  Prompt,
-  Resource,
-  ResourceTemplate,
-  ServerCapabilities,
-  Tool,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, LoggingMessageNotification, Prompt, Resource, ResourceTemplateType, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 
 /** `connecting` → `ready`; a crash or failed dial → `failed` (and `backoff` until the restart); `closed` after close(). */
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'failed' | 'closed' | 'disabled';
@@ -30,7 +22,7 @@ export interface UpstreamCatalog {
   tools: Tool[];
   prompts: Prompt[];
   resources: Resource[];
-  resourceTemplates: ResourceTemplate[];
+  resourceTemplates: ResourceTemplateType[];
 }
 
 export type CatalogKind = keyof UpstreamCatalog;

@@ -19,8 +19,9 @@
  * An item whose name or URI held a secret is served under the redacted one, so it can no longer
  * be called or read by it (fail closed).
  */
-import { ErrorCode, McpError, type Prompt, type Resource, type ResourceTemplate, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError, ProtocolErrorCode, type Prompt, type Resource, type ResourceTemplateType, type Tool } from '@modelcontextprotocol/client';
 import { BrokerError, messageOf } from '../shared/errors.js';
+import { legacyCodeOf } from '../shared/sdk-errors.js';
 import type { Scrubber } from '../shared/scrub.js';
 import type { UpstreamCatalog } from './types.js';
 
@@ -46,7 +47,7 @@ export class UpstreamScrub {
       tools: this.list(catalog.tools, (t) => this.tool(t)),
       prompts: this.list(catalog.prompts, (p) => this.scrubber.value<Prompt>(p)),
       resources: this.list(catalog.resources, (r) => this.scrubber.value<Resource>(r)),
-      resourceTemplates: this.list(catalog.resourceTemplates, (t) => this.scrubber.value<ResourceTemplate>(t)),
+      resourceTemplates: this.list(catalog.resourceTemplates, (t) => this.scrubber.value<ResourceTemplateType>(t)),
     };
   }
 
@@ -85,18 +86,19 @@ export class UpstreamScrub {
 
   /**
    * The failure of such a request as the client is to see it: the upstream's own JSON-RPC error
-   * keeps its code, with message and data scrubbed; a broker error or anything else is -32603
-   * with a scrubbed one-line message naming the upstream.
+   * (`ProtocolError`) keeps its code, with message (as it came) and data scrubbed; the SDK's own
+   * timeout or closed connection keeps the code SDK v1 gave it (-32001, -32000; `legacyCodeOf`)
+   * with its scrubbed message; a broker error or anything else is -32603 with a scrubbed one-line
+   * message naming the upstream.
    */
-  error(err: unknown, server: string): McpError {
-    if (err instanceof McpError) {
-      const out = new McpError(err.code, '', err.data === undefined ? undefined : this.scrubber.value(err.data));
-      // McpError prefixes its message; the upstream's own (already prefixed) is kept as it came, scrubbed.
-      out.message = this.scrubber.text(err.message);
-      return out;
+  error(err: unknown, server: string): ProtocolError {
+    if (ProtocolError.isInstance(err)) {
+      return new ProtocolError(err.code, this.scrubber.text(err.message), err.data === undefined ? undefined : this.scrubber.value(err.data));
     }
     const message = this.scrubber.text(messageOf(err)).replace(/\s*\n\s*/g, ' ');
-    return new McpError(ErrorCode.InternalError, err instanceof BrokerError ? message : `upstream "${server}": ${message}`);
+    const legacy = legacyCodeOf(err);
+    if (legacy !== undefined) return new ProtocolError(legacy, message);
+    return new ProtocolError(ProtocolErrorCode.InternalError, err instanceof BrokerError ? message : `upstream "${server}": ${message}`);
   }
 
   private list<T extends object>(items: readonly T[], scrub: (item: T) => T): T[] {

@@ -2,10 +2,11 @@
  * The transport an upstream is dialled over, by the kind of its config, and what a failed dial
  * reports (`McpUpstream`, connection.ts).
  */
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { SSEClientTransport, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
+import { httpStatusOf } from '../shared/sdk-errors.js';
 import { callStreamLogFetch, type CallStreamLogSinks } from './call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { FallbackTransport } from './fallback-transport.js';
@@ -31,12 +32,12 @@ export interface UpstreamTransportOptions {
 /**
  * The transport for an upstream's config: a child process for stdio, the SDK's client
  * transports for Streamable HTTP and SSE, and for a URL-only entry (no `type`) Streamable HTTP
- * falling back to SSE on a 4xx ({@link FallbackTransport}). Those load on the first HTTP upstream (with their
- * OAuth and EventSource modules), so a broker of stdio upstreams starts without them (cold
- * start, issue 6); and each of their requests gets its own abort signal (isolated-fetch.ts).
+ * falling back to SSE on a 4xx ({@link FallbackTransport}). Each of their requests gets its own
+ * abort signal (isolated-fetch.ts). The SDK v2 client package exports them from the same entry
+ * as its `Client`, so they load with it rather than on the first HTTP upstream as with SDK v1;
+ * the stdio upstreams still start before (early-spawn.ts, cold start, issue 6).
  * Over Streamable HTTP, log messages on a tool call's own response stream go to
  * `callStreamLogs` instead of the SDK (call-stream-logs.ts).
- * @throws when the SDK's transport modules cannot be loaded (a failed dial)
  */
 export async function createUpstreamTransport(options: UpstreamTransportOptions): Promise<Transport> {
   const config = options.config;
@@ -50,16 +51,13 @@ export async function createUpstreamTransport(options: UpstreamTransportOptions)
   const requestInit: RequestInit = { headers: config.headers };
   const url = new URL(config.url);
   const fetchImpl = isolatedAbortFetch(options.fetch ?? fetch);
-  const sse = async () => {
-    const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
-    return new SSEClientTransport(url, {
+  const sse = async (): Promise<Transport> =>
+    new SSEClientTransport(url, {
       requestInit,
       eventSourceInit: { fetch: (u, init) => fetchImpl(u, { ...init, headers: { ...(init?.headers as Record<string, string>), ...config.headers } }) },
       fetch: fetchImpl,
     });
-  };
   if (config.type === 'sse') return sse();
-  const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
   const streamable = options.callStreamLogs ? isolatedAbortFetch(callStreamLogFetch(options.fetch ?? fetch, options.callStreamLogs)) : fetchImpl;
   const transport = new StreamableHTTPClientTransport(url, { requestInit, fetch: streamable });
   // A URL-only entry: legacy SSE when the server refuses Streamable HTTP (fallback-transport.ts).
@@ -79,9 +77,9 @@ export function dialFailure(err: unknown, transport: Transport | undefined): Ups
     const httpStatus = undefined;
     return { state: 'failed', errorCode: err.code, httpStatus, message };
   }
-  const code = (err as { code?: unknown })?.code;
-  if (typeof code === 'number' && code >= 100 && code < 600 && transport !== undefined && !(transport instanceof ChildProcessTransport)) {
-    return { state: 'failed', errorCode: 'http_status', httpStatus: code, message };
+  const httpStatus = httpStatusOf(err);
+  if (httpStatus !== undefined && transport !== undefined && !(transport instanceof ChildProcessTransport)) {
+    return { state: 'failed', errorCode: 'http_status', httpStatus, message };
   }
   if (!(transport instanceof ChildProcessTransport)) return { state: 'failed', errorCode: 'connect_failed', message };
   const line = transport.stderrLine;

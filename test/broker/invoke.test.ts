@@ -3,8 +3,8 @@
  * over a dispatcher that serialises the arguments the way a transport does: what counts as an
  * attempt, as the upstream's fault, and what a reason says (issue 17 §5, §11).
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/client';
+import { ProtocolError, SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
 import { describe, expect, it } from 'vitest';
 import type { RecordSink } from '../../src/audit/records.js';
 import { MAX_ARGUMENT_DEPTH, argumentsProblem } from '../../src/broker/arguments.js';
@@ -123,7 +123,7 @@ describe('refusals that sent nothing (issue 17 §11)', () => {
   }
 
   it('a failure the upstream saw still counts: attempts 1, budget spent, the breaker opens at the threshold', async () => {
-    const p = build(async () => Promise.reject(new McpError(-32603, 'boom')));
+    const p = build(async () => Promise.reject(new ProtocolError(-32603, 'boom')));
     for (let i = 0; i < THRESHOLD; i++) expect((await p.call({}, target('fx__write'))).outcome).toBe('upstream_error');
     expect(p.written.map((r) => r.attempts)).toEqual([1, 1, 1]);
     expect(p.ledger.used('s-1')).toBe(THRESHOLD);
@@ -138,7 +138,7 @@ describe('refusals that sent nothing (issue 17 §11)', () => {
 
   it('a read-only retry that finds the upstream gone counts only the attempts sent; the sent one failed upstream, so it counts for the breaker', async () => {
     const p = build(async (_c, n) =>
-      Promise.reject(n % 3 === 1 ? new McpError(-32000, 'Connection closed') : new BrokerError('upstream_unavailable', 'upstream "fx" is not connected (connecting)')),
+      Promise.reject(n % 3 === 1 ? new SdkError(SdkErrorCode.ConnectionClosed, 'Connection closed') : new BrokerError('upstream_unavailable', 'upstream "fx" is not connected (connecting)')),
     );
     for (let i = 0; i < THRESHOLD; i++) {
       const answer = await p.call();
@@ -152,27 +152,30 @@ describe('refusals that sent nothing (issue 17 §11)', () => {
 
 describe('reasons name the JSON-RPC code once (issue 17 §11)', () => {
   it('an upstream error whose message already carries the SDK prefix says it once', async () => {
-    // What the SDK builds from an upstream's wire error `{code: -32602, message: "MCP error -32602: Unknown tool: x"}`.
-    const twice = McpError.fromError(-32602, 'MCP error -32602: Unknown tool: x');
-    expect(twice.message).toBe('MCP error -32602: MCP error -32602: Unknown tool: x');
-    const p = build(async () => Promise.reject(twice));
+    // What the SDK builds from the wire error `{code: -32602, message: "MCP error -32602: Unknown tool: x"}` of an
+    // upstream on SDK v1 (whose McpError prefixes its message). SDK v2 adds no prefix of its own (v1 added a second one).
+    const fromV1 = ProtocolError.fromError(-32602, 'MCP error -32602: Unknown tool: x');
+    expect(fromV1.message).toBe('MCP error -32602: Unknown tool: x');
+    const p = build(async () => Promise.reject(fromV1));
     const answer = await p.call();
     expect(answer).toMatchObject({ outcome: 'invalid_arguments', reason: 'MCP error -32602: Unknown tool: x' });
     expect(answer.result.content).toEqual([{ type: 'text', text: 'invalid_arguments: MCP error -32602: Unknown tool: x' }]);
   });
 
   it('a chain of hops says it once; different codes are each kept', () => {
-    const chain = McpError.fromError(-32603, 'MCP error -32603: MCP error -32603: internal');
+    const chain = ProtocolError.fromError(-32603, 'MCP error -32603: MCP error -32603: internal');
     expect(classifyFailure(chain).reason).toBe('MCP error -32603: internal');
-    expect(classifyFailure(new McpError(-32603, 'MCP error -32602: inner')).reason).toBe('MCP error -32603: MCP error -32602: inner');
+    expect(classifyFailure(new ProtocolError(-32603, 'MCP error -32603: MCP error -32602: inner')).reason).toBe('MCP error -32603: MCP error -32602: inner');
     expect(classifyFailure(new Error('MCP error -32001: MCP error -32001: Request timed out')).reason).toBe('MCP error -32001: Request timed out');
   });
 });
 
 describe('classifyFailure', () => {
   it('reads outcome, sent and retryable off what was thrown', () => {
-    expect(classifyFailure(new McpError(-32000, 'Connection closed'))).toMatchObject({ outcome: 'upstream_error', sent: true, retryable: true });
-    expect(classifyFailure(new McpError(-32602, 'bad'))).toMatchObject({ outcome: 'invalid_arguments', sent: true, retryable: false });
+    expect(classifyFailure(new SdkError(SdkErrorCode.ConnectionClosed, 'Connection closed'))).toMatchObject({ outcome: 'upstream_error', sent: true, retryable: true });
+    expect(classifyFailure(new SdkError(SdkErrorCode.RequestTimeout, 'Request timed out'))).toMatchObject({ outcome: 'upstream_error', sent: true, retryable: true });
+    expect(classifyFailure(new ProtocolError(-32000, 'Connection closed'))).toMatchObject({ outcome: 'upstream_error', sent: true, retryable: true });
+    expect(classifyFailure(new ProtocolError(-32602, 'bad'))).toMatchObject({ outcome: 'invalid_arguments', sent: true, retryable: false });
     expect(classifyFailure(new BrokerError('upstream_http', 'HTTP 503', { data: { httpStatus: 503, retryAfterMs: 20 } }))).toMatchObject({
       outcome: 'upstream_error',
       sent: true,
@@ -183,5 +186,9 @@ describe('classifyFailure', () => {
     expect(classifyFailure(new BrokerError('estate_scope_escape', 'the estate path leaves the root'))).toMatchObject({ outcome: 'guard_error', sent: false });
     expect(classifyFailure(new BrokerError('transport_error', 'no answer'))).toMatchObject({ outcome: 'upstream_error', sent: true, retryable: true });
     expect(classifyFailure(Object.assign(new Error('Bad Gateway'), { code: 502 }))).toMatchObject({ outcome: 'upstream_error', sent: true, retryable: true, reason: 'HTTP 502 from the upstream: Bad Gateway' });
+    // SDK v2's Streamable HTTP refusal: the status is in `status`, the code a string.
+    const refused = (status: number) => new SdkHttpError(SdkErrorCode.ClientHttpNotImplemented, 'Error POSTing to endpoint: no', { status, statusText: 'no' });
+    expect(classifyFailure(refused(502))).toMatchObject({ outcome: 'upstream_error', sent: true, retryable: true, reason: 'HTTP 502 from the upstream: Error POSTing to endpoint: no' });
+    expect(classifyFailure(refused(400))).toMatchObject({ outcome: 'upstream_error', sent: true, retryable: false });
   });
 });

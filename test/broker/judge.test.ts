@@ -1,4 +1,4 @@
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { judgeStage, type JudgeDeps } from '../../src/broker/judge.js';
 import { compilePolicy } from '../../src/broker/policy.js';
@@ -222,7 +222,15 @@ describe('judge stage', () => {
 
   it('no answer within askTimeoutMs is approval_required', async () => {
     const { run } = setup({ default: 'ask' });
-    const c = call({ target: target(), session: asking(async () => Promise.reject(new McpError(-32001, 'Request timed out'))).s });
+    const c = call({ target: target(), session: asking(async () => Promise.reject(new SdkError(SdkErrorCode.RequestTimeout, 'Request timed out'))).s });
+    await run(c);
+    expect(c.outcome).toBe('approval_required');
+    expect(c.reason).toContain('5000 ms');
+  });
+
+  it('a -32001 answer from the client counts as no answer within askTimeoutMs too', async () => {
+    const { run } = setup({ default: 'ask' });
+    const c = call({ target: target(), session: asking(async () => Promise.reject(new ProtocolError(-32001, 'Request timed out'))).s });
     await run(c);
     expect(c.outcome).toBe('approval_required');
     expect(c.reason).toContain('5000 ms');

@@ -1,5 +1,5 @@
 /** The whole call path, composed in the seed's order from the real stages, with an in-process dispatcher. */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { RecordPublisher } from '../../src/audit/publisher.js';
 import type { RecordSink } from '../../src/audit/records.js';

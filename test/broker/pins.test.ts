@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/server';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { listAsPinned, pinRoster } from '../../src/broker/pins.js';

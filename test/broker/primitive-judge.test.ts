@@ -1,4 +1,4 @@
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import type { RecordSink } from '../../src/audit/records.js';
 import { compilePolicy } from '../../src/broker/policy.js';
@@ -49,7 +49,7 @@ const read = (over: Partial<PrimitiveRequest> = {}): PrimitiveRequest => ({
   ...over,
 });
 
-const rejection = (p: Promise<unknown>) => p.then(() => { throw new Error('expected a rejection'); }, (e: McpError) => e);
+const rejection = (p: Promise<unknown>) => p.then(() => { throw new Error('expected a rejection'); }, (e: ProtocolError) => e);
 
 describe('PrimitiveGuard (primitive-judge.ts)', () => {
   it('an allowed read is forwarded, then recorded and published with its kind', async () => {
@@ -67,7 +67,7 @@ describe('PrimitiveGuard (primitive-judge.ts)', () => {
     let forwarded = 0;
     const err = await rejection(g.serve(read(), session({ principal: 'bob' }), async () => ++forwarded));
     expect(forwarded).toBe(0);
-    expect(err).toBeInstanceOf(McpError);
+    expect(err).toBeInstanceOf(ProtocolError);
     expect(err.code).toBe(POLICY_REFUSED_CODE);
     expect(err.message).toContain('denied: policy.rules[0]');
     expect(err.message).not.toContain('evil://doc');
@@ -124,11 +124,15 @@ describe('PrimitiveGuard (primitive-judge.ts)', () => {
 
   it("an upstream's own error passes on as it came and is recorded by its outcome", async () => {
     const { g, records } = guard();
-    const upstream = new McpError(-32002, 'Resource not found');
+    const upstream = new ProtocolError(-32002, 'Resource not found');
     expect(await rejection(g.serve(read(), session(), async () => Promise.reject(upstream)))).toBe(upstream);
-    const timeout = new McpError(-32001, 'Request timed out');
+    const timeout = new ProtocolError(-32001, 'Request timed out');
     expect(await rejection(g.serve(read(), session(), async () => Promise.reject(timeout)))).toBe(timeout);
-    expect(records.lines.map((r) => r.outcome)).toEqual(['upstream_error', 'timeout']);
+    const sdkTimeout = new SdkError(SdkErrorCode.RequestTimeout, 'Request timed out');
+    expect(await rejection(g.serve(read(), session(), async () => Promise.reject(sdkTimeout)))).toBe(sdkTimeout);
+    const invalid = new ProtocolError(-32602, 'bad uri');
+    expect(await rejection(g.serve(read(), session(), async () => Promise.reject(invalid)))).toBe(invalid);
+    expect(records.lines.map((r) => r.outcome)).toEqual(['upstream_error', 'timeout', 'timeout', 'invalid_arguments']);
   });
 
   it('lists: visible unless the action for the principal is deny', () => {

@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { compose } from '../../src/broker/runner.js';
 import { scrubResult, scrubStage } from '../../src/broker/scrub.js';

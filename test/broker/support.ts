@@ -1,5 +1,5 @@
 /** Builders for broker unit tests: calls, sessions, targets, and a stage that records what reached it. */
-import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/server';
 import type { Stage } from '../../src/broker/runner.js';
 import type { BrokerCall, CallerSession, CallRequest, ToolTarget } from '../../src/broker/types.js';
 import { toolHash } from '../../src/upstream/roster.js';

@@ -8,7 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { estateTools } from '../../src/builtins/estate/index.js';
 import type { BrokerCall, CallerSession } from '../../src/broker/types.js';
 import { ToolRouter, type RouterOutcome } from '../../src/router/index.js';

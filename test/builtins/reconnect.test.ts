@@ -5,7 +5,7 @@
  * sharing one re-dial. The end-to-end behaviour is in test/e2e/reconnect.test.ts.
  */
 import { EventEmitter } from 'node:events';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { reconnectTool, type ReconnectAnswer } from '../../src/builtins/reconnect.js';
 import { invokeStage } from '../../src/broker/invoke.js';

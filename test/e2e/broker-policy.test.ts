@@ -6,7 +6,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ElicitRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, startBroker, waitFor, type StartedBroker } from './helpers.js';
 import { brokerUpstream, callsOf, callTool, configOf, runCli } from './broker-support.js';
@@ -63,7 +62,7 @@ describe('policy and approvals without elicitation', () => {
   it('a tool whose description changes after list_changed is refused as changed until mcp-broker approve', async () => {
     expect((await callTool(broker, 'fx__read', { text: 'before' })).outcome).toBe('ok');
     let changed = false;
-    broker.client.setNotificationHandler(ToolListChangedNotificationSchema, async () => void (changed = true));
+    broker.client.setNotificationHandler('notifications/tools/list_changed', async () => void (changed = true));
     expect((await callTool(broker, 'fx__mutate')).outcome).toBe('ok');
     await waitFor(() => changed, 'tools/list_changed');
     // Listed as pinned: the new description does not reach the model before it is approved.
@@ -113,7 +112,7 @@ describe('ask with an elicitation client', () => {
       env: { FIXTURE_LOG: log },
       capabilities: { elicitation: {} },
     });
-    broker.client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    broker.client.setRequestHandler('elicitation/create', async (req) => {
       messages.push(req.params.message);
       return { action: answers.shift() ?? 'decline' };
     });

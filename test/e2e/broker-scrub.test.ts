@@ -9,7 +9,6 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
 import { brokerUpstream, callsOf, callTool } from './broker-support.js';
@@ -30,7 +29,7 @@ describe('scrubbing through the real CLI', () => {
       env: { FIXTURE_LOG: log, SCRUB_E2E_CANARY: canary },
       args: ['--log-level', 'debug'],
     });
-    broker.client.setNotificationHandler(LoggingMessageNotificationSchema, async (n) => void logs.push(n.params));
+    broker.client.setNotificationHandler('notifications/message', async (n) => void logs.push(n.params));
     await broker.client.setLoggingLevel('debug');
   });
   afterAll(() => broker?.close());

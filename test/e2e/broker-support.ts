@@ -2,7 +2,7 @@
 import { execFile } from 'node:child_process';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { CLI, fixture, nodeServer, type StartedBroker } from './helpers.js';
 
 /** The stdio fixture for the call path, with FIXTURE_LOG passed through the environment (not as a secret). */
@@ -27,7 +27,7 @@ export function configOf(broker: StartedBroker): string {
 
 /** Calls a tool and returns the result with its outcome. */
 export async function callTool(broker: StartedBroker, name: string, args: Record<string, unknown> = {}, timeout = 20_000) {
-  const result = (await broker.client.callTool({ name, arguments: args }, undefined, { timeout })) as CallToolResult;
+  const result = (await broker.client.callTool({ name, arguments: args }, { timeout })) as CallToolResult;
   return { result, outcome: result._meta?.['mcp-broker/outcome'] as string, text: (result.content[0] as { text?: string } | undefined)?.text ?? '' };
 }
 

@@ -7,7 +7,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ElicitRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectHttp, startHttpBroker, type ConnectedClient, type HttpBroker } from '../transports/harness.js';
 
@@ -49,7 +49,7 @@ afterAll(async () => {
 async function connect(token: string): Promise<{ client: ConnectedClient; asked: string[] }> {
   const client = await connectHttp(broker.url, 'streamable', { token, capabilities: { elicitation: {} } });
   const asked: string[] = [];
-  client.client.setRequestHandler(ElicitRequestSchema, async (req) => {
+  client.client.setRequestHandler('elicitation/create', async (req) => {
     asked.push(req.params.message);
     return { action: 'accept', content: {} };
   });
@@ -57,7 +57,7 @@ async function connect(token: string): Promise<{ client: ConnectedClient; asked:
 }
 
 async function call(c: ConnectedClient, name: string, args: Record<string, unknown>): Promise<CallToolResult> {
-  return (await c.client.callTool({ name, arguments: args }, undefined, { timeout: 30_000 })) as CallToolResult;
+  return (await c.client.callTool({ name, arguments: args }, { timeout: 30_000 })) as CallToolResult;
 }
 const outcome = (r: CallToolResult) => r._meta?.['mcp-broker/outcome'];
 const proposals = (r: CallToolResult) => (r.structuredContent as { proposals: { id: string; principal: string }[] }).proposals;

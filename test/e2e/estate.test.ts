@@ -7,7 +7,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ElicitRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startBroker, waitFor, type StartedBroker } from './helpers.js';
 
@@ -41,7 +41,7 @@ function start(extra: Record<string, unknown> = {}, capabilities?: Record<string
 }
 
 async function call(b: StartedBroker, name: string, args: Record<string, unknown>): Promise<CallToolResult> {
-  return (await b.client.callTool({ name, arguments: args }, undefined, { timeout: 30_000 })) as CallToolResult;
+  return (await b.client.callTool({ name, arguments: args }, { timeout: 30_000 })) as CallToolResult;
 }
 
 describe('estate relay (e2e)', () => {
@@ -198,7 +198,7 @@ describe('estate relay (e2e)', () => {
     broker = await start({}, { elicitation: {} });
     const b = broker;
     const asked: string[] = [];
-    b.client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    b.client.setRequestHandler('elicitation/create', async (req) => {
       asked.push(req.params.message);
       return { action: 'accept', content: {} };
     });

@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CallToolResultSchema, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { fixture, nodeServer, readNdjson, startBroker, waitFor, type StartedBroker } from './helpers.js';
 
 const SPEC_NOTIFICATIONS = new Set([
@@ -83,7 +83,7 @@ describe('forwarding through the broker', () => {
     const updates: Array<{ progress: number; total?: number }> = [];
     // gapMs: the SDK client drops progress read in the same chunk as the response (SDK-NOTES
     // "Progress, option A"), so space them; the exact three are checked on raw pipes in wire.test.ts.
-    const result = await broker.client.callTool({ name: 'u1__echo', arguments: { text: 'hi', gapMs: 150 } }, CallToolResultSchema, {
+    const result = await broker.client.callTool({ name: 'u1__echo', arguments: { text: 'hi', gapMs: 150 } }, {
       onprogress: (p) => updates.push(p),
     });
     expect(text(result)).toBe('hi');
@@ -123,7 +123,7 @@ describe('forwarding through the broker', () => {
       }
     })();
     const updates: unknown[] = [];
-    const result = await broker.client.callTool({ name: 'big__big', arguments: { mb: 5 } }, CallToolResultSchema, {
+    const result = await broker.client.callTool({ name: 'big__big', arguments: { mb: 5 } }, {
       onprogress: (p) => updates.push(p),
     });
     pinging = false;
@@ -165,8 +165,8 @@ describe('forwarding through the broker', () => {
     expect(echoFail).toMatchObject({ isError: true, content: [{ type: 'text', text: 'bad input' }] });
 
     const err = await broker.client.callTool({ name: 'nope__nothing', arguments: {} }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(McpError);
-    expect((err as McpError).code).toBe(ErrorCode.InvalidParams);
+    expect(err).toBeInstanceOf(ProtocolError);
+    expect((err as ProtocolError).code).toBe(ProtocolErrorCode.InvalidParams);
   });
 
   it('F17: every content block, structuredContent and _meta arrive intact and validate against the outputSchema', async () => {

@@ -5,7 +5,7 @@
  * make the CLI exit 2 naming the module.
  */
 import { join } from 'node:path';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, ROOT, spawnRawBroker, startBroker, type RawBroker, type StartedBroker } from './helpers.js';
 

@@ -7,8 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { CallToolResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, readNdjson, startBroker, waitFor, type RecordLine, type SeenNotification } from './helpers.js';
 import { connectHttp, startHttpBroker, type HttpBroker } from '../transports/harness.js';
@@ -90,14 +89,14 @@ describe('broker chains', () => {
 
     it('progress crosses both hops', async () => {
       const seen: number[] = [];
-      await client.callTool({ name: await nameOf('slow'), arguments: { ms: 600, tickMs: 100 } }, CallToolResultSchema, { onprogress: (p) => seen.push(p.progress) });
+      await client.callTool({ name: await nameOf('slow'), arguments: { ms: 600, tickMs: 100 } }, { onprogress: (p) => seen.push(p.progress) });
       expect(seen.length).toBeGreaterThanOrEqual(1);
     });
 
     it('cancellation crosses both hops and reaches the innermost upstream', async () => {
       const before = fixtureEvents().length;
       const aborter = new AbortController();
-      const call = client.callTool({ name: await nameOf('slow'), arguments: { ms: 30_000 } }, CallToolResultSchema, { signal: aborter.signal });
+      const call = client.callTool({ name: await nameOf('slow'), arguments: { ms: 30_000 } }, { signal: aborter.signal });
       await waitFor(() => fixtureEvents().slice(before).some((e) => e.event === 'call' && e.tool === 'slow'), 'the slow call at the innermost upstream', 15_000);
       aborter.abort('cancelled by the test');
       await expect(call).rejects.toThrow();
@@ -211,7 +210,7 @@ describe('a restarted inner broker (HTTP 404 for the session we hold)', () => {
     const first = (await outer.client.callTool({ name: 'hop2__up__read', arguments: { text: 'r0' } })) as CallToolResult;
     expect(outcomeOf(first)).toBe('ok');
     expect(await outerRecord('r0')).toMatchObject({ outcome: 'ok', attempts: 2, breaker: 'closed' });
-    const answer = (await outer.client.callTool({ name: 'broker__reconnect', arguments: { server: 'hop2' } }, undefined, { timeout: 30_000 })) as CallToolResult;
+    const answer = (await outer.client.callTool({ name: 'broker__reconnect', arguments: { server: 'hop2' } }, { timeout: 30_000 })) as CallToolResult;
     expect(answer.structuredContent).toMatchObject({ outcome: 'accepted', status: { state: 'ready' } });
     for (const text of ['r1', 'r2']) {
       const result = (await outer.client.callTool({ name: 'hop2__up__read', arguments: { text } })) as CallToolResult;

@@ -4,7 +4,6 @@
  * in flight only when that session declared the capability, and is refused (never guessed)
  * while calls of two sessions are in flight on the same upstream.
  */
-import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, waitFor } from './helpers.js';
 import { connectHttp, startHttpBroker, type HttpBroker } from '../transports/harness.js';
@@ -51,12 +50,12 @@ describe('upstream requests over HTTP', () => {
       let releaseA!: () => void;
       const aHeld = new Promise<void>((r) => (releaseA = r));
       const seenBy: string[] = [];
-      a.client.setRequestHandler(CreateMessageRequestSchema, async () => {
+      a.client.setRequestHandler('sampling/createMessage', async () => {
         seenBy.push('a');
         await aHeld;
         return { role: 'assistant', content: { type: 'text', text: 'answer for a' }, model: 'm' };
       });
-      b.client.setRequestHandler(CreateMessageRequestSchema, async () => {
+      b.client.setRequestHandler('sampling/createMessage', async () => {
         seenBy.push('b');
         return { role: 'assistant', content: { type: 'text', text: 'answer for b' }, model: 'm' };
       });

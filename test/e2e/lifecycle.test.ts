@@ -5,7 +5,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { fixture, isAlive, nodeServer, readNdjson, ROOT, spawnRawBroker, startBroker, waitFor } from './helpers.js';
 
 const FAST_RESTART = { restart: { initialDelayMs: 100, maxDelayMs: 500 } };
@@ -45,7 +44,7 @@ describe('upstream lifecycle', () => {
     const crashLog = join(broker.dir, 'crashy.log');
     try {
       const firstHello = text(await broker.client.callTool({ name: 'crashy__hello', arguments: {} }));
-      const pending = [1, 2].map(() => broker.client.callTool({ name: 'crashy__hang', arguments: {} }, CallToolResultSchema, { timeout: 120_000 }));
+      const pending = [1, 2].map(() => broker.client.callTool({ name: 'crashy__hang', arguments: {} }, { timeout: 120_000 }));
       await waitFor(() => readNdjson<{ event: string; tool?: string }>(crashLog).filter((e) => e.tool === 'hang').length === 2, 'two hang calls upstream');
       const from = broker.notifications.length;
       const crashAt = Date.now();
@@ -68,7 +67,7 @@ describe('upstream lifecycle', () => {
       // Variant: the upstream gets SIGTERM from outside while two calls are pending.
       const pid = Number(secondHello.split(' ').pop());
       const hangsBefore = readNdjson<{ tool?: string }>(crashLog).filter((e) => e.tool === 'hang').length;
-      const pending2 = [1, 2].map(() => broker.client.callTool({ name: 'crashy__hang', arguments: {} }, CallToolResultSchema, { timeout: 120_000 }));
+      const pending2 = [1, 2].map(() => broker.client.callTool({ name: 'crashy__hang', arguments: {} }, { timeout: 120_000 }));
       await waitFor(() => readNdjson<{ tool?: string }>(crashLog).filter((e) => e.tool === 'hang').length === hangsBefore + 2, 'two more hang calls upstream');
       const killedAt = Date.now();
       process.kill(pid, 'SIGTERM');

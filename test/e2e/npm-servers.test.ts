@@ -6,7 +6,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { ROOT, startBroker, waitFor, type StartedBroker } from './helpers.js';
 
 let broker: StartedBroker;
@@ -63,7 +62,7 @@ describe('the three real npm servers through the broker', () => {
   it('forwards progress of trigger-long-running-operation', async () => {
     const updates: Array<{ progress: number; total?: number }> = [];
     const r = track(
-      await broker.client.callTool({ name: 'everything__trigger-long-running-operation', arguments: { duration: 1, steps: 4 } }, CallToolResultSchema, {
+      await broker.client.callTool({ name: 'everything__trigger-long-running-operation', arguments: { duration: 1, steps: 4 } }, {
         onprogress: (p) => updates.push(p),
       }),
     );
@@ -77,7 +76,7 @@ describe('the three real npm servers through the broker', () => {
     const controller = new AbortController();
     let first!: () => void;
     const gotProgress = new Promise<void>((r) => (first = r));
-    const pending = broker.client.callTool({ name: 'everything__trigger-long-running-operation', arguments: { duration: 20, steps: 20 } }, CallToolResultSchema, {
+    const pending = broker.client.callTool({ name: 'everything__trigger-long-running-operation', arguments: { duration: 20, steps: 20 } }, {
       signal: controller.signal,
       onprogress: () => first(),
     });

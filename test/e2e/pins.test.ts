@@ -8,8 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { CallToolResult, Client, Tool } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, fixture, nodeServer, startBroker, waitFor, type SeenNotification, type StartedBroker } from './helpers.js';
 import { callsOf, configOf, runCli } from './broker-support.js';
@@ -25,7 +24,7 @@ async function listed(client: Client, name = 'rug__probe'): Promise<Tool | undef
 }
 
 async function call(client: Client, name: string, args: Record<string, unknown> = {}) {
-  const result = (await client.callTool({ name, arguments: args }, undefined, { timeout: 20_000 })) as CallToolResult;
+  const result = (await client.callTool({ name, arguments: args }, { timeout: 20_000 })) as CallToolResult;
   return { outcome: result._meta?.['mcp-broker/outcome'] as string, text: (result.content[0] as { text?: string } | undefined)?.text ?? '' };
 }
 

@@ -11,7 +11,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, startBroker, type StartedBroker } from './helpers.js';
 import { connectHttp, startHttpBroker, type ConnectedClient, type HttpBroker } from '../transports/harness.js';
@@ -42,13 +42,13 @@ function requestsOf(client: ConnectedClient, server: string): Array<[string, () 
   ];
 }
 
-async function refusal(run: () => Promise<unknown>): Promise<McpError> {
+async function refusal(run: () => Promise<unknown>): Promise<ProtocolError> {
   const err = await run().then(
     () => undefined,
     (e: unknown) => e,
   );
-  expect(err).toBeInstanceOf(McpError);
-  return err as McpError;
+  expect(err).toBeInstanceOf(ProtocolError);
+  return err as ProtocolError;
 }
 
 describe.each(['normal', 'read-only', 'locked'] as const)('run mode %s: a principal denied evil__* gets none of evil’s primitives', (mode) => {

@@ -8,7 +8,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, readNdjson, waitFor } from './helpers.js';
 import { connectHttp, http, openRawSession, startHttpBroker, type HttpBroker } from '../transports/harness.js';
@@ -92,7 +92,7 @@ describe('reconnect route and tool: one judged, recorded call (issue 12)', () =>
     const pid = await echoPid(broker, auth(TOKENS.ALICE_TOKEN));
     const alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN });
     try {
-      const inFlight = alice.client.callTool({ name: 'echo__slow', arguments: { ms: 1500 } }, undefined, { timeout: 30_000 });
+      const inFlight = alice.client.callTool({ name: 'echo__slow', arguments: { ms: 1500 } }, { timeout: 30_000 });
       await waitFor(() => fixtureEvents(broker).some((e) => e.event === 'call' && e.tool === 'slow'), "alice's slow call to reach the upstream");
 
       const bobSession = await openRawSession(broker.url, auth(TOKENS.BOB_TOKEN));
@@ -129,7 +129,7 @@ describe('reconnect route and tool: one judged, recorded call (issue 12)', () =>
       expect(recordsOf(broker, callIdOf(denied))).toEqual([expect.objectContaining({ principal: 'alice', outcome: 'denied', status: 403 })]);
       expect(await echoPid(broker, auth(TOKENS.ALICE_TOKEN))).toBe(pid);
 
-      const byTool = (await carol.client.callTool({ name: 'broker__reconnect', arguments: { server: 'echo' } }, undefined, { timeout: 30_000 })) as CallToolResult;
+      const byTool = (await carol.client.callTool({ name: 'broker__reconnect', arguments: { server: 'echo' } }, { timeout: 30_000 })) as CallToolResult;
       expect(outcome(byTool)).toBe('ok');
       expect(byTool.structuredContent).toMatchObject({ server: 'echo', outcome: 'accepted' });
       expect(recordsOf(broker, callIdOf(byTool))).toEqual([expect.objectContaining({ principal: 'carol', outcome: 'ok', subject: 'broker/reconnect' })]);

@@ -7,7 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fixture, isAlive, nodeServer, npmServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
 
@@ -28,7 +28,7 @@ afterEach(async () => {
 });
 
 async function reconnect(b: StartedBroker, server: string): Promise<Answer> {
-  const result = (await b.client.callTool({ name: 'broker__reconnect', arguments: { server } }, undefined, { timeout: 60_000 })) as CallToolResult;
+  const result = (await b.client.callTool({ name: 'broker__reconnect', arguments: { server } }, { timeout: 60_000 })) as CallToolResult;
   expect(outcome(result)).toBe('ok');
   expect(result.isError).toBeFalsy();
   const answer = result.structuredContent as unknown as Answer;
@@ -94,7 +94,7 @@ describe('broker__reconnect (e2e)', () => {
     broker = await startBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) } });
     const b = broker;
     expect(await toolNames(b)).toContain('echo__slow');
-    const inFlight = b.client.callTool({ name: 'echo__slow', arguments: { ms: 30_000 } }, undefined, { timeout: 60_000 });
+    const inFlight = b.client.callTool({ name: 'echo__slow', arguments: { ms: 30_000 } }, { timeout: 60_000 });
     await new Promise((r) => setTimeout(r, 500));
     const started = Date.now();
     const answer = await reconnect(b, 'echo');
@@ -114,7 +114,7 @@ describe('broker__reconnect (e2e)', () => {
     const marker = join(b.dir, 'marker');
     expect(await toolNames(b)).toEqual(expect.arrayContaining(['once__ping', 'once__slow']));
     expect(existsSync(marker)).toBe(true);
-    const inFlight = b.client.callTool({ name: 'once__slow', arguments: { ms: 30_000 } }, undefined, { timeout: 60_000 });
+    const inFlight = b.client.callTool({ name: 'once__slow', arguments: { ms: 30_000 } }, { timeout: 60_000 });
     await new Promise((r) => setTimeout(r, 300));
     const seenBefore = b.notifications.length;
 

@@ -7,7 +7,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startRestFixture, type RestFixture } from '../fixtures/rest-http-fixture.js';
 import { spawnRawBroker, startBroker, type RecordLine, type StartedBroker } from './helpers.js';

@@ -14,7 +14,7 @@ describe('shutdown with a call in flight', () => {
       broker = await startBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) } });
       const { recordsPath, pid } = broker;
       let progressed = false;
-      const pending = broker.client.callTool({ name: 'echo__slow', arguments: { ms: 30_000, tickMs: 50 } }, undefined, {
+      const pending = broker.client.callTool({ name: 'echo__slow', arguments: { ms: 30_000, tickMs: 50 } }, {
         onprogress: () => void (progressed = true),
         timeout: 20_000,
       });

@@ -3,7 +3,7 @@
  * ToolRouter with a real Registry. Time is a ManualClock; nothing sleeps.
  */
 import { EventEmitter } from 'node:events';
-import type { CallToolResult, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, ElicitResult } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Broker } from '../../src/broker/broker.js';

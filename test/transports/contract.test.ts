@@ -6,14 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import {
-  CallToolResultSchema,
-  CreateMessageRequestSchema,
-  ElicitRequestSchema,
-  ListRootsRequestSchema,
-  type ClientCapabilities,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { Client, ClientCapabilities } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, readNdjson, startBroker, waitFor, type RecordLine, type SeenNotification } from '../e2e/helpers.js';
 import { connectHttp, startHttpBroker, type HttpBroker } from './harness.js';
@@ -58,14 +51,14 @@ describe.each<Kind>(['stdio', 'streamable', 'sse'])('transport contract: %s', (k
       const connected = await connectHttp(broker.url, kind, { capabilities: CAPABILITIES });
       face = { client: connected.client, notifications: connected.notifications, records: () => broker!.records(), close: connected.close };
     }
-    face.client.setRequestHandler(CreateMessageRequestSchema, async (req) => ({
+    face.client.setRequestHandler('sampling/createMessage', async (req) => ({
       role: 'assistant',
       content: { type: 'text', text: `sampled: ${JSON.stringify(req.params.messages[0]?.content)}` },
       model: 'test-model',
       stopReason: 'endTurn',
     }));
-    face.client.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept', content: { response: 'yes please' } }));
-    face.client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: [{ uri: 'file:///contract/root', name: 'root' }] }));
+    face.client.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { response: 'yes please' } }));
+    face.client.setRequestHandler('roots/list', async () => ({ roots: [{ uri: 'file:///contract/root', name: 'root' }] }));
   });
 
   afterAll(async () => {
@@ -95,7 +88,7 @@ describe.each<Kind>(['stdio', 'streamable', 'sse'])('transport contract: %s', (k
   it('relays progress to the caller', async () => {
     const seen: number[] = [];
     // Progress spread over time: a client may drop progress that arrives with the response (SDK-NOTES §1).
-    const result = await face.client.callTool({ name: 'echo__slow', arguments: { ms: 600, tickMs: 100 } }, CallToolResultSchema, {
+    const result = await face.client.callTool({ name: 'echo__slow', arguments: { ms: 600, tickMs: 100 } }, {
       onprogress: (p) => seen.push(p.progress),
     });
     expect(textOf(result)).toBe('slept 600 ms');
@@ -106,7 +99,7 @@ describe.each<Kind>(['stdio', 'streamable', 'sse'])('transport contract: %s', (k
   it('cancels the upstream request when the client cancels', async () => {
     const aborter = new AbortController();
     const before = fixtureEvents().length;
-    const call = face.client.callTool({ name: 'echo__slow', arguments: { ms: 30_000 } }, CallToolResultSchema, { signal: aborter.signal });
+    const call = face.client.callTool({ name: 'echo__slow', arguments: { ms: 30_000 } }, { signal: aborter.signal });
     await waitFor(() => fixtureEvents().slice(before).some((e) => e.event === 'call' && e.tool === 'slow'), 'the slow call to reach the upstream');
     aborter.abort('test cancels');
     await expect(call).rejects.toThrow();
@@ -136,6 +129,12 @@ describe.each<Kind>(['stdio', 'streamable', 'sse'])('transport contract: %s', (k
     expect(JSON.parse(String((template.contents[0] as { text?: string }).text))).toMatchObject({ id: '42' });
     const prompt = await face.client.getPrompt({ name: 'echo__greet', arguments: { name: 'ada' } });
     expect(prompt.messages[0]?.content).toMatchObject({ type: 'text', text: 'hello ada' });
+  });
+
+  it('answers a read of a resource no upstream serves with -32602 (the SDK v2 code on every revision), naming the uri', async () => {
+    const err = (await face.client.readResource({ uri: 'nowhere://x' }).catch((e: unknown) => e)) as { code?: unknown; message?: string };
+    expect(err.code).toBe(-32602);
+    expect(err.message).toContain('nowhere://x');
   });
 
   it('routes an upstream sampling request during a call to the calling client', async () => {

@@ -1,4 +1,4 @@
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { BoundedEventStore, COMPACT_FROM_BYTES } from '../../src/transports/http/event-store.js';
 import { parseResponseLine, withMeta } from '../../src/shared/raw-json.js';

@@ -4,7 +4,7 @@
  * still settle their request, and writes coalesced per burst (the first one at once).
  */
 import { PassThrough, Writable } from 'node:stream';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { LineFramer, serializeMessage, writeMessage } from '../../src/shared/framing.js';
 import { encodeMessage, knownJsonBytes, messageIdFromEnds, parseResponseLine, type MessageEnds } from '../../src/shared/raw-json.js';

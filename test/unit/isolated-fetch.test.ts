@@ -80,8 +80,8 @@ describe('isolatedAbortFetch', () => {
 
 describe('an HTTP upstream connection', () => {
   it('hands every request its own signal, so the SDK transport\'s shared one collects nothing', async () => {
-    const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
-    const { StreamableHTTPServerTransport } = await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
+    const { McpServer } = await import('@modelcontextprotocol/server');
+    const { NodeStreamableHTTPServerTransport: StreamableHTTPServerTransport } = await import('@modelcontextprotocol/node');
     const { parseConfig } = await import('../../src/config/load.js');
     const { systemClock } = await import('../../src/shared/clock.js');
     const { silentLogger } = await import('../../src/shared/logger.js');

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { encodeMessage, knownJsonBytes, parseResponseLine, withMeta } from '../../src/shared/raw-json.js';
 

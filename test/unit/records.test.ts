@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, renameSync, statfsSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readRecords, recordFiles } from '../../src/audit/query.js';
 import { NdjsonRecordSink, type NdjsonSinkOptions, type RecordSink } from '../../src/audit/records.js';

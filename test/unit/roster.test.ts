@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/shared/logger.js';
 import { Registry } from '../../src/upstream/registry.js';

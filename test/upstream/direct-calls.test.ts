@@ -1,6 +1,5 @@
 /** DirectCalls over a fake transport: a request its transport cannot serialise (issue 17 §5). */
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import { describe, expect, it } from 'vitest';
 import { classifyFailure } from '../../src/broker/failure.js';
 import { BrokerError } from '../../src/shared/errors.js';

@@ -4,9 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Client, SSEClientTransport, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import type { HttpServerConfig, SseServerConfig } from '../../src/config/schema.js';
@@ -71,6 +69,7 @@ describe('a URL-only upstream', () => {
   });
 
   it('an entry typed "http" never falls back: the SSE-only server refuses it', async () => {
-    await expect(dial({ type: 'http', url: `${sseOnly}/sse` })).rejects.toMatchObject({ code: 405 });
+    // SDK v2's Streamable HTTP transport reports the refusal as an SdkHttpError carrying the status.
+    await expect(dial({ type: 'http', url: `${sseOnly}/sse` })).rejects.toMatchObject({ name: 'SdkHttpError', status: 405 });
   });
 });

@@ -1,4 +1,4 @@
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/client';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { legacyToolHash, toolHash } from '../../src/upstream/roster.js';

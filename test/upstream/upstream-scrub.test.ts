@@ -4,7 +4,7 @@
  * Scrubber's helpers for it (`strings` for schemas, `media` and `blob` for binary content).
  */
 import { EventEmitter } from 'node:events';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { describe, expect, it } from 'vitest';
 import { BrokerError } from '../../src/shared/errors.js';
 import { silentLogger } from '../../src/shared/logger.js';
@@ -92,23 +92,37 @@ describe('Registry scrubs what upstreams send toward clients', () => {
     expect(out.messages[0]!.content.data).toBe(image);
   });
 
-  it('issue 12: a failed request is an McpError with message and data scrubbed; the upstream code is kept', async () => {
+  it('issue 12: a failed request is a ProtocolError with message and data scrubbed; the upstream code is kept', async () => {
     const { registry, up } = setup({}, async () => {
-      throw new McpError(-32002, `no such thing, ${SECRET}`, { why: SECRET });
+      throw new ProtocolError(-32002, `no such thing, ${SECRET}`, { why: SECRET });
     });
-    const failed = await registry.request('up', 'resources/read', {}, { timeoutMs: 1000 }).catch((e: unknown) => e as McpError);
-    expect(failed).toBeInstanceOf(McpError);
+    const failed = await registry.request('up', 'resources/read', {}, { timeoutMs: 1000 }).catch((e: unknown) => e as ProtocolError);
+    expect(failed).toBeInstanceOf(ProtocolError);
     expect(failed).toMatchObject({ code: -32002, data: { why: REDACTED } });
-    expect((failed as McpError).message).toContain(`no such thing, ${REDACTED}`);
-    expect((failed as McpError).message).not.toContain(SECRET);
+    expect((failed as ProtocolError).message).toContain(`no such thing, ${REDACTED}`);
+    expect((failed as ProtocolError).message).not.toContain(SECRET);
 
     up.answer = async () => {
       throw new BrokerError('upstream_unavailable', `upstream "up" is not connected (failed: last stderr: ${SECRET})`);
     };
-    const down = await registry.request('up', 'prompts/get', {}, { timeoutMs: 1000 }).catch((e: unknown) => e as McpError);
+    const down = await registry.request('up', 'prompts/get', {}, { timeoutMs: 1000 }).catch((e: unknown) => e as ProtocolError);
     expect(down).toMatchObject({ code: -32603 });
-    expect((down as McpError).message).not.toContain(SECRET);
+    expect((down as ProtocolError).message).not.toContain(SECRET);
     await expect(registry.request('nope', 'prompts/get', {}, { timeoutMs: 1000 })).rejects.toMatchObject({ code: -32602 });
+  });
+
+  it("the SDK's own timeout and closed connection keep the codes SDK v1 gave them (-32001, -32000), scrubbed", async () => {
+    const { registry, up } = setup({}, async () => {
+      throw new SdkError(SdkErrorCode.RequestTimeout, `Request timed out ${SECRET}`);
+    });
+    const timedOut = await registry.request('up', 'prompts/get', {}, { timeoutMs: 1000 }).catch((e: unknown) => e as ProtocolError);
+    expect(timedOut).toBeInstanceOf(ProtocolError);
+    expect(timedOut).toMatchObject({ code: -32001 });
+    expect((timedOut as ProtocolError).message).not.toContain(SECRET);
+    up.answer = async () => {
+      throw new SdkError(SdkErrorCode.ConnectionClosed, 'Connection closed');
+    };
+    await expect(registry.request('up', 'prompts/get', {}, { timeoutMs: 1000 })).rejects.toMatchObject({ code: -32000, message: 'Connection closed' });
   });
 });
 

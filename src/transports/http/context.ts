@@ -21,7 +21,7 @@ export interface HttpContext {
   auth: PrincipalAuthenticator;
   readonly logger: Logger;
   /** Experimental capabilities every session declares (the broker's own). */
-  readonly experimental?: Record<string, object>;
+  readonly experimental?: Gateway['experimental'];
 }
 
 /** The request body parsed as JSON, or `undefined` for an empty body; throws `SyntaxError` on bad JSON. */

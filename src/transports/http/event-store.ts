@@ -13,8 +13,7 @@
  * Event ids are `<streamId>|<seq>`: the stream is known from the id alone, even once the event
  * itself has been dropped.
  */
-import type { EventId, EventStore, StreamId } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { EventId, EventStore, StreamId, JSONRPCMessage } from '@modelcontextprotocol/server';
 import { approximateJsonBytes } from '../../broker/record.js';
 import { encodeMessage } from '../../shared/raw-json.js';
 

@@ -12,10 +12,16 @@
  * JSON or not a JSON-RPC message → 400 with a JSON-RPC error; too large → 413. None of these
  * touches any session, and the process keeps serving. Open streams carry a keep-alive comment
  * every `http.keepAliveMs`.
+ *
+ * The transport is `SSEServerTransport` from `@modelcontextprotocol/server-legacy` (2.3.1), the
+ * frozen copy of SDK v1's: the v2 server package has no HTTP+SSE server transport (the
+ * transport is deprecated since spec 2025-03-26), and older IDEs still connect over it. It
+ * implements the same `Transport` contract, so its sessions are `DownstreamSession`s like any
+ * other; it brings its own `@modelcontextprotocol/core` 2.3.1 (exact pin) for its message types.
  */
 import type { Express, Request, Response } from 'express';
-import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
-import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
+import { JSONRPCMessageSchema } from '@modelcontextprotocol/core';
+import { SSEServerTransport } from '@modelcontextprotocol/server-legacy/sse';
 import { messageOf } from '../../shared/errors.js';
 import { DownstreamSession } from '../session.js';
 import { answerOverCap } from './caps.js';

@@ -16,8 +16,7 @@
  *   carry a keep-alive comment every `http.keepAliveMs`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { WebStandardStreamableHTTPServerTransport, isInitializeRequest } from '@modelcontextprotocol/server';
 import { newSessionId } from '../../shared/ids.js';
 import { messageOf } from '../../shared/errors.js';
 import { DownstreamSession } from '../session.js';

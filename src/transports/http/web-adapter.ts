@@ -14,7 +14,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { getRequestListener, type HttpBindings, type Http2Bindings } from '@hono/node-server';
-import type { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import type { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
 
 interface Pending {
   readonly transport: WebStandardStreamableHTTPServerTransport;

@@ -5,7 +5,7 @@
  * definition passes before it is served (run by the config schema for hand-written tools and by
  * the OpenAPI import for imported ones), and the MCP `Tool` it is advertised as.
  */
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONObject, Tool } from '@modelcontextprotocol/client';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'HEAD';
 
@@ -165,10 +165,10 @@ export function definitionProblems(def: RestToolDefinition, argHeaders: readonly
 
 /** The MCP tool a definition is advertised as: `inputSchema` from its arguments, `readOnlyHint` from `readOnly`. */
 export function toMcpTool(def: RestToolDefinition): Tool {
-  const properties: Record<string, object> = {};
+  const properties: NonNullable<Tool['inputSchema']['properties']> = {};
   const required: string[] = [];
   for (const [argName, arg] of Object.entries(def.args)) {
-    properties[argName] = arg.description !== undefined ? { ...arg.schema, description: arg.description } : { ...arg.schema };
+    properties[argName] = (arg.description !== undefined ? { ...arg.schema, description: arg.description } : { ...arg.schema }) as JSONObject;
     if (arg.required) required.push(argName);
   }
   return {

@@ -9,7 +9,7 @@
  * - 429 and 5xx are not results: the upstream throws `upstream_http` (see `rest-upstream.ts`).
  * The exact header values injected into the request are masked in everything returned.
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/client';
 import { REDACTED } from '../../shared/scrub.js';
 
 /** A response body read up to a bound. */

@@ -27,7 +27,7 @@
  *   `CallOptions.signal` rethrows its reason (the deadline stage names it `timeout`/`cancelled`).
  */
 import { EventEmitter } from 'node:events';
-import type { CallToolResult, ServerCapabilities, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import type { RestServerConfig } from '../../config/schema.js';
 import type { Clock } from '../../shared/clock.js';
 import { BrokerError, ConfigError, messageOf } from '../../shared/errors.js';
