@@ -49,6 +49,12 @@ const commonServer = {
   disabled: z.boolean().default(false),
   /** Per-tool overrides, keyed by the upstream's own tool name. */
   tools: z.record(z.string(), toolOverride).default({}),
+  /**
+   * When several upstreams list one resource URI or one template string, or templates of several
+   * match a URI: the highest serves it; equal priorities: the earlier server in config order.
+   * The others' copies are withheld, with a logged warning. An integer; default 0.
+   */
+  resourcePriority: z.number().int().default(0),
 };
 
 /** A stdio upstream; `command: "node"` runs with this Node (`process.execPath`). */
