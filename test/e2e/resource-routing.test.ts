@@ -29,21 +29,14 @@ describe('resource templates of every RFC 6570 form', () => {
   afterAll(async () => broker?.close());
 
   it.each([
-    ['tpl://search?q=cats&limit=3'],
-    ['tpl://search?limit=3'],
-    ['tpl://search'],
-    ['tpl://files/a/b%20c/d.txt'],
-    ['tpl://files'],
-    ['tpl://doc#part/2'],
-    ['tpl://doc'],
-    ['tpl://file.txt'],
-    ['tpl://file'],
-    ['tpl://matrix;p=1'],
-    ['tpl://matrix;p'],
-    ['tpl://matrix'],
-    ['tpl://plain/42'],
-  ])('a read of %s reaches the upstream whose template it expands', async (uri) => {
-    expect(await readText(broker, uri)).toBe(`tpl read ${uri}`);
+    ['{?q,limit}', ['tpl://search?q=cats&limit=3', 'tpl://search?limit=3', 'tpl://search']],
+    ['{/path*}', ['tpl://files/a/b%20c/d.txt', 'tpl://files/a', 'tpl://files']],
+    ['{#frag}', ['tpl://doc#part/2', 'tpl://doc#x', 'tpl://doc']],
+    ['{.ext}', ['tpl://file.txt', 'tpl://file.tar.gz', 'tpl://file']],
+    ['{;p}', ['tpl://matrix;p=1', 'tpl://matrix;p', 'tpl://matrix']],
+    ['{id} (level 1, as before)', ['tpl://plain/42']],
+  ])('a read of a URI of the %s form reaches the upstream whose template it expands', async (_form, uris) => {
+    for (const uri of uris) expect(await readText(broker, uri), uri).toBe(`tpl read ${uri}`);
   });
 
   it('a URI that expands no template is not found (-32002), though some template nearly fits', async () => {
@@ -52,9 +45,11 @@ describe('resource templates of every RFC 6570 form', () => {
     }
   });
 
-  it.each(FORMS)('completing %s routes to the upstream whose template it is', async (uri) => {
-    const { completion } = await broker.client.complete({ ref: { type: 'ref/resource', uri }, argument: { name: 'x', value: '' } });
-    expect(completion.values).toEqual(['tpl-value']);
+  it('completing the template of every form routes to the upstream whose template it is', async () => {
+    for (const uri of FORMS) {
+      const { completion } = await broker.client.complete({ ref: { type: 'ref/resource', uri }, argument: { name: 'x', value: '' } });
+      expect(completion.values, uri).toEqual(['tpl-value']);
+    }
   });
 });
 
