@@ -24,7 +24,7 @@ export const MAX_MATCHED_URI_LENGTH = 8192;
  * match": enough for any URI up to {@link MAX_MATCHED_URI_LENGTH} whose expressions are set
  * apart by literals or operators, and a bound on templates of adjacent simple expressions.
  */
-const MAX_MATCH_WORK = 1_000_000;
+const MAX_MATCH_WORK = 500_000;
 /** Joins a variable's name and prefix length into the key of a prefix binding (`{var:3}`), reconciled at the end of a match. */
 const PREFIX_KEY = '\u0000';
 
@@ -130,6 +130,7 @@ export class UriTemplate {
     let work = 0;
     const width = uri.length + 1;
     const limits: (Int32Array | undefined)[] = [];
+    const candidates: (Int32Array | undefined)[] = [];
     // With every name once, the rest of the URI is matched before this expression is decoded
     // (memoised, so a literal after a reserved expansion costs one decoding, not one per `/`).
     // A repeated name binds forward instead, so later expressions see earlier values.
@@ -143,10 +144,9 @@ export class UriTemplate {
         found = uri.startsWith(part, pos) ? go(i + 1, pos + part.length, bound) : undefined;
       } else {
         const limit = (limits[i] ??= extents(part.op, uri))[pos]!;
-        const next = this.next[i]!;
-        for (let end = pos; end <= limit && !found; end++) {
+        const ends = (candidates[i] ??= allowedEnds(this.next[i]!, uri));
+        for (let end = ends[pos]!; end <= limit && !found; end = ends[end + 1]!) {
           if (++work > MAX_MATCH_WORK) return undefined;
-          if (!next.allows(uri, end)) continue;
           const rest = this.uniqueNames ? go(i + 1, end, {}) : undefined;
           if (this.uniqueNames && !rest) continue;
           work += end - pos;
@@ -265,6 +265,14 @@ function utf8Triplets(ch: string): string {
 
 // ---- matching -------------------------------------------------------------------------------
 
+/** For each position, the first at or after it where the text after an expression may start (`uri.length + 1`: none). */
+function allowedEnds(next: Followers, uri: string): Int32Array {
+  const out = new Int32Array(uri.length + 2);
+  out[uri.length + 1] = uri.length + 1;
+  for (let i = uri.length; i >= 0; i--) out[i] = next.allows(uri, i) ? i : out[i + 1]!;
+  return out;
+}
+
 /** For each position, where an expression starting there must end at the latest: the first character it can never produce. */
 function extents(op: Operator, uri: string): Int32Array {
   const out = new Int32Array(uri.length + 1);
@@ -288,7 +296,8 @@ function decodeExpression(expr: Expression, text: string): UriVariables | undefi
   const assign = (v: number, j: number): UriVariables | undefined => {
     if (v === expr.vars.length) return j === items.length ? {} : undefined;
     const spec = expr.vars[v]!;
-    for (let k = j + 1; k <= items.length; k++) {
+    // The last variable takes every item left, or none.
+    for (let k = v === expr.vars.length - 1 ? items.length : j + 1; k <= items.length && k > j; k++) {
       const value = decodeVar(op, spec, items.slice(j, k));
       if (value === undefined) continue;
       const rest = assign(v + 1, k);

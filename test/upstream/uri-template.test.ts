@@ -99,6 +99,12 @@ describe('UriTemplate (RFC 6570, every level)', () => {
     expect(t.match('x'.repeat(8000))).toBeUndefined();
     expect(performance.now() - started).toBeLessThan(2000);
   });
+
+  it('still matches a long URI whose expressions are set apart', () => {
+    const segments = Array.from({ length: 1000 }, (_, i) => `s${i}.v`);
+    expect(tpl('res://x{/path*}{.ext}').match(`res://x/${segments.join('/')}/last.txt`)).toEqual({ path: [...segments, 'last'], ext: 'txt' });
+    expect(tpl('res://{+path}/x{?q}').match(`res://${'a/'.repeat(3000)}x?q=1`)).toEqual({ path: 'a/'.repeat(2999) + 'a', q: '1' });
+  });
 });
 
 // ---- properties ------------------------------------------------------------------------------
