@@ -20,9 +20,10 @@ export type UriVariables = Record<string, UriValue>;
 /** Longest URI {@link UriTemplate.match} looks at, in characters; a longer one matches no template. */
 export const MAX_MATCHED_URI_LENGTH = 8192;
 /**
- * Characters of expression text one {@link UriTemplate.match} may decode before it answers "no
- * match": enough for any URI up to {@link MAX_MATCHED_URI_LENGTH} whose expressions are set
- * apart by literals or operators, and a bound on templates of adjacent simple expressions.
+ * Work one {@link UriTemplate.match} may do before it answers "no match" (one unit per place an
+ * expression may end, plus one per character decoded): ample for a URI up to
+ * {@link MAX_MATCHED_URI_LENGTH} whose expressions are set apart by literals or operators, and a
+ * bound (tenths of a second) on templates of adjacent simple expressions.
  */
 const MAX_MATCH_WORK = 500_000;
 /** Joins a variable's name and prefix length into the key of a prefix binding (`{var:3}`), reconciled at the end of a match. */
@@ -127,6 +128,7 @@ export class UriTemplate {
   match(uri: string): UriVariables | undefined {
     if (uri.length > MAX_MATCHED_URI_LENGTH) return undefined;
     const failed = new Set<number>();
+    const solved = new Map<number, UriVariables>();
     let work = 0;
     const width = uri.length + 1;
     const limits: (Int32Array | undefined)[] = [];
@@ -138,6 +140,7 @@ export class UriTemplate {
       if (i === this.parts.length) return pos !== uri.length ? undefined : this.uniqueNames ? bound : reconcilePrefixes(bound);
       const key = i * width + pos;
       if (this.uniqueNames && failed.has(key)) return undefined;
+      if (this.uniqueNames && solved.has(key)) return solved.get(key);
       const part = this.parts[i]!;
       let found: UriVariables | undefined;
       if (typeof part === 'string') {
@@ -156,7 +159,10 @@ export class UriTemplate {
           found = this.uniqueNames ? { ...vars, ...rest } : ((merged) => merged && go(i + 1, end, merged))(mergeBindings(bound, vars));
         }
       }
-      if (!found && this.uniqueNames) failed.add(key);
+      if (this.uniqueNames) {
+        if (found) solved.set(key, found);
+        else failed.add(key);
+      }
       return found;
     };
     const vars = go(0, 0, {});
