@@ -58,7 +58,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
   /** Every advertised tool name ever served, so a vanished one reads `gone`, not unknown. */
   private readonly seen = new Map<string, { server: string; toolName: string }>();
   private pending = new Set<ListKind>();
-  /** Resource clashes of the current roster, already logged (`kind uri withheld`). */
+  /** Resource clashes of the current roster, already logged (`kind uri kept withheld`). */
   private loggedClashes = new Set<string>();
   private scheduled = false;
 
@@ -118,7 +118,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
     }
     const clashes = new Set<string>();
     for (const c of roster.resourceClashes) {
-      const key = `${c.kind} ${c.uri} ${c.withheld}`;
+      const key = `${c.kind} ${c.uri} ${c.kept} ${c.withheld}`;
       clashes.add(key);
       if (this.loggedClashes.has(key)) continue;
       this.logger.warn(
