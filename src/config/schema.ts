@@ -67,6 +67,12 @@ const commonServer = {
    * file, a fetched body); the verdict is `isError: true` or `structuredContent.success: false`.
    */
   verdictFromText: z.boolean().default(false),
+  /**
+   * When several upstreams list one resource URI or one template string, or templates of several
+   * match a URI: the highest serves it; equal priorities: the earlier server in config order.
+   * The others' copies are withheld, with a logged warning. An integer; default 0.
+   */
+  resourcePriority: z.number().int().default(0),
 };
 
 /** A stdio upstream; `command: "node"` runs with this Node (`process.execPath`). */

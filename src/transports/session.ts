@@ -365,7 +365,7 @@ export class DownstreamSession {
           this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, extra.signal),
         );
       }
-      const upstream = gw.upstreamForResource(ref.uri);
+      const upstream = gw.upstreamForTemplate(ref.uri);
       if (!upstream) return { completion: { values: [] } };
       const judged = { kind: 'completion', server: upstream.name, type: 'resource', name: ref.uri, ownName: ref.uri, args } as const;
       return this.guarded(judged, extra, () => this.forward(upstream.name, 'completion/complete', req.params, extra.signal));
