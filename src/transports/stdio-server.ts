@@ -162,17 +162,12 @@ export class StdioServerTransport implements Transport {
   private flushed(timeoutMs: number): Promise<void> {
     if (this.stdout.writableLength === 0 || this.stdout.destroyed) return Promise.resolve();
     return new Promise((resolve) => {
-      const stdout = this.stdout;
-      const timer = setTimeout(done, timeoutMs);
-      const onDrain = () => (stdout.writableLength === 0 ? done() : undefined);
-      stdout.on('drain', onDrain);
-      stdout.on('close', done);
-      function done() {
+      const timer = setTimeout(resolve, timeoutMs);
+      // Writes complete in order: an empty one's callback runs once everything before it is taken.
+      this.stdout.write('', () => {
         clearTimeout(timer);
-        stdout.off('drain', onDrain);
-        stdout.off('close', done);
         resolve();
-      }
+      });
     });
   }
 
