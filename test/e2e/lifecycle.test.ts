@@ -1,12 +1,18 @@
 /**
  * Upstream lifecycle through the CLI: crashes (F08), process-tree cleanup (F09), failed spawns
- * (F10) and a failing first listing (F12).
+ * (F10), a failing first listing (F12), and a downstream client that stops reading (issue 17 §3).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { fixture, isAlive, nodeServer, readNdjson, spawnRawBroker, startBroker, waitFor } from './helpers.js';
+
+/** The resident set size of a process, in MiB (Linux `/proc/<pid>/status`). */
+function rssMiB(pid: number): number {
+  const kb = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+  return kb / 1024;
+}
 
 const FAST_RESTART = { restart: { initialDelayMs: 100, maxDelayMs: 500 } };
 const text = (r: { content?: unknown }) => ((r.content as Array<{ text?: string }>)[0]?.text ?? '') as string;
@@ -170,4 +176,38 @@ describe('F09: no child or grandchild outlives the broker', () => {
 
   it('F09: after SIGTERM the whole process group of a `sh -c` upstream is gone', () => runAndStop('SIGTERM'), 40_000);
   it('F09: after stdin EOF the whole process group of a `sh -c` upstream is gone', () => runAndStop('stdin EOF'), 40_000);
+});
+
+describe.skipIf(process.platform !== 'linux')('issue 17 §3: a client that stops reading stdout', () => {
+  it('the broker\'s memory climbed without a plateau; now it stays bounded while nothing is read, and every answer comes once reading resumes', async () => {
+    const b = spawnRawBroker({ servers: { big: nodeServer(fixture('big.mjs')) }, extra: { broker: { maxPendingOutputBytes: 8 * 1024 * 1024 } } });
+    try {
+      await b.initialize();
+      const listed = (await b.request(1, 'tools/list', {}, 20_000)) as { result?: { tools?: Array<{ name: string }> } };
+      expect(listed.result?.tools?.map((t) => t.name)).toContain('big__big');
+      await b.request(2, 'tools/call', { name: 'big__big', arguments: { mb: 1 } }, 20_000);
+      const pid = b.child.pid!;
+      const baseline = rssMiB(pid);
+      b.child.stdout!.pause(); // the client stops reading
+      const ROUNDS = 10;
+      const PER_ROUND = 4;
+      const MB = 2;
+      let id = 100;
+      const peaks: number[] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        for (let i = 0; i < PER_ROUND; i++) b.send({ jsonrpc: '2.0', id: id++, method: 'tools/call', params: { name: 'big__big', arguments: { mb: MB } } });
+        await new Promise((r) => setTimeout(r, 400));
+        peaks.push(rssMiB(pid));
+      }
+      const sentMiB = ROUNDS * PER_ROUND * MB;
+      const growth = Math.max(...peaks) - baseline;
+      // Without the bound every answer waits in the broker (growth near `sentMiB`); with it, at most
+      // maxPendingOutputBytes and the answers in flight when it was passed.
+      expect(growth, `RSS ${baseline.toFixed(0)} MiB → ${peaks.map((p) => p.toFixed(0)).join(', ')} MiB for ${sentMiB} MiB of answers`).toBeLessThan(40);
+      b.child.stdout!.resume(); // the client reads again: everything is answered
+      await waitFor(() => b.messages.filter((m) => typeof m.id === 'number' && m.id >= 100 && 'result' in m).length === ROUNDS * PER_ROUND, 'every answer', 60_000);
+    } finally {
+      await b.close();
+    }
+  }, 120_000);
 });
