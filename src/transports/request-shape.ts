@@ -57,6 +57,27 @@ export function malformedRequestError(message: unknown): JSONRPCMessage | undefi
   return invalid(readable, -32602, `Invalid params for ${message.method}: ${field} is ${issue?.code === 'invalid_type' ? 'missing or of the wrong type' : 'invalid'}`);
 }
 
+/**
+ * The answer to an HTTP body holding a malformed request, for the transports that check a body
+ * before the SDK sees it (Streamable HTTP `POST /mcp`, SSE `POST /messages`), which answer it
+ * with status 400; `undefined` when nothing in it is malformed (or there is no body). A batch
+ * holding one is refused whole: each malformed request's error, and -32600 for each other
+ * request in it (not processed).
+ */
+export function malformedBodyErrors(body: unknown): JSONRPCMessage | JSONRPCMessage[] | undefined {
+  if (body === undefined) return undefined;
+  if (!Array.isArray(body)) return malformedRequestError(body);
+  const errors = body.map(malformedRequestError);
+  if (errors.every((e) => e === undefined)) return undefined;
+  return body.flatMap((m, i) => {
+    const error = errors[i];
+    if (error) return [error];
+    const { id, method } = m as { id?: unknown; method?: unknown };
+    if (method === undefined || (typeof id !== 'string' && typeof id !== 'number')) return [];
+    return [invalid(id, -32600, 'Invalid Request: not processed, another message in the batch is malformed')];
+  });
+}
+
 function invalid(id: RequestId | null, code: -32600 | -32602, message: string): JSONRPCMessage {
   return { jsonrpc: '2.0', id, error: { code, message } } as unknown as JSONRPCMessage;
 }
