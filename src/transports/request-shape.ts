@@ -48,6 +48,8 @@ export function malformedRequestError(message: unknown): JSONRPCMessage | undefi
   if (typeof message.method !== 'string') return invalid(readable, -32600, 'Invalid Request: "method" must be a string');
   const params = message.params;
   if (params !== undefined && !isObject(params)) return invalid(readable, -32602, 'Invalid params: "params" must be an object');
+  // Every tool call passes here: the common shape is checked by hand, zod runs only for the rest.
+  if (message.method === 'tools/call' && isPlainToolsCall(params)) return undefined;
   const schema = KNOWN_REQUESTS.get(message.method);
   if (!schema) return undefined; // an unknown method: the SDK answers -32601
   const parsed = schema.safeParse({ method: message.method, ...(params !== undefined && { params }) });
@@ -76,6 +78,17 @@ export function malformedBodyErrors(body: unknown): JSONRPCMessage | JSONRPCMess
     if (method === undefined || (typeof id !== 'string' && typeof id !== 'number')) return [];
     return [invalid(id, -32600, 'Invalid Request: not processed, another message in the batch is malformed')];
   });
+}
+
+/** A `tools/call` params the SDK schema accepts, in its common shape (no task); anything else goes to zod. */
+function isPlainToolsCall(params: Record<string, unknown> | undefined): boolean {
+  if (!params || typeof params.name !== 'string' || params.task !== undefined) return false;
+  if (params.arguments !== undefined && !isObject(params.arguments)) return false;
+  const meta = params._meta;
+  if (meta === undefined) return true;
+  if (!isObject(meta)) return false;
+  const token = meta.progressToken;
+  return token === undefined || typeof token === 'string' || typeof token === 'number';
 }
 
 function invalid(id: RequestId | null, code: -32600 | -32602, message: string): JSONRPCMessage {
