@@ -179,7 +179,11 @@ describe('F09: no child or grandchild outlives the broker', () => {
 });
 
 describe.skipIf(process.platform !== 'linux')('issue 17 §3: a client that stops reading stdout', () => {
-  it('the broker\'s memory climbed without a plateau; now it stays bounded while nothing is read, and every answer comes once reading resumes', async () => {
+  /**
+   * Sends `rounds` × `perRound` calls of `mb` MiB answers while the client reads nothing, and
+   * returns the broker's RSS growth over that time (MiB); then reads again and expects every answer.
+   */
+  async function growthWhileNotReading(rounds: number, perRound: number, mb: number): Promise<{ growth: number; story: string }> {
     const b = spawnRawBroker({ servers: { big: nodeServer(fixture('big.mjs')) }, extra: { broker: { maxPendingOutputBytes: 8 * 1024 * 1024 } } });
     try {
       await b.initialize();
@@ -189,25 +193,35 @@ describe.skipIf(process.platform !== 'linux')('issue 17 §3: a client that stops
       const pid = b.child.pid!;
       const baseline = rssMiB(pid);
       b.child.stdout!.pause(); // the client stops reading
-      const ROUNDS = 10;
-      const PER_ROUND = 4;
-      const MB = 2;
       let id = 100;
       const peaks: number[] = [];
-      for (let round = 0; round < ROUNDS; round++) {
-        for (let i = 0; i < PER_ROUND; i++) b.send({ jsonrpc: '2.0', id: id++, method: 'tools/call', params: { name: 'big__big', arguments: { mb: MB } } });
+      for (let round = 0; round < rounds; round++) {
+        const calls = Array.from({ length: perRound }, () => JSON.stringify({ jsonrpc: '2.0', id: id++, method: 'tools/call', params: { name: 'big__big', arguments: { mb } } }));
+        b.child.stdin!.write(calls.join('\n') + '\n'); // one write: the broker reads them at once
         await new Promise((r) => setTimeout(r, 400));
         peaks.push(rssMiB(pid));
       }
-      const sentMiB = ROUNDS * PER_ROUND * MB;
+      // Then a while longer: the upstream takes a second or more to produce a burst's answers.
+      for (let i = 0; i < 15; i++) peaks.push((await new Promise((r) => setTimeout(r, 400)), rssMiB(pid)));
       const growth = Math.max(...peaks) - baseline;
-      // Without the bound every answer waits in the broker (growth near `sentMiB`); with it, at most
-      // maxPendingOutputBytes and the answers in flight when it was passed.
-      expect(growth, `RSS ${baseline.toFixed(0)} MiB → ${peaks.map((p) => p.toFixed(0)).join(', ')} MiB for ${sentMiB} MiB of answers`).toBeLessThan(40);
+      const story = `RSS ${baseline.toFixed(0)} MiB → ${peaks.map((p) => p.toFixed(0)).join(', ')} MiB for ${rounds * perRound * mb} MiB of answers`;
       b.child.stdout!.resume(); // the client reads again: everything is answered
-      await waitFor(() => b.messages.filter((m) => typeof m.id === 'number' && m.id >= 100 && 'result' in m).length === ROUNDS * PER_ROUND, 'every answer', 60_000);
+      await waitFor(() => b.messages.filter((m) => typeof m.id === 'number' && m.id >= 100 && 'result' in m).length === rounds * perRound, 'every answer', 60_000);
+      return { growth, story };
     } finally {
       await b.close();
     }
+  }
+
+  // Without the bound every answer waits in the broker (growth near what was sent); with it, at
+  // most maxPendingOutputBytes and what was read before it was passed.
+  it('the broker\'s memory climbed round after round without a plateau; now it stays bounded while nothing is read', async () => {
+    const { growth, story } = await growthWhileNotReading(10, 4, 2);
+    expect(growth, story).toBeLessThan(40);
+  }, 120_000);
+
+  it('a burst of calls read at once: their answers wait in the upstream\'s pipe, not in the broker', async () => {
+    const { growth, story } = await growthWhileNotReading(1, 40, 2);
+    expect(growth, story).toBeLessThan(40);
   }, 120_000);
 });
