@@ -10,7 +10,8 @@
  *   (a one-shot pipe gets every answer). After `drainTimeoutMs`, `onDrainTimeout` cancels what
  *   is still running (its answers are still written); a request still unanswered then gets a
  *   -32603 error. The transport closes once stdout took every answer (bounded by the same
- *   timeout again), and only then reports `onclose`.
+ *   timeout again), and only then reports `onclose`. Our requests to the client (a ping, an
+ *   elicitation) fail at once from EOF on: nothing can answer them.
  * - **Backpressure**: while more than `maxPendingOutputBytes` are written and not yet taken by
  *   the client, stdin is not read (no new requests) and {@link OutputPressure} is set (stdio
  *   upstreams' answers are not read either), so memory stays bounded when the client stops
@@ -45,6 +46,8 @@ export class StdioServerTransport implements Transport {
   private congested = false;
   /** Requests received and not yet answered, by typed id, with how many are open under that id. */
   private readonly pending = new Map<string, { id: string | number; open: number }>();
+  /** Our requests to the client not yet answered, by typed id: after stdin EOF they never will be. */
+  private readonly asked = new Map<string, string | number>();
   /** Settles when `pending` empties; set while stdin EOF waits for it. */
   private onIdle?: () => void;
   private readonly onData = (chunk: Buffer) => this.framer.push(chunk);
@@ -86,7 +89,11 @@ export class StdioServerTransport implements Transport {
   send(message: JSONRPCMessage): Promise<void> {
     if (this.closed) return Promise.resolve();
     const m = message as { id?: unknown; method?: unknown };
-    if (m.method === undefined && (typeof m.id === 'string' || typeof m.id === 'number')) this.settle(m.id);
+    if (typeof m.id === 'string' || typeof m.id === 'number') {
+      if (m.method === undefined) this.settle(m.id);
+      else if (this.ended) return this.unanswerable(m.id);
+      else this.asked.set(key(m.id), m.id);
+    }
     // A write error (the client went away) is the stream's 'error' event; the send itself settles.
     const written = writeMessage(this.stdout, message).catch(() => undefined);
     if (!this.congested && this.stdout.writableLength > this.maxPendingOutputBytes) this.congest();
@@ -106,7 +113,9 @@ export class StdioServerTransport implements Transport {
 
   private receive(message: JSONRPCMessage): void {
     const m = message as { id?: unknown; method?: unknown; params?: { requestId?: unknown } };
-    if (m.method !== undefined && (typeof m.id === 'string' || typeof m.id === 'number')) {
+    if (m.method === undefined && (typeof m.id === 'string' || typeof m.id === 'number')) {
+      this.asked.delete(key(m.id));
+    } else if (m.method !== undefined && (typeof m.id === 'string' || typeof m.id === 'number')) {
       const open = this.pending.get(key(m.id));
       if (open) open.open++;
       else this.pending.set(key(m.id), { id: m.id, open: 1 });
@@ -132,6 +141,9 @@ export class StdioServerTransport implements Transport {
     this.ended = true;
     this.stdin.off('data', this.onData);
     this.framer.end();
+    // The client can answer nothing now: our requests to it fail at once (an approval's liveness ping among them).
+    for (const id of this.asked.values()) void this.unanswerable(id);
+    this.asked.clear();
     if (!(await this.idle(this.drainTimeoutMs))) {
       await this.options.onDrainTimeout?.().catch(() => undefined);
       for (const { id, open } of [...this.pending.values()]) {
@@ -142,6 +154,13 @@ export class StdioServerTransport implements Transport {
     }
     await this.flushed(this.drainTimeoutMs);
     await this.close();
+  }
+
+  /** Fails our request `id` to the client, which closed stdin: an error response in its place, as if it came. */
+  private unanswerable(id: string | number): Promise<void> {
+    const error = { jsonrpc: '2.0', id, error: { code: -32000, message: 'the client closed stdin; it cannot answer' } };
+    setImmediate(() => this.onmessage?.(error as unknown as JSONRPCMessage));
+    return Promise.resolve();
   }
 
   /** Resolves true once every request received is answered, false after `timeoutMs`. */

@@ -184,6 +184,19 @@ describe('StdioServerTransport', () => {
     expect(replies().map((r) => r.id)).toEqual([2, 1]);
   });
 
+  it('issue 17 §2: after stdin EOF our requests to the client fail at once (no answer can come), those asked before and after', async () => {
+    const { stdin, transport, received } = setup();
+    await transport.start();
+    stdin.write('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}\n');
+    await turn();
+    await transport.send({ jsonrpc: '2.0', id: 'ask-1', method: 'elicitation/create', params: {} });
+    stdin.end();
+    await turn();
+    await transport.send({ jsonrpc: '2.0', id: 'ping-1', method: 'ping' });
+    await vi.waitFor(() => expect(received.filter((m) => 'error' in (m as object)).map((m) => (m as { id: string }).id)).toEqual(['ask-1', 'ping-1']));
+    expect(received.filter((m) => 'error' in (m as object))).toMatchObject([{ error: { code: -32000 } }, { error: { code: -32000 } }]);
+  });
+
   it('issue 17 §2: a request the client cancelled is not waited for after EOF', async () => {
     const { stdin, transport, closed } = setup();
     await transport.start();
