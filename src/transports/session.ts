@@ -44,6 +44,7 @@ import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
 import { routeToolsCallDirectly, type DirectCallExtra } from './direct-tools-call.js';
 import { guardRequestIds } from './request-ids.js';
+import { guardRequestShapes } from './request-shape.js';
 
 /** What this server declares to every downstream client. */
 export const SERVER_CAPABILITIES: ServerCapabilities = {
@@ -143,11 +144,13 @@ export class DownstreamSession {
   /** Connects the session to a transport and starts serving it. */
   async connect(transport: Transport): Promise<void> {
     const onclose = () => void this.close();
+    const send = transport.send.bind(transport);
     await this.server.connect(transport);
     routeToolsCallDirectly(this.server, transport, (params, extra) => this.callTool(params, extra));
     guardRequestIds(transport, {
       onInitialize: (caps) => this.options.onInitialize?.(caps),
     });
+    guardRequestShapes(transport, send);
     const previous = this.server.onclose;
     this.server.onclose = () => {
       previous?.();
