@@ -177,7 +177,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.scrubber.addSecrets(upstream.secrets);
     const prefix = server.prefix === false ? '' : (server.prefix ?? name);
     const settings = this.toolSettings(name);
-    this.registry.add({ upstream, prefix, isDisabled: settings ? (toolName, advertised) => settings.for(toolName, advertised).disabled === true : undefined });
+    this.registry.add({
+      upstream,
+      prefix,
+      isDisabled: settings ? (toolName, advertised) => settings.for(toolName, advertised).disabled === true : undefined,
+      resourcePriority: 'resourcePriority' in server ? server.resourcePriority : 0,
+    });
     upstream.on('state', (status) => this.logger.debug({ upstream: name, ...status }, 'upstream state'));
     return upstream;
   }
@@ -417,16 +422,22 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     for (const u of this.registry.upstreams) if (u instanceof McpUpstream) u.kill();
   }
 
-  /** The upstream serving a resource URI: exact match, then a matching template, then the only resource server. */
+  /**
+   * The upstream serving a resource URI: the one listing it, then the best template it is an
+   * expansion of (`Roster.resourceServer`: `resourcePriority`, specificity, config order), then
+   * the only ready upstream with resources. Undefined: none (the caller answers -32602, resource not found).
+   */
   upstreamForResource(uri: string): Upstream | undefined {
-    const roster = this.registry.roster;
-    const exact = roster.resources.get(uri);
-    if (exact) return this.registry.upstream(exact.server);
-    for (const { server, template } of roster.resourceTemplates) {
-      if (templateMatches(template.uriTemplate, uri)) return this.registry.upstream(server);
-    }
+    const server = this.registry.roster.resourceServer(uri);
+    if (server !== undefined) return this.registry.upstream(server);
     const withResources = this.registry.upstreams.filter((u) => u.status.state === 'ready' && u.capabilities?.resources);
     return withResources.length === 1 ? withResources[0] : undefined;
+  }
+
+  /** The upstream to complete a `ref/resource` for: the one whose template string it is, else as {@link upstreamForResource}. */
+  upstreamForTemplate(uriTemplate: string): Upstream | undefined {
+    const server = this.registry.roster.templateServer(uriTemplate);
+    return server !== undefined ? this.registry.upstream(server) : this.upstreamForResource(uriTemplate);
   }
 
   /**
@@ -498,15 +509,6 @@ function offeredCapabilities(declared: ClientCapabilities | undefined): ClientCa
   if (declared.elicitation) out.elicitation = declared.elicitation;
   if (declared.roots) out.roots = declared.roots;
   return out;
-}
-
-/** RFC 6570 level-1 match: `{var}` matches one or more characters other than `/`. */
-function templateMatches(template: string, uri: string): boolean {
-  const pattern = template
-    .split(/(\{[^}]+\})/)
-    .map((part) => (part.startsWith('{') ? (part.startsWith('{+') ? '.+' : '[^/]+') : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
-    .join('');
-  return new RegExp(`^${pattern}$`).test(uri);
 }
 
 /** Makes `target` hold exactly the entries of `source`, in its order (the object itself is kept). */

@@ -47,8 +47,15 @@ export async function followRecords<T>(path: string, onRecord: (record: T) => vo
       }
     }
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, pollMs);
-      options.signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+      const stop = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        options.signal.removeEventListener('abort', stop);
+        resolve();
+      }, pollMs);
+      options.signal.addEventListener('abort', stop, { once: true });
     });
   }
 }

@@ -80,12 +80,12 @@ export class Broker {
   }
 
   /**
-   * Shutdown: cancels every call in flight (outcome `cancelled`, reason "the broker is shutting
-   * down") and waits up to `timeoutMs` for their answers and records. Calls made afterwards are
-   * cancelled at once.
+   * Shutdown: cancels every call in flight (outcome `cancelled`, reason `reason.message`, by
+   * default "the broker is shutting down") and waits up to `timeoutMs` for their answers and
+   * records. Calls made afterwards are cancelled at once.
    */
-  async drain(timeoutMs: number): Promise<void> {
-    this.closing.abort(new ShuttingDown());
+  async drain(timeoutMs: number, reason: ShuttingDown = new ShuttingDown()): Promise<void> {
+    this.closing.abort(reason);
     this.relief.stop();
     for (const abort of this.aborts) abort(this.closing.signal.reason);
     if (!this.inflight.size) return;

@@ -30,10 +30,10 @@ export class DeadlineExceeded extends Error {
   }
 }
 
-/** Abort reason when the broker shuts down with calls in flight. */
+/** Abort reason when the broker shuts down with calls in flight; `message` is the call's recorded reason. */
 export class ShuttingDown extends Error {
-  constructor() {
-    super('the broker is shutting down');
+  constructor(message = 'the broker is shutting down') {
+    super(message);
     this.name = 'ShuttingDown';
   }
 }

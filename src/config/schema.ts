@@ -18,6 +18,10 @@ export const DEFAULT_TIMEOUT_MS = 60_000;
  * within it (issue 18 §1); a runaway agent loop is still stopped. `"unlimited"` means no budget.
  */
 export const DEFAULT_BUDGET_PER_UNIT = 10_000;
+/** Default of `broker.drainTimeoutMs`: after stdin EOF, time for the requests received to be answered, in ms. */
+export const DEFAULT_DRAIN_TIMEOUT_MS = 10_000;
+/** Default of `broker.maxPendingOutputBytes`: stdout bytes not yet taken by the client past which reading stops (16 MiB). */
+export const DEFAULT_MAX_PENDING_OUTPUT_BYTES = 16 * 1024 * 1024;
 /** A call budget: a non-negative number of invoked calls, or `"unlimited"`. */
 export const budgetSchema = z.union([z.number().int().min(0), z.literal('unlimited')]);
 
@@ -67,6 +71,12 @@ const commonServer = {
    * file, a fetched body); the verdict is `isError: true` or `structuredContent.success: false`.
    */
   verdictFromText: z.boolean().default(false),
+  /**
+   * When several upstreams list one resource URI or one template string, or templates of several
+   * match a URI: the highest serves it; equal priorities: the earlier server in config order.
+   * The others' copies are withheld, with a logged warning. An integer; default 0.
+   */
+  resourcePriority: z.number().int().default(0),
 };
 
 /** A stdio upstream; `command: "node"` runs with this Node (`process.execPath`). */
@@ -296,6 +306,16 @@ export const brokerSchema = z
     dataDir: z.string().default('./data'),
     /** Upper bound of one stdio message, in bytes (64 MiB). */
     maxMessageBytes: z.number().int().min(1024).default(64 * 1024 * 1024),
+    /**
+     * After stdin EOF, how long the requests already received may take to be answered, in ms
+     * ({@link DEFAULT_DRAIN_TIMEOUT_MS}); calls still running then are cancelled and recorded so.
+     */
+    drainTimeoutMs: ms().default(DEFAULT_DRAIN_TIMEOUT_MS),
+    /**
+     * Bytes written to stdout and not yet taken by the client past which the broker stops reading
+     * requests from stdin and answers from stdio upstreams, until stdout drains ({@link DEFAULT_MAX_PENDING_OUTPUT_BYTES}).
+     */
+    maxPendingOutputBytes: z.number().int().min(64 * 1024).default(DEFAULT_MAX_PENDING_OUTPUT_BYTES),
     restart: z
       .object({
         /** First restart delay after a crash, in ms; doubles up to `maxDelayMs`. */

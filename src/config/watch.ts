@@ -7,10 +7,10 @@
  * gateway's `reload` (gateway.ts).
  */
 import { createHash } from 'node:crypto';
-import { readFileSync, watch, type FSWatcher } from 'node:fs';
+import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import type { Gateway } from '../gateway.js';
-import { messageOf } from '../shared/errors.js';
+import { ConfigError, messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { loadConfigFile } from './load.js';
 
@@ -26,15 +26,23 @@ export interface ConfigWatching {
 export function watchConfig(gateway: Gateway, options: { file: string; watch: boolean; logger: Logger }): ConfigWatching {
   const file = resolve(options.file);
   const logger = options.logger;
-  let lastDigest = digestOf(file);
+  // A config given as a pipe or device was read once at start; it is never read again.
+  const regular = isRegularFile(file);
+  let lastDigest = regular ? digestOf(file) : undefined;
   let timer: NodeJS.Timeout | undefined;
 
   const reload = async (why: string): Promise<void> => {
+    if (!regular) {
+      logger.warn({ why }, 'config reload skipped: the config is not a regular file (a pipe is read once)');
+      return;
+    }
     let next;
     try {
       next = loadConfigFile(file);
     } catch (err) {
-      logger.error({ why, err: messageOf(err) }, 'config reload refused, the running config is kept');
+      // Every problem named, one line each (like exit 2 at start).
+      const problems = err instanceof ConfigError ? err.problems.map((p) => `${p.path}: ${p.message}`) : [messageOf(err)];
+      logger.error({ why, problems }, `config reload refused, the running config is kept: ${problems.join('; ')}`);
       return;
     }
     try {
@@ -53,7 +61,7 @@ export function watchConfig(gateway: Gateway, options: { file: string; watch: bo
   process.on('SIGHUP', onSighup);
 
   let watcher: FSWatcher | undefined;
-  if (options.watch) {
+  if (options.watch && regular) {
     try {
       watcher = watch(dirname(file), { persistent: false }, (_event, name) => {
         if (name !== null && name !== basename(file)) return;
@@ -80,6 +88,14 @@ export function watchConfig(gateway: Gateway, options: { file: string; watch: bo
       process.off('SIGHUP', onSighup);
     },
   };
+}
+
+function isRegularFile(file: string): boolean {
+  try {
+    return statSync(file).isFile();
+  } catch {
+    return false;
+  }
 }
 
 function digestOf(file: string): string | undefined {

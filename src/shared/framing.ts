@@ -3,7 +3,9 @@
  *
  * Chunks are kept as Buffers and split on the byte 0x0A, which never occurs inside a multi-byte
  * UTF-8 sequence, so a character split across chunks is decoded whole. A line is concatenated
- * once, when its newline arrives: no re-scanning, no quadratic growth.
+ * once, when its newline arrives: no re-scanning, no quadratic growth. A UTF-8 byte order mark
+ * (EF BB BF) at the very start of the stream is dropped, even when its bytes arrive in separate
+ * chunks; anywhere else it is part of the line.
  */
 import type { Writable } from 'node:stream';
 import type { JSONRPCMessage } from '@modelcontextprotocol/server';
@@ -13,6 +15,8 @@ import { encodeMessage, messageIdFromEnds, parseResponseLine, RAW_MIN_BYTES, typ
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 
 const NEWLINE = 0x0a;
+/** The UTF-8 encoding of U+FEFF, which some writers put before their first line. */
+const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
 export interface FramerEvents {
   /** A complete line parsed as JSON. Its validity as JSON-RPC is the receiver's business. */
@@ -38,6 +42,8 @@ export class LineFramer {
   /** While skipping: the first and the last bytes of the line. */
   private head?: Buffer;
   private tail?: Buffer;
+  /** Until the stream's first bytes show whether it starts with a BOM: what has arrived of them. */
+  private bomProbe: Buffer | undefined = Buffer.alloc(0);
 
   constructor(
     private readonly events: FramerEvents,
@@ -46,6 +52,20 @@ export class LineFramer {
 
   /** Feeds one chunk from the stream. */
   push(chunk: Buffer): void {
+    if (this.bomProbe) {
+      const held = this.bomProbe.length ? Buffer.concat([this.bomProbe, chunk]) : chunk;
+      const n = Math.min(held.length, BOM.length);
+      if (held.subarray(0, n).equals(BOM.subarray(0, n))) {
+        if (held.length < BOM.length) {
+          this.bomProbe = held;
+          return;
+        }
+        chunk = held.subarray(BOM.length);
+      } else {
+        chunk = held;
+      }
+      this.bomProbe = undefined;
+    }
     let start = 0;
     for (;;) {
       const nl = chunk.indexOf(NEWLINE, start);
@@ -55,6 +75,15 @@ export class LineFramer {
       start = nl + 1;
     }
     if (start < chunk.length) this.take(chunk.subarray(start));
+  }
+
+  /**
+   * The stream ended: a last line without its newline is taken as a line (a one-shot pipe such
+   * as `printf '…'` may not end with one).
+   */
+  end(): void {
+    if (this.buffered > 0) this.finishLine();
+    this.bomProbe = undefined;
   }
 
   /** Drops any partial line. */

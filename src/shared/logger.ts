@@ -17,15 +17,18 @@ export function createLogger(options: { level?: string; scrubber?: Scrubber; des
       name: 'mcp-broker',
       level: options.level ?? process.env.MCP_BROKER_LOG_LEVEL ?? 'info',
       base: undefined,
-      formatters: scrubber ? { log: (obj) => scrubber.value(obj) } : undefined,
-      hooks: scrubber
+      // Only keys with a value: pino reads `hooks.logMethod` from whatever `hooks` it is given.
+      ...(scrubber
         ? {
-            logMethod(args, method) {
-              const scrubbed = args.map((a) => (typeof a === 'string' ? scrubber.text(a) : a));
-              return method.apply(this, scrubbed as Parameters<typeof method>);
+            formatters: { log: (obj: Record<string, unknown>) => scrubber.value(obj) },
+            hooks: {
+              logMethod(args, method) {
+                const scrubbed = args.map((a) => (typeof a === 'string' ? scrubber.text(a) : a));
+                return method.apply(this, scrubbed as Parameters<typeof method>);
+              },
             },
           }
-        : undefined,
+        : {}),
     },
     options.stream ?? pino.destination({ dest: options.destination ?? 2, sync: false }),
   );

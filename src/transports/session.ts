@@ -38,6 +38,7 @@ import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
 import { routeToolsCallDirectly, type DirectCallExtra } from './direct-tools-call.js';
 import { guardRequestIds } from './request-ids.js';
+import { guardRequestShapes } from './request-shape.js';
 
 /** What this server declares to every downstream client. */
 export const SERVER_CAPABILITIES: ServerCapabilities = {
@@ -146,11 +147,13 @@ export class DownstreamSession {
   /** Connects the session to a transport and starts serving it. */
   async connect(transport: Transport): Promise<void> {
     const onclose = () => void this.close();
+    const send = transport.send.bind(transport);
     await this.server.connect(transport);
     routeToolsCallDirectly(this.server, transport, (params, extra) => this.callTool(params, extra));
     guardRequestIds(transport, {
       onInitialize: (caps) => this.options.onInitialize?.(caps),
     });
+    guardRequestShapes(transport, send);
     const previous = this.server.onclose;
     this.server.onclose = () => {
       previous?.();
@@ -374,7 +377,7 @@ export class DownstreamSession {
           this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, ctx.mcpReq.signal),
         );
       }
-      const upstream = gw.upstreamForResource(ref.uri);
+      const upstream = gw.upstreamForTemplate(ref.uri);
       if (!upstream) return { completion: { values: [] } };
       const judged = { kind: 'completion', server: upstream.name, type: 'resource', name: ref.uri, ownName: ref.uri, args } as const;
       return this.guarded(judged, ctx, () => this.forward(upstream.name, 'completion/complete', req.params, ctx.mcpReq.signal));

@@ -9,7 +9,9 @@
  *   which logs them (once per distinct reason; connection.ts).
  * - a non-JSON stdout line is logged and skipped (F07); an oversize line is logged and dropped,
  *   and when it was a response, its request fails at once with an error naming the limit.
- * - `send` honours backpressure: it resolves once the pipe took the bytes.
+ * - `send` honours backpressure: it resolves once the pipe took the bytes. The other way, the
+ *   child's stdout is not read while our own stdout is congested (`shared/output-pressure.ts`).
+ * - a UTF-8 BOM before the child's first line is dropped (`LineFramer`).
  * - `close()` ends stdin, waits `closeGraceMs`, then SIGTERMs and finally SIGKILLs the whole
  *   process group, so `sh -c` wrappers and grandchildren go too (F09). Whenever the child exits
  *   (closed or crashed), what is left of its process group is ended too.
@@ -21,6 +23,7 @@ import type { Transport, JSONRPCMessage } from '@modelcontextprotocol/client';
 import { BrokerError } from '../shared/errors.js';
 import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
 import type { Logger } from '../shared/logger.js';
+import { stdoutPressure, type OutputPressure } from '../shared/output-pressure.js';
 import { isErrorLine, meaningfulStderrLine } from './stderr-line.js';
 
 export interface ChildTransportOptions {
@@ -33,6 +36,8 @@ export interface ChildTransportOptions {
   maxMessageBytes?: number;
   /** Time between stdin EOF and SIGTERM, then SIGTERM and SIGKILL, in ms; default 2000. */
   closeGraceMs?: number;
+  /** While congested, the child's stdout is not read (its answers wait in its pipe); default the process's {@link stdoutPressure}. */
+  outputPressure?: OutputPressure;
 }
 
 /** Every live child's pid, so a last-resort exit hook can end their process groups. */
@@ -330,6 +335,11 @@ export class ChildProcessTransport implements Transport {
         });
       });
       child.stdout!.on('data', (chunk: Buffer) => this.framer.push(chunk));
+      const pressure = this.options.outputPressure ?? stdoutPressure;
+      const onPressure = (congested: boolean) => (congested ? child.stdout!.pause() : child.stdout!.resume());
+      if (pressure.congested) child.stdout!.pause();
+      pressure.on('change', onPressure);
+      child.once('close', () => pressure.off('change', onPressure));
       child.stdout!.on('error', (err) => this.onerror?.(err));
       child.stdin!.on('error', (err) => {
         // EPIPE after the child died: the close handler reports it.

@@ -128,6 +128,7 @@ function stdioSpec(
     if (v !== undefined && !(Number.isInteger(v) && (v as number) >= 1)) return 'invalid';
   }
   if (server.tools !== undefined && !isObject(server.tools)) return 'invalid';
+  if (server.resourcePriority !== undefined && !Number.isInteger(server.resourcePriority)) return 'invalid';
   const prefix = server.prefix;
   if (prefix !== undefined && prefix !== false) {
     if (typeof prefix !== 'string' || !SERVER_KEY.test(prefix) || prefix.includes('__')) return 'invalid';

@@ -3,6 +3,11 @@
  * catalog changes and emits `listChanged` with what changed, so every downstream session gets
  * `notifications/{tools,prompts,resources}/list_changed` (cases F01, F12).
  *
+ * Two upstreams listing one resource URI or template string: the one with the higher
+ * `resourcePriority` (equal: the earlier in config order) serves it, the other's copy is withheld,
+ * and a warning naming both is logged once while the clash lasts. An upstream's
+ * `resources/updated` for a URI another upstream serves is dropped.
+ *
  * Tool states for the judge: a name in the roster is `active`; one configured `disabled` (or of
  * an upstream configured `disabled`) is `disabled`; a name of an upstream that is not running
  * (failed to start, crashed, restarting) is `down`, with the reason: a name seen before, or one
@@ -55,6 +60,8 @@ export interface RegistryEntry {
   readonly prefix: string;
   /** Whether a tool (its own name, its advertised name) is configured `disabled`; default none. */
   readonly isDisabled?: (toolName: string, advertised: string) => boolean;
+  /** `mcpServers.<key>.resourcePriority`; default 0. */
+  readonly resourcePriority?: number;
 }
 
 export class Registry extends EventEmitter<RegistryEvents> {
@@ -63,6 +70,8 @@ export class Registry extends EventEmitter<RegistryEvents> {
   /** Every advertised tool name ever served, so a vanished one reads `gone`, not unknown. */
   private readonly seen = new Map<string, { server: string; toolName: string }>();
   private pending = new Set<ListKind>();
+  /** Resource clashes of the current roster, already logged (`kind uri kept withheld`). */
+  private loggedClashes = new Set<string>();
   private scheduled = false;
 
   /** Scrubs what upstreams send toward clients (lists, logs, replies). */
@@ -84,7 +93,10 @@ export class Registry extends EventEmitter<RegistryEvents> {
   add(entry: RegistryEntry): void {
     this.entries.set(entry.upstream.name, entry);
     entry.upstream.on('changed', (kind) => this.onChanged(kind));
-    entry.upstream.on('resourceUpdated', (uri) => this.emit('resourceUpdated', uri, entry.upstream.name));
+    entry.upstream.on('resourceUpdated', (uri) => {
+      const server = this.current.resourceServer(uri);
+      if (server === undefined || server === entry.upstream.name) this.emit('resourceUpdated', uri, entry.upstream.name);
+    });
     entry.upstream.on('log', (params, owner) => this.emit('log', this.scrub.log(params), entry.upstream.name, owner));
   }
 
@@ -115,16 +127,28 @@ export class Registry extends EventEmitter<RegistryEvents> {
   /** Rebuilds the roster now; returns it. Logs every collision (the tool is withheld). */
   rebuild(): Roster {
     const roster = Roster.build(
-      [...this.entries.values()].map(({ upstream, prefix, isDisabled }) => ({
+      [...this.entries.values()].map(({ upstream, prefix, isDisabled, resourcePriority }) => ({
         server: upstream.name,
         prefix,
         isDisabled,
+        resourcePriority,
         ...this.scrub.catalog(upstream.catalog),
       })),
     );
     for (const c of roster.collisions) {
       this.logger.error({ name: c.name, kept: c.kept, withheld: c.withheld }, `two upstream ${c.kind}s share one advertised name; the second is withheld`);
     }
+    const clashes = new Set<string>();
+    for (const c of roster.resourceClashes) {
+      const key = `${c.kind} ${c.uri} ${c.kept} ${c.withheld}`;
+      clashes.add(key);
+      if (this.loggedClashes.has(key)) continue;
+      this.logger.warn(
+        { [c.kind === 'resource' ? 'uri' : 'uriTemplate']: c.uri, kept: c.kept, withheld: c.withheld },
+        `two upstreams serve one resource ${c.kind === 'resource' ? 'URI' : 'template'}; "${c.kept}" serves it, "${c.withheld}" is withheld (set "resourcePriority" to choose)`,
+      );
+    }
+    this.loggedClashes = clashes;
     for (const [name, t] of roster.tools) this.seen.set(name, { server: t.server, toolName: t.toolName });
     this.current = roster;
     return roster;

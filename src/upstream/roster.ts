@@ -2,10 +2,16 @@
  * The roster: every upstream's tools, prompts, resources and resource templates merged under
  * advertised names (DESIGN.md "Contract"; cases F13, F14, F15). Built from the upstreams in
  * config order; routing is by table, never by splitting names. Schemas pass through unchanged.
+ *
+ * Resources keep their URIs; a URI or template string is claimed by the server with the highest
+ * `resourcePriority`, equal priorities by config order; the others' copies are withheld and
+ * reported ({@link ResourceClash}). A URI no server lists is routed to the best matching template
+ * ({@link Roster.resourceServer}).
  */
 import { createHash } from 'node:crypto';
 import type { Prompt, Resource, ResourceTemplateType, Tool } from '@modelcontextprotocol/client';
 import { advertisedName } from './naming.js';
+import { UriTemplate } from './uri-template.js';
 
 /** One upstream tool under its advertised name. */
 export interface RosterTool {
@@ -39,6 +45,25 @@ export interface NameCollision {
   readonly withheld: string;
 }
 
+/** Two upstreams serving one resource URI (`resource`) or one template string (`resourceTemplate`). */
+export interface ResourceClash {
+  readonly kind: 'resource' | 'resourceTemplate';
+  /** The URI or template string. */
+  readonly uri: string;
+  /** Server keys: the one serving it, and the one whose copy is withheld. */
+  readonly kept: string;
+  readonly withheld: string;
+}
+
+/** A resource template in the roster, with its parsed form (undefined: not RFC 6570, so it routes no URI). */
+export interface RosterTemplate {
+  readonly server: string;
+  readonly template: ResourceTemplateType;
+  readonly parsed: UriTemplate | undefined;
+  /** The server's `resourcePriority`. */
+  readonly priority: number;
+}
+
 /** What an upstream contributes to the roster. */
 export interface RosterSource {
   readonly server: string;
@@ -50,6 +75,8 @@ export interface RosterSource {
   readonly resourceTemplates: readonly ResourceTemplateType[];
   /** Whether the tool (the upstream's own name, the advertised name) is configured `disabled`. */
   readonly isDisabled?: (toolName: string, advertised: string) => boolean;
+  /** Which server serves a resource URI or template that several list: the highest; default 0. */
+  readonly resourcePriority?: number;
 }
 
 export class Roster {
@@ -57,8 +84,11 @@ export class Roster {
   readonly prompts = new Map<string, RosterPrompt>();
   /** Resource URI → server key. */
   readonly resources = new Map<string, { server: string; resource: Resource }>();
-  readonly resourceTemplates: { server: string; template: ResourceTemplateType }[] = [];
+  /** One entry per template string, in claim order (priority, then config order). */
+  readonly resourceTemplates: RosterTemplate[] = [];
   readonly collisions: NameCollision[] = [];
+  /** Resource URIs and templates listed by more than one server. */
+  readonly resourceClashes: ResourceClash[] = [];
   /** Advertised tool names configured `disabled`: refused as `unregistered`, never listed. */
   readonly disabled = new Map<string, { server: string; toolName: string }>();
 
@@ -66,7 +96,49 @@ export class Roster {
   static build(sources: readonly RosterSource[]): Roster {
     const roster = new Roster();
     for (const source of sources) roster.add(source);
+    // Stable sort: equal priorities keep config order.
+    const claimOrder = [...sources].sort((a, b) => (b.resourcePriority ?? 0) - (a.resourcePriority ?? 0));
+    for (const source of claimOrder) roster.addResources(source);
     return roster;
+  }
+
+  /**
+   * The server serving a resource URI: the one listing it; else the best template it is an
+   * expansion of (RFC 6570, every level), ranked by the server's `resourcePriority`, then the
+   * template's literal length (the more specific), then config order. Undefined: none.
+   */
+  resourceServer(uri: string): string | undefined {
+    const exact = this.resources.get(uri);
+    if (exact) return exact.server;
+    let best: RosterTemplate | undefined;
+    for (const t of this.resourceTemplates) {
+      if (best && (t.priority < best.priority || (t.priority === best.priority && (t.parsed?.literalLength ?? 0) <= best.parsed!.literalLength))) continue;
+      if (t.parsed?.match(uri)) best = t;
+    }
+    return best?.server;
+  }
+
+  /** The server whose resource template this exact template string is (a `ref/resource` completion); undefined: none. */
+  templateServer(uriTemplate: string): string | undefined {
+    return this.resourceTemplates.find((t) => t.template.uriTemplate === uriTemplate)?.server;
+  }
+
+  private addResources(source: RosterSource): void {
+    const priority = source.resourcePriority ?? 0;
+    for (const resource of source.resources) {
+      const existing = this.resources.get(resource.uri);
+      if (!existing) this.resources.set(resource.uri, { server: source.server, resource });
+      else if (existing.server !== source.server) this.clash('resource', resource.uri, existing.server, source.server);
+    }
+    for (const template of source.resourceTemplates) {
+      const existing = this.resourceTemplates.find((t) => t.template.uriTemplate === template.uriTemplate);
+      if (!existing) this.resourceTemplates.push({ server: source.server, template, parsed: UriTemplate.parse(template.uriTemplate), priority });
+      else if (existing.server !== source.server) this.clash('resourceTemplate', template.uriTemplate, existing.server, source.server);
+    }
+  }
+
+  private clash(kind: ResourceClash['kind'], uri: string, kept: string, withheld: string): void {
+    if (!this.resourceClashes.some((c) => c.kind === kind && c.uri === uri && c.withheld === withheld)) this.resourceClashes.push({ kind, uri, kept, withheld });
   }
 
   private add(source: RosterSource): void {
@@ -93,10 +165,6 @@ export class Roster {
       }
       this.prompts.set(name, { name, server: source.server, promptName: prompt.name, definition: { ...prompt, name } });
     }
-    for (const resource of source.resources) {
-      if (!this.resources.has(resource.uri)) this.resources.set(resource.uri, { server: source.server, resource });
-    }
-    for (const template of source.resourceTemplates) this.resourceTemplates.push({ server: source.server, template });
   }
 }
 

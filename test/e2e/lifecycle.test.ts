@@ -1,11 +1,17 @@
 /**
  * Upstream lifecycle through the CLI: crashes (F08), process-tree cleanup (F09), failed spawns
- * (F10) and a failing first listing (F12).
+ * (F10), a failing first listing (F12), and a downstream client that stops reading (issue 17 §3).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fixture, isAlive, nodeServer, readNdjson, ROOT, spawnRawBroker, startBroker, waitFor } from './helpers.js';
+
+/** The resident set size of a process, in MiB (Linux `/proc/<pid>/status`). */
+function rssMiB(pid: number): number {
+  const kb = Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+  return kb / 1024;
+}
 
 const FAST_RESTART = { restart: { initialDelayMs: 100, maxDelayMs: 500 } };
 const text = (r: { content?: unknown }) => ((r.content as Array<{ text?: string }>)[0]?.text ?? '') as string;
@@ -214,4 +220,52 @@ describe('F09: no child or grandchild outlives the broker', () => {
 
   it('F09: after SIGTERM the whole process group of a `sh -c` upstream is gone', () => runAndStop('SIGTERM'), 40_000);
   it('F09: after stdin EOF the whole process group of a `sh -c` upstream is gone', () => runAndStop('stdin EOF'), 40_000);
+});
+
+describe.skipIf(process.platform !== 'linux')('issue 17 §3: a client that stops reading stdout', () => {
+  /**
+   * Sends `rounds` × `perRound` calls of `mb` MiB answers while the client reads nothing, and
+   * returns the broker's RSS growth over that time (MiB); then reads again and expects every answer.
+   */
+  async function growthWhileNotReading(rounds: number, perRound: number, mb: number): Promise<{ growth: number; story: string }> {
+    const b = spawnRawBroker({ servers: { big: nodeServer(fixture('big.mjs')) }, extra: { broker: { maxPendingOutputBytes: 8 * 1024 * 1024 } } });
+    try {
+      await b.initialize();
+      const listed = (await b.request(1, 'tools/list', {}, 20_000)) as { result?: { tools?: Array<{ name: string }> } };
+      expect(listed.result?.tools?.map((t) => t.name)).toContain('big__big');
+      await b.request(2, 'tools/call', { name: 'big__big', arguments: { mb: 1 } }, 20_000);
+      const pid = b.child.pid!;
+      const baseline = rssMiB(pid);
+      b.child.stdout!.pause(); // the client stops reading
+      let id = 100;
+      const peaks: number[] = [];
+      for (let round = 0; round < rounds; round++) {
+        const calls = Array.from({ length: perRound }, () => JSON.stringify({ jsonrpc: '2.0', id: id++, method: 'tools/call', params: { name: 'big__big', arguments: { mb } } }));
+        b.child.stdin!.write(calls.join('\n') + '\n'); // one write: the broker reads them at once
+        await new Promise((r) => setTimeout(r, 400));
+        peaks.push(rssMiB(pid));
+      }
+      // Then a while longer: the upstream takes a second or more to produce a burst's answers.
+      for (let i = 0; i < 15; i++) peaks.push((await new Promise((r) => setTimeout(r, 400)), rssMiB(pid)));
+      const growth = Math.max(...peaks) - baseline;
+      const story = `RSS ${baseline.toFixed(0)} MiB → ${peaks.map((p) => p.toFixed(0)).join(', ')} MiB for ${rounds * perRound * mb} MiB of answers`;
+      b.child.stdout!.resume(); // the client reads again: everything is answered
+      await waitFor(() => b.messages.filter((m) => typeof m.id === 'number' && m.id >= 100 && 'result' in m).length === rounds * perRound, 'every answer', 60_000);
+      return { growth, story };
+    } finally {
+      await b.close();
+    }
+  }
+
+  // Without the bound every answer waits in the broker (growth near what was sent); with it, at
+  // most maxPendingOutputBytes and what was read before it was passed.
+  it('the broker\'s memory climbed round after round without a plateau; now it stays bounded while nothing is read', async () => {
+    const { growth, story } = await growthWhileNotReading(10, 4, 2);
+    expect(growth, story).toBeLessThan(40);
+  }, 120_000);
+
+  it('a burst of calls read at once: their answers wait in the upstream\'s pipe, not in the broker', async () => {
+    const { growth, story } = await growthWhileNotReading(1, 40, 2);
+    expect(growth, story).toBeLessThan(40);
+  }, 120_000);
 });

@@ -3,7 +3,7 @@
  * (DESIGN.md "Contract"), whether the broker is stopped by SIGTERM, SIGINT or stdin EOF.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { fixture, nodeServer, readNdjson, startBroker, waitFor, type StartedBroker } from './helpers.js';
+import { fixture, nodeServer, readNdjson, spawnRawBroker, startBroker, waitFor, type RawBroker, type StartedBroker } from './helpers.js';
 
 describe('shutdown with a call in flight', () => {
   let broker: StartedBroker | undefined;
@@ -32,4 +32,47 @@ describe('shutdown with a call in flight', () => {
       expect(records[0]).toMatchObject({ outcome: 'cancelled', status: 499, attempts: 1 });
     });
   }
+});
+
+describe('issue 17 §2: stdin closed with requests pending', () => {
+  let b: RawBroker | undefined;
+  afterEach(async () => b?.close());
+
+  /** A one-shot pipe: everything written at once, stdin ended right after. */
+  function oneShot(extra: Record<string, unknown>, call: object) {
+    b = spawnRawBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, extra });
+    const lines = [
+      { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pipe', version: '1' } } },
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+      { jsonrpc: '2.0', id: 3, method: 'tools/call', params: call },
+    ];
+    b.child.stdin!.end(lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+    return b;
+  }
+
+  it('a one-shot pipe got only initialize answered; now every request is answered, the call recorded ok, then exit 0', async () => {
+    const broker = oneShot({}, { name: 'echo__echo', arguments: { text: 'piped', delayMs: 500 } });
+    expect(await broker.exited).toBe(0);
+    const answered = (id: number) => broker.messages.find((m) => m.id === id && ('result' in m || 'error' in m)) as Record<string, any> | undefined;
+    expect(answered(1)?.result?.serverInfo?.name).toBe('mcp-broker');
+    expect(answered(2)?.result?.tools?.map((t: { name: string }) => t.name)).toContain('echo__echo');
+    expect(answered(3)?.result?.content?.[0]?.text).toBe('piped');
+    expect(answered(3)?.result?._meta?.['mcp-broker/outcome']).toBe('ok');
+    const records = readNdjson(broker.recordsPath).filter((r) => r.name === 'echo__echo');
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({ outcome: 'ok', status: 200 });
+  }, 40_000);
+
+  it('a call still running at broker.drainTimeoutMs is cancelled, answered and recorded with the drain as its reason, then exit 0', async () => {
+    const broker = oneShot({ broker: { drainTimeoutMs: 1500 } }, { name: 'echo__slow', arguments: { ms: 60_000 } });
+    expect(await broker.exited).toBe(0);
+    const answer = broker.messages.find((m) => m.id === 3) as Record<string, any> | undefined;
+    expect(answer?.result?._meta?.['mcp-broker/outcome']).toBe('cancelled');
+    expect(JSON.stringify(answer?.result?.content)).toContain('drainTimeoutMs');
+    const records = readNdjson(broker.recordsPath).filter((r) => r.name === 'echo__slow');
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({ outcome: 'cancelled', status: 499 });
+    expect(records[0]!.reason).toContain('drainTimeoutMs (1500 ms)');
+  }, 40_000);
 });

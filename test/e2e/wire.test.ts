@@ -1,7 +1,8 @@
 /**
  * The wire, on raw pipes (no SDK client in between): exact progress tokens (F02), cancellation
  * reaching exactly the upstream that had the call (F03), duplicate request ids (F04), and
- * every byte on the CLI's stdout being JSON-RPC at `--log-level debug` (F07a).
+ * every byte on the CLI's stdout being JSON-RPC at `--log-level debug` (F07a), malformed
+ * requests answered (issue 17 §4) and a UTF-8 BOM at the start of either stream (issue 17 §1).
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -154,4 +155,92 @@ describe('raw JSON-RPC on the CLI stdio', () => {
     expect(b.stderr()).toContain('"level":20');
     expect(b.stderr()).toContain('Server started ✓');
   });
+});
+
+describe('issue 17 §4: malformed requests with a usable id got no answer', () => {
+  const KNOWN = [
+    'initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/templates/list', 'resources/read',
+    'resources/subscribe', 'resources/unsubscribe', 'prompts/list', 'prompts/get', 'logging/setLevel', 'completion/complete',
+    'tasks/get', 'tasks/result', 'tasks/list', 'tasks/cancel',
+  ];
+
+  it('every known method with `params: 42` is answered -32602 with its id, and serving goes on', async () => {
+    for (const method of KNOWN) {
+      const id = `p42-${method}`;
+      const res = (await b.request(id, method, 42 as never, 5_000)) as Msg;
+      expect(res.error?.code, method).toBe(-32602);
+      expect(res.id).toBe(id);
+    }
+    // Also params that are an array, a string, null (sent as written: `request` drops a falsy params).
+    for (const params of [[1, 2], 'x', null]) {
+      const id = `bad-${JSON.stringify(params)}`;
+      b.send({ jsonrpc: '2.0', id, method: 'prompts/list', params });
+      const res = (await b.waitForMessage((m) => m.id === id, `the answer to params ${JSON.stringify(params)}`, 5_000)) as Msg;
+      expect(res.error?.code).toBe(-32602);
+    }
+    const alive = (await call('u1__echo', { text: 'still serving' })) as Msg;
+    expect(alive.result.content[0].text).toBe('still serving');
+  });
+
+  it('wrong-typed params of a known method are -32602 naming the field, never its value; the SDK fallback is not reached', async () => {
+    const cases: Array<[string, object, string]> = [
+      ['tools/call', { name: 5 }, 'params.name'],
+      ['tools/call', { name: 'u1__echo', arguments: 'secret-value-1' }, 'params.arguments'],
+      ['tools/call', {}, 'params.name'],
+      ['resources/read', {}, 'params.uri'],
+      ['resources/subscribe', { uri: 7 }, 'params.uri'],
+      ['prompts/get', { arguments: {} }, 'params.name'],
+      ['logging/setLevel', { level: 'secret-value-2' }, 'params.level'],
+      ['completion/complete', { argument: { name: 'a', value: 'b' } }, 'params.ref'],
+      ['initialize', { protocolVersion: 5 }, 'params.protocolVersion'],
+    ];
+    for (const [method, params, field] of cases) {
+      const id = `wt-${nextId++}`;
+      const res = (await b.request(id, method, params, 5_000)) as Msg;
+      expect(res.error?.code, `${method} ${JSON.stringify(params)}`).toBe(-32602);
+      expect(res.error.message).toContain(method);
+      expect(res.error.message).toContain(field);
+      expect(res.error.message).not.toContain('secret-value');
+    }
+    const alive = (await call('u1__echo', { text: 'after wrong types' })) as Msg;
+    expect(alive.result.content[0].text).toBe('after wrong types');
+  });
+
+  it('a message that is not a request shape is -32600, with its id when it has one', async () => {
+    const answerTo = async (line: string, id: unknown) => {
+      const from = b.messages.length;
+      b.child.stdin!.write(line + '\n');
+      return (await b.waitForMessage((m) => b.messages.indexOf(m) >= from && m.id === id && 'error' in m, `answer to ${line}`, 5_000)) as Msg;
+    };
+    expect((await answerTo('{"jsonrpc":"1.0","id":"v1","method":"ping"}', 'v1')).error.code).toBe(-32600);
+    expect((await answerTo('{"jsonrpc":"2.0","id":"m5","method":5}', 'm5')).error.code).toBe(-32600);
+    expect((await answerTo('{"jsonrpc":"2.0","id":1.5,"method":"ping"}', 1.5)).error.code).toBe(-32600);
+    expect((await answerTo('{"jsonrpc":"2.0","id":"bare"}', 'bare')).error.code).toBe(-32600);
+    expect((await answerTo('[42]', null)).error.code).toBe(-32600);
+    const alive = (await b.request(nextId++, 'ping')) as Msg;
+    expect(alive.result).toEqual({});
+  });
+});
+
+describe('issue 17 §1: a UTF-8 BOM at the start of a stdio stream made its first line noise', () => {
+  let bb: RawBroker;
+  afterAll(async () => bb?.close());
+
+  it('an upstream whose first answer follows a BOM connects (its tools listed), and a client may send one before initialize', async () => {
+    bb = spawnRawBroker({ servers: { bom: nodeServer(fixture('bom.mjs')) } });
+    const init = { jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'bom', version: '1' } } };
+    // The client's BOM, split across two writes.
+    bb.child.stdin!.write(Buffer.from([0xef, 0xbb]));
+    await new Promise((r) => setTimeout(r, 50));
+    bb.child.stdin!.write(Buffer.concat([Buffer.from([0xbf]), Buffer.from(JSON.stringify(init) + '\n')]));
+    const answer = (await bb.waitForMessage((m) => m.id === 'init', 'the answer to initialize', 20_000)) as Msg;
+    expect(answer.result.serverInfo.name).toBe('mcp-broker');
+    bb.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    const list = (await bb.request(2, 'tools/list')) as Msg;
+    expect(list.result.tools.map((t: Msg) => t.name)).toContain('bom__hi');
+    const res = (await bb.request(3, 'tools/call', { name: 'bom__hi', arguments: {} })) as Msg;
+    expect(res.result.content[0].text).toBe('hi past the BOM');
+    expect(bb.messages.filter((m) => (m as Msg).error?.code === -32700)).toEqual([]);
+    expect(bb.stderr()).not.toContain('non-JSON line');
+  }, 40_000);
 });

@@ -139,6 +139,13 @@ describe('config errors name the JSON path', () => {
     expect(configError({ nope: 1 }).message).toContain('unknown field(s): nope');
   });
 
+  it('resourcePriority: an integer, default 0, at its path when it is not', () => {
+    expect((parseConfig({ mcpServers: { u: { command: 'node' } } }, { baseDir: BASE, env: {} }).mcpServers.u as { resourcePriority: number }).resourcePriority).toBe(0);
+    expect((parseConfig({ mcpServers: { u: { type: 'http', url: 'http://127.0.0.1:9/mcp', resourcePriority: -2 } } }, { baseDir: BASE, env: {} }).mcpServers.u as { resourcePriority: number }).resourcePriority).toBe(-2);
+    expect(configError({ mcpServers: { u: { command: 'node', resourcePriority: 1.5 } } }).data?.path).toBe('mcpServers.u.resourcePriority');
+    expect(configError({ mcpServers: { u: { command: 'node', resourcePriority: 'high' } } }).data?.path).toBe('mcpServers.u.resourcePriority');
+  });
+
   it('an entry without command or a known type says what it needs', () => {
     expect(configError({ mcpServers: { u: { args: [] } } }).message).toContain('needs "command"');
     expect(configError({ mcpServers: { u: { type: 'ws', url: 'ws://x' } } }).message).toContain('unknown type "ws"');

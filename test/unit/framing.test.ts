@@ -1,8 +1,9 @@
 import { PassThrough } from 'node:stream';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LineFramer, serializeMessage } from '../../src/shared/framing.js';
-import { StdioServerTransport } from '../../src/transports/stdio-server.js';
+import { OutputPressure } from '../../src/shared/output-pressure.js';
+import { StdioServerTransport, type StdioServerOptions } from '../../src/transports/stdio-server.js';
 
 function collect(max?: number) {
   const out = { messages: [] as unknown[], noise: [] as string[], oversize: [] as number[] };
@@ -92,20 +93,53 @@ describe('LineFramer', () => {
     expect(out.messages.map((m) => (m as { id: number }).id)).toEqual([1, 2, 4]);
     expect(out.noise).toEqual([]);
   });
+
+  it('issue 17 §1: a UTF-8 BOM before the first line made it noise; it is dropped, whole or split across chunks', () => {
+    const line = Buffer.from('{"jsonrpc":"2.0","id":1,"result":{}}\n{"jsonrpc":"2.0","id":2,"result":{}}\n');
+    const bytes = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), line]);
+    for (const parts of [[bytes], cut(bytes, [1]), cut(bytes, [2]), cut(bytes, [1, 2]), cut(bytes, [1, 2, 3])]) {
+      const { framer, out } = collect();
+      for (const part of parts) framer.push(part);
+      expect(out.noise).toEqual([]);
+      expect(out.messages.map((m) => (m as { id: number }).id)).toEqual([1, 2]);
+    }
+  });
+
+  it('issue 17 §1: only the stream\'s first bytes may be a BOM; a stream starting with other bytes is left as it is', () => {
+    const { framer, out } = collect();
+    framer.push(Buffer.from([0xef]));
+    framer.push(Buffer.from('x\n'));
+    framer.push(Buffer.from('\ufeff{"jsonrpc":"2.0","id":3,"result":{}}\n'));
+    expect(out.noise).toEqual(['\ufffdx', '\ufeff{"jsonrpc":"2.0","id":3,"result":{}}']);
+    expect(out.messages).toEqual([]);
+  });
+
+  it('issue 17 §2: end() takes a last line that has no newline', () => {
+    const { framer, out } = collect();
+    framer.push(Buffer.from('{"jsonrpc":"2.0","id":1,"method":"ping"}\n{"jsonrpc":"2.0","id":2,"method":"ping"}'));
+    expect(out.messages).toHaveLength(1);
+    framer.end();
+    expect(out.messages.map((m) => (m as { id: number }).id)).toEqual([1, 2]);
+  });
 });
 
 describe('StdioServerTransport', () => {
-  function setup(max?: number) {
+  afterEach(() => void vi.useRealTimers());
+
+  function setup(max?: number, options?: StdioServerOptions) {
     const stdin = new PassThrough();
     const stdout = new PassThrough();
-    const transport = new StdioServerTransport(stdin, stdout, max);
+    const transport = new StdioServerTransport(stdin, stdout, max, options);
     const received: unknown[] = [];
     transport.onmessage = (m) => received.push(m);
     let written = '';
     stdout.on('data', (c: Buffer) => (written += c.toString('utf8')));
-    const replies = () => written.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { id: unknown; error?: { code: number } });
-    return { stdin, transport, received, replies };
+    const replies = () => written.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { id: unknown; error?: { code: number; message: string } });
+    let closed = false;
+    transport.onclose = () => (closed = true);
+    return { stdin, stdout, transport, received, replies, closed: () => closed };
   }
+  const turn = () => new Promise((r) => setImmediate(r));
 
   it('answers a non-JSON line with -32700 and keeps serving; blank and CRLF lines get no answer', async () => {
     const { stdin, transport, received, replies } = setup();
@@ -128,12 +162,95 @@ describe('StdioServerTransport', () => {
   });
 
   it('closes on stdin end', async () => {
-    const { stdin, transport } = setup();
-    let closed = false;
-    transport.onclose = () => (closed = true);
+    const { stdin, transport, closed } = setup();
     await transport.start();
     stdin.end();
-    await new Promise((r) => setImmediate(r));
-    expect(closed).toBe(true);
+    await turn();
+    expect(closed()).toBe(true);
+  });
+
+  it('issue 17 §2: stdin EOF with a request pending closed before its answer; now the answer is written, then it closes', async () => {
+    const { stdin, transport, received, replies, closed } = setup();
+    await transport.start();
+    stdin.end('{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n{"jsonrpc":"2.0","id":2,"method":"ping"}');
+    await turn();
+    expect(received.map((m) => (m as { id: number }).id)).toEqual([1, 2]); // the last line had no newline
+    expect(closed()).toBe(false);
+    await transport.send({ jsonrpc: '2.0', id: 2, result: {} });
+    await turn();
+    expect(closed()).toBe(false);
+    await transport.send({ jsonrpc: '2.0', id: 1, result: { tools: [] } });
+    await vi.waitFor(() => expect(closed()).toBe(true));
+    expect(replies().map((r) => r.id)).toEqual([2, 1]);
+  });
+
+  it('issue 17 §2: after stdin EOF our requests to the client fail at once (no answer can come), those asked before and after', async () => {
+    const { stdin, transport, received } = setup();
+    await transport.start();
+    stdin.write('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}\n');
+    await turn();
+    await transport.send({ jsonrpc: '2.0', id: 'ask-1', method: 'elicitation/create', params: {} });
+    stdin.end();
+    await turn();
+    await transport.send({ jsonrpc: '2.0', id: 'ping-1', method: 'ping' });
+    await vi.waitFor(() => expect(received.filter((m) => 'error' in (m as object)).map((m) => (m as { id: string }).id)).toEqual(['ask-1', 'ping-1']));
+    expect(received.filter((m) => 'error' in (m as object))).toMatchObject([{ error: { code: -32000 } }, { error: { code: -32000 } }]);
+  });
+
+  it('issue 17 §2: a request the client cancelled is not waited for after EOF', async () => {
+    const { stdin, transport, closed } = setup();
+    await transport.start();
+    stdin.write('{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"x"}}\n');
+    stdin.end('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c"}}\n');
+    await vi.waitFor(() => expect(closed()).toBe(true));
+  });
+
+  it('issue 17 §2: at drainTimeoutMs, onDrainTimeout cancels what runs; what is still unanswered gets -32603; then it closes', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    let cancelled = 0;
+    const { stdin, transport, replies, closed } = setup(undefined, {
+      drainTimeoutMs: 5000,
+      onDrainTimeout: async () => {
+        cancelled++;
+        await transport.send({ jsonrpc: '2.0', id: 1, result: { isError: true } }); // the cancelled call's answer
+      },
+    });
+    await transport.start();
+    stdin.end('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}\n{"jsonrpc":"2.0","id":2,"method":"prompts/list"}\n');
+    await turn();
+    await vi.advanceTimersByTimeAsync(4999);
+    expect(cancelled).toBe(0);
+    expect(closed()).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    await vi.waitFor(() => expect(closed()).toBe(true));
+    expect(cancelled).toBe(1);
+    const [first, second] = replies();
+    expect(first).toMatchObject({ id: 1, result: { isError: true } });
+    expect(second).toMatchObject({ id: 2, error: { code: -32603 } });
+    expect(second!.error!.message).toContain('drainTimeoutMs (5000 ms)');
+  });
+
+  it('issue 17 §3: a client that stops reading made output pile up; past maxPendingOutputBytes stdin is not read and the pressure is set until stdout drains', async () => {
+    const pressure = new OutputPressure();
+    const stdin = new PassThrough();
+    const stdout = new PassThrough({ highWaterMark: 1024 });
+    const transport = new StdioServerTransport(stdin, stdout, undefined, { maxPendingOutputBytes: 64 * 1024, pressure });
+    const received: unknown[] = [];
+    transport.onmessage = (m) => received.push(m);
+    await transport.start();
+    const big = (id: number) => ({ jsonrpc: '2.0' as const, id, result: { text: 'x'.repeat(40 * 1024) } });
+    void transport.send(big(1));
+    await turn();
+    expect(pressure.congested).toBe(false);
+    void transport.send(big(2));
+    expect(stdout.writableLength).toBeGreaterThan(64 * 1024);
+    expect(pressure.congested).toBe(true);
+    expect(stdin.isPaused()).toBe(true);
+    stdin.write('{"jsonrpc":"2.0","id":3,"method":"ping"}\n');
+    await turn();
+    expect(received).toEqual([]); // not read while congested
+    stdout.resume(); // the client reads again
+    await vi.waitFor(() => expect(pressure.congested).toBe(false));
+    await vi.waitFor(() => expect(received).toEqual([{ jsonrpc: '2.0', id: 3, method: 'ping' }]));
   });
 });

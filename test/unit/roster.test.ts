@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Tool } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
+import { pino } from 'pino';
 import { silentLogger } from '../../src/shared/logger.js';
 import { Registry } from '../../src/upstream/registry.js';
 import { Roster, toolHash, type RosterSource } from '../../src/upstream/roster.js';
@@ -79,6 +80,63 @@ describe('Roster.build', () => {
       ['a', 'a://{id}'],
       ['b', 'b://{id}'],
     ]);
+  });
+});
+
+describe('Roster resource routing', () => {
+  const res = (server: string, uris: string[], templates: string[], resourcePriority?: number) =>
+    source(server, [], {
+      resources: uris.map((uri) => ({ uri, name: `${server} ${uri}` })),
+      resourceTemplates: templates.map((uriTemplate) => ({ uriTemplate, name: `${server} ${uriTemplate}` })),
+      ...(resourcePriority === undefined ? {} : { resourcePriority }),
+    });
+
+  it('routes URIs of every RFC 6570 form to the server whose template they expand', () => {
+    const roster = Roster.build([
+      res('other', [], ['r://{x}']),
+      res('t', [], ['r://search{?q,limit}', 'r://files{/path*}', 'r://doc{#frag}', 'r://file{.ext}', 'r://m{;p}']),
+    ]);
+    for (const uri of ['r://search', 'r://search?limit=3', 'r://files/a/b', 'r://doc#a/b', 'r://file', 'r://file.tar.gz', 'r://m', 'r://m;p=1']) {
+      expect(roster.resourceServer(uri), uri).toBe('t');
+    }
+    expect(roster.resourceServer('r://search?limit=3&q=x')).toBeUndefined();
+  });
+
+  it('one URI or template from two servers: the higher resourcePriority keeps it, else config order; the clash is reported', () => {
+    const byOrder = Roster.build([res('a', ['s://doc'], ['s://{id}']), res('b', ['s://doc'], ['s://{id}'])]);
+    expect(byOrder.resources.get('s://doc')!.server).toBe('a');
+    expect(byOrder.resourceTemplates.map((t) => t.server)).toEqual(['a']);
+    expect(byOrder.resourceServer('s://7')).toBe('a');
+    expect(byOrder.templateServer('s://{id}')).toBe('a');
+    expect(byOrder.resourceClashes).toEqual([
+      { kind: 'resource', uri: 's://doc', kept: 'a', withheld: 'b' },
+      { kind: 'resourceTemplate', uri: 's://{id}', kept: 'a', withheld: 'b' },
+    ]);
+    const byPriority = Roster.build([res('a', ['s://doc'], ['s://{id}']), res('b', ['s://doc'], ['s://{id}'], 5)]);
+    expect(byPriority.resources.get('s://doc')!.server).toBe('b');
+    expect(byPriority.templateServer('s://{id}')).toBe('b');
+    expect(byPriority.resourceServer('s://7')).toBe('b');
+    expect(byPriority.resourceClashes.map((c) => [c.kept, c.withheld])).toEqual([
+      ['b', 'a'],
+      ['b', 'a'],
+    ]);
+  });
+
+  it('overlapping templates: priority, then the more specific, then config order; a listed URI before any template', () => {
+    const roster = Roster.build([res('a', [], ['s://item/{id}', 's://{+any}']), res('b', ['s://item/listed'], ['s://item/b-{id}', 's://{+all}'])]);
+    expect(roster.resourceServer('s://item/b-7')).toBe('b');
+    expect(roster.resourceServer('s://item/c-7')).toBe('a');
+    expect(roster.resourceServer('s://item/listed')).toBe('b');
+    expect(roster.resourceServer('s://x/y')).toBe('a');
+    expect(Roster.build([res('a', [], ['s://item/b-{id}']), res('b', [], ['s://{+all}'], 1)]).resourceServer('s://item/b-7')).toBe('b');
+  });
+
+  it('completion routes by the template string, even one that is no valid template', () => {
+    const roster = Roster.build([res('a', [], ['s://{id}']), res('b', [], ['s://files{/path*}', 'bad{'])]);
+    expect(roster.templateServer('s://files{/path*}')).toBe('b');
+    expect(roster.templateServer('bad{')).toBe('b');
+    expect(roster.resourceServer('bad{')).toBeUndefined();
+    expect(roster.templateServer('s://nothing{x}')).toBeUndefined();
   });
 });
 
@@ -186,6 +244,45 @@ describe('Registry', () => {
     await Promise.resolve();
     expect(events.sort()).toEqual(['resources', 'tools']);
     expect(registry.resolveTool('a__one')!.state).toBe('active');
+  });
+
+  it('logs a resource clash once while it lasts, naming both servers, and again when it comes back', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = pino({ level: 'warn' }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+    const registry = new Registry(logger);
+    const both = (): UpstreamCatalog => ({ tools: [], prompts: [], resources: [{ uri: 's://doc', name: 'doc' }], resourceTemplates: [] });
+    const a = new StaticUpstream('a', both());
+    const b = new StaticUpstream('b', both());
+    registry.add({ upstream: a as unknown as Upstream, prefix: 'a', disabledTools: new Set() });
+    registry.add({ upstream: b as unknown as Upstream, prefix: 'b', disabledTools: new Set(), resourcePriority: 2 });
+    registry.rebuild();
+    registry.rebuild();
+    a.set('tools', [tool('t')]);
+    await Promise.resolve();
+    const clashes = () => lines.filter((l) => String(l.msg).includes('two upstreams serve one resource'));
+    expect(clashes()).toHaveLength(1);
+    expect(clashes()[0]).toMatchObject({ level: 40, uri: 's://doc', kept: 'b', withheld: 'a' });
+    b.set('resources', []);
+    await Promise.resolve();
+    b.set('resources', [{ uri: 's://doc', name: 'doc' }]);
+    await Promise.resolve();
+    expect(clashes()).toHaveLength(2);
+  });
+
+  it('drops resources/updated for a URI another upstream serves', () => {
+    const registry = new Registry(silentLogger());
+    const listing = (): UpstreamCatalog => ({ tools: [], prompts: [], resources: [{ uri: 's://doc', name: 'doc' }], resourceTemplates: [] });
+    const a = new StaticUpstream('a', listing());
+    const b = new StaticUpstream('b', listing());
+    registry.add({ upstream: a as unknown as Upstream, prefix: 'a', disabledTools: new Set() });
+    registry.add({ upstream: b as unknown as Upstream, prefix: 'b', disabledTools: new Set() });
+    registry.rebuild();
+    const seen: string[] = [];
+    registry.on('resourceUpdated', (uri, server) => seen.push(`${server} ${uri}`));
+    b.emit('resourceUpdated', 's://doc');
+    a.emit('resourceUpdated', 's://doc');
+    b.emit('resourceUpdated', 's://unlisted');
+    expect(seen).toEqual(['a s://doc', 'b s://unlisted']);
   });
 
   it('forwards resource updates and logs with the upstream name', () => {

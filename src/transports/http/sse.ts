@@ -23,6 +23,7 @@ import type { Express, Request, Response } from 'express';
 import { JSONRPCMessageSchema } from '@modelcontextprotocol/core';
 import { SSEServerTransport } from '@modelcontextprotocol/server-legacy/sse';
 import { messageOf } from '../../shared/errors.js';
+import { malformedBodyErrors } from '../request-shape.js';
 import { DownstreamSession } from '../session.js';
 import { answerOverCap } from './caps.js';
 import { jsonBody, keepStreamAlive, whenClosed, type HttpContext } from './context.js';
@@ -87,6 +88,12 @@ export function mountLegacySse(app: Express, ctx: HttpContext): void {
       body = jsonBody(req);
     } catch {
       res.status(400).json(jsonRpcError(-32700, 'Parse error: Invalid JSON'));
+      return;
+    }
+    // A malformed request is answered with its id (request-shape.ts).
+    const malformed = malformedBodyErrors(body);
+    if (malformed) {
+      res.status(400).json(malformed);
       return;
     }
     if (!JSONRPCMessageSchema.safeParse(body).success) {

@@ -19,6 +19,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WebStandardStreamableHTTPServerTransport, isInitializeRequest } from '@modelcontextprotocol/server';
 import { newSessionId } from '../../shared/ids.js';
 import { messageOf } from '../../shared/errors.js';
+import { malformedBodyErrors } from '../request-shape.js';
 import { DownstreamSession } from '../session.js';
 import type { Principal } from './auth.js';
 import { answerRequestError, hasBody, readBody } from './body.js';
@@ -65,6 +66,9 @@ export function streamableHttpHandler(ctx: HttpContext): (req: IncomingMessage, 
         sendJson(res, 400, jsonRpcError(-32700, 'Parse error: Invalid JSON'));
         return;
       }
+      // A malformed request is answered with its id (request-shape.ts), not the SDK's id-less -32700.
+      const malformed = malformedBodyErrors(body);
+      if (malformed) return sendJson(res, 400, malformed);
     }
     const sessionId = req.headers['mcp-session-id'];
     if (typeof sessionId !== 'string' || sessionId === '') {

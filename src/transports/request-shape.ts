@@ -1,0 +1,121 @@
+/**
+ * Guards one downstream transport against malformed requests: every request whose `id` can be
+ * read gets a JSON-RPC error instead of silence, and serving goes on. The SDK `Protocol` drops a
+ * message that is not a well-formed request (params that are not an object, a non-integer id)
+ * without an answer, and answers wrong-typed params of a known method with -32603; neither is
+ * what the client needs.
+ *
+ * - `-32600` (invalid request): not a request shape: `jsonrpc` is not `"2.0"`, `method` is not a
+ *   string, the id is not a string or an integer, or a message with an id has neither `method`
+ *   nor `result`/`error`. With the id when it is a string or number, else `null`.
+ * - `-32602` (invalid params): `params` present and not an object, or the params of a known
+ *   client request (`ClientRequestSchema` of the SDK: `initialize`, `tools/call`, `resources/read`, …)
+ *   fail its schema. The message names the method and the first bad field, never a value.
+ *
+ * Notifications are never answered (they have no id; the SDK drops a malformed one). Responses
+ * pass unchanged.
+ */
+import { ClientRequestSchema } from '@modelcontextprotocol/core';
+import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/server';
+
+type RequestId = string | number;
+
+/**
+ * Requests of the 2026-07-28 (modern) era only. The broker serves the legacy era, so they are
+ * unknown methods here and go on to the SDK (-32601), as before SDK v2 listed them: a
+ * negotiating client's `server/discover` probe must meet -32601 to fall back to `initialize`.
+ */
+const MODERN_ONLY = new Set(['server/discover', 'subscriptions/listen']);
+
+/**
+ * The SDK's schema of each known client request of the legacy era, by method. (SDK v2 lists no
+ * `tasks/*` requests; those, like any method the broker does not serve, go on to the SDK.)
+ */
+const KNOWN_REQUESTS = new Map<string, (typeof ClientRequestSchema.options)[number]>(
+  ClientRequestSchema.options.filter((schema) => !MODERN_ONLY.has(schema.shape.method.value)).map((schema) => [schema.shape.method.value, schema]),
+);
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * The JSON-RPC error answering `message` when it is a malformed request (see the module doc),
+ * or `undefined` when it goes on to the SDK (a well-formed request, a notification, a response).
+ */
+export function malformedRequestError(message: unknown): JSONRPCMessage | undefined {
+  if (!isObject(message)) return invalid(null, -32600, 'Invalid Request: not a JSON-RPC message object');
+  const hasId = 'id' in message && message.id !== undefined;
+  const id = message.id;
+  const readable: RequestId | null = typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null;
+  if (!('method' in message)) {
+    if ('result' in message || 'error' in message) return undefined; // a response: the SDK matches it
+    return invalid(readable, -32600, 'Invalid Request: a message needs "method", or "result" or "error"');
+  }
+  if (!hasId) return undefined; // a notification: nobody to answer
+  if (readable === null || (typeof id === 'number' && !Number.isSafeInteger(id))) {
+    return invalid(readable, -32600, 'Invalid Request: "id" must be a string or an integer');
+  }
+  if (message.jsonrpc !== '2.0') return invalid(readable, -32600, 'Invalid Request: "jsonrpc" must be "2.0"');
+  if (typeof message.method !== 'string') return invalid(readable, -32600, 'Invalid Request: "method" must be a string');
+  const params = message.params;
+  if (params !== undefined && !isObject(params)) return invalid(readable, -32602, 'Invalid params: "params" must be an object');
+  // Every tool call passes here: the common shape is checked by hand, zod runs only for the rest.
+  if (message.method === 'tools/call' && isPlainToolsCall(params)) return undefined;
+  const schema = KNOWN_REQUESTS.get(message.method);
+  if (!schema) return undefined; // an unknown method: the SDK answers -32601
+  const parsed = schema.safeParse({ method: message.method, ...(params !== undefined && { params }) });
+  if (parsed.success) return undefined;
+  const issue = parsed.error.issues[0];
+  const field = ['params', ...(issue?.path ?? []).slice(1)].map(String).join('.');
+  return invalid(readable, -32602, `Invalid params for ${message.method}: ${field} is ${issue?.code === 'invalid_type' ? 'missing or of the wrong type' : 'invalid'}`);
+}
+
+/**
+ * The answer to an HTTP body holding a malformed request, for the transports that check a body
+ * before the SDK sees it (Streamable HTTP `POST /mcp`, SSE `POST /messages`), which answer it
+ * with status 400; `undefined` when nothing in it is malformed (or there is no body). A batch
+ * holding one is refused whole: each malformed request's error, and -32600 for each other
+ * request in it (not processed).
+ */
+export function malformedBodyErrors(body: unknown): JSONRPCMessage | JSONRPCMessage[] | undefined {
+  if (body === undefined) return undefined;
+  if (!Array.isArray(body)) return malformedRequestError(body);
+  const errors = body.map(malformedRequestError);
+  if (errors.every((e) => e === undefined)) return undefined;
+  return body.flatMap((m, i) => {
+    const error = errors[i];
+    if (error) return [error];
+    const { id, method } = m as { id?: unknown; method?: unknown };
+    if (method === undefined || (typeof id !== 'string' && typeof id !== 'number')) return [];
+    return [invalid(id, -32600, 'Invalid Request: not processed, another message in the batch is malformed')];
+  });
+}
+
+/** A `tools/call` params the SDK schema accepts, in its common shape (no task); anything else goes to zod. */
+function isPlainToolsCall(params: Record<string, unknown> | undefined): boolean {
+  if (!params || typeof params.name !== 'string' || params.task !== undefined) return false;
+  if (params.arguments !== undefined && !isObject(params.arguments)) return false;
+  const meta = params._meta;
+  if (meta === undefined) return true;
+  if (!isObject(meta)) return false;
+  const token = meta.progressToken;
+  return token === undefined || typeof token === 'string' || typeof token === 'number';
+}
+
+function invalid(id: RequestId | null, code: -32600 | -32602, message: string): JSONRPCMessage {
+  return { jsonrpc: '2.0', id, error: { code, message } } as unknown as JSONRPCMessage;
+}
+
+/**
+ * Wraps `transport.onmessage` so a malformed request is answered at once ({@link malformedRequestError})
+ * and never reaches the SDK or the `tools/call` fast lane. Install it outermost, after every other
+ * wrapper; `send` is the transport's own (unwrapped) send, so the answer frees no id that a
+ * well-formed request of the same id holds in flight (`request-ids.ts`).
+ */
+export function guardRequestShapes(transport: Transport, send: Transport['send'] = transport.send.bind(transport)): void {
+  const receive = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const error = malformedRequestError(message);
+    if (!error) return receive?.(message, extra);
+    void send(error).catch(() => undefined);
+  };
+}
