@@ -34,6 +34,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { listAsPinned } from '../broker/pins.js';
+import { unprefixErrors } from './error-prefix.js';
 import { visibleTools } from '../broker/visible-tools.js';
 import type { PrimitiveRequest } from '../broker/primitive-judge.js';
 import type { CallerSession } from '../broker/types.js';
@@ -146,6 +147,7 @@ export class DownstreamSession {
     const onclose = () => void this.close();
     const send = transport.send.bind(transport);
     await this.server.connect(transport);
+    unprefixErrors(transport);
     routeToolsCallDirectly(this.server, transport, (params, extra) => this.callTool(params, extra));
     guardRequestIds(transport, {
       onInitialize: (caps) => this.options.onInitialize?.(caps),
