@@ -73,6 +73,8 @@ export function classifyFailure(err: unknown): AttemptFailure {
     // A lost session (upstream/connection.ts): retried at once on the new one by a read-only tool.
     // Lost again before answering anything (`upstream_session_lost`): an ordinary, counted fault.
     if (err.code === 'session_lost') return { outcome: 'upstream_error', reason: sayOnce(messageOf(err)), sent, retryable: true, retryAfterMs: 0, sessionLost: true };
+    // Closed under a call in flight by that renewal: a read-only tool tries again at once; a write is not retried.
+    if (err.code === 'session_lost_in_flight') return { outcome: 'upstream_error', reason: sayOnce(messageOf(err)), sent, retryable: true, retryAfterMs: 0, sessionLost: true };
     if (err.code === 'upstream_session_lost') return { outcome: 'upstream_error', reason: sayOnce(messageOf(err)), sent, retryable: true };
     return {
       outcome: 'upstream_error',

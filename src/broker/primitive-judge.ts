@@ -26,6 +26,7 @@ import { isRequestTimeout } from '../shared/sdk-errors.js';
 import { newCallId } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { askApproval } from './ask.js';
+import { oneLine } from './failure.js';
 import { CALL_ID_META_KEY, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
 import { decidePrimitive, type CompiledPolicy, type Verdict } from './policy.js';
 import { approximateJsonBytes } from './record.js';
@@ -203,7 +204,3 @@ function refusalError(outcome: Outcome, reason: string | undefined, callId: stri
   return new ProtocolError(code, reason ? `${outcome}: ${oneLine(reason)}` : outcome, { [OUTCOME_META_KEY]: outcome, [CALL_ID_META_KEY]: callId });
 }
 
-function oneLine(text: string): string {
-  const line = text.replace(/\s*\n\s*/g, ' ').trim();
-  return line.length > 300 ? `${line.slice(0, 297)}...` : line;
-}

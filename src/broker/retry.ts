@@ -56,7 +56,7 @@ export function retryStage(deps: RetryDeps): Stage {
         }
         await next();
       }
-      if (call.sessionLost && call.outcome === 'upstream_error' && call.readOnly !== true) {
+      if (call.sessionLost && call.outcome === 'upstream_error' && call.readOnly !== true && !call.reason?.includes('not retried')) {
         call.reason = `${call.reason ?? 'upstream session lost'}; not retried: the tool is not read-only`;
       }
       if (call.attempts > 1 && call.outcome === 'upstream_error') call.reason = `${call.reason ?? 'upstream failure'} (after ${call.attempts} attempts)`;

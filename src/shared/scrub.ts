@@ -355,6 +355,9 @@ export function credentialValues(entries: Readonly<Record<string, string>>): str
     // A count (`MAX_TOKENS: "1000"`) is no secret unless the name is password-like, as in results.
     if (/^-?\d+(?:\.\d+)?$/.test(value) && !NUMERIC_SECRET_FIELD.test(normalise(key))) continue;
     out.push(raw);
+    // `Authorization: Bearer <token>`: the credential on its own is the secret too.
+    const scheme = /^(?:Bearer|Basic|Token)\s+(\S{6,})$/i.exec(value);
+    if (scheme) out.push(scheme[1]!);
   }
   return out;
 }

@@ -28,6 +28,7 @@ import type {
 } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { listAsPinned } from '../broker/pins.js';
+import { unprefixErrors } from './error-prefix.js';
 import { visibleTools } from '../broker/visible-tools.js';
 import type { PrimitiveRequest } from '../broker/primitive-judge.js';
 import type { CallerSession } from '../broker/types.js';
@@ -149,6 +150,7 @@ export class DownstreamSession {
     const onclose = () => void this.close();
     const send = transport.send.bind(transport);
     await this.server.connect(transport);
+    unprefixErrors(transport);
     routeToolsCallDirectly(this.server, transport, (params, extra) => this.callTool(params, extra));
     guardRequestIds(transport, {
       onInitialize: (caps) => this.options.onInitialize?.(caps),

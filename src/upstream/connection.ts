@@ -35,7 +35,7 @@ import type { Logger } from '../shared/logger.js';
 import type { ArrivedNotification } from './call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from './direct-calls.js';
-import { isSessionNotFound, sessionLostError, untilAborted } from './session-lost.js';
+import { isSessionNotFound, sessionLostError, sessionLostInFlightError, untilAborted } from './session-lost.js';
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
 import { UpstreamScrub } from './upstream-scrub.js';
 import type {
@@ -212,6 +212,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       return result;
     } catch (err) {
       if (session !== undefined && isSessionNotFound(err)) throw await this.sessionLost(session, options.signal);
+      // Closed under it by the renewal another request's 404 started (issue 17 §6).
+      if (session !== undefined && (this.renewal?.lost === session || this.sessionId() !== session) && !options.signal?.aborted) throw sessionLostInFlightError(this.name);
       throw err;
     } finally {
       this.requestRoutes.delete(routeId);
@@ -234,7 +236,10 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       await this.untilRenewed(options.signal);
       const session = this.sessionId();
       try {
-        return await this.readyClient().request({ method, params } as never, AnyObject, { signal: options.signal, timeout: options.timeoutMs });
+        const answer = await this.readyClient().request({ method, params } as never, AnyObject, { signal: options.signal, timeout: options.timeoutMs });
+        // Any answer shows the session works, not only a tool call's (issue 17 §6).
+        if (this.sessionId() === session) this.sessionAnswered = true;
+        return answer;
       } catch (err) {
         if (session !== undefined && isSessionNotFound(err)) throw await this.sessionLost(session, options.signal);
         throw err;

@@ -33,6 +33,19 @@ export function sessionLostError(upstream: string, answered: boolean, status: Up
   });
 }
 
+/**
+ * The error of a call that was in flight on a session another request found lost (HTTP 404)
+ * and that failed as that session was closed: `BrokerError` `session_lost_in_flight`. Like a 404
+ * of its own it is no fault of a live upstream, so the breaker leaves it be, and a read-only tool
+ * tries again on the new session; a write is not retried (nothing proves it did not run).
+ */
+export function sessionLostInFlightError(upstream: string): BrokerError {
+  return new BrokerError(
+    'session_lost_in_flight',
+    `upstream "${upstream}" lost our session (HTTP 404 on another request) while this call was in flight; a new session is open; it may or may not have run`,
+  );
+}
+
 /** `promise`, or a rejection with the abort reason of `signal` once it aborts first. */
 export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (!signal) return promise;

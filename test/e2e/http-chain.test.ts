@@ -208,7 +208,7 @@ describe('a restarted inner broker (HTTP 404 for the session we hold)', () => {
     await restartInner();
     // The first call after the restart meets the lost session (hop2 never called before: its first session).
     const first = (await outer.client.callTool({ name: 'hop2__up__read', arguments: { text: 'r0' } })) as CallToolResult;
-    expect(outcomeOf(first)).toBe('ok');
+    expect(outcomeOf(first), JSON.stringify(first.content)).toBe('ok');
     expect(await outerRecord('r0')).toMatchObject({ outcome: 'ok', attempts: 2, breaker: 'closed' });
     const answer = (await outer.client.callTool({ name: 'broker__reconnect', arguments: { server: 'hop2' } }, { timeout: 30_000 })) as CallToolResult;
     expect(answer.structuredContent).toMatchObject({ outcome: 'accepted', status: { state: 'ready' } });
@@ -218,4 +218,31 @@ describe('a restarted inner broker (HTTP 404 for the session we hold)', () => {
       expect(await outerRecord(text)).toMatchObject({ outcome: 'ok', attempts: 1, breaker: 'closed' });
     }
   }, 60_000);
+
+  it('a prompts/get answered on a renewed session counts as an answer: a second restart is renewed again, not refused', async () => {
+    await restartInner();
+    await outer.client.getPrompt({ name: 'hop__prims__greet', arguments: { who: 'bo' } });
+    await restartInner();
+    const prompt = await outer.client.getPrompt({ name: 'hop__prims__greet', arguments: { who: 'cy' } });
+    expect(JSON.stringify(prompt.messages)).toContain('cy');
+  }, 60_000);
+
+  it('writes sent together with other calls into a lost session are never counted against the breaker (threshold 1)', async () => {
+    for (const round of [1, 2]) {
+      await restartInner();
+      const texts = [`w${round}a`, `w${round}b`, `w${round}c`];
+      const answers = (await Promise.all([
+        ...texts.map((text) => outer.client.callTool({ name: 'hop__up__write', arguments: { text } })),
+        outer.client.callTool({ name: 'hop__up__read', arguments: { text: `r${round}` } }),
+      ])) as CallToolResult[];
+      for (const a of answers.slice(0, 3)) expect(['ok', 'upstream_error']).toContain(outcomeOf(a));
+      for (const text of texts) {
+        const record = await outerRecord(text);
+        expect(record.breaker).toBe('closed');
+        if (record.outcome === 'upstream_error') expect(record.reason).toMatch(/session/);
+      }
+    }
+    const after = (await outer.client.callTool({ name: 'hop__up__write', arguments: { text: 'after rounds' } })) as CallToolResult;
+    expect(outcomeOf(after)).toBe('ok');
+  }, 90_000);
 });

@@ -6,6 +6,7 @@ describe('credentialValues: which configured env/headers literals are scrubbed b
     expect(credentialValues({ API_KEY: 'canary-1f2e3d4c5b6a', Authorization: 'Bearer abcdefgh', 'X-Api-Key': 'k3y!', DB_PASSWORD: '1234' })).toEqual([
       'canary-1f2e3d4c5b6a',
       'Bearer abcdefgh',
+      'abcdefgh',
       'k3y!',
       '1234',
     ]);

@@ -37,7 +37,9 @@ describe('followRecords', () => {
 
 describe('createLogger', () => {
   it('without a scrubber it crashed on its first line (hooks: undefined): now it logs', () => {
-    const logger = createLogger({ level: 'info', destination: 2 });
+    const lines: string[] = [];
+    const logger = createLogger({ level: 'info', stream: { write: (line: string) => void lines.push(line) } });
     expect(() => logger.info('a line')).not.toThrow();
+    expect(JSON.parse(lines[0]!)).toMatchObject({ msg: 'a line' });
   });
 });
