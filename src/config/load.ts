@@ -128,6 +128,16 @@ export function parseConfig(raw: unknown, options: ParseOptions = {}): LoadedCon
       const problem = fromZod(issue, filled.value);
       if (!covered(problem.path)) problems.push(problem);
     }
+    // envFiles are read even so, so their problems are listed with the rest (issue 18 §2).
+    const servers = isObject(filled.value) ? filled.value[serversKey] : undefined;
+    if (isObject(servers)) {
+      for (const [key, server] of Object.entries(servers)) {
+        const envFile = isObject(server) ? server.envFile : undefined;
+        if (typeof envFile !== 'string') continue;
+        const read = readEnvFile(resolvePath(baseDir, envFile), envFile, `${serversKey}.${key}.envFile`);
+        if ('problem' in read) problems.push(read.problem);
+      }
+    }
     throw redact(problems, secrets);
   }
   // A copy: zod hands out its `.default(...)` objects by reference, and paths are resolved in place below.

@@ -41,6 +41,11 @@ export const CREDENTIAL_FIELD =
 /** Field names whose values are secret even when they are numbers. */
 const NUMERIC_SECRET_FIELD = /^(?:.*(?:password|passwd|passphrase|passcode|secret)s?|pwd|pin)$/i;
 
+/** A count written as a string (`"max_tokens": "1000"`, `MAX_TOKENS=1000`): no secret unless the name is password-like. */
+function isPlainCount(key: string, value: string): boolean {
+  return /^-?\d+(?:\.\d+)?$/.test(value) && !NUMERIC_SECRET_FIELD.test(normalise(key));
+}
+
 /** Case-insensitive spelling of a lowercase word, `_` standing for an optional `_` or `-`. */
 function ci(word: string): string {
   return word.replace(/[a-z_]/g, (c) => (c === '_' ? '[_-]?' : `[${c}${c.toUpperCase()}]`));
@@ -251,16 +256,22 @@ export class Scrubber {
     for (const key of Object.keys(source)) {
       const current = source[key];
       const next = this.walkStrings(current, depth + 1);
-      const cleanKey = this.text(key);
-      if (cleanKey !== key) {
-        out ??= { ...source };
-        delete out[key];
-        out[cleanKey] = next;
-      } else if (next !== current) {
-        (out ??= { ...source })[key] = next;
-      }
+      out = this.put(out, source, key, next);
     }
     return out ?? value;
+  }
+
+  /** `out` (a copy of `source`, made on the first change) with `key` scrubbed and set to `next`. */
+  private put(out: Record<string, unknown> | undefined, source: Record<string, unknown>, key: string, next: unknown): Record<string, unknown> | undefined {
+    const cleanKey = this.text(key);
+    if (cleanKey !== key) {
+      out ??= { ...source };
+      delete out[key];
+      out[cleanKey] = next;
+    } else if (next !== source[key]) {
+      (out ??= { ...source })[key] = next;
+    }
+    return out;
   }
 
   private walk(value: unknown, depth: number, secretScope: boolean, media = false): unknown {
@@ -288,20 +299,11 @@ export class Scrubber {
       if (media && !credential && typeof current === 'string' && (key === 'blob' || (key === 'data' && (source.type === 'image' || source.type === 'audio')))) {
         next = key === 'blob' ? this.blob(current) : current;
       } else if (credential && typeof current === 'string') {
-        // A count in a string ("max_tokens": "1000") is no secret unless the name is password-like.
-        const count = !secretScope && /^-?\d+(?:\.\d+)?$/.test(current) && !NUMERIC_SECRET_FIELD.test(normalise(key));
-        next = current === '' || count ? current : REDACTED;
+        next = current === '' || (!secretScope && isPlainCount(key, current)) ? current : REDACTED;
       }
       else if (typeof current === 'number') next = credential && NUMERIC_SECRET_FIELD.test(normalise(key)) ? REDACTED : current;
       else next = this.walk(current, depth + 1, credential, media);
-      const cleanKey = this.text(key);
-      if (cleanKey !== key) {
-        out ??= { ...source };
-        delete out[key];
-        out[cleanKey] = next;
-      } else if (next !== current) {
-        (out ??= { ...source })[key] = next;
-      }
+      out = this.put(out, source, key, next);
     }
     return out ?? value;
   }
@@ -352,8 +354,7 @@ export function credentialValues(entries: Readonly<Record<string, string>>): str
     if (!isCredentialField(key)) continue;
     const value = raw.trim();
     if (value === '' || /^(?:true|false)$/i.test(value)) continue;
-    // A count (`MAX_TOKENS: "1000"`) is no secret unless the name is password-like, as in results.
-    if (/^-?\d+(?:\.\d+)?$/.test(value) && !NUMERIC_SECRET_FIELD.test(normalise(key))) continue;
+    if (isPlainCount(key, value)) continue;
     out.push(raw);
     // `Authorization: Bearer <token>`: the credential on its own is the secret too.
     const scheme = /^(?:Bearer|Basic|Token)\s+(\S{6,})$/i.exec(value);

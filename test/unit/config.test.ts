@@ -400,6 +400,9 @@ describe('issue 18 §2: the configs clients write load as pasted', () => {
     const bad = problemsOf(() => parseConfig({ mcpServers: { s: { command: 'x', envFile: 'bad.env' } } }, { baseDir: join(dir, 'envs'), env: {} }));
     expect(bad).toEqual([{ path: 'mcpServers.s.envFile', message: 'bad.env line 2 is not NAME=value' }]);
     expect(configError({ mcpServers: { h: { type: 'http', url: 'http://x/mcp', envFile: '.env' } } }).message).toContain('unknown field(s): envFile');
+    // A schema error elsewhere hid the envFile's problem: now both are listed.
+    const both = problemsOf(() => parseConfig({ mcpServers: { s: { command: 'x', envFile: 'bad.env' } }, broker: { timeoutMs: 'x' } }, { baseDir: join(dir, 'envs'), env: {} }));
+    expect(both.map((p) => p.path).sort()).toEqual(['broker.timeoutMs', 'mcpServers.s.envFile']);
   });
 
   it('issue 18 §2: loadConfigFileAsking asks only for inputs without their variable, in order of use; answers are secrets', async () => {
