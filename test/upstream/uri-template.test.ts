@@ -133,6 +133,8 @@ const template = fc.array(fc.tuple(literal, expression), { minLength: 1, maxLeng
 });
 const vars = fc.dictionary(fc.constantFrom(...NAMES), value, { maxKeys: NAMES.length });
 
+const upperPct = (uri: string) => uri.replace(/%[0-9a-f]{2}/gi, (t) => t.toUpperCase());
+
 describe('UriTemplate properties', () => {
   it('every expansion matches its template, and the variables matched expand to the same URI', () => {
     fc.assert(
@@ -143,7 +145,9 @@ describe('UriTemplate properties', () => {
         const uri = parsed.expand(defined);
         const matched = parsed.match(uri);
         expect(matched, `${t} ${uri}`).toBeDefined();
-        expect(parsed.expand(matched!)).toBe(uri);
+        // Equal up to the case of percent-encoded hex digits (RFC 3986 §6.2.2.1): a reserved
+        // expansion passes `%0a` through as written, and the value matched re-expands as `%0A`.
+        expect(upperPct(parsed.expand(matched!))).toBe(upperPct(uri));
       }),
       { numRuns: 2000 },
     );
