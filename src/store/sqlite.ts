@@ -91,6 +91,7 @@ CREATE TABLE IF NOT EXISTS tasks (
   result        TEXT,
   reason        TEXT,
   call_id       TEXT NOT NULL,
+  approved_by   TEXT,
   created_at    TEXT NOT NULL,
   updated_at    TEXT NOT NULL,
   ttl_ms        INTEGER NOT NULL,
@@ -245,9 +246,9 @@ export class SqliteStore implements Store {
         "UPDATE tasks SET status = 'killed', stopped_by = 'system', reason = ?, updated_at = ? WHERE owner = ? AND status = 'running'",
       ),
       addTask: db.prepare<[TaskInsert]>(
-        `INSERT INTO tasks (id, status, stopped_by, owner, principal, unit, session_id, subject, name, args, args_redacted, result, reason, call_id,
+        `INSERT INTO tasks (id, status, stopped_by, owner, principal, unit, session_id, subject, name, args, args_redacted, result, reason, call_id, approved_by,
            created_at, updated_at, ttl_ms, expires_at)
-         VALUES (@id, @status, @stoppedBy, @owner, @principal, @unit, @sessionId, @subject, @name, @args, @argsRedacted, @result, @reason, @callId,
+         VALUES (@id, @status, @stoppedBy, @owner, @principal, @unit, @sessionId, @subject, @name, @args, @argsRedacted, @result, @reason, @callId, @approvedBy,
            @createdAt, @updatedAt, @ttlMs, @expiresAt)`,
       ),
       getTask: db.prepare<[string, number], TaskSqlRow>('SELECT * FROM tasks WHERE id = ? AND expires_at > ?'),
@@ -299,6 +300,8 @@ export class SqliteStore implements Store {
     if (change.result !== undefined) sets.push('result = @result');
     if (change.reason !== undefined) sets.push('reason = @reason');
     if (change.owner !== undefined) sets.push('owner = @owner');
+    if (change.approvedBy !== undefined) sets.push('approved_by = @approvedBy');
+    if (change.callId !== undefined) sets.push('call_id = @callId');
     const statuses = from.map((_, i) => `@from${i}`).join(', ');
     const params: Record<string, unknown> = {
       id,
@@ -308,6 +311,8 @@ export class SqliteStore implements Store {
       result: change.result === undefined || change.result === null ? null : JSON.stringify(change.result),
       reason: change.reason ?? null,
       owner: change.owner ?? null,
+      approvedBy: change.approvedBy ?? null,
+      callId: change.callId ?? null,
     };
     from.forEach((s, i) => (params[`from${i}`] = s));
     // A handful of shapes; prepared per call (better-sqlite3 keeps no statement cache of its own, but these are rare writes).
@@ -501,6 +506,7 @@ interface TaskSqlRow {
   result: string | null;
   reason: string | null;
   call_id: string;
+  approved_by: string | null;
   created_at: string;
   updated_at: string;
   ttl_ms: number;
@@ -523,6 +529,7 @@ function toTask(r: TaskSqlRow): TaskRow {
     result: r.result === null ? null : (JSON.parse(r.result) as unknown),
     reason: r.reason,
     callId: r.call_id,
+    approvedBy: r.approved_by,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
     ttlMs: r.ttl_ms,

@@ -211,6 +211,11 @@ export interface TaskRow {
   readonly reason: string | null;
   /** The call record's `callId`. */
   readonly callId: string;
+  /**
+   * Set on a `parked` row an operator approved (who: `cli`, a principal name), until an instance
+   * takes it up and runs the rest of the path; null otherwise.
+   */
+  readonly approvedBy: string | null;
   readonly createdAt: string;
   readonly updatedAt: string;
   /** Kept this long after `createdAt`, in ms; then the row and its result are deleted. */
@@ -224,6 +229,8 @@ export interface TaskChange {
   readonly result?: unknown;
   readonly reason?: string | null;
   readonly owner?: string;
+  readonly approvedBy?: string | null;
+  readonly callId?: string;
   readonly updatedAt: string;
 }
 

@@ -32,6 +32,7 @@ function row(id: string, over: Partial<TaskRow> = {}): TaskRow {
     result: null,
     reason: null,
     callId: `c-${id}`,
+    approvedBy: null,
     createdAt: at(0),
     updatedAt: at(0),
     ttlMs: 60_000,
