@@ -1,6 +1,7 @@
 /**
  * The broker's own tools (DESIGN.md "Folders": builtins/, all served through router/):
- * `broker__reconnect` (seed 004_359de2f3ce5e2188.txt) under server `broker`, and the estate
+ * `broker__reconnect` (seed 004_359de2f3ce5e2188.txt) and the approval inbox's
+ * `broker__approvals_list` / `broker__approvals_decide` (approvals.ts) under server `broker`, and the estate
  * relay's `estate__*` tools (issue 4) under server `estate`, when served (`estateServed`). Registered as function tools, so
  * every call to them passes the same broker path as an upstream call.
  */
@@ -16,6 +17,8 @@ import type { Store } from '../store/store.js';
 import type { Registry } from '../upstream/registry.js';
 import { estateServed, estateTools, type ProposalStore } from './estate/index.js';
 import { RECONNECT_CAPABILITY, reconnectTool } from './reconnect.js';
+import { approvalsTools } from './approvals.js';
+import type { TaskEngine } from '../tasks/index.js';
 
 /** The `experimental` member of the server capabilities: JSON objects keyed by capability name. */
 export type ExperimentalCapabilities = NonNullable<ServerCapabilities['experimental']>;
@@ -30,6 +33,8 @@ export interface BuiltinHost {
   readonly logger: Logger;
   /** The gateway's durable store, when it has one; otherwise the builtins open their own in `broker.dataDir`. */
   readonly store?: Store;
+  /** The task engine (the approval inbox tools decide through it); read at call time. */
+  readonly tasks?: TaskEngine;
 }
 
 export interface Builtins {
@@ -43,7 +48,10 @@ export interface Builtins {
 export function registerBuiltins(host: BuiltinHost): Builtins {
   let own: SqliteStore | undefined;
   const store = (): ProposalStore => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir));
-  host.router.register([reconnectTool({ registry: host.registry, scrubber: host.scrubber })], { server: 'broker' });
+  host.router.register(
+    [reconnectTool({ registry: host.registry, scrubber: host.scrubber }), ...approvalsTools({ tasks: () => host.tasks, store: () => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir)), clock: host.clock })],
+    { server: 'broker' },
+  );
   if (estateServed(host.config.estate, host.logger)) {
     const isPrivileged = (principal: string) => isPrivilegedPrincipal(host.config.principals, principal);
     host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock, isPrivileged }), { server: 'estate' });
@@ -62,3 +70,4 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
 
 export { reconnectTool, RECONNECT_CAPABILITY, RECONNECT_TOOL, ReconnectAnswerSchema, REASON_MAX_CHARS, type ReconnectAnswer } from './reconnect.js';
 export { estateServed, estateTools, type EstateOptions } from './estate/index.js';
+export { approvalsTools, APPROVALS_LIST_TOOL, APPROVALS_DECIDE_TOOL, type ApprovalsDeps } from './approvals.js';

@@ -34,17 +34,9 @@ import { messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { Store, TaskRow, TaskStatus } from '../store/store.js';
 import { projectA2ATaskState, type A2ATaskState } from './a2a.js';
+import { A2A_META_KEY, TASK_HEARTBEAT_MS, TASK_LIST_LIMIT, TASK_POLL_MS, TASK_STALE_MS } from './constants.js';
+import { decideParked, rejectionReason, type InboxDecision } from './inbox.js';
 
-/** Heartbeat period of this instance, in ms. */
-export const TASK_HEARTBEAT_MS = 5_000;
-/** An instance whose last heartbeat is older than this is dead, in ms (three missed beats). */
-export const TASK_STALE_MS = 3 * TASK_HEARTBEAT_MS;
-/** Period of the tick that reaps, expires and takes up approvals, in ms; also the `pollInterval` we suggest. */
-export const TASK_POLL_MS = 1_000;
-/** Longest list answered at once (`tasks/list`, `GET /api/v1/tasks`). */
-export const TASK_LIST_LIMIT = 500;
-/** The `_meta` key of the A2A state on task answers and API rows. */
-export const A2A_META_KEY = 'mcp-broker/a2a';
 
 /** The 2025-11-25 wire status of a task. */
 export type McpTaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
@@ -136,6 +128,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   private readonly runs = new Map<string, Run>();
   private readonly waiters = new Map<string, Waiter>();
   private stopping = false;
+  private lastBeat = -Infinity;
   private ticking?: Promise<void>;
 
   constructor(private readonly deps: TaskEngineDeps) {
@@ -336,18 +329,12 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
    * through the rest of the path; reject → `failed` with `reason`. Answers the row after, or
    * undefined when no such parked task (already decided, or gone).
    */
-  async decide(id: string, decision: { approve: boolean; by: string; reason?: string }): Promise<TaskRow | undefined> {
-    const row = await this.get(id, undefined);
-    if (!row || row.status !== 'parked' || row.approvedBy !== null) return undefined;
-    if (!decision.approve) {
-      const reason = `rejected by ${decision.by}${decision.reason ? `: ${decision.reason}` : ''}`;
-      const result: CallToolResult = { content: [{ type: 'text', text: `approval_required: ${reason}` }], isError: true };
-      if (!(await this.deps.store.updateTask(id, ['parked'], { status: 'failed', reason, result, updatedAt: this.iso() }))) return undefined;
-      this.waiters.get(id)?.resolve({ approved: false, reason });
-      return this.changed(id);
-    }
-    if (!(await this.deps.store.updateTask(id, ['parked'], { status: 'parked', approvedBy: decision.by, updatedAt: this.iso() }))) return undefined;
-    await this.takeUp(await this.get(id, undefined));
+  async decide(id: string, decision: InboxDecision): Promise<TaskRow | undefined> {
+    const row = await decideParked(this.deps.store, id, decision, this.deps.clock.now());
+    if (!row) return undefined;
+    this.emit('status', row);
+    if (decision.approve) await this.takeUp(row);
+    else this.waiters.get(id)?.resolve({ approved: false, reason: rejectionReason(decision) });
     return this.get(id, undefined);
   }
 
@@ -444,7 +431,10 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     const run = async () => {
       const { store } = this.deps;
       const now = this.deps.clock.now();
-      await store.heartbeat({ id: this.instanceId, host: this.host, pid: process.pid, startedAt: this.startedAt, heartbeatAt: new Date(now).toISOString() });
+      if (now - this.lastBeat >= TASK_HEARTBEAT_MS) {
+        await store.heartbeat({ id: this.instanceId, host: this.host, pid: process.pid, startedAt: this.startedAt, heartbeatAt: new Date(now).toISOString() });
+        this.lastBeat = now;
+      }
       const live = new Map<string, { heartbeatAt: number; host: string; pid: number }>();
       for (const i of await store.listInstances()) {
         if (i.id === this.instanceId) continue;

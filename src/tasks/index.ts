@@ -9,17 +9,14 @@ export {
   type A2ATaskStateReversalFaithful,
   type A2ATaskStateReversalLossy,
 } from './a2a.js';
+export { A2A_META_KEY, TASK_HEARTBEAT_MS, TASK_LIST_LIMIT, TASK_POLL_MS, TASK_STALE_MS } from './constants.js';
+export { decideParked, listParked, rejectionReason, type InboxDecision } from './inbox.js';
 export {
-  A2A_META_KEY,
   isTerminal,
   mcpTaskStatus,
   TaskCancelled,
   TaskEngine,
   TaskError,
-  TASK_HEARTBEAT_MS,
-  TASK_LIST_LIMIT,
-  TASK_POLL_MS,
-  TASK_STALE_MS,
   type McpTask,
   type McpTaskStatus,
   type ParkDecision,

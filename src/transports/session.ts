@@ -312,7 +312,10 @@ export class DownstreamSession {
     // Task-augmented calls and `tasks/*` (2025-11-25) are served here too (legacy-tasks.ts).
     const tasks = new LegacyTasks({ tasks: gw.tasks, resolve: (name) => gw.router.resolve(name) }, this.principal);
     server.fallbackRequestHandler = async (request: JSONRPCRequest, ctx: ServerContext) => {
-      if (LEGACY_TASK_METHODS.has(request.method)) return tasks.handle(request.method, request.params, ctx.mcpReq.signal) as never;
+      if (LEGACY_TASK_METHODS.has(request.method)) {
+        if (!gw.readySettled) await gw.ready; // dead instances' tasks are reaped by then
+        return tasks.handle(request.method, request.params, ctx.mcpReq.signal) as never;
+      }
       if (request.method !== 'tools/call') throw new ProtocolError(ProtocolErrorCode.MethodNotFound, 'Method not found');
       const req = CallToolRequestLight.parse(request);
       if (req.params.task !== undefined) {
