@@ -156,6 +156,66 @@ describe('tasks (2025-11-25) through the broker', () => {
   });
 });
 
+describe('the approval inbox from a session and over HTTP', () => {
+  it('broker__approvals_list shows a parked call and broker__approvals_decide approves it: the waiting call completes, one record', async () => {
+    const { dir, configPath, recordsPath } = configFor({ u: nodeServer(fixture('echo.mjs')) }, { policy: { askMode: 'park', rules: [{ tools: ['u__echo'], action: 'ask' }] } });
+    const s = await serve(configPath, dir);
+    const answer = s.client.callTool({ name: 'u__echo', arguments: { text: 'via builtin' } }, { timeout: 60_000 });
+    const parked = await waitFor(async () => {
+      const r = (await s.client.callTool({ name: 'broker__approvals_list', arguments: {} })) as { structuredContent: { approvals: Array<{ id: string; tool: string }> } };
+      return r.structuredContent.approvals[0];
+    }, 'the call to park');
+    expect(parked.tool).toBe('u__echo');
+    const decided = (await s.client.callTool({ name: 'broker__approvals_decide', arguments: { id: parked.id, approve: true } })) as { structuredContent: Record<string, unknown> };
+    expect(decided.structuredContent).toMatchObject({ id: parked.id, decided: true });
+    const result = (await answer) as { content: Array<{ text: string }>; _meta: Record<string, unknown> };
+    expect(result.content[0]!.text).toBe('via builtin');
+    expect(result._meta['mcp-broker/outcome']).toBe('ok');
+    expect(await request(s, 'tasks/get', { taskId: parked.id })).toMatchObject({ status: 'completed' });
+    expect(readNdjson<RecordLine>(recordsPath).filter((r) => r.name === 'u__echo').map((r) => r.outcome)).toEqual(['ok']);
+  });
+
+  it('SIGTERM during a running task: the stopped broker leaves it killed by system, read as failed after a restart', async () => {
+    const { dir, configPath } = configFor({ everything: nodeServer(npmServer('server-everything')) });
+    const first = await serve(configPath, dir);
+    const created = await request(first, 'tools/call', { name: RESEARCH, arguments: { topic: 'x' }, task: {} });
+    const taskId = created.task.taskId as string;
+    process.kill(first.pid, 'SIGTERM');
+    await waitFor(() => !isAlive(first.pid), 'the broker to exit');
+    const second = await serve(configPath, dir);
+    expect(await request(second, 'tasks/get', { taskId })).toMatchObject({ status: 'failed', _meta: { 'mcp-broker/a2a': 'failed' } });
+  });
+
+  it('POST /api/v1/approvals/:id by an operator approves a principal\'s parked call, which completes; a non-operator gets 403', async () => {
+    const env = { ALICE_TOKEN: 'alice-token-0123456789abcdef', OPS_TOKEN: 'ops-token-0123456789abcdef00' };
+    const broker = await startHttpBroker({
+      servers: { u: nodeServer(fixture('echo.mjs')) },
+      extra: {
+        principals: { alice: { token: '${env:ALICE_TOKEN}' }, ops: { token: '${env:OPS_TOKEN}', role: 'operator' } },
+        policy: { askMode: 'park', rules: [{ tools: ['u__echo'], action: 'ask' }] },
+      },
+      env,
+    });
+    cleanups.push(broker.close);
+    const alice = await connectHttp(broker.url, 'streamable', { token: env.ALICE_TOKEN });
+    cleanups.push(alice.close);
+    const answer = alice.client.callTool({ name: 'u__echo', arguments: { text: 'over http' } }, { timeout: 60_000 });
+    const auth = (t: string) => ({ authorization: `Bearer ${t}` });
+    const parked = await waitFor(async () => {
+      const body = (await http(`${broker.url}/api/v1/tasks?status=parked`, { headers: auth(env.OPS_TOKEN) })).body as { tasks: Array<{ id: string; principal: string; _meta: Record<string, unknown> }> };
+      return body.tasks[0];
+    }, 'the call to park');
+    expect(parked).toMatchObject({ principal: 'alice', _meta: { 'mcp-broker/a2a': 'input-required' } });
+    expect((await http(`${broker.url}/api/v1/approvals/${parked.id}`, { method: 'POST', headers: auth(env.ALICE_TOKEN), body: { approve: true } })).status).toBe(403);
+    const decided = await http(`${broker.url}/api/v1/approvals/${parked.id}`, { method: 'POST', headers: auth(env.OPS_TOKEN), body: { approve: true } });
+    expect(decided.status).toBe(200);
+    const result = (await answer) as { content: Array<{ text: string }> };
+    expect(result.content[0]!.text).toBe('over http');
+    expect((await http(`${broker.url}/api/v1/tasks/${parked.id}`, { headers: auth(env.ALICE_TOKEN) })).body).toMatchObject({ status: 'completed', _meta: { 'mcp-broker/a2a': 'completed' } });
+    expect((await http(`${broker.url}/api/v1/approvals/${parked.id}`, { method: 'POST', headers: auth(env.OPS_TOKEN), body: { approve: true } })).status).toBe(404);
+  });
+});
+
 describe('tasks over HTTP: per-principal isolation', () => {
   let broker: HttpBroker | undefined;
   afterEach(async () => {
