@@ -203,6 +203,20 @@ describe('broker__flow_run', () => {
   });
 });
 
+describe('flows and the scrubber', () => {
+  it('a secret in a step\'s arguments or result is redacted from the answer, the unapplied calls and the records', async () => {
+    const secret = 'flow-canary-7f3a9c2e51b8d640';
+    broker = await startBroker({
+      servers: { kv: nodeServer(fixture('kv.mjs'), { env: { API_TOKEN: '${env:FLOW_E2E_SECRET}' } }) },
+      env: { FLOW_E2E_SECRET: secret },
+    });
+    const { result, answer } = await flow({ steps: [put('a', 'a', secret), put('b', 'a', 'other'), partial('many', {}, 'x')] });
+    expect(answer.unapplied.map((u) => u.call)).toContain('kv__put {"key":"a","value":"[REDACTED]"}');
+    expect(JSON.stringify(result)).not.toContain(secret);
+    expect(JSON.stringify(await broker.records())).not.toContain(secret);
+  });
+});
+
 describe('flows over server-filesystem', () => {
   function folder(): string {
     const d = mkdtempSync(join(tmpdir(), 'mcp-broker-flow-fs-'));
