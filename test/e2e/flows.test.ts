@@ -56,6 +56,23 @@ const put = (id: string, key: string, value: unknown) => ({ id, tool: 'kv__put',
 const partial = (id: string, entries: Record<string, unknown>, failAt: string) => ({ id, tool: 'kv__put_many', args: { entries: { ...entries, [failAt]: 0 }, failAt } });
 
 describe('broker__flow_run', () => {
+  it('a flow whose steps all succeed answers ok, fits its outputSchema, and passes a result to a later step', async () => {
+    await kv();
+    const tool = (await broker!.client.listTools()).tools.find((t) => t.name === 'broker__flow_run')!;
+    expect(tool.outputSchema).toBeDefined();
+    const { result, answer } = await flow({ steps: [put('a', 'a', { n: 1 }), put('b', 'b', '${steps.a.result.value}')] });
+    expect(outcome(result)).toBe('ok');
+    expect(result.isError).toBeUndefined();
+    expect(answer).toMatchObject({ success: true, rolledBack: [], unapplied: [] });
+    expect((result.content[0] as { text: string }).text).toBe('flow ok: 2 step(s) ran');
+    expect(await dump()).toEqual({ a: { n: 1 }, b: { n: 1 } });
+    // What a parent flow would harvest: both inverses, in the order they landed.
+    expect((result._meta as Record<string, unknown>)['mcp-broker/rollback']).toEqual([
+      { tool: 'kv__delete', args: { key: 'a' }, step: 'a' },
+      { tool: 'kv__delete', args: { key: 'b' }, step: 'b' },
+    ]);
+  });
+
   it('a step whose handler reports failure fails the flow (called directly, the same answer is a tool_error with its body)', async () => {
     await kv();
     const direct = (await broker!.client.callTool({ name: 'kv__put_many', arguments: { entries: { a: 1, b: 2 }, failAt: 'b' } })) as CallToolResult;
