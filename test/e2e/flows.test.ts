@@ -9,10 +9,10 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { fixture, nodeServer, npmServer, startBroker, type StartedBroker } from './helpers.js';
+import { fixture, nodeServer, npmServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
 
 let broker: StartedBroker | undefined;
 const dirs: string[] = [];
@@ -203,6 +203,30 @@ describe('broker__flow_run', () => {
     await kv({ policy: { rules: [{ tools: ['broker__flow_run'], action: 'deny' }] } });
     const { result } = await flow({ steps: [put('a', 'a', 1)] });
     expect(outcome(result)).toBe('denied');
+    expect(await dump()).toEqual({});
+  });
+
+  it('a flow the client cancels still rolls back what landed', async () => {
+    const log = join(mkdtempSync(join(tmpdir(), 'mcp-broker-flow-log-')), 'kv.log');
+    dirs.push(dirname(log));
+    broker = await startBroker({ servers: { kv: nodeServer(fixture('kv.mjs'), { env: { FIXTURE_LOG: log } }) } });
+    const aborter = new AbortController();
+    const running = broker.client
+      .callTool({ name: 'broker__flow_run', arguments: { steps: [put('a', 'a', 1), { id: 'wait', tool: 'kv__slow', args: {} }], rollback_on_failure: true } }, { signal: aborter.signal })
+      .catch((err: unknown) => err);
+    await waitFor(() => existsSync(log) && readFileSync(log, 'utf8').includes('"tool":"slow"'), 'the slow step to start');
+    aborter.abort();
+    expect(await running).toBeInstanceOf(Error);
+    const records = await waitFor(async () => {
+      const all = await broker!.records();
+      return all.some((r) => (r.flow as { phase?: string } | undefined)?.phase === 'rollback') ? all : undefined;
+    }, 'the rollback record');
+    expect(records.filter((r) => r.flow).map((r) => [r.name, r.outcome, (r.flow as { phase?: string }).phase ?? 'step'])).toEqual([
+      ['kv__put', 'ok', 'step'],
+      ['kv__slow', 'cancelled', 'step'],
+      ['kv__delete', 'ok', 'rollback'],
+    ]);
+    expect(records.find((r) => r.name === 'broker__flow_run')?.outcome).toBe('cancelled');
     expect(await dump()).toEqual({});
   });
 
