@@ -97,6 +97,19 @@ export interface CallRequest {
    * row): an `ask` or a tool's `requireApproval` is satisfied. A `deny` still denies.
    */
   readonly approvedBy?: string;
+  /** Set when a flow makes this call (`broker__flow_run`): recorded as the record's `flow`. */
+  readonly flow?: FlowRef;
+}
+
+/**
+ * Which flow made a call, and as what: `id` is the flow's own call id (`broker__flow_run`'s
+ * `callId`), `step` the step's id (`on_failure` for the failure hook), `phase` absent for a
+ * step, `rollback` for an inverse replayed, `on_failure` for the failure hook.
+ */
+export interface FlowRef {
+  readonly id: string;
+  readonly step: string;
+  readonly phase?: 'rollback' | 'on_failure';
 }
 
 /** The record written for every judged call (DESIGN.md "Contract"). */
@@ -129,6 +142,8 @@ export interface CallRecord {
   stripped?: string[];
   /** An estate proposal this call stored or applied (the estate relay's audit hook; issue 4). */
   proposal?: { id: string; action: 'proposed' | 'applied'; path: string };
+  /** The flow that made this call, and the step ({@link FlowRef}); absent for a call made directly. */
+  flow?: FlowRef;
 }
 
 /** The mutable state of one call inside the broker. */

@@ -1,7 +1,8 @@
 /**
  * The broker's own tools (DESIGN.md "Folders": builtins/, all served through router/):
- * `broker__reconnect` (seed 004_359de2f3ce5e2188.txt) and the approval inbox's
- * `broker__approvals_list` / `broker__approvals_decide` (approvals.ts) under server `broker`, and the estate
+ * `broker__reconnect` (seed 004_359de2f3ce5e2188.txt), `broker__flow_run` (seed
+ * 000_13a5a3abd08ace07.txt, src/flows/) and the approval inbox's `broker__approvals_list` /
+ * `broker__approvals_decide` (approvals.ts) under server `broker`, and the estate
  * relay's `estate__*` tools (issue 4) under server `estate`, when served (`estateServed`). Registered as function tools, so
  * every call to them passes the same broker path as an upstream call.
  */
@@ -15,6 +16,7 @@ import type { Scrubber } from '../shared/scrub.js';
 import { SqliteStore } from '../store/sqlite.js';
 import type { Store } from '../store/store.js';
 import type { Registry } from '../upstream/registry.js';
+import { flowTool, type FlowToolDeps } from '../flows/index.js';
 import { estateServed, estateTools, type ProposalStore } from './estate/index.js';
 import { RECONNECT_CAPABILITY, reconnectTool } from './reconnect.js';
 import { approvalsTools } from './approvals.js';
@@ -35,6 +37,11 @@ export interface BuiltinHost {
   readonly store?: Store;
   /** The task engine (the approval inbox tools decide through it); read at call time. */
   readonly tasks?: TaskEngine;
+  /**
+   * The broker, read at call time (the gateway builds it after the builtins): `broker__flow_run`
+   * runs its steps through it. Absent: a flow fails, naming the missing broker.
+   */
+  readonly broker?: { call: FlowToolDeps['call'] };
 }
 
 export interface Builtins {
@@ -52,6 +59,11 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
     [reconnectTool({ registry: host.registry, scrubber: host.scrubber }), ...approvalsTools({ tasks: () => host.tasks, store: () => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir)), clock: host.clock })],
     { server: 'broker' },
   );
+  const callBroker: FlowToolDeps['call'] = (request, session) => {
+    if (!host.broker) throw new Error('broker__flow_run is served without a broker to run its steps');
+    return host.broker.call(request, session);
+  };
+  host.router.register([flowTool({ call: callBroker, estateRoot: host.config.estate.root })], { server: 'broker' });
   if (estateServed(host.config.estate, host.logger)) {
     const isPrivileged = (principal: string) => isPrivilegedPrincipal(host.config.principals, principal);
     host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock, isPrivileged }), { server: 'estate' });
