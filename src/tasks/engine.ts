@@ -36,56 +36,8 @@ import type { Store, TaskRow, TaskStatus } from '../store/store.js';
 import { projectA2ATaskState, type A2ATaskState } from './a2a.js';
 import { A2A_META_KEY, TASK_HEARTBEAT_MS, TASK_LIST_LIMIT, TASK_POLL_MS, TASK_STALE_MS } from './constants.js';
 import { decideParked, rejectionReason, type InboxDecision } from './inbox.js';
+import { isTerminal, mcpTaskStatus, TaskCancelled, TaskError, type McpTask } from './status.js';
 
-
-/** The 2025-11-25 wire status of a task. */
-export type McpTaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
-
-/** A task as the 2025-11-25 wire shows it (`Task`), with the A2A state in `_meta`. */
-export type McpTask = {
-  taskId: string;
-  status: McpTaskStatus;
-  ttl: number | null;
-  createdAt: string;
-  lastUpdatedAt: string;
-  pollInterval?: number;
-  statusMessage?: string;
-};
-
-/** The MCP task status, derived from the same row through its A2A state. */
-export function mcpTaskStatus(state: A2ATaskState): McpTaskStatus {
-  switch (state) {
-    case 'submitted':
-    case 'working':
-    case 'unknown':
-      return 'working';
-    case 'input-required':
-    case 'auth-required':
-      return 'input_required';
-    case 'completed':
-      return 'completed';
-    case 'canceled':
-      return 'cancelled';
-    case 'failed':
-    case 'rejected':
-      return 'failed';
-  }
-}
-
-/** Whether a row is settled for good (`tasks/result` answers, `tasks/cancel` refuses). */
-export function isTerminal(status: TaskStatus): boolean {
-  return status === 'completed' || status === 'failed' || status === 'killed';
-}
-
-/** A task-level refusal (unknown id, foreign id, already settled): `code` for the wire. */
-export class TaskError extends Error {
-  constructor(
-    readonly code: 'not_found' | 'terminal',
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 export interface TaskEngineDeps {
   store: Store;
@@ -290,7 +242,6 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
       const row = { ...this.newRow(call.request, call.session, call.target!, 'parked'), callId: call.callId, reason };
       id = row.id;
       await this.deps.store.addTask(row);
-      this.parkedCalls.set(id, call);
     }
     await this.changed(id);
     const decision = await new Promise<ParkDecision>((resolve) => {
@@ -306,10 +257,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
       else signal.addEventListener('abort', onAbort, { once: true });
     });
     this.waiters.delete(id);
-    if (taskId === undefined) {
-      this.parkedCalls.delete(id);
-      if (decision.approved) this.plainRuns.set(call, id);
-    }
+    if (taskId === undefined && decision.approved) this.plainRuns.set(call, id);
     return decision;
   }
 
@@ -338,7 +286,6 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     return this.get(id, undefined);
   }
 
-  private readonly parkedCalls = new Map<string, BrokerCall>();
   private readonly plainRuns = new WeakMap<BrokerCall, string>();
 
   /** Runs an approved parked row: in place when its call waits here, else again from its row. */
@@ -475,14 +422,6 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
 
   private iso(): string {
     return new Date(this.deps.clock.now()).toISOString();
-  }
-}
-
-/** The abort reason of a cancelled task: the call settles `cancelled`. */
-export class TaskCancelled extends Error {
-  constructor() {
-    super('the task was cancelled');
-    this.name = 'TaskCancelled';
   }
 }
 
