@@ -304,6 +304,12 @@ export const brokerSchema = z
       .default({ path: './data/calls.ndjson', maxBytes: 64 * 1024 * 1024, maxFiles: 5 }),
     /** Folder of the durable store (pins, approvals, proposals), relative to `servers.json`. */
     dataDir: z.string().default('./data'),
+    /**
+     * How long a remembered legacy era verdict of an upstream is used instead of probing it again,
+     * in ms (a day): an upgraded server still answers `initialize`, so only age retires the verdict.
+     * A modern verdict needs no age limit: a stale one fails at once and the upstream is probed again.
+     */
+    legacyEraMaxAgeMs: ms().default(24 * 60 * 60 * 1000),
     /** Upper bound of one stdio message, in bytes (64 MiB). */
     maxMessageBytes: z.number().int().min(1024).default(64 * 1024 * 1024),
     /**

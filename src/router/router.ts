@@ -314,6 +314,7 @@ export class ToolRouter implements Dispatcher {
       signal: call.signal,
       timeoutMs: remaining,
       meta: call.request.meta,
+      caller: { clientCapabilities: call.session.clientCapabilities, logLevel: call.session.logLevel },
       onServerRequest: call.request.onServerRequest,
       onArgumentsStripped: (names) => (call.notes.stripped = names),
       onProgress: call.onProgress,

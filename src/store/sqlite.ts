@@ -8,7 +8,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { BrokerError, messageOf } from '../shared/errors.js';
-import { EVERY_PRINCIPAL, type Approval, type ObservedTool, type PinState, type Proposal, type SeenTool, type Store, type ToolPin } from './store.js';
+import { EVERY_PRINCIPAL, type Approval, type EraVerdict, type ObservedTool, type PinState, type Proposal, type SeenTool, type Store, type ToolPin } from './store.js';
 
 /** File name of the store inside `broker.dataDir`. */
 export const STORE_FILE = 'broker.sqlite';
@@ -59,6 +59,15 @@ CREATE TABLE IF NOT EXISTS proposals (
 );
 -- A principal lists its own proposals (the estate relay's ownership rule).
 CREATE INDEX IF NOT EXISTS proposals_by_principal ON proposals (principal, created_at);
+-- The era each upstream was found to speak, per definition (upstream/era-memory.ts). Added
+-- without a schema version bump: a build that does not know it never reads it.
+CREATE TABLE IF NOT EXISTS era_verdicts (
+  upstream        TEXT PRIMARY KEY,
+  definition_hash TEXT NOT NULL,
+  era             TEXT NOT NULL CHECK (era IN ('modern', 'legacy')),
+  discover        TEXT,
+  at              TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS first_uses (
   tool      TEXT NOT NULL,
   principal TEXT NOT NULL,
@@ -192,6 +201,12 @@ export class SqliteStore implements Store {
       listProposalsOfBy: db.prepare<[string, string, number], ProposalRow>(
         'SELECT * FROM proposals WHERE principal = ? AND status = ? ORDER BY created_at DESC, rowid DESC LIMIT ?',
       ),
+      getEra: db.prepare<[string], EraRow>('SELECT * FROM era_verdicts WHERE upstream = ?'),
+      putEra: db.prepare<[string, string, string, string | null, string]>(
+        `INSERT INTO era_verdicts (upstream, definition_hash, era, discover, at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (upstream) DO UPDATE SET definition_hash = excluded.definition_hash, era = excluded.era, discover = excluded.discover, at = excluded.at`,
+      ),
+      forgetEra: db.prepare<[string]>('DELETE FROM era_verdicts WHERE upstream = ?'),
       applyProposal: db.prepare<[string, string, string]>(
         "UPDATE proposals SET status = 'applied', applied_at = ?, applied_by = ? WHERE id = ? AND status = 'pending'",
       ),
@@ -324,6 +339,26 @@ export class SqliteStore implements Store {
     return this.stmt.applyProposal.run(at, by, id).changes === 1;
   }
 
+  async getEraVerdict(upstream: string): Promise<EraVerdict | undefined> {
+    const row = this.stmt.getEra.get(upstream);
+    if (!row) return undefined;
+    return {
+      upstream: row.upstream,
+      definitionHash: row.definition_hash,
+      era: row.era,
+      ...(row.discover !== null ? { discover: JSON.parse(row.discover) as object } : {}),
+      at: row.at,
+    };
+  }
+
+  async setEraVerdict(v: EraVerdict): Promise<void> {
+    this.stmt.putEra.run(v.upstream, v.definitionHash, v.era, v.discover === undefined ? null : JSON.stringify(v.discover), v.at);
+  }
+
+  async forgetEraVerdict(upstream: string): Promise<boolean> {
+    return this.stmt.forgetEra.run(upstream).changes === 1;
+  }
+
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
   }
@@ -348,6 +383,14 @@ export class SqliteStore implements Store {
     this.cache.approvals.clear();
     this.cache.uses.clear();
   }
+}
+
+interface EraRow {
+  upstream: string;
+  definition_hash: string;
+  era: 'modern' | 'legacy';
+  discover: string | null;
+  at: string;
 }
 
 interface ProposalRow {

@@ -172,6 +172,7 @@ export class DownstreamSession {
       principal: this.principal,
       unit: this.sessionId,
       clientCapabilities: capabilities,
+      logLevel: this.level,
       elicit: capabilities?.elicitation
         ? async (params, { timeoutMs, signal }) => {
             if (sendRequest) {

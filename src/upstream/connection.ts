@@ -21,11 +21,17 @@
  *   once per lost session, however many calls met the 404 at once, keeping its catalog listed
  *   meanwhile (calls arriving during the re-dial wait for it); the failed call is rejected with
  *   `BrokerError` `session_lost` (see {@link McpUpstream.callTool}) for the broker path to retry.
+ * - The era is negotiated per upstream (`server/discover` first; era-memory.ts) and the verdict
+ *   remembered in the store: a dial with a remembered verdict sends no probe, and when that verdict
+ *   fails the dial (the upstream changed) the upstream is probed again at once. A stdio child that
+ *   drops the connection on the probe is legacy. On a modern connection calls carry the caller's
+ *   own `_meta` and are bridged for input (modern-call.ts); tools with an invalid `x-mcp-header`
+ *   are left out of the catalog with a warning.
  */
 import { EventEmitter } from 'node:events';
-import { Client } from '@modelcontextprotocol/client';
+import { Client, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/core';
-import type { Transport, CallToolResult, ClientCapabilities, ServerCapabilities } from '@modelcontextprotocol/client';
+import type { Transport, CallToolResult, ClientCapabilities, PriorDiscovery, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import { z } from 'zod';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
@@ -35,6 +41,9 @@ import type { Logger } from '../shared/logger.js';
 import type { ArrivedNotification } from './call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from './direct-calls.js';
+import { EraMemory, type EraVerdictStore, type ProtocolEraName } from './era-memory.js';
+import { mcpParamHeaders, scanMcpHeaders, type McpHeaderDeclaration } from './mcp-param-headers.js';
+import { callerMeta, callModernTool } from './modern-call.js';
 import { isSessionNotFound, sessionLostError, sessionLostInFlightError, untilAborted } from './session-lost.js';
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
 import { UpstreamScrub } from './upstream-scrub.js';
@@ -57,6 +66,11 @@ const MAX_PAGES = 1000;
 const STABLE_AFTER_MS = 10_000;
 /** Headroom given to the SDK's own timer beyond ours, so our deadline always fires first, in ms. */
 const SDK_TIMEOUT_HEADROOM_MS = 5_000;
+/**
+ * Longest wait for the answer to the `server/discover` probe, in ms (bounded by the server's
+ * `connectTimeoutMs`). A silent stdio server is legacy once it passes; over HTTP it fails the dial.
+ */
+const PROBE_TIMEOUT_MS = 5_000;
 
 export interface McpUpstreamOptions {
   name: string;
@@ -79,6 +93,10 @@ export interface McpUpstreamOptions {
   /** Injected `fetch` for HTTP kinds (tests). */
   fetch?: typeof fetch;
   version?: string;
+  /** Where the upstream's era verdict is remembered (the gateway's store); absent: every dial probes. */
+  eras?: EraVerdictStore;
+  /** `broker.legacyEraMaxAgeMs`, in ms; default a day. */
+  legacyEraMaxAgeMs?: number;
 }
 
 const EMPTY_CATALOG = (): UpstreamCatalog => ({ tools: [], prompts: [], resources: [], resourceTemplates: [] });
@@ -90,8 +108,12 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   status: UpstreamStatus = { state: 'idle' };
   catalog: UpstreamCatalog = EMPTY_CATALOG();
   capabilities: ServerCapabilities | undefined;
+  era: ProtocolEraName | undefined;
 
   private client?: Client;
+  private readonly eraMemory: EraMemory;
+  /** Modern connections: each listed tool's `x-mcp-header` parameters, by its own name. */
+  private headerDeclarations = new Map<string, McpHeaderDeclaration[]>();
   private transport?: Transport;
   /** `tools/call` on the current transport, past the SDK `Protocol` (issue 6). */
   private direct?: DirectCalls;
@@ -131,6 +153,14 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.kind = 'command' in config ? 'stdio' : config.type === 'sse' ? 'sse' : 'http';
     this.secrets = credentialValues('command' in config ? config.env : config.headers);
     this.clientCapabilities = options.clientCapabilities ?? {};
+    this.eraMemory = new EraMemory({
+      name: options.name,
+      config,
+      store: options.eras,
+      clock: options.clock,
+      logger: options.logger,
+      legacyMaxAgeMs: options.legacyEraMaxAgeMs ?? 24 * 60 * 60 * 1000,
+    });
   }
 
   /** Sets the capabilities offered at the next dial. */
@@ -196,10 +226,20 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const routeId = ++this.routeSeq;
     if (options.onServerRequest) this.requestRoutes.set(routeId, options.onServerRequest);
     const params: Record<string, unknown> = { name: toolName, arguments: args ?? {} };
+    const modern = this.era === 'modern';
+    if (modern) Object.assign(meta, callerMeta(options.caller));
     if (Object.keys(meta).length) params._meta = meta;
     try {
       let result: CallToolResult;
-      if (this.direct) {
+      if (modern) {
+        const declarations = this.headerDeclarations.get(toolName);
+        const headers = declarations?.length ? mcpParamHeaders(declarations, args) : undefined;
+        const route = options.onServerRequest;
+        const scrubbed: CallOptions = route
+          ? { ...options, onServerRequest: Object.assign((r: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => route({ method: r.method, params: this.scrub.serverRequest(r.params) }, signal), { sessionId: route.sessionId }) }
+          : options;
+        result = (await callModernTool(client, this.name, params, scrubbed, options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, headers)) as CallToolResult;
+      } else if (this.direct) {
         const owner = options.onServerRequest?.sessionId;
         result = (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, owner })) as CallToolResult;
       } else {
@@ -312,35 +352,74 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
 
   private async dial(): Promise<void> {
     const generation = ++this.generation;
-    const log = this.options.logger;
     // A restart in progress still says why the last attempt failed, until this one settles.
     const last = this.status.state === 'backoff' || this.status.state === 'failed' ? this.status : undefined;
     this.setStatus({ state: 'connecting', ...(last?.errorCode ? { errorCode: last.errorCode } : {}), ...(last?.message ? { message: last.message } : {}) });
+    const prior = await this.eraMemory.prior();
+    if (generation !== this.generation) return;
+    let failure = await this.connectWith(generation, prior, prior === undefined);
+    if (failure === 'superseded') return;
+    if (failure && prior && this.eraMemory.negotiates) {
+      // The remembered verdict no longer holds (a stale modern one fails loudly): probe again.
+      this.options.logger.info({ era: prior.kind, err: messageOf(failure.err) }, 'upstream dial with its remembered era failed; probing its era again');
+      failure = await this.connectWith(generation, undefined, true);
+    } else if (failure && !prior && this.kind === 'stdio' && isProbeDropped(failure.err)) {
+      // A stdio server that ends the connection on a pre-initialize request is a legacy server.
+      this.options.logger.info({ err: messageOf(failure.err) }, 'upstream dropped the connection on the era probe; connecting as legacy');
+      failure = await this.connectWith(generation, { kind: 'legacy' }, true);
+    }
+    if (failure === 'superseded') return;
+    if (failure) this.dialFailed(failure.err, failure.transport);
+  }
+
+  /**
+   * One connect plus the first listing, with `prior` handed to the SDK (undefined: probe).
+   * Resolves undefined when the upstream is ready, `superseded` when a newer dial, close or
+   * reconnect took over meanwhile, else the failure (the client closed). `remember`: store the
+   * era found, once ready.
+   */
+  private async connectWith(
+    generation: number,
+    prior: PriorDiscovery | undefined,
+    remember: boolean,
+  ): Promise<undefined | 'superseded' | { err: unknown; transport?: Transport }> {
+    const log = this.options.logger;
     let transport: Transport;
     try {
       transport = await createUpstreamTransport({ ...this.options, callStreamLogs: (requestId) => this.callStreamLogSink(requestId) });
     } catch (err) {
       // The SDK's HTTP transport modules failed to load: a failed dial like any other.
-      if (generation === this.generation) this.dialFailed(err);
-      return;
+      return generation === this.generation ? { err } : 'superseded';
     }
-    if (generation !== this.generation) return;
+    if (generation !== this.generation) return 'superseded';
+    const timeoutMs = this.options.config.connectTimeoutMs;
     const client = new Client(
       { name: 'mcp-broker', version: this.options.version ?? '0.0.0' },
-      { capabilities: this.clientCapabilities },
+      {
+        capabilities: this.clientCapabilities,
+        versionNegotiation: this.eraMemory.negotiates
+          ? { mode: 'auto', probe: { timeoutMs: Math.min(PROBE_TIMEOUT_MS, timeoutMs) } }
+          : { mode: 'legacy' },
+        // Input requests of a modern upstream are answered per call (modern-call.ts), never by the SDK.
+        inputRequired: { autoFulfill: false },
+      },
     );
     this.installHandlers(client);
     this.client = client;
     this.transport = transport;
     this.direct = undefined;
-    const timeoutMs = this.options.config.connectTimeoutMs;
     try {
-      await client.connect(transport, { timeout: timeoutMs });
-      if (generation !== this.generation) return;
-      this.direct = new DirectCalls(transport);
+      await client.connect(transport, { timeout: timeoutMs, ...(prior ? { prior } : {}) });
+      if (generation !== this.generation) return 'superseded';
+      const era = client.getProtocolEra() ?? 'legacy';
+      this.era = era;
+      // Modern calls go through the SDK, which adds the per-request envelope and headers.
+      this.direct = era === 'legacy' ? new DirectCalls(transport) : undefined;
       this.capabilities = client.getServerCapabilities();
       const catalog = await this.fetchCatalog(client, timeoutMs);
-      if (generation !== this.generation) return;
+      if (generation !== this.generation) return 'superseded';
+      if (remember) await this.eraMemory.remember(era === 'modern' ? client.getDiscoverResult() : undefined);
+      if (generation !== this.generation) return 'superseded';
       this.catalog = catalog;
       this.readyAt = this.options.clock.now();
       this.sessionAnswered = true;
@@ -348,13 +427,14 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.setStatus({ state: 'ready' });
       this.loggedFailures.clear();
       for (const kind of Object.keys(catalog) as CatalogKind[]) this.emit('changed', kind);
-      log.info({ tools: catalog.tools.length, prompts: catalog.prompts.length, resources: catalog.resources.length }, 'upstream ready');
+      log.info({ era, tools: catalog.tools.length, prompts: catalog.prompts.length, resources: catalog.resources.length }, 'upstream ready');
+      return undefined;
     } catch (err) {
-      if (generation !== this.generation) return;
+      if (generation !== this.generation) return 'superseded';
       client.onclose = undefined;
       await closeQuietly(client);
       this.client = undefined;
-      this.dialFailed(err, transport);
+      return { err, transport };
     }
   }
 
@@ -425,7 +505,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       try {
         const items = await listAll(client, kind, this.options.config.connectTimeoutMs);
         if (this.client !== client) return;
-        (this.catalog as unknown as Record<CatalogKind, unknown[]>)[kind] = items;
+        (this.catalog as unknown as Record<CatalogKind, unknown[]>)[kind] = kind === 'tools' ? this.admitTools(items as Tool[]) : items;
         this.emit('changed', kind);
       } catch (err) {
         this.options.logger.warn({ kind, err: messageOf(err) }, 'upstream list refresh failed');
@@ -435,11 +515,32 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     return task;
   }
 
+  /**
+   * The tools of a list that may be listed. On a modern connection, a tool whose `x-mcp-header`
+   * marks break the rules is left out with a warning naming it and the rule (the spec: a client
+   * must not call it), and the marks of the others are kept for their calls' `Mcp-Param-*` headers.
+   */
+  private admitTools(tools: Tool[]): Tool[] {
+    if (this.era !== 'modern') return tools;
+    const declarations = new Map<string, McpHeaderDeclaration[]>();
+    const admitted = tools.filter((tool) => {
+      const scan = scanMcpHeaders(tool.inputSchema);
+      if (!scan.valid) {
+        this.options.logger.warn({ tool: tool.name, reason: scan.reason }, 'upstream tool left out: invalid x-mcp-header');
+        return false;
+      }
+      if (scan.declarations.length) declarations.set(tool.name, scan.declarations);
+      return true;
+    });
+    this.headerDeclarations = declarations;
+    return admitted;
+  }
+
   private async fetchCatalog(client: Client, timeoutMs: number): Promise<UpstreamCatalog> {
     const caps = client.getServerCapabilities() ?? {};
     const catalog = EMPTY_CATALOG();
     try {
-      if (caps.tools) catalog.tools = (await listAll(client, 'tools', timeoutMs)) as UpstreamCatalog['tools'];
+      if (caps.tools) catalog.tools = this.admitTools((await listAll(client, 'tools', timeoutMs)) as Tool[]);
       if (caps.prompts) catalog.prompts = (await listAll(client, 'prompts', timeoutMs)) as UpstreamCatalog['prompts'];
       if (caps.resources) {
         catalog.resources = (await listAll(client, 'resources', timeoutMs)) as UpstreamCatalog['resources'];
@@ -534,6 +635,11 @@ async function listAll(client: Client, kind: CatalogKind, timeoutMs: number): Pr
     if (!cursor) return items;
   }
   throw new BrokerError('list_failed', `${method} did not end after ${MAX_PAGES} pages`);
+}
+
+/** Whether a probe failed because the connection ended under it (a server that exits on an unknown pre-initialize request). */
+function isProbeDropped(err: unknown): boolean {
+  return err instanceof SdkError && (err.code === SdkErrorCode.EraNegotiationFailed || err.code === SdkErrorCode.ConnectionClosed);
 }
 
 async function closeQuietly(client: Client): Promise<void> {
