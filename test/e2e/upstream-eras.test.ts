@@ -147,6 +147,28 @@ describe('upstream eras', () => {
     expect(rounds.map((r) => Object.keys(r.meta?.envelope?.[CAPS] ?? { none: true }))).toEqual([['elicitation'], ['elicitation']]);
   });
 
+  it('a caller that cannot answer a modern upstream\'s question gets the call failed, not a hang', async () => {
+    const { log, dataDir } = paths();
+    const broker = await stdioBroker({ modern: nodeServer(MODERN, { env: { FIXTURE_LOG: log } }) }, dataDir, {});
+    const result = await broker.client.callTool({ name: 'modern__ask', arguments: { question: 'colour?' } });
+    expect(result.isError).toBe(true);
+    expect((result._meta as Record<string, unknown>)['mcp-broker/outcome']).toBe('upstream_error');
+    expect(calls(log, 'ask')[0].meta?.envelope?.[CAPS]).toEqual({});
+  });
+
+  it('a stdio server that exits on the era probe is served as legacy, and not probed again after a restart', async () => {
+    const { log, dataDir } = paths();
+    const servers = { rmcp: nodeServer(fixture('exits-on-probe.mjs'), { cwd: dir, env: { FIXTURE_LOG: log } }) };
+    let broker = await stdioBroker(servers, dataDir);
+    expect(text(await broker.client.callTool({ name: 'rmcp__echo', arguments: { text: 'hi' } }))).toBe('hi');
+    expect(readyEras(broker.stderr()).rmcp).toBe('legacy');
+    expect(events(log).filter((e) => e.event === 'exit-on').map((e) => e.method)).toEqual(['server/discover']);
+    await broker.close();
+    broker = await stdioBroker(servers, dataDir);
+    expect(text(await broker.client.callTool({ name: 'rmcp__echo', arguments: { text: 'again' } }))).toBe('again');
+    expect(events(log).filter((e) => e.event === 'exit-on')).toHaveLength(1);
+  });
+
   it('an invalid x-mcp-header tool is left out of the roster with a log line (stdio)', async () => {
     const { log, dataDir } = paths();
     const broker = await stdioBroker({ modern: nodeServer(MODERN, { env: { FIXTURE_LOG: log } }) }, dataDir);
