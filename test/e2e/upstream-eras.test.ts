@@ -169,6 +169,17 @@ describe('upstream eras', () => {
     expect(events(log).filter((e) => e.event === 'exit-on')).toHaveLength(1);
   });
 
+  it('a downstream cancel reaches the modern upstream\'s request', async () => {
+    const { log, dataDir } = paths();
+    const broker = await stdioBroker({ modern: nodeServer(MODERN, { env: { FIXTURE_LOG: log } }) }, dataDir);
+    const abort = new AbortController();
+    const call = broker.client.callTool({ name: 'modern__slow', arguments: {} }, { signal: abort.signal });
+    await waitFor(() => calls(log, 'slow').length, 'the call to reach the upstream');
+    abort.abort('enough');
+    await expect(call).rejects.toThrow();
+    await waitFor(() => events(log).some((e) => e.event === 'cancelled'), 'the upstream to see the cancel');
+  });
+
   it('an invalid x-mcp-header tool is left out of the roster with a log line (stdio)', async () => {
     const { log, dataDir } = paths();
     const broker = await stdioBroker({ modern: nodeServer(MODERN, { env: { FIXTURE_LOG: log } }) }, dataDir);
@@ -202,6 +213,18 @@ describe('a modern upstream over Streamable HTTP', () => {
     const names = (await broker.client.listTools()).tools.map((t) => t.name);
     expect(names).not.toContain('remote__bad_header');
     expect(broker.stderr()).toMatch(/"tool":"bad_header".*invalid x-mcp-header/);
+  });
+
+  it('a downstream cancel reaches the modern upstream\'s request over HTTP', async () => {
+    const broker = await stdioBroker({ remote: { type: 'http', url } }, paths().dataDir);
+    const abort = new AbortController();
+    const before = calls(log, 'slow').length;
+    const cancelledBefore = events(log).filter((e) => e.event === 'cancelled').length;
+    const call = broker.client.callTool({ name: 'remote__slow', arguments: {} }, { signal: abort.signal });
+    await waitFor(() => calls(log, 'slow').length > before, 'the call to reach the upstream');
+    abort.abort('enough');
+    await expect(call).rejects.toThrow();
+    await waitFor(() => events(log).filter((e) => e.event === 'cancelled').length > cancelledBefore, 'the upstream to see the cancel');
   });
 
   it('each request carries the calling session\'s own capabilities and log level in _meta', async () => {
