@@ -428,6 +428,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.loggedFailures.clear();
       for (const kind of Object.keys(catalog) as CatalogKind[]) this.emit('changed', kind);
       log.info({ era, tools: catalog.tools.length, prompts: catalog.prompts.length, resources: catalog.resources.length }, 'upstream ready');
+      if (era === 'modern') void this.listenForChanges(client, generation, timeoutMs);
       return undefined;
     } catch (err) {
       if (generation !== this.generation) return 'superseded';
@@ -435,6 +436,29 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       await closeQuietly(client);
       this.client = undefined;
       return { err, transport };
+    }
+  }
+
+  /**
+   * A modern upstream sends list changes only on a `subscriptions/listen` stream its client opens:
+   * opens one for the lists it says change (`listChanged`), so they reach the same handlers a
+   * legacy upstream's unsolicited notifications do. One that fails or ends is logged and not
+   * reopened until the next dial.
+   */
+  private async listenForChanges(client: Client, generation: number, timeoutMs: number): Promise<void> {
+    const caps = this.capabilities ?? {};
+    const filter = {
+      ...(caps.tools?.listChanged ? { toolsListChanged: true } : {}),
+      ...(caps.prompts?.listChanged ? { promptsListChanged: true } : {}),
+      ...(caps.resources?.listChanged ? { resourcesListChanged: true } : {}),
+    };
+    if (Object.keys(filter).length === 0) return;
+    try {
+      const subscription = await client.listen(filter, { timeout: timeoutMs });
+      const reason = await subscription.closed;
+      if (generation === this.generation) this.options.logger.warn({ reason }, 'upstream subscriptions/listen stream ended; list changes are not seen until the next dial');
+    } catch (err) {
+      if (generation === this.generation) this.options.logger.warn({ err: messageOf(err) }, 'upstream subscriptions/listen failed; list changes are not seen until the next dial');
     }
   }
 

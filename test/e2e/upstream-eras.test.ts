@@ -169,6 +169,17 @@ describe('upstream eras', () => {
     expect(events(log).filter((e) => e.event === 'exit-on')).toHaveLength(1);
   });
 
+  it('a modern upstream\'s tools/list_changed reaches the roster (a subscriptions/listen stream)', async () => {
+    const { log, dataDir } = paths();
+    const broker = await stdioBroker({ modern: nodeServer(MODERN, { env: { FIXTURE_LOG: log } }) }, dataDir);
+    expect((await broker.client.listTools()).tools.map((t) => t.name)).not.toContain('modern__grown');
+    await broker.client.callTool({ name: 'modern__grow', arguments: {} });
+    await waitFor(() => broker.notifications.some((n) => n.method === 'notifications/tools/list_changed'), 'tools/list_changed downstream');
+    const names = (await broker.client.listTools()).tools.map((t) => t.name);
+    expect(names).toContain('modern__grown');
+    expect(events(log).some((e) => e.method === 'subscriptions/listen')).toBe(true);
+  });
+
   it('a downstream cancel reaches the modern upstream\'s request', async () => {
     const { log, dataDir } = paths();
     const broker = await stdioBroker({ modern: nodeServer(MODERN, { env: { FIXTURE_LOG: log } }) }, dataDir);
