@@ -43,13 +43,14 @@ import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from './direct-calls.js';
 import { EraMemory, type EraVerdictStore, type ProtocolEraName } from './era-memory.js';
 import { mcpParamHeaders, scanMcpHeaders, type McpHeaderDeclaration } from './mcp-param-headers.js';
-import { callerMeta, callModernTool } from './modern-call.js';
+import { callerMeta, callModern, INPUT_REQUIRED_METHODS } from './modern-call.js';
 import { isSessionNotFound, sessionLostError, sessionLostInFlightError, untilAborted } from './session-lost.js';
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
 import { UpstreamScrub } from './upstream-scrub.js';
 import type {
   CallOptions,
   CatalogKind,
+  RequestOptions,
   ServerRequestHandler,
   Upstream,
   UpstreamCatalog,
@@ -234,11 +235,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (modern) {
         const declarations = this.headerDeclarations.get(toolName);
         const headers = declarations?.length ? mcpParamHeaders(declarations, args) : undefined;
-        const route = options.onServerRequest;
-        const scrubbed: CallOptions = route
-          ? { ...options, onServerRequest: Object.assign((r: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => route({ method: r.method, params: this.scrub.serverRequest(r.params) }, signal), { sessionId: route.sessionId }) }
-          : options;
-        result = (await callModernTool(client, this.name, params, scrubbed, options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, headers)) as CallToolResult;
+        const scrubbed: CallOptions = { ...options, onServerRequest: this.scrubbedRoute(options.onServerRequest) };
+        result = (await callModern(client, this.name, 'tools/call', params, scrubbed, options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, headers)) as CallToolResult;
       } else if (this.direct) {
         const owner = options.onServerRequest?.sessionId;
         result = (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, owner })) as CallToolResult;
@@ -267,16 +265,22 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    * is opened and the request sent once more on it (these methods read, or set up what the new
    * session lacks: none applies a tool's write).
    */
-  async request(
-    method: string,
-    params: Record<string, unknown> | undefined,
-    options: { signal?: AbortSignal; timeoutMs: number },
-  ): Promise<Record<string, unknown>> {
+  async request(method: string, params: Record<string, unknown> | undefined, options: RequestOptions): Promise<Record<string, unknown>> {
     const send = async () => {
       await this.untilRenewed(options.signal);
       const session = this.sessionId();
       try {
-        const answer = await this.readyClient().request({ method, params } as never, AnyObject, { signal: options.signal, timeout: options.timeoutMs });
+        const client = this.readyClient();
+        let answer: Record<string, unknown>;
+        if (this.era === 'modern' && options.caller) {
+          // The caller's own capabilities and log level, and its answers to the upstream's questions (modern-call.ts).
+          const withCaller = { ...params, _meta: { ...(params?._meta as Record<string, unknown> | undefined), ...callerMeta(options.caller) } };
+          answer = INPUT_REQUIRED_METHODS.has(method)
+            ? await callModern(client, this.name, method, withCaller, { signal: options.signal, onServerRequest: this.scrubbedRoute(options.onServerRequest) }, options.timeoutMs, undefined)
+            : await client.request({ method, params: withCaller } as never, AnyObject, { signal: options.signal, timeout: options.timeoutMs });
+        } else {
+          answer = await client.request({ method, params } as never, AnyObject, { signal: options.signal, timeout: options.timeoutMs });
+        }
         // Any answer shows the session works, not only a tool call's (issue 17 §6).
         if (this.sessionId() === session) this.sessionAnswered = true;
         return answer;
@@ -291,6 +295,13 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (err instanceof BrokerError && err.code === 'session_lost' && this.status.state === 'ready') return send();
       throw err;
     }
+  }
+
+  /** `route` with the params of what it is asked scrubbed, as the upstream's own requests to the client are. */
+  private scrubbedRoute(route: ServerRequestHandler | undefined): ServerRequestHandler | undefined {
+    if (!route) return undefined;
+    const scrubbed = (r: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => route({ method: r.method, params: this.scrub.serverRequest(r.params) }, signal);
+    return Object.assign(scrubbed, { sessionId: route.sessionId });
   }
 
   /** The `Mcp-Session-Id` of a Streamable HTTP connection; undefined for other kinds and before one is assigned. */

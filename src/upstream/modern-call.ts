@@ -24,7 +24,16 @@ import { CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY } from '@modelcontextp
 import type { Client, ClientCapabilities, LoggingLevel } from '@modelcontextprotocol/client';
 import { z } from 'zod';
 import { BrokerError, messageOf } from '../shared/errors.js';
-import type { CallOptions } from './types.js';
+import type { CallOptions, ServerRequestHandler } from './types.js';
+
+/** Methods a modern upstream may answer with `input_required` (the spec's list). */
+export const INPUT_REQUIRED_METHODS: ReadonlySet<string> = new Set(['tools/call', 'prompts/get', 'resources/read']);
+
+/** What bridging needs of a request: its signal, and the route to the calling session. */
+export interface ModernRequestOptions {
+  signal?: AbortSignal;
+  onServerRequest?: ServerRequestHandler;
+}
 
 /** Rounds of `input_required` answered for one call before it fails (`input_rounds_exceeded`). */
 export const MAX_INPUT_ROUNDS = 8;
@@ -50,22 +59,24 @@ export function callerMeta(caller: CallOptions['caller']): Record<string, unknow
 }
 
 /**
- * Sends `params` (a complete `tools/call` params object, `_meta` included) and answers the
- * upstream's input requests through `options.onServerRequest` until it returns a result.
+ * Sends `method` with `params` (complete, `_meta` included; `tools/call`, `prompts/get` or
+ * `resources/read`) and answers the upstream's input requests through `options.onServerRequest`
+ * until it returns a result.
  * @param timeoutMs the SDK's timer for each round, in ms (the broker's deadline aborts `options.signal` sooner)
  * @param headers extra HTTP headers of every round (`Mcp-Param-*`)
  */
-export async function callModernTool(
+export async function callModern(
   client: Client,
   upstream: string,
+  method: string,
   params: Record<string, unknown>,
-  options: CallOptions,
+  options: ModernRequestOptions,
   timeoutMs: number,
   headers: Record<string, string> | undefined,
 ): Promise<Record<string, unknown>> {
   let round = params;
   for (let rounds = 0; ; rounds++) {
-    const result = await client.request({ method: 'tools/call', params: round } as never, AnyObject, {
+    const result = await client.request({ method, params: round } as never, AnyObject, {
       signal: options.signal,
       timeout: timeoutMs,
       allowInputRequired: true,
@@ -82,17 +93,18 @@ export async function callModernTool(
 }
 
 /** Asks the calling session each input request (in parallel) and collects the answers by key. */
-async function answerInputRequests(upstream: string, requests: unknown, options: CallOptions): Promise<Record<string, unknown>> {
+async function answerInputRequests(upstream: string, requests: unknown, options: ModernRequestOptions): Promise<Record<string, unknown>> {
   const entries = requests && typeof requests === 'object' ? Object.entries(requests as Record<string, { method?: unknown; params?: unknown }>) : [];
   const route = options.onServerRequest;
   if (!route) throw new BrokerError('input_unanswerable', `upstream "${upstream}" asked for input and the caller has no way to answer it`);
+  const signal = options.signal ?? new AbortController().signal;
   const answers = await Promise.all(
     entries.map(async ([key, request]) => {
       const method = typeof request?.method === 'string' ? request.method : '';
       try {
-        return [key, await route({ method, params: request.params as Record<string, unknown> | undefined }, options.signal)] as const;
+        return [key, await route({ method, params: request.params as Record<string, unknown> | undefined }, signal)] as const;
       } catch (err) {
-        if (options.signal.aborted) throw err;
+        if (signal.aborted) throw err;
         throw new BrokerError('input_unanswerable', `upstream "${upstream}" asked for ${method || 'input'} and the caller did not answer: ${messageOf(err)}`, { cause: err });
       }
     }),

@@ -67,6 +67,17 @@ export interface CallOptions {
   onArgumentsStripped?: (names: string[]) => void;
 }
 
+/** Options of {@link Upstream.request}. */
+export interface RequestOptions {
+  signal?: AbortSignal;
+  /** Upper bound of the request, in ms. */
+  timeoutMs: number;
+  /** The calling client, told to a modern upstream in `_meta` ({@link CallOptions.caller}); absent for the broker's own requests. */
+  caller?: CallOptions['caller'];
+  /** Answers a modern upstream's `input_required` to `prompts/get` or `resources/read` (as {@link CallOptions.onServerRequest}). */
+  onServerRequest?: ServerRequestHandler;
+}
+
 export interface UpstreamEvents {
   /** A catalog list changed (after a refresh, a crash or a reconnect). */
   changed: [kind: CatalogKind];
@@ -115,5 +126,5 @@ export interface Upstream extends EventEmitter<UpstreamEvents> {
    */
   callTool(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<CallToolResult>;
   /** Any other request (prompts/get, resources/read, completion/complete, resources/subscribe, …). */
-  request(method: string, params: Record<string, unknown> | undefined, options: { signal?: AbortSignal; timeoutMs: number }): Promise<Record<string, unknown>>;
+  request(method: string, params: Record<string, unknown> | undefined, options: RequestOptions): Promise<Record<string, unknown>>;
 }

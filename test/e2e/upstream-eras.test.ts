@@ -147,6 +147,16 @@ describe('upstream eras', () => {
     expect(rounds.map((r) => Object.keys(r.meta?.envelope?.[CAPS] ?? { none: true }))).toEqual([['elicitation'], ['elicitation']]);
   });
 
+  it('prompts/get: a legacy client answers a modern upstream\'s input_required, and the upstream is told its capabilities', async () => {
+    const { log, dataDir } = paths();
+    const broker = await stdioBroker({ modern: nodeServer(MODERN, { env: { FIXTURE_LOG: log } }) }, dataDir, { elicitation: {} });
+    broker.client.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { answer: 'yes' } }));
+    const prompt = await broker.client.getPrompt({ name: 'modern__confirm', arguments: { topic: 'deploy' } });
+    expect(prompt.messages.map((m) => (m.content as { text?: string }).text)).toEqual(['confirmed deploy: yes']);
+    const rounds = events(log).filter((e) => e.event === 'prompt');
+    expect(rounds.map((r) => Object.keys(r.meta?.envelope?.[CAPS] ?? { none: true }))).toEqual([['elicitation'], ['elicitation']]);
+  });
+
   it('a caller that cannot answer a modern upstream\'s question gets the call failed, not a hang', async () => {
     const { log, dataDir } = paths();
     const broker = await stdioBroker({ modern: nodeServer(MODERN, { env: { FIXTURE_LOG: log } }) }, dataDir, {});
