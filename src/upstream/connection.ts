@@ -404,12 +404,13 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     }
     if (generation !== this.generation) return 'superseded';
     const timeoutMs = this.options.config.connectTimeoutMs;
+    const probeTimeoutMs = Math.min(PROBE_TIMEOUT_MS, timeoutMs);
     const client = new Client(
       { name: 'mcp-broker', version: this.options.version ?? '0.0.0' },
       {
         capabilities: this.clientCapabilities,
         versionNegotiation: this.eraMemory.negotiates
-          ? { mode: 'auto', probe: { timeoutMs: Math.min(PROBE_TIMEOUT_MS, timeoutMs) } }
+          ? { mode: 'auto', probe: { timeoutMs: probeTimeoutMs } }
           : { mode: 'legacy' },
         // Input requests of a modern upstream are answered per call (modern-call.ts), never by the SDK.
         inputRequired: { autoFulfill: false },
@@ -420,9 +421,16 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.transport = transport;
     this.direct = undefined;
     try {
+      const connectStarted = this.options.clock.now();
       await client.connect(transport, { timeout: timeoutMs, ...(prior ? { prior } : {}) });
       if (generation !== this.generation) return 'superseded';
       const era = client.getProtocolEra() ?? 'legacy';
+      if (remember && !prior && era === 'legacy' && this.options.clock.now() - connectStarted >= probeTimeoutMs) {
+        // Legacy by silence (the probe timed out), not by an answer: a slow-starting 2026 server
+        // looks the same, so the verdict is not remembered and the next dial asks again.
+        remember = false;
+        log.info({ probeTimeoutMs }, 'upstream did not answer the era probe in time; connected as legacy, verdict not remembered');
+      }
       this.era = era;
       // Modern calls go through the SDK, which adds the per-request envelope and headers.
       this.direct = era === 'legacy' ? new DirectCalls(transport) : undefined;

@@ -168,7 +168,7 @@ describe('upstream eras', () => {
 
   it('a stdio server that exits on the era probe is served as legacy, and not probed again after a restart', async () => {
     const { log, dataDir } = paths();
-    const servers = { rmcp: nodeServer(fixture('exits-on-probe.mjs'), { cwd: dir, env: { FIXTURE_LOG: log } }) };
+    const servers = { rmcp: nodeServer(fixture('strict-legacy.mjs'), { cwd: dir, env: { FIXTURE_LOG: log } }) };
     let broker = await stdioBroker(servers, dataDir);
     expect(text(await broker.client.callTool({ name: 'rmcp__echo', arguments: { text: 'hi' } }))).toBe('hi');
     expect(readyEras(broker.stderr()).rmcp).toBe('legacy');
@@ -199,6 +199,20 @@ describe('upstream eras', () => {
     abort.abort('enough');
     await expect(call).rejects.toThrow();
     await waitFor(() => events(log).some((e) => e.event === 'cancelled'), 'the upstream to see the cancel');
+  });
+
+  it('a stdio server that never answers the era probe is served as legacy after the probe timeout, and asked again next time', async () => {
+    const { log, dataDir } = paths();
+    // The probe waits min(5 s, connectTimeoutMs).
+    const servers = { silent: nodeServer(fixture('strict-legacy.mjs'), { args: [fixture('strict-legacy.mjs'), 'ignore'], cwd: dir, connectTimeoutMs: 1000, env: { FIXTURE_LOG: log } }) };
+    let broker = await stdioBroker(servers, dataDir);
+    expect(text(await broker.client.callTool({ name: 'silent__echo', arguments: { text: 'hi' } }))).toBe('hi');
+    expect(readyEras(broker.stderr()).silent).toBe('legacy');
+    expect(broker.stderr()).toContain('verdict not remembered');
+    await broker.close();
+    broker = await stdioBroker(servers, dataDir);
+    expect(text(await broker.client.callTool({ name: 'silent__echo', arguments: { text: 'again' } }))).toBe('again');
+    expect(events(log).filter((e) => e.event === 'ignored').map((e) => e.method)).toEqual(['server/discover', 'server/discover']);
   });
 
   it('an invalid x-mcp-header tool is left out of the roster with a log line (stdio)', async () => {
