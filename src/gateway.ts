@@ -38,6 +38,7 @@ import { ConfigError, messageOf } from './shared/errors.js';
 import type { Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
 import { McpUpstream } from './upstream/connection.js';
+import { offeredCapabilities } from './upstream/modern-call.js';
 import { ToolSettingsTable, type ToolSettings } from './upstream/tool-settings.js';
 import { Registry, type ListKind } from './upstream/registry.js';
 import { RestUpstream } from './upstream/rest/index.js';
@@ -516,18 +517,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       restart: this.config.broker.restart,
       version: VERSION,
       scrubber: this.scrubber,
+      eras: this.store,
+      legacyEraMaxAgeMs: this.config.broker.legacyEraMaxAgeMs,
     });
   }
-}
-
-/** Capabilities an upstream is offered: only what the downstream client declared. */
-function offeredCapabilities(declared: ClientCapabilities | undefined): ClientCapabilities {
-  const out: ClientCapabilities = {};
-  if (!declared) return out;
-  if (declared.sampling) out.sampling = declared.sampling;
-  if (declared.elicitation) out.elicitation = declared.elicitation;
-  if (declared.roots) out.roots = declared.roots;
-  return out;
 }
 
 /** Makes `target` hold exactly the entries of `source`, in its order (the object itself is kept). */

@@ -2,7 +2,7 @@
  * One `tools/call` as it moves through the broker path (seed 002_7bce204a86c1c7ba.txt).
  * Stages read and write this object; the runner owns its lifecycle.
  */
-import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, Tool } from '@modelcontextprotocol/server';
+import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, LoggingLevel, Tool } from '@modelcontextprotocol/server';
 import type { ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
 import type { Outcome } from './outcomes.js';
 
@@ -58,6 +58,8 @@ export interface CallerSession {
   readonly unit: string;
   /** What the downstream client declared at initialize. */
   readonly clientCapabilities?: ClientCapabilities;
+  /** The log level the client asked for (`logging/setLevel`); absent: it asked for none. */
+  readonly logLevel?: LoggingLevel;
   /** Asks the human through `elicitation/create`; absent when the client cannot. */
   elicit?(params: ElicitRequest['params'], options: { timeoutMs: number; signal?: AbortSignal }): Promise<ElicitResult>;
   /** Whether the downstream connection is still there to receive an answer. */

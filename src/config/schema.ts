@@ -319,6 +319,12 @@ export const brokerSchema = z
     taskTtlMs: ms(30 * 24 * 3_600_000).default(3_600_000),
     /** The longest `ttl` a client may ask for a task, in ms (7 days). */
     maxTaskTtlMs: ms(30 * 24 * 3_600_000).default(7 * 24 * 3_600_000),
+    /**
+     * How long a remembered legacy era verdict of an upstream is used instead of probing it again,
+     * in ms (a day): an upgraded server still answers `initialize`, so only age retires the verdict.
+     * A modern verdict needs no age limit: a stale one fails at once and the upstream is probed again.
+     */
+    legacyEraMaxAgeMs: ms().default(24 * 60 * 60 * 1000),
     /** Upper bound of one stdio message, in bytes (64 MiB). */
     maxMessageBytes: z.number().int().min(1024).default(64 * 1024 * 1024),
     /**
