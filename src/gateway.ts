@@ -278,6 +278,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       budget: budgetStage({
         ledger: this.budgets,
         limitFor: (call) => principals[call.session.principal]?.budgetPerUnit ?? budget,
+        windowMs: broker.budgetWindowMs,
+        now: () => this.clock.now(),
         logger: this.logger,
       }),
       breaker: breakerStage(new Breakers({ clock: this.clock, threshold: broker.breaker.threshold, openMs: broker.breaker.openMs })),
