@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { DEFAULT_INHERITED_ENV, RESERVED_SERVER_NAMES, SERVER_KEY } from './constants.js';
-import { restServerProblems } from '../upstream/rest/definition.js';
+import { restServerProblems } from './rest-definition.js';
 
 export { DEFAULT_INHERITED_ENV, RESERVED_SERVER_NAMES, SERVER_KEY } from './constants.js';
 
