@@ -33,12 +33,13 @@ import { serverKind, type RestServerConfig, type ServerConfig } from './config/s
 import { assertNoRosterCollision, loadFunctionModules, ToolRouter } from './router/index.js';
 import { registerBuiltins, type Builtins, type ExperimentalCapabilities } from './builtins/index.js';
 import { systemClock, type Clock } from './shared/clock.js';
-import { ConfigError, messageOf } from './shared/errors.js';
+import { ConfigError } from './shared/errors.js';
 import type { Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
 import { McpUpstream } from './upstream/connection.js';
 import { ToolSettingsTable, type ToolSettings } from './upstream/tool-settings.js';
 import { Registry, type ListKind } from './upstream/registry.js';
+import { ResourceRouter } from './upstream/resources.js';
 import { RestUpstream } from './upstream/rest/index.js';
 import type { Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
@@ -83,6 +84,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly clock: Clock;
   readonly scrubber: Scrubber;
   readonly registry: Registry;
+  /** Which upstream serves a resource, and subscriptions counted across sessions (upstream/resources.ts). */
+  readonly resources: ResourceRouter;
   readonly router: ToolRouter;
   readonly broker: Broker;
   readonly records: RecordSink;
@@ -112,7 +115,6 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private readonly logLevels = new Map<string, LoggingLevel>();
   private upstreamLogLevel: LoggingLevel | undefined;
   private prepared?: Promise<void>;
-  private readonly subscriptions = new Map<string, number>();
   /** What upstreams are offered at dial (set by `start`), for upstreams a reload adds. */
   private offered: ClientCapabilities = {};
 
@@ -137,6 +139,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.cliPath = deps.cliPath;
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
     this.registry = new Registry(this.logger, this.scrubber);
+    this.resources = new ResourceRouter({ registry: this.registry, logger: this.logger, timeoutMs: config.broker.timeoutMs });
     this.primitives = new PrimitiveGuard({
       policy: this.policy,
       prefixOf: (server) => this.registry.prefixOf(server),
@@ -424,22 +427,14 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     for (const u of this.registry.upstreams) if (u instanceof McpUpstream) u.kill();
   }
 
-  /**
-   * The upstream serving a resource URI: the one listing it, then the best template it is an
-   * expansion of (`Roster.resourceServer`: `resourcePriority`, specificity, config order), then
-   * the only ready upstream with resources. Undefined: none (the caller answers -32602, resource not found).
-   */
+  /** @deprecated the resource router's {@link ResourceRouter.upstreamFor}, kept for callers not yet moved. */
   upstreamForResource(uri: string): Upstream | undefined {
-    const server = this.registry.roster.resourceServer(uri);
-    if (server !== undefined) return this.registry.upstream(server);
-    const withResources = this.registry.upstreams.filter((u) => u.status.state === 'ready' && u.capabilities?.resources);
-    return withResources.length === 1 ? withResources[0] : undefined;
+    return this.resources.upstreamFor(uri);
   }
 
-  /** The upstream to complete a `ref/resource` for: the one whose template string it is, else as {@link upstreamForResource}. */
+  /** @deprecated the resource router's {@link ResourceRouter.upstreamForTemplate}. */
   upstreamForTemplate(uriTemplate: string): Upstream | undefined {
-    const server = this.registry.roster.templateServer(uriTemplate);
-    return server !== undefined ? this.registry.upstream(server) : this.upstreamForResource(uriTemplate);
+    return this.resources.upstreamForTemplate(uriTemplate);
   }
 
   /**
@@ -460,28 +455,14 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     }
   }
 
-  /** Reference-counted `resources/subscribe` across sessions. */
-  async subscribe(uri: string): Promise<void> {
-    const count = this.subscriptions.get(uri) ?? 0;
-    this.subscriptions.set(uri, count + 1);
-    if (count > 0) return;
-    const upstream = this.upstreamForResource(uri);
-    if (upstream?.capabilities?.resources?.subscribe) {
-      await upstream.request('resources/subscribe', { uri }, { timeoutMs: this.config.broker.timeoutMs }).catch((err) => {
-        this.logger.warn({ uri, err: messageOf(err) }, 'upstream resources/subscribe failed');
-      });
-    }
+  /** @deprecated the resource router's {@link ResourceRouter.subscribe}. */
+  subscribe(uri: string): Promise<void> {
+    return this.resources.subscribe(uri);
   }
 
-  async unsubscribe(uri: string): Promise<void> {
-    const count = this.subscriptions.get(uri) ?? 0;
-    if (count <= 1) this.subscriptions.delete(uri);
-    else return void this.subscriptions.set(uri, count - 1);
-    if (count === 0) return;
-    const upstream = this.upstreamForResource(uri);
-    if (upstream?.capabilities?.resources?.subscribe) {
-      await upstream.request('resources/unsubscribe', { uri }, { timeoutMs: this.config.broker.timeoutMs }).catch(() => undefined);
-    }
+  /** @deprecated the resource router's {@link ResourceRouter.unsubscribe}. */
+  unsubscribe(uri: string): Promise<void> {
+    return this.resources.unsubscribe(uri);
   }
 
   private createUpstream(name: string, server: ServerConfig): Upstream | undefined {
