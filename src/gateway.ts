@@ -4,10 +4,6 @@
  */
 import { EventEmitter } from 'node:events';
 import type { ClientCapabilities, LoggingLevel, LoggingMessageNotification } from '@modelcontextprotocol/server';
-import { LoggingLevelSchema } from '@modelcontextprotocol/core';
-
-/** MCP log levels, most verbose first. */
-const LOG_SEVERITY = LoggingLevelSchema.options;
 import { NdjsonRecordSink, RecordPublisher, type RecordSink } from './audit/index.js';
 import { Broker, orderStages, type CallRecord, type ToolTarget } from './broker/index.js';
 import { deadlineStage } from './broker/deadline.js';
@@ -40,6 +36,7 @@ import { McpUpstream } from './upstream/connection.js';
 import { ToolSettingsTable, type ToolSettings } from './upstream/tool-settings.js';
 import { Registry, type ListKind } from './upstream/registry.js';
 import { ResourceRouter } from './upstream/resources.js';
+import { UpstreamLogLevel } from './upstream/log-level.js';
 import { RestUpstream } from './upstream/rest/index.js';
 import type { Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
@@ -86,6 +83,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly registry: Registry;
   /** Which upstream serves a resource, and subscriptions counted across sessions (upstream/resources.ts). */
   readonly resources: ResourceRouter;
+  /** The log level upstreams are asked for, from every session's `logging/setLevel` (upstream/log-level.ts). */
+  readonly logLevel: UpstreamLogLevel;
   readonly router: ToolRouter;
   readonly broker: Broker;
   readonly records: RecordSink;
@@ -112,8 +111,6 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private markReady!: () => void;
   private started = false;
   private isReady = false;
-  private readonly logLevels = new Map<string, LoggingLevel>();
-  private upstreamLogLevel: LoggingLevel | undefined;
   private prepared?: Promise<void>;
   /** What upstreams are offered at dial (set by `start`), for upstreams a reload adds. */
   private offered: ClientCapabilities = {};
@@ -139,6 +136,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.cliPath = deps.cliPath;
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
     this.registry = new Registry(this.logger, this.scrubber);
+    this.logLevel = new UpstreamLogLevel(this.registry);
     this.resources = new ResourceRouter({ registry: this.registry, logger: this.logger, timeoutMs: config.broker.timeoutMs });
     this.primitives = new PrimitiveGuard({
       policy: this.policy,
@@ -437,22 +435,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return this.resources.upstreamForTemplate(uriTemplate);
   }
 
-  /**
-   * Records one session's `logging/setLevel` (undefined: the session ended) and sends upstreams
-   * the most verbose level any live session asked for. Upstreams are shared, so one session's
-   * `error` never silences what another asked to see; each session still filters what it gets.
-   */
+  /** @deprecated {@link UpstreamLogLevel.set} on `gateway.logLevel`, kept for callers not yet moved. */
   setLogLevel(sessionId: string, level: LoggingLevel | undefined): void {
-    if (level) this.logLevels.set(sessionId, level);
-    else this.logLevels.delete(sessionId);
-    const wanted = [...this.logLevels.values()].sort((a, b) => LOG_SEVERITY.indexOf(a) - LOG_SEVERITY.indexOf(b))[0];
-    if (!wanted || wanted === this.upstreamLogLevel) return;
-    this.upstreamLogLevel = wanted;
-    for (const u of this.registry.upstreams) {
-      if (u.status.state === 'ready' && u.capabilities?.logging) {
-        void u.request('logging/setLevel', { level: wanted }, { timeoutMs: 5000 }).catch(() => undefined);
-      }
-    }
+    this.logLevel.set(sessionId, level);
   }
 
   /** @deprecated the resource router's {@link ResourceRouter.subscribe}. */
