@@ -15,6 +15,7 @@ import { Breakers, breakerStage } from './broker/breaker.js';
 import { BudgetLedger, budgetFromEnv, budgetStage } from './broker/budget.js';
 import { evaluateStage } from './broker/evaluate.js';
 import { pinRoster } from './broker/pins.js';
+import { ToolFacts } from './broker/tool-facts.js';
 import { approveHint } from './broker/approve-hint.js';
 import { isPrivilegedPrincipal, livePolicy, type LivePolicy } from './broker/policy.js';
 import { diffConfig, type ConfigDiff } from './config/diff.js';
@@ -33,7 +34,7 @@ import { ConfigError } from './shared/errors.js';
 import type { Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
 import { McpUpstream } from './upstream/connection.js';
-import { ToolSettingsTable, type ToolSettings } from './upstream/tool-settings.js';
+import type { ToolSettingsTable } from './upstream/tool-settings.js';
 import { Registry, type ListKind } from './upstream/registry.js';
 import { ResourceRouter } from './upstream/resources.js';
 import { UpstreamLogLevel } from './upstream/log-level.js';
@@ -85,6 +86,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly resources: ResourceRouter;
   /** The log level upstreams are asked for, from every session's `logging/setLevel` (upstream/log-level.ts). */
   readonly logLevel: UpstreamLogLevel;
+  /** Per-tool settings, deadlines, text verdicts and read-only-ness, from the config (broker/tool-facts.ts). */
+  readonly tools: ToolFacts;
   readonly router: ToolRouter;
   readonly broker: Broker;
   readonly records: RecordSink;
@@ -137,6 +140,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
     this.registry = new Registry(this.logger, this.scrubber);
     this.logLevel = new UpstreamLogLevel(this.registry);
+    this.tools = new ToolFacts(config, this.policy);
     this.resources = new ResourceRouter({ registry: this.registry, logger: this.logger, timeoutMs: config.broker.timeoutMs });
     this.primitives = new PrimitiveGuard({
       policy: this.policy,
@@ -177,7 +181,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     if (!upstream) return undefined;
     this.scrubber.addSecrets(upstream.secrets);
     const prefix = server.prefix === false ? '' : (server.prefix ?? name);
-    const settings = this.toolSettings(name);
+    const settings = this.tools.settings(name);
     this.registry.add({
       upstream,
       prefix,
@@ -216,7 +220,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     replaceContents(config.mcpServers, next.mcpServers);
     config.policy = next.policy;
     this.policy.replace(next.policy);
-    this.settingsByServer.clear();
+    this.tools.forget();
     const closing: Promise<void>[] = [];
     for (const name of diff.removed) {
       const entry = this.registry.remove(name);
@@ -266,7 +270,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       scrub: scrubStage({ scrubber }),
       judge: judgeStage({
         resolve: (name) => this.router.resolve(name),
-        isReadOnly: (t) => this.isReadOnly(t),
+        isReadOnly: (t) => this.tools.isReadOnly(t),
         policy: this.policy,
         store: this.store,
         clock: this.clock,
@@ -292,11 +296,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       }),
       deadline: deadlineStage({
         clock: this.clock,
-        timeoutFor: (call) => this.timeoutFor(call.target),
+        timeoutFor: (call) => this.tools.timeoutFor(call.target),
         extendOnProgress: broker.extendOnProgress,
         maxTotalTimeoutMs: broker.maxTotalTimeoutMs,
       }),
-      invoke: invokeStage({ router: this.router, verdictFromText: (call) => this.verdictFromText(call.target) }),
+      invoke: invokeStage({ router: this.router, verdictFromText: (call) => this.tools.verdictFromText(call.target) }),
     });
   }
 
@@ -305,63 +309,31 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return (this.visibility ??= {
       policy: this.policy,
       resolve: (name) => this.router.resolve(name),
-      isReadOnly: (t) => this.isReadOnly(t),
+      isReadOnly: (t) => this.tools.isReadOnly(t),
       isPrivileged: (p) => isPrivilegedPrincipal(this.config.principals, p),
-      present: (tool, target) => this.toolSettings(target.server)?.present(tool, target.toolName) ?? tool,
+      present: (tool, target) => this.tools.settings(target.server)?.present(tool, target.toolName) ?? tool,
     });
   }
   private visibility?: VisibleToolsDeps;
 
-  /** Per-tool settings of each MCP server (`mcpServers.<key>.tools`: own names, advertised names, globs). */
-  private readonly settingsByServer = new Map<string, ToolSettingsTable>();
-
-  /** The per-tool settings table of MCP server `server`; undefined for REST servers (their `tools` define the tools). */
+  /** @deprecated {@link ToolFacts.settings} on `gateway.tools`. */
   toolSettings(server: string): ToolSettingsTable | undefined {
-    let table = this.settingsByServer.get(server);
-    if (!table) {
-      const config = this.config.mcpServers[server];
-      if (!config || serverKind(config) === 'rest' || !('tools' in config)) return undefined;
-      this.settingsByServer.set(server, (table = new ToolSettingsTable(config.tools as Record<string, ToolSettings>)));
-    }
-    return table;
+    return this.tools.settings(server);
   }
 
-  /** Deadline of a call to `target`, in ms: per tool, else per server, else `broker.timeoutMs`. */
+  /** @deprecated {@link ToolFacts.timeoutFor} on `gateway.tools`. */
   timeoutFor(target: ToolTarget | undefined): number {
-    const server = target ? this.config.mcpServers[target.server] : undefined;
-    if (!target || !server) return this.config.broker.timeoutMs;
-    const table = this.toolSettings(target.server);
-    const perTool = table
-      ? table.for(target.toolName, target.name).timeoutMs
-      : 'tools' in server
-        ? (server.tools as Record<string, { timeoutMs?: number }>)[target.toolName]?.timeoutMs
-        : undefined;
-    return perTool ?? server.timeoutMs ?? this.config.broker.timeoutMs;
+    return this.tools.timeoutFor(target);
   }
 
-  /** Whether `target`'s verdict is read from its JSON text too: the per-tool `verdictFromText`, else the server's (default false). */
+  /** @deprecated {@link ToolFacts.verdictFromText} on `gateway.tools`. */
   verdictFromText(target: ToolTarget | undefined): boolean {
-    const server = target ? this.config.mcpServers[target.server] : undefined;
-    if (!server || !('verdictFromText' in server)) return false;
-    const perTool = this.toolSettings(target!.server)?.for(target!.toolName, target!.name).verdictFromText;
-    return perTool ?? server.verdictFromText;
+    return this.tools.verdictFromText(target);
   }
 
-  /**
-   * Whether a tool counts as read-only (retry, `read-only` mode): a per-tool `readOnly` wins;
-   * else listed in `policy.readOnly` (globs over advertised names) or `annotations.readOnlyHint: true`.
-   */
+  /** @deprecated {@link ToolFacts.isReadOnly} on `gateway.tools`. */
   isReadOnly(target: ToolTarget): boolean {
-    const server = this.config.mcpServers[target.server];
-    const table = server ? this.toolSettings(target.server) : undefined;
-    const override = table
-      ? table.for(target.toolName, target.name).readOnly
-      : server && 'tools' in server
-        ? (server.tools as Record<string, { readOnly?: boolean }>)[target.toolName]?.readOnly
-        : undefined;
-    if (override !== undefined) return override;
-    if (this.policy.listedReadOnly(target.name)) return true;
-    return target.definition?.annotations?.readOnlyHint === true;
+    return this.tools.isReadOnly(target);
   }
 
   /**
