@@ -56,6 +56,12 @@ export interface CallerSession {
   readonly principal: string;
   /** Budget scope: a session, or an API caller's unit. */
   readonly unit: string;
+  /**
+   * True when no session ends `unit` (the admin API's `api:<principal>`): its budget is per
+   * `broker.budgetWindowMs` window and renews (broker/budget.ts). Absent: the unit is a session's,
+   * its budget lasting as long as the session.
+   */
+  readonly sessionless?: boolean;
   /** What the downstream client declared at initialize. */
   readonly clientCapabilities?: ClientCapabilities;
   /** The log level the client asked for (`logging/setLevel`); absent: it asked for none. */
