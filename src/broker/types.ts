@@ -213,3 +213,6 @@ export function refuse(call: BrokerCall, outcome: Outcome, reason: string): void
   call.reason = reason;
   call.result = undefined;
 }
+
+/** How a parked `ask` was decided (the approval inbox, src/tasks/engine.ts `TaskEngine.park`). */
+export type ParkDecision = { approved: true; by: string } | { approved: false; reason: string; cancelled?: boolean };
