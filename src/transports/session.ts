@@ -26,7 +26,7 @@
  *   a forwarded result is dropped, so ours apply. `tools/list` is sorted by name.
  */
 import { ElicitResultSchema, LoggingLevelSchema } from '@modelcontextprotocol/core';
-import { CLIENT_CAPABILITIES_META_KEY, ProtocolError, ProtocolErrorCode, SERVER_INFO_META_KEY, Server } from '@modelcontextprotocol/server';
+import { CLIENT_CAPABILITIES_META_KEY, MissingRequiredClientCapabilityError, ProtocolError, ProtocolErrorCode, SERVER_INFO_META_KEY, Server } from '@modelcontextprotocol/server';
 import type {
   ClientCapabilities,
   JSONRPCMessage,
@@ -324,9 +324,16 @@ export class DownstreamSession {
    * capability (the upstream may have been offered it for another client: `http.clientCapabilities`),
    * and tagged with the session id so an upstream can tell calls of different sessions apart.
    */
-  private serverRequestRoute(send: ServerRequestHandler, owner: string | null = this.sessionId): ServerRequestHandler {
+  private serverRequestRoute(
+    send: ServerRequestHandler,
+    owner: string | null = this.sessionId,
+    modern?: { declared: ClientCapabilities | undefined; onMissing: (capability: string) => void },
+  ): ServerRequestHandler {
     const route = async (request: Parameters<ServerRequestHandler>[0], signal: AbortSignal) => {
       if (this.era === 'modern') {
+        // The call needs a capability the caller did not declare: the call is answered -32021 (callTool).
+        const wanted = CAPABILITY_FOR_REQUEST[request.method];
+        if (wanted && !modern?.declared?.[wanted]) modern?.onMissing(wanted);
         throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client speaks MCP 2026-07-28, which has no server-to-client "${request.method}" request`);
       }
       const needed = CAPABILITY_FOR_REQUEST[request.method];
@@ -393,6 +400,7 @@ export class DownstreamSession {
     if (this.era === 'modern' && ctx && owner) this.requests.set(owner, ctx);
     const meta = this.era === 'modern' ? (withoutUnitKey(sent) ?? {}) : sent;
     let last = -Infinity;
+    let missing: string | undefined;
     try {
     const answer = await gw.broker.call(
       {
@@ -413,11 +421,19 @@ export class DownstreamSession {
         onServerRequest: this.serverRequestRoute(
           (request, signal) => extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.maxTotalTimeoutMs }),
           owner,
+          { declared: caller.clientCapabilities, onMissing: (capability) => (missing ??= capability) },
         ),
       },
       caller,
       target,
     );
+    if (missing !== undefined) {
+      // Spec (server/tools, basic/versioning): a request that needs an undeclared client capability is -32021.
+      throw new MissingRequiredClientCapabilityError(
+        { requiredCapabilities: { [missing]: {} } },
+        `the tool needs the client capability "${missing}", which this request did not declare`,
+      );
+    }
     return this.era === 'modern' ? ownedByUs(answer.result) : answer.result;
     } finally {
       if (owner && this.era === 'modern') this.requests.delete(owner);
@@ -444,11 +460,18 @@ export class DownstreamSession {
     // re-validation (and copy), which the broker's results must not pay (F17). Well-formed calls do
     // not reach it at all: connect() routes them straight to callTool (issue 6). A call the light
     // check refuses answers -32603 with the schema's message, as a registered handler's throw would.
-    server.fallbackRequestHandler = async (request: JSONRPCRequest, ctx: ServerContext) => {
-      if (request.method !== 'tools/call') throw new ProtocolError(ProtocolErrorCode.MethodNotFound, 'Method not found');
-      const req = CallToolRequestLight.parse(request);
-      return this.callTool(req.params, extraOf(ctx), ctx) as never;
-    };
+    // Modern: a registered handler, so a method the broker does not serve meets the SDK's own
+    // answer for the era (HTTP 404 with -32601), not a handler's in-band one; the modern call
+    // goes through the SDK anyway (its envelope, stamping and cache fields).
+    if (this.era === 'modern') {
+      server.setRequestHandler('tools/call', (req, ctx) => this.callTool(req.params, extraOf(ctx), ctx) as never);
+    } else {
+      server.fallbackRequestHandler = async (request: JSONRPCRequest, ctx: ServerContext) => {
+        if (request.method !== 'tools/call') throw new ProtocolError(ProtocolErrorCode.MethodNotFound, 'Method not found');
+        const req = CallToolRequestLight.parse(request);
+        return this.callTool(req.params, extraOf(ctx)) as never;
+      };
+    }
 
     // Lists leave out what the policy denies this principal; gets, reads, completions and
     // subscriptions are judged and recorded by `gw.primitives` (broker/primitive-judge.ts).
