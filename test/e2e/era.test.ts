@@ -2,8 +2,8 @@
  * Both protocol eras downstream, decided per request (issue 13 §2, §4): an SDK v2 client with
  * `versionNegotiation: {mode: 'auto'}` reaches the 2026-07-28 (modern) era over stdio and over
  * Streamable HTTP, in front of the bundled npm servers (server-everything, -filesystem, -memory),
- * and lists, calls with progress, reads resources and gets prompts; a v1 client (SDK 1.x) does
- * the same in the legacy era. Each modern call leaves one record with `sessionId: null` and the
+ * and lists, calls with progress, reads resources and gets prompts; a legacy client (the v2
+ * client's default mode, `initialize` as v1 sends it) does the same in the legacy era. Each modern call leaves one record with `sessionId: null` and the
  * unit its `_meta` names. Raw HTTP checks the modern answers: -32020, -32022, -32602, 405.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,9 +11,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
-import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport as V1StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport as V1StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, npmServer, readNdjson, waitFor, writeConfig, type RecordLine } from './helpers.js';
 import { MCP_POST_HEADERS, http, sseMessages, startHttpBroker, type HttpBroker } from '../transports/harness.js';
@@ -109,13 +106,14 @@ describe('protocol eras over stdio', () => {
     }
   });
 
-  it('a v1 client stays in the legacy era and does the same, in its session', async () => {
+  it('a legacy client stays in the legacy era and does the same, in its session', async () => {
     const { dir, configPath, recordsPath } = writeConfig(bundledServers(workspace));
-    const client = new V1Client({ name: 'era-test-v1', version: '1.0.0' });
+    const client = new Client({ name: 'era-test-legacy', version: '1.0.0' });
     try {
-      await client.connect(new V1StdioClientTransport({ command: process.execPath, args: [CLI, '--config', configPath], cwd: dir, stderr: 'ignore' }), { timeout: 30_000 });
+      await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, '--config', configPath], cwd: dir, stderr: 'ignore' }), { timeout: 30_000 });
+      expect(client.getProtocolEra()).toBe('legacy');
       expect(client.getServerVersion()?.name).toBe('mcp-broker');
-      const callIds = await exercise(client as unknown as Client, workspace);
+      const callIds = await exercise(client, workspace);
       const records = await waitFor(() => {
         const found = recordsOf(recordsPath, callIds);
         return found.length === callIds.length ? found : undefined;
@@ -186,13 +184,14 @@ describe('protocol eras over streamable http', () => {
     }
   });
 
-  it('a v1 client stays in the legacy era, with a session', async () => {
-    const client = new V1Client({ name: 'era-test-v1', version: '1.0.0' });
-    const transport = new V1StreamableHTTPClientTransport(new URL(`${broker.url}/mcp`));
+  it('a legacy client stays in the legacy era, with a session', async () => {
+    const client = new Client({ name: 'era-test-legacy', version: '1.0.0' });
+    const transport = new StreamableHTTPClientTransport(new URL(`${broker.url}/mcp`));
     try {
       await client.connect(transport, { timeout: 30_000 });
+      expect(client.getProtocolEra()).toBe('legacy');
       expect(transport.sessionId).toMatch(/^[0-9a-f-]{36}$/);
-      const callIds = await exercise(client as unknown as Client, workspace);
+      const callIds = await exercise(client, workspace);
       const records = await waitFor(() => {
         const found = recordsOf(broker.recordsPath, callIds);
         return found.length === callIds.length ? found : undefined;
