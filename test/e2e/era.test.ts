@@ -267,6 +267,23 @@ describe('protocol eras over streamable http', () => {
     expect(readNdjson(broker.recordsPath).length).toBe(before);
   });
 
+  it('a modern call gets log notifications only when its request asks for them (_meta logLevel)', async () => {
+    const logsOf = async (id: number, meta: Record<string, unknown>) => {
+      const res = await http(`${broker.url}/mcp`, {
+        headers: modernHeaders('tools/call', 'everything__echo'),
+        body: { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'everything__echo', arguments: { message: 'log?' }, _meta: meta } },
+      });
+      expect(res.status).toBe(200);
+      const messages = res.body !== undefined ? [res.body] : sseMessages(res.text);
+      expect(messages.find((m) => m.id === id)?.result?._meta?.['mcp-broker/outcome']).toBe('ok');
+      return messages.filter((m) => m.method === 'notifications/message');
+    };
+    expect(await logsOf(7, envelope())).toEqual([]);
+    const asked = await logsOf(8, envelope({ 'io.modelcontextprotocol/logLevel': 'debug' }));
+    expect(asked.length).toBeGreaterThanOrEqual(1);
+    expect(asked[0].params).toMatchObject({ level: 'debug', logger: 'mcp-broker' });
+  });
+
   it('closing the response stream of a modern call cancels it upstream: recorded cancelled', async () => {
     const client = modernClient();
     await client.connect(new StreamableHTTPClientTransport(new URL(`${broker.url}/mcp`)), { timeout: 30_000 });
@@ -287,5 +304,15 @@ describe('protocol eras over streamable http', () => {
     } finally {
       await client.close().catch(() => undefined);
     }
+  });
+
+  it('a sessionless caller re-dials an upstream through POST /v1/mcp/reconnect, recorded in the unit it names with sessionId null', async () => {
+    const res = await http(`${broker.url}/v1/mcp/reconnect`, { body: { server: 'memory', unit: 'ops-1' } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ sessionId: null, server: 'memory', outcome: 'accepted' });
+    const record = await waitFor(() => readNdjson(broker.recordsPath).find((r) => r.callId === res.body.callId), 'the reconnect record');
+    expect(record).toMatchObject({ name: 'broker__reconnect', sessionId: null, unit: 'modern:local/ops-1', outcome: 'ok' });
+    const bad = await http(`${broker.url}/v1/mcp/reconnect`, { body: { server: 'memory', unit: 'has space' } });
+    expect(bad.status).toBe(400);
   });
 });
