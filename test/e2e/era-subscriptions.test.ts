@@ -8,7 +8,7 @@ import { rmSync } from 'node:fs';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI, fixture, nodeServer, writeConfig } from './helpers.js';
+import { CLI, fixture, nodeServer, spawnRawBroker, writeConfig } from './helpers.js';
 import { startHttpBroker, type HttpBroker } from '../transports/harness.js';
 
 const servers = { conformance: nodeServer(fixture('conformance-server.mjs'), { prefix: false }) };
@@ -37,6 +37,23 @@ describe('modern subscriptions', () => {
     } finally {
       await client.close().catch(() => undefined);
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('stdio: an open listen does not hold the broker at stdin EOF for broker.drainTimeoutMs, nor get a -32603', async () => {
+    const broker = spawnRawBroker({ servers, extra: { broker: { drainTimeoutMs: 30_000 } } });
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    try {
+      await broker.request(1, 'server/discover', { _meta: meta }, 20_000);
+      broker.send({ jsonrpc: '2.0', id: 2, method: 'subscriptions/listen', params: { _meta: meta, notifications: { toolsListChanged: true } } });
+      await broker.waitForMessage((m) => m.method === 'notifications/subscriptions/acknowledged', 'the acknowledgement');
+      const ended = Date.now();
+      broker.child.stdin!.end();
+      expect(await broker.exited).toBe(0);
+      expect(Date.now() - ended).toBeLessThan(15_000);
+      expect(broker.messages.filter((m) => m.id === 2 && m.error !== undefined)).toEqual([]);
+    } finally {
+      await broker.close();
     }
   });
 
