@@ -8,8 +8,8 @@
  * - The SDK validates the envelope (-32602 missing field, -32022 unknown version with the
  *   supported list, HTTP 400) and the standard headers against the body (`Mcp-Method`,
  *   `Mcp-Name`, `MCP-Protocol-Version`, and `Mcp-Param-*` against the tool's `x-mcp-header`
- *   arguments: -32020, HTTP 400); a valid call still carries its `Mcp-Param-*` headers on the
- *   request the handler sees (`ctx.http`).
+ *   arguments: -32020, HTTP 400). `Mcp-Param-*` mirror arguments the call carries in its body,
+ *   so the upstream gets their values with the arguments; the headers themselves are not sent on.
  * - Closing the response stream aborts the request (the web `Request`'s signal), which cancels
  *   the call upstream (recorded `cancelled`).
  * - `subscriptions/listen`: the handler's notifier carries the gateway's `list_changed` and
