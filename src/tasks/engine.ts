@@ -358,7 +358,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
       owner: this.instanceId,
       principal: session.principal,
       unit: session.unit,
-      sessionId: session.sessionId,
+      sessionId: session.sessionId ?? '', // '' for a sessionless (modern) caller: no session to notify
       subject: `${target.server}/${target.toolName}`,
       name: target.name,
       args,

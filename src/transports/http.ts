@@ -1,6 +1,6 @@
 /**
  * Serves the gateway over HTTP (`--transport http`; DESIGN.md "Contract"): Streamable HTTP at
- * `/mcp`, legacy SSE at `GET /sse` + `POST /messages`, the admin API under `/api/v1/` (and the
+ * `/mcp` (both eras: modern requests stateless, legacy ones in sessions; `http/streamable.ts`), legacy SSE at `GET /sse` + `POST /messages`, the admin API under `/api/v1/` (and the
  * session route `/v1/sessions/:id/mcp/reconnect`), `/healthz` and `/readyz`. The pieces live in
  * `http/`; settings are the config's `http` section (defaults in `httpSchema`) and `principals`.
  *
@@ -16,6 +16,7 @@ import type { Config } from '../config/schema.js';
 import type { Gateway } from '../gateway.js';
 import { PrincipalAuthenticator } from './http/auth.js';
 import { buildRequestListener } from './http/app.js';
+import { modernHttp } from './http/modern.js';
 import { StreamCaps } from './http/caps.js';
 import type { HttpContext } from './http/context.js';
 import type { ConfigDiff } from '../config/diff.js';
@@ -79,7 +80,8 @@ export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Pr
     if (diff.principalsChanged.length) void sessions.endPrincipals(new Set(diff.principalsChanged));
   };
   gateway.on('reloaded', onReload);
-  const server = createServer(serverOptions(config.http), buildRequestListener(ctx));
+  const modern = modernHttp(ctx);
+  const server = createServer(serverOptions(config.http), buildRequestListener(ctx, modern));
   await new Promise<void>((resolve, reject) => {
     const refused = (err: NodeJS.ErrnoException) =>
       reject(err.code === 'EADDRINUSE' ? new Error(`${options.host}:${options.port} is already in use; choose another port with --port (0 picks a free one)`) : err);
@@ -103,6 +105,7 @@ export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Pr
     close() {
       closing ??= (async () => {
         gateway.off('reloaded', onReload);
+        await modern.close();
         await sessions.closeAll();
         await new Promise<void>((resolve) => {
           server.close(() => resolve());

@@ -10,13 +10,16 @@
  *   nor `result`/`error`. With the id when it is a string or number, else `null`.
  * - `-32602` (invalid params): `params` present and not an object, or the params of a known
  *   client request (`ClientRequestSchema` of the SDK: `initialize`, `tools/call`, `resources/read`, …)
- *   fail its schema. The message names the method and the first bad field, never a value.
+ *   fail its schema. The message names the method and the first bad field, never a value. A
+ *   modern request (the 2026-07-28 `_meta` envelope claim, `era.ts`) has its params checked by
+ *   the SDK's modern entry instead, against its own era.
  *
  * Notifications are never answered (they have no id; the SDK drops a malformed one). Responses
  * pass unchanged.
  */
 import { ClientRequestSchema } from '@modelcontextprotocol/core';
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/server';
+import { hasModernClaim } from './era.js';
 
 type RequestId = string | number;
 
@@ -58,6 +61,8 @@ export function malformedRequestError(message: unknown): JSONRPCMessage | undefi
   if (typeof message.method !== 'string') return invalid(readable, -32600, 'Invalid Request: "method" must be a string');
   const params = message.params;
   if (params !== undefined && !isObject(params)) return invalid(readable, -32602, 'Invalid params: "params" must be an object');
+  // A modern request's params are the SDK's to check, against its era (a removed method is -32601 there).
+  if (hasModernClaim(message)) return undefined;
   // Every tool call passes here: the common shape is checked by hand, zod runs only for the rest.
   if (message.method === 'tools/call' && isPlainToolsCall(params)) return undefined;
   const schema = KNOWN_REQUESTS.get(message.method);

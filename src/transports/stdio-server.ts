@@ -7,7 +7,8 @@
  * A UTF-8 BOM before the first line is dropped (`LineFramer`).
  *
  * - **stdin EOF** is not the end of serving: the requests already received are answered first
- *   (a one-shot pipe gets every answer). After `drainTimeoutMs`, `onDrainTimeout` cancels what
+ *   (a one-shot pipe gets every answer); an open modern `subscriptions/listen` is a stream and is
+ *   not waited for. After `drainTimeoutMs`, `onDrainTimeout` cancels what
  *   is still running (its answers are still written); a request still unanswered then gets a
  *   -32603 error. The transport closes once stdout took every answer (bounded by the same
  *   timeout again), and only then reports `onclose`. Our requests to the client (a ping, an
@@ -114,6 +115,8 @@ export class StdioServerTransport implements Transport {
     const m = message as { id?: unknown; method?: unknown; params?: { requestId?: unknown } };
     if (m.method === undefined && (typeof m.id === 'string' || typeof m.id === 'number')) {
       this.asked.delete(key(m.id));
+    } else if (m.method === 'subscriptions/listen') {
+      // A modern listen is a stream, not a request awaiting its answer: stdin EOF does not wait for it.
     } else if (m.method !== undefined && (typeof m.id === 'string' || typeof m.id === 'number')) {
       const open = this.pending.get(key(m.id));
       if (open) open.open++;

@@ -110,6 +110,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   catalog: UpstreamCatalog = EMPTY_CATALOG();
   capabilities: ServerCapabilities | undefined;
   era: ProtocolEraName | undefined;
+  instructions: string | undefined;
 
   private client?: Client;
   private readonly eraMemory: EraMemory;
@@ -460,6 +461,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       // Modern calls go through the SDK, which adds the per-request envelope and headers.
       this.direct = era === 'legacy' ? new DirectCalls(transport) : undefined;
       this.capabilities = client.getServerCapabilities();
+      this.instructions = client.getInstructions();
       const catalog = await this.fetchCatalog(client, timeoutMs);
       if (generation !== this.generation) return 'superseded';
       if (remember) await this.eraMemory.remember(era === 'modern' ? client.getDiscoverResult() : undefined);

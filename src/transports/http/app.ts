@@ -15,13 +15,17 @@ import { mountAdminApi } from './admin.js';
 import { answerRequestError } from './body.js';
 import type { HttpContext } from './context.js';
 import { authGuard, hostOriginGuard, pathOf } from './guards.js';
+import type { ModernHttp } from './modern.js';
 import { mountLegacySse } from './sse.js';
 import { isMcpPath, streamableHttpHandler } from './streamable.js';
 
-/** Serves `/mcp` with {@link streamableHttpHandler} and every other path with {@link buildApp}. */
-export function buildRequestListener(ctx: HttpContext): (req: IncomingMessage, res: ServerResponse) => void {
+/**
+ * Serves `/mcp` with {@link streamableHttpHandler} (its modern requests with `modern`, which the
+ * caller owns and closes) and every other path with {@link buildApp}.
+ */
+export function buildRequestListener(ctx: HttpContext, modern: ModernHttp): (req: IncomingMessage, res: ServerResponse) => void {
   const app = buildApp(ctx);
-  const mcp = streamableHttpHandler(ctx);
+  const mcp = streamableHttpHandler(ctx, modern);
   return (req, res) => {
     if (isMcpPath(pathOf(req))) void mcp(req, res);
     else void app(req, res);

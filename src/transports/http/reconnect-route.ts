@@ -27,6 +27,11 @@
  *
  * The call's principal is the caller; its `sessionId` the session in the path; its unit that
  * session when the caller owns it, else (an operator acting on another's session) `api:<principal>`.
+ *
+ * `POST /v1/mcp/reconnect {server, unit?}` is the same for a modern (2026-07-28) caller, which has
+ * no session: no 404/409 checks, `sessionId` null in the record and the answer, the unit
+ * `modern:<principal>/<unit>` when `unit` is given (as `_meta["mcp-broker/unit"]` in its requests,
+ * `transports/unit.ts`; a malformed one is 400), else `modern:<principal>`.
  * No elicitation: a policy `ask` is `approval_required`. A client that disconnects cancels the call.
  */
 import type { Express, Request, Response } from 'express';
@@ -34,10 +39,14 @@ import { RECONNECT_TOOL, ReconnectAnswerSchema } from '../../builtins/reconnect.
 import type { CallerSession } from '../../broker/types.js';
 import { jsonBody, type HttpContext } from './context.js';
 import { principalOf } from './guards.js';
+import { messageOf } from '../../shared/errors.js';
+import { modernUnit, UNIT_META_KEY } from '../unit.js';
 import { SlidingWindowLimit } from './rate-limit.js';
 import { sessionTag } from './session-table.js';
 
 export const RECONNECT_PATH = '/v1/sessions/:id/mcp/reconnect';
+/** The same for a modern (sessionless) caller. */
+export const MODERN_RECONNECT_PATH = '/v1/mcp/reconnect';
 
 /** The one body for an unknown session and for another principal's session. */
 const NOT_FOUND = { error: { code: 'session_not_found', message: 'no such session' } } as const;
@@ -54,6 +63,19 @@ export function mountReconnectRoute(app: Express, ctx: HttpContext): void {
     if (!running) {
       return void res.status(409).json({ error: { code: 'not_running', message: 'the session is not running (ended, or not initialized yet)' } });
     }
+    const unit = found.entry.principal.name === principal.name ? sessionId : `api:${principal.name}`;
+    await redial(req, res, principal, sessionId, () => unit);
+  });
+
+  // A modern (2026-07-28) caller has no session: the unit its body names (`unit`, as its requests'
+  // `_meta["mcp-broker/unit"]`), else its principal's own; the record's `sessionId` is null.
+  app.post(MODERN_RECONNECT_PATH, async (req: Request, res: Response) => {
+    const principal = principalOf(res);
+    await redial(req, res, principal, null, (body) => modernUnit(principal.name, { [UNIT_META_KEY]: (body as { unit?: unknown } | undefined)?.unit }));
+  });
+
+  /** The shared part of both routes: the body, the rate limit, then the `broker__reconnect` call. */
+  async function redial(req: Request, res: Response, principal: ReturnType<typeof principalOf>, sessionId: string | null, unitOf: (body: unknown) => string): Promise<void> {
     let body: unknown;
     try {
       body = jsonBody(req);
@@ -63,6 +85,12 @@ export function mountReconnectRoute(app: Express, ctx: HttpContext): void {
     const server = (body as { server?: unknown } | undefined)?.server;
     if (typeof server !== 'string' || server === '') {
       return void res.status(400).json({ error: { code: 'bad_request', message: 'the body must be {"server": "<servers.json key>"}' } });
+    }
+    let unit: string;
+    try {
+      unit = unitOf(body);
+    } catch (err) {
+      return void res.status(400).json({ error: { code: 'bad_request', message: messageOf(err) } });
     }
     const waitMs = limit.take(principal.name);
     if (waitMs > 0) {
@@ -81,7 +109,8 @@ export function mountReconnectRoute(app: Express, ctx: HttpContext): void {
     const caller: CallerSession = {
       sessionId,
       principal: principal.name,
-      unit: found.entry.principal.name === principal.name ? sessionId : `api:${principal.name}`,
+      unit,
+      ...(sessionId === null && { era: 'modern' as const }),
       isLive: () => !aborter.signal.aborted,
     };
     const answer = await gateway.broker.call(
@@ -92,7 +121,7 @@ export function mountReconnectRoute(app: Express, ctx: HttpContext): void {
     answered = true;
     const redial = answer.outcome === 'ok' ? ReconnectAnswerSchema.safeParse(answer.result.structuredContent) : undefined;
     ctx.logger.info(
-      { session: sessionTag(sessionId), principal: principal.name, server, callId: answer.callId, outcome: redial?.success ? redial.data.outcome : answer.outcome },
+      { session: sessionId === null ? null : sessionTag(sessionId), principal: principal.name, server, callId: answer.callId, outcome: redial?.success ? redial.data.outcome : answer.outcome },
       'reconnect via admin api',
     );
     if (res.writableEnded || res.destroyed) return;
@@ -101,5 +130,5 @@ export function mountReconnectRoute(app: Express, ctx: HttpContext): void {
     const outcome = redial ? 'guard_error' : answer.outcome;
     const reason = redial ? 'the reconnect answer did not match its schema' : answer.reason;
     res.status(redial ? 500 : answer.status).json({ sessionId, server, callId: answer.callId, outcome, ...(reason !== undefined ? { reason } : {}) });
-  });
+  }
 }

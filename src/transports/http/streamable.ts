@@ -1,5 +1,9 @@
 /**
- * Streamable HTTP at `/mcp` (spec 2025-03-26 and later): one SDK
+ * Streamable HTTP at `/mcp`, both eras, decided per request (`../era.ts`): a `POST` carrying the
+ * 2026-07-28 `_meta` envelope claim (and no `Mcp-Session-Id`) is served statelessly by the modern
+ * handler (`modern.ts`); a modern client's `GET` or `DELETE` (no session, an
+ * `MCP-Protocol-Version` header naming 2026-07-28 or later) is answered 405. Everything else is
+ * the legacy face (spec 2025-03-26 to 2025-11-25), as below: one SDK
  * `WebStandardStreamableHTTPServerTransport` (served by {@link serveWebTransport}) and one
  * {@link DownstreamSession} per session.
  *
@@ -19,6 +23,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WebStandardStreamableHTTPServerTransport, isInitializeRequest } from '@modelcontextprotocol/server';
 import { newSessionId } from '../../shared/ids.js';
 import { messageOf } from '../../shared/errors.js';
+import { isModernPost, isModernSessionOperation } from '../era.js';
 import { malformedBodyErrors } from '../request-shape.js';
 import { DownstreamSession } from '../session.js';
 import type { Principal } from './auth.js';
@@ -28,6 +33,7 @@ import { whenClosed, type HttpContext } from './context.js';
 import { BoundedEventStore } from './event-store.js';
 import { authenticateRequest, jsonRpcError, refuseHostOrigin, sendJson } from './guards.js';
 import { sessionTag } from './session-table.js';
+import type { ModernHttp } from './modern.js';
 import { serveWebTransport } from './web-adapter.js';
 
 /** The path of the Streamable HTTP endpoint. */
@@ -44,7 +50,7 @@ export function isMcpPath(path: string): boolean {
  * that is not JSON → 400 `-32700`. Never rejects: a failure is answered by
  * {@link answerRequestError}.
  */
-export function streamableHttpHandler(ctx: HttpContext): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   const origins = { allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins };
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (refuseHostOrigin(req, res, origins, ctx.logger)) return;
@@ -69,6 +75,11 @@ export function streamableHttpHandler(ctx: HttpContext): (req: IncomingMessage, 
       // A malformed request is answered with its id (request-shape.ts), not the SDK's id-less -32700.
       const malformed = malformedBodyErrors(body);
       if (malformed) return sendJson(res, 400, malformed);
+      if (await isModernPost(req.headers, body)) return modern.serve(principal, req, res, body);
+    } else if (isModernSessionOperation(req.headers)) {
+      // 2026-07-28 has no standalone stream and no session to end.
+      sendJson(res, 405, jsonRpcError(-32000, 'Method not allowed.'), { allow: 'POST' });
+      return;
     }
     const sessionId = req.headers['mcp-session-id'];
     if (typeof sessionId !== 'string' || sessionId === '') {

@@ -16,19 +16,16 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { getRequestListener, type HttpBindings, type Http2Bindings } from '@hono/node-server';
 import type { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
 
-interface Pending {
-  readonly transport: WebStandardStreamableHTTPServerTransport;
-  /** The body already parsed by the route (JSON-RPC message or batch), or `undefined` (GET, DELETE). */
-  readonly parsedBody: unknown;
-}
+/** Serves one web request: a session's transport (legacy) or the modern handler. */
+type WebServe = (request: Request) => Promise<Response>;
 
-const pending = new WeakMap<IncomingMessage, Pending>();
+const pending = new WeakMap<IncomingMessage, WebServe>();
 
 const listener = getRequestListener(
   async (request: Request, env: HttpBindings | Http2Bindings) => {
-    const context = pending.get(env.incoming as IncomingMessage);
-    if (!context) throw new Error('web adapter: request without a transport');
-    const response = await context.transport.handleRequest(request, { parsedBody: context.parsedBody });
+    const serve = pending.get(env.incoming as IncomingMessage);
+    if (!serve) throw new Error('web adapter: request without a transport');
+    const response = await serve(request);
     // Only where chunking is allowed: an HTTP/1.0 client gets the body unframed, as before.
     const chunkable = (env.outgoing as ServerResponse).useChunkedEncodingByDefault === true;
     if (chunkable && response.body && response.headers.get('content-type')?.startsWith('text/event-stream')) {
@@ -52,7 +49,15 @@ export async function serveWebTransport(
   res: ServerResponse,
   parsedBody: unknown,
 ): Promise<void> {
-  pending.set(req, { transport, parsedBody });
+  return serveWeb((request) => transport.handleRequest(request, { parsedBody }), req, res);
+}
+
+/**
+ * Hands `req`, as a web `Request` (its `signal` aborts when the client goes away), to `serve`
+ * and writes its `Response` to `res`; resolves once the answer is written in full.
+ */
+export async function serveWeb(serve: WebServe, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  pending.set(req, serve);
   try {
     await listener(req, res);
   } finally {
