@@ -70,6 +70,23 @@ export interface CallerSession {
   ping?(options: { timeoutMs: number; signal?: AbortSignal }): Promise<void>;
   /** Sends an MCP log notification to this session at `level` (publish stage). */
   log?(level: 'debug' | 'info' | 'warning' | 'error', data: unknown): void;
+  /**
+   * The protocol era of the request: `legacy` (2025-11-25 and older: `initialize`, sessions,
+   * server-to-client requests) or `modern` (2026-07-28: per-request `_meta`, no session, input
+   * requests as `input_required` results). Absent means legacy (the HTTP API, tasks).
+   */
+  readonly era?: 'legacy' | 'modern';
+  /**
+   * A modern retry's `inputResponses` (the answers to the `inputRequests` of an earlier
+   * `input_required` result, keyed as asked), as the client sent them; absent on a first try
+   * and for legacy callers. Untrusted input.
+   */
+  readonly inputResponses?: Record<string, unknown>;
+  /**
+   * A modern retry's `requestState`, byte for byte as the client echoed it (the broker sealed
+   * it, so it must be verified before use); absent on a first try and for legacy callers.
+   */
+  readonly requestState?: string;
 }
 
 /** The request as received. */
