@@ -137,6 +137,24 @@ describe('an ask answered to a modern caller as an input request', () => {
     expect(r.records().map((x) => x.outcome)).toEqual(['approval_required', 'ok', 'approval_required']);
   });
 
+  it('two retries with one state at once: one runs, the other is refused', async () => {
+    const r = await rig();
+    const first = await r.call('fx__echo', { text: 'race' }, modern());
+    const answers = await Promise.all([1, 2, 3].map(() => r.call('fx__echo', { text: 'race' }, retry(first, 'accept'))));
+    expect(answers.map((a) => a.outcome).sort()).toEqual(['approval_required', 'approval_required', 'ok']);
+    expect(r.runs()).toHaveLength(1);
+  });
+
+  it('policy.firstUse "ask": an approval through an input request is remembered as a legacy one is', async () => {
+    const r = await rig({ policy: { firstUse: 'ask', rules: [] } });
+    const first = await r.call('fx__echo', { text: '1' }, modern());
+    expect(first.result).toMatchObject({ resultType: 'input_required' });
+    expect((await r.call('fx__echo', { text: '1' }, retry(first, 'accept'))).outcome).toBe('ok');
+    const later = await r.call('fx__echo', { text: '2' }, modern());
+    expect(later.outcome).toBe('ok');
+    expect(r.runs()).toHaveLength(2);
+  });
+
   it('a reused state is refused by another broker sharing the store, and after a restart', async () => {
     const r = await rig();
     const first = await r.call('fx__echo', { text: 'x' }, modern());
