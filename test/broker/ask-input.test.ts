@@ -34,7 +34,7 @@ interface Rig {
 
 const rigs: Rig[] = [];
 
-async function rig(options: { dir?: string; policy?: object } = {}): Promise<Rig> {
+async function rig(options: { dir?: string; policy?: object; functions?: string[] } = {}): Promise<Rig> {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'mcp-broker-ask-input-'));
   const log = join(dir, 'fixture.ndjson');
   const records = join(dir, 'calls.ndjson');
@@ -44,6 +44,7 @@ async function rig(options: { dir?: string; policy?: object } = {}): Promise<Rig
       broker: { dataDir: join(dir, 'data'), records: { path: records } },
       policy: { askTimeoutMs: ASK_TIMEOUT_MS, rules: [{ tools: ['fx__echo', 'fx__fail'], action: 'ask' }], ...options.policy },
       estate: { enabled: false },
+      ...(options.functions ? { functions: options.functions } : {}),
     },
     { baseDir: dir },
   );
@@ -268,6 +269,26 @@ describe('an ask answered to a modern caller as an input request', () => {
     expect(answer.reason).toContain('its request declared no elicitation capability');
     expect(answer.reason).toContain('approve it with `mcp-broker approve fx__echo`');
     expect(r.runs()).toEqual([]);
+  });
+
+  it('a function tool with requireApproval is asked through an input request on every call', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'mcp-broker-append-')), 'lines.txt');
+    process.env.APPROVAL_APPEND_FILE = file;
+    try {
+      const r = await rig({ policy: { rules: [] }, functions: [join(import.meta.dirname, '..', 'fixtures', 'functions', 'approval-append.mjs')] });
+      const first = await r.call('append_line', { text: 'one' }, modern());
+      expect(first.result).toMatchObject({ resultType: 'input_required' });
+      expect(first.reason).toContain('the tool requires approval on every call');
+      expect(existsSync(file)).toBe(false);
+      expect((await r.call('append_line', { text: 'one' }, retry(first, 'accept'))).outcome).toBe('ok');
+      expect((await r.call('append_line', { text: 'one' }, retry(first, 'accept'))).reason).toContain('the approval state was used already');
+      const unaskable = await r.call('append_line', { text: 'two' }, modern({ clientCapabilities: {} }));
+      expect(unaskable.reason).toContain('it runs only with a client that supports elicitation');
+      expect(readFileSync(file, 'utf8')).toBe('one\n');
+    } finally {
+      delete process.env.APPROVAL_APPEND_FILE;
+      rmSync(join(file, '..'), { recursive: true, force: true });
+    }
   });
 
   it('an allowed tool ignores a state it never asked for', async () => {
