@@ -51,11 +51,18 @@ export interface ToolTarget {
 
 /** The downstream side of a call: who is calling, and how to reach them. */
 export interface CallerSession {
-  /** Downstream session id; `api` calls get a fresh one. */
-  readonly sessionId: string;
+  /**
+   * Downstream session id; `api` calls get a fresh one. `null` for a modern (2026-07-28)
+   * request, which has no session: its records carry `"sessionId": null`.
+   */
+  readonly sessionId: string | null;
   /** Who: `local` for the stdio client, a configured principal name over HTTP. */
   readonly principal: string;
-  /** Budget scope: a session, or an API caller's unit. */
+  /**
+   * Budget scope: a legacy session, an API caller's unit, or a modern request's unit
+   * (`transports/unit.ts`: `modern:<principal>/<key>` for a `_meta["mcp-broker/unit"]` key,
+   * else `modern:<principal>`).
+   */
   readonly unit: string;
   /** What the downstream client declared at initialize. */
   readonly clientCapabilities?: ClientCapabilities;
@@ -114,7 +121,8 @@ export interface CallRequest {
 export interface CallRecord {
   ts: string;
   callId: string;
-  sessionId: string;
+  /** The legacy session; `null` for a modern (2026-07-28) request, which has none. */
+  sessionId: string | null;
   principal: string;
   unit: string;
   /** `server/tool`; for a prompt `server/<prompt>`, for a resource `server/<uri>`. */

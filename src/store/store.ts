@@ -164,6 +164,7 @@ export interface Proposal {
   readonly status: 'pending' | 'applied';
   /** Who proposed it: it is theirs alone to list and apply (and any privileged principal's). */
   readonly principal: string;
+  /** The legacy session that proposed it; for a modern (sessionless) request, its unit. */
   readonly sessionId: string;
   readonly createdAt: string;
   readonly appliedAt?: string;

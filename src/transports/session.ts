@@ -9,14 +9,24 @@
  * session of the call it is tied to, else privileged sessions only.
  * `tools/call` results are not re-validated or copied on the way out (case F17).
  *
- * Era: the SDK v2 `Server` here serves the 2025-11-25 (legacy) era only, as before: it is built
- * with the SDK's default `supportedProtocolVersions` (`initialize` revisions 2024-10-07 to
- * 2025-11-25, no modern one), so it installs no `server/discover` handler and a 2026-07-28
- * client falls back to `initialize`. One `Server` per session stays the unit for legacy
- * sessions when the modern era is served beside it.
+ * Era (`era`, decided per request by the serving entry: `transports/era.ts`):
+ * - `legacy` (2025-11-25 and older): one instance per session (`initialize`, `Mcp-Session-Id`),
+ *   its own budget unit and records `sessionId`, `logging/setLevel`, `resources/subscribe`,
+ *   upstream requests (sampling, elicitation, roots) re-issued to the client during a call, and
+ *   `tools/call` on the direct lane (`direct-tools-call.ts`).
+ * - `modern` (2026-07-28): no session (`sessionId` null, records `"sessionId": null`). The SDK's
+ *   entry (`serveStdio` on stdio, `createMcpHandler` over HTTP) validates the `_meta` envelope
+ *   (-32602, -32022), answers `server/discover` from this instance's capabilities and
+ *   instructions, stamps `resultType`, `ttlMs`/`cacheScope` (`0`/`private`: what we list depends
+ *   on the principal) and `io.modelcontextprotocol/serverInfo` on every result, and serves
+ *   `subscriptions/listen`. Here each request is its own caller: the capabilities of its
+ *   envelope, the unit its `_meta` names (`unit.ts`), logs only as its envelope's `logLevel`
+ *   asks, and no server-to-client requests (an upstream's sampling, elicitation or roots request
+ *   during the call is refused -32601). An upstream's `ttlMs`, `cacheScope` or `serverInfo` in
+ *   a forwarded result is dropped, so ours apply. `tools/list` is sorted by name.
  */
 import { ElicitResultSchema, LoggingLevelSchema } from '@modelcontextprotocol/core';
-import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
+import { CLIENT_CAPABILITIES_META_KEY, ProtocolError, ProtocolErrorCode, SERVER_INFO_META_KEY, Server } from '@modelcontextprotocol/server';
 import type {
   ClientCapabilities,
   JSONRPCMessage,
@@ -35,6 +45,7 @@ import type { CallerSession } from '../broker/types.js';
 import { VERSION, type Gateway } from '../gateway.js';
 import { messageOf } from '../shared/errors.js';
 import { newSessionId } from '../shared/ids.js';
+import { modernUnit, UNIT_META_KEY } from './unit.js';
 import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
 import { routeToolsCallDirectly, type DirectCallExtra } from './direct-tools-call.js';
@@ -71,11 +82,24 @@ const CAPABILITY_FOR_REQUEST: Record<string, 'sampling' | 'elicitation' | 'roots
   'roots/list': 'roots',
 };
 
+/** The protocol era an instance serves: `legacy` (2025-11-25 and older) or `modern` (2026-07-28). */
+export type Era = 'legacy' | 'modern';
+
+
 export interface SessionOptions {
   /** `local` for stdio; a configured principal over HTTP. */
   principal: string;
-  /** Session id; default a new UUID (Streamable HTTP passes its `Mcp-Session-Id`). */
+  /** Session id of a legacy session; default a new UUID (Streamable HTTP passes its `Mcp-Session-Id`). Ignored for `modern`. */
   sessionId?: string;
+  /** The era this instance serves; default `legacy`. */
+  era?: Era;
+  /**
+   * Modern only: whether this instance sends the gateway's `list_changed` and
+   * `resources/updated` itself (on stdio `serveStdio` routes them onto the connection's
+   * `subscriptions/listen` streams); default true. Over HTTP each request has its own instance
+   * and the handler's notifier carries them instead (`http/modern.ts`).
+   */
+  relayEvents?: boolean;
   /** Called with the client's capabilities as its `initialize` request arrives. */
   onInitialize?: (capabilities: ClientCapabilities) => void;
   /** Extra capabilities (the broker's experimental ones). */
@@ -97,10 +121,53 @@ function extraOf(ctx: ServerContext): Pick<DirectCallExtra, 'signal' | 'sendNoti
   };
 }
 
+/** Capabilities (`extensions`) every ready upstream declares, and their `instructions`, for a modern `server/discover`. */
+function upstreamSurface(gateway: Gateway): { extensions?: ServerCapabilities['extensions']; instructions?: string } {
+  const ready = gateway.registry.upstreams.filter((u) => u.status.state === 'ready' && u.kind !== 'rest');
+  let extensions: NonNullable<ServerCapabilities['extensions']> | undefined;
+  for (const u of ready) {
+    const own = u.capabilities?.extensions ?? {};
+    extensions = extensions === undefined ? { ...own } : Object.fromEntries(Object.entries(extensions).filter(([key]) => key in own));
+  }
+  const instructions = ready.filter((u) => u.instructions).map((u) => `${u.name}: ${u.instructions}`);
+  return {
+    ...(extensions && Object.keys(extensions).length > 0 && { extensions }),
+    ...(instructions.length > 0 && { instructions: instructions.join('\n\n') }),
+  };
+}
+
+/** A forwarded upstream result without what the SDK must author for a modern caller: cache fields, server identity. */
+function ownedByUs<T>(result: T): T {
+  if (typeof result !== 'object' || result === null) return result;
+  const r = result as Record<string, unknown>;
+  const meta = r._meta as Record<string, unknown> | undefined;
+  const metaHasInfo = typeof meta === 'object' && meta !== null && SERVER_INFO_META_KEY in meta;
+  if (!('ttlMs' in r) && !('cacheScope' in r) && !metaHasInfo) return result;
+  const { ttlMs: _ttl, cacheScope: _scope, ...rest } = r;
+  if (metaHasInfo) {
+    const { [SERVER_INFO_META_KEY]: _info, ...otherMeta } = meta;
+    rest._meta = otherMeta;
+  }
+  return rest as T;
+}
+
+/** `_meta` without the broker's own unit key (it is not passed on). */
+function withoutUnitKey(meta: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (!meta || !(UNIT_META_KEY in meta)) return meta;
+  const { [UNIT_META_KEY]: _unit, ...rest } = meta;
+  return rest;
+}
+
+let modernRequests = 0;
+
 export class DownstreamSession {
-  readonly sessionId: string;
+  /** The legacy session id; `null` for a modern instance (no session). */
+  readonly sessionId: string | null;
   readonly principal: string;
+  readonly era: Era;
   readonly server: Server;
+  /** Modern requests in flight, by the owner tag their upstream calls carry (log routing). */
+  private readonly requests = new Map<string, ServerContext>();
   private level: LoggingLevel | undefined;
   private readonly subscribed = new Set<string>();
   private closed = false;
@@ -110,13 +177,20 @@ export class DownstreamSession {
     private readonly gateway: Gateway,
     private readonly options: SessionOptions,
   ) {
-    this.sessionId = options.sessionId ?? newSessionId();
+    this.era = options.era ?? 'legacy';
+    this.sessionId = this.era === 'legacy' ? (options.sessionId ?? newSessionId()) : null;
     this.principal = options.principal;
+    const surface = this.era === 'modern' ? upstreamSurface(gateway) : {};
     this.server = new Server(
       { name: 'mcp-broker', version: VERSION },
       {
         // The gateway's experimental capabilities (builtins: `mcp-broker/reconnect`), then the transport's.
-        capabilities: { ...SERVER_CAPABILITIES, experimental: experimentalOf(gateway.experimental, options.experimental) },
+        capabilities: {
+          ...SERVER_CAPABILITIES,
+          experimental: experimentalOf(gateway.experimental, options.experimental),
+          ...(surface.extensions && { extensions: surface.extensions }),
+        },
+        instructions: surface.instructions,
         debouncedNotificationMethods: [
           'notifications/tools/list_changed',
           'notifications/prompts/list_changed',
@@ -126,51 +200,105 @@ export class DownstreamSession {
     );
     this.server.onerror = (err) => gateway.logger.debug({ sessionId: this.sessionId, err: messageOf(err) }, 'downstream protocol error');
     this.installHandlers();
+    const modern = this.era === 'modern';
+    const relay = !modern || options.relayEvents !== false;
     const onList = (kind: ListKind) => this.sendListChanged(kind);
+    // Modern: every update goes out; the SDK's listen router sends it to the subscriptions that asked for the URI.
     const onUpdated = (uri: string) => {
-      if (this.subscribed.has(uri)) void this.server.sendResourceUpdated({ uri }).catch(() => undefined);
+      if (modern || this.subscribed.has(uri)) void this.server.sendResourceUpdated({ uri }).catch(() => undefined);
     };
     const privileged = options.principal === 'local' || gateway.config.principals[options.principal]?.role === 'operator';
     const onLog = (params: { level: LoggingLevel; logger?: string; data?: unknown }, owner: string | undefined) => {
+      if (modern) {
+        // Only to the request the log is tied to, as its envelope's `logLevel` asks (absent: none).
+        const ctx = owner !== undefined ? this.requests.get(owner) : undefined;
+        if (ctx && !this.closed) void ctx.mcpReq.log(params.level, params.data, params.logger).catch(() => undefined);
+        return;
+      }
       // Tied to a call: its session only. Tied to none: privileged sessions only.
       if (owner !== undefined ? owner === this.sessionId : privileged) this.sendLog(params.level, params.data, params.logger);
     };
-    gateway.on('listChanged', onList);
-    gateway.on('resourceUpdated', onUpdated);
+    if (relay) gateway.on('listChanged', onList);
+    if (relay) gateway.on('resourceUpdated', onUpdated);
     gateway.on('log', onLog);
     this.detach = () => {
       gateway.off('listChanged', onList);
       gateway.off('resourceUpdated', onUpdated);
       gateway.off('log', onLog);
     };
+    // Whoever connects the instance (this.connect, or the SDK's serveStdio / createMcpHandler
+    // entry) gets the broker's wrappers on the transport it connected.
+    const connect = this.server.connect.bind(this.server);
+    this.server.connect = async (transport: Transport) => {
+      await connect(transport);
+      this.wrapTransport(transport);
+    };
   }
 
-  /** Connects the session to a transport and starts serving it. */
+  /** Connects the session to a transport and starts serving it (legacy Streamable HTTP and SSE sessions). */
   async connect(transport: Transport): Promise<void> {
-    const onclose = () => void this.close();
     const send = transport.send.bind(transport);
     await this.server.connect(transport);
+    guardRequestShapes(transport, send);
+  }
+
+  /**
+   * The broker's wrappers on a connected transport: error messages without the SDK prefix, the
+   * `tools/call` direct lane (legacy only: a modern call goes through the SDK, which owns its
+   * envelope and result stamping), duplicate request ids refused, and closing the instance ends
+   * the session.
+   */
+  private wrapTransport(transport: Transport): void {
     unprefixErrors(transport);
-    routeToolsCallDirectly(this.server, transport, (params, extra) => this.callTool(params, extra));
+    if (this.era === 'legacy') routeToolsCallDirectly(this.server, transport, (params, extra) => this.callTool(params, extra));
     guardRequestIds(transport, {
       onInitialize: (caps) => this.options.onInitialize?.(caps),
     });
-    guardRequestShapes(transport, send);
     const previous = this.server.onclose;
     this.server.onclose = () => {
       previous?.();
-      onclose();
+      void this.close();
     };
+  }
+
+  /**
+   * A modern request as the broker sees it: no session, the capabilities of its envelope, the
+   * unit its `_meta` names (`unit.ts`), the retry fields of a multi-round-trip request, and logs
+   * through the request (sent only as its envelope's `logLevel` asks). No ping, no elicitation:
+   * the 2026-07-28 era has no server-to-client requests.
+   */
+  private modernCaller(ctx: ServerContext, unit: string): CallerSession {
+    const inputResponses = ctx.mcpReq.inputResponses;
+    const requestState = ctx.mcpReq.requestState<string>();
+    return {
+      sessionId: null,
+      principal: this.principal,
+      unit,
+      era: 'modern',
+      clientCapabilities: (ctx.mcpReq.envelope as Record<string, ClientCapabilities | undefined> | undefined)?.[CLIENT_CAPABILITIES_META_KEY],
+      ...(inputResponses !== undefined && { inputResponses }),
+      ...(typeof requestState === 'string' && { requestState }),
+      isLive: () => !this.closed && !ctx.mcpReq.signal.aborted,
+      log: (level, data) => void ctx.mcpReq.log(level, data, 'mcp-broker').catch(() => undefined),
+    };
+  }
+
+  /** The caller of one request: the session (legacy), or the request itself (modern: `ctx` required). */
+  private callerOf(ctx: ServerContext | undefined, meta: Record<string, unknown> | undefined, extra: Pick<DirectCallExtra, 'sendRequest'>): CallerSession {
+    if (this.era === 'modern' && ctx) return this.modernCaller(ctx, modernUnit(this.principal, meta));
+    return this.caller((r, s, o) => extra.sendRequest(r as never, s, o));
   }
 
   /** The caller as the broker sees it, bound to one request's `sendRequest` so approvals ride its stream. */
   caller(sendRequest?: (req: { method: string; params?: unknown }, schema: typeof AnyResult, opts?: { signal?: AbortSignal; timeout?: number }) => Promise<Record<string, unknown>>): CallerSession {
     const capabilities = this.server.getClientCapabilities();
     const session = this;
+    const sessionId = this.sessionId ?? newSessionId();
     return {
-      sessionId: this.sessionId,
+      sessionId,
       principal: this.principal,
-      unit: this.sessionId,
+      unit: sessionId,
+      era: 'legacy',
       clientCapabilities: capabilities,
       elicit: capabilities?.elicitation
         ? async (params, { timeoutMs, signal }) => {
@@ -196,8 +324,11 @@ export class DownstreamSession {
    * capability (the upstream may have been offered it for another client: `http.clientCapabilities`),
    * and tagged with the session id so an upstream can tell calls of different sessions apart.
    */
-  private serverRequestRoute(send: ServerRequestHandler): ServerRequestHandler {
+  private serverRequestRoute(send: ServerRequestHandler, owner: string | null = this.sessionId): ServerRequestHandler {
     const route = async (request: Parameters<ServerRequestHandler>[0], signal: AbortSignal) => {
+      if (this.era === 'modern') {
+        throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client speaks MCP 2026-07-28, which has no server-to-client "${request.method}" request`);
+      }
       const needed = CAPABILITY_FOR_REQUEST[request.method];
       const declared = this.server.getClientCapabilities();
       if (needed && !declared?.[needed]) {
@@ -205,7 +336,7 @@ export class DownstreamSession {
       }
       return send(request, signal);
     };
-    return Object.assign(route, { sessionId: this.sessionId });
+    return Object.assign(route, { sessionId: owner ?? undefined });
   }
 
   /** Sends a log notification if the session's level lets it through. */
@@ -221,8 +352,11 @@ export class DownstreamSession {
     if (this.closed) return;
     this.closed = true;
     this.detach();
-    this.gateway.budgets.release(this.sessionId);
-    this.gateway.setLogLevel(this.sessionId, undefined);
+    this.requests.clear();
+    if (this.sessionId !== null) {
+      this.gateway.budgets.release(this.sessionId);
+      this.gateway.setLogLevel(this.sessionId, undefined);
+    }
     for (const uri of this.subscribed) await this.gateway.unsubscribe(uri);
     this.subscribed.clear();
     await this.server.close().catch(() => undefined);
@@ -243,6 +377,7 @@ export class DownstreamSession {
   private async callTool(
     params: z.infer<typeof CallToolRequestLight>['params'],
     extra: Pick<DirectCallExtra, 'signal' | 'sendNotification' | 'sendRequest'> & Partial<Pick<DirectCallExtra, 'abort'>>,
+    ctx?: ServerContext,
   ): Promise<unknown> {
     const gw = this.gateway;
     // Once ready, no await before the upstream write: over HTTP, any turn given up here is spent
@@ -251,8 +386,14 @@ export class DownstreamSession {
     const { name, arguments: args, _meta } = params;
     const target = gw.router.resolve(name);
     if (!target) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}${gw.registry.unknownToolHint()}`);
-    const { progressToken, ...meta } = _meta ?? {};
+    const { progressToken, ...sent } = _meta ?? {};
+    const caller = this.callerOf(ctx, sent, extra);
+    // Modern: the request's own tag routes the call's upstream logs back to it.
+    const owner = this.era === 'modern' && ctx ? `request:${++modernRequests}` : this.sessionId;
+    if (this.era === 'modern' && ctx && owner) this.requests.set(owner, ctx);
+    const meta = this.era === 'modern' ? (withoutUnitKey(sent) ?? {}) : sent;
     let last = -Infinity;
+    try {
     const answer = await gw.broker.call(
       {
         name,
@@ -269,14 +410,18 @@ export class DownstreamSession {
                 void extra.sendNotification({ method: 'notifications/progress', params: { ...update, progressToken } }).catch(() => undefined);
               },
         // Bounded by the broker's hard cap, never the SDK's hidden 60 s default (F18); the call's deadline aborts it sooner.
-        onServerRequest: this.serverRequestRoute((request, signal) =>
-          extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.maxTotalTimeoutMs }),
+        onServerRequest: this.serverRequestRoute(
+          (request, signal) => extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.maxTotalTimeoutMs }),
+          owner,
         ),
       },
-      this.caller((r, s, o) => extra.sendRequest(r as never, s, o)),
+      caller,
       target,
     );
-    return answer.result;
+    return this.era === 'modern' ? ownedByUs(answer.result) : answer.result;
+    } finally {
+      if (owner && this.era === 'modern') this.requests.delete(owner);
+    }
   }
 
   private installHandlers(): void {
@@ -289,7 +434,9 @@ export class DownstreamSession {
       const rosterTool = (name: string) => gw.registry.roster.tools.get(name);
       const pinned = await listAsPinned(gw.router.list(), this.principal, { store: gw.store, clock: gw.clock, rosterTool, logger: gw.logger });
       // Less what the policy denies this principal, as configured to be presented (issue 18 §4).
-      return { tools: visibleTools(pinned, this.principal, gw.toolVisibility) };
+      const tools = visibleTools(pinned, this.principal, gw.toolVisibility);
+      // Modern: by name, so a client's cache sees one order whatever order the upstreams came up in.
+      return { tools: this.era === 'modern' ? [...tools].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) : tools };
     });
 
     // `tools/call` is served as the fallback handler, not through `setRequestHandler`: the SDK
@@ -300,7 +447,7 @@ export class DownstreamSession {
     server.fallbackRequestHandler = async (request: JSONRPCRequest, ctx: ServerContext) => {
       if (request.method !== 'tools/call') throw new ProtocolError(ProtocolErrorCode.MethodNotFound, 'Method not found');
       const req = CallToolRequestLight.parse(request);
-      return this.callTool(req.params, extraOf(ctx)) as never;
+      return this.callTool(req.params, extraOf(ctx), ctx) as never;
     };
 
     // Lists leave out what the policy denies this principal; gets, reads, completions and
@@ -317,7 +464,7 @@ export class DownstreamSession {
       const prompt = gw.registry.roster.prompts.get(req.params.name);
       if (!prompt) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${req.params.name}`);
       const judged = { kind: 'prompt', server: prompt.server, type: 'prompt', name: prompt.name, ownName: prompt.promptName, args: req.params.arguments ?? {} } as const;
-      return this.guarded(judged, ctx, () => this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, ctx.mcpReq.signal));
+      return this.guarded(judged, ctx, req.params._meta, () => this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, ctx.mcpReq.signal));
     });
 
     server.setRequestHandler('resources/list', async () => {
@@ -336,7 +483,7 @@ export class DownstreamSession {
       // -32602 on every revision: the v2 SDK re-codes a thrown -32002 (2025-11-25's code) as -32602 anyway.
       if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Resource not found: ${req.params.uri}`);
       const judged = { kind: 'resource', server: upstream.name, type: 'resource', name: req.params.uri, ownName: req.params.uri, args: {} } as const;
-      return this.guarded(judged, ctx, () => this.forward(upstream.name, 'resources/read', req.params, ctx.mcpReq.signal));
+      return this.guarded(judged, ctx, req.params._meta, () => this.forward(upstream.name, 'resources/read', req.params, ctx.mcpReq.signal));
     });
 
     server.setRequestHandler('resources/subscribe', async (req, ctx) => {
@@ -347,7 +494,7 @@ export class DownstreamSession {
       // -32602, as for a read (above).
       if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Resource not found: ${uri}`);
       const judged = { kind: 'subscribe', server: upstream.name, type: 'resource', name: uri, ownName: uri, args: {} } as const;
-      return this.guarded(judged, ctx, async () => {
+      return this.guarded(judged, ctx, req.params._meta, async () => {
         if (!this.subscribed.has(uri)) {
           this.subscribed.add(uri);
           await gw.subscribe(uri);
@@ -363,7 +510,7 @@ export class DownstreamSession {
 
     server.setRequestHandler('logging/setLevel', async (req) => {
       this.level = req.params.level;
-      gw.setLogLevel(this.sessionId, req.params.level);
+      if (this.sessionId !== null) gw.setLogLevel(this.sessionId, req.params.level);
       return {};
     });
 
@@ -375,26 +522,36 @@ export class DownstreamSession {
         const prompt = gw.registry.roster.prompts.get(ref.name);
         if (!prompt) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${ref.name}`);
         const judged = { kind: 'completion', server: prompt.server, type: 'prompt', name: prompt.name, ownName: prompt.promptName, args } as const;
-        return this.guarded(judged, ctx, () =>
+        return this.guarded(judged, ctx, req.params._meta, () =>
           this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, ctx.mcpReq.signal),
         );
       }
       const upstream = gw.upstreamForTemplate(ref.uri);
       if (!upstream) return { completion: { values: [] } };
       const judged = { kind: 'completion', server: upstream.name, type: 'resource', name: ref.uri, ownName: ref.uri, args } as const;
-      return this.guarded(judged, ctx, () => this.forward(upstream.name, 'completion/complete', req.params, ctx.mcpReq.signal));
+      return this.guarded(judged, ctx, req.params._meta, () => this.forward(upstream.name, 'completion/complete', req.params, ctx.mcpReq.signal));
     });
   }
 
   /** Serves one prompt, resource or completion request through the policy and the records (broker/primitive-judge.ts). */
-  private guarded<T>(request: Omit<PrimitiveRequest, 'signal'>, ctx: ServerContext, forward: () => Promise<T>): Promise<T> {
+  private guarded<T>(
+    request: Omit<PrimitiveRequest, 'signal'>,
+    ctx: ServerContext,
+    meta: Record<string, unknown> | undefined,
+    forward: () => Promise<T>,
+  ): Promise<T> {
     const extra = extraOf(ctx);
-    return this.gateway.primitives.serve({ ...request, signal: extra.signal }, this.caller((r, s, o) => extra.sendRequest(r as never, s, o)), forward);
+    return this.gateway.primitives.serve({ ...request, signal: extra.signal }, this.callerOf(ctx, meta, extra), forward);
   }
 
-  /** Forwards a request to an upstream; its reply and failure come back scrubbed (`Registry.request`). */
+  /**
+   * Forwards a request to an upstream; its reply and failure come back scrubbed (`Registry.request`).
+   * Modern: the broker's unit key stays here, and the upstream's cache fields and identity do not come back.
+   */
   private async forward(server: string, method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<never> {
-    return (await this.gateway.registry.request(server, method, params, { signal, timeoutMs: this.gateway.config.broker.timeoutMs })) as never;
+    const sent = this.era === 'modern' && params._meta ? { ...params, _meta: withoutUnitKey(params._meta as Record<string, unknown>) } : params;
+    const result = await this.gateway.registry.request(server, method, sent, { signal, timeoutMs: this.gateway.config.broker.timeoutMs });
+    return (this.era === 'modern' ? ownedByUs(result) : result) as never;
   }
 }
 

@@ -1,21 +1,37 @@
 /**
- * Serves one downstream client over stdin/stdout (principal `local`). Upstreams are dialled as
- * the client's `initialize` arrives, offered exactly the capabilities it declared; when stdin
- * is a terminal (no client), they are dialled at once so the banner can report them.
- * On stdin EOF the requests received are answered, within `broker.drainTimeoutMs`, before
- * `closed` resolves (`StdioServerTransport`).
+ * Serves one downstream client over stdin/stdout (principal `local`), in the era its opening
+ * message picks (the SDK's `serveStdio` over our own {@link StdioServerTransport}: `transports/era.ts`):
+ * `initialize` (or any message without the 2026-07-28 `_meta` envelope) pins a legacy session;
+ * a request carrying the envelope (`server/discover` first, as a negotiating client probes)
+ * pins a modern instance, one for the connection, each request its own caller
+ * (`session.ts`). Upstreams are dialled as the client's `initialize`, or its first enveloped
+ * request, arrives, offered exactly the capabilities it declared; when stdin is a terminal (no
+ * client), they are dialled at once so the banner can report them.
+ *
+ * Kept for both eras: the transport's BOM handling, backpressure and drain (on stdin EOF the
+ * requests received are answered, within `broker.drainTimeoutMs`, before `closed` resolves),
+ * malformed requests answered with their id (`request-shape.ts`, before the era is decided).
+ * A modern `subscriptions/listen` naming `resourceSubscriptions` subscribes the broker upstream
+ * for those URIs while it is open (the SDK acknowledges and tags; `subscriptions.ts`).
  */
 import type { Readable, Writable } from 'node:stream';
+import type { ClientCapabilities } from '@modelcontextprotocol/server';
+import { serveStdio as serveEras } from '@modelcontextprotocol/server/stdio';
 import type { Gateway } from '../gateway.js';
 import { ShuttingDown } from '../broker/deadline.js';
+import { messageOf } from '../shared/errors.js';
+import { envelopeCapabilities } from './era.js';
+import { guardRequestShapes } from './request-shape.js';
 import { DownstreamSession } from './session.js';
 import { StdioServerTransport } from './stdio-server.js';
+import { ListenSubscriptions } from './subscriptions.js';
 
 /** After the drain deadline, time for the cancelled calls to be answered and recorded, in ms. */
 const DRAIN_GRACE_MS = 3000;
 
 export interface StdioServing {
-  readonly session: DownstreamSession;
+  /** The instance serving the connection once its era is decided; undefined before. */
+  readonly session: () => DownstreamSession | undefined;
   /** Resolves when the transport closes: after stdin EOF, once what was received is answered (or the drain timed out). */
   readonly closed: Promise<void>;
 }
@@ -26,11 +42,8 @@ export async function serveStdio(
 ): Promise<StdioServing> {
   let onClosed!: () => void;
   const closed = new Promise<void>((resolve) => (onClosed = resolve));
-  const session = new DownstreamSession(gateway, {
-    principal: 'local',
-    experimental: options.experimental,
-    onInitialize: (capabilities) => void gateway.start({ clientCapabilities: capabilities }).catch(options.onStartError),
-  });
+  // The first `initialize`, or the first enveloped request, dials the upstreams (later ones find them started).
+  const start = (clientCapabilities: ClientCapabilities) => void gateway.start({ clientCapabilities }).catch(options.onStartError);
   const { maxMessageBytes, drainTimeoutMs, maxPendingOutputBytes } = gateway.config.broker;
   const transport = new StdioServerTransport(options.stdin ?? process.stdin, options.stdout ?? process.stdout, maxMessageBytes, {
     drainTimeoutMs,
@@ -39,11 +52,38 @@ export async function serveStdio(
     onDrainTimeout: () =>
       gateway.broker.drain(DRAIN_GRACE_MS, new ShuttingDown(`stdin closed and broker.drainTimeoutMs (${drainTimeoutMs} ms) passed before the call finished`)),
   });
-  await session.connect(transport);
-  const previous = session.server.onclose;
-  session.server.onclose = () => {
-    previous?.();
+  let current: DownstreamSession | undefined;
+  serveEras(
+    async ({ era }) => {
+      // A modern instance answers `server/discover` from the upstreams' surface (extensions,
+      // instructions): its opening request has started them (below), so wait until they settle.
+      if (era === 'modern') await gateway.ready;
+      // A probe's instance is discarded when the client falls back to `initialize`; the last one built serves.
+      current = new DownstreamSession(gateway, {
+        principal: 'local',
+        era,
+        experimental: options.experimental,
+        onInitialize: (capabilities) => start(capabilities),
+      });
+      return current.server;
+    },
+    { transport, onerror: (err) => gateway.logger.debug({ err: messageOf(err) }, 'stdio serving error') },
+  );
+  // The entry has taken the transport's callbacks; ours go around them.
+  const subscriptions = new ListenSubscriptions(gateway);
+  const entry = transport.onmessage;
+  transport.onmessage = (message) => {
+    const caps = envelopeCapabilities(message);
+    if (caps) start(caps);
+    subscriptions.observe(message);
+    entry?.(message);
+  };
+  guardRequestShapes(transport);
+  const entryClose = transport.onclose;
+  transport.onclose = () => {
+    entryClose?.();
+    void subscriptions.close();
     onClosed();
   };
-  return { session, closed };
+  return { session: () => current, closed };
 }

@@ -90,6 +90,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   status: UpstreamStatus = { state: 'idle' };
   catalog: UpstreamCatalog = EMPTY_CATALOG();
   capabilities: ServerCapabilities | undefined;
+  instructions: string | undefined;
 
   private client?: Client;
   private transport?: Transport;
@@ -339,6 +340,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (generation !== this.generation) return;
       this.direct = new DirectCalls(transport);
       this.capabilities = client.getServerCapabilities();
+      this.instructions = client.getInstructions();
       const catalog = await this.fetchCatalog(client, timeoutMs);
       if (generation !== this.generation) return;
       this.catalog = catalog;

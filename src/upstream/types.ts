@@ -84,6 +84,8 @@ export interface Upstream extends EventEmitter<UpstreamEvents> {
   readonly catalog: UpstreamCatalog;
   /** What the upstream declared at initialize, once ready. */
   readonly capabilities: ServerCapabilities | undefined;
+  /** The `instructions` the upstream gave at initialize, once ready; absent when it gave none. */
+  readonly instructions?: string;
   /** Exact secret values injected into this upstream (env, headers) for scrubbing. */
   readonly secrets: readonly string[];
   /**

@@ -88,7 +88,8 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
         baseSha256: current === undefined ? null : sha256(current),
         status: 'pending',
         principal: context.session.principal,
-        sessionId: context.session.sessionId,
+        // A modern request has no session: its unit stands in for it.
+        sessionId: context.session.sessionId ?? context.session.unit,
         createdAt: new Date(deps.clock.now()).toISOString(),
       };
       await deps.store().addProposal(proposal);

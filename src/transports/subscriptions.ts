@@ -1,0 +1,76 @@
+/**
+ * The broker's side of a modern `subscriptions/listen` (spec `basic/patterns/subscriptions.mdx`).
+ * The SDK entry acknowledges it (the honoured subset: what our capabilities declare), tags every
+ * notification with `io.modelcontextprotocol/subscriptionId` and ends it; this module makes
+ * `resourceSubscriptions` real: before the entry sees the request, each URI is checked (a URI no
+ * upstream serves, or one the policy denies the principal, is taken out, so the acknowledgement
+ * leaves it out too), and the broker subscribes upstream (`Gateway.subscribe`, counted across
+ * sessions) for the rest while the listen is open. It ends on `notifications/cancelled` naming
+ * the listen's id (stdio), its response stream closing (HTTP), or {@link ListenSubscriptions.close}.
+ *
+ * `list_changed` needs nothing here: the gateway's events reach the entry's router
+ * (`session.ts` on stdio, the handler's notifier over HTTP), which filters per subscription.
+ */
+import type { Gateway } from '../gateway.js';
+
+type Filter = { resourceSubscriptions?: unknown; [key: string]: unknown };
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+export class ListenSubscriptions {
+  /** Open listens, by typed request id, with the URIs the broker subscribed upstream for them. */
+  private readonly open = new Map<string, string[]>();
+
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly principal = 'local',
+  ) {}
+
+  /**
+   * Looks at one inbound message: a `subscriptions/listen` request has its
+   * `resourceSubscriptions` narrowed in place to what is served and allowed, and opens; a
+   * `notifications/cancelled` of an open listen closes it. Returns the listen's key when `message`
+   * opened one.
+   */
+  observe(message: unknown): string | undefined {
+    if (!isObject(message)) return undefined;
+    if (message.method === 'notifications/cancelled') {
+      const id = isObject(message.params) ? message.params.requestId : undefined;
+      if (typeof id === 'string' || typeof id === 'number') void this.end(keyOf(id));
+      return undefined;
+    }
+    if (message.method !== 'subscriptions/listen' || (typeof message.id !== 'string' && typeof message.id !== 'number')) return undefined;
+    const filter = isObject(message.params) && isObject(message.params.notifications) ? (message.params.notifications as Filter) : undefined;
+    const asked = filter?.resourceSubscriptions;
+    if (!filter || !Array.isArray(asked)) return undefined;
+    const uris = asked.filter((uri): uri is string => typeof uri === 'string' && this.allowed(uri));
+    filter.resourceSubscriptions = uris;
+    const key = keyOf(message.id);
+    void this.end(key);
+    this.open.set(key, uris);
+    for (const uri of uris) void this.gateway.subscribe(uri).catch(() => undefined);
+    return key;
+  }
+
+  /** Closes one listen: the broker's upstream subscriptions for it are dropped. */
+  async end(key: string): Promise<void> {
+    const uris = this.open.get(key);
+    if (!uris) return;
+    this.open.delete(key);
+    for (const uri of uris) await this.gateway.unsubscribe(uri).catch(() => undefined);
+  }
+
+  /** Closes every listen (the connection ended). */
+  async close(): Promise<void> {
+    for (const key of [...this.open.keys()]) await this.end(key);
+  }
+
+  private allowed(uri: string): boolean {
+    const upstream = this.gateway.upstreamForResource(uri);
+    return upstream !== undefined && this.gateway.primitives.visible(this.principal, { server: upstream.name, type: 'resource', name: uri });
+  }
+}
+
+function keyOf(id: string | number): string {
+  return `${typeof id}:${String(id)}`;
+}
