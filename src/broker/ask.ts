@@ -6,8 +6,18 @@
  *
  * Never throws: every way an ask can end is an {@link AskVerdict}.
  */
+import type { ElicitRequestFormParams } from '@modelcontextprotocol/server';
 import { isRequestTimeout } from '../shared/sdk-errors.js';
 import type { CallerSession } from './types.js';
+
+/**
+ * The `elicitation/create` params of an approval question: form mode, no fields (accepting is
+ * approving). The same for a legacy session's live request and a modern caller's input request
+ * (broker/ask-input.ts).
+ */
+export function approvalRequestParams(message: string): ElicitRequestFormParams {
+  return { mode: 'form', message, requestedSchema: { type: 'object', properties: {} } };
+}
 
 /** How an ask ended. Only `approved` lets a call go on. */
 export type AskVerdict =
@@ -39,10 +49,7 @@ export async function askApproval(session: CallerSession, options: AskOptions): 
     return { approved: false, why: 'unavailable', reason: 'approval needed, and the client cannot be asked (it declared no elicitation capability)' };
   }
   try {
-    const answer = await session.elicit(
-      { mode: 'form', message: options.message, requestedSchema: { type: 'object', properties: {} } },
-      { timeoutMs: options.timeoutMs, signal: options.signal },
-    );
+    const answer = await session.elicit(approvalRequestParams(options.message), { timeoutMs: options.timeoutMs, signal: options.signal });
     if (answer.action === 'accept') return { approved: true };
     if (answer.action === 'decline') return { approved: false, why: 'declined', reason: 'approval declined by the user' };
     return { approved: false, why: 'cancelled', reason: 'approval prompt dismissed by the user' };

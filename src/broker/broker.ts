@@ -5,9 +5,11 @@
  * A refusal is a `CallToolResult` with `isError: true`, one line of text naming the outcome and
  * reason, and `_meta` with the outcome and call id, so the model can react. A result that
  * carries the upstream's body keeps every block, `structuredContent` and `_meta` key, with the
- * outcome and call id added to `_meta`.
+ * outcome and call id added to `_meta`. A call the judge settled by asking a modern caller
+ * through an input request (`call.inputRequired`) is answered with that `input_required`
+ * result, its `_meta` carrying the outcome (`approval_required`) and call id the same way.
  */
-import type { CallToolResult } from '@modelcontextprotocol/server';
+import type { CallToolResult, InputRequiredResult } from '@modelcontextprotocol/server';
 import type { Clock } from '../shared/clock.js';
 import { newCallId } from '../shared/ids.js';
 import { MemoryRelief } from '../shared/memory-relief.js';
@@ -23,8 +25,11 @@ export interface BrokerAnswer {
   readonly outcome: Outcome;
   /** HTTP status of the outcome (Contract table). */
   readonly status: number;
-  /** What an MCP client receives. */
-  readonly result: CallToolResult;
+  /**
+   * What an MCP client receives: a `CallToolResult`, or for a modern caller asked for approval
+   * an `InputRequiredResult` (`resultType: 'input_required'`; outcome `approval_required`).
+   */
+  readonly result: CallToolResult | InputRequiredResult;
   readonly reason?: string;
   /** The record as written; absent only when it could not be written. */
   readonly record?: CallRecord;
@@ -134,8 +139,9 @@ export class Broker {
   }
 }
 
-function toCallToolResult(call: BrokerCall, outcome: Outcome): CallToolResult {
+function toCallToolResult(call: BrokerCall, outcome: Outcome): CallToolResult | InputRequiredResult {
   const meta = { [OUTCOME_META_KEY]: outcome, [CALL_ID_META_KEY]: call.callId };
+  if (outcome === 'approval_required' && call.inputRequired) return { ...call.inputRequired, _meta: { ...call.inputRequired._meta, ...meta } };
   if (carriesResult(outcome) && call.result) {
     // Same object as a spread; a large result that passed through unchanged keeps its bytes (issue 6).
     return withMeta(call.result, meta);

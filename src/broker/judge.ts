@@ -14,14 +14,25 @@
  * and the reason says how to approve (`mcp-broker approve <tool>`). A downstream cancel while
  * asking → `cancelled`.
  *
+ * A modern caller (`session.era === 'modern'`) is asked through an input request instead
+ * (broker/ask-input.ts): the first round settles the call `approval_required` with
+ * `call.inputRequired` set, which the broker answers as the `input_required` result (and
+ * records like any refusal); the retry carrying the sealed `requestState` and an accepting
+ * answer goes on exactly as an approved legacy call. A state that does not verify, expired,
+ * was spent, or was issued for another principal, tool or arguments → `approval_required`
+ * naming why; the tool does not run.
+ *
  * Pins, approvals and first uses live in the {@link Store}; a store failure throws, which the
  * runner turns into `guard_error` (fail closed). Sets `call.readOnly` for the retry stage.
  */
+import type { InputRequiredResult } from '@modelcontextprotocol/server';
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
 import type { Approval, ObservedTool, PinState, Store } from '../store/store.js';
 import { plainApproveCommand, type ApproveHint } from './approve-hint.js';
+import { ApprovalStates } from './approval-state.js';
 import { askApproval, stillLive } from './ask.js';
+import { askThroughInput } from './ask-input.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
 import type { ParkDecision } from './types.js';
 import type { Stage } from './runner.js';
@@ -56,10 +67,16 @@ export interface JudgeDeps {
    * client is asked as usual). Absent: nothing parks.
    */
   park?: (call: BrokerCall, why: string) => Promise<ParkDecision | undefined>;
+  /**
+   * Seals and redeems the approval states of modern callers; default one over `store` and
+   * `clock`, valid for `askTimeoutMs`.
+   */
+  approvalStates?: ApprovalStates;
   logger?: Logger;
 }
 
 export function judgeStage(deps: JudgeDeps): Stage {
+  const states = deps.approvalStates ?? new ApprovalStates({ store: deps.store, clock: deps.clock, ttlMs: deps.askTimeoutMs });
   return {
     name: 'judge',
     async run(call, next) {
@@ -107,14 +124,14 @@ export function judgeStage(deps: JudgeDeps): Stage {
       if (call.approved) {
         // Approved in the approval inbox.
       } else if (verdict.kind === 'ask') {
-        const refusal = await ask(call, target, verdict.reason, deps);
-        if (refusal) return refusal.cancelled ? refuse(call, 'cancelled', refusal.reason) : refuse(call, 'approval_required', refusal.reason);
+        const refusal = await ask(call, target, verdict.reason, deps, states);
+        if (refusal) return settleRefusal(call, refusal);
         if (verdict.ground === 'first_use') await deps.store.markUsed(name, principal, at);
         call.approved = true;
       } else if (target.requireApproval) {
         // The tool demands approval on every call (seed 003); asked here, outside the deadline.
-        const refusal = await ask(call, target, 'the tool requires approval on every call', deps, false);
-        if (refusal) return refusal.cancelled ? refuse(call, 'cancelled', refusal.reason) : refuse(call, 'approval_required', refusal.reason);
+        const refusal = await ask(call, target, 'the tool requires approval on every call', deps, states, false);
+        if (refusal) return settleRefusal(call, refusal);
         call.approved = true;
       }
       // Seed 003: after an approval, nothing runs for a caller that can no longer hear the answer.
@@ -127,33 +144,61 @@ export function judgeStage(deps: JudgeDeps): Stage {
   };
 }
 
-/** Asks the human through {@link askApproval}; resolves undefined when they accepted, else why not. */
+/** Why an ask did not approve: the call's reason, and whether it was cancelled or is to be answered with an input request. */
+interface AskRefusal {
+  reason: string;
+  cancelled?: boolean;
+  /** A modern caller's first round: the `input_required` result to answer with. */
+  inputRequired?: InputRequiredResult;
+}
+
+function settleRefusal(call: BrokerCall, refusal: AskRefusal): void {
+  if (refusal.cancelled) return refuse(call, 'cancelled', refusal.reason);
+  refuse(call, 'approval_required', refusal.reason);
+  if (refusal.inputRequired) call.inputRequired = refusal.inputRequired;
+}
+
+/**
+ * Asks the human through {@link askApproval} (legacy) or {@link askThroughInput} (modern);
+ * resolves undefined when they accepted, else why not.
+ */
 async function ask(
   call: BrokerCall,
   target: ToolTarget,
   why: string,
   deps: JudgeDeps,
+  states: ApprovalStates,
   /** Whether `mcp-broker approve` can stand in for the prompt (not for `requireApproval`). */
   approvable = true,
-): Promise<{ reason: string; cancelled?: boolean } | undefined> {
-  const detail = target.approvalDetail ? await target.approvalDetail(call.request.args, call.session) : [];
-  const message = [
-    `Allow the tool "${target.name}" (${target.server}/${target.toolName}) to run?`,
-    `Why you are asked: ${why}.`,
-    ...detail.map((line) => cut(String(deps.scrubArgs(line.replace(/\s*\n\s*/g, ' '))))),
-    `Arguments: ${summarize(deps.scrubArgs(call.request.args))}`,
-  ].join('\n');
-  const answer = await askApproval(call.session, { message, timeoutMs: deps.askTimeoutMs, signal: call.request.signal });
+): Promise<AskRefusal | undefined> {
+  const message = async () => {
+    const detail = target.approvalDetail ? await target.approvalDetail(call.request.args, call.session) : [];
+    return [
+      `Allow the tool "${target.name}" (${target.server}/${target.toolName}) to run?`,
+      `Why you are asked: ${why}.`,
+      ...detail.map((line) => cut(String(deps.scrubArgs(line.replace(/\s*\n\s*/g, ' '))))),
+      `Arguments: ${summarize(deps.scrubArgs(call.request.args))}`,
+    ].join('\n');
+  };
+  const how = approvable
+    ? `; approve it with \`${hint(deps, target.name, call.session.principal)}\``
+    : '; it runs only with a client that supports elicitation, to ask on each call';
+  if (call.session.era === 'modern') {
+    const verdict = await askThroughInput(call.session, { message, tool: target.name, args: call.request.args, callId: call.callId, states });
+    if (verdict.kind === 'approved') {
+      deps.logger?.debug({ callId: call.callId, tool: target.name, askedIn: verdict.claim.callId }, 'approved through an input request');
+      return undefined;
+    }
+    if (verdict.kind === 'ask') {
+      return { reason: `${why}; asked through an input request (input_required), the tool runs when the client retries with the approval`, inputRequired: verdict.result };
+    }
+    return { reason: `${why}; ${verdict.reason}${verdict.why === 'unavailable' ? how : ''}` };
+  }
+  const answer = await askApproval(call.session, { message: await message(), timeoutMs: deps.askTimeoutMs, signal: call.request.signal });
   if (answer.approved) return undefined;
   if (call.request.signal.aborted) return { reason: 'cancelled by the client while waiting for approval', cancelled: true };
   if (answer.why === 'failed') deps.logger?.warn({ callId: call.callId, tool: target.name, err: answer.reason }, 'approval prompt failed');
-  const how =
-    answer.why === 'declined' || answer.why === 'cancelled'
-      ? ''
-      : approvable
-        ? `; approve it with \`${hint(deps, target.name, call.session.principal)}\``
-        : '; it runs only with a client that supports elicitation, to ask on each call';
-  return { reason: `${why}; ${answer.reason}${how}` };
+  return { reason: `${why}; ${answer.reason}${answer.why === 'declined' || answer.why === 'cancelled' ? '' : how}` };
 }
 
 /** The approve command for `tool` (for `forPrincipal` when given), shaped for the caller `principal`. */

@@ -5,6 +5,7 @@
 import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, LoggingLevel, Tool } from '@modelcontextprotocol/server';
 import type { ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
 import type { Outcome } from './outcomes.js';
+import type { InputRequiredResult } from '@modelcontextprotocol/server';
 
 /** Where a call is going, as the registry and router know it. */
 export interface ToolTarget {
@@ -197,6 +198,12 @@ export interface BrokerCall {
   onProgress?: (update: ProgressUpdate) => void;
   /** Set by the judge when a human approved this call (policy `ask` or the tool's `requireApproval`). */
   approved?: boolean;
+  /**
+   * Set by the judge when it asks a modern caller for approval through an input request: the
+   * call is settled `approval_required` (and recorded so) but answered with this
+   * `input_required` result instead of a refusal (broker/ask-input.ts).
+   */
+  inputRequired?: InputRequiredResult;
   /** Absolute time past which no extension of the deadline goes (`maxTotalTimeoutMs`). */
   hardDeadline?: number;
   /** Aborted at the deadline or on downstream cancel; what the invoke stage passes upstream. */

@@ -6,7 +6,8 @@
  * relay's `estate__*` tools (issue 4) under server `estate`, when served (`estateServed`). Registered as function tools, so
  * every call to them passes the same broker path as an upstream call.
  */
-import type { ServerCapabilities } from '@modelcontextprotocol/server';
+import { isInputRequiredResult, type ServerCapabilities } from '@modelcontextprotocol/server';
+import type { Broker } from '../broker/broker.js';
 import { isPrivilegedPrincipal } from '../broker/policy.js';
 import type { LoadedConfig } from '../config/load.js';
 import type { ToolRouter } from '../router/router.js';
@@ -41,7 +42,7 @@ export interface BuiltinHost {
    * The broker, read at call time (the gateway builds it after the builtins): `broker__flow_run`
    * runs its steps through it. Absent: a flow fails, naming the missing broker.
    */
-  readonly broker?: { call: FlowToolDeps['call'] };
+  readonly broker?: Pick<Broker, 'call'>;
 }
 
 export interface Builtins {
@@ -59,9 +60,15 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
     [reconnectTool({ registry: host.registry, scrubber: host.scrubber }), ...approvalsTools({ tasks: () => host.tasks, store: () => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir)), clock: host.clock })],
     { server: 'broker' },
   );
-  const callBroker: FlowToolDeps['call'] = (request, session) => {
+  const callBroker: FlowToolDeps['call'] = async (request, session) => {
     if (!host.broker) throw new Error('broker__flow_run is served without a broker to run its steps');
-    return host.broker.call(request, session);
+    // A step cannot pause the flow for a modern caller's input request: it is asked the legacy
+    // way (elicitation on a session), which a sessionless caller cannot answer, so an `ask` step
+    // is refused `approval_required` with the approve hint, and the flow fails there.
+    const { inputResponses: _responses, requestState: _state, ...rest } = session;
+    const answer = await host.broker.call(request, { ...rest, era: 'legacy' });
+    if (isInputRequiredResult(answer.result)) throw new Error('a flow step was answered with an input request');
+    return { ...answer, result: answer.result };
   };
   host.router.register([flowTool({ call: callBroker, estateRoot: host.config.estate.root })], { server: 'broker' });
   if (estateServed(host.config.estate, host.logger)) {

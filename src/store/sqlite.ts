@@ -123,6 +123,18 @@ CREATE TABLE IF NOT EXISTS first_uses (
   at        TEXT NOT NULL,
   PRIMARY KEY (tool, principal)
 );
+-- Secrets the broker makes for itself (the key that seals approval states) and the one-time ids
+-- spent (approval states' nonces, kept until they expire). Added without a schema version bump:
+-- a build that does not know them never reads them.
+CREATE TABLE IF NOT EXISTS secrets (
+  name       TEXT PRIMARY KEY,
+  value      BLOB NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS spent_once (
+  id         TEXT PRIMARY KEY,
+  expires_at TEXT NOT NULL
+);
 `;
 
 /**
@@ -239,6 +251,10 @@ export class SqliteStore implements Store {
       markUsed: db.prepare<[string, string, string]>('INSERT INTO first_uses (tool, principal, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
       clearUsesAll: db.prepare<[string]>('DELETE FROM first_uses WHERE tool = ?'),
       clearUsesOne: db.prepare<[string, string]>('DELETE FROM first_uses WHERE tool = ? AND principal = ?'),
+      getSecret: db.prepare<[string], Buffer>('SELECT value FROM secrets WHERE name = ?').pluck(),
+      addSecret: db.prepare<[string, Buffer, string]>('INSERT INTO secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
+      forgetSpent: db.prepare<[string]>('DELETE FROM spent_once WHERE expires_at < ?'),
+      spend: db.prepare<[string, string]>('INSERT INTO spent_once (id, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING'),
       addProposal: db.prepare<[string, string, string, string, string, string | null, string, string, string]>(
         `INSERT INTO proposals (id, path, kind, body, rationale, base_sha256, status, principal, session_id, created_at)
          VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
@@ -450,6 +466,24 @@ export class SqliteStore implements Store {
     this.invalidate();
     const r = principal === EVERY_PRINCIPAL ? this.stmt.clearUsesAll.run(tool) : this.stmt.clearUsesOne.run(tool, principal);
     return r.changes;
+  }
+
+  async secret(name: string, init: Uint8Array, at: string): Promise<Uint8Array> {
+    return this.db
+      .transaction((): Uint8Array => {
+        this.stmt.addSecret.run(name, Buffer.from(init), at);
+        return new Uint8Array(this.stmt.getSecret.get(name)!);
+      })
+      .immediate();
+  }
+
+  async spendOnce(id: string, expiresAt: string, at: string): Promise<boolean> {
+    return this.db
+      .transaction((): boolean => {
+        this.stmt.forgetSpent.run(at);
+        return this.stmt.spend.run(id, expiresAt).changes === 1;
+      })
+      .immediate();
   }
 
   async addProposal(p: Proposal): Promise<void> {

@@ -1,7 +1,7 @@
 /**
  * The durable store: everything the broker must remember across restarts sits behind this one
- * interface (DESIGN.md "Scale"): tool pins, approvals, proposals and upstream era verdicts now;
- * tasks and budgets later.
+ * interface (DESIGN.md "Scale"): tool pins, approvals (with the approval-state key and spent
+ * one-time ids), proposals, tasks and upstream era verdicts now; budgets later.
  * The default is SQLite in `broker.dataDir` ({@link SqliteStore}); a PostgreSQL store can
  * replace it for several instances, so every method is async and each is one small atomic step.
  *
@@ -114,6 +114,20 @@ export interface Store {
    */
   setApproval(approval: Approval): Promise<void>;
   listApprovals(): Promise<Approval[]>;
+
+  /**
+   * The secret named `name`, created from `init` at `at` when the store has none yet. The first writer
+   * wins: every broker sharing the store (and every later start) gets the same bytes. Holds the
+   * key that seals approval states (broker/approval-state.ts), so the store file is as sensitive
+   * as the approvals in it.
+   */
+  secret(name: string, init: Uint8Array, at: string): Promise<Uint8Array>;
+  /**
+   * Spends the one-time id `id` (an approval state's nonce): true the first time, false when it
+   * was spent before. Each id is remembered until `expiresAt` (ISO-8601; the state it came with
+   * is refused as expired from then on anyway); ids whose `expiresAt` is before `at` are forgotten.
+   */
+  spendOnce(id: string, expiresAt: string, at: string): Promise<boolean>;
 
   /** Whether `principal` has made its first (approved) call of `tool` (`policy.firstUse`). */
   hasUsed(tool: string, principal: string): boolean | Promise<boolean>;

@@ -23,6 +23,7 @@
  * One principal sees and touches only its own tasks: every read here takes the caller's
  * principal, and a foreign id reads as missing.
  */
+import { isInputRequiredResult } from '@modelcontextprotocol/server';
 import type { ParkDecision } from '../broker/types.js';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
@@ -269,7 +270,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     const id = this.plainRuns.get(call);
     if (id === undefined) return undefined;
     this.plainRuns.delete(call);
-    return this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', answer.result, answer.reason ?? null, answer.callId);
+    return this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', toolResultOf(answer), answer.reason ?? null, answer.callId);
   }
 
   /**
@@ -326,11 +327,11 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   private async settle(id: string, answer: BrokerAnswer): Promise<void> {
     const killed = answer.outcome === 'cancelled' && this.stopping;
     if (killed) {
-      await this.deps.store.updateTask(id, ['running', 'parked'], { status: 'killed', stoppedBy: 'system', reason: answer.reason ?? 'the broker stopped', result: answer.result, updatedAt: this.iso() });
+      await this.deps.store.updateTask(id, ['running', 'parked'], { status: 'killed', stoppedBy: 'system', reason: answer.reason ?? 'the broker stopped', result: toolResultOf(answer), updatedAt: this.iso() });
       await this.changed(id);
       return;
     }
-    await this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', answer.result, answer.reason ?? null, answer.callId);
+    await this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', toolResultOf(answer), answer.reason ?? null, answer.callId);
   }
 
   private async finish(id: string, status: 'completed' | 'failed', result: CallToolResult, reason: string | null, callId?: string): Promise<void> {
@@ -436,4 +437,13 @@ function pidAlive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * A settled call's answer as a tool result. A task's `ask` parks in the inbox, so its answer is
+ * never an input request; should one come, it is kept as a failed call's reason, not as a result.
+ */
+function toolResultOf(answer: BrokerAnswer): CallToolResult {
+  if (!isInputRequiredResult(answer.result)) return answer.result;
+  return { content: [{ type: 'text', text: answer.reason ?? 'the call was answered with an input request' }], isError: true };
 }
