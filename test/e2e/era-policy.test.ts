@@ -1,8 +1,8 @@
 /**
  * The broker path is the same for both eras (issue 13 §2): a modern (2026-07-28) call is judged
- * and recorded as a legacy one is: a `deny` never reaches the upstream, an `ask` cannot ask a
- * modern client (no server-to-client requests) and is `approval_required`; both are recorded
- * with `sessionId: null`.
+ * and recorded as a legacy one is: a `deny` never reaches the upstream, an `ask` toward a modern
+ * client that declared no elicitation (so no input request can ask it) is `approval_required`;
+ * both are recorded with `sessionId: null`. The input-request round is test/e2e/ask-modern.test.ts.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,7 +23,7 @@ describe('policy for modern callers', () => {
       { fx: brokerUpstream() },
       { policy: { rules: [{ tools: ['fx__write'], action: 'deny' }, { tools: ['fx__leak'], action: 'ask' }] } },
     );
-    const client = new Client({ name: 'era-policy', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' }, capabilities: { elicitation: {} } });
+    const client = new Client({ name: 'era-policy', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
     try {
       await client.connect(
         new StdioClientTransport({ command: process.execPath, args: [CLI, '--config', configPath], cwd: dir, stderr: 'ignore', env: { ...(process.env as Record<string, string>), FIXTURE_LOG: log } }),
