@@ -42,6 +42,8 @@ import { Registry, type ListKind } from './upstream/registry.js';
 import { RestUpstream } from './upstream/rest/index.js';
 import type { Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
+import { BrokerMetrics } from './observability/metrics.js';
+import { CallTracer } from './observability/tracing.js';
 
 /** The package version, for `serverInfo` and `clientInfo` (src/version.ts). */
 export { VERSION } from './version.js';
@@ -58,6 +60,8 @@ export interface GatewayDeps {
   store?: Store;
   /** Where `MCP_BROKER_CALL_BUDGET` is read; default `process.env`. */
   env?: NodeJS.ProcessEnv;
+  /** Traces the call path (tests: one with an in-memory exporter); default one for `observability.otlp`, else none. */
+  tracer?: CallTracer;
 }
 
 export interface GatewayEvents {
@@ -95,6 +99,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly policy: LivePolicy;
   /** The policy, records and publication of prompts, resources and completions (broker/primitive-judge.ts). */
   readonly primitives: PrimitiveGuard;
+  /** Prometheus series of this gateway (`GET /metrics`; observability/metrics.ts). */
+  readonly metrics: BrokerMetrics;
+  /** Traces of the call path; present only when `observability.otlp` is configured (observability/tracing.ts). Flushed by `stop()`. */
+  readonly tracer?: CallTracer;
+  /** Circuit breakers of every tool (broker/breaker.ts), for the status page and metrics. */
+  readonly breakers: Breakers;
   private readonly env: NodeJS.ProcessEnv;
   /** `experimental` capabilities every session declares (the builtins', e.g. `mcp-broker/reconnect`). */
   readonly experimental: ExperimentalCapabilities;
@@ -154,6 +164,15 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     // The broker's own tools (broker__reconnect, estate__*), served through the router (issue 4).
     this.builtins = registerBuiltins(this);
     this.experimental = this.builtins.experimental;
+    this.breakers = new Breakers({ clock: this.clock, threshold: config.broker.breaker.threshold, openMs: config.broker.breaker.openMs });
+    this.metrics = new BrokerMetrics({
+      upstreams: () => this.registry.upstreams.map((u) => ({ name: u.name, state: u.status.state })),
+      breakers: () => this.breakers.notClosed(),
+      budgets: () => this.budgets.entries(),
+    });
+    this.publisher.subscribe((record) => this.metrics.observeRecord(record));
+    // An injected tracer (tests) or one exporting to the configured OTLP endpoint; none when not configured.
+    this.tracer = deps.tracer ?? (config.observability.otlp ? CallTracer.otlp(config.observability.otlp, VERSION) : undefined);
     this.broker = new Broker(this.buildStages(), this.clock);
     // Lists change many times during the first dial; clients list after `ready`, so stay quiet until then.
     this.registry.on('listChanged', (kind) => this.isReady && this.emit('listChanged', kind));
@@ -184,6 +203,14 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       resourcePriority: 'resourcePriority' in server ? server.resourcePriority : 0,
     });
     upstream.on('state', (status) => this.logger.debug({ upstream: name, ...status }, 'upstream state'));
+    let wasReady = false;
+    upstream.on('state', (status) => {
+      if (status.state === 'ready') wasReady = true;
+      else if (status.state === 'connecting' && wasReady) this.metrics.upstreamRestarted(name);
+    });
+    upstream.on('state', (status) => {
+      if (status.message && (status.state === 'failed' || status.state === 'backoff')) this.lastErrors.set(name, { at: this.clock.now(), message: status.message });
+    });
     return upstream;
   }
 
@@ -244,6 +271,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return diff;
   }
 
+  /** The last error line of each upstream that failed or went into backoff (scrubbed), and when (ms since the epoch); for the status page. */
+  readonly lastErrors = new Map<string, { at: number; message: string }>();
+
   /** Calls spent per unit; a session's unit is forgotten when the session ends. */
   readonly budgets = new BudgetLedger();
 
@@ -252,7 +282,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     const { broker, policy, principals } = this.config;
     const scrubber = this.scrubber;
     const budget = budgetFromEnv(this.env) ?? broker.budgetPerUnit;
-    return orderStages({
+    const stages = orderStages({
       publish: publishStage({ publisher: this.publisher, logger: this.logger }),
       record: recordStage({
         records: this.records,
@@ -260,6 +290,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         logger: this.logger,
         scrubArgs: (a) => scrubber.value(a),
         scrubText: (t) => scrubber.text(t),
+        onRecorded: (written) => this.metrics.recordWritten(written),
       }),
       evaluate: evaluateStage({ maxBytes: policy.output.maxBytes, deny: policy.output.deny }),
       scrub: scrubStage({ scrubber }),
@@ -280,7 +311,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         limitFor: (call) => principals[call.session.principal]?.budgetPerUnit ?? budget,
         logger: this.logger,
       }),
-      breaker: breakerStage(new Breakers({ clock: this.clock, threshold: broker.breaker.threshold, openMs: broker.breaker.openMs })),
+      breaker: breakerStage(this.breakers),
       retry: retryStage({
         now: () => this.clock.now(),
         sleep: (ms, signal) => this.clock.sleep(ms, signal),
@@ -295,6 +326,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       }),
       invoke: invokeStage({ router: this.router, verdictFromText: (call) => this.verdictFromText(call.target) }),
     });
+    return this.tracer ? this.tracer.instrument(stages) : stages;
   }
 
   /** What `tools/list` needs to show a principal its tools (broker/visible-tools.ts). */
@@ -409,6 +441,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   async stop(): Promise<void> {
     // Calls in flight are cancelled, answered and recorded before their upstreams go away.
     await this.broker.drain(3000);
+    // Every call has its spans now; what the batch holds is exported before the process goes.
+    await this.tracer?.shutdown().catch((err) => this.logger.warn({ err: messageOf(err) }, 'trace export at shutdown failed'));
     // Upstreams closing withdraw their tools: nobody needs to hear list_changed about that now.
     this.isReady = false;
     await Promise.all(this.registry.upstreams.map((u) => u.close().catch(() => undefined)));
