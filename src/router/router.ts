@@ -33,6 +33,7 @@ import type { BrokerCall, CallerSession, ToolTarget } from '../broker/types.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Clock } from '../shared/clock.js';
 import type { Registry } from '../upstream/registry.js';
+import type { CallOptions } from '../upstream/types.js';
 import { toolHash } from '../upstream/roster.js';
 import { isFunctionTool, toCallToolResult, type FunctionTool, type FunctionToolContext } from './function-tool.js';
 import { withUpstreamTrace } from '../shared/trace-context.js';
@@ -311,18 +312,19 @@ export class ToolRouter implements Dispatcher {
     if (!upstream) throw new BrokerError('upstream_unavailable', `no upstream "${server}"`);
     const end = call.hardDeadline ?? call.deadline ?? this.clock.now() + 60_000;
     const remaining = Math.max(1, end - this.clock.now());
+    const options: CallOptions = {
+      signal: call.signal,
+      timeoutMs: remaining,
+      meta: call.request.meta,
+      onServerRequest: call.request.onServerRequest,
+      onArgumentsStripped: (names) => (call.notes.stripped = names),
+      onProgress: call.onProgress,
+    };
     const trace = call.traceMeta;
-    const send = () =>
-      upstream.callTool(toolName, call.request.args, {
-        signal: call.signal,
-        timeoutMs: remaining,
-        // The attempt's own trace context replaces the caller's (issue 20): `_meta` for every upstream, headers for HTTP ones.
-        meta: trace ? { ...call.request.meta, ...trace } : call.request.meta,
-        onServerRequest: call.request.onServerRequest,
-        onArgumentsStripped: (names) => (call.notes.stripped = names),
-        onProgress: call.onProgress,
-      });
-    return trace ? withUpstreamTrace(trace, send) : send();
+    if (!trace) return upstream.callTool(toolName, call.request.args, options);
+    // Tracing: the attempt's own context replaces the caller's, in `_meta` for every upstream and as headers for HTTP ones.
+    options.meta = { ...call.request.meta, ...trace };
+    return withUpstreamTrace(trace, () => upstream.callTool(toolName, call.request.args, options));
   }
 }
 

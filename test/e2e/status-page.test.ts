@@ -1,13 +1,14 @@
 /**
  * The status page (issue 20), driven in headless Chromium (Debian's `chromium`, through
- * playwright-core; one browser for the file) against the real CLI over HTTP. Upstreams: echo,
+ * playwright-core; one browser for the file) against the real CLI over HTTP. Upstreams: the
+ * bundled servers.json's (server-everything, server-filesystem, server-memory), echo,
  * crashy (its `crash` exits the child: upstream_error, and with `threshold: 1` an open breaker)
  * and one that throws at start. The page must list the upstreams with the failing one's error
  * line, the roster with policy and pin state, show a call made over MCP as it happens, show the
  * open breaker, and show a user only its own calls. It must work under the CSP it is sent with
  * (no violation reported). A screenshot is saved to `test-results/status-page.png`.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +21,12 @@ const OP = 'status-operator-token-0123456789';
 const ALICE = 'status-alice-token-0123456789';
 const BOB = 'status-bob-token-0123456789';
 const UI_TIMEOUT_MS = 15_000;
+
+/** The repo's own servers.json upstreams (server-everything, -filesystem, -memory), run from the repo root. */
+function bundledServers(): Record<string, unknown> {
+  const bundled = JSON.parse(readFileSync(join(ROOT, 'servers.json'), 'utf8')) as { mcpServers: Record<string, Record<string, unknown>> };
+  return Object.fromEntries(Object.entries(bundled.mcpServers).map(([k, v]) => [k, { ...v, cwd: ROOT }]));
+}
 
 describe('status page in Chromium', () => {
   let broker: HttpBroker;
@@ -42,6 +49,7 @@ describe('status page in Chromium', () => {
   beforeAll(async () => {
     broker = await startHttpBroker({
       servers: {
+        ...bundledServers(),
         echo: nodeServer(fixture('echo.mjs')),
         crashy: nodeServer(fixture('crashy.mjs')),
         broken: nodeServer(fixture('throws-at-start.mjs')),
@@ -88,7 +96,9 @@ describe('status page in Chromium', () => {
   it('shows an operator the upstreams, roster, a live call, a failing upstream and an open breaker', async () => {
     const page = await open(OP);
     await page.locator('#upstreams tr[data-name="echo"][data-state="ready"]').waitFor({ timeout: UI_TIMEOUT_MS });
-    for (const name of ['echo', 'crashy', 'broken']) await expect.poll(() => page.locator(`#upstreams tr[data-name="${name}"]`).count()).toBe(1);
+    for (const name of ['everything', 'fs', 'memory', 'echo']) await page.locator(`#upstreams tr[data-name="${name}"][data-state="ready"]`).waitFor({ timeout: UI_TIMEOUT_MS });
+    for (const name of ['crashy', 'broken']) expect(await page.locator(`#upstreams tr[data-name="${name}"]`).count()).toBe(1);
+    for (const name of ['everything__echo', 'fs__read_text_file', 'memory__read_graph']) expect(await page.locator(`#tools tr[data-name="${name}"]`).count()).toBe(1);
     await expect.poll(() => page.locator('#upstreams tr[data-name="broken"] td.error').textContent(), { timeout: UI_TIMEOUT_MS }).toContain('fixture failed at start');
     expect(await page.locator('#tools tr[data-name="echo__echo"]').getAttribute('data-policy')).toBe('allow');
     expect(await page.locator('#tools tr[data-name="echo__slow"]').getAttribute('data-policy')).toBe('deny');
