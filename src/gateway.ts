@@ -157,6 +157,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       scrubArgs: (a) => this.scrubber.value(a),
       scrubText: (t) => this.scrubber.text(t),
       askTimeoutMs: config.policy.askTimeoutMs,
+      onRecorded: (written) => this.metrics.recordWritten(written),
     });
     this.ready = new Promise((resolve) => (this.markReady = resolve));
     for (const [name, server] of Object.entries(config.mcpServers)) this.addUpstream(name, server);

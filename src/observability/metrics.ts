@@ -45,7 +45,7 @@ export class BrokerMetrics {
     collectDefaultMetrics({ register: this.registry });
     this.calls = new Counter({
       name: `${METRIC_PREFIX}calls_total`,
-      help: 'Judged calls, by outcome, advertised tool name (a resource: its URI), principal and kind (tool, resource, prompt, completion, subscribe).',
+      help: 'Judged calls, by outcome, tool (advertised name; for resources, subscriptions and completions the server; ? for an unknown name), principal and kind (tool, resource, prompt, completion, subscribe).',
       labelNames: ['outcome', 'tool', 'principal', 'kind'],
       registers,
     });
@@ -112,9 +112,10 @@ export class BrokerMetrics {
 
   /** Counts one published record (the publisher's subscriber). */
   observeRecord(record: CallRecord): void {
-    this.calls.inc({ outcome: record.outcome, tool: record.name, principal: record.principal, kind: record.kind ?? 'tool' });
-    this.latency.observe({ outcome: record.outcome, tool: record.name }, record.durationMs / 1000);
-    if (record.attempts > 0) this.attempts.inc({ tool: record.name }, record.attempts);
+    const tool = toolLabel(record);
+    this.calls.inc({ outcome: record.outcome, tool, principal: record.principal, kind: record.kind ?? 'tool' });
+    this.latency.observe({ outcome: record.outcome, tool }, record.durationMs / 1000);
+    if (record.attempts > 0) this.attempts.inc({ tool }, record.attempts);
   }
 
   /** Counts a record written, or one that could not be written. */
@@ -150,4 +151,19 @@ export class BrokerMetrics {
   async scrape(): Promise<{ contentType: string; body: string }> {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
+}
+
+/** Label of a name no roster entry has: callers choose such names, so each would be a new series. */
+export const UNKNOWN_TOOL_LABEL = '?';
+
+/**
+ * The `tool` label of a record, bounded by the roster: the advertised name of a tool or prompt;
+ * for a resource, subscription or completion (whose names are URIs, unbounded) the server key;
+ * {@link UNKNOWN_TOOL_LABEL} for a name that resolved to nothing (subject `?/<name>`).
+ */
+export function toolLabel(record: Pick<CallRecord, 'name' | 'subject' | 'kind'>): string {
+  if (record.subject.startsWith('?/')) return UNKNOWN_TOOL_LABEL;
+  if (record.kind === undefined || record.kind === 'prompt') return record.name;
+  const slash = record.subject.indexOf('/');
+  return slash > 0 ? record.subject.slice(0, slash) : UNKNOWN_TOOL_LABEL;
 }

@@ -198,7 +198,8 @@ function callerAttributes(call: BrokerCall): Attributes {
 function endCallSpan(span: Span, call: BrokerCall): void {
   const record = call.record;
   const name = record?.name ?? call.target?.name;
-  if (name) span.updateName(`tools/call ${name}`);
+  // Named after a roster tool only: a name nobody serves is the caller's text, unbounded.
+  if (call.target) span.updateName(`tools/call ${call.target.name}`);
   const outcome = call.outcome ?? 'guard_error';
   span.setAttributes({
     'mcp_broker.subject': record?.subject ?? (call.target ? `${call.target.server}/${call.target.toolName}` : ''),
