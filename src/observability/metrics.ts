@@ -9,7 +9,7 @@
  * registers with {@link BrokerMetrics.gauge} (sessions and streams open per era).
  * Process metrics (`process_*`, `nodejs_*`) come from prom-client's defaults.
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { BreakerState } from '../broker/breaker.js';
 import type { CallRecord } from '../broker/types.js';
 import type { UpstreamState } from '../upstream/types.js';
@@ -19,6 +19,9 @@ export const METRIC_PREFIX = 'mcp_broker_';
 
 /** Upper bounds of the call latency buckets, in seconds. */
 export const LATENCY_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
+/** Label combinations kept bound (a bound child is only a shortcut: dropping them loses no count). */
+const MAX_BOUND = 4096;
 
 const UPSTREAM_STATES: readonly UpstreamState[] = ['idle', 'connecting', 'ready', 'backoff', 'failed', 'closed', 'disabled'];
 
@@ -34,29 +37,36 @@ export interface MetricsSources {
 
 export class BrokerMetrics {
   readonly registry = new Registry();
-  private readonly calls: Counter<'outcome' | 'tool' | 'principal' | 'kind'>;
-  private readonly latency: Histogram<'outcome' | 'tool'>;
-  private readonly attempts: Counter<'tool'>;
   private readonly records: Counter<'result'>;
   private readonly restarts: Counter<'upstream'>;
 
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
-    this.calls = new Counter({
+    const tallies = this.tallies;
+    new Counter({
       name: `${METRIC_PREFIX}calls_total`,
       help: 'Judged calls, by outcome, tool (advertised name; for resources, subscriptions and completions the server; ? for an unknown name), principal and kind (tool, resource, prompt, completion, subscribe).',
       labelNames: ['outcome', 'tool', 'principal', 'kind'],
       registers,
+      collect() {
+        this.reset();
+        for (const t of tallies.values()) this.inc({ outcome: t.outcome, tool: t.tool, principal: t.principal, kind: t.kind }, t.calls);
+      },
     });
-    this.latency = new Histogram({
-      name: `${METRIC_PREFIX}call_duration_seconds`,
-      help: 'Time from a call entering the broker path to its record, in seconds.',
-      labelNames: ['outcome', 'tool'],
-      buckets: LATENCY_BUCKETS_SECONDS,
+    new Counter({
+      name: `${METRIC_PREFIX}attempts_total`,
+      help: 'Upstream attempts sent (retries included), by tool.',
+      labelNames: ['tool'],
       registers,
+      collect() {
+        this.reset();
+        const byTool = new Map<string, number>();
+        for (const t of tallies.values()) if (t.attempts > 0) byTool.set(t.tool, (byTool.get(t.tool) ?? 0) + t.attempts);
+        for (const [tool, n] of byTool) this.inc({ tool }, n);
+      },
     });
-    this.attempts = new Counter({ name: `${METRIC_PREFIX}attempts_total`, help: 'Upstream attempts sent (retries included), by tool.', labelNames: ['tool'], registers });
+    this.registry.registerMetric(latencyHistogram(tallies) as never);
     this.records = new Counter({
       name: `${METRIC_PREFIX}records_total`,
       help: 'Call records: written, or refused (could not be written; the call was answered guard_error or kept its refusal).',
@@ -110,13 +120,37 @@ export class BrokerMetrics {
     });
   }
 
-  /** Counts one published record (the publisher's subscriber). */
+  /**
+   * Counts one published record (the publisher's subscriber). On the call path, so it only adds
+   * to plain per-label-set tallies; prom-client reads them at scrape time. (Its labelled
+   * `inc`/`observe` validate and hash the labels on every call: measured here at 6–10 µs a
+   * record with three series, against under 1 µs for this, on a loaded 2-core machine.)
+   */
   observeRecord(record: CallRecord): void {
     const tool = toolLabel(record);
-    this.calls.inc({ outcome: record.outcome, tool, principal: record.principal, kind: record.kind ?? 'tool' });
-    this.latency.observe({ outcome: record.outcome, tool }, record.durationMs / 1000);
-    if (record.attempts > 0) this.attempts.inc({ tool }, record.attempts);
+    // Tool calls (no `kind`, the hot case) get a three-part key; a template over a possibly
+    // undefined `kind` measured about ten times slower on Node 20.
+    const key = record.kind === undefined ? `${record.outcome}\0${tool}\0${record.principal}` : `${record.outcome}\0${tool}\0${record.principal}\0${record.kind}`;
+    let tally = this.tallies.get(key);
+    if (!tally) {
+      const kind = record.kind ?? 'tool';
+      tally = { outcome: record.outcome, tool, principal: record.principal, kind, calls: 0, attempts: 0, buckets: new Float64Array(LATENCY_BUCKETS_SECONDS.length), sum: 0 };
+      this.tallies.set(key, tally);
+    }
+    tally.calls++;
+    tally.attempts += record.attempts;
+    const seconds = record.durationMs / 1000;
+    tally.sum += seconds;
+    // Non-cumulative here; made cumulative when scraped. Past the last bound: only in the count (+Inf).
+    for (let i = 0; i < LATENCY_BUCKETS_SECONDS.length; i++) {
+      if (seconds <= LATENCY_BUCKETS_SECONDS[i]!) {
+        tally.buckets[i]!++;
+        break;
+      }
+    }
   }
+  /** Per label set of (outcome, tool, principal, kind): calls, attempts and latency. Bounded by the roster, the principals and the outcomes. */
+  private readonly tallies = new Map<string, Tally>();
 
   /** Counts a record written, or one that could not be written. */
   recordWritten(written: boolean): void {
@@ -166,4 +200,57 @@ export function toolLabel(record: Pick<CallRecord, 'name' | 'subject' | 'kind'>)
   if (record.kind === undefined || record.kind === 'prompt') return record.name;
   const slash = record.subject.indexOf('/');
   return slash > 0 ? record.subject.slice(0, slash) : UNKNOWN_TOOL_LABEL;
+}
+
+interface Tally {
+  readonly outcome: string;
+  readonly tool: string;
+  readonly principal: string;
+  readonly kind: string;
+  calls: number;
+  attempts: number;
+  /** Observations per latency bucket, not cumulative ({@link LATENCY_BUCKETS_SECONDS}). */
+  readonly buckets: Float64Array;
+  /** Sum of the latencies, in seconds. */
+  sum: number;
+}
+
+/**
+ * `mcp_broker_call_duration_seconds`, a Prometheus histogram by outcome and tool, read from the
+ * tallies when scraped. A metric object of prom-client's shape (`name`, `help`, `type`,
+ * `aggregator`, `get()`, `reset()`), since its own `Histogram` takes observations one by one.
+ */
+function latencyHistogram(tallies: ReadonlyMap<string, Tally>) {
+  const name = `${METRIC_PREFIX}call_duration_seconds`;
+  return {
+    name,
+    help: 'Time from a call entering the broker path to its record, in seconds.',
+    type: 'histogram',
+    aggregator: 'sum',
+    reset() {},
+    get() {
+      const merged = new Map<string, { outcome: string; tool: string; buckets: Float64Array; count: number; sum: number }>();
+      for (const t of tallies.values()) {
+        const key = `${t.outcome}\0${t.tool}`;
+        let m = merged.get(key);
+        if (!m) merged.set(key, (m = { outcome: t.outcome, tool: t.tool, buckets: new Float64Array(LATENCY_BUCKETS_SECONDS.length), count: 0, sum: 0 }));
+        for (let i = 0; i < t.buckets.length; i++) m.buckets[i]! += t.buckets[i]!;
+        m.count += t.calls;
+        m.sum += t.sum;
+      }
+      const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
+      for (const m of merged.values()) {
+        const labels = { outcome: m.outcome, tool: m.tool };
+        let cumulative = 0;
+        LATENCY_BUCKETS_SECONDS.forEach((le, i) => {
+          cumulative += m.buckets[i]!;
+          values.push({ labels: { ...labels, le }, value: cumulative, metricName: `${name}_bucket` });
+        });
+        values.push({ labels: { ...labels, le: '+Inf' }, value: m.count, metricName: `${name}_bucket` });
+        values.push({ labels, value: m.sum, metricName: `${name}_sum` });
+        values.push({ labels, value: m.count, metricName: `${name}_count` });
+      }
+      return { name, help: this.help, type: 'histogram', values, aggregator: 'sum' };
+    },
+  };
 }
