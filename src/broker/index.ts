@@ -2,7 +2,7 @@ export { Broker, type BrokerAnswer } from './broker.js';
 export { compose, type Stage, type Next } from './runner.js';
 export { orderStages, type CallPathStages } from './path.js';
 export { OUTCOMES, OUTCOME_STATUS, OUTCOME_META_KEY, CALL_ID_META_KEY, carriesResult, isUpstreamFailure, type Outcome } from './outcomes.js';
-export { refuse, type BrokerCall, type CallerSession, type CallRecord, type CallRequest, type ToolTarget } from './types.js';
+export { refuse, type BrokerCall, type CallerSession, type CallRecord, type CallRequest, type FlowRef, type ToolTarget } from './types.js';
 export { deadlineStage, DeadlineExceeded, ShuttingDown, type DeadlineDeps } from './deadline.js';
 export { invokeStage, type Dispatcher, type InvokeDeps } from './invoke.js';
 export { MAX_ARGUMENT_DEPTH, argumentsProblem } from './arguments.js';

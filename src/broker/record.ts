@@ -80,6 +80,8 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
   if (call.notes.breaker) record.breaker = call.notes.breaker;
   if (call.notes.stripped?.length) record.stripped = call.notes.stripped.map(text);
   if (call.notes.proposal) record.proposal = call.notes.proposal;
+  const flow = call.request.flow;
+  if (flow) record.flow = { id: flow.id, step: text(flow.step), ...(flow.phase ? { phase: flow.phase } : {}) };
   if (call.notes.traceId) {
     record.traceId = call.notes.traceId;
     record.spanId = call.notes.spanId;

@@ -91,6 +91,19 @@ export interface CallRequest {
   readonly onProgress?: (update: ProgressUpdate) => void;
   /** Re-issues upstream→client requests (sampling, elicitation, roots) to the calling session. */
   readonly onServerRequest?: ServerRequestHandler;
+  /** Set when a flow makes this call (`broker__flow_run`): recorded as the record's `flow`. */
+  readonly flow?: FlowRef;
+}
+
+/**
+ * Which flow made a call, and as what: `id` is the flow's own call id (`broker__flow_run`'s
+ * `callId`), `step` the step's id (`on_failure` for the failure hook), `phase` absent for a
+ * step, `rollback` for an inverse replayed, `on_failure` for the failure hook.
+ */
+export interface FlowRef {
+  readonly id: string;
+  readonly step: string;
+  readonly phase?: 'rollback' | 'on_failure';
 }
 
 /** The record written for every judged call (DESIGN.md "Contract"). */
@@ -123,6 +136,8 @@ export interface CallRecord {
   stripped?: string[];
   /** An estate proposal this call stored or applied (the estate relay's audit hook; issue 4). */
   proposal?: { id: string; action: 'proposed' | 'applied'; path: string };
+  /** The flow that made this call, and the step ({@link FlowRef}); absent for a call made directly. */
+  flow?: FlowRef;
   /** The call's trace (32 hex digits), when tracing is on and the call was sampled (issue 20). */
   traceId?: string;
   /** The call's own span in that trace (16 hex digits). */

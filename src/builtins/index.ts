@@ -1,6 +1,7 @@
 /**
  * The broker's own tools (DESIGN.md "Folders": builtins/, all served through router/):
- * `broker__reconnect` (seed 004_359de2f3ce5e2188.txt) under server `broker`, and the estate
+ * `broker__reconnect` (seed 004_359de2f3ce5e2188.txt) and `broker__flow_run` (seed
+ * 000_13a5a3abd08ace07.txt, src/flows/) under server `broker`, and the estate
  * relay's `estate__*` tools (issue 4) under server `estate`, when served (`estateServed`). Registered as function tools, so
  * every call to them passes the same broker path as an upstream call.
  */
@@ -14,6 +15,7 @@ import type { Scrubber } from '../shared/scrub.js';
 import { SqliteStore } from '../store/sqlite.js';
 import type { Store } from '../store/store.js';
 import type { Registry } from '../upstream/registry.js';
+import { flowTool, type FlowToolDeps } from '../flows/index.js';
 import { estateServed, estateTools, type ProposalStore } from './estate/index.js';
 import { RECONNECT_CAPABILITY, reconnectTool } from './reconnect.js';
 
@@ -30,6 +32,11 @@ export interface BuiltinHost {
   readonly logger: Logger;
   /** The gateway's durable store, when it has one; otherwise the builtins open their own in `broker.dataDir`. */
   readonly store?: Store;
+  /**
+   * The broker, read at call time (the gateway builds it after the builtins): `broker__flow_run`
+   * runs its steps through it. Absent: a flow fails, naming the missing broker.
+   */
+  readonly broker?: { call: FlowToolDeps['call'] };
 }
 
 export interface Builtins {
@@ -44,6 +51,11 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
   let own: SqliteStore | undefined;
   const store = (): ProposalStore => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir));
   host.router.register([reconnectTool({ registry: host.registry, scrubber: host.scrubber })], { server: 'broker' });
+  const callBroker: FlowToolDeps['call'] = (request, session) => {
+    if (!host.broker) throw new Error('broker__flow_run is served without a broker to run its steps');
+    return host.broker.call(request, session);
+  };
+  host.router.register([flowTool({ call: callBroker, estateRoot: host.config.estate.root })], { server: 'broker' });
   if (estateServed(host.config.estate, host.logger)) {
     const isPrivileged = (principal: string) => isPrivilegedPrincipal(host.config.principals, principal);
     host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock, isPrivileged }), { server: 'estate' });

@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import type { CallToolResult, Tool, ToolAnnotations } from '@modelcontextprotocol/server';
-import type { BrokerCall, CallerSession } from '../broker/types.js';
+import type { BrokerCall, CallerSession, CallRequest } from '../broker/types.js';
 import type { ProgressUpdate } from '../upstream/types.js';
 
 /** Every advertised name matches this (DESIGN.md "Roster names"). */
@@ -31,6 +31,8 @@ export interface FunctionToolContext {
   progress(update: ProgressUpdate): void;
   /** Extra fields for the call's record (for example the estate relay's `proposal`). */
   readonly notes: BrokerCall['notes'];
+  /** The call's request to the broker (its `meta`, its relay of upstream→client requests, the `flow` that made it). */
+  readonly request: Pick<CallRequest, 'meta' | 'onServerRequest' | 'flow'>;
 }
 
 /**

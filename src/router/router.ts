@@ -334,6 +334,7 @@ function contextOf(call: BrokerCall): FunctionToolContext {
     signal: call.signal,
     session: call.session,
     notes: call.notes,
+    request: call.request,
     progress: (update) => call.onProgress?.(update),
   };
 }

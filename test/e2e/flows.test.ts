@@ -1,0 +1,311 @@
+/**
+ * Flows end to end through the real CLI (issue 16; seed 000_13a5a3abd08ace07.txt): the kv fixture
+ * (writes that carry rollback descriptors, a partial write that fails with one) and the real
+ * server-filesystem. A step that reports its own failure fails the flow; inverses replay newest
+ * first, the failing step's own first; a failing inverse is reported as such; without rollback
+ * the error text names the calls to run; a nested flow bubbles its inverses; a denied step fails
+ * the flow `denied`; every step is recorded with the flow's id and the step's id.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import type { CallToolResult } from '@modelcontextprotocol/client';
+import { afterEach, describe, expect, it } from 'vitest';
+import { fixture, nodeServer, npmServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
+
+let broker: StartedBroker | undefined;
+const dirs: string[] = [];
+
+afterEach(async () => {
+  await broker?.close();
+  broker = undefined;
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+const outcome = (r: CallToolResult) => (r._meta as Record<string, unknown> | undefined)?.['mcp-broker/outcome'];
+
+interface Answer {
+  success: boolean;
+  flowId: string;
+  failedStep?: string;
+  error?: string;
+  steps: Array<{ id: string; tool: string; outcome: string; callId?: string; data: CallToolResult }>;
+  rolledBack: Array<{ step: string; tool: string; args: Record<string, unknown>; outcome: string; applied: boolean; fromFailedStep?: true }>;
+  unapplied: Array<{ step: string; tool: string; args: Record<string, unknown>; call: string; fromFailedStep?: true }>;
+  onFailure?: { tool: string; outcome: string };
+  snapshot?: { kind: string; restored: boolean };
+}
+
+async function kv(extra: Record<string, unknown> = {}, servers: Record<string, unknown> = {}) {
+  broker = await startBroker({ servers: { kv: nodeServer(fixture('kv.mjs')), ...servers }, extra });
+  return broker;
+}
+
+async function flow(args: Record<string, unknown>): Promise<{ result: CallToolResult; answer: Answer }> {
+  const result = (await broker!.client.callTool({ name: 'broker__flow_run', arguments: args })) as CallToolResult;
+  return { result, answer: result.structuredContent as unknown as Answer };
+}
+
+async function dump(): Promise<Record<string, unknown>> {
+  const r = (await broker!.client.callTool({ name: 'kv__dump', arguments: {} })) as CallToolResult;
+  return (r.structuredContent as { entries: Record<string, unknown> }).entries;
+}
+
+const put = (id: string, key: string, value: unknown) => ({ id, tool: 'kv__put', args: { key, value } });
+const partial = (id: string, entries: Record<string, unknown>, failAt: string) => ({ id, tool: 'kv__put_many', args: { entries: { ...entries, [failAt]: 0 }, failAt } });
+
+describe('broker__flow_run', () => {
+  it('a flow whose steps all succeed answers ok, fits its outputSchema, and passes a result to a later step', async () => {
+    await kv();
+    const tool = (await broker!.client.listTools()).tools.find((t) => t.name === 'broker__flow_run')!;
+    expect(tool.outputSchema).toBeDefined();
+    const { result, answer } = await flow({ steps: [put('a', 'a', { n: 1 }), put('b', 'b', '${steps.a.result.value}')] });
+    expect(outcome(result)).toBe('ok');
+    expect(result.isError).toBeUndefined();
+    expect(answer).toMatchObject({ success: true, rolledBack: [], unapplied: [] });
+    expect((result.content[0] as { text: string }).text).toBe('flow ok: 2 step(s) ran');
+    expect(await dump()).toEqual({ a: { n: 1 }, b: { n: 1 } });
+    // What a parent flow would harvest: both inverses, in the order they landed.
+    expect((result._meta as Record<string, unknown>)['mcp-broker/rollback']).toEqual([
+      { tool: 'kv__delete', args: { key: 'a' }, step: 'a' },
+      { tool: 'kv__delete', args: { key: 'b' }, step: 'b' },
+    ]);
+  });
+
+  it('a step whose handler reports failure fails the flow (called directly, the same answer is a tool_error with its body)', async () => {
+    await kv();
+    const direct = (await broker!.client.callTool({ name: 'kv__put_many', arguments: { entries: { a: 1, b: 2 }, failAt: 'b' } })) as CallToolResult;
+    expect(outcome(direct)).toBe('tool_error');
+    expect(direct.structuredContent).toEqual({ success: false, error: 'cannot set "b"; 1 key(s) were set before it', applied: ['a'] });
+    expect((direct._meta as Record<string, unknown>)['mcp-broker/rollback']).toEqual([{ tool: 'kv__delete', args: { key: 'a' } }]);
+
+    const { result, answer } = await flow({ steps: [partial('many', { c: 3 }, 'd'), put('after', 'e', 5)] });
+    expect(outcome(result)).toBe('tool_error');
+    expect(result.isError).toBe(true);
+    expect(answer.success).toBe(false);
+    expect(answer.failedStep).toBe('many');
+    expect(answer.steps.map((s) => [s.id, s.outcome])).toEqual([['many', 'tool_error']]);
+    // The step's whole handler body is in `data`.
+    expect(answer.steps[0]!.data.structuredContent).toEqual({ success: false, error: 'cannot set "d"; 1 key(s) were set before it', applied: ['c'] });
+    expect(await dump()).toEqual({ a: 1, c: 3 });
+  });
+
+  it('rolls back newest first, the failing step\'s partial write first, and records every call with the flow and step ids', async () => {
+    await kv();
+    const { result, answer } = await flow({
+      steps: [put('first', 'a', 1), put('second', 'b', 2), partial('many', { c: 3, d: 4 }, 'x'), put('never', 'z', 9)],
+      rollback_on_failure: true,
+    });
+    expect(answer.success).toBe(false);
+    expect(answer.failedStep).toBe('many');
+    expect(answer.rolledBack.map((r) => [r.step, r.tool, r.args.key, r.applied, r.fromFailedStep ?? false])).toEqual([
+      ['many', 'kv__delete', 'd', true, true],
+      ['many', 'kv__delete', 'c', true, true],
+      ['second', 'kv__delete', 'b', true, false],
+      ['first', 'kv__delete', 'a', true, false],
+    ]);
+    expect(answer.unapplied).toEqual([]);
+    expect(answer.error).toMatch(/step "many" \(kv__put_many\) ended tool_error.*rolled back 4 inverse\(s\)/);
+    expect(await dump()).toEqual({});
+
+    const records = await broker!.records();
+    const flowRecord = records.find((r) => r.name === 'broker__flow_run')!;
+    expect(flowRecord.outcome).toBe('tool_error');
+    expect(flowRecord.callId).toBe(answer.flowId);
+    const inFlow = records.filter((r) => (r.flow as { id?: string } | undefined)?.id === answer.flowId);
+    expect(inFlow.map((r) => [r.name, r.outcome, r.flow])).toEqual([
+      ['kv__put', 'ok', { id: answer.flowId, step: 'first' }],
+      ['kv__put', 'ok', { id: answer.flowId, step: 'second' }],
+      ['kv__put_many', 'tool_error', { id: answer.flowId, step: 'many' }],
+      ['kv__delete', 'ok', { id: answer.flowId, step: 'many', phase: 'rollback' }],
+      ['kv__delete', 'ok', { id: answer.flowId, step: 'many', phase: 'rollback' }],
+      ['kv__delete', 'ok', { id: answer.flowId, step: 'second', phase: 'rollback' }],
+      ['kv__delete', 'ok', { id: answer.flowId, step: 'first', phase: 'rollback' }],
+    ]);
+    expect(answer.steps.map((s) => s.callId)).toEqual(inFlow.slice(0, 3).map((r) => r.callId));
+    expect(result.content[0]).toMatchObject({ type: 'text' });
+  });
+
+  it('a failing inverse is reported as failing, the others still run', async () => {
+    await kv();
+    const { answer } = await flow({ steps: [put('keep', 'a', 1), put('stuck', 'sticky1', 1), partial('many', {}, 'x')], rollback_on_failure: true });
+    expect(answer.rolledBack.map((r) => [r.step, r.outcome, r.applied])).toEqual([
+      ['stuck', 'tool_error', false],
+      ['keep', 'ok', true],
+    ]);
+    expect(answer.error).toContain('rollback INCOMPLETE: 1 of 2 inverse(s) failed: kv__delete {"key":"sticky1"} (step "stuck", tool_error');
+    expect(await dump()).toEqual({ sticky1: 1 });
+  });
+
+  it('without rollback_on_failure the unapplied inverses are named in the error text as calls to run, and as a field', async () => {
+    await kv();
+    const { result, answer } = await flow({ steps: [put('one', 'a', 1), put('two', 'a', 2), partial('many', { b: 1 }, 'x')] });
+    const calls = ['kv__delete {"key":"b"}', 'kv__put {"key":"a","value":1}', 'kv__delete {"key":"a"}'];
+    expect(answer.unapplied.map((u) => u.call)).toEqual(calls);
+    expect(answer.unapplied.map((u) => [u.step, u.fromFailedStep ?? false])).toEqual([['many', true], ['two', false], ['one', false]]);
+    expect(answer.rolledBack).toEqual([]);
+    const text = (result.content[0] as { text: string }).text;
+    expect(text).toContain(`not rolled back (rollback_on_failure is off); to undo what landed, run in this order: 1. ${calls[0]} 2. ${calls[1]} 3. ${calls[2]}`);
+    // The record's reason carries the same line.
+    const record = (await broker!.records()).find((r) => r.name === 'broker__flow_run')!;
+    expect(record.reason).toContain(`1. ${calls[0]}`);
+    expect(await dump()).toEqual({ a: 2, b: 1 });
+    // Each call runs as printed.
+    for (const u of answer.unapplied) expect(outcome((await broker!.client.callTool({ name: u.tool, arguments: u.args })) as CallToolResult)).toBe('ok');
+    expect(await dump()).toEqual({});
+  });
+
+  it('a nested flow bubbles its inverses up: a child that succeeded and a child that failed are both undone by the parent', async () => {
+    await kv();
+    const child = (id: string, steps: unknown[]) => ({ id, tool: 'broker__flow_run', args: { steps } });
+    const { answer } = await flow({
+      steps: [put('x', 'x', 1), child('ok-child', [put('y', 'y', 1)]), child('bad-child', [put('z', 'z', 1), partial('many', { w: 1 }, 'q')])],
+      rollback_on_failure: true,
+    });
+    expect(answer.failedStep).toBe('bad-child');
+    expect(answer.steps.map((s) => [s.id, s.outcome])).toEqual([['x', 'ok'], ['ok-child', 'ok'], ['bad-child', 'tool_error']]);
+    const childAnswer = answer.steps[2]!.data.structuredContent as unknown as Answer;
+    expect(childAnswer.failedStep).toBe('many');
+    expect(answer.rolledBack.map((r) => [r.step, r.args.key, r.applied])).toEqual([
+      ['bad-child/many', 'w', true],
+      ['bad-child/z', 'z', true],
+      ['ok-child/y', 'y', true],
+      ['x', 'x', true],
+    ]);
+    expect(await dump()).toEqual({});
+    // The child's steps are recorded under the child's own flow id; the child call under the parent's.
+    const records = await broker!.records();
+    const childRecord = records.find((r) => r.callId === childAnswer.flowId)!;
+    expect(childRecord.flow).toEqual({ id: answer.flowId, step: 'bad-child' });
+    expect(records.filter((r) => (r.flow as { id?: string } | undefined)?.id === childAnswer.flowId).map((r) => (r.flow as { step: string }).step)).toEqual(['z', 'many']);
+  });
+
+  it('a step to a tool the policy denies fails the flow denied; so does an inverse to one', async () => {
+    await kv({ policy: { rules: [{ tools: ['kv__delete'], action: 'deny' }] } });
+    const direct = (await broker!.client.callTool({ name: 'kv__delete', arguments: { key: 'a' } })) as CallToolResult;
+    expect(outcome(direct)).toBe('denied');
+    const { answer } = await flow({ steps: [put('a', 'a', 1), { id: 'del', tool: 'kv__delete', args: { key: 'a' } }], rollback_on_failure: true });
+    expect(answer.failedStep).toBe('del');
+    expect(answer.steps.map((s) => [s.id, s.outcome])).toEqual([['a', 'ok'], ['del', 'denied']]);
+    // The inverse (kv__delete) is denied too: reported as not applied, the key stays.
+    expect(answer.rolledBack.map((r) => [r.step, r.outcome, r.applied])).toEqual([['a', 'denied', false]]);
+    expect(await dump()).toEqual({ a: 1 });
+    const records = await broker!.records();
+    expect(records.filter((r) => r.name === 'kv__delete').map((r) => [r.outcome, r.flow ?? null])).toEqual([
+      ['denied', null],
+      ['denied', { id: answer.flowId, step: 'del' }],
+      ['denied', { id: answer.flowId, step: 'a', phase: 'rollback' }],
+    ]);
+  });
+
+  it('a denied flow tool runs no step', async () => {
+    await kv({ policy: { rules: [{ tools: ['broker__flow_run'], action: 'deny' }] } });
+    const { result } = await flow({ steps: [put('a', 'a', 1)] });
+    expect(outcome(result)).toBe('denied');
+    expect(await dump()).toEqual({});
+  });
+
+  it('a flow the client cancels still rolls back what landed', async () => {
+    const log = join(mkdtempSync(join(tmpdir(), 'mcp-broker-flow-log-')), 'kv.log');
+    dirs.push(dirname(log));
+    broker = await startBroker({ servers: { kv: nodeServer(fixture('kv.mjs'), { env: { FIXTURE_LOG: log } }) } });
+    const aborter = new AbortController();
+    const running = broker.client
+      .callTool({ name: 'broker__flow_run', arguments: { steps: [put('a', 'a', 1), { id: 'wait', tool: 'kv__slow', args: {} }], rollback_on_failure: true } }, { signal: aborter.signal })
+      .catch((err: unknown) => err);
+    await waitFor(() => existsSync(log) && readFileSync(log, 'utf8').includes('"tool":"slow"'), 'the slow step to start');
+    aborter.abort();
+    expect(await running).toBeInstanceOf(Error);
+    const records = await waitFor(async () => {
+      const all = await broker!.records();
+      return all.some((r) => (r.flow as { phase?: string } | undefined)?.phase === 'rollback') ? all : undefined;
+    }, 'the rollback record');
+    expect(records.filter((r) => r.flow).map((r) => [r.name, r.outcome, (r.flow as { phase?: string }).phase ?? 'step'])).toEqual([
+      ['kv__put', 'ok', 'step'],
+      ['kv__slow', 'cancelled', 'step'],
+      ['kv__delete', 'ok', 'rollback'],
+    ]);
+    expect(records.find((r) => r.name === 'broker__flow_run')?.outcome).toBe('cancelled');
+    expect(await dump()).toEqual({});
+  });
+
+  it('on_failure runs after the rollback', async () => {
+    await kv();
+    const { answer } = await flow({
+      steps: [put('a', 'a', 1), partial('many', {}, 'x')],
+      rollback_on_failure: true,
+      on_failure: { tool: 'kv__put', args: { key: 'failed', value: '${steps.a.result.key}' } },
+    });
+    expect(answer.onFailure).toMatchObject({ tool: 'kv__put', outcome: 'ok' });
+    const records = await broker!.records();
+    expect(records.filter((r) => r.flow).map((r) => (r.flow as { phase?: string }).phase ?? 'step')).toEqual(['step', 'step', 'rollback', 'on_failure']);
+    expect(await dump()).toEqual({ failed: 'a' });
+  });
+});
+
+describe('flows and the scrubber', () => {
+  it('a secret in a step\'s arguments or result is redacted from the answer, the unapplied calls and the records', async () => {
+    const secret = 'flow-canary-7f3a9c2e51b8d640';
+    broker = await startBroker({
+      servers: { kv: nodeServer(fixture('kv.mjs'), { env: { API_TOKEN: '${env:FLOW_E2E_SECRET}' } }) },
+      env: { FLOW_E2E_SECRET: secret },
+    });
+    const { result, answer } = await flow({ steps: [put('a', 'a', secret), put('b', 'a', 'other'), partial('many', {}, 'x')] });
+    expect(answer.unapplied.map((u) => u.call)).toContain('kv__put {"key":"a","value":"[REDACTED]"}');
+    expect(JSON.stringify(result)).not.toContain(secret);
+    expect(JSON.stringify(await broker.records())).not.toContain(secret);
+  });
+});
+
+describe('flows over server-filesystem', () => {
+  function folder(): string {
+    const d = mkdtempSync(join(tmpdir(), 'mcp-broker-flow-fs-'));
+    dirs.push(d);
+    return d;
+  }
+
+  it('references an earlier result, and a declared inverse restores a file when a later step fails', async () => {
+    const root = folder();
+    writeFileSync(join(root, 'a.txt'), 'old');
+    broker = await startBroker({ servers: { fs: { command: 'node', args: [npmServer('server-filesystem'), root] } } });
+    const { answer } = await flow({
+      steps: [
+        { id: 'read', tool: 'fs__read_text_file', args: { path: join(root, 'a.txt') } },
+        { id: 'copy', tool: 'fs__write_file', args: { path: join(root, 'b.txt'), content: 'copy of ${steps.read.result.content}' } },
+        { id: 'write', tool: 'fs__write_file', args: { path: join(root, 'a.txt'), content: 'new' }, inverse: { tool: 'fs__write_file', args: { path: join(root, 'a.txt'), content: '${steps.read.result.content}' } } },
+        { id: 'missing', tool: 'fs__read_text_file', args: { path: join(root, 'no-such-file.txt') } },
+      ],
+      rollback_on_failure: true,
+    });
+    expect(answer.steps.map((s) => [s.id, s.outcome])).toEqual([['read', 'ok'], ['copy', 'ok'], ['write', 'ok'], ['missing', 'tool_error']]);
+    expect(readFileSync(join(root, 'b.txt'), 'utf8')).toBe('copy of old');
+    expect(answer.rolledBack.map((r) => [r.step, r.applied])).toEqual([['write', true]]);
+    expect(readFileSync(join(root, 'a.txt'), 'utf8')).toBe('old');
+  });
+
+  for (const kind of ['copy', 'git'] as const) {
+    it(`snapshot "estate" restores the estate root's files on failure (${kind})`, async () => {
+      const root = folder();
+      writeFileSync(join(root, 'keep.txt'), 'before');
+      if (kind === 'git') {
+        execFileSync('git', ['init', '-q', root]);
+        execFileSync('git', ['-C', root, '-c', 'user.email=t@t', '-c', 'user.name=t', 'commit', '-q', '--allow-empty', '-m', 'init']);
+      }
+      broker = await startBroker({ servers: { fs: { command: 'node', args: [npmServer('server-filesystem'), root] } }, extra: { estate: { root } } });
+      const { answer } = await flow({
+        steps: [
+          { id: 'change', tool: 'fs__write_file', args: { path: join(root, 'keep.txt'), content: 'after' } },
+          { id: 'create', tool: 'fs__write_file', args: { path: join(root, 'created.txt'), content: 'x' } },
+          { id: 'missing', tool: 'fs__read_text_file', args: { path: join(root, 'no-such-file.txt') } },
+        ],
+        snapshot: 'estate',
+      });
+      expect(answer.failedStep).toBe('missing');
+      expect(answer.snapshot).toEqual({ kind, restored: true });
+      expect(readFileSync(join(root, 'keep.txt'), 'utf8')).toBe('before');
+      expect(existsSync(join(root, 'created.txt'))).toBe(false);
+      if (kind === 'git') expect(execFileSync('git', ['-C', root, 'status', '--porcelain']).toString()).toBe('?? keep.txt\n');
+    });
+  }
+});
