@@ -146,6 +146,33 @@ program
     runCommand(async () => (await import('./commands/approve.js')).revokeCommand(await loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
   );
 
+const approvals = program.command('approvals').description('the approval inbox: calls parked on an "ask" (policy.askMode "park", or calls made as tasks)');
+approvals
+  .command('list')
+  .description('list parked calls waiting for a decision, newest first')
+  .option('-c, --config <file>', 'servers.json whose store to read', 'servers.json')
+  .option('--json', 'print one JSON object per line instead of the table')
+  .action((opts: { config: string; json?: boolean }) =>
+    runCommand(async () => (await import('./commands/approvals.js')).approvalsListCommand(await loadOrExit(opts.config), { json: opts.json }, await processIo())),
+  );
+approvals
+  .command('approve <id>')
+  .description('approve a parked call: it resumes through the rest of the broker path')
+  .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
+  .action((id: string, opts: { config: string }) =>
+    runCommand(async () => (await import('./commands/approvals.js')).approvalsDecideCommand(await loadOrExit(opts.config), id, true, {}, await processIo())),
+  );
+approvals
+  .command('reject <id>')
+  .description('reject a parked call: it fails with the reason')
+  .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
+  .option('--reason <text>', 'why (shown to the caller)')
+  .action((id: string, opts: { config: string; reason?: string }) =>
+    runCommand(async () =>
+      (await import('./commands/approvals.js')).approvalsDecideCommand(await loadOrExit(opts.config), id, false, { reason: opts.reason }, await processIo()),
+    ),
+  );
+
 program
   .command('check')
   .description('start every upstream of the config (serving nothing), print each one\'s state, tools and error, exit 0 when the required ones are ready')

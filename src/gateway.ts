@@ -28,6 +28,7 @@ import type { VisibleToolsDeps } from './broker/visible-tools.js';
 import { retryStage } from './broker/retry.js';
 import { scrubStage } from './broker/scrub.js';
 import { SqliteStore, type Store } from './store/index.js';
+import { TaskEngine } from './tasks/index.js';
 import type { LoadedConfig } from './config/load.js';
 import { serverKind, type RestServerConfig, type ServerConfig } from './config/schema.js';
 import { assertNoRosterCollision, loadFunctionModules, ToolRouter } from './router/index.js';
@@ -95,6 +96,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly publisher: RecordPublisher<CallRecord>;
   /** Pins, approvals, first uses (issue 3); closed by `stop()`. */
   readonly store: Store;
+  /** Durable tasks and the approval inbox (src/tasks/); started by `start()`, stopped by `stop()`. */
+  readonly tasks: TaskEngine;
   /** The policy; a config reload replaces its rules in place ({@link reload}). */
   readonly policy: LivePolicy;
   /** The policy, records and publication of prompts, resources and completions (broker/primitive-judge.ts). */
@@ -175,6 +178,17 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     // An injected tracer (tests) or one exporting to the configured OTLP endpoint; none when not configured.
     this.tracer = deps.tracer ?? (config.observability.otlp ? CallTracer.otlp(config.observability.otlp, VERSION) : undefined);
     this.broker = new Broker(this.buildStages(), this.clock);
+    this.tasks = new TaskEngine({
+      store: this.store,
+      clock: this.clock,
+      logger: this.logger,
+      run: (request, session, target) => this.broker.call(request, session, target),
+      scrubArgs: (a) => this.scrubber.value(a),
+      ttlMs: config.broker.taskTtlMs,
+      maxTtlMs: config.broker.maxTaskTtlMs,
+      askMode: () => this.policy.config.askMode,
+    });
+    this.broker.onSettled = (call, answer) => this.tasks.onSettled(call, answer);
     // Lists change many times during the first dial; clients list after `ready`, so stay quiet until then.
     this.registry.on('listChanged', (kind) => this.isReady && this.emit('listChanged', kind));
     // Tool pinning: every upstream tool's definition is pinned when first seen (issue 3).
@@ -305,6 +319,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         scrubArgs: (a) => scrubber.value(a),
         isPrivileged: (p) => isPrivilegedPrincipal(principals, p),
         approveHint: approveHint(this.cliPath, this.config.file),
+        park: (call, why) => this.tasks.park(call, why),
         logger: this.logger,
       }),
       budget: budgetStage({
@@ -403,6 +418,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     if (this.started) return this.ready;
     this.started = true;
     await this.prepare();
+    // Reaps the tasks of dead instances (a previous run of this broker killed mid-task) first.
+    await this.tasks.start();
     const offered = (this.offered = offeredCapabilities(options.clientCapabilities));
     await Promise.all(
       this.registry.upstreams.map(async (u) => {
@@ -440,7 +457,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /** Closes every upstream (ending stdio children's process groups) and the records file. */
   async stop(): Promise<void> {
-    // Calls in flight are cancelled, answered and recorded before their upstreams go away.
+    // Our running tasks are killed by `system` (never left running), then calls in flight are
+    // cancelled, answered and recorded before their upstreams go away.
+    await this.tasks.stop();
     await this.broker.drain(3000);
     // Every call has its spans now; what the batch holds is exported before the process goes.
     await this.tracer?.shutdown().catch((err) => this.logger.warn({ err: messageOf(err) }, 'trace export at shutdown failed'));

@@ -42,6 +42,12 @@ export class Broker {
   /** Collects the garbage of large results once the broker goes quiet (shared/memory-relief.ts). */
   private readonly relief = new MemoryRelief();
 
+  /**
+   * Told of every settled call with its answer (results scrubbed and evaluated), before the
+   * caller is answered: the task engine keeps a parked call's answer in its row. Must not throw.
+   */
+  onSettled?: (call: BrokerCall, answer: BrokerAnswer) => void | Promise<void>;
+
   constructor(
     stages: readonly Stage[],
     private readonly clock: Clock,
@@ -113,7 +119,7 @@ export class Broker {
     };
     await this.path(call);
     const outcome = call.outcome ?? 'guard_error';
-    return {
+    const answer: BrokerAnswer = {
       callId: call.callId,
       outcome,
       status: OUTCOME_STATUS[outcome],
@@ -122,6 +128,9 @@ export class Broker {
       record: call.record,
       target: call.target,
     };
+    const told = this.onSettled?.(call, answer);
+    if (told) await told;
+    return answer;
   }
 }
 

@@ -23,6 +23,7 @@ import type { Approval, ObservedTool, PinState, Store } from '../store/store.js'
 import { plainApproveCommand, type ApproveHint } from './approve-hint.js';
 import { askApproval, stillLive } from './ask.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
+import type { ParkDecision } from '../tasks/engine.js';
 import type { Stage } from './runner.js';
 import { refuse, type BrokerCall, type ToolTarget } from './types.js';
 
@@ -49,6 +50,12 @@ export interface JudgeDeps {
   isPrivileged?: (principal: string) => boolean;
   /** The approve command refusals name ({@link approveHint}); default the plain `mcp-broker approve …`. */
   approveHint?: ApproveHint;
+  /**
+   * The approval inbox (src/tasks/engine.ts `TaskEngine.park`): given an `ask`, parks the call and
+   * resolves with the operator's decision, or undefined when this call is not to park (then the
+   * client is asked as usual). Absent: nothing parks.
+   */
+  park?: (call: BrokerCall, why: string) => Promise<ParkDecision | undefined>;
   logger?: Logger;
 }
 
@@ -85,7 +92,21 @@ export function judgeStage(deps: JudgeDeps): Stage {
       });
 
       if (verdict.kind === 'refuse') return refuse(call, verdict.outcome, verdict.reason);
-      if (verdict.kind === 'ask') {
+      const asks = verdict.kind === 'ask' || target.requireApproval === true;
+      if (asks && call.request.approvedBy !== undefined) {
+        // Decided in the approval inbox before this run (a parked task taken up again).
+        call.approved = true;
+      } else if (asks && deps.park) {
+        const parked = await deps.park(call, verdict.kind === 'ask' ? verdict.reason : 'the tool requires approval on every call');
+        if (parked) {
+          if (!parked.approved) return refuse(call, parked.cancelled ? 'cancelled' : 'approval_required', parked.reason);
+          if (verdict.kind === 'ask' && verdict.ground === 'first_use') await deps.store.markUsed(name, principal, at);
+          call.approved = true;
+        }
+      }
+      if (call.approved) {
+        // Approved in the approval inbox.
+      } else if (verdict.kind === 'ask') {
         const refusal = await ask(call, target, verdict.reason, deps);
         if (refusal) return refusal.cancelled ? refuse(call, 'cancelled', refusal.reason) : refuse(call, 'approval_required', refusal.reason);
         if (verdict.ground === 'first_use') await deps.store.markUsed(name, principal, at);
@@ -98,7 +119,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
       }
       // Seed 003: after an approval, nothing runs for a caller that can no longer hear the answer.
       // Checked here, before budget and deadline, so the round trip is not the tool's time.
-      if (call.approved && !(await stillLive(call.session, call.request.signal))) {
+      if (call.approved && call.request.approvedBy === undefined && !(await stillLive(call.session, call.request.signal))) {
         return refuse(call, 'cancelled', `approved, but the caller's connection closed before "${name}" ran; it did not run`);
       }
       await next();

@@ -91,6 +91,13 @@ export interface CallRequest {
   readonly onProgress?: (update: ProgressUpdate) => void;
   /** Re-issues upstream→client requests (sampling, elicitation, roots) to the calling session. */
   readonly onServerRequest?: ServerRequestHandler;
+  /** The durable task this call runs as (src/tasks/); an `ask` then parks it instead of asking. */
+  readonly taskId?: string;
+  /**
+   * Who approved this call in the approval inbox before it ran (a parked task resumed from its
+   * row): an `ask` or a tool's `requireApproval` is satisfied. A `deny` still denies.
+   */
+  readonly approvedBy?: string;
   /** Set when a flow makes this call (`broker__flow_run`): recorded as the record's `flow`. */
   readonly flow?: FlowRef;
 }

@@ -1,7 +1,8 @@
 /**
  * The broker's own tools (DESIGN.md "Folders": builtins/, all served through router/):
- * `broker__reconnect` (seed 004_359de2f3ce5e2188.txt) and `broker__flow_run` (seed
- * 000_13a5a3abd08ace07.txt, src/flows/) under server `broker`, and the estate
+ * `broker__reconnect` (seed 004_359de2f3ce5e2188.txt), `broker__flow_run` (seed
+ * 000_13a5a3abd08ace07.txt, src/flows/) and the approval inbox's `broker__approvals_list` /
+ * `broker__approvals_decide` (approvals.ts) under server `broker`, and the estate
  * relay's `estate__*` tools (issue 4) under server `estate`, when served (`estateServed`). Registered as function tools, so
  * every call to them passes the same broker path as an upstream call.
  */
@@ -18,6 +19,8 @@ import type { Registry } from '../upstream/registry.js';
 import { flowTool, type FlowToolDeps } from '../flows/index.js';
 import { estateServed, estateTools, type ProposalStore } from './estate/index.js';
 import { RECONNECT_CAPABILITY, reconnectTool } from './reconnect.js';
+import { approvalsTools } from './approvals.js';
+import type { TaskEngine } from '../tasks/index.js';
 
 /** The `experimental` member of the server capabilities: JSON objects keyed by capability name. */
 export type ExperimentalCapabilities = NonNullable<ServerCapabilities['experimental']>;
@@ -32,6 +35,8 @@ export interface BuiltinHost {
   readonly logger: Logger;
   /** The gateway's durable store, when it has one; otherwise the builtins open their own in `broker.dataDir`. */
   readonly store?: Store;
+  /** The task engine (the approval inbox tools decide through it); read at call time. */
+  readonly tasks?: TaskEngine;
   /**
    * The broker, read at call time (the gateway builds it after the builtins): `broker__flow_run`
    * runs its steps through it. Absent: a flow fails, naming the missing broker.
@@ -50,7 +55,10 @@ export interface Builtins {
 export function registerBuiltins(host: BuiltinHost): Builtins {
   let own: SqliteStore | undefined;
   const store = (): ProposalStore => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir));
-  host.router.register([reconnectTool({ registry: host.registry, scrubber: host.scrubber })], { server: 'broker' });
+  host.router.register(
+    [reconnectTool({ registry: host.registry, scrubber: host.scrubber }), ...approvalsTools({ tasks: () => host.tasks, store: () => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir)), clock: host.clock })],
+    { server: 'broker' },
+  );
   const callBroker: FlowToolDeps['call'] = (request, session) => {
     if (!host.broker) throw new Error('broker__flow_run is served without a broker to run its steps');
     return host.broker.call(request, session);
@@ -74,3 +82,4 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
 
 export { reconnectTool, RECONNECT_CAPABILITY, RECONNECT_TOOL, ReconnectAnswerSchema, REASON_MAX_CHARS, type ReconnectAnswer } from './reconnect.js';
 export { estateServed, estateTools, type EstateOptions } from './estate/index.js';
+export { approvalsTools, APPROVALS_LIST_TOOL, APPROVALS_DECIDE_TOOL, type ApprovalsDeps } from './approvals.js';

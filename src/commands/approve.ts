@@ -19,6 +19,7 @@
 import { compilePolicy } from '../broker/policy.js';
 import { ESTATE_TOOL_NAMES } from '../builtins/estate/index.js';
 import { RECONNECT_TOOL } from '../builtins/reconnect.js';
+import { APPROVALS_DECIDE_TOOL, APPROVALS_LIST_TOOL } from '../builtins/approvals.js';
 import type { LoadedConfig } from '../config/load.js';
 import { RESERVED_SERVER_NAMES } from '../config/schema.js';
 import { EVERY_PRINCIPAL, SqliteStore, type Store } from '../store/index.js';
@@ -55,7 +56,7 @@ export async function approveCommand(config: LoadedConfig, tool: string, options
 
 /** Whether the broker has seen `tool`: an upstream listed it (the store), or it is ours. */
 async function isKnownTool(config: LoadedConfig, store: Store, tool: string): Promise<boolean> {
-  if (tool === RECONNECT_TOOL || ESTATE_TOOL_NAMES.includes(tool)) return true;
+  if (tool === RECONNECT_TOOL || tool === APPROVALS_LIST_TOOL || tool === APPROVALS_DECIDE_TOOL || ESTATE_TOOL_NAMES.includes(tool)) return true;
   if (await store.getSeen(tool)) return true;
   if ((await store.listPins()).some((p) => p.tool === tool)) return true;
   if (!config.functions.length) return false;

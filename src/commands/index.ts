@@ -2,3 +2,4 @@ export { callsCommand, formatTable, parseSince, recordFiles, DEFAULT_CALLS_LIMIT
 export { approveCommand, revokeCommand, type DecisionOptions } from './approve.js';
 export { processIo, EXIT_OK, EXIT_USAGE, type CommandIo } from './io.js';
 export { checkCommand, checkRows, formatCheckTable, EXIT_NOT_READY, type CheckOptions, type CheckRow } from './check.js';
+export { approvalsListCommand, approvalsDecideCommand, inboxRow, type ApprovalsOptions } from './approvals.js';

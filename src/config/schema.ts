@@ -248,6 +248,13 @@ export const policySchema = z
     firstUse: z.enum(['allow', 'ask']).default('allow'),
     /** How long an elicitation approval prompt waits, in ms. */
     askTimeoutMs: ms().default(120_000),
+    /**
+     * What an `ask` does to a call that is not a task: `elicit` asks the client (else refuses
+     * `approval_required`); `park` parks it in the approval inbox (a durable task row, status
+     * `parked`) until an operator approves or rejects it (`mcp-broker approvals`). A call made as
+     * a task always parks.
+     */
+    askMode: z.enum(['elicit', 'park']).default('elicit'),
     output: z
       .object({
         /** Results larger than this (serialised, in bytes) are `withheld`. */
@@ -302,8 +309,16 @@ export const brokerSchema = z
       })
       .strict()
       .default({ path: './data/calls.ndjson', maxBytes: 64 * 1024 * 1024, maxFiles: 5 }),
-    /** Folder of the durable store (pins, approvals, proposals), relative to `servers.json`. */
+    /** Folder of the durable store (pins, approvals, proposals, tasks), relative to `servers.json`. */
     dataDir: z.string().default('./data'),
+    /**
+     * How long a task (a call run in the background, or parked) is kept after it was created, in
+     * ms, when the client asks for no `ttl`; a client's `ttl` is capped at `maxTaskTtlMs`. Then
+     * its row and result are deleted.
+     */
+    taskTtlMs: ms(30 * 24 * 3_600_000).default(3_600_000),
+    /** The longest `ttl` a client may ask for a task, in ms (7 days). */
+    maxTaskTtlMs: ms(30 * 24 * 3_600_000).default(7 * 24 * 3_600_000),
     /** Upper bound of one stdio message, in bytes (64 MiB). */
     maxMessageBytes: z.number().int().min(1024).default(64 * 1024 * 1024),
     /**

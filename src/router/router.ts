@@ -316,6 +316,7 @@ export class ToolRouter implements Dispatcher {
       signal: call.signal,
       timeoutMs: remaining,
       meta: call.request.meta,
+      asTask: call.target?.definition?.execution?.taskSupport === 'required',
       onServerRequest: call.request.onServerRequest,
       onArgumentsStripped: (names) => (call.notes.stripped = names),
       onProgress: call.onProgress,

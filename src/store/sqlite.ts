@@ -8,12 +8,19 @@ import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { BrokerError, messageOf } from '../shared/errors.js';
-import { EVERY_PRINCIPAL, type Approval, type ObservedTool, type PinState, type Proposal, type SeenTool, type Store, type ToolPin } from './store.js';
+import {
+  EVERY_PRINCIPAL,
+  type Approval,
+  type BrokerInstance,
+  type TaskChange,
+  type TaskRow,
+  type TaskStatus, type ObservedTool, type PinState, type Proposal, type SeenTool, type Store, type ToolPin } from './store.js';
 
 /** File name of the store inside `broker.dataDir`. */
 export const STORE_FILE = 'broker.sqlite';
 /** How long a write waits for another process's lock, in ms. */
 const BUSY_TIMEOUT_MS = 5_000;
+/** Tables added since (instances, tasks) are created when missing and need no migration: still 2. */
 const SCHEMA_VERSION = 2;
 
 const SCHEMA = `
@@ -59,6 +66,40 @@ CREATE TABLE IF NOT EXISTS proposals (
 );
 -- A principal lists its own proposals (the estate relay's ownership rule).
 CREATE INDEX IF NOT EXISTS proposals_by_principal ON proposals (principal, created_at);
+-- Broker processes and their heartbeats (a task's owner).
+CREATE TABLE IF NOT EXISTS instances (
+  id           TEXT PRIMARY KEY,
+  host         TEXT NOT NULL,
+  pid          INTEGER NOT NULL,
+  started_at   TEXT NOT NULL,
+  heartbeat_at TEXT NOT NULL
+);
+-- Calls run as durable tasks (src/tasks/). args and result are JSON, scrubbed. expires_at is
+-- created_at + ttl_ms in ms since the epoch.
+CREATE TABLE IF NOT EXISTS tasks (
+  id            TEXT PRIMARY KEY,
+  status        TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'parked', 'killed')),
+  stopped_by    TEXT,
+  owner         TEXT NOT NULL,
+  principal     TEXT NOT NULL,
+  unit          TEXT NOT NULL,
+  session_id    TEXT NOT NULL,
+  subject       TEXT NOT NULL,
+  name          TEXT NOT NULL,
+  args          TEXT NOT NULL,
+  args_redacted INTEGER NOT NULL,
+  result        TEXT,
+  reason        TEXT,
+  call_id       TEXT NOT NULL,
+  approved_by   TEXT,
+  created_at    TEXT NOT NULL,
+  updated_at    TEXT NOT NULL,
+  ttl_ms        INTEGER NOT NULL,
+  expires_at    INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_by_principal ON tasks (principal, created_at);
+CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (owner, status);
+CREATE INDEX IF NOT EXISTS tasks_by_expiry ON tasks (expires_at);
 CREATE TABLE IF NOT EXISTS first_uses (
   tool      TEXT NOT NULL,
   principal TEXT NOT NULL,
@@ -195,7 +236,97 @@ export class SqliteStore implements Store {
       applyProposal: db.prepare<[string, string, string]>(
         "UPDATE proposals SET status = 'applied', applied_at = ?, applied_by = ? WHERE id = ? AND status = 'pending'",
       ),
+      heartbeat: db.prepare<[string, string, number, string, string]>(
+        `INSERT INTO instances (id, host, pid, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
+      ),
+      listInstances: db.prepare<[], InstanceRow>('SELECT * FROM instances ORDER BY started_at, id'),
+      deleteInstance: db.prepare<[string]>('DELETE FROM instances WHERE id = ?'),
+      killTasksOf: db.prepare<[string, string, string]>(
+        "UPDATE tasks SET status = 'killed', stopped_by = 'system', reason = ?, updated_at = ? WHERE owner = ? AND status = 'running'",
+      ),
+      addTask: db.prepare<[TaskInsert]>(
+        `INSERT INTO tasks (id, status, stopped_by, owner, principal, unit, session_id, subject, name, args, args_redacted, result, reason, call_id, approved_by,
+           created_at, updated_at, ttl_ms, expires_at)
+         VALUES (@id, @status, @stoppedBy, @owner, @principal, @unit, @sessionId, @subject, @name, @args, @argsRedacted, @result, @reason, @callId, @approvedBy,
+           @createdAt, @updatedAt, @ttlMs, @expiresAt)`,
+      ),
+      getTask: db.prepare<[string, number], TaskSqlRow>('SELECT * FROM tasks WHERE id = ? AND expires_at > ?'),
+      listTasks: db.prepare<[number, number], TaskSqlRow>('SELECT * FROM tasks WHERE expires_at > ? ORDER BY created_at DESC, rowid DESC LIMIT ?'),
+      listTasksOf: db.prepare<[string, number, number], TaskSqlRow>(
+        'SELECT * FROM tasks WHERE principal = ? AND expires_at > ? ORDER BY created_at DESC, rowid DESC LIMIT ?',
+      ),
+      deleteExpiredTasks: db.prepare<[number]>('DELETE FROM tasks WHERE expires_at <= ?'),
     };
+  }
+
+  async heartbeat(i: BrokerInstance): Promise<void> {
+    this.stmt.heartbeat.run(i.id, i.host, i.pid, i.startedAt, i.heartbeatAt);
+  }
+
+  async listInstances(): Promise<BrokerInstance[]> {
+    return this.stmt.listInstances.all().map((r) => ({ id: r.id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at }));
+  }
+
+  async reapInstance(id: string, at: string): Promise<number> {
+    return this.db
+      .transaction(() => {
+        const killed = this.stmt.killTasksOf.run('the broker instance running it ended before it finished', at, id).changes;
+        this.stmt.deleteInstance.run(id);
+        return killed;
+      })
+      .immediate();
+  }
+
+  async addTask(t: TaskRow): Promise<void> {
+    this.stmt.addTask.run({
+      ...t,
+      args: JSON.stringify(t.args ?? null),
+      argsRedacted: t.argsRedacted ? 1 : 0,
+      result: t.result === null || t.result === undefined ? null : JSON.stringify(t.result),
+      expiresAt: Date.parse(t.createdAt) + t.ttlMs,
+    });
+  }
+
+  async getTask(id: string, now: number): Promise<TaskRow | undefined> {
+    const row = this.stmt.getTask.get(id, now);
+    return row ? toTask(row) : undefined;
+  }
+
+  async updateTask(id: string, from: readonly TaskStatus[], change: TaskChange): Promise<boolean> {
+    if (!from.length) return false;
+    const sets = ['status = @status', 'updated_at = @updatedAt'];
+    if (change.stoppedBy !== undefined) sets.push('stopped_by = @stoppedBy');
+    if (change.result !== undefined) sets.push('result = @result');
+    if (change.reason !== undefined) sets.push('reason = @reason');
+    if (change.owner !== undefined) sets.push('owner = @owner');
+    if (change.approvedBy !== undefined) sets.push('approved_by = @approvedBy');
+    if (change.callId !== undefined) sets.push('call_id = @callId');
+    const statuses = from.map((_, i) => `@from${i}`).join(', ');
+    const params: Record<string, unknown> = {
+      id,
+      status: change.status,
+      updatedAt: change.updatedAt,
+      stoppedBy: change.stoppedBy ?? null,
+      result: change.result === undefined || change.result === null ? null : JSON.stringify(change.result),
+      reason: change.reason ?? null,
+      owner: change.owner ?? null,
+      approvedBy: change.approvedBy ?? null,
+      callId: change.callId ?? null,
+    };
+    from.forEach((s, i) => (params[`from${i}`] = s));
+    // A handful of shapes; prepared per call (better-sqlite3 keeps no statement cache of its own, but these are rare writes).
+    return this.db.prepare(`UPDATE tasks SET ${sets.join(', ')} WHERE id = @id AND status IN (${statuses})`).run(params).changes === 1;
+  }
+
+  async listTasks(options: { principal?: string; status?: TaskStatus; now: number; limit: number }): Promise<TaskRow[]> {
+    const { principal, status, now, limit } = options;
+    const rows = principal === undefined ? this.stmt.listTasks.all(now, limit) : this.stmt.listTasksOf.all(principal, now, limit);
+    return rows.map(toTask).filter((t) => status === undefined || t.status === status);
+  }
+
+  async deleteExpiredTasks(now: number): Promise<number> {
+    return this.stmt.deleteExpiredTasks.run(now).changes;
   }
 
   async getPin(tool: string, principal: string): Promise<ToolPin | undefined> {
@@ -348,6 +479,61 @@ export class SqliteStore implements Store {
     this.cache.approvals.clear();
     this.cache.uses.clear();
   }
+}
+
+interface InstanceRow {
+  id: string;
+  host: string;
+  pid: number;
+  started_at: string;
+  heartbeat_at: string;
+}
+
+type TaskInsert = Omit<TaskRow, 'args' | 'argsRedacted' | 'result'> & { args: string; argsRedacted: number; result: string | null; expiresAt: number };
+
+interface TaskSqlRow {
+  id: string;
+  status: TaskStatus;
+  stopped_by: string | null;
+  owner: string;
+  principal: string;
+  unit: string;
+  session_id: string;
+  subject: string;
+  name: string;
+  args: string;
+  args_redacted: number;
+  result: string | null;
+  reason: string | null;
+  call_id: string;
+  approved_by: string | null;
+  created_at: string;
+  updated_at: string;
+  ttl_ms: number;
+}
+
+function toTask(r: TaskSqlRow): TaskRow {
+  return {
+    id: r.id,
+    status: r.status,
+    // As stored: a value this build does not know reads as no attribution (seed 001's "unrecognized source").
+    stoppedBy: r.stopped_by === 'user' || r.stopped_by === 'parent' || r.stopped_by === 'system' ? r.stopped_by : null,
+    owner: r.owner,
+    principal: r.principal,
+    unit: r.unit,
+    sessionId: r.session_id,
+    subject: r.subject,
+    name: r.name,
+    args: JSON.parse(r.args) as unknown,
+    argsRedacted: r.args_redacted === 1,
+    result: r.result === null ? null : (JSON.parse(r.result) as unknown),
+    reason: r.reason,
+    callId: r.call_id,
+    approvedBy: r.approved_by,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    ttlMs: r.ttl_ms,
+  };
 }
 
 interface ProposalRow {

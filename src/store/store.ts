@@ -128,8 +128,110 @@ export interface Store {
   /** Marks a pending proposal applied; false when it was not pending (applied by someone else first). */
   markProposalApplied(id: string, at: string, by: string): Promise<boolean>;
 
+  /**
+   * Registers a broker process (its instance id, host, pid) with a first heartbeat at `at`, or
+   * refreshes the heartbeat of one already registered.
+   */
+  heartbeat(instance: BrokerInstance): Promise<void>;
+  /** Every registered instance, oldest first. */
+  listInstances(): Promise<BrokerInstance[]>;
+  /**
+   * Forgets instance `id` and marks every `running` task it owned `killed` by `system` at `at`
+   * (it ended without finishing them). Returns how many tasks were killed.
+   */
+  reapInstance(id: string, at: string): Promise<number>;
+
+  /** Stores a new task row (its `id` is new). */
+  addTask(row: TaskRow): Promise<void>;
+  /** The task `id`, if it exists and has not expired by `now` (ms since the epoch). */
+  getTask(id: string, now: number): Promise<TaskRow | undefined>;
+  /**
+   * Moves task `id` to `change` (status, stoppedBy, result, updatedAt; owner when given), only
+   * when its status is one of `from`. False when it was not (settled by someone else first, or gone).
+   */
+  updateTask(id: string, from: readonly TaskStatus[], change: TaskChange): Promise<boolean>;
+  /**
+   * Tasks not expired by `now`, newest first, at most `limit`; only `principal`'s when given,
+   * only those with `status` when given.
+   */
+  listTasks(options: { principal?: string; status?: TaskStatus; now: number; limit: number }): Promise<TaskRow[]>;
+  /** Deletes every task (row and result) whose TTL ran out by `now` (ms since the epoch); returns how many. */
+  deleteExpiredTasks(now: number): Promise<number>;
+
   /** Closes the store; later calls reject. */
   close(): Promise<void>;
+}
+
+/** A broker process as the store knows it (DESIGN.md "Scale": instance heartbeats). */
+export interface BrokerInstance {
+  /** Random per process start (`shared/ids.ts`). */
+  readonly id: string;
+  /** `os.hostname()` of the process. */
+  readonly host: string;
+  readonly pid: number;
+  readonly startedAt: string;
+  /** Last heartbeat. */
+  readonly heartbeatAt: string;
+}
+
+/**
+ * A durable task row's status (seed 001_0e634786582ab9c8.txt). `parked` waits on an approval
+ * decision; `killed` was stopped before it finished (see {@link TaskRow.stoppedBy}).
+ */
+export type TaskStatus = 'running' | 'completed' | 'failed' | 'parked' | 'killed';
+/** Who stopped a `killed` task: its caller (`user`), a parent task, or the broker (`system`). */
+export type TaskStoppedBy = 'user' | 'parent' | 'system';
+
+/**
+ * One call run as a durable task (issue 15 §3). `args` and `result` are stored scrubbed, as in
+ * the records file; `argsRedacted` says the scrub changed `args`, so the stored copy cannot
+ * replay the call.
+ */
+export interface TaskRow {
+  readonly id: string;
+  readonly status: TaskStatus;
+  /** Set on `killed` rows; null otherwise (and on rows killed with no attribution). */
+  readonly stoppedBy: TaskStoppedBy | null;
+  /** Instance id of the broker process that runs (or last ran) it. */
+  readonly owner: string;
+  readonly principal: string;
+  /** Budget unit of the call (its session id over MCP). */
+  readonly unit: string;
+  /** The downstream session that created it. */
+  readonly sessionId: string;
+  /** `server/tool`, as in call records. */
+  readonly subject: string;
+  /** Advertised tool name. */
+  readonly name: string;
+  readonly args: unknown;
+  readonly argsRedacted: boolean;
+  /** The `CallToolResult` once settled (the refusal's result for a refused call); null before. */
+  readonly result: unknown;
+  /** One line: why it failed, was killed or is parked. */
+  readonly reason: string | null;
+  /** The call record's `callId`. */
+  readonly callId: string;
+  /**
+   * Set on a `parked` row an operator approved (who: `cli`, a principal name), until an instance
+   * takes it up and runs the rest of the path; null otherwise.
+   */
+  readonly approvedBy: string | null;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  /** Kept this long after `createdAt`, in ms; then the row and its result are deleted. */
+  readonly ttlMs: number;
+}
+
+/** What {@link Store.updateTask} changes. */
+export interface TaskChange {
+  readonly status: TaskStatus;
+  readonly stoppedBy?: TaskStoppedBy | null;
+  readonly result?: unknown;
+  readonly reason?: string | null;
+  readonly owner?: string;
+  readonly approvedBy?: string | null;
+  readonly callId?: string;
+  readonly updatedAt: string;
 }
 
 /**

@@ -32,6 +32,7 @@ import { unprefixErrors } from './error-prefix.js';
 import { visibleTools } from '../broker/visible-tools.js';
 import type { PrimitiveRequest } from '../broker/primitive-judge.js';
 import type { CallerSession } from '../broker/types.js';
+import type { TaskRow } from '../store/store.js';
 import { VERSION, type Gateway } from '../gateway.js';
 import { messageOf } from '../shared/errors.js';
 import { newSessionId } from '../shared/ids.js';
@@ -40,6 +41,7 @@ import type { ServerRequestHandler } from '../upstream/types.js';
 import { routeToolsCallDirectly, type DirectCallExtra } from './direct-tools-call.js';
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
+import { LEGACY_TASK_METHODS, LegacyTasks, TASKS_CAPABILITY, withTaskSupport } from './legacy-tasks.js';
 
 /** What this server declares to every downstream client. */
 export const SERVER_CAPABILITIES: ServerCapabilities = {
@@ -48,6 +50,7 @@ export const SERVER_CAPABILITIES: ServerCapabilities = {
   resources: { subscribe: true, listChanged: true },
   logging: {},
   completions: {},
+  tasks: TASKS_CAPABILITY,
 };
 
 /** `tools/call` parsed lightly: name, arguments and `_meta`; the rest passes as sent. */
@@ -56,6 +59,7 @@ const CallToolRequestLight = z.object({
   params: z.looseObject({
     name: z.string(),
     arguments: z.record(z.string(), z.unknown()).optional(),
+    task: z.unknown().optional(),
     _meta: z.looseObject({ progressToken: z.union([z.string(), z.number()]).optional() }).optional(),
   }),
 });
@@ -138,10 +142,18 @@ export class DownstreamSession {
     gateway.on('listChanged', onList);
     gateway.on('resourceUpdated', onUpdated);
     gateway.on('log', onLog);
+    // notifications/tasks/status to the session that created the task (2025-11-25).
+    const onTask = (row: TaskRow) => {
+      if (row.sessionId !== this.sessionId || this.closed) return;
+      const { _meta, ...task } = gateway.tasks.toMcpTask(row);
+      void this.server.notification({ method: 'notifications/tasks/status', params: { ...task, _meta } } as never).catch(() => undefined);
+    };
+    gateway.tasks.on('status', onTask);
     this.detach = () => {
       gateway.off('listChanged', onList);
       gateway.off('resourceUpdated', onUpdated);
       gateway.off('log', onLog);
+      gateway.tasks.off('status', onTask);
     };
   }
 
@@ -289,7 +301,7 @@ export class DownstreamSession {
       const rosterTool = (name: string) => gw.registry.roster.tools.get(name);
       const pinned = await listAsPinned(gw.router.list(), this.principal, { store: gw.store, clock: gw.clock, rosterTool, logger: gw.logger });
       // Less what the policy denies this principal, as configured to be presented (issue 18 §4).
-      return { tools: visibleTools(pinned, this.principal, gw.toolVisibility) };
+      return { tools: visibleTools(pinned, this.principal, gw.toolVisibility).map((t) => withTaskSupport(t, gw.router.resolve(t.name))) };
     });
 
     // `tools/call` is served as the fallback handler, not through `setRequestHandler`: the SDK
@@ -297,9 +309,21 @@ export class DownstreamSession {
     // re-validation (and copy), which the broker's results must not pay (F17). Well-formed calls do
     // not reach it at all: connect() routes them straight to callTool (issue 6). A call the light
     // check refuses answers -32603 with the schema's message, as a registered handler's throw would.
+    // Task-augmented calls and `tasks/*` (2025-11-25) are served here too (legacy-tasks.ts).
+    const tasks = new LegacyTasks({ tasks: gw.tasks, resolve: (name) => gw.router.resolve(name) }, this.principal);
     server.fallbackRequestHandler = async (request: JSONRPCRequest, ctx: ServerContext) => {
+      if (LEGACY_TASK_METHODS.has(request.method)) {
+        if (!gw.readySettled) await gw.ready; // dead instances' tasks are reaped by then
+        return tasks.handle(request.method, request.params, ctx.mcpReq.signal) as never;
+      }
       if (request.method !== 'tools/call') throw new ProtocolError(ProtocolErrorCode.MethodNotFound, 'Method not found');
       const req = CallToolRequestLight.parse(request);
+      if (req.params.task !== undefined) {
+        if (!gw.readySettled) await gw.ready;
+        const { progressToken: _, ...meta } = req.params._meta ?? {};
+        const call = { name: req.params.name, args: req.params.arguments ?? {}, meta: Object.keys(meta).length ? meta : undefined };
+        return tasks.callAsTask(call, req.params.task, this.caller()) as never;
+      }
       return this.callTool(req.params, extraOf(ctx)) as never;
     };
 

@@ -199,7 +199,9 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     if (Object.keys(meta).length) params._meta = meta;
     try {
       let result: CallToolResult;
-      if (this.direct) {
+      if (options.asTask) {
+        result = await this.callAsTask(client, params, options);
+      } else if (this.direct) {
         const owner = options.onServerRequest?.sessionId;
         result = (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, owner })) as CallToolResult;
       } else {
@@ -219,6 +221,29 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.requestRoutes.delete(routeId);
       // Progress sent just before the response is dispatched a tick after it; keep the route briefly.
       if (token) setImmediate(() => this.progress.delete(token!));
+    }
+  }
+
+  /**
+   * A call to a tool that requires tasks (2025-11-25): `tools/call` with `task`, then
+   * `tasks/result`, which the upstream answers once the task is done. The upstream's task id
+   * stays inside this connection (the broker answers its own task ids), so ids of different
+   * upstreams never meet. Aborting sends `tasks/cancel` (best effort) and rejects.
+   */
+  private async callAsTask(client: Client, params: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
+    const timeout = options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS;
+    const created = (await client.request({ method: 'tools/call', params: { ...params, task: { ttl: options.timeoutMs } } } as never, AnyObject, {
+      signal: options.signal,
+      timeout,
+    })) as { task?: { taskId?: unknown } };
+    const taskId = created.task?.taskId;
+    if (typeof taskId !== 'string') return created as CallToolResult; // answered at once, not as a task
+    const onAbort = () => void client.request({ method: 'tasks/cancel', params: { taskId } } as never, AnyObject, { timeout: 5_000 }).catch(() => undefined);
+    options.signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      return (await client.request({ method: 'tasks/result', params: { taskId } } as never, AnyObject, { signal: options.signal, timeout })) as CallToolResult;
+    } finally {
+      options.signal.removeEventListener('abort', onAbort);
     }
   }
 

@@ -55,6 +55,12 @@ export interface CallOptions {
   /** `_meta` of the downstream request, minus its progress token. */
   meta?: Record<string, unknown>;
   /**
+   * Send the call as a 2025-11-25 task (the tool's `execution.taskSupport` is `required`): the
+   * upstream answers a task at once, its result is then taken with `tasks/result` (which blocks
+   * until the task is done), and aborting sends `tasks/cancel` for it.
+   */
+  asTask?: boolean;
+  /**
    * Told the names of arguments the upstream dropped before sending (a rest tool sends only its
    * allowlisted ones); the router puts them in the call record's `stripped`. Called at most once.
    */

@@ -17,6 +17,7 @@
  *  - `GET /readyz` → 200 `{ready: true}` when every upstream marked `required` is `ready`,
  *    else 503 `{ready: false, waiting: <count>}`.
  *  - `POST /v1/sessions/:id/mcp/reconnect`: see reconnect-route.ts.
+ *  - `GET /api/v1/tasks`, `GET /api/v1/tasks/:id`, `POST /api/v1/approvals/:id`: see tasks-api.ts.
  */
 import type { Express, Request, Response } from 'express';
 import { carriesResult } from '../../broker/outcomes.js';
@@ -28,6 +29,7 @@ import { answerOverCap } from './caps.js';
 import { jsonBody, keepStreamAlive, whenClosed, type HttpContext } from './context.js';
 import { principalOf } from './guards.js';
 import { mountReconnectRoute } from './reconnect-route.js';
+import { mountTasksApi } from './tasks-api.js';
 
 export const API_PREFIX = '/api/v1';
 
@@ -108,6 +110,7 @@ export function mountAdminApi(app: Express, ctx: HttpContext): void {
   });
 
   mountReconnectRoute(app, ctx);
+  mountTasksApi(app, ctx, API_PREFIX);
 }
 
 /** How many upstreams marked `required` (and not disabled) are not `ready`. */

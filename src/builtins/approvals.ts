@@ -1,0 +1,73 @@
+/**
+ * The approval inbox as built-in tools (issue 15 §5), for operators (`requiresPrivilege`: `local`
+ * or role `operator`, or a `policy.rules` entry naming the tool):
+ *
+ *  - `broker__approvals_list {}` → `{approvals: [{id, tool, subject, principal, createdAt, reason, args}]}`:
+ *    parked calls waiting for a decision, newest first, every principal's (arguments as stored, scrubbed).
+ *  - `broker__approvals_decide {id, approve, reason?}` → `{id, decided: true, status, a2a}`, or
+ *    `{id, decided: false}` when `id` is not a parked call waiting for a decision. Approve: the
+ *    call resumes through the rest of the broker path; reject: it fails with the reason.
+ */
+import { z } from 'zod';
+import { defineFunctionTool, type FunctionTool } from '../router/function-tool.js';
+import type { Clock } from '../shared/clock.js';
+import { listParked, type TaskEngine } from '../tasks/index.js';
+import type { Store } from '../store/store.js';
+
+export const APPROVALS_LIST_TOOL = 'broker__approvals_list';
+export const APPROVALS_DECIDE_TOOL = 'broker__approvals_decide';
+
+export interface ApprovalsDeps {
+  /** The gateway's task engine (set once the gateway is built; read at call time). */
+  tasks: () => TaskEngine | undefined;
+  store: () => Store;
+  clock: Clock;
+}
+
+const Parked = z.object({
+  id: z.string(),
+  tool: z.string(),
+  subject: z.string(),
+  principal: z.string(),
+  createdAt: z.string(),
+  reason: z.string().nullable(),
+  args: z.unknown(),
+});
+
+export function approvalsTools(deps: ApprovalsDeps): FunctionTool[] {
+  const list = defineFunctionTool({
+    name: APPROVALS_LIST_TOOL,
+    title: 'List parked calls',
+    description: 'Lists the calls parked in the approval inbox (an "ask" that waits for an operator), newest first. Answer: {approvals: [{id, tool, subject, principal, createdAt, reason, args}]}. Decide one with broker__approvals_decide.',
+    parameters: z.object({}),
+    output: z.object({ approvals: z.array(Parked) }),
+    annotations: { readOnlyHint: true, openWorldHint: false },
+    requiresPrivilege: true,
+    async handler() {
+      const rows = await listParked(deps.store(), deps.clock.now());
+      const approvals = rows.map((r) => ({ id: r.id, tool: r.name, subject: r.subject, principal: r.principal, createdAt: r.createdAt, reason: r.reason, args: r.args }));
+      return { content: [{ type: 'text', text: JSON.stringify({ approvals }) }], structuredContent: { approvals } };
+    },
+  });
+  const decide = defineFunctionTool({
+    name: APPROVALS_DECIDE_TOOL,
+    title: 'Approve or reject a parked call',
+    description:
+      'Approves (the call resumes through the rest of the broker path) or rejects (it fails with the reason) one call parked in the approval inbox. Answer: {id, decided, status?, a2a?}; decided is false when the id is not a parked call waiting for a decision.',
+    parameters: z.object({
+      id: z.string().min(1).describe('The parked call id (broker__approvals_list)'),
+      approve: z.boolean(),
+      reason: z.string().max(300).optional().describe('Why, for a rejection; shown to the caller'),
+    }),
+    output: z.object({ id: z.string(), decided: z.boolean(), status: z.string().optional(), a2a: z.string().optional() }),
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    requiresPrivilege: true,
+    async handler({ id, approve, reason }, ctx) {
+      const tasks = deps.tasks();
+      const row = tasks ? await tasks.decide(id, { approve, by: ctx.session.principal, reason }) : undefined;
+      const answer = row && tasks ? { id, decided: true, status: row.status, a2a: tasks.a2a(row) } : { id, decided: false };
+      return { content: [{ type: 'text', text: JSON.stringify(answer) }], structuredContent: answer };
+    },
+  });
+  return [list, decide];
+}

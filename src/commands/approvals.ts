@@ -1,0 +1,79 @@
+/**
+ * `mcp-broker approvals list|approve ID|reject ID`: the approval inbox (calls parked on an
+ * `ask`, `policy.askMode: "park"` or any call made as a task), read and decided in the store in
+ * `broker.dataDir`. Works with or without a broker serving: a serving broker takes an approval
+ * up within a second and the call resumes through the rest of the path; with none serving, the
+ * next broker started on this store does. A rejected call fails at once with the reason.
+ *
+ * Returns the exit code: 0, or 2 for an id that is not a parked call waiting for a decision.
+ */
+import type { LoadedConfig } from '../config/load.js';
+import { SqliteStore, type Store, type TaskRow } from '../store/index.js';
+import { decideParked, listParked } from '../tasks/index.js';
+import { EXIT_OK, EXIT_USAGE, type CommandIo } from './io.js';
+
+export interface ApprovalsOptions {
+  /** Print rows as ndjson instead of a table (`list`). */
+  json?: boolean;
+  /** Why, for `reject` (one line, shown to the caller). */
+  reason?: string;
+  /** The store; default the SQLite store in `broker.dataDir`. */
+  store?: Store;
+  now?: number;
+}
+
+/** `approvals list`: every parked call waiting for a decision, newest first. */
+export async function approvalsListCommand(config: LoadedConfig, options: ApprovalsOptions, io: CommandIo): Promise<number> {
+  return withStore(config, options, async (store, now) => {
+    const rows = await listParked(store, now);
+    if (options.json) {
+      for (const r of rows) io.stdout.write(`${JSON.stringify(inboxRow(r))}\n`);
+      return EXIT_OK;
+    }
+    io.stdout.write(formatInbox(rows));
+    io.stdout.write(`${rows.length} parked call${rows.length === 1 ? '' : 's'}\n`);
+    return EXIT_OK;
+  });
+}
+
+/** `approvals approve ID` / `approvals reject ID`. */
+export async function approvalsDecideCommand(config: LoadedConfig, id: string, approve: boolean, options: ApprovalsOptions, io: CommandIo): Promise<number> {
+  return withStore(config, options, async (store, now) => {
+    const row = await decideParked(store, id, { approve, by: 'cli', reason: options.reason }, now);
+    if (!row) {
+      io.stderr.write(`mcp-broker: no parked call ${JSON.stringify(id)} waits for a decision (see mcp-broker approvals list)\n`);
+      return EXIT_USAGE;
+    }
+    io.stdout.write(
+      approve
+        ? `approved ${row.id} (${row.name} for ${row.principal}): it runs when a broker serving this store takes it up\n`
+        : `rejected ${row.id} (${row.name} for ${row.principal}): ${row.reason}\n`,
+    );
+    return EXIT_OK;
+  });
+}
+
+/** What the inbox shows of a row: no result, arguments scrubbed as stored. */
+export function inboxRow(r: TaskRow): Record<string, unknown> {
+  return { id: r.id, tool: r.name, subject: r.subject, principal: r.principal, createdAt: r.createdAt, reason: r.reason, args: r.args };
+}
+
+function formatInbox(rows: readonly TaskRow[]): string {
+  const header = ['ID', 'CREATED', 'TOOL', 'PRINCIPAL', 'ARGS', 'WHY'];
+  const body = rows.map((r) => [r.id, r.createdAt.replace('T', ' '), r.name, r.principal, cut(JSON.stringify(r.args), 60), cut(r.reason ?? '', 80)]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
+  return [header, ...body].map((cells) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n') + '\n';
+}
+
+function cut(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+async function withStore(config: LoadedConfig, options: ApprovalsOptions, act: (store: Store, now: number) => Promise<number>): Promise<number> {
+  const store = options.store ?? SqliteStore.open(config.broker.dataDir);
+  try {
+    return await act(store, options.now ?? Date.now());
+  } finally {
+    if (!options.store) await store.close();
+  }
+}

@@ -1,0 +1,439 @@
+/**
+ * Durable tasks: a call run in the background through the same broker path, and a call parked
+ * on an `ask` until an operator decides (the approval inbox). Seed 001_0e634786582ab9c8.txt for
+ * the row states; DESIGN.md "Tasks" and "Approval inbox".
+ *
+ * Our own code, not the SDK's: SDK 2.4.0 removed the 2025-11-25 task runtime (`TaskStore`,
+ * `registerToolTask`, `extra.taskStore`; upgrade-to-v2.md "Experimental tasks interception
+ * removed") and keeps only the wire schemas, which {@link toMcpTask} answers in.
+ *
+ * Every row lives in the {@link Store} (`TaskRow`). This process is one instance: an id, a host
+ * and pid, and a heartbeat every {@link TASK_HEARTBEAT_MS}. An instance is dead when its
+ * heartbeat is older than {@link TASK_STALE_MS}, or when it ran on this host and its pid is gone
+ * (a broker killed with SIGKILL and started again is recognised at once). A dead instance's
+ * `running` rows become `killed` by `system` (reaped at start and on every tick), never
+ * `completed` and never left `running`. A `running` row of another live instance reads as A2A
+ * `unknown` ({@link projectA2ATaskState}).
+ *
+ * Every tick ({@link TASK_POLL_MS}) also deletes expired rows (TTL), aborts our runs whose row
+ * was cancelled elsewhere, and takes up parked rows an operator approved (from the CLI, another
+ * process): a parked call still waiting here resumes in place; one whose caller or instance is
+ * gone is run again from its stored arguments, through the whole path, pre-approved.
+ *
+ * One principal sees and touches only its own tasks: every read here takes the caller's
+ * principal, and a foreign id reads as missing.
+ */
+import { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import type { CallToolResult } from '@modelcontextprotocol/server';
+import type { BrokerAnswer } from '../broker/broker.js';
+import type { BrokerCall, CallerSession, CallRequest, ToolTarget } from '../broker/types.js';
+import type { Clock } from '../shared/clock.js';
+import { messageOf } from '../shared/errors.js';
+import type { Logger } from '../shared/logger.js';
+import type { Store, TaskRow, TaskStatus } from '../store/store.js';
+import { projectA2ATaskState, type A2ATaskState } from './a2a.js';
+import { A2A_META_KEY, TASK_HEARTBEAT_MS, TASK_LIST_LIMIT, TASK_POLL_MS, TASK_STALE_MS } from './constants.js';
+import { decideParked, rejectionReason, type InboxDecision } from './inbox.js';
+import { isTerminal, mcpTaskStatus, TaskCancelled, TaskError, type McpTask } from './status.js';
+
+
+export interface TaskEngineDeps {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  /** Runs one call through the broker path (`Broker.call`). */
+  run(request: CallRequest, session: CallerSession, target?: ToolTarget): Promise<BrokerAnswer>;
+  /** Makes arguments safe to store: the scrubber's `value`. */
+  scrubArgs(args: unknown): unknown;
+  /** Default and longest TTL, in ms (`broker.taskTtlMs`, `broker.maxTaskTtlMs`). */
+  ttlMs: number;
+  maxTtlMs: number;
+  /** `policy.askMode` now (it may change on reload). */
+  askMode(): 'elicit' | 'park';
+  /** Whether `pid` is a live process on this host; default `process.kill(pid, 0)`. */
+  pidAlive?(pid: number): boolean;
+}
+
+/** How a parked call was decided. */
+export type ParkDecision = { approved: true; by: string } | { approved: false; reason: string; cancelled?: boolean };
+
+interface Waiter {
+  resolve(decision: ParkDecision): void;
+}
+
+interface Run {
+  abort(reason: unknown): void;
+}
+
+/**
+ * The task engine of one broker process. Owns its heartbeat timer: {@link start} it once,
+ * {@link stop} it before the store closes. Emits `status` with each row it changes.
+ */
+export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] }> {
+  readonly instanceId = randomUUID();
+  private readonly host = hostname();
+  private readonly startedAt: string;
+  private cancelTimer?: () => void;
+  private live = new Map<string, { heartbeatAt: number; host: string; pid: number }>();
+  private readonly runs = new Map<string, Run>();
+  private readonly waiters = new Map<string, Waiter>();
+  private stopping = false;
+  private lastBeat = -Infinity;
+  private ticking?: Promise<void>;
+
+  constructor(private readonly deps: TaskEngineDeps) {
+    super();
+    this.setMaxListeners(0);
+    this.startedAt = this.iso();
+  }
+
+  /** Registers this instance, reaps dead ones, and starts the tick. */
+  async start(): Promise<void> {
+    await this.tick();
+    const loop = () => {
+      this.cancelTimer = this.deps.clock.setTimer(TASK_POLL_MS, () => {
+        void this.tick().finally(() => !this.stopping && loop());
+      });
+    };
+    loop();
+  }
+
+  /**
+   * Stops the tick. Our rows still `running` (their calls were cancelled by the broker's drain,
+   * or are being) become `killed` by `system`, and this instance is forgotten.
+   */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.cancelTimer?.();
+    await this.ticking?.catch(() => undefined);
+    for (const w of this.waiters.values()) w.resolve({ approved: false, reason: 'the broker is shutting down; the call stays parked', cancelled: true });
+    this.waiters.clear();
+    await this.deps.store.reapInstance(this.instanceId, this.iso()).catch(() => undefined);
+  }
+
+  /** Whether instance `owner` is live (this one always is). */
+  isLive(owner: string): boolean {
+    if (owner === this.instanceId) return true;
+    const i = this.live.get(owner);
+    return i !== undefined && this.alive(i);
+  }
+
+  /** The A2A state a reader is shown for `row`. */
+  a2a(row: TaskRow): A2ATaskState {
+    return projectA2ATaskState(row, { instanceId: this.instanceId, isLive: (o) => this.isLive(o) });
+  }
+
+  /** The 2025-11-25 wire task for `row`, with `_meta["mcp-broker/a2a"]`. */
+  toMcpTask(row: TaskRow): McpTask & { _meta: Record<string, unknown> } {
+    const state = this.a2a(row);
+    return {
+      taskId: row.id,
+      status: mcpTaskStatus(state),
+      ttl: row.ttlMs,
+      createdAt: row.createdAt,
+      lastUpdatedAt: row.updatedAt,
+      pollInterval: TASK_POLL_MS,
+      ...(row.reason ? { statusMessage: row.reason } : {}),
+      _meta: { [A2A_META_KEY]: state },
+    };
+  }
+
+  /** The task `id` if `principal` owns it (every principal when undefined: operators, the CLI). */
+  async get(id: string, principal: string | undefined): Promise<TaskRow | undefined> {
+    const row = await this.deps.store.getTask(id, this.deps.clock.now());
+    return row && (principal === undefined || row.principal === principal) ? row : undefined;
+  }
+
+  /** `principal`'s tasks (every principal's when undefined), newest first, optionally one status only. */
+  list(principal: string | undefined, status?: TaskStatus): Promise<TaskRow[]> {
+    return this.deps.store.listTasks({ principal, status, now: this.deps.clock.now(), limit: TASK_LIST_LIMIT });
+  }
+
+  /**
+   * Starts `request` as a task for `session`: stores a `running` row and runs the call in the
+   * background through the broker path; answers the row at once. `ttlMs` defaults to
+   * `broker.taskTtlMs`, capped at `broker.maxTaskTtlMs`. The call's own signal is the task's,
+   * not the request's: the caller going away does not end it, `cancel` does.
+   */
+  async create(
+    request: Omit<CallRequest, 'signal' | 'abort' | 'taskId'>,
+    session: CallerSession,
+    target: ToolTarget,
+    ttlMs?: number,
+  ): Promise<TaskRow> {
+    const row = this.newRow(request, session, target, 'running', ttlMs);
+    await this.deps.store.addTask(row);
+    const controller = new AbortController();
+    this.runs.set(row.id, { abort: (reason) => controller.abort(reason) });
+    const detached: CallerSession = { ...session, isLive: () => true, ping: undefined };
+    void this.deps
+      .run({ ...request, signal: controller.signal, abort: (r) => controller.abort(r), taskId: row.id }, detached, target)
+      .then((answer) => this.settle(row.id, answer), (err: unknown) => this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'task run failed'))
+      .finally(() => this.runs.delete(row.id));
+    return row;
+  }
+
+  /**
+   * Waits until task `id` of `principal` is settled and answers its row (`tasks/result`).
+   * Rejects with {@link TaskError} `not_found`, or with `signal`'s reason.
+   */
+  async settled(id: string, principal: string | undefined, signal: AbortSignal): Promise<TaskRow> {
+    for (;;) {
+      const row = await this.get(id, principal);
+      if (!row) throw new TaskError('not_found', `no task "${id}"`);
+      if (isTerminal(row.status)) return row;
+      await new Promise<void>((resolve, reject) => {
+        const done = () => {
+          this.off('status', onStatus);
+          this.off('tick', done);
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        const onStatus = (r: TaskRow) => r.id === id && done();
+        const onAbort = () => {
+          done();
+          reject(signal.reason);
+        };
+        this.on('status', onStatus);
+        this.on('tick', done);
+        signal.addEventListener('abort', onAbort, { once: true });
+      });
+      signal.throwIfAborted();
+    }
+  }
+
+  /**
+   * Cancels task `id` of `principal` (`tasks/cancel`): the row becomes `killed` by `user` before
+   * this answers, and the call is aborted (its upstream request cancelled) or, parked, never runs.
+   * Rejects with {@link TaskError} `not_found`, or `terminal` for a settled task.
+   */
+  async cancel(id: string, principal: string | undefined): Promise<TaskRow> {
+    const row = await this.get(id, principal);
+    if (!row) throw new TaskError('not_found', `no task "${id}"`);
+    if (isTerminal(row.status)) throw new TaskError('terminal', `task "${id}" is already ${row.status}`);
+    const reason = 'cancelled by the client';
+    const moved = await this.deps.store.updateTask(id, ['running', 'parked'], { status: 'killed', stoppedBy: 'user', reason, updatedAt: this.iso() });
+    if (!moved) return this.cancel(id, principal);
+    this.runs.get(id)?.abort(new TaskCancelled());
+    this.waiters.get(id)?.resolve({ approved: false, reason, cancelled: true });
+    return this.changed(id);
+  }
+
+  /**
+   * The judge's hook for an `ask` verdict: parks `call` and waits for an operator's decision, or
+   * answers undefined when the call is not to park (not a task, and `policy.askMode` is
+   * `elicit`). A task's row moves to `parked`; a plain call gets a new `parked` row. A plain
+   * call whose caller cancels stops waiting (`cancelled`) but its row stays parked: approved
+   * later, it runs again from the stored arguments and keeps its result for `tasks/get`.
+   */
+  async park(call: BrokerCall, why: string): Promise<ParkDecision | undefined> {
+    const taskId = call.request.taskId;
+    if (taskId === undefined && this.deps.askMode() !== 'park') return undefined;
+    let id: string;
+    const reason = `waiting for approval: ${why}`;
+    if (taskId !== undefined) {
+      id = taskId;
+      if (!(await this.deps.store.updateTask(id, ['running'], { status: 'parked', reason, updatedAt: this.iso() }))) {
+        return { approved: false, reason: 'the task was cancelled', cancelled: true };
+      }
+    } else {
+      const row = { ...this.newRow(call.request, call.session, call.target!, 'parked'), callId: call.callId, reason };
+      id = row.id;
+      await this.deps.store.addTask(row);
+    }
+    await this.changed(id);
+    const decision = await new Promise<ParkDecision>((resolve) => {
+      const onAbort = () => resolve({ approved: false, reason: `cancelled while waiting for approval; it stays parked as task ${id}`, cancelled: true });
+      const signal = call.request.signal;
+      this.waiters.set(id, {
+        resolve: (d) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(d);
+        },
+      });
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    this.waiters.delete(id);
+    if (taskId === undefined && decision.approved) this.plainRuns.set(call, id);
+    return decision;
+  }
+
+  /**
+   * The broker's hook for every settled call (`Broker.onSettled`): a parked plain call that was
+   * approved keeps its answer in its row, for `tasks/get` and the inbox. Never throws.
+   */
+  onSettled(call: BrokerCall, answer: BrokerAnswer): Promise<void> | undefined {
+    const id = this.plainRuns.get(call);
+    if (id === undefined) return undefined;
+    this.plainRuns.delete(call);
+    return this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', answer.result, answer.reason ?? null, answer.callId);
+  }
+
+  /**
+   * An operator's decision on parked task `id` (any principal's): approve → the call resumes
+   * through the rest of the path; reject → `failed` with `reason`. Answers the row after, or
+   * undefined when no such parked task (already decided, or gone).
+   */
+  async decide(id: string, decision: InboxDecision): Promise<TaskRow | undefined> {
+    const row = await decideParked(this.deps.store, id, decision, this.deps.clock.now());
+    if (!row) return undefined;
+    this.emit('status', row);
+    if (decision.approve) await this.takeUp(row);
+    else this.waiters.get(id)?.resolve({ approved: false, reason: rejectionReason(decision) });
+    return this.get(id, undefined);
+  }
+
+  private readonly plainRuns = new WeakMap<BrokerCall, string>();
+
+  /** Runs an approved parked row: in place when its call waits here, else again from its row. */
+  private async takeUp(row: TaskRow | undefined): Promise<void> {
+    if (!row || row.status !== 'parked' || row.approvedBy === null) return;
+    const waiter = this.waiters.get(row.id);
+    if (!waiter && row.owner !== this.instanceId && this.isLive(row.owner)) return; // its own instance takes it up
+    const moved = await this.deps.store.updateTask(row.id, ['parked'], {
+      status: 'running',
+      owner: this.instanceId,
+      reason: `approved by ${row.approvedBy}`,
+      updatedAt: this.iso(),
+    });
+    if (!moved) return;
+    await this.changed(row.id);
+    if (waiter) return waiter.resolve({ approved: true, by: row.approvedBy });
+    if (row.argsRedacted) {
+      return void (await this.finish(row.id, 'failed', refusal('guard_error', 'its arguments held a secret the store does not keep; call the tool again'), 'arguments redacted'));
+    }
+    const controller = new AbortController();
+    this.runs.set(row.id, { abort: (reason) => controller.abort(reason) });
+    const session: CallerSession = { sessionId: row.sessionId, principal: row.principal, unit: row.unit, isLive: () => true };
+    const request: CallRequest = {
+      name: row.name,
+      args: (row.args ?? {}) as Record<string, unknown>,
+      signal: controller.signal,
+      abort: (r) => controller.abort(r),
+      taskId: row.id,
+      approvedBy: row.approvedBy,
+    };
+    void this.deps
+      .run(request, session)
+      .then((answer) => this.settle(row.id, answer), (err: unknown) => this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'task run failed'))
+      .finally(() => this.runs.delete(row.id));
+  }
+
+  /** Stores a task call's answer in its row (unless it was cancelled first). */
+  private async settle(id: string, answer: BrokerAnswer): Promise<void> {
+    const killed = answer.outcome === 'cancelled' && this.stopping;
+    if (killed) {
+      await this.deps.store.updateTask(id, ['running', 'parked'], { status: 'killed', stoppedBy: 'system', reason: answer.reason ?? 'the broker stopped', result: answer.result, updatedAt: this.iso() });
+      await this.changed(id);
+      return;
+    }
+    await this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', answer.result, answer.reason ?? null, answer.callId);
+  }
+
+  private async finish(id: string, status: 'completed' | 'failed', result: CallToolResult, reason: string | null, callId?: string): Promise<void> {
+    try {
+      if (await this.deps.store.updateTask(id, ['running'], { status, result, reason, callId, updatedAt: this.iso() })) await this.changed(id);
+    } catch (err) {
+      this.deps.logger.error({ taskId: id, err: messageOf(err) }, 'task result could not be stored');
+    }
+  }
+
+  /** Re-reads row `id` and tells listeners. */
+  private async changed(id: string): Promise<TaskRow> {
+    const row = (await this.get(id, undefined))!;
+    if (row) this.emit('status', row);
+    return row;
+  }
+
+  private newRow(request: Pick<CallRequest, 'name' | 'args'>, session: CallerSession, target: ToolTarget, status: TaskStatus, ttlMs?: number): TaskRow {
+    const at = this.iso();
+    const args = this.deps.scrubArgs(request.args);
+    return {
+      id: randomUUID(),
+      status,
+      stoppedBy: null,
+      owner: this.instanceId,
+      principal: session.principal,
+      unit: session.unit,
+      sessionId: session.sessionId,
+      subject: `${target.server}/${target.toolName}`,
+      name: target.name,
+      args,
+      argsRedacted: JSON.stringify(args) !== JSON.stringify(request.args),
+      result: null,
+      reason: null,
+      callId: '',
+      approvedBy: null,
+      createdAt: at,
+      updatedAt: at,
+      ttlMs: Math.min(ttlMs ?? this.deps.ttlMs, this.deps.maxTtlMs),
+    };
+  }
+
+  /** One tick: heartbeat, reap the dead, expire, follow cancels made elsewhere, take up approvals. */
+  private tick(): Promise<void> {
+    const run = async () => {
+      const { store } = this.deps;
+      const now = this.deps.clock.now();
+      if (now - this.lastBeat >= TASK_HEARTBEAT_MS) {
+        await store.heartbeat({ id: this.instanceId, host: this.host, pid: process.pid, startedAt: this.startedAt, heartbeatAt: new Date(now).toISOString() });
+        this.lastBeat = now;
+      }
+      const live = new Map<string, { heartbeatAt: number; host: string; pid: number }>();
+      for (const i of await store.listInstances()) {
+        if (i.id === this.instanceId) continue;
+        const seen = { heartbeatAt: Date.parse(i.heartbeatAt), host: i.host, pid: i.pid };
+        if (this.alive(seen)) live.set(i.id, seen);
+        else {
+          const killed = await store.reapInstance(i.id, new Date(now).toISOString());
+          if (killed) this.deps.logger.warn({ instance: i.id, killed }, 'a broker instance ended with tasks running: they are killed');
+        }
+      }
+      this.live = live;
+      await store.deleteExpiredTasks(now);
+      for (const id of this.runs.keys()) {
+        const row = await store.getTask(id, now);
+        if (!row || row.status === 'killed') this.runs.get(id)?.abort(new TaskCancelled());
+      }
+      for (const row of await store.listTasks({ status: 'parked', now, limit: TASK_LIST_LIMIT })) {
+        if (row.approvedBy !== null) await this.takeUp(row);
+      }
+      for (const id of this.waiters.keys()) {
+        const row = await store.getTask(id, now);
+        if (!row) this.waiters.get(id)?.resolve({ approved: false, reason: 'the parked call expired' });
+        else if (row.status === 'failed' || row.status === 'killed') this.waiters.get(id)?.resolve({ approved: false, reason: row.reason ?? row.status });
+      }
+    };
+    this.ticking = run()
+      .catch((err: unknown) => this.deps.logger.warn({ err: messageOf(err) }, 'task tick failed'))
+      .finally(() => this.emit('tick'));
+    return this.ticking;
+  }
+
+  /** Whether another instance is live: a fresh heartbeat and, on this host, its pid running (and not ours: a reused pid). */
+  private alive(i: { heartbeatAt: number; host: string; pid: number }): boolean {
+    if (this.deps.clock.now() - i.heartbeatAt > TASK_STALE_MS) return false;
+    if (i.host !== this.host) return true;
+    return i.pid !== process.pid && (this.deps.pidAlive ?? pidAlive)(i.pid);
+  }
+
+  private iso(): string {
+    return new Date(this.deps.clock.now()).toISOString();
+  }
+}
+
+function refusal(outcome: string, reason: string): CallToolResult {
+  return { content: [{ type: 'text', text: `${outcome}: ${reason}` }], isError: true, _meta: { 'mcp-broker/outcome': outcome } };
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

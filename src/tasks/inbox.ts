@@ -1,0 +1,53 @@
+/**
+ * The approval inbox over the store alone (no running broker needed): list parked calls and
+ * decide one. `mcp-broker approvals` uses it directly; a serving broker's {@link TaskEngine}
+ * uses it too and then acts at once. An approval written by another process is taken up by a
+ * serving broker on its next tick (`TASK_POLL_MS`).
+ */
+import type { CallToolResult } from '@modelcontextprotocol/server';
+import type { Store, TaskRow } from '../store/store.js';
+import { TASK_LIST_LIMIT } from './constants.js';
+
+/** An operator's decision on one parked call. */
+export interface InboxDecision {
+  /** `true`: the call resumes through the rest of the path; `false`: it fails with `reason`. */
+  readonly approve: boolean;
+  /** Who decided: `cli`, or a principal name. */
+  readonly by: string;
+  /** Why, for a rejection (one line; shown to the caller). */
+  readonly reason?: string;
+}
+
+/** Parked calls not yet decided, newest first (every principal's). */
+export async function listParked(store: Store, now: number): Promise<TaskRow[]> {
+  return (await store.listTasks({ status: 'parked', now, limit: TASK_LIST_LIMIT })).filter((r) => r.approvedBy === null);
+}
+
+/**
+ * Decides parked call `id`. Approve: the row is marked approved (still `parked` until a broker
+ * takes it up). Reject: the row becomes `failed`, its result an `approval_required` refusal
+ * naming the reason. Answers the row after, or undefined when `id` is not a parked call waiting
+ * for a decision (unknown, expired, already decided).
+ */
+export async function decideParked(store: Store, id: string, decision: InboxDecision, now: number): Promise<TaskRow | undefined> {
+  const row = await store.getTask(id, now);
+  if (!row || row.status !== 'parked' || row.approvedBy !== null) return undefined;
+  const updatedAt = new Date(now).toISOString();
+  if (decision.approve) {
+    if (!(await store.updateTask(id, ['parked'], { status: 'parked', approvedBy: decision.by, updatedAt }))) return undefined;
+  } else {
+    const reason = rejectionReason(decision);
+    const result: CallToolResult = {
+      content: [{ type: 'text', text: `approval_required: ${reason}` }],
+      isError: true,
+      _meta: { 'mcp-broker/outcome': 'approval_required' },
+    };
+    if (!(await store.updateTask(id, ['parked'], { status: 'failed', reason, result, updatedAt }))) return undefined;
+  }
+  return store.getTask(id, now);
+}
+
+/** The one-line reason a rejected call fails with. */
+export function rejectionReason(decision: InboxDecision): string {
+  return `rejected by ${decision.by}${decision.reason ? `: ${decision.reason}` : ''}`;
+}

@@ -1,0 +1,97 @@
+/**
+ * The task engine's instance rules on a manual clock and an in-memory store (issue 15 §3): a
+ * dead instance's running rows become killed by system, another live instance's running row
+ * reads A2A `unknown` until its heartbeat goes stale, and TTL expiry deletes a task.
+ * The broker path is stood in for by `run` (this tests the engine, not the path).
+ */
+import { hostname } from 'node:os';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { BrokerAnswer } from '../../src/broker/broker.js';
+import type { CallerSession, ToolTarget } from '../../src/broker/types.js';
+import { ManualClock } from '../../src/shared/clock.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { SqliteStore, type TaskRow } from '../../src/store/index.js';
+import { TASK_POLL_MS, TASK_STALE_MS, TaskEngine } from '../../src/tasks/index.js';
+
+const engines: TaskEngine[] = [];
+afterEach(async () => {
+  for (const e of engines.splice(0)) await e.stop();
+});
+
+const session: CallerSession = { sessionId: 's1', principal: 'alice', unit: 's1', isLive: () => true };
+const target: ToolTarget = { name: 'u__echo', server: 'u', toolName: 'echo', state: 'active', source: 'upstream' };
+
+function setup(options: { pidAlive?: (pid: number) => boolean; run?: () => Promise<BrokerAnswer> } = {}) {
+  const clock = new ManualClock();
+  const store = SqliteStore.open(':memory:');
+  const engine = new TaskEngine({
+    store,
+    clock,
+    logger: silentLogger(),
+    run: options.run ?? (() => new Promise<BrokerAnswer>(() => undefined)),
+    scrubArgs: (a) => a,
+    ttlMs: 60_000,
+    maxTtlMs: 120_000,
+    askMode: () => 'elicit',
+    pidAlive: options.pidAlive,
+  });
+  engines.push(engine);
+  return { clock, store, engine };
+}
+
+function runningRow(id: string, owner: string, at: string): TaskRow {
+  return {
+    id, status: 'running', stoppedBy: null, owner, principal: 'alice', unit: 's1', sessionId: 's1', subject: 'u/echo', name: 'u__echo',
+    args: {}, argsRedacted: false, result: null, reason: null, callId: '', approvedBy: null, createdAt: at, updatedAt: at, ttlMs: 60_000,
+  };
+}
+
+describe('TaskEngine instances', () => {
+  it('an instance on this host whose pid is gone is reaped at start, though its heartbeat is fresh: killed by system, MCP failed, A2A failed', async () => {
+    const { clock, store, engine } = setup({ pidAlive: () => false });
+    const at = new Date(clock.now()).toISOString();
+    await store.heartbeat({ id: 'old', host: hostname(), pid: 424242, startedAt: at, heartbeatAt: at });
+    await store.addTask(runningRow('t1', 'old', at));
+    await engine.start();
+    const row = (await engine.get('t1', 'alice'))!;
+    expect(row).toMatchObject({ status: 'killed', stoppedBy: 'system' });
+    expect(engine.a2a(row)).toBe('failed');
+    expect(engine.toMcpTask(row)).toMatchObject({ status: 'failed', _meta: { 'mcp-broker/a2a': 'failed' } });
+  });
+
+  it('a running row of a live instance on another host reads unknown (MCP working); once its heartbeat is stale it is reaped', async () => {
+    const { clock, store, engine } = setup();
+    const at = new Date(clock.now()).toISOString();
+    await store.heartbeat({ id: 'peer', host: 'another-host', pid: 1, startedAt: at, heartbeatAt: at });
+    await store.addTask(runningRow('t1', 'peer', at));
+    await engine.start();
+    let row = (await engine.get('t1', 'alice'))!;
+    expect(row.status).toBe('running');
+    expect(engine.a2a(row)).toBe('unknown');
+    expect(engine.toMcpTask(row).status).toBe('working');
+    await clock.advance(TASK_STALE_MS + TASK_POLL_MS);
+    row = (await engine.get('t1', 'alice'))!;
+    expect(row).toMatchObject({ status: 'killed', stoppedBy: 'system' });
+    expect(engine.a2a(row)).toBe('failed');
+  });
+
+  it("a task is one principal's: get and cancel by another find nothing", async () => {
+    const { engine } = setup();
+    await engine.start();
+    const row = await engine.create({ name: 'u__echo', args: {} }, session, target);
+    expect(await engine.get(row.id, 'bob')).toBeUndefined();
+    await expect(engine.cancel(row.id, 'bob')).rejects.toMatchObject({ code: 'not_found' });
+    expect(await engine.cancel(row.id, 'alice')).toMatchObject({ status: 'killed', stoppedBy: 'user' });
+  });
+
+  it('TTL: a completed task and its result are deleted once its ttl has passed', async () => {
+    const answer = { callId: 'c1', outcome: 'ok', status: 200, result: { content: [{ type: 'text', text: 'done' }] } } as BrokerAnswer;
+    const { clock, engine } = setup({ run: async () => answer });
+    await engine.start();
+    const row = await engine.create({ name: 'u__echo', args: {} }, session, target, 5_000);
+    const done = await engine.settled(row.id, 'alice', new AbortController().signal);
+    expect(done).toMatchObject({ status: 'completed', callId: 'c1', result: answer.result });
+    await clock.advance(5_000);
+    expect(await engine.get(row.id, 'alice')).toBeUndefined();
+  });
+});
