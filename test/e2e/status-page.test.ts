@@ -5,7 +5,8 @@
  * crashy (its `crash` exits the child: upstream_error, and with `threshold: 1` an open breaker)
  * and one that throws at start. The page must list the upstreams with the failing one's error
  * line, the roster with policy and pin state, show a call made over MCP as it happens, show the
- * open breaker, and show a user only its own calls. It must work under the CSP it is sent with
+ * open breaker, let an operator approve a call parked in the approval inbox, and show a user
+ * only its own calls. It must work under the CSP it is sent with
  * (no violation reported). A screenshot is saved to `test-results/status-page.png`.
  */
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -57,7 +58,7 @@ describe('status page in Chromium', () => {
       extra: {
         principals: { op: { token: OP, role: 'operator' }, alice: { token: ALICE }, bob: { token: BOB } },
         broker: { breaker: { threshold: 1, openMs: 600_000 }, restart: { initialDelayMs: 10, maxDelayMs: 50 } },
-        policy: { default: 'allow', rules: [{ tools: ['echo__slow'], action: 'deny' }] },
+        policy: { default: 'allow', askMode: 'park', rules: [{ tools: ['echo__slow'], action: 'deny' }, { tools: ['crashy__hello'], action: 'ask' }] },
       },
     });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
@@ -129,6 +130,22 @@ describe('status page in Chromium', () => {
     await page.locator('#calls tr[data-name="crashy__crash"][data-outcome="upstream_error"]').waitFor({ timeout: UI_TIMEOUT_MS });
     mkdirSync(join(ROOT, 'test-results'), { recursive: true });
     await page.screenshot({ path: join(ROOT, 'test-results', 'status-page.png'), fullPage: true });
+    await page.context().close();
+    expect(violations).toEqual([]);
+  });
+
+  it('lists a call parked in the approval inbox, and an operator approves it with the page’s button', async () => {
+    const page = await open(OP);
+    await page.locator('#live.on').waitFor({ timeout: UI_TIMEOUT_MS });
+    const waiting = alice.client.callTool({ name: 'crashy__hello', arguments: {} }, undefined, { timeout: 60_000 });
+    const entry = page.locator('#approvals li[data-tool="crashy__hello"]');
+    await entry.waitFor({ timeout: UI_TIMEOUT_MS });
+    expect(await entry.textContent()).toContain('for alice');
+    await entry.locator('button.approve').click();
+    const result = await waiting;
+    expect((result._meta as Record<string, string>)['mcp-broker/outcome']).toBe('ok');
+    expect(JSON.stringify(result.content)).toContain('hello from');
+    await page.locator('#approvals li.none').waitFor({ timeout: UI_TIMEOUT_MS });
     await page.context().close();
     expect(violations).toEqual([]);
   });

@@ -8,7 +8,8 @@
  * form shown after a 401, and sends it on every request. It loads `/api/v1/status`, reads
  * `/api/v1/events` as a stream (a `fetch`, since `EventSource` cannot send a header) and adds
  * each call record at the top as it arrives, reloading the snapshot (breakers, upstreams) at
- * most once a second after one, and every 5 s.
+ * most once a second after one, and every 5 s. An operator approves or rejects a parked call
+ * with the buttons beside it (`POST /api/v1/approvals/:id`).
  */
 
 export const STATUS_HTML = `<!doctype html>
@@ -61,6 +62,7 @@ td.reason, td.error { font-family: ui-monospace, monospace; font-size: .85rem; w
 #live.on { color: #1a7f37; }
 #live.off { color: #cf222e; }
 #breakers li { color: #cf222e; font-weight: 600; }
+#approvals button { margin-left: .4rem; }
 tr.fresh { animation: fresh 2s ease-out; }
 @keyframes fresh { from { background: #ffd33d66; } to { background: transparent; } }
 form { margin: 1rem 0; }
@@ -102,6 +104,22 @@ export const STATUS_JS = `'use strict';
   function fill(el, children) {
     while (el.firstChild) el.removeChild(el.firstChild);
     children.forEach(function (c) { el.appendChild(c); });
+  }
+  function button(label, cls, onClick) {
+    var b = document.createElement('button');
+    b.type = 'button';
+    b.textContent = label;
+    b.className = cls;
+    b.addEventListener('click', function () { b.disabled = true; onClick(); });
+    return b;
+  }
+  function decide(id, approve) {
+    var h = headers();
+    h['Content-Type'] = 'application/json';
+    var body = approve ? { approve: true } : { approve: false, reason: 'rejected on the status page' };
+    fetch('/api/v1/approvals/' + encodeURIComponent(id), { method: 'POST', headers: h, body: JSON.stringify(body) })
+      .then(function () { return load(); })
+      .catch(function () {});
   }
   function showLogin(message) {
     $('login').hidden = false;
@@ -145,7 +163,14 @@ export const STATUS_JS = `'use strict';
     fill($('breakers'), s.breakers.length ? s.breakers.map(function (b) {
       return item(b.name + ': ' + b.state + (b.until ? ' until ' + b.until.slice(11, 19) : ''), { 'data-name': b.name, 'data-state': b.state });
     }) : [item('none', { 'class': 'none' })]);
-    fill($('approvals'), s.approvals && s.approvals.length ? s.approvals.map(function (a) { return item(String(a.name || a.id)); }) : [item('none', { 'class': 'none' })]);
+    fill($('approvals'), s.approvals.length ? s.approvals.map(function (a) {
+      var li = item(a.tool + ' for ' + a.principal + (a.reason ? ': ' + a.reason : '') + ' ', { 'data-id': a.id, 'data-tool': a.tool });
+      if (s.viewer.role === 'operator') {
+        li.appendChild(button('Approve', 'approve', function () { decide(a.id, true); }));
+        li.appendChild(button('Reject', 'reject', function () { decide(a.id, false); }));
+      }
+      return li;
+    }) : [item('none', { 'class': 'none' })]);
     s.calls.forEach(function (r) { addCall(r, false); });
   }
 

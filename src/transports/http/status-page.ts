@@ -10,8 +10,9 @@
  *    bearer auth as `/mcp` (the page sends the token given in `#token=…` or typed into it).
  *  - `GET /api/v1/status` → {@link StatusSnapshot}: upstreams and their state with the last
  *    error line, the roster with each tool's policy action and pin state, open breakers,
- *    pending approvals (`null` until the approval inbox exists), recent calls, the version and
- *    the protocol revisions served. An operator (role `operator`, or `local`) sees all; a user
+ *    the calls parked in the approval inbox (an operator decides them with the page's buttons,
+ *    `POST /api/v1/approvals/:id`, tasks-api.ts), recent calls, the version and the protocol
+ *    revisions served. An operator (role `operator`, or `local`) sees all; a user
  *    sees the tools it may call, their breakers, upstream states without error lines, and only
  *    its own calls.
  *  - Live calls: the page listens on `GET /api/v1/events` (admin.ts), same visibility rule.
@@ -22,6 +23,7 @@ import { visibleTools } from '../../broker/visible-tools.js';
 import type { CallRecord } from '../../broker/types.js';
 import type { Gateway } from '../../gateway.js';
 import { EVERY_PRINCIPAL } from '../../store/index.js';
+import { listParked } from '../../tasks/inbox.js';
 import { VERSION } from '../../version.js';
 import { API_PREFIX } from './admin.js';
 import type { Principal } from './auth.js';
@@ -45,8 +47,8 @@ export interface StatusSnapshot {
   upstreams: { name: string; kind: string; state: string; errorCode?: string; lastError?: { at: string; message: string } }[];
   tools: { name: string; server: string; toolName: string; policy: string; pin: 'pinned' | 'changed' | 'unpinned' | 'local' }[];
   breakers: { name: string; state: string; until?: string }[];
-  /** Calls parked for an operator's decision; `null` while the broker has no approval inbox. */
-  approvals: null;
+  /** Calls parked in the approval inbox for an operator's decision (`policy.askMode` `park`), newest first; a user's own only. */
+  approvals: { id: string; tool: string; principal: string; reason: string | null; createdAt: string }[];
   calls: CallRecord[];
 }
 
@@ -98,6 +100,10 @@ export async function statusSnapshot(gateway: Gateway, principal: Principal): Pr
     .map((b) => (b.until !== undefined ? { name: b.name, state: b.state, until: new Date(b.until).toISOString() } : { name: b.name, state: b.state }));
   const { path, maxFiles } = gateway.config.broker.records;
   const calls = await queryCalls(path, maxFiles, { outcomes: [], limit: STATUS_RECENT_CALLS, principal: operator ? undefined : principal.name }).catch(() => []);
+  const parked = await listParked(gateway.store, gateway.clock.now()).catch(() => []);
+  const approvals = parked
+    .filter((r) => operator || r.principal === principal.name)
+    .map((r) => ({ id: r.id, tool: r.name, principal: r.principal, reason: r.reason, createdAt: r.createdAt }));
   return {
     version: VERSION,
     protocolVersions: SUPPORTED_PROTOCOL_VERSIONS,
@@ -105,7 +111,7 @@ export async function statusSnapshot(gateway: Gateway, principal: Principal): Pr
     upstreams,
     tools: rows,
     breakers,
-    approvals: null,
+    approvals,
     calls,
   };
 }
