@@ -43,6 +43,8 @@ import { callerTrace, traceCarrierOf, type TraceCarrier } from '../shared/trace-
 export const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
 /** The era of a request without that key: the `initialize` era. */
 export const LEGACY_ERA = '2025-11-25';
+/** Longest wait for the last export at shutdown, in ms ({@link CallTracer.shutdown}). */
+export const TRACE_SHUTDOWN_TIMEOUT_MS = 2000;
 /** Name of the stage whose every run is one upstream attempt (broker/invoke.ts). */
 const ATTEMPT_STAGE = 'invoke';
 
@@ -116,9 +118,22 @@ export class CallTracer {
     return this.provider.forceFlush();
   }
 
-  /** Flushes and stops exporting; spans started afterwards are dropped. */
-  shutdown(): Promise<void> {
-    return this.provider.shutdown();
+  /**
+   * Flushes and stops exporting; spans started afterwards are dropped. Waits at most
+   * `timeoutMs` (default {@link TRACE_SHUTDOWN_TIMEOUT_MS}) for the last export, so a collector
+   * that is down cannot hold up the broker's exit; then whatever was not exported is dropped.
+   */
+  async shutdown(timeoutMs = TRACE_SHUTDOWN_TIMEOUT_MS): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+      timer.unref();
+    });
+    try {
+      await Promise.race([this.provider.shutdown(), gaveUp]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private callStage(): Stage {
