@@ -4,10 +4,6 @@
  */
 import { EventEmitter } from 'node:events';
 import type { ClientCapabilities, LoggingLevel, LoggingMessageNotification } from '@modelcontextprotocol/server';
-import { LoggingLevelSchema } from '@modelcontextprotocol/core';
-
-/** MCP log levels, most verbose first. */
-const LOG_SEVERITY = LoggingLevelSchema.options;
 import { NdjsonRecordSink, RecordPublisher, type RecordSink } from './audit/index.js';
 import { Broker, orderStages, type CallRecord, type ToolTarget } from './broker/index.js';
 import { deadlineStage } from './broker/deadline.js';
@@ -19,6 +15,7 @@ import { Breakers, breakerStage } from './broker/breaker.js';
 import { BudgetLedger, budgetFromEnv, budgetStage } from './broker/budget.js';
 import { evaluateStage } from './broker/evaluate.js';
 import { pinRoster } from './broker/pins.js';
+import { ToolFacts } from './broker/tool-facts.js';
 import { approveHint } from './broker/approve-hint.js';
 import { isPrivilegedPrincipal, livePolicy, type LivePolicy } from './broker/policy.js';
 import { diffConfig, type ConfigDiff } from './config/diff.js';
@@ -38,8 +35,11 @@ import { ConfigError, messageOf } from './shared/errors.js';
 import type { Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
 import { McpUpstream } from './upstream/connection.js';
-import { ToolSettingsTable, type ToolSettings } from './upstream/tool-settings.js';
+import { offeredCapabilities } from './upstream/modern-call.js';
+import type { ToolSettingsTable } from './upstream/tool-settings.js';
 import { Registry, type ListKind } from './upstream/registry.js';
+import { ResourceRouter } from './upstream/resources.js';
+import { UpstreamLogLevel } from './upstream/log-level.js';
 import { RestUpstream } from './upstream/rest/index.js';
 import type { Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
@@ -88,6 +88,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly clock: Clock;
   readonly scrubber: Scrubber;
   readonly registry: Registry;
+  /** Which upstream serves a resource, and subscriptions counted across sessions (upstream/resources.ts). */
+  readonly resources: ResourceRouter;
+  /** The log level upstreams are asked for, from every session's `logging/setLevel` (upstream/log-level.ts). */
+  readonly logLevel: UpstreamLogLevel;
+  /** Per-tool settings, deadlines, text verdicts and read-only-ness, from the config (broker/tool-facts.ts). */
+  readonly tools: ToolFacts;
   readonly router: ToolRouter;
   readonly broker: Broker;
   readonly records: RecordSink;
@@ -122,10 +128,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private markReady!: () => void;
   private started = false;
   private isReady = false;
-  private readonly logLevels = new Map<string, LoggingLevel>();
-  private upstreamLogLevel: LoggingLevel | undefined;
   private prepared?: Promise<void>;
-  private readonly subscriptions = new Map<string, number>();
   /** What upstreams are offered at dial (set by `start`), for upstreams a reload adds. */
   private offered: ClientCapabilities = {};
 
@@ -150,6 +153,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.cliPath = deps.cliPath;
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
     this.registry = new Registry(this.logger, this.scrubber);
+    this.logLevel = new UpstreamLogLevel(this.registry);
+    this.tools = new ToolFacts(config, this.policy);
+    this.resources = new ResourceRouter({ registry: this.registry, logger: this.logger, timeoutMs: config.broker.timeoutMs });
     this.primitives = new PrimitiveGuard({
       policy: this.policy,
       prefixOf: (server) => this.registry.prefixOf(server),
@@ -210,7 +216,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     if (!upstream) return undefined;
     this.scrubber.addSecrets(upstream.secrets);
     const prefix = server.prefix === false ? '' : (server.prefix ?? name);
-    const settings = this.toolSettings(name);
+    const settings = this.tools.settings(name);
     this.registry.add({
       upstream,
       prefix,
@@ -257,7 +263,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     replaceContents(config.mcpServers, next.mcpServers);
     config.policy = next.policy;
     this.policy.replace(next.policy);
-    this.settingsByServer.clear();
+    this.tools.forget();
     const closing: Promise<void>[] = [];
     for (const name of diff.removed) {
       const entry = this.registry.remove(name);
@@ -311,7 +317,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       scrub: scrubStage({ scrubber }),
       judge: judgeStage({
         resolve: (name) => this.router.resolve(name),
-        isReadOnly: (t) => this.isReadOnly(t),
+        isReadOnly: (t) => this.tools.isReadOnly(t),
         policy: this.policy,
         store: this.store,
         clock: this.clock,
@@ -325,6 +331,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       budget: budgetStage({
         ledger: this.budgets,
         limitFor: (call) => principals[call.session.principal]?.budgetPerUnit ?? budget,
+        windowMs: broker.budgetWindowMs,
+        now: () => this.clock.now(),
         logger: this.logger,
       }),
       breaker: breakerStage(this.breakers),
@@ -336,11 +344,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       }),
       deadline: deadlineStage({
         clock: this.clock,
-        timeoutFor: (call) => this.timeoutFor(call.target),
+        timeoutFor: (call) => this.tools.timeoutFor(call.target),
         extendOnProgress: broker.extendOnProgress,
         maxTotalTimeoutMs: broker.maxTotalTimeoutMs,
       }),
-      invoke: invokeStage({ router: this.router, verdictFromText: (call) => this.verdictFromText(call.target) }),
+      invoke: invokeStage({ router: this.router, verdictFromText: (call) => this.tools.verdictFromText(call.target) }),
     });
     return this.tracer ? this.tracer.instrument(stages) : stages;
   }
@@ -350,63 +358,31 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return (this.visibility ??= {
       policy: this.policy,
       resolve: (name) => this.router.resolve(name),
-      isReadOnly: (t) => this.isReadOnly(t),
+      isReadOnly: (t) => this.tools.isReadOnly(t),
       isPrivileged: (p) => isPrivilegedPrincipal(this.config.principals, p),
-      present: (tool, target) => this.toolSettings(target.server)?.present(tool, target.toolName) ?? tool,
+      present: (tool, target) => this.tools.settings(target.server)?.present(tool, target.toolName) ?? tool,
     });
   }
   private visibility?: VisibleToolsDeps;
 
-  /** Per-tool settings of each MCP server (`mcpServers.<key>.tools`: own names, advertised names, globs). */
-  private readonly settingsByServer = new Map<string, ToolSettingsTable>();
-
-  /** The per-tool settings table of MCP server `server`; undefined for REST servers (their `tools` define the tools). */
+  /** @deprecated {@link ToolFacts.settings} on `gateway.tools`. */
   toolSettings(server: string): ToolSettingsTable | undefined {
-    let table = this.settingsByServer.get(server);
-    if (!table) {
-      const config = this.config.mcpServers[server];
-      if (!config || serverKind(config) === 'rest' || !('tools' in config)) return undefined;
-      this.settingsByServer.set(server, (table = new ToolSettingsTable(config.tools as Record<string, ToolSettings>)));
-    }
-    return table;
+    return this.tools.settings(server);
   }
 
-  /** Deadline of a call to `target`, in ms: per tool, else per server, else `broker.timeoutMs`. */
+  /** @deprecated {@link ToolFacts.timeoutFor} on `gateway.tools`. */
   timeoutFor(target: ToolTarget | undefined): number {
-    const server = target ? this.config.mcpServers[target.server] : undefined;
-    if (!target || !server) return this.config.broker.timeoutMs;
-    const table = this.toolSettings(target.server);
-    const perTool = table
-      ? table.for(target.toolName, target.name).timeoutMs
-      : 'tools' in server
-        ? (server.tools as Record<string, { timeoutMs?: number }>)[target.toolName]?.timeoutMs
-        : undefined;
-    return perTool ?? server.timeoutMs ?? this.config.broker.timeoutMs;
+    return this.tools.timeoutFor(target);
   }
 
-  /** Whether `target`'s verdict is read from its JSON text too: the per-tool `verdictFromText`, else the server's (default false). */
+  /** @deprecated {@link ToolFacts.verdictFromText} on `gateway.tools`. */
   verdictFromText(target: ToolTarget | undefined): boolean {
-    const server = target ? this.config.mcpServers[target.server] : undefined;
-    if (!server || !('verdictFromText' in server)) return false;
-    const perTool = this.toolSettings(target!.server)?.for(target!.toolName, target!.name).verdictFromText;
-    return perTool ?? server.verdictFromText;
+    return this.tools.verdictFromText(target);
   }
 
-  /**
-   * Whether a tool counts as read-only (retry, `read-only` mode): a per-tool `readOnly` wins;
-   * else listed in `policy.readOnly` (globs over advertised names) or `annotations.readOnlyHint: true`.
-   */
+  /** @deprecated {@link ToolFacts.isReadOnly} on `gateway.tools`. */
   isReadOnly(target: ToolTarget): boolean {
-    const server = this.config.mcpServers[target.server];
-    const table = server ? this.toolSettings(target.server) : undefined;
-    const override = table
-      ? table.for(target.toolName, target.name).readOnly
-      : server && 'tools' in server
-        ? (server.tools as Record<string, { readOnly?: boolean }>)[target.toolName]?.readOnly
-        : undefined;
-    if (override !== undefined) return override;
-    if (this.policy.listedReadOnly(target.name)) return true;
-    return target.definition?.annotations?.readOnlyHint === true;
+    return this.tools.isReadOnly(target);
   }
 
   /**
@@ -476,64 +452,29 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     for (const u of this.registry.upstreams) if (u instanceof McpUpstream) u.kill();
   }
 
-  /**
-   * The upstream serving a resource URI: the one listing it, then the best template it is an
-   * expansion of (`Roster.resourceServer`: `resourcePriority`, specificity, config order), then
-   * the only ready upstream with resources. Undefined: none (the caller answers -32602, resource not found).
-   */
+  /** @deprecated the resource router's {@link ResourceRouter.upstreamFor}, kept for callers not yet moved. */
   upstreamForResource(uri: string): Upstream | undefined {
-    const server = this.registry.roster.resourceServer(uri);
-    if (server !== undefined) return this.registry.upstream(server);
-    const withResources = this.registry.upstreams.filter((u) => u.status.state === 'ready' && u.capabilities?.resources);
-    return withResources.length === 1 ? withResources[0] : undefined;
+    return this.resources.upstreamFor(uri);
   }
 
-  /** The upstream to complete a `ref/resource` for: the one whose template string it is, else as {@link upstreamForResource}. */
+  /** @deprecated the resource router's {@link ResourceRouter.upstreamForTemplate}. */
   upstreamForTemplate(uriTemplate: string): Upstream | undefined {
-    const server = this.registry.roster.templateServer(uriTemplate);
-    return server !== undefined ? this.registry.upstream(server) : this.upstreamForResource(uriTemplate);
+    return this.resources.upstreamForTemplate(uriTemplate);
   }
 
-  /**
-   * Records one session's `logging/setLevel` (undefined: the session ended) and sends upstreams
-   * the most verbose level any live session asked for. Upstreams are shared, so one session's
-   * `error` never silences what another asked to see; each session still filters what it gets.
-   */
+  /** @deprecated {@link UpstreamLogLevel.set} on `gateway.logLevel`, kept for callers not yet moved. */
   setLogLevel(sessionId: string, level: LoggingLevel | undefined): void {
-    if (level) this.logLevels.set(sessionId, level);
-    else this.logLevels.delete(sessionId);
-    const wanted = [...this.logLevels.values()].sort((a, b) => LOG_SEVERITY.indexOf(a) - LOG_SEVERITY.indexOf(b))[0];
-    if (!wanted || wanted === this.upstreamLogLevel) return;
-    this.upstreamLogLevel = wanted;
-    for (const u of this.registry.upstreams) {
-      if (u.status.state === 'ready' && u.capabilities?.logging) {
-        void u.request('logging/setLevel', { level: wanted }, { timeoutMs: 5000 }).catch(() => undefined);
-      }
-    }
+    this.logLevel.set(sessionId, level);
   }
 
-  /** Reference-counted `resources/subscribe` across sessions. */
-  async subscribe(uri: string): Promise<void> {
-    const count = this.subscriptions.get(uri) ?? 0;
-    this.subscriptions.set(uri, count + 1);
-    if (count > 0) return;
-    const upstream = this.upstreamForResource(uri);
-    if (upstream?.capabilities?.resources?.subscribe) {
-      await upstream.request('resources/subscribe', { uri }, { timeoutMs: this.config.broker.timeoutMs }).catch((err) => {
-        this.logger.warn({ uri, err: messageOf(err) }, 'upstream resources/subscribe failed');
-      });
-    }
+  /** @deprecated the resource router's {@link ResourceRouter.subscribe}. */
+  subscribe(uri: string): Promise<void> {
+    return this.resources.subscribe(uri);
   }
 
-  async unsubscribe(uri: string): Promise<void> {
-    const count = this.subscriptions.get(uri) ?? 0;
-    if (count <= 1) this.subscriptions.delete(uri);
-    else return void this.subscriptions.set(uri, count - 1);
-    if (count === 0) return;
-    const upstream = this.upstreamForResource(uri);
-    if (upstream?.capabilities?.resources?.subscribe) {
-      await upstream.request('resources/unsubscribe', { uri }, { timeoutMs: this.config.broker.timeoutMs }).catch(() => undefined);
-    }
+  /** @deprecated the resource router's {@link ResourceRouter.unsubscribe}. */
+  unsubscribe(uri: string): Promise<void> {
+    return this.resources.unsubscribe(uri);
   }
 
   private createUpstream(name: string, server: ServerConfig): Upstream | undefined {
@@ -551,18 +492,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       restart: this.config.broker.restart,
       version: VERSION,
       scrubber: this.scrubber,
+      eras: this.store,
+      legacyEraMaxAgeMs: this.config.broker.legacyEraMaxAgeMs,
     });
   }
-}
-
-/** Capabilities an upstream is offered: only what the downstream client declared. */
-function offeredCapabilities(declared: ClientCapabilities | undefined): ClientCapabilities {
-  const out: ClientCapabilities = {};
-  if (!declared) return out;
-  if (declared.sampling) out.sampling = declared.sampling;
-  if (declared.elicitation) out.elicitation = declared.elicitation;
-  if (declared.roots) out.roots = declared.roots;
-  return out;
 }
 
 /** Makes `target` hold exactly the entries of `source`, in its order (the object itself is kept). */

@@ -11,7 +11,14 @@
  * never invoked (`call.attempts === 0`, which counts only attempts that were sent: refused by
  * the breaker, cancelled before invoke, or refused by invoke or the router before anything was
  * sent), so refused calls do not spend and concurrent calls cannot overshoot. Retries are one call.
+ *
+ * A session's unit lasts as long as its session (released when it ends). A sessionless unit
+ * (`CallerSession.sessionless`: the admin API's `api:<principal>`) has no such end, so its budget
+ * is per window instead: `windowMs` (`broker.budgetWindowMs`, default `DEFAULT_BUDGET_WINDOW_MS`)
+ * from its first call, after which it renews in full and its one-time warnings may be given
+ * again. No unit locks its principal out for good (DESIGN.md "Units without sessions").
  */
+import { DEFAULT_BUDGET_WINDOW_MS } from '../config/schema.js';
 import { ConfigError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { Stage } from './runner.js';
@@ -41,11 +48,26 @@ export function budgetFromEnv(env: NodeJS.ProcessEnv = process.env): Budget | un
   return n;
 }
 
-/** Calls spent per unit. In memory: a unit lives as long as its session. */
+/** Calls spent per unit. In memory: a unit lives as long as its session, or its window. */
 export class BudgetLedger {
   private readonly spent = new Map<string, number>();
   /** One-time warnings already given, per unit. */
   private readonly flags = new Map<string, Set<string>>();
+  /** When each windowed unit's current window ends (ms since the epoch). */
+  private readonly windowEnds = new Map<string, number>();
+
+  /**
+   * Starts `unit`'s window at `now` if it has none, or renews it (spent and warnings forgotten)
+   * when its window ended by `now`. Returns when the current window ends, in ms since the epoch.
+   * Only for sessionless units; a session's unit never calls it.
+   */
+  renew(unit: string, now: number, windowMs: number): number {
+    const end = this.windowEnds.get(unit);
+    if (end !== undefined && now < end) return end;
+    this.release(unit);
+    this.windowEnds.set(unit, now + windowMs);
+    return now + windowMs;
+  }
 
   /** True the first time `flag` is raised for `unit` (until the unit is released). */
   flag(unit: string, flag: 'warned' | 'exhausted'): boolean {
@@ -81,10 +103,11 @@ export class BudgetLedger {
     return [...this.spent].map(([unit, used]) => ({ unit, used }));
   }
 
-  /** Forgets a unit (its session ended). */
+  /** Forgets a unit (its session ended, or its window did). */
   release(unit: string): void {
     this.spent.delete(unit);
     this.flags.delete(unit);
+    this.windowEnds.delete(unit);
   }
 }
 
@@ -92,6 +115,13 @@ export interface BudgetDeps {
   /** The budget of the call's unit, in invoked calls, or `"unlimited"`. */
   limitFor(call: BrokerCall): Budget;
   ledger?: BudgetLedger;
+  /**
+   * Window of a sessionless unit's budget, in ms (`broker.budgetWindowMs`); default
+   * `DEFAULT_BUDGET_WINDOW_MS` (config/schema.ts).
+   */
+  windowMs?: number;
+  /** The time, in ms since the epoch, for windows; default `Date.now`. */
+  now?: () => number;
   /** Gets the one-time warnings (near the limit, at the limit); default none. */
   logger?: Pick<Logger, 'warn'>;
 }
@@ -102,6 +132,8 @@ const RAISE_HINT =
 
 export function budgetStage(deps: BudgetDeps): Stage & { readonly ledger: BudgetLedger } {
   const ledger = deps.ledger ?? new BudgetLedger();
+  const windowMs = deps.windowMs ?? DEFAULT_BUDGET_WINDOW_MS;
+  const now = deps.now ?? Date.now;
   return {
     name: 'budget',
     ledger,
@@ -109,11 +141,17 @@ export function budgetStage(deps: BudgetDeps): Stage & { readonly ledger: Budget
       const unit = call.session.unit;
       const limit = deps.limitFor(call);
       if (limit === 'unlimited') return next();
+      const at = call.session.sessionless ? now() : undefined;
+      const windowEnd = at === undefined ? undefined : ledger.renew(unit, at, windowMs);
       if (!ledger.reserve(unit, limit)) {
+        const spent =
+          windowEnd === undefined
+            ? `unit "${unit}" has spent its budget of ${limit} calls`
+            : `unit "${unit}" has spent its budget of ${limit} calls per ${windowMs} ms; it renews in ${windowEnd - at!} ms`;
         if (ledger.flag(unit, 'exhausted')) {
-          deps.logger?.warn({ unit, principal: call.session.principal, limit, event: 'budget_exhausted' }, `unit "${unit}" has spent its budget of ${limit} calls; ${RAISE_HINT}`);
+          deps.logger?.warn({ unit, principal: call.session.principal, limit, event: 'budget_exhausted' }, `${spent}; ${RAISE_HINT}`);
         }
-        return refuse(call, 'budget_exhausted', `unit "${unit}" has spent its budget of ${limit} calls; ${RAISE_HINT}`);
+        return refuse(call, 'budget_exhausted', `${spent}; ${RAISE_HINT}`);
       }
       const used = ledger.used(unit);
       if (used >= Math.ceil(limit * BUDGET_WARN_SHARE) && used < limit && ledger.flag(unit, 'warned')) {

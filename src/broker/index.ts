@@ -1,3 +1,4 @@
+export { ToolFacts } from './tool-facts.js';
 export { Broker, type BrokerAnswer } from './broker.js';
 export { compose, type Stage, type Next } from './runner.js';
 export { orderStages, type CallPathStages } from './path.js';

@@ -23,7 +23,7 @@ import type { Approval, ObservedTool, PinState, Store } from '../store/store.js'
 import { plainApproveCommand, type ApproveHint } from './approve-hint.js';
 import { askApproval, stillLive } from './ask.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
-import type { ParkDecision } from '../tasks/engine.js';
+import type { ParkDecision } from './types.js';
 import type { Stage } from './runner.js';
 import { refuse, type BrokerCall, type ToolTarget } from './types.js';
 

@@ -2,7 +2,7 @@
  * One `tools/call` as it moves through the broker path (seed 002_7bce204a86c1c7ba.txt).
  * Stages read and write this object; the runner owns its lifecycle.
  */
-import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, Tool } from '@modelcontextprotocol/server';
+import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, LoggingLevel, Tool } from '@modelcontextprotocol/server';
 import type { ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
 import type { Outcome } from './outcomes.js';
 import type { TraceCarrier } from '../shared/trace-context.js';
@@ -57,8 +57,16 @@ export interface CallerSession {
   readonly principal: string;
   /** Budget scope: a session, or an API caller's unit. */
   readonly unit: string;
+  /**
+   * True when no session ends `unit` (the admin API's `api:<principal>`): its budget is per
+   * `broker.budgetWindowMs` window and renews (broker/budget.ts). Absent: the unit is a session's,
+   * its budget lasting as long as the session.
+   */
+  readonly sessionless?: boolean;
   /** What the downstream client declared at initialize. */
   readonly clientCapabilities?: ClientCapabilities;
+  /** The log level the client asked for (`logging/setLevel`); absent: it asked for none. */
+  readonly logLevel?: LoggingLevel;
   /** Asks the human through `elicitation/create`; absent when the client cannot. */
   elicit?(params: ElicitRequest['params'], options: { timeoutMs: number; signal?: AbortSignal }): Promise<ElicitResult>;
   /** Whether the downstream connection is still there to receive an answer. */
@@ -216,3 +224,6 @@ export function refuse(call: BrokerCall, outcome: Outcome, reason: string): void
   call.reason = reason;
   call.result = undefined;
 }
+
+/** How a parked `ask` was decided (the approval inbox, src/tasks/engine.ts `TaskEngine.park`). */
+export type ParkDecision = { approved: true; by: string } | { approved: false; reason: string; cancelled?: boolean };

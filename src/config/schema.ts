@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { DEFAULT_INHERITED_ENV, RESERVED_SERVER_NAMES, SERVER_KEY } from './constants.js';
-import { restServerProblems } from '../upstream/rest/definition.js';
+import { restServerProblems } from './rest-definition.js';
 
 export { DEFAULT_INHERITED_ENV, RESERVED_SERVER_NAMES, SERVER_KEY } from './constants.js';
 
@@ -18,6 +18,12 @@ export const DEFAULT_TIMEOUT_MS = 60_000;
  * within it (issue 18 §1); a runaway agent loop is still stopped. `"unlimited"` means no budget.
  */
 export const DEFAULT_BUDGET_PER_UNIT = 10_000;
+/**
+ * Default of `broker.budgetWindowMs`: how long a sessionless unit's budget lasts before it renews,
+ * in ms (one hour). A sessionless unit (the admin API's `api:<principal>`) has no session whose
+ * end would release it, so without a window it would lock its principal out for good.
+ */
+export const DEFAULT_BUDGET_WINDOW_MS = 3_600_000;
 /** Default of `broker.drainTimeoutMs`: after stdin EOF, time for the requests received to be answered, in ms. */
 export const DEFAULT_DRAIN_TIMEOUT_MS = 10_000;
 /** Default of `broker.maxPendingOutputBytes`: stdout bytes not yet taken by the client past which reading stops (16 MiB). */
@@ -280,6 +286,13 @@ export const brokerSchema = z
      * {@link DEFAULT_BUDGET_PER_UNIT}. `MCP_BROKER_CALL_BUDGET` overrides it.
      */
     budgetPerUnit: budgetSchema.default(DEFAULT_BUDGET_PER_UNIT),
+    /**
+     * Window of a sessionless unit's budget (the admin API's `api:<principal>`), in ms; default
+     * {@link DEFAULT_BUDGET_WINDOW_MS}, at most a day. Such a unit may make `budgetPerUnit` invoked
+     * calls per window; the window starts at its first call and the budget renews when it ends.
+     * A session's unit has no window: its budget lasts as long as the session.
+     */
+    budgetWindowMs: ms().default(DEFAULT_BUDGET_WINDOW_MS),
     breaker: z
       .object({
         /** Consecutive upstream failures (`upstream_error`, `timeout`) that open a tool's breaker. */
@@ -319,6 +332,12 @@ export const brokerSchema = z
     taskTtlMs: ms(30 * 24 * 3_600_000).default(3_600_000),
     /** The longest `ttl` a client may ask for a task, in ms (7 days). */
     maxTaskTtlMs: ms(30 * 24 * 3_600_000).default(7 * 24 * 3_600_000),
+    /**
+     * How long a remembered legacy era verdict of an upstream is used instead of probing it again,
+     * in ms (a day): an upgraded server still answers `initialize`, so only age retires the verdict.
+     * A modern verdict needs no age limit: a stale one fails at once and the upstream is probed again.
+     */
+    legacyEraMaxAgeMs: ms().default(24 * 60 * 60 * 1000),
     /** Upper bound of one stdio message, in bytes (64 MiB). */
     maxMessageBytes: z.number().int().min(1024).default(64 * 1024 * 1024),
     /**

@@ -9,10 +9,16 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
-import type { Gateway } from '../gateway.js';
 import { ConfigError, messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
-import { loadConfigFile } from './load.js';
+import type { ConfigDiff } from './diff.js';
+import { loadConfigFile, type LoadedConfig } from './load.js';
+
+/** What a reload is applied to: the gateway (`Gateway.reload`), named by shape so config/ imports nothing above it. */
+export interface Reloadable {
+  /** Applies `next` (already validated); rejects with a {@link ConfigError} when it is refused. */
+  reload(next: LoadedConfig): Promise<ConfigDiff>;
+}
 
 /** Quiet time after the last change event before the file is read, in ms. */
 export const WATCH_DEBOUNCE_MS = 200;
@@ -23,7 +29,7 @@ export interface ConfigWatching {
   close(): void;
 }
 
-export function watchConfig(gateway: Gateway, options: { file: string; watch: boolean; logger: Logger }): ConfigWatching {
+export function watchConfig(gateway: Reloadable, options: { file: string; watch: boolean; logger: Logger }): ConfigWatching {
   const file = resolve(options.file);
   const logger = options.logger;
   // A config given as a pipe or device was read once at start; it is never read again.

@@ -317,6 +317,7 @@ export class ToolRouter implements Dispatcher {
       timeoutMs: remaining,
       meta: call.request.meta,
       asTask: call.target?.definition?.execution?.taskSupport === 'required',
+      caller: { clientCapabilities: call.session.clientCapabilities, logLevel: call.session.logLevel },
       onServerRequest: call.request.onServerRequest,
       onArgumentsStripped: (names) => (call.notes.stripped = names),
       onProgress: call.onProgress,

@@ -14,13 +14,21 @@ import {
   type BrokerInstance,
   type TaskChange,
   type TaskRow,
-  type TaskStatus, type ObservedTool, type PinState, type Proposal, type SeenTool, type Store, type ToolPin } from './store.js';
+  type TaskStatus,
+  type EraVerdict,
+  type ObservedTool,
+  type PinState,
+  type Proposal,
+  type SeenTool,
+  type Store,
+  type ToolPin,
+} from './store.js';
 
 /** File name of the store inside `broker.dataDir`. */
 export const STORE_FILE = 'broker.sqlite';
 /** How long a write waits for another process's lock, in ms. */
 const BUSY_TIMEOUT_MS = 5_000;
-/** Tables added since (instances, tasks) are created when missing and need no migration: still 2. */
+/** Tables added since (instances, tasks, era_verdicts) are created when missing and need no migration: still 2. */
 const SCHEMA_VERSION = 2;
 
 const SCHEMA = `
@@ -100,6 +108,15 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE INDEX IF NOT EXISTS tasks_by_principal ON tasks (principal, created_at);
 CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (owner, status);
 CREATE INDEX IF NOT EXISTS tasks_by_expiry ON tasks (expires_at);
+-- The era each upstream was found to speak, per definition (upstream/era-memory.ts). Added
+-- without a schema version bump: a build that does not know it never reads it.
+CREATE TABLE IF NOT EXISTS era_verdicts (
+  upstream        TEXT PRIMARY KEY,
+  definition_hash TEXT NOT NULL,
+  era             TEXT NOT NULL CHECK (era IN ('modern', 'legacy')),
+  discover        TEXT,
+  at              TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS first_uses (
   tool      TEXT NOT NULL,
   principal TEXT NOT NULL,
@@ -233,6 +250,12 @@ export class SqliteStore implements Store {
       listProposalsOfBy: db.prepare<[string, string, number], ProposalRow>(
         'SELECT * FROM proposals WHERE principal = ? AND status = ? ORDER BY created_at DESC, rowid DESC LIMIT ?',
       ),
+      getEra: db.prepare<[string], EraRow>('SELECT * FROM era_verdicts WHERE upstream = ?'),
+      putEra: db.prepare<[string, string, string, string | null, string]>(
+        `INSERT INTO era_verdicts (upstream, definition_hash, era, discover, at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (upstream) DO UPDATE SET definition_hash = excluded.definition_hash, era = excluded.era, discover = excluded.discover, at = excluded.at`,
+      ),
+      forgetEra: db.prepare<[string]>('DELETE FROM era_verdicts WHERE upstream = ?'),
       applyProposal: db.prepare<[string, string, string]>(
         "UPDATE proposals SET status = 'applied', applied_at = ?, applied_by = ? WHERE id = ? AND status = 'pending'",
       ),
@@ -455,6 +478,26 @@ export class SqliteStore implements Store {
     return this.stmt.applyProposal.run(at, by, id).changes === 1;
   }
 
+  async getEraVerdict(upstream: string): Promise<EraVerdict | undefined> {
+    const row = this.stmt.getEra.get(upstream);
+    if (!row) return undefined;
+    return {
+      upstream: row.upstream,
+      definitionHash: row.definition_hash,
+      era: row.era,
+      ...(row.discover !== null ? { discover: JSON.parse(row.discover) as object } : {}),
+      at: row.at,
+    };
+  }
+
+  async setEraVerdict(v: EraVerdict): Promise<void> {
+    this.stmt.putEra.run(v.upstream, v.definitionHash, v.era, v.discover === undefined ? null : JSON.stringify(v.discover), v.at);
+  }
+
+  async forgetEraVerdict(upstream: string): Promise<boolean> {
+    return this.stmt.forgetEra.run(upstream).changes === 1;
+  }
+
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
   }
@@ -534,6 +577,14 @@ function toTask(r: TaskSqlRow): TaskRow {
     updatedAt: r.updated_at,
     ttlMs: r.ttl_ms,
   };
+}
+
+interface EraRow {
+  upstream: string;
+  definition_hash: string;
+  era: 'modern' | 'legacy';
+  discover: string | null;
+  at: string;
 }
 
 interface ProposalRow {

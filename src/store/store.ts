@@ -1,6 +1,7 @@
 /**
  * The durable store: everything the broker must remember across restarts sits behind this one
- * interface (DESIGN.md "Scale"): tool pins and approvals now; proposals, tasks and budgets later.
+ * interface (DESIGN.md "Scale"): tool pins, approvals, proposals and upstream era verdicts now;
+ * tasks and budgets later.
  * The default is SQLite in `broker.dataDir` ({@link SqliteStore}); a PostgreSQL store can
  * replace it for several instances, so every method is async and each is one small atomic step.
  *
@@ -158,6 +159,13 @@ export interface Store {
   /** Deletes every task (row and result) whose TTL ran out by `now` (ms since the epoch); returns how many. */
   deleteExpiredTasks(now: number): Promise<number>;
 
+  /** The era verdict last stored for upstream `upstream` (a server key), if any. */
+  getEraVerdict(upstream: string): Promise<EraVerdict | undefined>;
+  /** Stores the verdict of a probe, replacing the upstream's previous one. */
+  setEraVerdict(verdict: EraVerdict): Promise<void>;
+  /** Forgets the verdict of `upstream`; true when there was one. */
+  forgetEraVerdict(upstream: string): Promise<boolean>;
+
   /** Closes the store; later calls reject. */
   close(): Promise<void>;
 }
@@ -256,4 +264,23 @@ export interface Proposal {
   readonly appliedAt?: string;
   /** Principal that applied it. */
   readonly appliedBy?: string;
+}
+
+/**
+ * What probing an upstream found (`server/discover`, then `initialize` on a legacy answer), so a
+ * restart connects without probing again (upstream/era-memory.ts). Bound to the definition it was
+ * found for: a verdict whose {@link definitionHash} differs from the upstream's current one is
+ * not used.
+ */
+export interface EraVerdict {
+  /** The server key in `servers.json`. */
+  readonly upstream: string;
+  /** sha256 of the connection-relevant fields of the upstream's config (`upstreamDefinitionHash`). */
+  readonly definitionHash: string;
+  /** `modern`: 2026-07-28 or later, spoken without `initialize`; `legacy`: 2025-11-25 and older. */
+  readonly era: 'modern' | 'legacy';
+  /** The upstream's `server/discover` result (JSON) for a modern verdict; absent for legacy. */
+  readonly discover?: object;
+  /** When the probe ran (ISO-8601); a legacy verdict is trusted only for `broker.legacyVerdictMaxAgeMs` after it. */
+  readonly at: string;
 }

@@ -23,6 +23,7 @@
  * One principal sees and touches only its own tasks: every read here takes the caller's
  * principal, and a foreign id reads as missing.
  */
+import type { ParkDecision } from '../broker/types.js';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
@@ -56,8 +57,7 @@ export interface TaskEngineDeps {
   pidAlive?(pid: number): boolean;
 }
 
-/** How a parked call was decided. */
-export type ParkDecision = { approved: true; by: string } | { approved: false; reason: string; cancelled?: boolean };
+export type { ParkDecision };
 
 interface Waiter {
   resolve(decision: ParkDecision): void;

@@ -184,6 +184,7 @@ export class DownstreamSession {
       principal: this.principal,
       unit: this.sessionId,
       clientCapabilities: capabilities,
+      logLevel: this.level,
       elicit: capabilities?.elicitation
         ? async (params, { timeoutMs, signal }) => {
             if (sendRequest) {
@@ -341,7 +342,7 @@ export class DownstreamSession {
       const prompt = gw.registry.roster.prompts.get(req.params.name);
       if (!prompt) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${req.params.name}`);
       const judged = { kind: 'prompt', server: prompt.server, type: 'prompt', name: prompt.name, ownName: prompt.promptName, args: req.params.arguments ?? {} } as const;
-      return this.guarded(judged, ctx, () => this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, ctx.mcpReq.signal));
+      return this.guarded(judged, ctx, () => this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, ctx));
     });
 
     server.setRequestHandler('resources/list', async () => {
@@ -360,7 +361,7 @@ export class DownstreamSession {
       // -32602 on every revision: the v2 SDK re-codes a thrown -32002 (2025-11-25's code) as -32602 anyway.
       if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Resource not found: ${req.params.uri}`);
       const judged = { kind: 'resource', server: upstream.name, type: 'resource', name: req.params.uri, ownName: req.params.uri, args: {} } as const;
-      return this.guarded(judged, ctx, () => this.forward(upstream.name, 'resources/read', req.params, ctx.mcpReq.signal));
+      return this.guarded(judged, ctx, () => this.forward(upstream.name, 'resources/read', req.params, ctx));
     });
 
     server.setRequestHandler('resources/subscribe', async (req, ctx) => {
@@ -400,13 +401,13 @@ export class DownstreamSession {
         if (!prompt) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${ref.name}`);
         const judged = { kind: 'completion', server: prompt.server, type: 'prompt', name: prompt.name, ownName: prompt.promptName, args } as const;
         return this.guarded(judged, ctx, () =>
-          this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, ctx.mcpReq.signal),
+          this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, ctx),
         );
       }
       const upstream = gw.upstreamForTemplate(ref.uri);
       if (!upstream) return { completion: { values: [] } };
       const judged = { kind: 'completion', server: upstream.name, type: 'resource', name: ref.uri, ownName: ref.uri, args } as const;
-      return this.guarded(judged, ctx, () => this.forward(upstream.name, 'completion/complete', req.params, ctx.mcpReq.signal));
+      return this.guarded(judged, ctx, () => this.forward(upstream.name, 'completion/complete', req.params, ctx));
     });
   }
 
@@ -416,9 +417,20 @@ export class DownstreamSession {
     return this.gateway.primitives.serve({ ...request, signal: extra.signal }, this.caller((r, s, o) => extra.sendRequest(r as never, s, o)), forward);
   }
 
-  /** Forwards a request to an upstream; its reply and failure come back scrubbed (`Registry.request`). */
-  private async forward(server: string, method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<never> {
-    return (await this.gateway.registry.request(server, method, params, { signal, timeoutMs: this.gateway.config.broker.timeoutMs })) as never;
+  /**
+   * Forwards a request to an upstream; its reply and failure come back scrubbed (`Registry.request`).
+   * A modern upstream is told this client's capabilities and log level, and its questions
+   * (`input_required`) are put to this session on the request's stream.
+   */
+  private async forward(server: string, method: string, params: Record<string, unknown>, ctx: ServerContext): Promise<never> {
+    const extra = extraOf(ctx);
+    const gw = this.gateway;
+    return (await gw.registry.request(server, method, params, {
+      signal: extra.signal,
+      timeoutMs: gw.config.broker.timeoutMs,
+      caller: { clientCapabilities: this.server.getClientCapabilities(), logLevel: this.level },
+      onServerRequest: this.serverRequestRoute((request, signal) => extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.timeoutMs })),
+    })) as never;
   }
 }
 

@@ -21,11 +21,17 @@
  *   once per lost session, however many calls met the 404 at once, keeping its catalog listed
  *   meanwhile (calls arriving during the re-dial wait for it); the failed call is rejected with
  *   `BrokerError` `session_lost` (see {@link McpUpstream.callTool}) for the broker path to retry.
+ * - The era is negotiated per upstream (`server/discover` first; era-memory.ts) and the verdict
+ *   remembered in the store: a dial with a remembered verdict sends no probe, and when that verdict
+ *   fails the dial (the upstream changed) the upstream is probed again at once. A stdio child that
+ *   drops the connection on the probe is legacy. On a modern connection calls carry the caller's
+ *   own `_meta` and are bridged for input (modern-call.ts); tools with an invalid `x-mcp-header`
+ *   are left out of the catalog with a warning.
  */
 import { EventEmitter } from 'node:events';
-import { Client } from '@modelcontextprotocol/client';
+import { Client, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/core';
-import type { Transport, CallToolResult, ClientCapabilities, ServerCapabilities } from '@modelcontextprotocol/client';
+import type { Transport, CallToolResult, ClientCapabilities, PriorDiscovery, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import { z } from 'zod';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
@@ -35,12 +41,16 @@ import type { Logger } from '../shared/logger.js';
 import type { ArrivedNotification } from './call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from './direct-calls.js';
+import { EraMemory, type EraVerdictStore, type ProtocolEraName } from './era-memory.js';
+import { mcpParamHeaders, scanMcpHeaders, type McpHeaderDeclaration } from './mcp-param-headers.js';
+import { callerMeta, callModern, INPUT_REQUIRED_METHODS } from './modern-call.js';
 import { isSessionNotFound, sessionLostError, sessionLostInFlightError, untilAborted } from './session-lost.js';
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
 import { UpstreamScrub } from './upstream-scrub.js';
 import type {
   CallOptions,
   CatalogKind,
+  RequestOptions,
   ServerRequestHandler,
   Upstream,
   UpstreamCatalog,
@@ -57,6 +67,11 @@ const MAX_PAGES = 1000;
 const STABLE_AFTER_MS = 10_000;
 /** Headroom given to the SDK's own timer beyond ours, so our deadline always fires first, in ms. */
 const SDK_TIMEOUT_HEADROOM_MS = 5_000;
+/**
+ * Longest wait for the answer to the `server/discover` probe, in ms (bounded by the server's
+ * `connectTimeoutMs`). A silent stdio server is legacy once it passes; over HTTP it fails the dial.
+ */
+const PROBE_TIMEOUT_MS = 5_000;
 
 export interface McpUpstreamOptions {
   name: string;
@@ -79,6 +94,10 @@ export interface McpUpstreamOptions {
   /** Injected `fetch` for HTTP kinds (tests). */
   fetch?: typeof fetch;
   version?: string;
+  /** Where the upstream's era verdict is remembered (the gateway's store); absent: every dial probes. */
+  eras?: EraVerdictStore;
+  /** `broker.legacyEraMaxAgeMs`, in ms; default a day. */
+  legacyEraMaxAgeMs?: number;
 }
 
 const EMPTY_CATALOG = (): UpstreamCatalog => ({ tools: [], prompts: [], resources: [], resourceTemplates: [] });
@@ -90,8 +109,12 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   status: UpstreamStatus = { state: 'idle' };
   catalog: UpstreamCatalog = EMPTY_CATALOG();
   capabilities: ServerCapabilities | undefined;
+  era: ProtocolEraName | undefined;
 
   private client?: Client;
+  private readonly eraMemory: EraMemory;
+  /** Modern connections: each listed tool's `x-mcp-header` parameters, by its own name. */
+  private headerDeclarations = new Map<string, McpHeaderDeclaration[]>();
   private transport?: Transport;
   /** `tools/call` on the current transport, past the SDK `Protocol` (issue 6). */
   private direct?: DirectCalls;
@@ -131,6 +154,14 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.kind = 'command' in config ? 'stdio' : config.type === 'sse' ? 'sse' : 'http';
     this.secrets = credentialValues('command' in config ? config.env : config.headers);
     this.clientCapabilities = options.clientCapabilities ?? {};
+    this.eraMemory = new EraMemory({
+      name: options.name,
+      config,
+      store: options.eras,
+      clock: options.clock,
+      logger: options.logger,
+      legacyMaxAgeMs: options.legacyEraMaxAgeMs ?? 24 * 60 * 60 * 1000,
+    });
   }
 
   /** Sets the capabilities offered at the next dial. */
@@ -196,11 +227,18 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const routeId = ++this.routeSeq;
     if (options.onServerRequest) this.requestRoutes.set(routeId, options.onServerRequest);
     const params: Record<string, unknown> = { name: toolName, arguments: args ?? {} };
+    const modern = this.era === 'modern';
+    if (modern) Object.assign(meta, callerMeta(options.caller));
     if (Object.keys(meta).length) params._meta = meta;
     try {
       let result: CallToolResult;
-      if (options.asTask) {
+      if (options.asTask && !modern) {
         result = await this.callAsTask(client, params, options);
+      } else if (modern) {
+        const declarations = this.headerDeclarations.get(toolName);
+        const headers = declarations?.length ? mcpParamHeaders(declarations, args) : undefined;
+        const scrubbed: CallOptions = { ...options, onServerRequest: this.scrubbedRoute(options.onServerRequest) };
+        result = (await callModern(client, this.name, 'tools/call', params, scrubbed, options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, headers)) as CallToolResult;
       } else if (this.direct) {
         const owner = options.onServerRequest?.sessionId;
         result = (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, owner })) as CallToolResult;
@@ -252,16 +290,22 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    * is opened and the request sent once more on it (these methods read, or set up what the new
    * session lacks: none applies a tool's write).
    */
-  async request(
-    method: string,
-    params: Record<string, unknown> | undefined,
-    options: { signal?: AbortSignal; timeoutMs: number },
-  ): Promise<Record<string, unknown>> {
+  async request(method: string, params: Record<string, unknown> | undefined, options: RequestOptions): Promise<Record<string, unknown>> {
     const send = async () => {
       await this.untilRenewed(options.signal);
       const session = this.sessionId();
       try {
-        const answer = await this.readyClient().request({ method, params } as never, AnyObject, { signal: options.signal, timeout: options.timeoutMs });
+        const client = this.readyClient();
+        let answer: Record<string, unknown>;
+        if (this.era === 'modern' && options.caller) {
+          // The caller's own capabilities and log level, and its answers to the upstream's questions (modern-call.ts).
+          const withCaller = { ...params, _meta: { ...(params?._meta as Record<string, unknown> | undefined), ...callerMeta(options.caller) } };
+          answer = INPUT_REQUIRED_METHODS.has(method)
+            ? await callModern(client, this.name, method, withCaller, { signal: options.signal, onServerRequest: this.scrubbedRoute(options.onServerRequest) }, options.timeoutMs, undefined)
+            : await client.request({ method, params: withCaller } as never, AnyObject, { signal: options.signal, timeout: options.timeoutMs });
+        } else {
+          answer = await client.request({ method, params } as never, AnyObject, { signal: options.signal, timeout: options.timeoutMs });
+        }
         // Any answer shows the session works, not only a tool call's (issue 17 §6).
         if (this.sessionId() === session) this.sessionAnswered = true;
         return answer;
@@ -276,6 +320,13 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (err instanceof BrokerError && err.code === 'session_lost' && this.status.state === 'ready') return send();
       throw err;
     }
+  }
+
+  /** `route` with the params of what it is asked scrubbed, as the upstream's own requests to the client are. */
+  private scrubbedRoute(route: ServerRequestHandler | undefined): ServerRequestHandler | undefined {
+    if (!route) return undefined;
+    const scrubbed = (r: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => route({ method: r.method, params: this.scrub.serverRequest(r.params) }, signal);
+    return Object.assign(scrubbed, { sessionId: route.sessionId });
   }
 
   /** The `Mcp-Session-Id` of a Streamable HTTP connection; undefined for other kinds and before one is assigned. */
@@ -337,35 +388,82 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
 
   private async dial(): Promise<void> {
     const generation = ++this.generation;
-    const log = this.options.logger;
     // A restart in progress still says why the last attempt failed, until this one settles.
     const last = this.status.state === 'backoff' || this.status.state === 'failed' ? this.status : undefined;
     this.setStatus({ state: 'connecting', ...(last?.errorCode ? { errorCode: last.errorCode } : {}), ...(last?.message ? { message: last.message } : {}) });
+    const prior = await this.eraMemory.prior();
+    if (generation !== this.generation) return;
+    let failure = await this.connectWith(generation, prior, prior === undefined);
+    if (failure === 'superseded') return;
+    if (failure && prior && this.eraMemory.negotiates) {
+      // The remembered verdict no longer holds (a stale modern one fails loudly): probe again.
+      this.options.logger.info({ era: prior.kind, err: messageOf(failure.err) }, 'upstream dial with its remembered era failed; probing its era again');
+      failure = await this.connectWith(generation, undefined, true);
+    } else if (failure && !prior && this.kind === 'stdio' && isProbeDropped(failure.err)) {
+      // A stdio server that ends the connection on a pre-initialize request is a legacy server.
+      this.options.logger.info({ err: messageOf(failure.err) }, 'upstream dropped the connection on the era probe; connecting as legacy');
+      failure = await this.connectWith(generation, { kind: 'legacy' }, true);
+    }
+    if (failure === 'superseded') return;
+    if (failure) this.dialFailed(failure.err, failure.transport);
+  }
+
+  /**
+   * One connect plus the first listing, with `prior` handed to the SDK (undefined: probe).
+   * Resolves undefined when the upstream is ready, `superseded` when a newer dial, close or
+   * reconnect took over meanwhile, else the failure (the client closed). `remember`: store the
+   * era found, once ready.
+   */
+  private async connectWith(
+    generation: number,
+    prior: PriorDiscovery | undefined,
+    remember: boolean,
+  ): Promise<undefined | 'superseded' | { err: unknown; transport?: Transport }> {
+    const log = this.options.logger;
     let transport: Transport;
     try {
       transport = await createUpstreamTransport({ ...this.options, callStreamLogs: (requestId) => this.callStreamLogSink(requestId) });
     } catch (err) {
       // The SDK's HTTP transport modules failed to load: a failed dial like any other.
-      if (generation === this.generation) this.dialFailed(err);
-      return;
+      return generation === this.generation ? { err } : 'superseded';
     }
-    if (generation !== this.generation) return;
+    if (generation !== this.generation) return 'superseded';
+    const timeoutMs = this.options.config.connectTimeoutMs;
+    const probeTimeoutMs = Math.min(PROBE_TIMEOUT_MS, timeoutMs);
     const client = new Client(
       { name: 'mcp-broker', version: this.options.version ?? '0.0.0' },
-      { capabilities: this.clientCapabilities },
+      {
+        capabilities: this.clientCapabilities,
+        versionNegotiation: this.eraMemory.negotiates
+          ? { mode: 'auto', probe: { timeoutMs: probeTimeoutMs } }
+          : { mode: 'legacy' },
+        // Input requests of a modern upstream are answered per call (modern-call.ts), never by the SDK.
+        inputRequired: { autoFulfill: false },
+      },
     );
     this.installHandlers(client);
     this.client = client;
     this.transport = transport;
     this.direct = undefined;
-    const timeoutMs = this.options.config.connectTimeoutMs;
     try {
-      await client.connect(transport, { timeout: timeoutMs });
-      if (generation !== this.generation) return;
-      this.direct = new DirectCalls(transport);
+      const connectStarted = this.options.clock.now();
+      await client.connect(transport, { timeout: timeoutMs, ...(prior ? { prior } : {}) });
+      if (generation !== this.generation) return 'superseded';
+      const era = client.getProtocolEra() ?? 'legacy';
+      if (remember && !prior && era === 'legacy' && this.options.clock.now() - connectStarted >= probeTimeoutMs) {
+        // Legacy by silence (the probe timed out), not by an answer: a slow-starting 2026 server
+        // looks the same, so the verdict is not remembered and the next dial asks again.
+        remember = false;
+        log.info({ probeTimeoutMs }, 'upstream did not answer the era probe in time; connected as legacy, verdict not remembered');
+      }
+      this.era = era;
+      // Modern calls go through the SDK, which adds the per-request envelope and headers.
+      this.direct = era === 'legacy' ? new DirectCalls(transport) : undefined;
       this.capabilities = client.getServerCapabilities();
       const catalog = await this.fetchCatalog(client, timeoutMs);
-      if (generation !== this.generation) return;
+      if (generation !== this.generation) return 'superseded';
+      if (remember) await this.eraMemory.remember(era === 'modern' ? client.getDiscoverResult() : undefined);
+      if (generation !== this.generation) return 'superseded';
       this.catalog = catalog;
       this.readyAt = this.options.clock.now();
       this.sessionAnswered = true;
@@ -373,13 +471,38 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.setStatus({ state: 'ready' });
       this.loggedFailures.clear();
       for (const kind of Object.keys(catalog) as CatalogKind[]) this.emit('changed', kind);
-      log.info({ tools: catalog.tools.length, prompts: catalog.prompts.length, resources: catalog.resources.length }, 'upstream ready');
+      log.info({ era, tools: catalog.tools.length, prompts: catalog.prompts.length, resources: catalog.resources.length }, 'upstream ready');
+      if (era === 'modern') void this.listenForChanges(client, generation, timeoutMs);
+      return undefined;
     } catch (err) {
-      if (generation !== this.generation) return;
+      if (generation !== this.generation) return 'superseded';
       client.onclose = undefined;
       await closeQuietly(client);
       this.client = undefined;
-      this.dialFailed(err, transport);
+      return { err, transport };
+    }
+  }
+
+  /**
+   * A modern upstream sends list changes only on a `subscriptions/listen` stream its client opens:
+   * opens one for the lists it says change (`listChanged`), so they reach the same handlers a
+   * legacy upstream's unsolicited notifications do. One that fails or ends is logged and not
+   * reopened until the next dial.
+   */
+  private async listenForChanges(client: Client, generation: number, timeoutMs: number): Promise<void> {
+    const caps = this.capabilities ?? {};
+    const filter = {
+      ...(caps.tools?.listChanged ? { toolsListChanged: true } : {}),
+      ...(caps.prompts?.listChanged ? { promptsListChanged: true } : {}),
+      ...(caps.resources?.listChanged ? { resourcesListChanged: true } : {}),
+    };
+    if (Object.keys(filter).length === 0) return;
+    try {
+      const subscription = await client.listen(filter, { timeout: timeoutMs });
+      const reason = await subscription.closed;
+      if (generation === this.generation) this.options.logger.warn({ reason }, 'upstream subscriptions/listen stream ended; list changes are not seen until the next dial');
+    } catch (err) {
+      if (generation === this.generation) this.options.logger.warn({ err: messageOf(err) }, 'upstream subscriptions/listen failed; list changes are not seen until the next dial');
     }
   }
 
@@ -450,7 +573,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       try {
         const items = await listAll(client, kind, this.options.config.connectTimeoutMs);
         if (this.client !== client) return;
-        (this.catalog as unknown as Record<CatalogKind, unknown[]>)[kind] = items;
+        (this.catalog as unknown as Record<CatalogKind, unknown[]>)[kind] = kind === 'tools' ? this.admitTools(items as Tool[]) : items;
         this.emit('changed', kind);
       } catch (err) {
         this.options.logger.warn({ kind, err: messageOf(err) }, 'upstream list refresh failed');
@@ -460,11 +583,32 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     return task;
   }
 
+  /**
+   * The tools of a list that may be listed. On a modern connection, a tool whose `x-mcp-header`
+   * marks break the rules is left out with a warning naming it and the rule (the spec: a client
+   * must not call it), and the marks of the others are kept for their calls' `Mcp-Param-*` headers.
+   */
+  private admitTools(tools: Tool[]): Tool[] {
+    if (this.era !== 'modern') return tools;
+    const declarations = new Map<string, McpHeaderDeclaration[]>();
+    const admitted = tools.filter((tool) => {
+      const scan = scanMcpHeaders(tool.inputSchema);
+      if (!scan.valid) {
+        this.options.logger.warn({ tool: tool.name, reason: scan.reason }, 'upstream tool left out: invalid x-mcp-header');
+        return false;
+      }
+      if (scan.declarations.length) declarations.set(tool.name, scan.declarations);
+      return true;
+    });
+    this.headerDeclarations = declarations;
+    return admitted;
+  }
+
   private async fetchCatalog(client: Client, timeoutMs: number): Promise<UpstreamCatalog> {
     const caps = client.getServerCapabilities() ?? {};
     const catalog = EMPTY_CATALOG();
     try {
-      if (caps.tools) catalog.tools = (await listAll(client, 'tools', timeoutMs)) as UpstreamCatalog['tools'];
+      if (caps.tools) catalog.tools = this.admitTools((await listAll(client, 'tools', timeoutMs)) as Tool[]);
       if (caps.prompts) catalog.prompts = (await listAll(client, 'prompts', timeoutMs)) as UpstreamCatalog['prompts'];
       if (caps.resources) {
         catalog.resources = (await listAll(client, 'resources', timeoutMs)) as UpstreamCatalog['resources'];
@@ -559,6 +703,11 @@ async function listAll(client: Client, kind: CatalogKind, timeoutMs: number): Pr
     if (!cursor) return items;
   }
   throw new BrokerError('list_failed', `${method} did not end after ${MAX_PAGES} pages`);
+}
+
+/** Whether a probe failed because the connection ended under it (a server that exits on an unknown pre-initialize request). */
+function isProbeDropped(err: unknown): boolean {
+  return err instanceof SdkError && (err.code === SdkErrorCode.EraNegotiationFailed || err.code === SdkErrorCode.ConnectionClosed);
 }
 
 async function closeQuietly(client: Client): Promise<void> {

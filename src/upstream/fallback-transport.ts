@@ -3,7 +3,9 @@
  * write it): Streamable HTTP first; when the server answers the first message (the SDK client's
  * `initialize`) with an HTTP 4xx, the same URL is dialled as legacy SSE and the message sent
  * there, as those clients do. Any other failure, and every failure after the first message, is
- * the failure of the transport in use.
+ * the failure of the transport in use. An era probe (`server/discover`, sent before `initialize`
+ * by a negotiating client) decides nothing: a 2025 server refuses it with a 4xx over Streamable
+ * HTTP too, and the `initialize` after it is the first message that counts.
  */
 import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client';
 import { httpStatusOf } from '../shared/sdk-errors.js';
@@ -46,6 +48,7 @@ export class FallbackTransport implements Transport {
 
   async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
     if (this.decided) return this.current.send(message, options);
+    if ((message as { method?: unknown }).method === 'server/discover') return this.current.send(message, options);
     this.decided = true;
     this.probing = true;
     try {

@@ -27,7 +27,7 @@ import type { Logger } from '../shared/logger.js';
 import { Scrubber } from '../shared/scrub.js';
 import { Roster, type RosterTool } from './roster.js';
 import { withoutHostPaths } from './stderr-line.js';
-import type { CatalogKind, Upstream } from './types.js';
+import type { CatalogKind, RequestOptions, Upstream } from './types.js';
 import { UpstreamScrub } from './upstream-scrub.js';
 
 export type ToolState = 'active' | 'disabled' | 'gone' | 'down';
@@ -164,7 +164,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
     server: string,
     method: string,
     params: Record<string, unknown> | undefined,
-    options: { signal?: AbortSignal; timeoutMs: number },
+    options: RequestOptions,
   ): Promise<Record<string, unknown>> {
     const upstream = this.upstream(server);
     if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `no upstream "${this.scrub.scrubber.text(server)}"`);

@@ -187,7 +187,8 @@ export function legacyToolHash(tool: Tool): string {
   return createHash('sha256').update(stableJson({ name, description, inputSchema, outputSchema, annotations })).digest('hex');
 }
 
-function stableJson(value: unknown): string {
+/** JSON with object keys sorted and undefined members dropped: equal values give equal text. */
+export function stableJson(value: unknown): string {
   if (value === undefined) return 'null';
   if (value === null || typeof value !== 'object') return JSON.stringify(value);
   if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;

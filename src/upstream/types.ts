@@ -3,7 +3,7 @@
  * HTTP, SSE, rest). One connection per upstream, shared by every downstream session.
  */
 import type { EventEmitter } from 'node:events';
-import type { CallToolResult, LoggingMessageNotification, Prompt, Resource, ResourceTemplateType, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
+import type { CallToolResult, ClientCapabilities, LoggingLevel, LoggingMessageNotification, Prompt, Resource, ResourceTemplateType, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 
 /** `connecting` → `ready`; a crash or failed dial → `failed` (and `backoff` until the restart); `closed` after close(). */
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'failed' | 'closed' | 'disabled';
@@ -61,10 +61,27 @@ export interface CallOptions {
    */
   asTask?: boolean;
   /**
+   * The calling client, as a modern upstream is told in each request's `_meta`: the capabilities
+   * it declared (at initialize for a legacy client) and the log level it asked for (absent: no
+   * logs). Legacy upstreams ignore it: they were offered capabilities at initialize.
+   */
+  caller?: { clientCapabilities?: ClientCapabilities; logLevel?: LoggingLevel };
+  /**
    * Told the names of arguments the upstream dropped before sending (a rest tool sends only its
    * allowlisted ones); the router puts them in the call record's `stripped`. Called at most once.
    */
   onArgumentsStripped?: (names: string[]) => void;
+}
+
+/** Options of {@link Upstream.request}. */
+export interface RequestOptions {
+  signal?: AbortSignal;
+  /** Upper bound of the request, in ms. */
+  timeoutMs: number;
+  /** The calling client, told to a modern upstream in `_meta` ({@link CallOptions.caller}); absent for the broker's own requests. */
+  caller?: CallOptions['caller'];
+  /** Answers a modern upstream's `input_required` to `prompts/get` or `resources/read` (as {@link CallOptions.onServerRequest}). */
+  onServerRequest?: ServerRequestHandler;
 }
 
 export interface UpstreamEvents {
@@ -88,7 +105,13 @@ export interface Upstream extends EventEmitter<UpstreamEvents> {
   readonly kind: 'stdio' | 'http' | 'sse' | 'rest';
   readonly status: UpstreamStatus;
   readonly catalog: UpstreamCatalog;
-  /** What the upstream declared at initialize, once ready. */
+  /**
+   * The protocol era the connection speaks once ready: `modern` (2026-07-28, no `initialize`,
+   * per-request `_meta`) or `legacy` (2025-11-25 and older); undefined before the first dial and
+   * for kinds that speak no MCP (rest).
+   */
+  readonly era?: 'modern' | 'legacy';
+  /** What the upstream declared at initialize (or in `server/discover`), once ready. */
   readonly capabilities: ServerCapabilities | undefined;
   /** Exact secret values injected into this upstream (env, headers) for scrubbing. */
   readonly secrets: readonly string[];
@@ -109,5 +132,5 @@ export interface Upstream extends EventEmitter<UpstreamEvents> {
    */
   callTool(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<CallToolResult>;
   /** Any other request (prompts/get, resources/read, completion/complete, resources/subscribe, …). */
-  request(method: string, params: Record<string, unknown> | undefined, options: { signal?: AbortSignal; timeoutMs: number }): Promise<Record<string, unknown>>;
+  request(method: string, params: Record<string, unknown> | undefined, options: RequestOptions): Promise<Record<string, unknown>>;
 }

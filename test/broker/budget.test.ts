@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BudgetLedger, budgetFromEnv, budgetStage } from '../../src/broker/budget.js';
 import { compose, type Stage } from '../../src/broker/runner.js';
+import { ManualClock } from '../../src/shared/clock.js';
 import { refuse } from '../../src/broker/types.js';
 import { call, fakeInvoke, session, target } from './support.js';
 
@@ -95,6 +96,38 @@ describe('budget stage', () => {
     const c = call({ target: target() });
     await run(c);
     expect(c.outcome).toBe('budget_exhausted');
+  });
+
+  it('issue 13 §4: a sessionless unit (api:<principal>) renews its budget when its window ends, never locked out for good', async () => {
+    const clock = new ManualClock();
+    const ledger = new BudgetLedger();
+    const run = compose([budgetStage({ limitFor: () => 2, ledger, windowMs: 60_000, now: () => clock.now() }), fakeInvoke()]);
+    const api = session({ unit: 'api:alice', principal: 'alice', sessionless: true });
+    const outcomes = async (n: number) => {
+      const out: string[] = [];
+      for (let i = 0; i < n; i++) {
+        const c = call({ target: target(), session: api });
+        await run(c);
+        out.push(c.outcome!);
+      }
+      return out;
+    };
+    expect(await outcomes(3)).toEqual(['ok', 'ok', 'budget_exhausted']);
+    await clock.advance(59_999);
+    const refused = call({ target: target(), session: api });
+    await run(refused);
+    expect(refused.outcome).toBe('budget_exhausted');
+    expect(refused.reason).toMatch(/per 60000 ms; it renews in 1 ms/);
+    await clock.advance(1);
+    expect(await outcomes(3)).toEqual(['ok', 'ok', 'budget_exhausted']);
+    // A session's unit has no window: its budget lasts as long as the session.
+    const run2 = compose([budgetStage({ limitFor: () => 1, windowMs: 60_000, now: () => clock.now() }), fakeInvoke()]);
+    const first = call({ target: target() });
+    await run2(first);
+    await clock.advance(120_000);
+    const second = call({ target: target() });
+    await run2(second);
+    expect([first.outcome, second.outcome]).toEqual(['ok', 'budget_exhausted']);
   });
 });
 

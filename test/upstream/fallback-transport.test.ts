@@ -28,9 +28,10 @@ function serverConfig(entry: Record<string, unknown>): HttpServerConfig | SseSer
   return parseConfig({ mcpServers: { u: entry } }, { baseDir: '/tmp', env: {} }).mcpServers.u as HttpServerConfig | SseServerConfig;
 }
 
-async function dial(entry: Record<string, unknown>) {
+/** Connects a client (`negotiate`: probing the era first with `server/discover`, as the broker's do) and calls `echo`. */
+async function dial(entry: Record<string, unknown>, negotiate = false) {
   const transport = await createUpstreamTransport({ config: serverConfig(entry), inheritEnv: [], logger: silentLogger(), maxMessageBytes: 1 << 20 });
-  const client = new Client({ name: 'test', version: '1.0.0' });
+  const client = new Client({ name: 'test', version: '1.0.0' }, negotiate ? { versionNegotiation: { mode: 'auto' } } : {});
   await client.connect(transport, { timeout: 10_000 });
   const result = await client.callTool({ name: 'echo', arguments: { text: 'hi' } });
   return { transport, client, text: (result.content as Array<{ text: string }>)[0]!.text };
@@ -63,6 +64,27 @@ describe('a URL-only upstream', () => {
     try {
       expect(text).toBe('modern: hi');
       expect((transport as FallbackTransport).active).toBeInstanceOf(StreamableHTTPClientTransport);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('issue 14: the era probe before initialize decides nothing: a 2025 Streamable HTTP server refusing it with a 4xx stays on Streamable HTTP', async () => {
+    const { transport, client, text } = await dial({ url: `${streamable}/mcp` }, true);
+    try {
+      expect(text).toBe('modern: hi');
+      expect(client.getProtocolEra()).toBe('legacy');
+      expect((transport as FallbackTransport).active).toBeInstanceOf(StreamableHTTPClientTransport);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('issue 14: with the era probe first, an SSE-only server still falls back to legacy SSE on the 4xx to initialize', async () => {
+    const { transport, client, text } = await dial({ url: `${sseOnly}/sse` }, true);
+    try {
+      expect(text).toBe('legacy: hi');
+      expect((transport as FallbackTransport).active).toBeInstanceOf(SSEClientTransport);
     } finally {
       await client.close();
     }

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import type { RestServerConfig } from '../../src/config/schema.js';
 import { BrokerError, ConfigError } from '../../src/shared/errors.js';
-import { definitionFromConfig, toMcpTool, type RestToolDefinition } from '../../src/upstream/rest/definition.js';
+import { definitionFromConfig, toMcpTool, type RestToolDefinition } from '../../src/config/rest-definition.js';
 import { buildRequest, partitionArgs, pinBase, withinBase } from '../../src/upstream/rest/request.js';
 import { retryAfterMs, secretMask } from '../../src/upstream/rest/response.js';
 

@@ -4,7 +4,8 @@
  *
  *  - `POST /api/v1/mcp/call {subject, args?}`: runs one call through the whole broker path for a
  *    caller without an MCP session (a worker). `subject` is an advertised tool name or
- *    `server/tool`. The caller is the principal, its unit `api:<principal>` (its budget), with no
+ *    `server/tool`. The caller is the principal, its unit `api:<principal>` (its budget, renewed
+ *    every `broker.budgetWindowMs`), with no
  *    elicitation (an `ask` is `approval_required`). Answered with the outcome's HTTP status
  *    (`OUTCOME_STATUS`, DESIGN.md "Contract") and `{callId, outcome, result?, reason?}`;
  *    `result` only for `ok` and `tool_error`. A client that disconnects cancels the call.
@@ -68,6 +69,7 @@ export function mountAdminApi(app: Express, ctx: HttpContext): void {
       sessionId: newSessionId(),
       principal: principal.name,
       unit: `api:${principal.name}`,
+      sessionless: true,
       isLive: () => !aborter.signal.aborted,
     };
     const answer = await gateway.broker.call(

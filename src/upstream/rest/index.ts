@@ -8,7 +8,7 @@ export {
   type RestArg,
   type RestToolDefinition,
   type HttpMethod,
-} from './definition.js';
+} from '../../config/rest-definition.js';
 export { importOpenApi, type ImportedApi, type ImportOptions } from './openapi.js';
 export { buildRequest, partitionArgs, pinBase, withinBase, type PinnedBase, type RestRequest } from './request.js';
 export { retryAfterMs, secretMask } from './response.js';

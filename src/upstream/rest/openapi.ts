@@ -16,7 +16,7 @@
  * `argHeaders`, …). The CLI exits 2 for either.
  */
 import { ConfigError, messageOf } from '../../shared/errors.js';
-import { definitionProblems, readOnlyByMethod, type HttpMethod, type RestArg, type RestToolDefinition } from './definition.js';
+import { definitionProblems, readOnlyByMethod, type HttpMethod, type RestArg, type RestToolDefinition } from '../../config/rest-definition.js';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head'] as const;
 

@@ -13,7 +13,7 @@
  *   printable Latin-1.
  */
 import { BrokerError } from '../../shared/errors.js';
-import type { RestToolDefinition } from './definition.js';
+import type { RestToolDefinition } from '../../config/rest-definition.js';
 
 /** The pinned base of a rest upstream: `baseUrl` split into what no request may leave. */
 export interface PinnedBase {

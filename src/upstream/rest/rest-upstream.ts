@@ -34,7 +34,7 @@ import { BrokerError, ConfigError, messageOf } from '../../shared/errors.js';
 import { JsonSchemas } from '../../shared/json-schemas.js';
 import type { Logger } from '../../shared/logger.js';
 import type { CallOptions, Upstream, UpstreamCatalog, UpstreamEvents, UpstreamStatus } from '../types.js';
-import { baseUrlProblem, definitionFromConfig, toMcpTool, type RestToolDefinition } from './definition.js';
+import { baseUrlProblem, definitionFromConfig, toMcpTool, type RestToolDefinition } from '../../config/rest-definition.js';
 import { importOpenApi } from './openapi.js';
 import { buildRequest, partitionArgs, pinBase, withinBase, type PinnedBase, type RestRequest } from './request.js';
 import { readBounded, responseResult, retryAfterMs, secretMask, type SecretMask } from './response.js';

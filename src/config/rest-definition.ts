@@ -3,7 +3,9 @@
  * OpenAPI file (issue 7; seed 002_7bce204a86c1c7ba.txt step 6): its method, path template and
  * the allowlist of arguments it may send, each with where it goes. Also the checks every
  * definition passes before it is served (run by the config schema for hand-written tools and by
- * the OpenAPI import for imported ones), and the MCP `Tool` it is advertised as.
+ * the OpenAPI import for imported ones), and the MCP `Tool` it is advertised as. It lives in
+ * `config/` because the config schema runs those checks and `config/` imports nothing above it;
+ * `upstream/rest/` serves the definitions.
  */
 import type { JSONObject, Tool } from '@modelcontextprotocol/client';
 

@@ -1,0 +1,113 @@
+/**
+ * A `tools/call` to an upstream of the 2026-07-28 era (`McpUpstream.callTool` on a modern
+ * connection):
+ *
+ * - `_meta` carries the calling client's own capabilities (the input kinds it can answer:
+ *   sampling, elicitation, roots; {@link offeredCapabilities}) and its log level
+ *   (`io.modelcontextprotocol/logLevel`, only when it set one), over the connection-wide
+ *   envelope the SDK attaches (protocol version, our clientInfo): the upstream checks each input
+ *   request it makes against these, so it asks only what this caller can answer.
+ * - `Mcp-Param-*` headers mirror the tool's `x-mcp-header` parameters (mcp-param-headers.ts);
+ *   `Mcp-Method` and `Mcp-Name` (the upstream's own tool name) are set by the SDK's Streamable HTTP
+ *   transport from the request body.
+ * - An `input_required` answer is bridged to the caller: each input request is sent to the calling
+ *   session as a live request (`CallOptions.onServerRequest`, the same route a legacy upstream's
+ *   `elicitation/create` takes), and the call is sent again with the answers as `inputResponses`
+ *   and the upstream's `requestState` echoed unchanged, until the upstream answers with a result,
+ *   at most {@link MAX_INPUT_ROUNDS} rounds. A caller that cannot answer (no route, or it lacks the
+ *   capability) fails the call with `BrokerError` `input_unanswerable`.
+ *
+ * Relaying `input_required` itself to a modern caller (its keys namespaced, the upstream's
+ * `requestState` sealed inside ours) is the modern downstream's part and not done here.
+ */
+import { CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY } from '@modelcontextprotocol/client';
+import type { Client, ClientCapabilities, LoggingLevel } from '@modelcontextprotocol/client';
+import { z } from 'zod';
+import { BrokerError, messageOf } from '../shared/errors.js';
+import type { CallOptions, ServerRequestHandler } from './types.js';
+
+/** Methods a modern upstream may answer with `input_required` (the spec's list). */
+export const INPUT_REQUIRED_METHODS: ReadonlySet<string> = new Set(['tools/call', 'prompts/get', 'resources/read']);
+
+/** What bridging needs of a request: its signal, and the route to the calling session. */
+export interface ModernRequestOptions {
+  signal?: AbortSignal;
+  onServerRequest?: ServerRequestHandler;
+}
+
+/** Rounds of `input_required` answered for one call before it fails (`input_rounds_exceeded`). */
+export const MAX_INPUT_ROUNDS = 8;
+
+/** Results pass through untouched: no schema copy of large payloads on the hot path. */
+const AnyObject = z.custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null);
+
+/** The input kinds a caller can be asked on an upstream's behalf: of what it declared, only sampling, elicitation and roots. */
+export function offeredCapabilities(declared: ClientCapabilities | undefined): ClientCapabilities {
+  const out: ClientCapabilities = {};
+  if (!declared) return out;
+  if (declared.sampling) out.sampling = declared.sampling;
+  if (declared.elicitation) out.elicitation = declared.elicitation;
+  if (declared.roots) out.roots = declared.roots;
+  return out;
+}
+
+/** The caller's part of a modern request's `_meta`: its capabilities, and its log level when it set one. */
+export function callerMeta(caller: CallOptions['caller']): Record<string, unknown> {
+  const meta: Record<string, unknown> = { [CLIENT_CAPABILITIES_META_KEY]: offeredCapabilities(caller?.clientCapabilities) };
+  if (caller?.logLevel) meta[LOG_LEVEL_META_KEY] = caller.logLevel satisfies LoggingLevel;
+  return meta;
+}
+
+/**
+ * Sends `method` with `params` (complete, `_meta` included; `tools/call`, `prompts/get` or
+ * `resources/read`) and answers the upstream's input requests through `options.onServerRequest`
+ * until it returns a result.
+ * @param timeoutMs the SDK's timer for each round, in ms (the broker's deadline aborts `options.signal` sooner)
+ * @param headers extra HTTP headers of every round (`Mcp-Param-*`)
+ */
+export async function callModern(
+  client: Client,
+  upstream: string,
+  method: string,
+  params: Record<string, unknown>,
+  options: ModernRequestOptions,
+  timeoutMs: number,
+  headers: Record<string, string> | undefined,
+): Promise<Record<string, unknown>> {
+  let round = params;
+  for (let rounds = 0; ; rounds++) {
+    const result = await client.request({ method, params: round } as never, AnyObject, {
+      signal: options.signal,
+      timeout: timeoutMs,
+      allowInputRequired: true,
+      ...(headers && Object.keys(headers).length ? { headers } : {}),
+    });
+    if (result.resultType !== 'input_required') return result;
+    if (rounds >= MAX_INPUT_ROUNDS) {
+      throw new BrokerError('input_rounds_exceeded', `upstream "${upstream}" still asked for input after ${MAX_INPUT_ROUNDS} rounds of answers`);
+    }
+    const inputResponses = await answerInputRequests(upstream, result.inputRequests, options);
+    const { inputResponses: _previous, requestState: _state, ...base } = params;
+    round = { ...base, inputResponses, ...(typeof result.requestState === 'string' ? { requestState: result.requestState } : {}) };
+  }
+}
+
+/** Asks the calling session each input request (in parallel) and collects the answers by key. */
+async function answerInputRequests(upstream: string, requests: unknown, options: ModernRequestOptions): Promise<Record<string, unknown>> {
+  const entries = requests && typeof requests === 'object' ? Object.entries(requests as Record<string, { method?: unknown; params?: unknown }>) : [];
+  const route = options.onServerRequest;
+  if (!route) throw new BrokerError('input_unanswerable', `upstream "${upstream}" asked for input and the caller has no way to answer it`);
+  const signal = options.signal ?? new AbortController().signal;
+  const answers = await Promise.all(
+    entries.map(async ([key, request]) => {
+      const method = typeof request?.method === 'string' ? request.method : '';
+      try {
+        return [key, await route({ method, params: request.params as Record<string, unknown> | undefined }, signal)] as const;
+      } catch (err) {
+        if (signal.aborted) throw err;
+        throw new BrokerError('input_unanswerable', `upstream "${upstream}" asked for ${method || 'input'} and the caller did not answer: ${messageOf(err)}`, { cause: err });
+      }
+    }),
+  );
+  return Object.fromEntries(answers);
+}
