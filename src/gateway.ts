@@ -31,7 +31,7 @@ import { serverKind, type RestServerConfig, type ServerConfig } from './config/s
 import { assertNoRosterCollision, loadFunctionModules, ToolRouter } from './router/index.js';
 import { registerBuiltins, type Builtins, type ExperimentalCapabilities } from './builtins/index.js';
 import { systemClock, type Clock } from './shared/clock.js';
-import { ConfigError } from './shared/errors.js';
+import { ConfigError, messageOf } from './shared/errors.js';
 import type { Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
 import { McpUpstream } from './upstream/connection.js';
@@ -43,6 +43,8 @@ import { UpstreamLogLevel } from './upstream/log-level.js';
 import { RestUpstream } from './upstream/rest/index.js';
 import type { Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
+import { BrokerMetrics } from './observability/metrics.js';
+import { CallTracer } from './observability/tracing.js';
 
 /** The package version, for `serverInfo` and `clientInfo` (src/version.ts). */
 export { VERSION } from './version.js';
@@ -59,6 +61,8 @@ export interface GatewayDeps {
   store?: Store;
   /** Where `MCP_BROKER_CALL_BUDGET` is read; default `process.env`. */
   env?: NodeJS.ProcessEnv;
+  /** Traces the call path (tests: one with an in-memory exporter); default one for `observability.otlp`, else none. */
+  tracer?: CallTracer;
 }
 
 export interface GatewayEvents {
@@ -104,6 +108,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly policy: LivePolicy;
   /** The policy, records and publication of prompts, resources and completions (broker/primitive-judge.ts). */
   readonly primitives: PrimitiveGuard;
+  /** Prometheus series of this gateway (`GET /metrics`; observability/metrics.ts). */
+  readonly metrics: BrokerMetrics;
+  /** Traces of the call path; present only when `observability.otlp` is configured (observability/tracing.ts). Flushed by `stop()`. */
+  readonly tracer?: CallTracer;
+  /** Circuit breakers of every tool (broker/breaker.ts), for the status page and metrics. */
+  readonly breakers: Breakers;
   private readonly env: NodeJS.ProcessEnv;
   /** `experimental` capabilities every session declares (the builtins', e.g. `mcp-broker/reconnect`). */
   readonly experimental: ExperimentalCapabilities;
@@ -156,6 +166,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       scrubArgs: (a) => this.scrubber.value(a),
       scrubText: (t) => this.scrubber.text(t),
       askTimeoutMs: config.policy.askTimeoutMs,
+      onRecorded: (written) => this.metrics.recordWritten(written),
     });
     this.ready = new Promise((resolve) => (this.markReady = resolve));
     for (const [name, server] of Object.entries(config.mcpServers)) this.addUpstream(name, server);
@@ -163,6 +174,15 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     // The broker's own tools (broker__reconnect, estate__*), served through the router (issue 4).
     this.builtins = registerBuiltins(this);
     this.experimental = this.builtins.experimental;
+    this.breakers = new Breakers({ clock: this.clock, threshold: config.broker.breaker.threshold, openMs: config.broker.breaker.openMs });
+    this.metrics = new BrokerMetrics({
+      upstreams: () => this.registry.upstreams.map((u) => ({ name: u.name, state: u.status.state })),
+      breakers: () => this.breakers.notClosed(),
+      budgets: () => this.budgets.entries(),
+    });
+    this.publisher.subscribe((record) => this.metrics.observeRecord(record));
+    // An injected tracer (tests) or one exporting to the configured OTLP endpoint; none when not configured.
+    this.tracer = deps.tracer ?? (config.observability.otlp ? CallTracer.otlp(config.observability.otlp, VERSION) : undefined);
     this.broker = new Broker(this.buildStages(), this.clock);
     this.tasks = new TaskEngine({
       store: this.store,
@@ -204,6 +224,14 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       resourcePriority: 'resourcePriority' in server ? server.resourcePriority : 0,
     });
     upstream.on('state', (status) => this.logger.debug({ upstream: name, ...status }, 'upstream state'));
+    let wasReady = false;
+    upstream.on('state', (status) => {
+      if (status.state === 'ready') wasReady = true;
+      else if (status.state === 'connecting' && wasReady) this.metrics.upstreamRestarted(name);
+    });
+    upstream.on('state', (status) => {
+      if (status.message && (status.state === 'failed' || status.state === 'backoff')) this.lastErrors.set(name, { at: this.clock.now(), message: status.message });
+    });
     return upstream;
   }
 
@@ -264,6 +292,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return diff;
   }
 
+  /** The last error line of each upstream that failed or went into backoff (scrubbed), and when (ms since the epoch); for the status page. */
+  readonly lastErrors = new Map<string, { at: number; message: string }>();
+
   /** Calls spent per unit; a session's unit is forgotten when the session ends. */
   readonly budgets = new BudgetLedger();
 
@@ -272,7 +303,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     const { broker, policy, principals } = this.config;
     const scrubber = this.scrubber;
     const budget = budgetFromEnv(this.env) ?? broker.budgetPerUnit;
-    return orderStages({
+    const stages = orderStages({
       publish: publishStage({ publisher: this.publisher, logger: this.logger }),
       record: recordStage({
         records: this.records,
@@ -280,6 +311,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         logger: this.logger,
         scrubArgs: (a) => scrubber.value(a),
         scrubText: (t) => scrubber.text(t),
+        onRecorded: (written) => this.metrics.recordWritten(written),
       }),
       evaluate: evaluateStage({ maxBytes: policy.output.maxBytes, deny: policy.output.deny }),
       scrub: scrubStage({ scrubber }),
@@ -303,7 +335,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         now: () => this.clock.now(),
         logger: this.logger,
       }),
-      breaker: breakerStage(new Breakers({ clock: this.clock, threshold: broker.breaker.threshold, openMs: broker.breaker.openMs })),
+      breaker: breakerStage(this.breakers),
       retry: retryStage({
         now: () => this.clock.now(),
         sleep: (ms, signal) => this.clock.sleep(ms, signal),
@@ -318,6 +350,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       }),
       invoke: invokeStage({ router: this.router, verdictFromText: (call) => this.tools.verdictFromText(call.target) }),
     });
+    return this.tracer ? this.tracer.instrument(stages) : stages;
   }
 
   /** What `tools/list` needs to show a principal its tools (broker/visible-tools.ts). */
@@ -404,6 +437,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     // cancelled, answered and recorded before their upstreams go away.
     await this.tasks.stop();
     await this.broker.drain(3000);
+    // Every call has its spans now; what the batch holds is exported before the process goes.
+    await this.tracer?.shutdown().catch((err) => this.logger.warn({ err: messageOf(err) }, 'trace export at shutdown failed'));
     // Upstreams closing withdraw their tools: nobody needs to hear list_changed about that now.
     this.isReady = false;
     await Promise.all(this.registry.upstreams.map((u) => u.close().catch(() => undefined)));

@@ -83,6 +83,16 @@ export class Breakers {
     return this.state(key);
   }
 
+  /** Every breaker that is not closed now: the key (the advertised tool name) and its state, with `until` (ms since the epoch) while open. */
+  notClosed(): { name: string; state: BreakerState; until?: number }[] {
+    const out: { name: string; state: BreakerState; until?: number }[] = [];
+    for (const [name, c] of this.circuits) {
+      const state = this.state(name);
+      if (state !== 'closed') out.push(state === 'open' ? { name, state, until: c.openUntil } : { name, state });
+    }
+    return out;
+  }
+
   /** Gives back the trial slot of a call that was admitted and never invoked. */
   abandon(key: string): void {
     const c = this.circuits.get(key);

@@ -98,6 +98,11 @@ export class BudgetLedger {
     return this.spent.get(unit) ?? 0;
   }
 
+  /** Every live unit that has spent a call, with the calls spent. */
+  entries(): { unit: string; used: number }[] {
+    return [...this.spent].map(([unit, used]) => ({ unit, used }));
+  }
+
   /** Forgets a unit (its session ended, or its window did). */
   release(unit: string): void {
     this.spent.delete(unit);

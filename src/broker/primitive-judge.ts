@@ -73,6 +73,8 @@ export interface PrimitiveGuardDeps {
   scrubText: (text: string) => string;
   /** How long an approval prompt waits, in ms (`policy.askTimeoutMs`). */
   askTimeoutMs: number;
+  /** Told after each attempt to write a record whether it was written (metrics). Default none. */
+  onRecorded?: (written: boolean) => void;
 }
 
 /** Judges, records and publishes the prompt, resource and completion requests of every session. */
@@ -135,7 +137,9 @@ export class PrimitiveGuard {
     if (reason !== undefined) record.reason = deps.scrubText(reason);
     try {
       await deps.records.append(record);
+      deps.onRecorded?.(true);
     } catch (err) {
+      deps.onRecorded?.(false);
       deps.logger.error({ callId, kind: request.kind, err: messageOf(err) }, 'record could not be written');
       if (outcome === 'ok') {
         throw refusalError('guard_error', 'the record could not be written; the answer is withheld', callId);

@@ -26,6 +26,8 @@ export interface RecordDeps {
    * written, published and streamed holds no secret. Default none.
    */
   scrubText?: (text: string) => string;
+  /** Told after each attempt to write a record whether it was written (metrics). Default none. */
+  onRecorded?: (written: boolean) => void;
 }
 
 export function recordStage(deps: RecordDeps): Stage {
@@ -39,7 +41,9 @@ export function recordStage(deps: RecordDeps): Stage {
       try {
         await deps.records.append(record);
         call.record = record;
+        deps.onRecorded?.(true);
       } catch (err) {
+        deps.onRecorded?.(false);
         deps.logger.error({ callId: call.callId, err: messageOf(err) }, 'call record could not be written');
         if (carriesResult(call.outcome!)) {
           refuse(
@@ -78,6 +82,10 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
   if (call.notes.proposal) record.proposal = call.notes.proposal;
   const flow = call.request.flow;
   if (flow) record.flow = { id: flow.id, step: text(flow.step), ...(flow.phase ? { phase: flow.phase } : {}) };
+  if (call.notes.traceId) {
+    record.traceId = call.notes.traceId;
+    record.spanId = call.notes.spanId;
+  }
   return record;
 }
 

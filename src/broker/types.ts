@@ -6,6 +6,7 @@ import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, L
 import type { ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
 import type { Outcome } from './outcomes.js';
 import type { InputRequiredResult } from '@modelcontextprotocol/server';
+import type { TraceCarrier } from '../shared/trace-context.js';
 
 /** Where a call is going, as the registry and router know it. */
 export interface ToolTarget {
@@ -178,6 +179,10 @@ export interface CallRecord {
   proposal?: { id: string; action: 'proposed' | 'applied'; path: string };
   /** The flow that made this call, and the step ({@link FlowRef}); absent for a call made directly. */
   flow?: FlowRef;
+  /** The call's trace (32 hex digits), when tracing is on and the call was sampled (issue 20). */
+  traceId?: string;
+  /** The call's own span in that trace (16 hex digits). */
+  spanId?: string;
 }
 
 /** The mutable state of one call inside the broker. */
@@ -233,8 +238,14 @@ export interface BrokerCall {
    * session was opened, so it is no failure for the breaker. Set by invoke.
    */
   sessionLost?: boolean;
-  /** Extra fields for the record (breaker state, stripped arguments). */
-  notes: Partial<Pick<CallRecord, 'breaker' | 'stripped' | 'proposal'>>;
+  /** Extra fields for the record (breaker state, stripped arguments, trace ids). */
+  notes: Partial<Pick<CallRecord, 'breaker' | 'stripped' | 'proposal' | 'traceId' | 'spanId'>>;
+  /**
+   * W3C trace context of the attempt in progress (`traceparent`, `tracestate`, `baggage`), set by
+   * the tracer before each attempt when tracing is on; the router sends it upstream in `_meta`
+   * (and as headers to an HTTP upstream) in place of the caller's. Absent when tracing is off.
+   */
+  traceMeta?: TraceCarrier;
   /** Written by the record stage. */
   record?: CallRecord;
 }

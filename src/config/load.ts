@@ -169,6 +169,7 @@ export function parseConfig(raw: unknown, options: ParseOptions = {}): LoadedCon
   }
   if (problems.length > 0) throw redact(problems, secrets);
   for (const principal of Object.values(config.principals)) secrets.push(principal.token);
+  if (config.observability.otlp) secrets.push(...credentialValues(config.observability.otlp.headers));
   config.broker.records.path = resolvePath(baseDir, config.broker.records.path);
   config.broker.dataDir = resolvePath(baseDir, config.broker.dataDir);
   config.estate.root = resolvePath(baseDir, config.estate.root);

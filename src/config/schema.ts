@@ -480,6 +480,39 @@ export const inputSchema = z
   })
   .strict();
 
+/** Default of `observability.otlp.samplingRatio`: every call is traced. */
+export const DEFAULT_SAMPLING_RATIO = 1;
+/** Default of `observability.otlp.exportDelayMs`: the OpenTelemetry SDK's batch delay. */
+export const DEFAULT_EXPORT_DELAY_MS = 5000;
+
+/**
+ * Traces, metrics and the status page (issue 20; README "Observability"). Traces are off unless
+ * `otlp.endpoint` is set; `/metrics` and the status page `/` are served over HTTP behind the
+ * same bearer auth as `/mcp` (unless `metricsPublic`).
+ */
+export const observabilitySchema = z
+  .object({
+    /** OpenTelemetry traces over OTLP/HTTP (JSON); absent: no tracing, no span objects. */
+    otlp: z
+      .object({
+        /** The collector's traces URL, e.g. `http://127.0.0.1:4318/v1/traces`. */
+        endpoint: z.url({ protocol: /^https?$/ }),
+        /** Sent with every export (e.g. an API key); their values are scrubbed from logs. */
+        headers: stringMap.default({}),
+        /** Share of calls traced when the caller sent no sampled trace context, 0–1 (parent-based otherwise). */
+        samplingRatio: z.number().min(0).max(1).default(DEFAULT_SAMPLING_RATIO),
+        /** Time between batch exports, in ms; what is left is exported at shutdown. */
+        exportDelayMs: ms(600_000).default(DEFAULT_EXPORT_DELAY_MS),
+        /** `service.name` of the spans. */
+        serviceName: z.string().min(1).default('mcp-broker'),
+      })
+      .strict()
+      .optional(),
+    /** Serve `GET /metrics` without authentication (for a scraper without a token). Default false. */
+    metricsPublic: z.boolean().default(false),
+  })
+  .strict();
+
 /** The upstreams, keyed by server key. */
 const serversSchema = z.record(z.string(), serverSchema);
 
@@ -500,6 +533,7 @@ export const configSchema = z
     estate: estateSchema.default(estateSchema.parse({ enabled: false })),
     /** ES modules exporting function tools, relative to `servers.json`. */
     functions: z.array(z.string()).default([]),
+    observability: observabilitySchema.default(observabilitySchema.parse({})),
   })
   .strict();
 
@@ -513,6 +547,7 @@ export type PolicyConfig = z.output<typeof policySchema>;
 export type BrokerConfig = z.output<typeof brokerSchema>;
 export type PrincipalConfig = z.output<typeof principalSchema>;
 export type InputConfig = z.output<typeof inputSchema>;
+export type ObservabilityConfig = z.output<typeof observabilitySchema>;
 
 /** The kind of a server entry. */
 export function serverKind(server: ServerConfig): 'stdio' | 'http' | 'sse' | 'rest' {

@@ -33,8 +33,10 @@ import type { BrokerCall, CallerSession, ToolTarget } from '../broker/types.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Clock } from '../shared/clock.js';
 import type { Registry } from '../upstream/registry.js';
+import type { CallOptions } from '../upstream/types.js';
 import { toolHash } from '../upstream/roster.js';
 import { isFunctionTool, toCallToolResult, type FunctionTool, type FunctionToolContext } from './function-tool.js';
+import { withUpstreamTrace } from '../shared/trace-context.js';
 
 /** Default wait of a `requireApproval` prompt, in ms; the gateway passes `policy.askTimeoutMs`. */
 export const DEFAULT_ASK_TIMEOUT_MS = 120_000;
@@ -310,7 +312,7 @@ export class ToolRouter implements Dispatcher {
     if (!upstream) throw new BrokerError('upstream_unavailable', `no upstream "${server}"`);
     const end = call.hardDeadline ?? call.deadline ?? this.clock.now() + 60_000;
     const remaining = Math.max(1, end - this.clock.now());
-    return upstream.callTool(toolName, call.request.args, {
+    const options: CallOptions = {
       signal: call.signal,
       timeoutMs: remaining,
       meta: call.request.meta,
@@ -319,7 +321,12 @@ export class ToolRouter implements Dispatcher {
       onServerRequest: call.request.onServerRequest,
       onArgumentsStripped: (names) => (call.notes.stripped = names),
       onProgress: call.onProgress,
-    });
+    };
+    const trace = call.traceMeta;
+    if (!trace) return upstream.callTool(toolName, call.request.args, options);
+    // Tracing: the attempt's own context replaces the caller's, in `_meta` for every upstream and as headers for HTTP ones.
+    options.meta = { ...call.request.meta, ...trace };
+    return withUpstreamTrace(trace, () => upstream.callTool(toolName, call.request.args, options));
   }
 }
 

@@ -1,7 +1,9 @@
 /**
  * Serves the gateway over HTTP (`--transport http`; DESIGN.md "Contract"): Streamable HTTP at
- * `/mcp` (both eras: modern requests stateless, legacy ones in sessions; `http/streamable.ts`), legacy SSE at `GET /sse` + `POST /messages`, the admin API under `/api/v1/` (and the
- * session route `/v1/sessions/:id/mcp/reconnect`), `/healthz` and `/readyz`. The pieces live in
+ * `/mcp` (both eras: modern requests stateless, legacy ones in sessions; `http/streamable.ts`),
+ * legacy SSE at `GET /sse` + `POST /messages`, the admin API under `/api/v1/` (and the
+ * session route `/v1/sessions/:id/mcp/reconnect`), `/healthz`, `/readyz`, `/metrics` and the
+ * status page `/` (issue 20). The pieces live in
  * `http/`; settings are the config's `http` section (defaults in `httpSchema`) and `principals`.
  *
  * Upstream capabilities: every HTTP session shares one connection per upstream, so upstreams are
@@ -22,6 +24,7 @@ import type { HttpContext } from './http/context.js';
 import type { ConfigDiff } from '../config/diff.js';
 import { checkServeOptions } from './http/guards.js';
 import { SessionTable } from './http/session-table.js';
+import { withTraceHeaders } from './http/trace-headers.js';
 
 export interface HttpServeOptions {
   /** Address to bind; `--host`, default 127.0.0.1. Non-loopback needs `principals`. */
@@ -81,7 +84,8 @@ export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Pr
   };
   gateway.on('reloaded', onReload);
   const modern = modernHttp(ctx);
-  const server = createServer(serverOptions(config.http), buildRequestListener(ctx, modern));
+  const listener = buildRequestListener(ctx, modern);
+  const server = createServer(serverOptions(config.http), gateway.tracer ? withTraceHeaders(listener) : listener);
   await new Promise<void>((resolve, reject) => {
     const refused = (err: NodeJS.ErrnoException) =>
       reject(err.code === 'EADDRINUSE' ? new Error(`${options.host}:${options.port} is already in use; choose another port with --port (0 picks a free one)`) : err);

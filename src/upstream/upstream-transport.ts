@@ -13,6 +13,7 @@ import { FallbackTransport } from './fallback-transport.js';
 import { isolatedAbortFetch } from './isolated-fetch.js';
 import { stdioSpawnSpec } from './spawn-env.js';
 import type { UpstreamStatus } from './types.js';
+import { traceHeaderFetch } from '../shared/trace-context.js';
 
 export interface UpstreamTransportOptions {
   config: StdioServerConfig | HttpServerConfig | SseServerConfig;
@@ -50,7 +51,9 @@ export async function createUpstreamTransport(options: UpstreamTransportOptions)
   }
   const requestInit: RequestInit = { headers: config.headers };
   const url = new URL(config.url);
-  const fetchImpl = isolatedAbortFetch(options.fetch ?? fetch);
+  // Each attempt's trace context rides as `traceparent`/`tracestate`/`baggage` headers (issue 20).
+  const baseFetch = traceHeaderFetch(options.fetch ?? fetch);
+  const fetchImpl = isolatedAbortFetch(baseFetch);
   const sse = async (): Promise<Transport> =>
     new SSEClientTransport(url, {
       requestInit,
@@ -58,7 +61,7 @@ export async function createUpstreamTransport(options: UpstreamTransportOptions)
       fetch: fetchImpl,
     });
   if (config.type === 'sse') return sse();
-  const streamable = options.callStreamLogs ? isolatedAbortFetch(callStreamLogFetch(options.fetch ?? fetch, options.callStreamLogs)) : fetchImpl;
+  const streamable = options.callStreamLogs ? isolatedAbortFetch(callStreamLogFetch(baseFetch, options.callStreamLogs)) : fetchImpl;
   const transport = new StreamableHTTPClientTransport(url, { requestInit, fetch: streamable });
   // A URL-only entry: legacy SSE when the server refuses Streamable HTTP (fallback-transport.ts).
   return config.type === undefined ? new FallbackTransport(transport, sse) : transport;

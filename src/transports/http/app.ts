@@ -16,7 +16,9 @@ import { answerRequestError } from './body.js';
 import type { HttpContext } from './context.js';
 import { authGuard, hostOriginGuard, pathOf } from './guards.js';
 import type { ModernHttp } from './modern.js';
+import { mountMetrics, mountPublicMetrics } from './metrics-route.js';
 import { mountLegacySse } from './sse.js';
+import { mountStatusApi, mountStatusAssets } from './status-page.js';
 import { isMcpPath, streamableHttpHandler } from './streamable.js';
 
 /**
@@ -38,11 +40,16 @@ export function buildApp(ctx: HttpContext): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(hostOriginGuard({ allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins }, ctx.logger));
+  // The status page's shell and assets hold no data; /metrics is open only with observability.metricsPublic.
+  mountStatusAssets(app);
+  mountPublicMetrics(app, ctx);
   app.use(authGuard(() => ctx.auth, ctx.logger));
   // Raw bytes, parsed by each route: the MCP routes answer a bad body with a JSON-RPC error.
   app.use(express.raw({ type: () => true, limit: ctx.settings.maxBodyBytes }));
   mountLegacySse(app, ctx);
   mountAdminApi(app, ctx);
+  mountStatusApi(app, ctx);
+  if (!ctx.gateway.config.observability.metricsPublic) mountMetrics(app, ctx);
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ error: { code: 'not_found', message: 'no such route' } });
   });

@@ -22,8 +22,11 @@ export {
   sendJson,
   type OriginPolicy,
 } from './guards.js';
+export { METRICS_PATH, mountMetrics, mountPublicMetrics } from './metrics-route.js';
 export { SlidingWindowLimit } from './rate-limit.js';
 export { mountReconnectRoute, RECONNECT_PATH } from './reconnect-route.js';
 export { SessionTable, sessionTag, type EndReason, type HttpSession, type SessionLookup } from './session-table.js';
 export { mountLegacySse, MESSAGES_PATH, SSE_PATH } from './sse.js';
+export { mountStatusApi, mountStatusAssets, statusSnapshot, STATUS_CSP, STATUS_RECENT_CALLS, type StatusSnapshot } from './status-page.js';
 export { isMcpPath, MCP_PATH, streamableHttpHandler } from './streamable.js';
+export { withTraceHeaders } from './trace-headers.js';

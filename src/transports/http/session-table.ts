@@ -144,6 +144,11 @@ export class SessionTable {
     return this.live.size;
   }
 
+  /** Every live session (for metrics and the status page; do not end sessions while iterating). */
+  all(): IterableIterator<HttpSession> {
+    return this.live.values();
+  }
+
   /** Live sessions of `principal`. */
   countOf(principal: string): number {
     return this.byPrincipal.get(principal) ?? 0;

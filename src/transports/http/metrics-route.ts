@@ -1,0 +1,35 @@
+/**
+ * `GET /metrics`: the gateway's Prometheus series in the text exposition format
+ * (observability/metrics.ts), behind the same bearer auth as `/mcp` unless
+ * `observability.metricsPublic` (then {@link mountPublicMetrics} serves it before the auth guard).
+ * Registers the HTTP face's own gauges on first mount: sessions open per kind and era, and event
+ * streams open.
+ */
+import type { Express, Request, Response } from 'express';
+import { LEGACY_ERA } from '../../observability/tracing.js';
+import type { HttpContext } from './context.js';
+
+export const METRICS_PATH = '/metrics';
+
+export function mountMetrics(app: Express, ctx: HttpContext): void {
+  const { metrics } = ctx.gateway;
+  // Every HTTP session is a legacy (initialize) session today: the modern era has no sessions.
+  metrics.gauge('sessions_open', 'Downstream sessions open, by transport (streamable, sse) and era.', ['transport', 'era'], () => {
+    const counts = { streamable: 0, sse: 0 };
+    for (const s of ctx.sessions.all()) counts[s.kind]++;
+    return Object.entries(counts).map(([transport, value]) => ({ labels: { transport, era: LEGACY_ERA }, value }));
+  });
+  metrics.gauge('streams_open', 'Event streams open (GET /sse, GET /mcp, GET /api/v1/events), by era.', ['era'], () => [
+    { labels: { era: LEGACY_ERA }, value: ctx.streams.size },
+  ]);
+  app.get(METRICS_PATH, async (_req: Request, res: Response) => {
+    const { contentType, body } = await metrics.scrape();
+    res.setHeader('Cache-Control', 'no-store');
+    res.type(contentType).send(body);
+  });
+}
+
+/** Serves `/metrics` without authentication when `observability.metricsPublic`; mounted before the auth guard. */
+export function mountPublicMetrics(app: Express, ctx: HttpContext): void {
+  if (ctx.gateway.config.observability.metricsPublic) mountMetrics(app, ctx);
+}
