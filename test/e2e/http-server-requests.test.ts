@@ -15,7 +15,7 @@ describe('upstream requests over HTTP', () => {
 
   beforeAll(async () => {
     broker = await startHttpBroker({
-      servers: { conf: nodeServer(fixture('conformance-server.mjs')) },
+      servers: { conf: nodeServer(fixture('conformance-server.mjs'), { args: [fixture('conformance-server.mjs'), '--legacy'] }) },
       extra: { http: { clientCapabilities: { sampling: {}, elicitation: {} } } },
     });
   });

@@ -40,7 +40,7 @@ describe.each<Kind>(['stdio', 'streamable', 'sse'])('transport contract: %s', (k
     logPath = join(logDir, 'fixture.ndjson');
     const servers = {
       echo: nodeServer(fixture('echo.mjs'), { env: { FIXTURE_LOG: logPath } }),
-      conf: nodeServer(fixture('conformance-server.mjs')),
+      conf: nodeServer(fixture('conformance-server.mjs'), { args: [fixture('conformance-server.mjs'), '--legacy'] }),
     };
     const extra = { http: { clientCapabilities: CAPABILITIES } };
     if (kind === 'stdio') {
