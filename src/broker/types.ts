@@ -4,7 +4,7 @@
  */
 import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, LoggingLevel, Tool } from '@modelcontextprotocol/server';
 import type { ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
-import type { Outcome } from './outcomes.js';
+import { ROLLBACK_META_KEY, type Outcome } from './outcomes.js';
 
 /** Where a call is going, as the registry and router know it. */
 export interface ToolTarget {
@@ -107,6 +107,12 @@ export interface CallRequest {
   readonly approvedBy?: string;
   /** Set when a flow makes this call (`broker__flow_run`): recorded as the record's `flow`. */
   readonly flow?: FlowRef;
+  /**
+   * Why the caller already knows these arguments cannot be sent (a flow's reference that cannot
+   * be read), as one line naming no value: the call is judged and recorded like any other, and
+   * the invoke stage refuses it `invalid_arguments` with this reason; nothing is sent.
+   */
+  readonly invalidArguments?: string;
 }
 
 /**
@@ -205,10 +211,17 @@ export interface BrokerCall {
   notes: Partial<Pick<CallRecord, 'breaker' | 'stripped' | 'proposal'>>;
   /** Written by the record stage. */
   record?: CallRecord;
+  /**
+   * The result's `_meta["mcp-broker/rollback"]` (scrubbed) when a stage refused a result that had
+   * come back (`withheld`): the upstream did the work, so a flow can still undo it. Set by {@link refuse}.
+   */
+  rollback?: unknown;
 }
 
-/** Settles a call as a refusal: the result is withheld. */
+/** Settles a call as a refusal: the result is withheld (its rollback descriptor, if any, is kept in `call.rollback`). */
 export function refuse(call: BrokerCall, outcome: Outcome, reason: string): void {
+  const rollback = (call.result?._meta as Record<string, unknown> | undefined)?.[ROLLBACK_META_KEY];
+  if (rollback !== undefined) call.rollback = rollback;
   call.outcome = outcome;
   call.reason = reason;
   call.result = undefined;

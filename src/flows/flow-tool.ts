@@ -30,7 +30,7 @@ export const FLOW_TOOL = 'broker__flow_run';
 
 export interface FlowToolDeps {
   /** The broker's `call`: runs one request through the whole path as `session`. */
-  call(request: CallRequest, session: CallerSession): Promise<{ callId: string; outcome: Outcome; reason?: string; result: CallToolResult }>;
+  call(request: CallRequest, session: CallerSession): Promise<{ callId: string; outcome: Outcome; reason?: string; result: CallToolResult; attempts?: number; rollback?: unknown }>;
   /** `estate.root` (absolute), for `snapshot: "estate"`. */
   readonly estateRoot: string;
 }
@@ -48,7 +48,8 @@ export function flowTool(deps: FlowToolDeps): FunctionTool {
     async handler(flow, context) {
       const { meta, onServerRequest } = context.request;
       const { answer, bubbled } = await runFlow(flow, context.callId, context.signal, {
-        call: (c) => deps.call({ name: c.name, args: c.args, signal: c.signal, flow: c.flow, meta, onServerRequest }, context.session),
+        call: (c) =>
+          deps.call({ name: c.name, args: c.args, signal: c.signal, flow: c.flow, meta, onServerRequest, ...(c.invalidArguments ? { invalidArguments: c.invalidArguments } : {}) }, context.session),
         flowTool: FLOW_TOOL,
         estateRoot: deps.estateRoot,
         onStep: (index, total, id) => context.progress({ progress: index, total, message: `step ${id}` }),
