@@ -216,6 +216,12 @@ export interface BrokerCall {
    * come back (`withheld`): the upstream did the work, so a flow can still undo it. Set by {@link refuse}.
    */
   rollback?: unknown;
+  /**
+   * What a handler that settles on abort (`FunctionTool.settlesOnAbort`) said it left behind when
+   * it failed after the call was cancelled or timed out (its first text line): the deadline stage
+   * still settles the call `cancelled` / `timeout` and adds this to the reason.
+   */
+  endedAs?: string;
 }
 
 /** Settles a call as a refusal: the result is withheld (its rollback descriptor, if any, is kept in `call.rollback`). */

@@ -45,6 +45,8 @@ export function flowTool(deps: FlowToolDeps): FunctionTool {
     parameters: FlowArgsSchema,
     output: FlowAnswerSchema,
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+    // Its steps follow the signal and its rollback must finish: a cancelled flow's record names what it left.
+    settlesOnAbort: true,
     async handler(flow, context) {
       const { meta, onServerRequest } = context.request;
       const { answer, bubbled } = await runFlow(flow, context.callId, context.signal, {

@@ -348,6 +348,24 @@ describe('flows: what a newcomer found (issue 16 D1-D7)', () => {
     expect(kept.answer.error).toContain('1. kv__delete {"key":"w"}');
   });
 
+  it('D4: a flow the client cancels without rollback ends cancelled, and its record names the calls left to run', async () => {
+    const log = join(mkdtempSync(join(tmpdir(), 'mcp-broker-flow-log-')), 'kv.log');
+    dirs.push(dirname(log));
+    broker = await startBroker({ servers: { kv: nodeServer(fixture('kv.mjs'), { env: { FIXTURE_LOG: log } }) } });
+    const aborter = new AbortController();
+    const running = broker.client
+      .callTool({ name: 'broker__flow_run', arguments: { steps: [put('a', 'a', 1), { id: 'wait', tool: 'kv__slow', args: {} }] } }, { signal: aborter.signal })
+      .catch((err: unknown) => err);
+    await waitFor(() => existsSync(log) && readFileSync(log, 'utf8').includes('"tool":"slow"'), 'the slow step to start');
+    aborter.abort();
+    expect(await running).toBeInstanceOf(Error);
+    const record = await waitFor(async () => (await broker!.records()).find((r) => r.name === 'broker__flow_run'), 'the flow record');
+    expect(record.outcome).toBe('cancelled');
+    expect(record.reason).toContain('cancelled by the client; flow failed: step "wait" (kv__slow) ended cancelled');
+    expect(record.reason).toContain('to undo what landed, run in this order: 1. kv__delete {"key":"a"}');
+    expect(await dump()).toEqual({ a: 1 });
+  });
+
   it('D5: a step refused for a reference that cannot be read leaves a record line with the flow and step', async () => {
     await kv();
     const { answer } = await flow({ steps: [put('a', 'a', 1), put('b', 'b', '${steps.nope.result}')] });
