@@ -366,6 +366,13 @@ describe('flows: what a newcomer found (issue 16 D1-D7)', () => {
     expect(await dump()).toEqual({ a: 1 });
   });
 
+  it('a flow that runs out of budget still rolls back what landed: inverses are not charged', async () => {
+    await kv({ broker: { budgetPerUnit: 3 } });
+    const { answer } = await flow({ steps: [put('a', 'a', 1), put('b', 'b', 1), put('c', 'c', 1)], rollback_on_failure: true });
+    expect(answer.steps.map((s) => [s.id, s.outcome])).toEqual([['a', 'ok'], ['b', 'ok'], ['c', 'budget_exhausted']]);
+    expect(answer.rolledBack.map((r) => [r.step, r.outcome, r.applied])).toEqual([['b', 'ok', true], ['a', 'ok', true]]);
+  });
+
   it('D5: a step refused for a reference that cannot be read leaves a record line with the flow and step', async () => {
     await kv();
     const { answer } = await flow({ steps: [put('a', 'a', 1), put('b', 'b', '${steps.nope.result}')] });
