@@ -7,15 +7,21 @@
  * two routes: a direct `tools/call` keeps a `tool_error` body as its result, but inside a flow the
  * same answer fails the step, so the rest of the plan never runs as though the change had landed.
  *
- * Harvest: after each step, its inverses are kept in the order the steps ran: the step's
- * declared `inverse` when it succeeded (it overrides the result's descriptor), else the rollback
- * descriptors its result carries (`_meta["mcp-broker/rollback"]`, rollback.ts), from a failed
- * step as well (its partial write, marked `fromFailedStep`). A nested flow's result carries the
- * inverses it left unapplied as its own descriptors, so the parent harvests them like any step's.
+ * Harvest: after each step, its inverses are kept in the order the steps ran ({@link inversesOf}):
+ * the step's declared `inverse` when it succeeded (it overrides the result's descriptor), else the
+ * rollback descriptors its result carries (`_meta["mcp-broker/rollback"]`, rollback.ts), from a
+ * failed step as well (its partial write, marked `fromFailedStep`), and from a step whose call
+ * reached the upstream and may have landed (`withheld`, `timeout`, …). A nested flow's result
+ * carries the inverses it left unapplied as its own descriptors, so the parent harvests them like
+ * any step's.
+ *
+ * A reference that cannot be read (references.ts) never goes out as literal text: the call (a
+ * step, an inverse, `on_failure`) is made with `invalidArguments`, so the broker judges and
+ * records it and refuses it `invalid_arguments` with nothing sent.
  *
  * On failure, with `rollback_on_failure`: every harvested inverse runs, newest first (so the
  * failing step's own, harvested last, runs first), each a brokered call; one that does not end
- * `ok` is reported `applied: false` and the rest still run. Without it nothing is replayed: each
+ * `ok` is reported `applied: false` (and listed in `unapplied`) and the rest still run. Without it nothing is replayed: each
  * inverse is returned in `unapplied` and written into `error` as a call the caller can run
  * ({@link unappliedRollbackCall}), in the order to run them. Then the estate snapshot is restored
  * (`snapshot: "estate"`), then `on_failure` runs. Rollback, restore and `on_failure` run even when
