@@ -35,6 +35,14 @@ export interface BrokerAnswer {
   readonly record?: CallRecord;
   /** The resolved target, when the name was known. */
   readonly target?: ToolTarget;
+  /** Upstream invocations sent (0: nothing reached the upstream, so nothing can have landed). */
+  readonly attempts: number;
+  /**
+   * The `_meta["mcp-broker/rollback"]` of a result that came back but was refused (`withheld`),
+   * scrubbed: the work landed though the body is withheld. Absent otherwise (a result that
+   * reaches the caller carries its own).
+   */
+  readonly rollback?: unknown;
 }
 
 export class Broker {
@@ -132,6 +140,8 @@ export class Broker {
       reason: call.reason,
       record: call.record,
       target: call.target,
+      attempts: call.attempts,
+      ...(call.rollback !== undefined && !carriesResult(outcome) ? { rollback: call.rollback } : {}),
     };
     const told = this.onSettled?.(call, answer);
     if (told) await told;

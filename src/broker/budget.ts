@@ -11,6 +11,7 @@
  * never invoked (`call.attempts === 0`, which counts only attempts that were sent: refused by
  * the breaker, cancelled before invoke, or refused by invoke or the router before anything was
  * sent), so refused calls do not spend and concurrent calls cannot overshoot. Retries are one call.
+ * A flow's inverse (`request.flow.phase === "rollback"`) is not charged: it undoes a charged call.
  *
  * A session's unit lasts as long as its session (released when it ends). A sessionless unit
  * (`CallerSession.sessionless`: the admin API's `api:<principal>`) has no such end, so its budget
@@ -140,7 +141,9 @@ export function budgetStage(deps: BudgetDeps): Stage & { readonly ledger: Budget
     async run(call, next) {
       const unit = call.session.unit;
       const limit = deps.limitFor(call);
-      if (limit === 'unlimited') return next();
+      // A flow's inverse undoes a call that was charged already; charging it too would leave a
+      // flow that ran out of budget unable to roll back what landed.
+      if (limit === 'unlimited' || call.request.flow?.phase === 'rollback') return next();
       const at = call.session.sessionless ? now() : undefined;
       const windowEnd = at === undefined ? undefined : ledger.renew(unit, at, windowMs);
       if (!ledger.reserve(unit, limit)) {

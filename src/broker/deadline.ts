@@ -87,10 +87,11 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
         cancelTimer();
         detach();
       }
-      if (signal.aborted && call.outcome !== 'ok' && call.outcome !== 'tool_error') {
+      if (signal.aborted && ((call.outcome !== 'ok' && call.outcome !== 'tool_error') || call.endedAs !== undefined)) {
         const reason = signal.reason ?? new Error('cancelled by the client');
-        if (reason instanceof DeadlineExceeded) refuse(call, 'timeout', `${reason.message}; the upstream request was cancelled`);
-        else refuse(call, 'cancelled', reason instanceof ShuttingDown ? reason.message : 'cancelled by the client');
+        const after = call.endedAs !== undefined ? `; ${call.endedAs}` : '';
+        if (reason instanceof DeadlineExceeded) refuse(call, 'timeout', `${reason.message}; the upstream request was cancelled${after}`);
+        else refuse(call, 'cancelled', `${reason instanceof ShuttingDown ? reason.message : 'cancelled by the client'}${after}`);
       }
     },
   };

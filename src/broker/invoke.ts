@@ -48,7 +48,7 @@ export function invokeStage(deps: InvokeDeps): Stage {
       call.sessionLost = undefined;
       call.outcome = undefined;
       call.reason = undefined;
-      const problem = argumentsProblem(call.request.args);
+      const problem = call.request.invalidArguments ?? argumentsProblem(call.request.args);
       if (problem !== undefined) {
         return refuse(call, 'invalid_arguments', `the arguments of "${call.target?.name ?? call.request.name}" ${problem}; nothing was sent`);
       }

@@ -50,3 +50,9 @@ export function isUpstreamFailure(outcome: Outcome): boolean {
 export const OUTCOME_META_KEY = 'mcp-broker/outcome';
 /** Key of the call id in a result's `_meta`. */
 export const CALL_ID_META_KEY = 'mcp-broker/callId';
+
+/**
+ * Key of a result's rollback descriptor(s) in `_meta`: how to undo what the call did (flows read
+ * it, src/flows/rollback.ts; the broker keeps it when it refuses a result that came back).
+ */
+export const ROLLBACK_META_KEY = 'mcp-broker/rollback';

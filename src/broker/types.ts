@@ -4,7 +4,7 @@
  */
 import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, LoggingLevel, Tool } from '@modelcontextprotocol/server';
 import type { ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
-import type { Outcome } from './outcomes.js';
+import { ROLLBACK_META_KEY, type Outcome } from './outcomes.js';
 import type { InputRequiredResult } from '@modelcontextprotocol/server';
 import type { TraceCarrier } from '../shared/trace-context.js';
 
@@ -133,6 +133,12 @@ export interface CallRequest {
   readonly approvedBy?: string;
   /** Set when a flow makes this call (`broker__flow_run`): recorded as the record's `flow`. */
   readonly flow?: FlowRef;
+  /**
+   * Why the caller already knows these arguments cannot be sent (a flow's reference that cannot
+   * be read), as one line naming no value: the call is judged and recorded like any other, and
+   * the invoke stage refuses it `invalid_arguments` with this reason; nothing is sent.
+   */
+  readonly invalidArguments?: string;
 }
 
 /**
@@ -248,10 +254,23 @@ export interface BrokerCall {
   traceMeta?: TraceCarrier;
   /** Written by the record stage. */
   record?: CallRecord;
+  /**
+   * The result's `_meta["mcp-broker/rollback"]` (scrubbed) when a stage refused a result that had
+   * come back (`withheld`): the upstream did the work, so a flow can still undo it. Set by {@link refuse}.
+   */
+  rollback?: unknown;
+  /**
+   * What a handler that settles on abort (`FunctionTool.settlesOnAbort`) said it left behind when
+   * it failed after the call was cancelled or timed out (its first text line): the deadline stage
+   * still settles the call `cancelled` / `timeout` and adds this to the reason.
+   */
+  endedAs?: string;
 }
 
-/** Settles a call as a refusal: the result is withheld. */
+/** Settles a call as a refusal: the result is withheld (its rollback descriptor, if any, is kept in `call.rollback`). */
 export function refuse(call: BrokerCall, outcome: Outcome, reason: string): void {
+  const rollback = (call.result?._meta as Record<string, unknown> | undefined)?.[ROLLBACK_META_KEY];
+  if (rollback !== undefined) call.rollback = rollback;
   call.outcome = outcome;
   call.reason = reason;
   call.result = undefined;

@@ -30,7 +30,7 @@ export const FLOW_TOOL = 'broker__flow_run';
 
 export interface FlowToolDeps {
   /** The broker's `call`: runs one request through the whole path as `session`. */
-  call(request: CallRequest, session: CallerSession): Promise<{ callId: string; outcome: Outcome; reason?: string; result: CallToolResult }>;
+  call(request: CallRequest, session: CallerSession): Promise<{ callId: string; outcome: Outcome; reason?: string; result: CallToolResult; attempts?: number; rollback?: unknown }>;
   /** `estate.root` (absolute), for `snapshot: "estate"`. */
   readonly estateRoot: string;
 }
@@ -41,14 +41,17 @@ export function flowTool(deps: FlowToolDeps): FunctionTool {
     name: FLOW_TOOL,
     title: 'Run several tool calls as one plan, with rollback',
     description:
-      'Runs "steps" in order, each a tool call {id, tool, args, inverse?} through the broker like any call; a step fails on any outcome but ok, including a tool that reports its own failure, and the rest do not run. Arguments may use ${steps.<id>.result...} to read an earlier step\'s result (its structuredContent, else its JSON text). A step whose tool is broker__flow_run is a nested flow. Undo: a step\'s declared inverse, or the rollback descriptor its result carries in _meta["mcp-broker/rollback"] (a failing step may carry one for the part that landed). With rollback_on_failure the inverses run newest first (the failing step\'s own first); without it they are returned in "unapplied" and named in "error" as calls to run. on_failure runs after. snapshot: "estate" restores the estate root\'s files on failure. Answer: {success, flowId, failedStep?, error?, steps: [{id, tool, outcome, data}], rolledBack, unapplied, onFailure?, snapshot?}.',
+      'Runs "steps" in order, each a tool call {id, tool, args?, inverse?} (no other fields) through the broker like any call; a step fails on any outcome but ok, including a tool that reports its own failure, and the rest do not run. Arguments may use ${steps.<id>.result...} to read an earlier step\'s result (its structuredContent, else its JSON text). A step whose tool is broker__flow_run is a nested flow. Undo: a step\'s declared inverse, or the rollback descriptor its result carries in _meta["mcp-broker/rollback"] (a failing step may carry one for the part that landed). With rollback_on_failure the inverses run newest first (the failing step\'s own first); without it they are returned in "unapplied" and named in "error" as calls to run (with it, "unapplied" lists the inverses that failed). on_failure runs after. snapshot: "estate" restores the estate root\'s files on failure. Answer: {success, flowId, failedStep?, error?, steps: [{id, tool, outcome, data}], rolledBack, unapplied, onFailure?, snapshot?}.',
     parameters: FlowArgsSchema,
     output: FlowAnswerSchema,
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+    // Its steps follow the signal and its rollback must finish: a cancelled flow's record names what it left.
+    settlesOnAbort: true,
     async handler(flow, context) {
       const { meta, onServerRequest } = context.request;
       const { answer, bubbled } = await runFlow(flow, context.callId, context.signal, {
-        call: (c) => deps.call({ name: c.name, args: c.args, signal: c.signal, flow: c.flow, meta, onServerRequest }, context.session),
+        call: (c) =>
+          deps.call({ name: c.name, args: c.args, signal: c.signal, flow: c.flow, meta, onServerRequest, ...(c.invalidArguments ? { invalidArguments: c.invalidArguments } : {}) }, context.session),
         flowTool: FLOW_TOOL,
         estateRoot: deps.estateRoot,
         onStep: (index, total, id) => context.progress({ progress: index, total, message: `step ${id}` }),

@@ -9,9 +9,9 @@
  * land; it is kept. An entry that is not of that shape is skipped.
  */
 import type { CallToolResult } from '@modelcontextprotocol/server';
+import { ROLLBACK_META_KEY } from '../broker/outcomes.js';
 
-/** Key of the rollback descriptor(s) in a result's `_meta`. */
-export const ROLLBACK_META_KEY = 'mcp-broker/rollback';
+export { ROLLBACK_META_KEY };
 
 /** One call that undoes (part of) what a step did. */
 export interface RollbackDescriptor {
@@ -24,13 +24,19 @@ export interface RollbackDescriptor {
 export interface HarvestedInverse extends RollbackDescriptor {
   /** Id of the step it undoes (for a nested flow's inverse: `<step>/<child step>`). */
   readonly step: string;
-  /** Set when it came off the step that failed (its partial write). */
+  /** Set when it came off the step that failed (its partial write, or a write that may have landed). */
   readonly fromFailedStep?: true;
+  /** Why its arguments cannot be written out (a reference that cannot be read): it is never sent, only reported. */
+  readonly unreadable?: string;
 }
 
 /** The descriptors a result carries in `_meta["mcp-broker/rollback"]`, in the order given; `[]` when none. */
 export function rollbackDescriptors(result: CallToolResult | undefined): RollbackDescriptor[] {
-  const raw = (result?._meta as Record<string, unknown> | undefined)?.[ROLLBACK_META_KEY];
+  return descriptorsOf((result?._meta as Record<string, unknown> | undefined)?.[ROLLBACK_META_KEY]);
+}
+
+/** The descriptors in a `_meta["mcp-broker/rollback"]` value (one or an array); `[]` when none. */
+export function descriptorsOf(raw: unknown): RollbackDescriptor[] {
   if (raw === undefined) return [];
   const out: RollbackDescriptor[] = [];
   for (const item of Array.isArray(raw) ? raw : [raw]) {
@@ -41,12 +47,12 @@ export function rollbackDescriptors(result: CallToolResult | undefined): Rollbac
 }
 
 /** `{tool, args?}` as a descriptor, or undefined when it is not of that shape. */
-export function asDescriptor(value: unknown): (RollbackDescriptor & { step?: string }) | undefined {
+export function asDescriptor(value: unknown): (RollbackDescriptor & { step?: string; unreadable?: string }) | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
-  const { tool, args, step } = value as Record<string, unknown>;
+  const { tool, args, step, unreadable } = value as Record<string, unknown>;
   if (typeof tool !== 'string' || tool === '') return undefined;
   if (args !== undefined && (typeof args !== 'object' || args === null || Array.isArray(args))) return undefined;
-  return { tool, args: (args as Record<string, unknown> | undefined) ?? {}, ...(typeof step === 'string' ? { step } : {}) };
+  return { tool, args: (args as Record<string, unknown> | undefined) ?? {}, ...(typeof step === 'string' ? { step } : {}), ...(typeof unreadable === 'string' ? { unreadable } : {}) };
 }
 
 /**

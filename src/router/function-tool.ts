@@ -78,6 +78,15 @@ export interface FunctionToolSpec<S extends z.ZodType = z.ZodType> {
    * (`guard_error`). Default: none (the prompt shows the arguments only).
    */
   approvalDetail?(args: unknown, session: CallerSession): readonly string[] | Promise<readonly string[]>;
+  /**
+   * The handler ends on its own soon after `signal` aborts (the calls it makes follow it) and may
+   * still have work to finish (a flow's rollback): the router awaits it instead of answering at
+   * the abort. When it returns a failure (`isError`) after the abort, the call still ends
+   * `cancelled` / `timeout`, and the result's first text line is added to the reason (so the
+   * record says what it left behind). Default `false`: the call is answered at the abort and the
+   * handler is left to finish on its own.
+   */
+  settlesOnAbort?: boolean;
 }
 
 /** A defined function tool: the spec plus its advertised definition. */

@@ -303,8 +303,13 @@ export class ToolRouter implements Dispatcher {
         return { outcome: 'error', code: 'connection_lost', message: `approved, but the caller's connection closed before "${tool.name}" ran; it did not run` };
       }
     }
-    const value = await untilAborted(Promise.resolve().then(() => tool.handler(parsed.data, contextOf(call))), call.signal);
-    return { outcome: 'ok', result: toCallToolResult(value) };
+    const work = Promise.resolve().then(() => tool.handler(parsed.data, contextOf(call)));
+    const result = toCallToolResult(await (tool.settlesOnAbort ? work : untilAborted(work, call.signal)));
+    if (call.signal.aborted && result.isError) {
+      const first = result.content?.[0];
+      if (first?.type === 'text') call.endedAs = first.text;
+    }
+    return { outcome: 'ok', result };
   }
 
   private callUpstream(call: BrokerCall, server: string, toolName: string): Promise<CallToolResult> {

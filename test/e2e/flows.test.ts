@@ -309,3 +309,105 @@ describe('flows over server-filesystem', () => {
     });
   }
 });
+
+describe('flows: what a newcomer found (issue 16 D1-D7)', () => {
+  const stepRecords = async (flowId: string) =>
+    (await broker!.records()).filter((r) => (r.flow as { id?: string } | undefined)?.id === flowId).map((r) => [r.name, r.outcome, r.flow]);
+
+  it('D1: on_failure whose reference cannot be read is refused invalid_arguments, recorded, and nothing is sent', async () => {
+    await kv();
+    for (const ref of ['${steps.many.result.error}', '${steps.nope.result}']) {
+      const { answer } = await flow({ steps: [partial('many', {}, 'x')], on_failure: { tool: 'kv__put', args: { key: 'failed', value: ref } } });
+      expect(answer.onFailure).toMatchObject({ tool: 'kv__put', outcome: 'invalid_arguments' });
+      expect(answer.error).toMatch(/on_failure kv__put ended invalid_arguments: .*reference that cannot be read.*nothing was sent/);
+      expect((await stepRecords(answer.flowId)).at(-1)).toEqual(['kv__put', 'invalid_arguments', { id: answer.flowId, step: 'on_failure', phase: 'on_failure' }]);
+    }
+    expect(await dump()).toEqual({});
+  });
+
+  it('D2: an inverse whose reference cannot be read is not sent, is reported applied:false with the reason, and listed as unapplied', async () => {
+    await kv();
+    const { answer } = await flow({
+      steps: [{ ...put('a', 'a', 1), inverse: { tool: 'kv__put', args: { key: 'a', value: '${steps.nope.result}' } } }, partial('many', {}, 'x')],
+      rollback_on_failure: true,
+    });
+    expect(answer.rolledBack.map((r) => [r.step, r.outcome, r.applied])).toEqual([['a', 'invalid_arguments', false]]);
+    expect(answer.error).toContain('rollback INCOMPLETE: 1 of 1 inverse(s) failed');
+    expect(answer.unapplied.map((u) => [u.step, u.call])).toEqual([['a', 'kv__put {"key":"a","value":"${steps.nope.result}"}']]);
+    expect(await dump()).toEqual({ a: 1 });
+  });
+
+  it('D3: a withheld step (its write landed) keeps its rollback descriptor: rolled back, or listed as unapplied', async () => {
+    await kv({ policy: { output: { deny: ['WITHHELD-ME'] } } });
+    const rolled = await flow({ steps: [put('w', 'w', 'WITHHELD-ME')], rollback_on_failure: true });
+    expect(rolled.answer.steps.map((s) => [s.id, s.outcome])).toEqual([['w', 'withheld']]);
+    expect(rolled.answer.rolledBack.map((r) => [r.step, r.tool, r.applied, r.fromFailedStep])).toEqual([['w', 'kv__delete', true, true]]);
+    expect(await dump()).toEqual({});
+    const kept = await flow({ steps: [put('w', 'w', 'WITHHELD-ME')] });
+    expect(kept.answer.unapplied.map((u) => u.call)).toEqual(['kv__delete {"key":"w"}']);
+    expect(kept.answer.error).toContain('1. kv__delete {"key":"w"}');
+  });
+
+  it('D4: a flow the client cancels without rollback ends cancelled, and its record names the calls left to run', async () => {
+    const log = join(mkdtempSync(join(tmpdir(), 'mcp-broker-flow-log-')), 'kv.log');
+    dirs.push(dirname(log));
+    broker = await startBroker({ servers: { kv: nodeServer(fixture('kv.mjs'), { env: { FIXTURE_LOG: log } }) } });
+    const aborter = new AbortController();
+    const running = broker.client
+      .callTool({ name: 'broker__flow_run', arguments: { steps: [put('a', 'a', 1), { id: 'wait', tool: 'kv__slow', args: {} }] } }, { signal: aborter.signal })
+      .catch((err: unknown) => err);
+    await waitFor(() => existsSync(log) && readFileSync(log, 'utf8').includes('"tool":"slow"'), 'the slow step to start');
+    aborter.abort();
+    expect(await running).toBeInstanceOf(Error);
+    const record = await waitFor(async () => (await broker!.records()).find((r) => r.name === 'broker__flow_run'), 'the flow record');
+    expect(record.outcome).toBe('cancelled');
+    expect(record.reason).toContain('cancelled by the client; flow failed: step "wait" (kv__slow) ended cancelled');
+    expect(record.reason).toContain('to undo what landed, run in this order: 1. kv__delete {"key":"a"}');
+    expect(await dump()).toEqual({ a: 1 });
+  });
+
+  it('a flow that runs out of budget still rolls back what landed: inverses are not charged', async () => {
+    await kv({ broker: { budgetPerUnit: 3 } });
+    const { answer } = await flow({ steps: [put('a', 'a', 1), put('b', 'b', 1), put('c', 'c', 1)], rollback_on_failure: true });
+    expect(answer.steps.map((s) => [s.id, s.outcome])).toEqual([['a', 'ok'], ['b', 'ok'], ['c', 'budget_exhausted']]);
+    expect(answer.rolledBack.map((r) => [r.step, r.outcome, r.applied])).toEqual([['b', 'ok', true], ['a', 'ok', true]]);
+  });
+
+  it('D5: a step refused for a reference that cannot be read leaves a record line with the flow and step', async () => {
+    await kv();
+    const { answer } = await flow({ steps: [put('a', 'a', 1), put('b', 'b', '${steps.nope.result}')] });
+    expect(answer.steps.map((s) => [s.id, s.outcome])).toEqual([['a', 'ok'], ['b', 'invalid_arguments']]);
+    expect(await stepRecords(answer.flowId)).toEqual([
+      ['kv__put', 'ok', { id: answer.flowId, step: 'a' }],
+      ['kv__put', 'invalid_arguments', { id: answer.flowId, step: 'b' }],
+    ]);
+    expect(await dump()).toEqual({ a: 1 });
+  });
+
+  it('D6: a nested flow\'s calls to run are named once, and not at all when the parent rolls them back', async () => {
+    await kv();
+    const child = { id: 'child', tool: 'broker__flow_run', args: { steps: [put('z', 'z', 1), partial('many', {}, 'q')] } };
+    const rolled = await flow({ steps: [child], rollback_on_failure: true });
+    expect(rolled.answer.rolledBack.map((r) => [r.step, r.applied])).toEqual([['child/z', true]]);
+    expect(rolled.answer.error).not.toContain('run in this order');
+    expect(rolled.answer.error).toContain('step "many" (kv__put_many) ended tool_error');
+    const kept = await flow({ steps: [child] });
+    expect(kept.answer.unapplied.map((u) => u.call)).toEqual(['kv__delete {"key":"z"}']);
+    expect(kept.answer.error!.split('run in this order').length).toBe(2);
+    expect(kept.answer.error!.split('1. kv__delete').length).toBe(2);
+  });
+
+  it('D7: a misspelt top-level or step argument is invalid_arguments and runs nothing; the input schema forbids extra properties', async () => {
+    await kv();
+    const tool = (await broker!.client.listTools()).tools.find((t) => t.name === 'broker__flow_run')!;
+    const schema = tool.inputSchema as { additionalProperties?: unknown; required?: string[]; properties: { steps: { items: { additionalProperties?: unknown; required?: string[] } } } };
+    expect(schema.additionalProperties).toBe(false);
+    expect(schema.properties.steps.items.additionalProperties).toBe(false);
+    expect(schema.properties.steps.items.required).toEqual(['id', 'tool']);
+    for (const args of [{ steps: [put('a', 'a', 1)], rollback: true }, { steps: [{ ...put('a', 'a', 1), invers: { tool: 'kv__delete' } }] }]) {
+      const { result } = await flow(args);
+      expect(outcome(result)).toBe('invalid_arguments');
+    }
+    expect(await dump()).toEqual({});
+  });
+});

@@ -254,3 +254,38 @@ describe('tasks over HTTP: per-principal isolation', () => {
     expect((await http(`${broker.url}/api/v1/approvals/${taskId}`, { method: 'POST', headers: auth(env.BOB_TOKEN), body: { approve: true } })).status).toBe(403);
   });
 });
+
+describe('flows as tasks (issue 16)', () => {
+  const flowArgs = { steps: [{ id: 'a', tool: 'kv__put', args: { key: 'a', value: 1 } }, { id: 'b', tool: 'kv__put', args: { key: 'b', value: '${steps.a.result.value}' } }] };
+
+  it('a task-augmented tools/call of broker__flow_run answers a task, and tasks/result gives the flow answer', async () => {
+    const { dir, configPath, recordsPath } = configFor({ kv: nodeServer(fixture('kv.mjs')) });
+    const s = await serve(configPath, dir);
+    expect((await s.client.listTools()).tools.find((t) => t.name === 'broker__flow_run')?.execution?.taskSupport).toBe('optional');
+    const created = await request(s, 'tools/call', { name: 'broker__flow_run', arguments: flowArgs, task: {} });
+    expect(created.task).toMatchObject({ status: 'working' });
+    const taskId = created.task.taskId as string;
+    const result = await request(s, 'tasks/result', { taskId }, 30_000);
+    expect(result._meta).toMatchObject({ 'io.modelcontextprotocol/related-task': { taskId }, 'mcp-broker/outcome': 'ok' });
+    expect(result.structuredContent).toMatchObject({ success: true, steps: [{ id: 'a', outcome: 'ok' }, { id: 'b', outcome: 'ok' }], rolledBack: [], unapplied: [] });
+    expect(result.content[0].text).toBe('flow ok: 2 step(s) ran');
+    expect(await request(s, 'tasks/get', { taskId })).toMatchObject({ status: 'completed' });
+    const records = readNdjson<RecordLine>(recordsPath);
+    const flowRecord = records.find((r) => r.name === 'broker__flow_run')!;
+    expect(records.filter((r) => (r.flow as { id?: string } | undefined)?.id === flowRecord.callId).map((r) => [r.name, r.outcome])).toEqual([['kv__put', 'ok'], ['kv__put', 'ok']]);
+  });
+
+  it('a flow step whose policy is ask parks under askMode park; approved from the inbox, the flow goes on', async () => {
+    const { dir, configPath } = configFor({ kv: nodeServer(fixture('kv.mjs')) }, { policy: { askMode: 'park', rules: [{ tools: ['kv__put'], action: 'ask' }] } });
+    const s = await serve(configPath, dir);
+    const answer = s.client.callTool({ name: 'broker__flow_run', arguments: { steps: [flowArgs.steps[0]] } }, { timeout: 60_000 });
+    const parked = await waitFor(async () => {
+      const r = (await s.client.callTool({ name: 'broker__approvals_list', arguments: {} })) as { structuredContent: { approvals: Array<{ id: string; tool: string }> } };
+      return r.structuredContent.approvals[0];
+    }, 'the step to park');
+    expect(parked.tool).toBe('kv__put');
+    await s.client.callTool({ name: 'broker__approvals_decide', arguments: { id: parked.id, approve: true } });
+    const result = (await answer) as { structuredContent: { success: boolean; steps: Array<{ id: string; outcome: string }> } };
+    expect(result.structuredContent).toMatchObject({ success: true, steps: [{ id: 'a', outcome: 'ok' }] });
+  });
+});
