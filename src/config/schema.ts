@@ -102,6 +102,13 @@ export const stdioServerSchema = z
     inheritEnv: z.array(z.string()).default([]),
     /** Working directory; default the folder of `servers.json`. */
     cwd: z.string().optional(),
+    /**
+     * The MCP era spoken to this server: `"auto"` (default) finds it out (`server/discover`, then
+     * `initialize`) and remembers it (upstream/era-memory.ts); `"legacy"` speaks 2025-11-25 and
+     * older at once, never probing (a server that misbehaves on the probe, or one whose sessions
+     * you rely on).
+     */
+    era: z.enum(['auto', 'legacy']).default('auto'),
     ...commonServer,
   })
   .strict();
@@ -116,6 +123,13 @@ export const httpServerSchema = z
     type: z.union([z.literal('http'), z.literal('streamable-http'), z.literal('streamableHttp')]).optional(),
     url: z.url(),
     headers: stringMap.default({}),
+    /**
+     * The MCP era spoken to this server: `"auto"` (default) finds it out (`server/discover`, then
+     * `initialize`) and remembers it (upstream/era-memory.ts); `"legacy"` speaks 2025-11-25 and
+     * older at once, never probing (a server that misbehaves on the probe, or one whose sessions
+     * you rely on).
+     */
+    era: z.enum(['auto', 'legacy']).default('auto'),
     ...commonServer,
   })
   .strict();

@@ -59,9 +59,10 @@ export class EraMemory {
     this.definitionHash = upstreamDefinitionHash(options.config);
   }
 
-  /** Whether the upstream is probed at all: SSE is legacy by its transport. */
+  /** Whether the upstream is probed at all: SSE is legacy by its transport; `era: "legacy"` pins it so. */
   get negotiates(): boolean {
     const config = this.options.config;
+    if ('era' in config && config.era === 'legacy') return false;
     return 'command' in config || config.type !== 'sse';
   }
 

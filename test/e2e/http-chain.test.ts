@@ -141,7 +141,8 @@ describe('a restarted inner broker (HTTP 404 for the session we hold)', () => {
     port = new URL(inner.url).port;
     outer = await startBroker({
       // `hop2` is a second connection to the same inner broker, with breakers of its own.
-      servers: { hop: { type: 'http', url: `${inner.url}/mcp` }, hop2: { type: 'http', url: `${inner.url}/mcp` } },
+      // Spoken to in the 2025 era (`era: "legacy"`): a 2026-07-28 exchange has no session to lose.
+      servers: { hop: { type: 'http', url: `${inner.url}/mcp`, era: 'legacy' }, hop2: { type: 'http', url: `${inner.url}/mcp`, era: 'legacy' } },
       // No automatic re-dial inside the test: only the session renewal may open a new session.
       extra: { broker: { restart: { initialDelayMs: 3_600_000, maxDelayMs: 3_600_000 }, breaker: { threshold: 1, openMs: 60_000 } } },
     });
