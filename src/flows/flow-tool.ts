@@ -48,10 +48,11 @@ export function flowTool(deps: FlowToolDeps): FunctionTool {
     // Its steps follow the signal and its rollback must finish: a cancelled flow's record names what it left.
     settlesOnAbort: true,
     async handler(flow, context) {
-      const { meta, onServerRequest } = context.request;
+      // A flow run as a task runs its steps in that task: a step's `ask` parks the task (tasks/engine.ts).
+      const { meta, onServerRequest, taskId } = context.request;
       const { answer, bubbled } = await runFlow(flow, context.callId, context.signal, {
         call: (c) =>
-          deps.call({ name: c.name, args: c.args, signal: c.signal, flow: c.flow, meta, onServerRequest, ...(c.invalidArguments ? { invalidArguments: c.invalidArguments } : {}) }, context.session),
+          deps.call({ name: c.name, args: c.args, signal: c.signal, flow: c.flow, meta, onServerRequest, ...(taskId !== undefined ? { taskId } : {}), ...(c.invalidArguments ? { invalidArguments: c.invalidArguments } : {}) }, context.session),
         flowTool: FLOW_TOOL,
         estateRoot: deps.estateRoot,
         onStep: (index, total, id) => context.progress({ progress: index, total, message: `step ${id}` }),

@@ -64,7 +64,7 @@ function read(ref: string, results: ReadonlyMap<string, unknown>): unknown {
   const m = /^steps\.([^.[\]]+)\.result(.*)$/.exec(ref);
   if (!m) throw new FlowReferenceError(`\${${ref}} is not of the form \${steps.<id>.result…}`);
   const [, id, path] = m as unknown as [string, string, string];
-  if (!results.has(id)) throw new FlowReferenceError(`\${${ref}} names step "${id}", which has not run before this one`);
+  if (!results.has(id)) throw new FlowReferenceError(`\${${ref}} names step "${id}", which did not run before this one, or did not end ok`);
   let current: unknown = results.get(id);
   const parts = path.match(/\.[^.[\]]+|\[\d+\]/g) ?? [];
   if (parts.join('') !== path) throw new FlowReferenceError(`\${${ref}}: cannot read the path "${path}"`);

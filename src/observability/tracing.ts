@@ -43,6 +43,8 @@ import { callerTrace, traceCarrierOf, type TraceCarrier } from '../shared/trace-
 export const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
 /** The era of a request without that key: the `initialize` era. */
 export const LEGACY_ERA = '2025-11-25';
+/** The era of a sessionless (2026-07-28) request. */
+export const MODERN_ERA = '2026-07-28';
 /** Longest wait for the last export at shutdown, in ms ({@link CallTracer.shutdown}). */
 export const TRACE_SHUTDOWN_TIMEOUT_MS = 2000;
 /** Name of the stage whose every run is one upstream attempt (broker/invoke.ts). */
@@ -205,7 +207,8 @@ function callerAttributes(call: BrokerCall): Attributes {
     'mcp_broker.call_id': call.callId,
     'mcp_broker.principal': call.session.principal,
     'mcp_broker.unit': call.session.unit,
-    'mcp_broker.era': typeof version === 'string' ? version : LEGACY_ERA,
+    // The request's own revision; a modern request whose envelope the SDK took off reads as 2026-07-28.
+    'mcp_broker.era': typeof version === 'string' ? version : call.session.era === 'modern' ? MODERN_ERA : LEGACY_ERA,
   };
 }
 

@@ -31,8 +31,8 @@ export interface FunctionToolContext {
   progress(update: ProgressUpdate): void;
   /** Extra fields for the call's record (for example the estate relay's `proposal`). */
   readonly notes: BrokerCall['notes'];
-  /** The call's request to the broker (its `meta`, its relay of upstream→client requests, the `flow` that made it). */
-  readonly request: Pick<CallRequest, 'meta' | 'onServerRequest' | 'flow'>;
+  /** The call's request to the broker (its `meta`, its relay of upstream→client requests, the `flow` that made it, the task it runs as). */
+  readonly request: Pick<CallRequest, 'meta' | 'onServerRequest' | 'flow' | 'taskId'>;
 }
 
 /**

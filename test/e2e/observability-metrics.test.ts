@@ -6,6 +6,7 @@
  * (its `crash` exits the child: upstream_error, a restart, and with `threshold: 1` an open
  * breaker), and one that throws at start (failed).
  */
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, waitFor } from './helpers.js';
 import { connectHttp, http, startHttpBroker, type HttpBroker } from '../transports/harness.js';
@@ -120,6 +121,22 @@ describe('GET /metrics', () => {
       await client.close();
     }
     await waitFor(async () => value(await scrape(), 'mcp_broker_sessions_open', labels) === 0 || undefined, 'the session to end');
+  });
+
+  it('counts a 2026-07-28 subscriptions/listen as a stream of that era', async () => {
+    const modern = { era: '2026-07-28' };
+    expect(value(await scrape(), 'mcp_broker_streams_open', modern)).toBe(0);
+    const client = new Client({ name: 'metrics-modern', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${broker.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } }));
+    try {
+      expect(client.getProtocolEra()).toBe('modern');
+      const subscription = await client.listen({ toolsListChanged: true });
+      await waitFor(async () => value(await scrape(), 'mcp_broker_streams_open', modern) === 1 || undefined, 'the listen to count');
+      await subscription.close();
+      await waitFor(async () => value(await scrape(), 'mcp_broker_streams_open', modern) === 0 || undefined, 'the listen to end');
+    } finally {
+      await client.close();
+    }
   });
 });
 

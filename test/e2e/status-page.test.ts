@@ -81,7 +81,10 @@ describe('status page in Chromium', () => {
     expect(csp).not.toContain('unsafe-inline');
     expect(page.text).not.toContain('echo__echo'); // the shell holds no data
     expect((await http(`${broker.url}/api/v1/status`)).status).toBe(401);
-    expect((await http(`${broker.url}/api/v1/status`, { headers: { authorization: `Bearer ${ALICE}` } })).status).toBe(200);
+    const status = await http(`${broker.url}/api/v1/status`, { headers: { authorization: `Bearer ${ALICE}` } });
+    expect(status.status).toBe(200);
+    // Both eras served: the modern revision first, then the initialize ones.
+    expect((status.body as { protocolVersions: string[] }).protocolVersions.slice(0, 2)).toEqual(['2026-07-28', '2025-11-25']);
   });
 
   it('asks for a token when none is given', async () => {

@@ -275,6 +275,18 @@ describe('flows as tasks (issue 16)', () => {
     expect(records.filter((r) => (r.flow as { id?: string } | undefined)?.id === flowRecord.callId).map((r) => [r.name, r.outcome])).toEqual([['kv__put', 'ok'], ['kv__put', 'ok']]);
   });
 
+  it('a flow run as a task parks its task on a step\'s ask (default askMode); approved from the inbox, tasks/result gives the flow answer', async () => {
+    const { dir, configPath } = configFor({ kv: nodeServer(fixture('kv.mjs')) }, { policy: { rules: [{ tools: ['kv__put'], action: 'ask' }] } });
+    const s = await serve(configPath, dir);
+    const created = await request(s, 'tools/call', { name: 'broker__flow_run', arguments: { steps: [flowArgs.steps[0]] }, task: {} });
+    const taskId = created.task.taskId as string;
+    await waitFor(async () => (await request(s, 'tasks/get', { taskId })).status === 'input_required', 'the flow task to park on its step');
+    await s.client.callTool({ name: 'broker__approvals_decide', arguments: { id: taskId, approve: true } });
+    const result = await request(s, 'tasks/result', { taskId }, 30_000);
+    expect(result.structuredContent).toMatchObject({ success: true, steps: [{ id: 'a', outcome: 'ok' }] });
+    expect(await request(s, 'tasks/get', { taskId })).toMatchObject({ status: 'completed' });
+  });
+
   it('a flow step whose policy is ask parks under askMode park; approved from the inbox, the flow goes on', async () => {
     const { dir, configPath } = configFor({ kv: nodeServer(fixture('kv.mjs')) }, { policy: { askMode: 'park', rules: [{ tools: ['kv__put'], action: 'ask' }] } });
     const s = await serve(configPath, dir);

@@ -128,6 +128,15 @@ describe('call tracing', () => {
     }, 'the inner broker to continue the caller’s trace');
   });
 
+  it('labels a sessionless (2026-07-28) call with its era, though the SDK took its envelope off', async () => {
+    const modern: CallerSession = { sessionId: null, principal: 'local', unit: 'modern:local', era: 'modern', isLive: () => true };
+    const answer = await outer.broker.call({ name: 'hop__echo__echo', args: { text: 'era' }, signal: new AbortController().signal }, modern);
+    expect(answer.outcome).toBe('ok');
+    await outer.tracer!.flush();
+    const call = outerSpans.getFinishedSpans().filter((s) => s.name === 'tools/call hop__echo__echo').at(-1)!;
+    expect(call.attributes['mcp_broker.era']).toBe('2026-07-28');
+  });
+
   it('a refused call has spans only for the stages that ran', async () => {
     outerSpans.reset();
     const answer = await outer.broker.call({ name: 'no_such_tool', args: {}, signal: new AbortController().signal }, caller);

@@ -53,20 +53,26 @@ export function answerOverCap(res: ServerResponse, refusal: CapRefusal, principa
 export type StreamAdmission = { readonly ok: true; release(): void } | { readonly ok: false; readonly refusal: CapRefusal };
 
 /**
- * Counts the open event streams (`GET /sse`, `GET /mcp`, `GET /api/v1/events`), per principal
- * and in all, against `http.maxStreamsPerPrincipal` and `http.maxStreams` (defaults in the
+ * Counts the open event streams (`GET /sse`, `GET /mcp`, `GET /api/v1/events`, a 2026-07-28
+ * `subscriptions/listen`), per principal, per era and in all, against `http.maxStreamsPerPrincipal` and `http.maxStreams` (defaults in the
  * schema). A stream over a cap is refused, never a live one closed to make room. A `POST`'s
  * response stream ends with its answer and is not counted.
  */
 export class StreamCaps {
   private readonly byPrincipal = new Map<string, number>();
   private total = 0;
+  private modern = 0;
 
   constructor(private readonly limits: { readonly maxStreams: number; readonly maxStreamsPerPrincipal: number }) {}
 
   /** Open streams in all. */
   get size(): number {
     return this.total;
+  }
+
+  /** Open streams of one era: `modern` (2026-07-28 listens) or `legacy` (every other stream). */
+  sizeOf(era: 'legacy' | 'modern'): number {
+    return era === 'modern' ? this.modern : this.total - this.modern;
   }
 
   /** Open streams of `principal`. */
@@ -76,15 +82,17 @@ export class StreamCaps {
 
   /**
    * Takes a slot for one stream of `principal`; `release()` (idempotent) gives it back: call it
-   * when the response closes. Refused (and nothing taken) at either cap.
+   * when the response closes. Refused (and nothing taken) at either cap. `era` only labels it
+   * (metrics); both eras share the caps. Default `legacy`.
    */
-  acquire(principal: Principal): StreamAdmission {
+  acquire(principal: Principal, era: 'legacy' | 'modern' = 'legacy'): StreamAdmission {
     const name = principal.name;
     const mine = this.countOf(name);
     if (mine >= this.limits.maxStreamsPerPrincipal) return { ok: false, refusal: capRefusal('http.maxStreamsPerPrincipal', this.limits.maxStreamsPerPrincipal) };
     if (this.total >= this.limits.maxStreams) return { ok: false, refusal: capRefusal('http.maxStreams', this.limits.maxStreams) };
     this.byPrincipal.set(name, mine + 1);
     this.total++;
+    if (era === 'modern') this.modern++;
     let released = false;
     return {
       ok: true,
@@ -92,6 +100,7 @@ export class StreamCaps {
         if (released) return;
         released = true;
         this.total--;
+        if (era === 'modern') this.modern--;
         const left = this.countOf(name) - 1;
         if (left > 0) this.byPrincipal.set(name, left);
         else this.byPrincipal.delete(name);

@@ -5,6 +5,7 @@
  * Registers the HTTP face's own gauges on first mount: sessions open per kind and era, and event
  * streams open.
  */
+import { MODERN_REVISION } from '../era.js';
 import type { Express, Request, Response } from 'express';
 import { LEGACY_ERA } from '../../observability/tracing.js';
 import type { HttpContext } from './context.js';
@@ -13,14 +14,15 @@ export const METRICS_PATH = '/metrics';
 
 export function mountMetrics(app: Express, ctx: HttpContext): void {
   const { metrics } = ctx.gateway;
-  // Every HTTP session is a legacy (initialize) session today: the modern era has no sessions.
+  // Every HTTP session is a legacy (initialize) session: the modern era has none (its streams are counted below).
   metrics.gauge('sessions_open', 'Downstream sessions open, by transport (streamable, sse) and era.', ['transport', 'era'], () => {
     const counts = { streamable: 0, sse: 0 };
     for (const s of ctx.sessions.all()) counts[s.kind]++;
     return Object.entries(counts).map(([transport, value]) => ({ labels: { transport, era: LEGACY_ERA }, value }));
   });
-  metrics.gauge('streams_open', 'Event streams open (GET /sse, GET /mcp, GET /api/v1/events), by era.', ['era'], () => [
-    { labels: { era: LEGACY_ERA }, value: ctx.streams.size },
+  metrics.gauge('streams_open', 'Event streams open (GET /sse, GET /mcp, GET /api/v1/events; a 2026-07-28 subscriptions/listen), by era.', ['era'], () => [
+    { labels: { era: LEGACY_ERA }, value: ctx.streams.sizeOf('legacy') },
+    { labels: { era: MODERN_REVISION }, value: ctx.streams.sizeOf('modern') },
   ]);
   app.get(METRICS_PATH, async (_req: Request, res: Response) => {
     const { contentType, body } = await metrics.scrape();

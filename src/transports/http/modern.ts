@@ -54,9 +54,11 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
   return {
     async serve(principal, req, res, body) {
       const listens = new ListenSubscriptions(gateway, principal.name);
-      const listen = listens.observe(body);
-      if (listen !== undefined) {
-        const stream = ctx.streams.acquire(principal);
+      listens.observe(body);
+      // Every listen holds a stream slot while it is open, whatever it listens for.
+      const listen = typeof body === 'object' && body !== null && (body as { method?: unknown }).method === 'subscriptions/listen';
+      if (listen) {
+        const stream = ctx.streams.acquire(principal, 'modern');
         if (!stream.ok) {
           await listens.close();
           return answerOverCap(res, stream.refusal, principal, ctx.logger);

@@ -17,6 +17,7 @@
  *    its own calls.
  *  - Live calls: the page listens on `GET /api/v1/events` (admin.ts), same visibility rule.
  */
+import { MODERN_REVISION } from '../era.js';
 import type { Express, Request, Response } from 'express';
 import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/server';
 import { visibleTools } from '../../broker/visible-tools.js';
@@ -106,7 +107,8 @@ export async function statusSnapshot(gateway: Gateway, principal: Principal): Pr
     .map((r) => ({ id: r.id, tool: r.name, principal: r.principal, reason: r.reason, createdAt: r.createdAt }));
   return {
     version: VERSION,
-    protocolVersions: SUPPORTED_PROTOCOL_VERSIONS,
+    // The modern revision first (served per request), then the `initialize` ones.
+    protocolVersions: [MODERN_REVISION, ...SUPPORTED_PROTOCOL_VERSIONS.filter((v) => v !== MODERN_REVISION)],
     viewer: { principal: principal.name, role: principal.role },
     upstreams,
     tools: rows,
