@@ -7,6 +7,7 @@
  *
  * Returns the exit code: 0, or 2 for an id that is not a parked call waiting for a decision.
  */
+import { alignedTable, cut } from './table.js';
 import type { LoadedConfig } from '../config/load.js';
 import { SqliteStore, type Store, type TaskRow } from '../store/index.js';
 import { decideParked, listParked } from '../tasks/index.js';
@@ -61,13 +62,9 @@ export function inboxRow(r: TaskRow): Record<string, unknown> {
 function formatInbox(rows: readonly TaskRow[]): string {
   const header = ['ID', 'CREATED', 'TOOL', 'PRINCIPAL', 'ARGS', 'WHY'];
   const body = rows.map((r) => [r.id, r.createdAt.replace('T', ' '), r.name, r.principal, cut(JSON.stringify(r.args), 60), cut(r.reason ?? '', 80)]);
-  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
-  return [header, ...body].map((cells) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n') + '\n';
+  return alignedTable(header, body);
 }
 
-function cut(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
-}
 
 async function withStore(config: LoadedConfig, options: ApprovalsOptions, act: (store: Store, now: number) => Promise<number>): Promise<number> {
   const store = options.store ?? SqliteStore.open(config.broker.dataDir);

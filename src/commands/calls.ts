@@ -8,6 +8,7 @@
  * they are appended (rotation followed) until `signal` aborts (the CLI: Ctrl-C).
  * Returns the exit code: 0, or 2 for a bad option.
  */
+import { alignedTable, cut } from './table.js';
 import { statSync } from 'node:fs';
 import picomatch from 'picomatch';
 import { followRecords } from '../audit/follow.js';
@@ -134,18 +135,9 @@ export function formatTable(records: readonly CallRecord[]): string {
     String(r.durationMs),
     cut((r.reason ?? '').replace(/\s+/g, ' '), REASON_WIDTH),
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
-      .join('  ')
-      .trimEnd() + '\n';
-  return [header, ...body].map(line).join('');
+  return alignedTable(header, body);
 }
 
-function cut(text: string, width: number): string {
-  return text.length > width ? `${text.slice(0, width - 1)}…` : text;
-}
 
 /** Whether a JSON line of the records file is a call record (a foreign object line is skipped, never printed). */
 function isCallRecord(record: unknown): record is CallRecord {

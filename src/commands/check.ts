@@ -10,6 +10,7 @@
  * Nothing durable is touched: no call is served, so no record is written, and pins go to a
  * throwaway in-memory store.
  */
+import { alignedTable, cut } from './table.js';
 import type { LoadedConfig } from '../config/load.js';
 import { Gateway } from '../gateway.js';
 import { ConfigError, messageOf } from '../shared/errors.js';
@@ -111,18 +112,9 @@ export function checkRows(gateway: Gateway, settled: ReadonlyMap<string, Upstrea
 export function formatCheckTable(rows: readonly CheckRow[], ready: boolean): string {
   const header = ['SERVER', 'STATE', 'TOOLS', 'ERROR'];
   const body = rows.map((r) => [`${r.server}${r.required ? '' : ' (optional)'}`, r.state, String(r.tools), cut(r.error ?? '', ERROR_WIDTH)]);
-  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
-      .join('  ')
-      .trimEnd() + '\n';
   const up = rows.filter((r) => r.state === 'ready').length;
   const down = rows.filter((r) => r.required && r.state !== 'ready').map((r) => r.server);
   const summary = ready ? `${up} of ${rows.length} servers ready` : `${up} of ${rows.length} servers ready; not ready: ${down.join(', ')}`;
-  return [header, ...body].map(line).join('') + summary + '\n';
+  return alignedTable(header, body) + summary + '\n';
 }
 
-function cut(text: string, width: number): string {
-  return text.length > width ? `${text.slice(0, width - 1)}…` : text;
-}

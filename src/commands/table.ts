@@ -1,0 +1,20 @@
+/**
+ * Plain-text tables for the CLI's human output (`check`, `calls`, `approvals`): columns two
+ * spaces apart, each as wide as its widest cell, no trailing spaces, one `\n` per row.
+ */
+
+/** `header` then `body` as aligned rows; the last column is not padded. */
+export function alignedTable(header: readonly string[], body: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd() + '\n';
+  return [header, ...body].map(line).join('');
+}
+
+/** `text` cut to at most `width` characters, an ellipsis marking the cut. */
+export function cut(text: string, width: number): string {
+  return text.length > width ? `${text.slice(0, width - 1)}…` : text;
+}
