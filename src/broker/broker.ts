@@ -13,7 +13,7 @@ import type { CallToolResult, InputRequiredResult } from '@modelcontextprotocol/
 import type { Clock } from '../shared/clock.js';
 import { newCallId } from '../shared/ids.js';
 import { MemoryRelief } from '../shared/memory-relief.js';
-import { withMeta } from '../shared/raw-json.js';
+import { withMeta } from '../wire/raw-json.js';
 import { ShuttingDown } from './deadline.js';
 import { compose, type Stage } from './runner.js';
 import { CALL_ID_META_KEY, carriesResult, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';

@@ -46,7 +46,7 @@ const GUARD_CODES = new Set(['rest_host_escape', 'estate_scope_escape', 'guard_e
 /** BrokerError codes that the router or an upstream adapter use to refuse without answering a result. */
 const REFUSAL_CODES: Readonly<Record<string, AttemptFailure['outcome']>> = {
   invalid_arguments: 'invalid_arguments',
-  // A message that could not be serialised (direct-calls.ts): the arguments, never the upstream.
+  // A message that could not be serialised (wire/direct-calls.ts): the arguments, never the upstream.
   unserialisable: 'invalid_arguments',
   denied: 'denied',
   approval_required: 'approval_required',

@@ -9,7 +9,7 @@ import type { RecordSink } from '../audit/records.js';
 import type { Clock } from '../shared/clock.js';
 import { messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
-import { knownJsonBytes } from '../shared/raw-json.js';
+import { knownJsonBytes } from '../wire/raw-json.js';
 import { carriesResult, OUTCOME_STATUS } from './outcomes.js';
 import type { Stage } from './runner.js';
 import { refuse, type BrokerCall, type CallRecord } from './types.js';
@@ -91,7 +91,7 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
 
 /** Bytes of the value as JSON, without serialising it: strings measured natively, structure estimated. */
 export function approximateJsonBytes(value: unknown, depth = 0): number {
-  // A large result parsed by its bytes (shared/raw-json.ts) knows its exact size: no walk.
+  // A large result parsed by its bytes (wire/raw-json.ts) knows its exact size: no walk.
   const known = depth === 0 ? knownJsonBytes(value) : undefined;
   if (known !== undefined) return known;
   if (typeof value === 'string') return Buffer.byteLength(value) + 2;

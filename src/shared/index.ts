@@ -4,5 +4,4 @@ export { newCallId, newSessionId } from './ids.js';
 export { createLogger, silentLogger, LOG_LEVELS, type Logger } from './logger.js';
 export { Scrubber, REDACTED, isCredentialField, CREDENTIAL_FIELD } from './scrub.js';
 export { JsonSchemas } from './json-schemas.js';
-export { LineFramer, serializeMessage, DEFAULT_MAX_MESSAGE_BYTES } from './framing.js';
 export { callerTrace, traceCarrierOf, traceHeaderFetch, TRACE_FIELDS, upstreamTrace, withCallerTrace, withUpstreamTrace, type TraceCarrier, type TraceField } from './trace-context.js';

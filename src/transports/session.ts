@@ -13,7 +13,7 @@
  * - `legacy` (2025-11-25 and older): one instance per session (`initialize`, `Mcp-Session-Id`),
  *   its own budget unit and records `sessionId`, `logging/setLevel`, `resources/subscribe`,
  *   upstream requests (sampling, elicitation, roots) re-issued to the client during a call, and
- *   `tools/call` on the direct lane (`direct-tools-call.ts`).
+ *   `tools/call` on the direct lane (`wire/direct-tools-call.ts`).
  * - `modern` (2026-07-28): no session (`sessionId` null, records `"sessionId": null`). The SDK's
  *   entry (`serveStdio` on stdio, `createMcpHandler` over HTTP) validates the `_meta` envelope
  *   (-32602, -32022), answers `server/discover` from this instance's capabilities and
@@ -49,7 +49,7 @@ import { newSessionId } from '../shared/ids.js';
 import { modernUnit, UNIT_META_KEY } from './unit.js';
 import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
-import { routeToolsCallDirectly, type DirectCallExtra } from './direct-tools-call.js';
+import { routeToolsCallDirectly, type DirectCallExtra } from '../wire/direct-tools-call.js';
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
 import { LEGACY_TASK_METHODS, LegacyTasks, TASKS_CAPABILITY, withTaskSupport } from './legacy-tasks.js';

@@ -21,8 +21,8 @@
 import type { Readable, Writable } from 'node:stream';
 import type { Transport, JSONRPCMessage } from '@modelcontextprotocol/server';
 import { DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_PENDING_OUTPUT_BYTES } from '../config/schema.js';
-import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
-import { stdoutPressure, type OutputPressure } from '../shared/output-pressure.js';
+import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../wire/framing.js';
+import { stdoutPressure, type OutputPressure } from '../wire/output-pressure.js';
 
 export interface StdioServerOptions {
   /** After stdin EOF, how long the requests received may take to be answered, in ms; default {@link DEFAULT_DRAIN_TIMEOUT_MS}. */

@@ -12,7 +12,7 @@
  * ends, as the SDK's own parser needs the whole event anyway). A log message taken off keeps its
  * event's `id` line, so resumption (`Last-Event-ID`) still counts it.
  */
-import { DIRECT_ID_PREFIX } from './direct-calls.js';
+import { DIRECT_ID_PREFIX } from '../wire/direct-calls.js';
 
 /** One JSON-RPC notification as it arrived (unvalidated). */
 export interface ArrivedNotification {
@@ -26,7 +26,7 @@ export interface ArrivedNotification {
  */
 export type CallStreamLogSinks = (requestId: string) => ((notification: ArrivedNotification) => void) | undefined;
 
-/** The body of a direct request starts so (direct-calls.ts builds it in this key order). */
+/** The body of a direct request starts so (wire/direct-calls.ts builds it in this key order). */
 const DIRECT_REQUEST_START = new RegExp(`^\\{"jsonrpc":"2\\.0","id":"(${DIRECT_ID_PREFIX.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\d+)"`);
 
 const LOG_METHOD = 'notifications/message';

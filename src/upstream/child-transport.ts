@@ -10,7 +10,7 @@
  * - a non-JSON stdout line is logged and skipped (F07); an oversize line is logged and dropped,
  *   and when it was a response, its request fails at once with an error naming the limit.
  * - `send` honours backpressure: it resolves once the pipe took the bytes. The other way, the
- *   child's stdout is not read while our own stdout is congested (`shared/output-pressure.ts`).
+ *   child's stdout is not read while our own stdout is congested (`wire/output-pressure.ts`).
  * - a UTF-8 BOM before the child's first line is dropped (`LineFramer`).
  * - `close()` ends stdin, waits `closeGraceMs`, then SIGTERMs and finally SIGKILLs the whole
  *   process group, so `sh -c` wrappers and grandchildren go too (F09). Whenever the child exits
@@ -21,9 +21,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Transport, JSONRPCMessage } from '@modelcontextprotocol/client';
 import { BrokerError } from '../shared/errors.js';
-import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
+import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../wire/framing.js';
 import type { Logger } from '../shared/logger.js';
-import { stdoutPressure, type OutputPressure } from '../shared/output-pressure.js';
+import { stdoutPressure, type OutputPressure } from '../wire/output-pressure.js';
 import { isErrorLine, meaningfulStderrLine } from './stderr-line.js';
 
 export interface ChildTransportOptions {

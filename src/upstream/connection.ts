@@ -40,7 +40,7 @@ import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
 import type { ArrivedNotification } from './call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
-import { DirectCalls } from './direct-calls.js';
+import { DirectCalls } from '../wire/direct-calls.js';
 import { EraMemory, type EraVerdictStore, type ProtocolEraName } from './era-memory.js';
 import { mcpParamHeaders, scanMcpHeaders, type McpHeaderDeclaration } from './mcp-param-headers.js';
 import { callerMeta, callModern, INPUT_REQUIRED_METHODS } from './modern-call.js';

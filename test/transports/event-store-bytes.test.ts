@@ -1,7 +1,7 @@
 import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { BoundedEventStore, COMPACT_FROM_BYTES } from '../../src/transports/http/event-store.js';
-import { parseResponseLine, withMeta } from '../../src/shared/raw-json.js';
+import { parseResponseLine, withMeta } from '../../src/wire/raw-json.js';
 
 const result = (id: number, bytes: number): JSONRPCMessage =>
   ({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: 'x'.repeat(bytes) }] } }) as JSONRPCMessage;
@@ -28,7 +28,7 @@ describe('BoundedEventStore large messages', () => {
     const first = await store.storeEvent('s', result(1, 10));
     const large = result(2, COMPACT_FROM_BYTES * 2);
     await store.storeEvent('s', large);
-    // A result that arrived as bytes (shared/raw-json.ts), extended with _meta the way the broker does.
+    // A result that arrived as bytes (wire/raw-json.ts), extended with _meta the way the broker does.
     const line = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 3, result: { content: [{ type: 'text', text: 'é'.repeat(COMPACT_FROM_BYTES) }] } }));
     const parsed = parseResponseLine(line) as { id: number; result: { content: unknown[] } };
     const raw = { jsonrpc: '2.0', id: 3, result: withMeta(parsed.result, { outcome: 'ok' }) } as JSONRPCMessage;

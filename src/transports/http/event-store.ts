@@ -6,7 +6,7 @@
  * gets what is still held of that stream, so resumption is best effort beyond the bound.
  *
  * A message of {@link COMPACT_FROM_BYTES} or more is kept as its JSON encoding (for a result
- * that passes through unchanged, the very bytes it arrived in: `shared/raw-json.ts`), not as
+ * that passes through unchanged, the very bytes it arrived in: `wire/raw-json.ts`), not as
  * the parsed object with its strings and the line it was parsed from: about half the memory
  * (issue 6: broker http RSS after the benchmark). It is parsed again only to be replayed.
  *
@@ -15,7 +15,7 @@
  */
 import type { EventId, EventStore, StreamId, JSONRPCMessage } from '@modelcontextprotocol/server';
 import { approximateJsonBytes } from '../../broker/record.js';
-import { encodeMessage } from '../../shared/raw-json.js';
+import { encodeMessage } from '../../wire/raw-json.js';
 
 interface StoredEvent {
   readonly seq: number;

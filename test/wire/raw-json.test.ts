@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
-import { encodeMessage, knownJsonBytes, parseResponseLine, withMeta } from '../../src/shared/raw-json.js';
+import { encodeMessage, knownJsonBytes, parseResponseLine, withMeta } from '../../src/wire/raw-json.js';
 
 const big = 'x'.repeat(20_000);
 const line = (text: string) => Buffer.from(text);

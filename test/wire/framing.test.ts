@@ -1,8 +1,8 @@
 import { PassThrough } from 'node:stream';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { LineFramer, serializeMessage } from '../../src/shared/framing.js';
-import { OutputPressure } from '../../src/shared/output-pressure.js';
+import { LineFramer, serializeMessage } from '../../src/wire/framing.js';
+import { OutputPressure } from '../../src/wire/output-pressure.js';
 import { StdioServerTransport, type StdioServerOptions } from '../../src/transports/stdio-server.js';
 
 function collect(max?: number) {

@@ -6,8 +6,8 @@
 import { PassThrough, Writable } from 'node:stream';
 import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
-import { LineFramer, serializeMessage, writeMessage } from '../../src/shared/framing.js';
-import { encodeMessage, knownJsonBytes, messageIdFromEnds, parseResponseLine, type MessageEnds } from '../../src/shared/raw-json.js';
+import { LineFramer, serializeMessage, writeMessage } from '../../src/wire/framing.js';
+import { encodeMessage, knownJsonBytes, messageIdFromEnds, parseResponseLine, type MessageEnds } from '../../src/wire/raw-json.js';
 import { StdioServerTransport } from '../../src/transports/stdio-server.js';
 
 function collect(max?: number) {

@@ -3,7 +3,7 @@ import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import { describe, expect, it } from 'vitest';
 import { classifyFailure } from '../../src/broker/failure.js';
 import { BrokerError } from '../../src/shared/errors.js';
-import { DirectCalls } from '../../src/upstream/direct-calls.js';
+import { DirectCalls } from '../../src/wire/direct-calls.js';
 
 /** A transport whose `send` serialises synchronously, as the stdio framing does, and keeps what it wrote. */
 function serialisingTransport(): Transport & { lines: string[] } {
