@@ -3,9 +3,9 @@
  * (DESIGN.md "Folders"). Transports create sessions on it; nothing else constructs parts.
  */
 import { EventEmitter } from 'node:events';
-import type { ClientCapabilities, LoggingLevel, LoggingMessageNotification } from '@modelcontextprotocol/server';
+import type { ClientCapabilities, LoggingMessageNotification } from '@modelcontextprotocol/server';
 import { NdjsonRecordSink, RecordPublisher, type RecordSink } from './audit/index.js';
-import { Broker, orderStages, type CallRecord, type ToolTarget } from './broker/index.js';
+import { Broker, orderStages, type CallRecord } from './broker/index.js';
 import { deadlineStage } from './broker/deadline.js';
 import { invokeStage } from './broker/invoke.js';
 import { judgeStage } from './broker/judge.js';
@@ -36,7 +36,6 @@ import type { Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
 import { McpUpstream } from './upstream/connection.js';
 import { offeredCapabilities } from './upstream/modern-call.js';
-import type { ToolSettingsTable } from './upstream/tool-settings.js';
 import { Registry, type ListKind } from './upstream/registry.js';
 import { ResourceRouter } from './upstream/resources.js';
 import { UpstreamLogLevel } from './upstream/log-level.js';
@@ -365,26 +364,6 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
   private visibility?: VisibleToolsDeps;
 
-  /** @deprecated {@link ToolFacts.settings} on `gateway.tools`. */
-  toolSettings(server: string): ToolSettingsTable | undefined {
-    return this.tools.settings(server);
-  }
-
-  /** @deprecated {@link ToolFacts.timeoutFor} on `gateway.tools`. */
-  timeoutFor(target: ToolTarget | undefined): number {
-    return this.tools.timeoutFor(target);
-  }
-
-  /** @deprecated {@link ToolFacts.verdictFromText} on `gateway.tools`. */
-  verdictFromText(target: ToolTarget | undefined): boolean {
-    return this.tools.verdictFromText(target);
-  }
-
-  /** @deprecated {@link ToolFacts.isReadOnly} on `gateway.tools`. */
-  isReadOnly(target: ToolTarget): boolean {
-    return this.tools.isReadOnly(target);
-  }
-
   /**
    * Dials every upstream (in parallel) with the capabilities the downstream client declared;
    * resolves when each first dial has settled. Two upstream tools that would share one
@@ -450,31 +429,6 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   /** Ends every stdio child at once; for a last-resort exit. */
   kill(): void {
     for (const u of this.registry.upstreams) if (u instanceof McpUpstream) u.kill();
-  }
-
-  /** @deprecated the resource router's {@link ResourceRouter.upstreamFor}, kept for callers not yet moved. */
-  upstreamForResource(uri: string): Upstream | undefined {
-    return this.resources.upstreamFor(uri);
-  }
-
-  /** @deprecated the resource router's {@link ResourceRouter.upstreamForTemplate}. */
-  upstreamForTemplate(uriTemplate: string): Upstream | undefined {
-    return this.resources.upstreamForTemplate(uriTemplate);
-  }
-
-  /** @deprecated {@link UpstreamLogLevel.set} on `gateway.logLevel`, kept for callers not yet moved. */
-  setLogLevel(sessionId: string, level: LoggingLevel | undefined): void {
-    this.logLevel.set(sessionId, level);
-  }
-
-  /** @deprecated the resource router's {@link ResourceRouter.subscribe}. */
-  subscribe(uri: string): Promise<void> {
-    return this.resources.subscribe(uri);
-  }
-
-  /** @deprecated the resource router's {@link ResourceRouter.unsubscribe}. */
-  unsubscribe(uri: string): Promise<void> {
-    return this.resources.unsubscribe(uri);
   }
 
   private createUpstream(name: string, server: ServerConfig): Upstream | undefined {

@@ -380,9 +380,9 @@ export class DownstreamSession {
     this.requests.clear();
     if (this.sessionId !== null) {
       this.gateway.budgets.release(this.sessionId);
-      this.gateway.setLogLevel(this.sessionId, undefined);
+      this.gateway.logLevel.set(this.sessionId, undefined);
     }
-    for (const uri of this.subscribed) await this.gateway.unsubscribe(uri);
+    for (const uri of this.subscribed) await this.gateway.resources.unsubscribe(uri);
     this.subscribed.clear();
     await this.server.close().catch(() => undefined);
   }
@@ -532,7 +532,7 @@ export class DownstreamSession {
 
     server.setRequestHandler('resources/read', async (req, ctx) => {
       await gw.ready;
-      const upstream = gw.upstreamForResource(req.params.uri);
+      const upstream = gw.resources.upstreamFor(req.params.uri);
       // -32602 on every revision: the v2 SDK re-codes a thrown -32002 (2025-11-25's code) as -32602 anyway.
       if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Resource not found: ${req.params.uri}`);
       const judged = { kind: 'resource', server: upstream.name, type: 'resource', name: req.params.uri, ownName: req.params.uri, args: {} } as const;
@@ -543,27 +543,27 @@ export class DownstreamSession {
       await gw.ready;
       const { uri } = req.params;
       // Judged before it counts: a refused subscription never reaches the upstream nor hears `resources/updated`.
-      const upstream = gw.upstreamForResource(uri);
+      const upstream = gw.resources.upstreamFor(uri);
       // -32602, as for a read (above).
       if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Resource not found: ${uri}`);
       const judged = { kind: 'subscribe', server: upstream.name, type: 'resource', name: uri, ownName: uri, args: {} } as const;
       return this.guarded(judged, ctx, req.params._meta, async () => {
         if (!this.subscribed.has(uri)) {
           this.subscribed.add(uri);
-          await gw.subscribe(uri);
+          await gw.resources.subscribe(uri);
         }
         return {};
       });
     });
 
     server.setRequestHandler('resources/unsubscribe', async (req) => {
-      if (this.subscribed.delete(req.params.uri)) await gw.unsubscribe(req.params.uri);
+      if (this.subscribed.delete(req.params.uri)) await gw.resources.unsubscribe(req.params.uri);
       return {};
     });
 
     server.setRequestHandler('logging/setLevel', async (req) => {
       this.level = req.params.level;
-      if (this.sessionId !== null) gw.setLogLevel(this.sessionId, req.params.level);
+      if (this.sessionId !== null) gw.logLevel.set(this.sessionId, req.params.level);
       return {};
     });
 
@@ -579,7 +579,7 @@ export class DownstreamSession {
           this.forward(prompt.server, 'completion/complete', { ...req.params, ref: { ...ref, name: prompt.promptName } }, ctx),
         );
       }
-      const upstream = gw.upstreamForTemplate(ref.uri);
+      const upstream = gw.resources.upstreamForTemplate(ref.uri);
       if (!upstream) return { completion: { values: [] } };
       const judged = { kind: 'completion', server: upstream.name, type: 'resource', name: ref.uri, ownName: ref.uri, args } as const;
       return this.guarded(judged, ctx, req.params._meta, () => this.forward(upstream.name, 'completion/complete', req.params, ctx));

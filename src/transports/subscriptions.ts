@@ -48,7 +48,7 @@ export class ListenSubscriptions {
     const key = keyOf(message.id);
     void this.end(key);
     this.open.set(key, uris);
-    for (const uri of uris) void this.gateway.subscribe(uri).catch(() => undefined);
+    for (const uri of uris) void this.gateway.resources.subscribe(uri).catch(() => undefined);
     return key;
   }
 
@@ -57,7 +57,7 @@ export class ListenSubscriptions {
     const uris = this.open.get(key);
     if (!uris) return;
     this.open.delete(key);
-    for (const uri of uris) await this.gateway.unsubscribe(uri).catch(() => undefined);
+    for (const uri of uris) await this.gateway.resources.unsubscribe(uri).catch(() => undefined);
   }
 
   /** Closes every listen (the connection ended). */
@@ -66,7 +66,7 @@ export class ListenSubscriptions {
   }
 
   private allowed(uri: string): boolean {
-    const upstream = this.gateway.upstreamForResource(uri);
+    const upstream = this.gateway.resources.upstreamFor(uri);
     return upstream !== undefined && this.gateway.primitives.visible(this.principal, { server: upstream.name, type: 'resource', name: uri });
   }
 }

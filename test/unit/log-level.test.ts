@@ -31,7 +31,7 @@ class RecordingUpstream extends EventEmitter<UpstreamEvents> {
   }
 }
 
-describe('Gateway.setLogLevel', () => {
+describe('UpstreamLogLevel.set (gateway.logLevel)', () => {
   let dir: string;
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -40,10 +40,10 @@ describe('Gateway.setLogLevel', () => {
     const gateway = new Gateway(parseConfig({ estate: { enabled: false } }, { baseDir: dir }), { logger: silentLogger() });
     const upstream = new RecordingUpstream();
     gateway.registry.add({ upstream: upstream as unknown as Upstream, prefix: 'rec' });
-    gateway.setLogLevel('a', 'debug');
-    gateway.setLogLevel('b', 'error'); // must not override a's debug
+    gateway.logLevel.set('a', 'debug');
+    gateway.logLevel.set('b', 'error'); // must not override a's debug
     expect(upstream.levels).toEqual(['debug']);
-    gateway.setLogLevel('a', undefined); // a ended: b's error is what is wanted now
+    gateway.logLevel.set('a', undefined); // a ended: b's error is what is wanted now
     expect(upstream.levels).toEqual(['debug', 'error']);
     await gateway.stop();
   });
