@@ -2,6 +2,7 @@ import { PassThrough } from 'node:stream';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LineFramer, serializeMessage } from '../../src/wire/framing.js';
+import { knownJsonBytes, RAW_MIN_BYTES, type MessageEnds } from '../../src/wire/raw-json.js';
 import { OutputPressure } from '../../src/wire/output-pressure.js';
 import { StdioServerTransport, type StdioServerOptions } from '../../src/transports/stdio-server.js';
 
@@ -112,6 +113,48 @@ describe('LineFramer', () => {
     framer.push(Buffer.from('\ufeff{"jsonrpc":"2.0","id":3,"result":{}}\n'));
     expect(out.noise).toEqual(['\ufffdx', '\ufeff{"jsonrpc":"2.0","id":3,"result":{}}']);
     expect(out.messages).toEqual([]);
+  });
+
+  it('the limit is inclusive: a line of exactly maxMessageBytes is a message, one byte more is oversize, however it is cut', () => {
+    const line = (n: number) => {
+      const head = '{"jsonrpc":"2.0","id":1,"result":{"t":"';
+      return Buffer.from(head + 'x'.repeat(n - head.length - 3) + '"}}');
+    };
+    const exact = line(100);
+    const over = line(101);
+    expect([exact.length, over.length]).toEqual([100, 101]);
+    for (const at of [[], [50], [99], [100], [1, 2, 3, 99, 100]]) {
+      const { framer, out } = collect(100);
+      for (const part of cut(Buffer.concat([exact, Buffer.from('\n'), over, Buffer.from('\n')]), at.concat(at.map((a) => a + 101)))) framer.push(part);
+      expect(out.messages).toEqual([JSON.parse(exact.toString())]);
+      expect(out.oversize).toEqual([101]);
+    }
+  });
+
+  it('an oversize line fed a byte at a time still shows its id and kind at its ends', () => {
+    const ends: Array<MessageEnds | undefined> = [];
+    const framer = new LineFramer({ message: () => undefined, noise: () => undefined, oversize: (_b, e) => void ends.push(e) }, 2048);
+    const bytes = Buffer.from(`{"jsonrpc":"2.0","method":"tools/call","params":{"blob":"${'y'.repeat(5000)}"},"id":"req-7"}\n`);
+    for (let i = 0; i < bytes.length; i++) framer.push(bytes.subarray(i, i + 1));
+    expect(ends).toEqual([{ id: 'req-7', kind: 'request' }]);
+  });
+
+  it('CRLF line ends: small and large lines parse, and a large response keeps its bytes', () => {
+    const { framer, out } = collect();
+    const large = { jsonrpc: '2.0', id: 2, result: { content: [{ type: 'text', text: 'z'.repeat(RAW_MIN_BYTES) }] } };
+    framer.push(Buffer.from(`{"jsonrpc":"2.0","id":1,"result":{}}\r\n${JSON.stringify(large)}\r\n`));
+    expect(out.messages).toEqual([{ jsonrpc: '2.0', id: 1, result: {} }, large]);
+    expect(knownJsonBytes((out.messages[1] as { result: object }).result)).toBe(JSON.stringify(large.result).length);
+    expect(out.noise).toEqual([]);
+  });
+
+  it('a large line that is not a plain response (a request, an error) is parsed whole, with no bytes remembered', () => {
+    const { framer, out } = collect();
+    const request = { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { arguments: { big: 'q'.repeat(RAW_MIN_BYTES) } } };
+    const error = { jsonrpc: '2.0', id: 4, error: { code: -32000, message: 'e'.repeat(RAW_MIN_BYTES) } };
+    framer.push(Buffer.from(`${JSON.stringify(request)}\n${JSON.stringify(error)}\n`));
+    expect(out.messages).toEqual([request, error]);
+    expect(knownJsonBytes((out.messages[0] as { params: object }).params)).toBeUndefined();
   });
 
   it('issue 17 §2: end() takes a last line that has no newline', () => {
