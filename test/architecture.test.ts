@@ -2,8 +2,9 @@
  * DESIGN.md "Folders": dependencies point one way (transports → gateway → broker → router →
  * upstream; config, shared and audit import nothing of ours above them). The rules are
  * `.dependency-cruiser.cjs`; the violations we still carry are listed, each by file, in
- * `.dependency-cruiser-known-violations.json` (router/ reaching into broker/ for the call types
- * and the approval round trip). Any other violation fails here, named by rule and files.
+ * `.dependency-cruiser-known-violations.json` (router/ naming broker/'s call types, type-only:
+ * `BrokerCall`, `CallerSession`, `CallRequest`, `ToolTarget`). Any other violation fails here,
+ * named by rule and files.
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';

@@ -13,7 +13,7 @@
  */
 import { inputRequired, inputResponse, type InputRequiredResult } from '@modelcontextprotocol/server';
 import type { ApprovalClaim, ApprovalStates, StateRefusal } from './approval-state.js';
-import { approvalRequestParams } from './ask.js';
+import { approvalRequestParams } from '../router/ask.js';
 import type { CallerSession } from './types.js';
 
 /** The key of the broker's approval question in `inputRequests` (namespaced like the broker's `_meta` keys). */

@@ -5,7 +5,7 @@ export { orderStages, type CallPathStages } from './path.js';
 export { OUTCOMES, OUTCOME_STATUS, OUTCOME_META_KEY, CALL_ID_META_KEY, carriesResult, isUpstreamFailure, type Outcome } from './outcomes.js';
 export { refuse, type BrokerCall, type CallerSession, type CallRecord, type CallRequest, type FlowRef, type ToolTarget } from './types.js';
 export { deadlineStage, DeadlineExceeded, ShuttingDown, type DeadlineDeps } from './deadline.js';
-export { invokeStage, type Dispatcher, type InvokeDeps } from './invoke.js';
+export { invokeStage, type InvokeDeps } from './invoke.js';
 export { MAX_ARGUMENT_DEPTH, argumentsProblem } from './arguments.js';
 export { classifyFailure, MAX_REASON_CHARS, type AttemptFailure } from './failure.js';
 export { recordStage, buildRecord, approximateJsonBytes, type RecordDeps } from './record.js';

@@ -22,12 +22,8 @@ import { argumentsProblem } from './arguments.js';
 import { classifyFailure, oneLine } from './failure.js';
 import { handlerFailure } from './handler-failure.js';
 import type { Stage } from './runner.js';
+import type { Dispatcher } from '../router/router.js';
 import { refuse, type BrokerCall } from './types.js';
-
-/** Runs one attempt of a call; owned by the router. */
-export interface Dispatcher {
-  dispatch(call: BrokerCall): Promise<CallToolResult>;
-}
 
 export interface InvokeDeps {
   router: Dispatcher;

@@ -31,7 +31,7 @@ import type { Logger } from '../shared/logger.js';
 import type { Approval, ObservedTool, PinState, Store } from '../store/store.js';
 import { plainApproveCommand, type ApproveHint } from './approve-hint.js';
 import { ApprovalStates } from './approval-state.js';
-import { askApproval, stillLive } from './ask.js';
+import { askApproval, stillLive } from '../router/ask.js';
 import { askThroughInput } from './ask-input.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
 import type { ParkDecision } from './types.js';

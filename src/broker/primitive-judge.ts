@@ -25,7 +25,7 @@ import { messageOf } from '../shared/errors.js';
 import { isRequestTimeout } from '../shared/sdk-errors.js';
 import { newCallId } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
-import { askApproval } from './ask.js';
+import { askApproval } from '../router/ask.js';
 import { oneLine } from './failure.js';
 import { CALL_ID_META_KEY, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
 import { decidePrimitive, type CompiledPolicy, type Verdict } from './policy.js';

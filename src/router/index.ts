@@ -1,5 +1,5 @@
-export { LIVENESS_PING_TIMEOUT_MS } from '../broker/ask.js';
-export { ToolRouter, DEFAULT_ASK_TIMEOUT_MS, type PrimaryHandler, type RouterOutcome, type RouterOptions } from './router.js';
+export { LIVENESS_PING_TIMEOUT_MS } from './ask.js';
+export { ToolRouter, DEFAULT_ASK_TIMEOUT_MS, type Dispatcher, type PrimaryHandler, type RouterOutcome, type RouterOptions } from './router.js';
 export {
   defineFunctionTool,
   isFunctionTool,

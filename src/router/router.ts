@@ -27,8 +27,7 @@
  */
 import type { CallToolResult, Tool } from '@modelcontextprotocol/server';
 import { z } from 'zod';
-import { askApproval, stillLive } from '../broker/ask.js';
-import type { Dispatcher } from '../broker/invoke.js';
+import { askApproval, stillLive } from './ask.js';
 import type { BrokerCall, CallerSession, ToolTarget } from '../broker/types.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Clock } from '../shared/clock.js';
@@ -85,6 +84,11 @@ interface LocalFunctionTool {
   readonly server: string;
   readonly toolName: string;
   readonly hash: string;
+}
+
+/** Runs one attempt of a call: what the broker's invoke stage needs of the router (broker/invoke.ts). */
+export interface Dispatcher {
+  dispatch(call: BrokerCall): Promise<CallToolResult>;
 }
 
 /** The per-gateway router (see the module comment); the gateway owns the one instance. */

@@ -1,14 +1,16 @@
 /**
  * The broker's ask path: one approval question put to the human behind a downstream session
  * through `elicitation/create` (form mode, no fields: accepting is approving). Shared by the
- * judge (`policy` action `ask`) and the router (`requireApproval` function tools, seed
- * 003_208e7d69e85a85fd.txt), so both ask the same way and read the answer the same way.
+ * judge (`policy` action `ask`, broker/judge.ts and broker/primitive-judge.ts) and the router
+ * (`requireApproval` function tools, seed 003_208e7d69e85a85fd.txt), so both ask the same way
+ * and read the answer the same way. It lives in router/ (DESIGN.md "Folders": approvals), the
+ * lower of the two layers, so both import it along the one-way arrow broker → router.
  *
  * Never throws: every way an ask can end is an {@link AskVerdict}.
  */
 import type { ElicitRequestFormParams } from '@modelcontextprotocol/server';
 import { isRequestTimeout } from '../shared/sdk-errors.js';
-import type { CallerSession } from './types.js';
+import type { CallerSession } from '../broker/types.js';
 
 /**
  * The `elicitation/create` params of an approval question: form mode, no fields (accepting is
