@@ -38,7 +38,7 @@ import { BrokerError, messageOf } from '../shared/errors.js';
 import { credentialValues, Scrubber } from '../shared/scrub.js';
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
-import type { ArrivedNotification } from './call-stream-logs.js';
+import type { ArrivedNotification } from '../wire/call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from '../wire/direct-calls.js';
 import { EraMemory, type EraVerdictStore, type ProtocolEraName } from './era-memory.js';

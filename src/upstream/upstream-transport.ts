@@ -7,7 +7,7 @@ import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../co
 import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { httpStatusOf } from '../shared/sdk-errors.js';
-import { callStreamLogFetch, type CallStreamLogSinks } from './call-stream-logs.js';
+import { callStreamLogFetch, type CallStreamLogSinks } from '../wire/call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { FallbackTransport } from './fallback-transport.js';
 import { isolatedAbortFetch } from './isolated-fetch.js';

@@ -64,7 +64,7 @@ export class DirectCalls {
 
   /**
    * Sends one request and resolves with its result object. The message is built as
-   * `{jsonrpc, id, method, params}` in that order (upstream/call-stream-logs.ts recognises it so).
+   * `{jsonrpc, id, method, params}` in that order (call-stream-logs.ts recognises it so).
    * @param timeoutMs rejects with `SdkError` `RequestTimeout` after this long, in ms (the caller's deadline plus headroom).
    * @param owner who the request is for (a downstream session id), answered by {@link ownerOf} while it is in flight.
    */

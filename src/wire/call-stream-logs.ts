@@ -12,7 +12,7 @@
  * ends, as the SDK's own parser needs the whole event anyway). A log message taken off keeps its
  * event's `id` line, so resumption (`Last-Event-ID`) still counts it.
  */
-import { DIRECT_ID_PREFIX } from '../wire/direct-calls.js';
+import { DIRECT_ID_PREFIX } from './direct-calls.js';
 
 /** One JSON-RPC notification as it arrived (unvalidated). */
 export interface ArrivedNotification {

@@ -1,6 +1,6 @@
-/** Log messages taken off a tool call's own Streamable HTTP response stream (src/upstream/call-stream-logs.ts). */
+/** Log messages taken off a tool call's own Streamable HTTP response stream (src/wire/call-stream-logs.ts). */
 import { describe, expect, it } from 'vitest';
-import { callStreamLogFetch, logEventFilter, type ArrivedNotification } from '../../src/upstream/call-stream-logs.js';
+import { callStreamLogFetch, logEventFilter, type ArrivedNotification } from '../../src/wire/call-stream-logs.js';
 
 const enc = new TextEncoder();
 const log = (data: string) => JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data } });
