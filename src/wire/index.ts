@@ -15,7 +15,9 @@
  *    the SDK `Server` unchanged. A modern (2026-07-28) call always goes through the SDK.
  * 3. **The upstream lane** (`direct-calls.ts`): the broker path sends the call upstream with an
  *    id of its own (`mcp-broker:N`) and takes its answer off the transport before the SDK
- *    `Client` sees it; everything else stays with the `Client`.
+ *    `Client` sees it; everything else stays with the `Client`. To a Streamable HTTP upstream,
+ *    that call's response stream is split into SSE events on the way in
+ *    (`call-stream-logs.ts`), and its log messages are handed to the call, not the SDK.
  * 4. **In, upstream** (`framing.ts`, `raw-json.ts`): a response line of at least
  *    {@link RAW_MIN_BYTES} is parsed by its parts, its result's bytes remembered and frozen.
  * 5. **Out** (`raw-json.ts`, `framing.ts`): a result that passed the broker unchanged (or only
@@ -27,5 +29,6 @@
 export { DEFAULT_MAX_MESSAGE_BYTES, LineFramer, oversizeError, serializeMessage, writeMessage, type FramerEvents } from './framing.js';
 export { encodeMessage, knownJsonBytes, messageIdFromEnds, parseResponseLine, RAW_MIN_BYTES, withMeta, type MessageEnds } from './raw-json.js';
 export { DIRECT_ID_PREFIX, DirectCalls } from './direct-calls.js';
+export { callStreamLogFetch, logEventFilter, type ArrivedNotification, type CallStreamLogSinks } from './call-stream-logs.js';
 export { routeToolsCallDirectly, type DirectCallExtra, type DirectCallHandler, type DirectCallParams } from './direct-tools-call.js';
 export { OutputPressure, stdoutPressure } from './output-pressure.js';
