@@ -101,10 +101,14 @@ const scenarios = {
     await client.close();
   },
   'elicitation-sep1034-client-defaults': async (connect) => {
-    const client = await connect({ capabilities: { elicitation: { form: { applyDefaults: true } } } }, 'legacy', (c) => {
+    // A legacy HTTP upstream is offered the broker's configured `http.clientCapabilities` (no
+    // single client's initialize decides for a shared connection), so the operator's set says
+    // elicitation; the broker re-issues the request to the caller, which declared it too.
+    const capabilities = { elicitation: { form: { applyDefaults: true } } };
+    const client = await connect({ capabilities }, 'legacy', (c) => {
       // Empty content: the client SDK fills in the schema's defaults.
       c.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: {} }));
-    });
+    }, { clientCapabilities: capabilities });
     await client.callTool({ name: 'test_client_elicitation_defaults', arguments: {} });
     await client.close();
   },
@@ -144,14 +148,15 @@ async function main() {
     /**
      * Writes the broker's config (the test server as its only upstream) and connects a client
      * to the broker on stdio. `era` is the client's own era (default: the run's); `setup` may
-     * register request handlers before connecting.
+     * register request handlers before connecting; `http` is the config's `http` section
+     * (default: none, so a modern upstream sees only what the calling client declared).
      */
-    const connect = async (options, era = eraOfRun, setup) => {
+    const connect = async (options, era = eraOfRun, setup, http = {}) => {
       writeFileSync(
         config,
         JSON.stringify({
           mcpServers: { upstream: { type: 'http', url: serverUrl, prefix: false, required: true } },
-          http: { clientCapabilities: options.capabilities },
+          http,
           broker: { records: { path: join(tmp, 'calls.ndjson') }, dataDir: join(tmp, 'data') },
         }),
       );
