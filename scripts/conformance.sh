@@ -114,23 +114,28 @@ if has_mode client; then
     LIST="$ROOT/test/conformance/client-scenarios-$REQ.txt"
     [ -f "$LIST" ] || continue
     : > "$TMP/client-failed-$REQ.txt"
-    for SCENARIO in $(grep -vE '^\s*(#|$)' "$LIST"); do
-      echo "conformance: $CONFORMANCE client --scenario $SCENARIO --spec-version $REQ"
+    # A line is a scenario, optionally followed by `caller=legacy` or `caller=modern` (the era of
+    # the client behind the broker; default the revision's). The whole line names the run.
+    while read -r SCENARIO CALLER; do
+      case "$SCENARIO" in ''|'#'*) continue ;; esac
+      RUN="$SCENARIO${CALLER:+ $CALLER}"
+      echo "conformance: $CONFORMANCE client --scenario $SCENARIO --spec-version $REQ${CALLER:+ ($CALLER)}"
       set +e
-      PATH="$SUITE_PATH" conformance client --command "$NODE $ROOT/test/conformance/client.mjs" \
-        --scenario "$SCENARIO" --spec-version "$REQ" --timeout 60000 -o "$TMP/client-results-$REQ" 2>&1 | tee "$TMP/client-out.txt"
+      MCP_BROKER_CONFORMANCE_CALLER="${CALLER#caller=}" PATH="$SUITE_PATH" conformance client \
+        --command "$NODE $ROOT/test/conformance/client.mjs" --scenario "$SCENARIO" --spec-version "$REQ" \
+        --timeout 60000 -o "$TMP/client-results-$REQ" < /dev/null 2>&1 | tee "$TMP/client-out.txt"
       set -e
       # Passed only when the suite says so: every check, no warning, the client exited 0 in time.
-      grep -q 'OVERALL: PASSED' "$TMP/client-out.txt" || echo "$SCENARIO" >> "$TMP/client-failed-$REQ.txt"
-    done
+      grep -q 'OVERALL: PASSED' "$TMP/client-out.txt" || echo "$RUN" >> "$TMP/client-failed-$REQ.txt"
+    done < "$LIST"
     sort -u -o "$TMP/client-failed-$REQ.txt" "$TMP/client-failed-$REQ.txt"
     # Known failures as in server mode (test/conformance/known-failures-client-<revision>.txt).
     KNOWN="$ROOT/test/conformance/known-failures-client-$REQ.txt"
-    if [ -f "$KNOWN" ]; then { grep -vE '^\s*(#|$)' "$KNOWN" || true; } | sort -u > "$TMP/client-known-$REQ.txt"; else : > "$TMP/client-known-$REQ.txt"; fi
+    if [ -f "$KNOWN" ]; then { grep -vE '^\s*(#|$)' "$KNOWN" || true; } | sed -E 's/[[:space:]]+/ /g; s/ $//' | sort -u > "$TMP/client-known-$REQ.txt"; else : > "$TMP/client-known-$REQ.txt"; fi
     if ! diff -q "$TMP/client-known-$REQ.txt" "$TMP/client-failed-$REQ.txt" >/dev/null; then
       echo "conformance: client mode at $REQ: failing scenarios differ from $KNOWN" >&2
-      echo "  failing but not listed: $(comm -13 "$TMP/client-known-$REQ.txt" "$TMP/client-failed-$REQ.txt" | tr '\n' ' ')" >&2
-      echo "  listed but passing now (remove them): $(comm -23 "$TMP/client-known-$REQ.txt" "$TMP/client-failed-$REQ.txt" | tr '\n' ' ')" >&2
+      echo "  failing but not listed: $(comm -13 "$TMP/client-known-$REQ.txt" "$TMP/client-failed-$REQ.txt" | paste -sd, -)" >&2
+      echo "  listed but passing now (remove them): $(comm -23 "$TMP/client-known-$REQ.txt" "$TMP/client-failed-$REQ.txt" | paste -sd, -)" >&2
       CODE=1
     else
       echo "conformance: client mode at $REQ: every scenario in $LIST passes but the $(wc -l < "$TMP/client-known-$REQ.txt") known failure(s) listed in $KNOWN"

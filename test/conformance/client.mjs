@@ -139,7 +139,13 @@ async function main() {
     return 2;
   }
   const revision = process.env.MCP_CONFORMANCE_PROTOCOL_VERSION ?? '2025-11-25';
-  const eraOfRun = MODERN_REVISIONS.has(revision) ? 'modern' : 'legacy';
+  // The downstream client's era: the run's, or MCP_BROKER_CONFORMANCE_CALLER (`legacy` or
+  // `modern`) to grade the same upstream side behind a caller of the other era.
+  const eraOfRun = process.env.MCP_BROKER_CONFORMANCE_CALLER || (MODERN_REVISIONS.has(revision) ? 'modern' : 'legacy');
+  if (eraOfRun !== 'modern' && eraOfRun !== 'legacy') {
+    process.stderr.write(`MCP_BROKER_CONFORMANCE_CALLER must be legacy or modern (got ${eraOfRun})\n`);
+    return 2;
+  }
 
   const tmp = mkdtempSync(join(tmpdir(), 'mcp-broker-conformance-client-'));
   const config = join(tmp, 'servers.json');
