@@ -123,7 +123,7 @@ if has_mode client; then
       set +e
       MCP_BROKER_CONFORMANCE_CALLER="${CALLER#caller=}" PATH="$SUITE_PATH" conformance client \
         --command "$NODE $ROOT/test/conformance/client.mjs" --scenario "$SCENARIO" --spec-version "$REQ" \
-        --timeout 60000 -o "$TMP/client-results-$REQ" < /dev/null 2>&1 | tee "$TMP/client-out.txt"
+        --timeout 120000 -o "$TMP/client-results-$REQ" < /dev/null 2>&1 | tee "$TMP/client-out.txt"
       set -e
       # Passed only when the suite says so: every check, no warning, the client exited 0 in time.
       grep -q 'OVERALL: PASSED' "$TMP/client-out.txt" || echo "$RUN" >> "$TMP/client-failed-$REQ.txt"

@@ -29,7 +29,7 @@ const MODERN_REVISIONS = new Set(['2026-07-28']);
 /** The scenarios this wrapper knows, each the client's steps against the broker. */
 const scenarios = {
   initialize: async (connect) => {
-    const client = await connect({ capabilities: {} }, 'legacy');
+    const client = await connect({ capabilities: {} });
     await client.listTools();
     await client.close();
   },
@@ -90,8 +90,9 @@ const scenarios = {
     await client.close();
   },
   'sep-2322-client-request-state': async (connect) => {
-    const client = await connect({ capabilities: { elicitation: {} } }, undefined, (c) => {
-      c.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { confirmed: true } }));
+    const client = await connect({
+      capabilities: { elicitation: {} },
+      setup: (c) => c.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { confirmed: true } })),
     });
     for (const name of ['test_mrtr_echo_state', 'test_mrtr_no_state', 'test_mrtr_unrelated']) {
       await client.callTool({ name, arguments: {} });
@@ -105,15 +106,17 @@ const scenarios = {
     // single client's initialize decides for a shared connection), so the operator's set says
     // elicitation; the broker re-issues the request to the caller, which declared it too.
     const capabilities = { elicitation: { form: { applyDefaults: true } } };
-    const client = await connect({ capabilities }, 'legacy', (c) => {
+    const client = await connect({
+      capabilities,
       // Empty content: the client SDK fills in the schema's defaults.
-      c.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: {} }));
-    }, { clientCapabilities: capabilities });
+      setup: (c) => c.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: {} })),
+      http: { clientCapabilities: capabilities },
+    });
     await client.callTool({ name: 'test_client_elicitation_defaults', arguments: {} });
     await client.close();
   },
   'sse-retry': async (connect) => {
-    const client = await connect({ capabilities: {} }, 'legacy');
+    const client = await connect({ capabilities: {} });
     await client.callTool({ name: 'test_reconnection', arguments: {} });
     await client.close();
   },
@@ -141,9 +144,9 @@ async function main() {
   const revision = process.env.MCP_CONFORMANCE_PROTOCOL_VERSION ?? '2025-11-25';
   // The downstream client's era: the run's, or MCP_BROKER_CONFORMANCE_CALLER (`legacy` or
   // `modern`) to grade the same upstream side behind a caller of the other era.
-  const eraOfRun = process.env.MCP_BROKER_CONFORMANCE_CALLER || (MODERN_REVISIONS.has(revision) ? 'modern' : 'legacy');
-  if (eraOfRun !== 'modern' && eraOfRun !== 'legacy') {
-    process.stderr.write(`MCP_BROKER_CONFORMANCE_CALLER must be legacy or modern (got ${eraOfRun})\n`);
+  const callerEra = process.env.MCP_BROKER_CONFORMANCE_CALLER || (MODERN_REVISIONS.has(revision) ? 'modern' : 'legacy');
+  if (callerEra !== 'modern' && callerEra !== 'legacy') {
+    process.stderr.write(`MCP_BROKER_CONFORMANCE_CALLER must be legacy or modern (got ${callerEra})\n`);
     return 2;
   }
 
@@ -153,11 +156,11 @@ async function main() {
   try {
     /**
      * Writes the broker's config (the test server as its only upstream) and connects a client
-     * to the broker on stdio. `era` is the client's own era (default: the run's); `setup` may
+     * of the caller's era to the broker on stdio. `capabilities` are the client's; `setup` may
      * register request handlers before connecting; `http` is the config's `http` section
      * (default: none, so a modern upstream sees only what the calling client declared).
      */
-    const connect = async (options, era = eraOfRun, setup, http = {}) => {
+    const connect = async ({ capabilities, setup, http = {} }) => {
       writeFileSync(
         config,
         JSON.stringify({
@@ -168,7 +171,7 @@ async function main() {
       );
       const client = new Client(
         { name: 'mcp-broker-conformance-client', version: '1.0.0' },
-        { ...options, versionNegotiation: { mode: era === 'modern' ? 'auto' : 'legacy' } },
+        { capabilities, versionNegotiation: { mode: callerEra === 'modern' ? 'auto' : 'legacy' } },
       );
       setup?.(client);
       await client.connect(
