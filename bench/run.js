@@ -10,8 +10,9 @@
  *   --smoke              tiny counts (a few seconds): checks that every configuration runs; the
  *                        figures mean nothing. Writes bench/results/smoke.json unless --out.
  *   --rounds N           rounds to split each figure's calls into (default 5)
- *   --only ids           configurations to run (direct, broker-stdio, sdk-floor, broker-http,
- *                        mcp-proxy, supergateway); baselines are always kept
+ *   --only ids           configurations to run (direct, byte-pipe, broker-stdio, sdk-floor, broker-http,
+ *                        mcp-proxy, supergateway, direct-modern, broker-stdio-modern, sdk-floor-modern,
+ *                        broker-http-modern); the baseline of each chosen row's family is kept
  *   --out file           where the JSON goes (default bench/results/latest.json)
  *   --broker-node-args   node flags for the broker process, e.g. ="--cpu-prof --cpu-prof-dir=/tmp/p"
  *   --no-cold            skip the cold-start figure
@@ -75,11 +76,18 @@ function writeConfig(name, upstreams) {
 
 const stdioConfig = writeConfig('broker-stdio', ['echo']);
 const httpConfig = writeConfig('broker-http', ['echo']);
+const modernStdioConfig = writeConfig('broker-stdio-modern', ['echo']);
+const modernHttpConfig = writeConfig('broker-http-modern', ['echo']);
 const coldConfig = writeConfig('cold', ['echo1', 'echo2', 'echo3']);
 
 const only = opts.only ? new Set(opts.only.split(',').map((s) => s.trim())) : undefined;
-const recordsOf = { 'broker-stdio': stdioConfig.records, 'broker-http': httpConfig.records };
-const rows = configurations({
+const recordsOf = {
+  'broker-stdio': stdioConfig.records,
+  'broker-http': httpConfig.records,
+  'broker-stdio-modern': modernStdioConfig.records,
+  'broker-http-modern': modernHttpConfig.records,
+};
+const all = configurations({
   echo,
   cli,
   floor: join(ROOT, 'bench/sdk-http-floor.mjs'),
@@ -87,10 +95,14 @@ const rows = configurations({
   bytePipe: join(ROOT, 'bench/byte-pipe.mjs'),
   stdioConfig: stdioConfig.file,
   httpConfig: httpConfig.file,
+  modernStdioConfig: modernStdioConfig.file,
+  modernHttpConfig: modernHttpConfig.file,
   coldConfig: coldConfig.file,
   brokerNodeArgs: opts['broker-node-args'].split(/\s+/).filter(Boolean),
-})
-  .filter((c) => !only || c.baseline || only.has(c.id))
+});
+const chosenFamilies = new Set(all.filter((c) => !only || only.has(c.id)).map((c) => c.family));
+const rows = all
+  .filter((c) => !only || only.has(c.id) || (c.baseline && chosenFamilies.has(c.family)))
   .map((c) => ({
     ...c,
     status: 'ok',
