@@ -18,6 +18,8 @@ export const FIGURES = [
   { key: 'mib8', label: '8 MiB result', unit: 'ms' },
   { key: 'rss', label: 'proxy RSS after run', unit: 'MiB', absolute: true },
   { key: 'cpu', label: 'process CPU per call', unit: 'µs' },
+  { key: 'cpu64', label: 'process CPU per call c64', unit: 'µs' },
+  { key: 'upCpu64', label: 'its upstream CPU/call c64', unit: 'µs', absolute: true },
   { key: 'cold', label: 'cold start → tools/list', unit: 'ms' },
 ];
 
@@ -129,7 +131,7 @@ export function render(result) {
   }
   const notes = rows.filter((r) => r.coldNote && r.status === 'ok').map((r) => `${r.label}: ${r.coldNote}`);
   out.push(`cold start: ${notes.join('; ')}`);
-  out.push('process CPU per call: user+system CPU of the proxy process (for direct: the upstream itself; for the floor: the server) over the throughput phases');
+  out.push('process CPU per call: user+system CPU of the proxy process (for direct: the upstream itself; for the floor: the server) over the throughput phases; c64: over that phase alone; its upstream: the child processes it spawned (the echo upstream), same phase');
   for (const r of rows) if (r.records !== undefined) out.push(`records: ${r.label} wrote ${r.records} records for ${r.calls} calls`);
   out.push('');
   out.push('targets (mcp-broker, default policy, records on)');
@@ -137,6 +139,34 @@ export function render(result) {
     const got = t.maxAbsolute !== undefined ? (t.value === undefined ? '—' : `${t.value.toFixed(1)} MiB`) : t.ratio === undefined ? '—' : `${t.ratio.toFixed(2)}×`;
     const want = t.maxAbsolute !== undefined ? `≤ ${t.maxAbsolute} MiB` : `≤ ${t.max.toFixed(2)}×`;
     out.push(`  ${t.status.padEnd(6)}  ${t.text.padEnd(46)} ${got.padStart(10)}  (${want})`);
+  }
+  return out.join('\n');
+}
+
+/**
+ * The call-timing breakdown of each broker row (`--timing`): along the path most calls took
+ * (src/shared/call-timing.ts), the median time from each point to the next and its share of the
+ * summed medians.
+ */
+export function renderTiming(rows) {
+  const out = ["where a call's time goes (--timing: calls alone on the path, i.e. the sequential phases; median µs from the point before)"];
+  for (const row of rows) {
+    if (!row.recordsPath) continue;
+    const t = row.timing;
+    if (!t || !t.path?.length) {
+      out.push(`  ${row.label}: no timing written`);
+      continue;
+    }
+    const byPair = new Map(t.segments.map((s) => [`${s.from}\u0000${s.to}`, s]));
+    const steps = t.path.slice(1).map((to, i) => byPair.get(`${t.path[i]}\u0000${to}`) ?? { from: t.path[i], to, medianUs: 0, count: 0 });
+    const total = steps.reduce((a, s) => a + s.medianUs, 0);
+    out.push('');
+    out.push(`  ${row.label}: ${t.calls - t.overlapped} calls timed alone (${t.overlapped} overlapped, not timed); sum of medians ${total.toFixed(0)} µs`);
+    const width = Math.max(...steps.map((s) => `${s.from} → ${s.to}`.length));
+    for (const s of steps) {
+      const share = total > 0 ? ((100 * s.medianUs) / total).toFixed(0) : '0';
+      out.push(`    ${`${s.from} → ${s.to}`.padEnd(width)}  ${s.medianUs.toFixed(1).padStart(7)} µs  ${share.padStart(3)} %`);
+    }
   }
   return out.join('\n');
 }

@@ -117,7 +117,8 @@ async function timed(start) {
 
 /**
  * @param ctx {{ echo: string, cli: string, floor: string, bindLoopback: string, bytePipe: string, stdioConfig: string,
- *   httpConfig: string, modernStdioConfig: string, modernHttpConfig: string, coldConfig: string, brokerNodeArgs: string[] }}
+ *   httpConfig: string, modernStdioConfig: string, modernHttpConfig: string, coldConfig: string, brokerNodeArgs: string[],
+ *   timingFile?: (id: string) => string }} `timingFile`: where a warm broker row writes its call timing (--timing)
  *   files are absolute paths; the configs are servers.json files (one echo upstream, records to a
  *   file of their own; three upstreams for `coldConfig`)
  */
@@ -126,7 +127,9 @@ export function configurations(ctx) {
   const mcpProxy = packageBin('mcp-proxy');
   const supergateway = packageBin('supergateway');
   const echoCmd = `'${process.execPath}' '${ctx.echo}'`;
-  const overHttp = (argsFor, options) => async () => httpConnection(await httpServer(argsFor), options);
+  const overHttp = (argsFor, options, env) => async () => httpConnection(await httpServer(argsFor, env), options);
+  // With --timing, the warm broker processes write where their calls' time went (src/shared/call-timing.ts).
+  const timing = (id) => (ctx.timingFile ? { MCP_BROKER_CALL_TIMING: ctx.timingFile(id) } : undefined);
   const modern = { modern: true };
   const brokerHttp = (config) => (port) => [...broker(config), '--transport', 'http', '--host', '127.0.0.1', '--port', String(port)];
 
@@ -156,7 +159,7 @@ export function configurations(ctx) {
       id: 'broker-stdio',
       label: 'mcp-broker stdio',
       family: 'stdio',
-      launch: () => stdioConnection(broker(ctx.stdioConfig)),
+      launch: () => stdioConnection(broker(ctx.stdioConfig), { env: timing('broker-stdio') }),
       launchCold: () => stdioConnection(broker(ctx.coldConfig)),
       coldNote: '3 upstreams',
     },
@@ -172,7 +175,7 @@ export function configurations(ctx) {
       id: 'broker-http',
       label: 'mcp-broker http',
       family: 'http',
-      launch: overHttp(brokerHttp(ctx.httpConfig)),
+      launch: overHttp(brokerHttp(ctx.httpConfig), undefined, timing('broker-http')),
       launchCold: overHttp(brokerHttp(ctx.coldConfig)),
       coldNote: '3 upstreams',
     },
@@ -221,7 +224,7 @@ export function configurations(ctx) {
       id: 'broker-stdio-modern',
       label: 'mcp-broker stdio modern',
       family: 'stdio-modern',
-      launch: () => stdioConnection(broker(ctx.modernStdioConfig), modern),
+      launch: () => stdioConnection(broker(ctx.modernStdioConfig), { ...modern, env: timing('broker-stdio-modern') }),
       launchCold: () => stdioConnection(broker(ctx.coldConfig), modern),
       coldNote: '3 upstreams',
     },
@@ -237,7 +240,7 @@ export function configurations(ctx) {
       id: 'broker-http-modern',
       label: 'mcp-broker http modern',
       family: 'http-modern',
-      launch: overHttp(brokerHttp(ctx.modernHttpConfig), modern),
+      launch: overHttp(brokerHttp(ctx.modernHttpConfig), modern, timing('broker-http-modern')),
       launchCold: overHttp(brokerHttp(ctx.coldConfig), modern),
       coldNote: '3 upstreams',
     },

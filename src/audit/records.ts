@@ -36,6 +36,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { dirname } from 'node:path';
+import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import { BrokerError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { acquireRecordsLock, type RecordsLock, type RecordsLockDeps } from './records-lock.js';
@@ -147,6 +148,7 @@ export class NdjsonRecordSink implements RecordSink {
         this.ensureOpen();
       }
       this.write(bytes);
+      if (CALL_TIMING) markCall('records write');
     } catch (err) {
       const refusal = unwritable(err);
       for (const w of batch) w.reject(refusal);

@@ -21,6 +21,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { Transport, JSONRPCMessage } from '@modelcontextprotocol/server';
 import { DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_PENDING_OUTPUT_BYTES } from '../config/schema.js';
+import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../shared/framing.js';
 import { stdoutPressure, type OutputPressure } from '../shared/output-pressure.js';
 
@@ -50,7 +51,10 @@ export class StdioServerTransport implements Transport {
   private readonly asked = new Map<string, string | number>();
   /** Settles when `pending` empties; set while stdin EOF waits for it. */
   private onIdle?: () => void;
-  private readonly onData = (chunk: Buffer) => this.framer.push(chunk);
+  private readonly onData = (chunk: Buffer) => {
+    if (CALL_TIMING) markCall('stdin read', true);
+    this.framer.push(chunk);
+  };
   private readonly onEnd = () => void this.drainAndClose();
   private readonly onDrain = () => this.relieve();
   private readonly drainTimeoutMs: number;
@@ -96,6 +100,7 @@ export class StdioServerTransport implements Transport {
     }
     // A write error (the client went away) is the stream's 'error' event; the send itself settles.
     const written = writeMessage(this.stdout, message).catch(() => undefined);
+    if (CALL_TIMING && m.method === undefined) markCall('stdout write');
     if (!this.congested && this.stdout.writableLength > this.maxPendingOutputBytes) this.congest();
     return written;
   }
@@ -112,6 +117,7 @@ export class StdioServerTransport implements Transport {
   }
 
   private receive(message: JSONRPCMessage): void {
+    if (CALL_TIMING) markCall('parse');
     const m = message as { id?: unknown; method?: unknown; params?: { requestId?: unknown } };
     if (m.method === undefined && (typeof m.id === 'string' || typeof m.id === 'number')) {
       this.asked.delete(key(m.id));
