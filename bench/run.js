@@ -10,6 +10,7 @@
  *   --smoke              tiny counts (a few seconds): checks that every configuration runs; the
  *                        figures mean nothing. Writes bench/results/smoke.json unless --out.
  *   --rounds N           rounds to split each figure's calls into (default 5)
+ *   --scale F            multiplies the full run's call counts (default 1; e.g. 0.25 on a busy machine)
  *   --only ids           configurations to run (direct, byte-pipe, broker-stdio, sdk-floor, broker-http,
  *                        mcp-proxy, supergateway, direct-modern, broker-stdio-modern, sdk-floor-modern,
  *                        broker-http-modern); the baseline of each chosen row's family is kept
@@ -42,6 +43,7 @@ const { values: opts } = parseArgs({
   options: {
     smoke: { type: 'boolean', default: false },
     rounds: { type: 'string' },
+    scale: { type: 'string' },
     only: { type: 'string' },
     out: { type: 'string' },
     'broker-node-args': { type: 'string', default: '' },
@@ -53,7 +55,10 @@ const { values: opts } = parseArgs({
 
 const FULL = { latency: 2000, throughput: 5000, mib1: 30, mib8: 10, warmEcho: 300 };
 const SMOKE = { latency: 20, throughput: 64, mib1: 1, mib8: 1, warmEcho: 10 };
-const counts = opts.smoke ? SMOKE : FULL;
+const scale = Number(opts.scale ?? 1);
+const counts = opts.smoke
+  ? SMOKE
+  : Object.fromEntries(Object.entries(FULL).map(([k, v]) => [k, Math.max(1, Math.round(v * scale))]));
 const rounds = Number(opts.rounds ?? (opts.smoke ? 1 : 5));
 const coldRounds = opts['no-cold'] ? 0 : opts.smoke ? 1 : rounds;
 const out = resolve(opts.out ?? join(ROOT, 'bench/results', opts.smoke ? 'smoke.json' : 'latest.json'));
