@@ -8,10 +8,11 @@
  * once, into {@link CALL_TIMING}: every call site is `if (CALL_TIMING) markCall(…)`, one branch
  * on a constant and no allocation when off.
  *
- * A trace opens at the first point after the previous one closed and closes at `stdout write`
- * (stdio) or `response end` (HTTP). Calls that overlap another call are counted but not timed:
- * their points interleave, so only calls alone on the path (sequential load) give segments.
- * A segment is named after the point it ends at and holds the time since the point before it.
+ * A trace opens at the first point after the previous one closed. Requests are counted in at
+ * `parse` (a request: `edge` `'begin'`) and out at `stdout write` / `response end` (`'end'`);
+ * the trace closes when none is in flight. A trace during which two were in flight at once is
+ * counted (`overlapped`) but not timed: its points interleave, so only calls alone on the path
+ * (sequential load) give segments. A segment holds the time from one point to the next.
  *
  * The file: `{calls, overlapped, path, segments: [{from, to, count, medianUs, meanUs}]}`, segments
  * in the order first seen; `path` is the sequence of points most calls timed alone took
@@ -25,8 +26,6 @@ const TARGET = process.env.MCP_BROKER_CALL_TIMING || undefined;
 /** True when call timing is on; constant for the life of the process. */
 export const CALL_TIMING: boolean = TARGET !== undefined;
 
-/** The points that end a trace. */
-const CLOSING = new Set(['stdout write', 'response end']);
 /** Samples kept per segment (the median is taken over them). */
 const MAX_SAMPLES = 50_000;
 
@@ -41,6 +40,8 @@ interface Segment {
 let points: string[] = [];
 let times: number[] = [];
 let overlapped = false;
+/** Requests received and not yet answered. */
+let inflight = 0;
 /** The point sequences of the calls timed alone that ran the broker's stages, with how many took each. */
 const shapes = new Map<string, { points: string[]; count: number }>();
 /** Distinct sequences kept (the most common one is the path reported). */
@@ -50,16 +51,18 @@ let overlappedCalls = 0;
 const segments = new Map<string, Segment>();
 
 /**
- * Notes that the call path reached `point` now. `opens` marks a point where a new request
- * starts (a read from the client): reached while a trace is open, it marks that trace overlapped.
- * Call only under `if (CALL_TIMING)`.
+ * Notes that the call path reached `point` now: `edge` `'begin'` where a request is taken in
+ * (parsed), `'end'` where one is answered. Call only under `if (CALL_TIMING)`.
  */
-export function markCall(point: string, opens = false): void {
+export function markCall(point: string, edge?: 'begin' | 'end'): void {
   const now = performance.now();
-  if (opens && points.length > 0 && !CLOSING.has(points[points.length - 1]!)) overlapped = true;
   points.push(point);
   times.push(now);
-  if (CLOSING.has(point)) close();
+  if (edge === 'begin' && ++inflight > 1) overlapped = true;
+  else if (edge === 'end') {
+    inflight = Math.max(0, inflight - 1);
+    if (inflight === 0) close();
+  }
 }
 
 function close(): void {

@@ -52,7 +52,7 @@ export class StdioServerTransport implements Transport {
   /** Settles when `pending` empties; set while stdin EOF waits for it. */
   private onIdle?: () => void;
   private readonly onData = (chunk: Buffer) => {
-    if (CALL_TIMING) markCall('stdin read', true);
+    if (CALL_TIMING) markCall('stdin read');
     this.framer.push(chunk);
   };
   private readonly onEnd = () => void this.drainAndClose();
@@ -100,7 +100,7 @@ export class StdioServerTransport implements Transport {
     }
     // A write error (the client went away) is the stream's 'error' event; the send itself settles.
     const written = writeMessage(this.stdout, message).catch(() => undefined);
-    if (CALL_TIMING && m.method === undefined) markCall('stdout write');
+    if (CALL_TIMING && m.method === undefined) markCall('stdout write', 'end');
     if (!this.congested && this.stdout.writableLength > this.maxPendingOutputBytes) this.congest();
     return written;
   }
@@ -117,20 +117,23 @@ export class StdioServerTransport implements Transport {
   }
 
   private receive(message: JSONRPCMessage): void {
-    if (CALL_TIMING) markCall('parse');
     const m = message as { id?: unknown; method?: unknown; params?: { requestId?: unknown } };
     if (m.method === undefined && (typeof m.id === 'string' || typeof m.id === 'number')) {
       this.asked.delete(key(m.id));
     } else if (m.method === 'subscriptions/listen') {
       // A modern listen is a stream, not a request awaiting its answer: stdin EOF does not wait for it.
     } else if (m.method !== undefined && (typeof m.id === 'string' || typeof m.id === 'number')) {
+      if (CALL_TIMING) markCall('parse', 'begin');
       const open = this.pending.get(key(m.id));
       if (open) open.open++;
       else this.pending.set(key(m.id), { id: m.id, open: 1 });
     } else if (m.method === 'notifications/cancelled') {
       // A request the client cancelled gets no answer: it is no longer waited for.
       const id = m.params?.requestId;
-      if (typeof id === 'string' || typeof id === 'number') this.settle(id, true);
+      if (typeof id === 'string' || typeof id === 'number') {
+        if (CALL_TIMING && this.pending.has(key(id))) markCall('cancelled', 'end');
+        this.settle(id, true);
+      }
     }
     this.onmessage?.(message);
   }

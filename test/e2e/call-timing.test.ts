@@ -19,14 +19,20 @@ const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-timing-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function callsThroughBroker(env: Record<string, string>, sequential: number): Promise<void> {
-  const broker = await startBroker({ servers: { fx: nodeServer(fixture('echo.mjs')) }, env });
+  const log = join(dir, 'fixture.ndjson');
+  const broker = await startBroker({ servers: { fx: nodeServer(fixture('echo.mjs'), { env: { FIXTURE_LOG: log } }) }, env });
   try {
     for (let i = 0; i < sequential; i++) {
       const result = await broker.client.callTool({ name: 'fx__echo', arguments: { text: `t${i}` } });
       expect(result.isError).toBeFalsy();
     }
-    // Two at once: they overlap, so they are counted and not timed.
-    await Promise.all([0, 1].map((i) => broker.client.callTool({ name: 'fx__echo', arguments: { text: `o${i}` } })));
+    // A call while another is in flight: the two overlap, so they are counted and not timed.
+    const abort = new AbortController();
+    const slow = broker.client.callTool({ name: 'fx__slow', arguments: { ms: 30_000 } }, { signal: abort.signal }).catch(() => undefined);
+    await waitFor(() => existsSync(log) && readFileSync(log, 'utf8').includes('"slow"'), 'the slow call at the upstream');
+    expect((await broker.client.callTool({ name: 'fx__echo', arguments: { text: 'during' } })).isError).toBeFalsy();
+    abort.abort();
+    await slow;
   } finally {
     await broker.close();
   }

@@ -55,8 +55,8 @@ export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (re
   const origins = { allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins };
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (CALL_TIMING) {
-      markCall('request in', true);
-      res.once('finish', () => markCall('response end'));
+      markCall('request in');
+      res.once('finish', () => markCall('response end', 'end'));
     }
     if (refuseHostOrigin(req, res, origins, ctx.logger)) return;
     const principal = authenticateRequest(req, res, ctx.auth, ctx.logger);
@@ -78,7 +78,7 @@ export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (re
         sendJson(res, 400, jsonRpcError(-32700, 'Parse error: Invalid JSON'));
         return;
       }
-      if (CALL_TIMING) markCall('parse');
+      if (CALL_TIMING) markCall('parse', 'begin');
       // A malformed request is answered with its id (request-shape.ts), not the SDK's id-less -32700.
       const malformed = malformedBodyErrors(body);
       if (malformed) return sendJson(res, 400, malformed);
