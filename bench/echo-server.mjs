@@ -7,11 +7,15 @@
  *
  * Both are marked read-only. Modes:
  *   node bench/echo-server.mjs                 stdio (default); exits when stdin ends
+ *   node bench/echo-server.mjs --modern        stdio through the SDK's `serveStdio`: both eras, a
+ *                                              2026-07-28 client's `server/discover` opening served
+ *                                              modern (the broker rows keep the default, so their
+ *                                              upstream leg stays 2025-11-25)
  *   node bench/echo-server.mjs --http [port]   Streamable HTTP at http://127.0.0.1:<port>/mcp
  *                                              (port 0 or absent: any free port), the same code
  *                                              as bench/sdk-http-floor.mjs
  */
-import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
+import { serveStdio, StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import { McpServer } from '@modelcontextprotocol/server';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
@@ -67,9 +71,13 @@ async function main() {
     await serveSdkHttp({ port });
     return;
   }
-  const server = createEchoServer();
   // The SDK's stdio server ignores stdin EOF; an upstream must go when its client does.
   process.stdin.on('end', () => process.exit(0));
+  if (args.includes('--modern')) {
+    serveStdio(() => createEchoServer());
+    return;
+  }
+  const server = createEchoServer();
   await server.connect(new StdioServerTransport());
 }
 

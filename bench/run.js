@@ -10,12 +10,18 @@
  *   --smoke              tiny counts (a few seconds): checks that every configuration runs; the
  *                        figures mean nothing. Writes bench/results/smoke.json unless --out.
  *   --rounds N           rounds to split each figure's calls into (default 5)
- *   --only ids           configurations to run (direct, broker-stdio, sdk-floor, broker-http,
- *                        mcp-proxy, supergateway); baselines are always kept
+ *   --scale F            multiplies the full run's call counts (default 1; e.g. 0.25 on a busy machine)
+ *   --only ids           configurations to run (direct, byte-pipe, broker-stdio, sdk-floor, broker-http,
+ *                        mcp-proxy, supergateway, direct-modern, broker-stdio-modern, sdk-floor-modern,
+ *                        broker-http-modern); the baseline of each chosen row's family is kept
  *   --out file           where the JSON goes (default bench/results/latest.json)
  *   --broker-node-args   node flags for the broker process, e.g. ="--cpu-prof --cpu-prof-dir=/tmp/p"
  *   --no-cold            skip the cold-start figure
  *   --phases list        only these load phases: latency,c1,c16,c64,mib1,mib8 (for profiling)
+ *   --timing             the broker rows time each call at the points of its path (stdin read,
+ *                        parse, every broker stage in and out, upstream write and read, records
+ *                        write, stdout write; src/shared/call-timing.ts) and the breakdown is
+ *                        printed after the table. Off by default: it costs the broker a little.
  *
  * Exit code: 0 when every available configuration answered every call correctly, 1 otherwise.
  * Targets met or missed never change the exit code (benchmarks are not tests).
@@ -26,8 +32,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { concurrentEcho, percentile, sequentialBlob, sequentialEcho, warmUp } from './lib/load.mjs';
-import { cpuMs, rssMiB } from './lib/procs.mjs';
-import { evaluate, render } from './lib/report.mjs';
+import { childPids, cpuMs, rssMiB } from './lib/procs.mjs';
+import { evaluate, render, renderTiming } from './lib/report.mjs';
 import { configurations } from './lib/targets.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -37,17 +43,22 @@ const { values: opts } = parseArgs({
   options: {
     smoke: { type: 'boolean', default: false },
     rounds: { type: 'string' },
+    scale: { type: 'string' },
     only: { type: 'string' },
     out: { type: 'string' },
     'broker-node-args': { type: 'string', default: '' },
     'no-cold': { type: 'boolean', default: false },
     phases: { type: 'string' },
+    timing: { type: 'boolean', default: false },
   },
 });
 
 const FULL = { latency: 2000, throughput: 5000, mib1: 30, mib8: 10, warmEcho: 300 };
 const SMOKE = { latency: 20, throughput: 64, mib1: 1, mib8: 1, warmEcho: 10 };
-const counts = opts.smoke ? SMOKE : FULL;
+const scale = Number(opts.scale ?? 1);
+const counts = opts.smoke
+  ? SMOKE
+  : Object.fromEntries(Object.entries(FULL).map(([k, v]) => [k, Math.max(1, Math.round(v * scale))]));
 const rounds = Number(opts.rounds ?? (opts.smoke ? 1 : 5));
 const coldRounds = opts['no-cold'] ? 0 : opts.smoke ? 1 : rounds;
 const out = resolve(opts.out ?? join(ROOT, 'bench/results', opts.smoke ? 'smoke.json' : 'latest.json'));
@@ -75,11 +86,18 @@ function writeConfig(name, upstreams) {
 
 const stdioConfig = writeConfig('broker-stdio', ['echo']);
 const httpConfig = writeConfig('broker-http', ['echo']);
+const modernStdioConfig = writeConfig('broker-stdio-modern', ['echo']);
+const modernHttpConfig = writeConfig('broker-http-modern', ['echo']);
 const coldConfig = writeConfig('cold', ['echo1', 'echo2', 'echo3']);
 
 const only = opts.only ? new Set(opts.only.split(',').map((s) => s.trim())) : undefined;
-const recordsOf = { 'broker-stdio': stdioConfig.records, 'broker-http': httpConfig.records };
-const rows = configurations({
+const recordsOf = {
+  'broker-stdio': stdioConfig.records,
+  'broker-http': httpConfig.records,
+  'broker-stdio-modern': modernStdioConfig.records,
+  'broker-http-modern': modernHttpConfig.records,
+};
+const all = configurations({
   echo,
   cli,
   floor: join(ROOT, 'bench/sdk-http-floor.mjs'),
@@ -87,10 +105,15 @@ const rows = configurations({
   bytePipe: join(ROOT, 'bench/byte-pipe.mjs'),
   stdioConfig: stdioConfig.file,
   httpConfig: httpConfig.file,
+  modernStdioConfig: modernStdioConfig.file,
+  modernHttpConfig: modernHttpConfig.file,
   coldConfig: coldConfig.file,
   brokerNodeArgs: opts['broker-node-args'].split(/\s+/).filter(Boolean),
-})
-  .filter((c) => !only || c.baseline || only.has(c.id))
+  timingFile: opts.timing ? (id) => join(tmp, `${id}.timing.json`) : undefined,
+});
+const chosenFamilies = new Set(all.filter((c) => !only || only.has(c.id)).map((c) => c.family));
+const rows = all
+  .filter((c) => !only || only.has(c.id) || (c.baseline && chosenFamilies.has(c.family)))
   .map((c) => ({
     ...c,
     status: 'ok',
@@ -98,6 +121,7 @@ const rows = configurations({
     samples: { latency: [], mib1: [], mib8: [], cold: [] },
     elapsed: { c1: 0, c16: 0, c64: 0 },
     cpu: { ms: 0, calls: 0 },
+    cpu64: { ms: 0, upMs: 0, calls: 0, up: false },
     calls: 0,
     recordsPath: recordsOf[c.id],
   }));
@@ -168,12 +192,24 @@ try {
     log(`throughput at concurrency ${c}: ${counts.throughput} calls each`);
     await interleaved(`c${c}`, async (row, round) => {
       const n = share(counts.throughput, round);
+      const upstreams = childPids(row.pid);
       const cpu0 = cpuMs(row.pid);
+      const up0 = upstreams.map(cpuMs);
       row.elapsed[`c${c}`] += await concurrentEcho(row.conn, n, c);
       const cpu1 = cpuMs(row.pid);
+      const up1 = upstreams.map(cpuMs);
       if (cpu0 !== undefined && cpu1 !== undefined) {
         row.cpu.ms += cpu1 - cpu0;
         row.cpu.calls += n;
+        if (c === 64) {
+          row.cpu64.ms += cpu1 - cpu0;
+          row.cpu64.calls += n;
+          for (let i = 0; i < upstreams.length; i++) {
+            if (up0[i] === undefined || up1[i] === undefined) continue;
+            row.cpu64.upMs += up1[i] - up0[i];
+            row.cpu64.up = true;
+          }
+        }
       }
       row.calls += n;
     });
@@ -229,7 +265,10 @@ try {
     f.mib8 = percentile(row.samples.mib8, 50);
     f.cold = percentile(row.samples.cold, 50);
     f.cpu = row.cpu.calls ? (row.cpu.ms * 1000) / row.cpu.calls : undefined;
+    f.cpu64 = row.cpu64.calls ? (row.cpu64.ms * 1000) / row.cpu64.calls : undefined;
+    f.upCpu64 = row.cpu64.calls && row.cpu64.up ? (row.cpu64.upMs * 1000) / row.cpu64.calls : undefined;
     if (row.recordsPath) row.records = countLines(row.recordsPath);
+    if (opts.timing && row.recordsPath) row.timing = await readTiming(join(tmp, `${row.id}.timing.json`));
   }
   const targets = evaluate(rows);
   const seconds = (performance.now() - started) / 1000;
@@ -244,7 +283,7 @@ try {
     counts: { ...counts, cold: coldRounds },
   };
   const result = { meta, rows, targets };
-  const printed = render(result);
+  const printed = render(result) + (opts.timing ? '\n\n' + renderTiming(rows) : '');
   process.stdout.write(printed + '\n');
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(
@@ -265,6 +304,7 @@ try {
           calls: r.calls,
           records: r.records,
           coldNote: r.coldNote,
+          timing: r.timing,
         })),
         targets,
         table: printed,
@@ -283,6 +323,21 @@ try {
   rmSync(tmp, { recursive: true, force: true });
 }
 process.exit(exitCode);
+
+/** The call-timing summary a broker wrote at exit (it may take a moment after the close); undefined if none came. */
+async function readTiming(file) {
+  for (let i = 0; i < 100; i++) {
+    if (existsSync(file)) {
+      try {
+        return JSON.parse(readFileSync(file, 'utf8'));
+      } catch {
+        // Still being written.
+      }
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return undefined;
+}
 
 function countLines(file) {
   try {

@@ -5,20 +5,36 @@
  * Stateful: one `McpServer` + `StreamableHTTPServerTransport` per `Mcp-Session-Id`, as the SDK's
  * examples do. Whatever an HTTP-serving proxy costs beyond this row is its own.
  *
- *   node bench/sdk-http-floor.mjs [--port N]     (default 0: any free port)
+ * With `--modern`: the SDK's stateless modern entry instead, `createMcpHandler(…, {legacy:
+ * 'reject'})` behind `toNodeHandler`, one `McpServer` per request (the 2026-07-28 floor).
+ *
+ *   node bench/sdk-http-floor.mjs [--port N] [--modern]     (default port 0: any free port)
  *
  * Prints one line `{"port":N}` on stdout once listening; exits on SIGTERM or stdin EOF.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { pathToFileURL } from 'node:url';
-import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
+import { NodeStreamableHTTPServerTransport, toNodeHandler } from '@modelcontextprotocol/node';
+import { createMcpHandler } from '@modelcontextprotocol/server';
 import { createEchoServer } from './echo-server.mjs';
 
-/** Serves the echo tools over Streamable HTTP at `/mcp`; resolves with the bound port. */
-export async function serveSdkHttp({ port = 0, host = '127.0.0.1' } = {}) {
+/** The modern floor's request handler: stateless, strict (2025-era requests refused), at `/mcp`. */
+function modernHandler() {
+  const serve = toNodeHandler(createMcpHandler(() => createEchoServer(), { legacy: 'reject' }));
+  return async (req, res) => {
+    if (!req.url || !req.url.startsWith('/mcp')) {
+      res.writeHead(404).end();
+      return;
+    }
+    await serve(req, res);
+  };
+}
+
+/** Serves the echo tools over Streamable HTTP at `/mcp` (`modern`: the stateless 2026-07-28 entry); resolves with the bound port. */
+export async function serveSdkHttp({ port = 0, host = '127.0.0.1', modern = false } = {}) {
   const sessions = new Map();
-  const http = createServer(async (req, res) => {
+  const http = createServer(modern ? modernHandler() : async (req, res) => {
     try {
       if (!req.url || !req.url.startsWith('/mcp')) {
         res.writeHead(404).end();
@@ -66,7 +82,7 @@ export async function serveSdkHttp({ port = 0, host = '127.0.0.1' } = {}) {
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const i = process.argv.indexOf('--port');
-  serveSdkHttp({ port: i === -1 ? 0 : Number(process.argv[i + 1]) || 0 }).catch((err) => {
+  serveSdkHttp({ port: i === -1 ? 0 : Number(process.argv[i + 1]) || 0, modern: process.argv.includes('--modern') }).catch((err) => {
     process.stderr.write(`bench sdk-http-floor: ${err?.stack ?? err}\n`);
     process.exit(1);
   });

@@ -144,6 +144,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         path: config.broker.records.path,
         maxBytes: config.broker.records.maxBytes,
         maxFiles: config.broker.records.maxFiles,
+        fsync: config.broker.records.fsync,
         logger: deps.logger,
       });
     this.publisher = new RecordPublisher<CallRecord>(this.logger);

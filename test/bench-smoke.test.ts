@@ -39,16 +39,29 @@ describe('bench smoke', () => {
     const result = JSON.parse(readFileSync(out, 'utf8')) as SmokeResult;
     expect(result.meta.smoke).toBe(true);
     const byId = new Map(result.configurations.map((c) => [c.id, c]));
-    expect([...byId.keys()].sort()).toEqual(['broker-http', 'broker-stdio', 'byte-pipe', 'direct', 'mcp-proxy', 'sdk-floor', 'supergateway']);
-    for (const id of ['direct', 'broker-stdio', 'broker-http', 'sdk-floor']) {
+    expect([...byId.keys()].sort()).toEqual([
+      'broker-http',
+      'broker-http-modern',
+      'broker-stdio',
+      'broker-stdio-modern',
+      'byte-pipe',
+      'direct',
+      'direct-modern',
+      'mcp-proxy',
+      'sdk-floor',
+      'sdk-floor-modern',
+      'supergateway',
+    ]);
+    for (const id of ['direct', 'broker-stdio', 'broker-http', 'sdk-floor', 'direct-modern', 'broker-stdio-modern', 'sdk-floor-modern', 'broker-http-modern']) {
       const c = byId.get(id)!;
       expect(c.status, `${id}: ${c.error}`).toBe('ok');
       for (const key of ['p50', 'c64', 'mib8', 'cold']) expect(c.figures[key], `${id} ${key}`).toBeGreaterThan(0);
     }
     // A record per call on the broker rows (the full path ran).
-    for (const id of ['broker-stdio', 'broker-http']) expect(byId.get(id)!.records).toBe(byId.get(id)!.calls);
+    for (const id of ['broker-stdio', 'broker-http', 'broker-stdio-modern', 'broker-http-modern']) expect(byId.get(id)!.records).toBe(byId.get(id)!.calls);
     expect(result.targets.length).toBeGreaterThan(0);
     expect(stdout).toContain(result.table);
     expect(stdout).toContain('targets (mcp-broker');
-  }, 180_000);
+    expect(stdout).toContain('stdio, 2026-07-28 client');
+  }, 300_000);
 });

@@ -3,7 +3,7 @@
  * their own process group (so a proxy's own children go with it), resident memory from /proc.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 
 /** A free TCP port on 127.0.0.1. */
@@ -40,6 +40,20 @@ export function cpuMs(pid) {
     return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
     return undefined;
+  }
+}
+
+/** The pids of a process's direct children (from /proc/<pid>/task/<tid>/children), or []. */
+export function childPids(pid) {
+  if (!pid) return [];
+  try {
+    const out = [];
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      for (const child of readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/)) if (child) out.push(Number(child));
+    }
+    return out;
+  } catch {
+    return [];
   }
 }
 

@@ -2,7 +2,7 @@
  * Figures → ratios → targets → the printed table (and the same data as JSON).
  *
  * A ratio is a cost against the row's family baseline (`direct` for stdio rows, `sdk-floor`
- * for HTTP rows): 1.00× costs the same, 2.00× twice as much. For latency and large results it
+ * for HTTP rows, `direct-modern` and `sdk-floor-modern` for the 2026-07-28 client's rows): 1.00× costs the same, 2.00× twice as much. For latency and large results it
  * is value / baseline; for throughput it is baseline / value (the time per call ratio).
  */
 
@@ -18,6 +18,8 @@ export const FIGURES = [
   { key: 'mib8', label: '8 MiB result', unit: 'ms' },
   { key: 'rss', label: 'proxy RSS after run', unit: 'MiB', absolute: true },
   { key: 'cpu', label: 'process CPU per call', unit: 'µs' },
+  { key: 'cpu64', label: 'process CPU per call c64', unit: 'µs' },
+  { key: 'upCpu64', label: 'its upstream CPU/call c64', unit: 'µs', absolute: true },
   { key: 'cold', label: 'cold start → tools/list', unit: 'ms' },
 ];
 
@@ -31,6 +33,19 @@ export const TARGETS = [
   { id: 'broker-http', key: 'p50', max: 1.25, text: 'http p50 ≤ 1.25× SDK floor' },
   { id: 'broker-http', key: 'c64', max: 1.25, text: 'http c64 throughput ≥ 1/1.25 of SDK floor' },
   { id: 'broker-http', key: 'rss', maxAbsolute: 120, text: 'http proxy RSS ≤ 120 MiB' },
+  { id: 'broker-stdio-modern', key: 'p50', max: 2.5, text: 'modern stdio p50 ≤ 2.5× direct modern' },
+  { id: 'broker-stdio-modern', key: 'c64', max: 1.6, text: 'modern stdio c64 ≥ 1/1.6 of direct modern' },
+  { id: 'broker-stdio-modern', key: 'mib8', max: 1.5, text: 'modern stdio 8 MiB ≤ 1.5× direct modern' },
+  { id: 'broker-http-modern', key: 'p50', max: 1.25, text: 'modern http p50 ≤ 1.25× SDK modern floor' },
+  { id: 'broker-http-modern', key: 'c64', max: 1.25, text: 'modern http c64 ≥ 1/1.25 of SDK modern floor' },
+];
+
+/** The printed tables: one per family, in this order. */
+const FAMILIES = [
+  { family: 'stdio', title: 'stdio' },
+  { family: 'http', title: 'Streamable HTTP' },
+  { family: 'stdio-modern', title: 'stdio, 2026-07-28 client' },
+  { family: 'http-modern', title: 'HTTP, 2026-07-28 client (stateless)' },
 ];
 
 /** Ratio of one figure against its baseline figure, or undefined. */
@@ -101,12 +116,14 @@ export function render(result) {
   out.push(
     `load: ${meta.counts.latency} sequential echo calls of 100 B; ${meta.counts.throughput} calls at each concurrency; ${meta.counts.mib1} × 1 MiB and ${meta.counts.mib8} × 8 MiB results (median); cold start median of ${meta.counts.cold}`,
   );
-  out.push('ratios: cost against the family baseline (direct for stdio, SDK floor for HTTP); 1.00× = same cost, higher = slower');
+  out.push('ratios: cost against the family baseline (direct for stdio, SDK floor for HTTP, each era against its own); 1.00× = same cost, higher = slower');
   out.push('');
-  out.push(table('stdio', rows.filter((r) => r.family === 'stdio')));
-  out.push('');
-  out.push(table('Streamable HTTP', rows.filter((r) => r.family === 'http')));
-  out.push('');
+  for (const { family, title } of FAMILIES) {
+    const members = rows.filter((r) => r.family === family);
+    if (!members.length) continue;
+    out.push(table(title, members));
+    out.push('');
+  }
   for (const r of rows) {
     if (r.status === 'failed') out.push(`  ${r.label}: failed: ${r.error}`);
     if (r.status === 'unavailable') out.push(`  ${r.label}: n/a (not available): ${r.error}`);
@@ -114,14 +131,42 @@ export function render(result) {
   }
   const notes = rows.filter((r) => r.coldNote && r.status === 'ok').map((r) => `${r.label}: ${r.coldNote}`);
   out.push(`cold start: ${notes.join('; ')}`);
-  out.push('process CPU per call: user+system CPU of the proxy process (for direct: the upstream itself; for the floor: the server) over the throughput phases');
+  out.push('process CPU per call: user+system CPU of the proxy process (for direct: the upstream itself; for the floor: the server) over the throughput phases; c64: over that phase alone; its upstream: the child processes it spawned (the echo upstream), same phase');
   for (const r of rows) if (r.records !== undefined) out.push(`records: ${r.label} wrote ${r.records} records for ${r.calls} calls`);
   out.push('');
   out.push('targets (mcp-broker, default policy, records on)');
   for (const t of targets) {
     const got = t.maxAbsolute !== undefined ? (t.value === undefined ? '—' : `${t.value.toFixed(1)} MiB`) : t.ratio === undefined ? '—' : `${t.ratio.toFixed(2)}×`;
     const want = t.maxAbsolute !== undefined ? `≤ ${t.maxAbsolute} MiB` : `≤ ${t.max.toFixed(2)}×`;
-    out.push(`  ${t.status.padEnd(6)}  ${t.text.padEnd(42)} ${got.padStart(10)}  (${want})`);
+    out.push(`  ${t.status.padEnd(6)}  ${t.text.padEnd(46)} ${got.padStart(10)}  (${want})`);
+  }
+  return out.join('\n');
+}
+
+/**
+ * The call-timing breakdown of each broker row (`--timing`): along the path most calls took
+ * (src/shared/call-timing.ts), the median time from each point to the next and its share of the
+ * summed medians.
+ */
+export function renderTiming(rows) {
+  const out = ["where a call's time goes (--timing: calls alone on the path, i.e. the sequential phases; median µs from the point before)"];
+  for (const row of rows) {
+    if (!row.recordsPath) continue;
+    const t = row.timing;
+    if (!t || !t.path?.length) {
+      out.push(`  ${row.label}: no timing written`);
+      continue;
+    }
+    const byPair = new Map(t.segments.map((s) => [`${s.from}\u0000${s.to}`, s]));
+    const steps = t.path.slice(1).map((to, i) => byPair.get(`${t.path[i]}\u0000${to}`) ?? { from: t.path[i], to, medianUs: 0, count: 0 });
+    const total = steps.reduce((a, s) => a + s.medianUs, 0);
+    out.push('');
+    out.push(`  ${row.label}: ${t.calls - t.overlapped} calls timed alone (${t.overlapped} overlapped, not timed); sum of medians ${total.toFixed(0)} µs`);
+    const width = Math.max(...steps.map((s) => `${s.from} → ${s.to}`.length));
+    for (const s of steps) {
+      const share = total > 0 ? ((100 * s.medianUs) / total).toFixed(0) : '0';
+      out.push(`    ${`${s.from} → ${s.to}`.padEnd(width)}  ${s.medianUs.toFixed(1).padStart(7)} µs  ${share.padStart(3)} %`);
+    }
   }
   return out.join('\n');
 }

@@ -2,7 +2,11 @@
  * The configurations the benchmark drives, each able to start a warm connection (for load) and
  * to measure one cold start (spawn → first `tools/list` answered).
  *
- * Families: `stdio` rows are compared with `direct`, `http` rows with `sdk-floor`.
+ * Families, each against its own baseline: `stdio` rows with `direct`, `http` rows with
+ * `sdk-floor` (sessionful 2025-11-25), `stdio-modern` rows with `direct-modern` and
+ * `http-modern` rows with `sdk-floor-modern` (a 2026-07-28 client: `versionNegotiation: auto`,
+ * checked to have reached the modern era; over HTTP that is stateless). The broker's upstream
+ * leg is 2025-11-25 in every row (the echo upstream's default mode).
  * A connection: `{ client, tools: {echo, blob}, pid, stderr, close() }`, where `pid` is the
  * process whose memory counts (the proxy; for the floor the server itself).
  */
@@ -23,8 +27,18 @@ function packageBin(pkg, bin) {
   return join(manifest, '..', rel);
 }
 
-function newClient() {
-  return new Client({ name: 'mcp-broker-bench', version: '1.0.0' }, { capabilities: {} });
+/** A legacy (2025-11-25) client, or with `modern` one that negotiates and must reach 2026-07-28. */
+function newClient(modern = false) {
+  return new Client(
+    { name: 'mcp-broker-bench', version: '1.0.0' },
+    modern ? { capabilities: {}, versionNegotiation: { mode: 'auto' } } : { capabilities: {} },
+  );
+}
+
+/** Throws unless the connected client is in the era its row claims. */
+function checkEra(client, modern) {
+  const era = client.getProtocolEra();
+  if (era !== (modern ? 'modern' : 'legacy')) throw new Error(`connected in the ${era} era, expected ${modern ? 'modern' : 'legacy'}`);
 }
 
 /** The advertised names of the echo and blob tools (bare, or prefixed by a gateway). */
@@ -36,7 +50,7 @@ function pickTools(tools) {
   return { echo, blob };
 }
 
-async function stdioConnection(args, { env } = {}) {
+async function stdioConnection(args, { env, modern = false } = {}) {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args,
@@ -44,9 +58,10 @@ async function stdioConnection(args, { env } = {}) {
     stderr: 'pipe',
   });
   const stderr = tail(transport.stderr);
-  const client = newClient();
+  const client = newClient(modern);
   try {
     await client.connect(transport);
+    checkEra(client, modern);
     const { tools } = await client.listTools();
     return { client, tools: pickTools(tools), pid: transport.pid, stderr, close: () => client.close() };
   } catch (err) {
@@ -56,11 +71,12 @@ async function stdioConnection(args, { env } = {}) {
   }
 }
 
-async function httpConnection(server, path = '/mcp') {
+async function httpConnection(server, { path = '/mcp', modern = false } = {}) {
   const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${server.port}${path}`));
-  const client = newClient();
+  const client = newClient(modern);
   try {
     await client.connect(transport);
+    checkEra(client, modern);
     // The SDK's HTTP client hands one AbortSignal to every fetch and undici only drops its
     // listener at GC: silence the MaxListeners warning (the cost is the SDK client's, same for every row).
     if (transport._abortController) setMaxListeners(0, transport._abortController.signal);
@@ -71,7 +87,7 @@ async function httpConnection(server, path = '/mcp') {
       pid: server.pid,
       stderr: server.stderr,
       async close() {
-        await transport.terminateSession().catch(() => undefined);
+        if (!modern) await transport.terminateSession().catch(() => undefined);
         await client.close().catch(() => undefined);
         await server.stop();
       },
@@ -101,15 +117,21 @@ async function timed(start) {
 
 /**
  * @param ctx {{ echo: string, cli: string, floor: string, bindLoopback: string, bytePipe: string, stdioConfig: string,
- *   httpConfig: string, coldConfig: string, brokerNodeArgs: string[] }} files are absolute paths;
- *   the configs are servers.json files (one echo upstream; three for `coldConfig`)
+ *   httpConfig: string, modernStdioConfig: string, modernHttpConfig: string, coldConfig: string, brokerNodeArgs: string[],
+ *   timingFile?: (id: string) => string }} `timingFile`: where a warm broker row writes its call timing (--timing)
+ *   files are absolute paths; the configs are servers.json files (one echo upstream, records to a
+ *   file of their own; three upstreams for `coldConfig`)
  */
 export function configurations(ctx) {
   const broker = (config) => [...ctx.brokerNodeArgs, ctx.cli, '--config', config];
   const mcpProxy = packageBin('mcp-proxy');
   const supergateway = packageBin('supergateway');
   const echoCmd = `'${process.execPath}' '${ctx.echo}'`;
-  const overHttp = (argsFor) => async () => httpConnection(await httpServer(argsFor));
+  const overHttp = (argsFor, options, env) => async () => httpConnection(await httpServer(argsFor, env), options);
+  // With --timing, the warm broker processes write where their calls' time went (src/shared/call-timing.ts).
+  const timing = (id) => (ctx.timingFile ? { MCP_BROKER_CALL_TIMING: ctx.timingFile(id) } : undefined);
+  const modern = { modern: true };
+  const brokerHttp = (config) => (port) => [...broker(config), '--transport', 'http', '--host', '127.0.0.1', '--port', String(port)];
 
   const rows = [
     {
@@ -137,7 +159,7 @@ export function configurations(ctx) {
       id: 'broker-stdio',
       label: 'mcp-broker stdio',
       family: 'stdio',
-      launch: () => stdioConnection(broker(ctx.stdioConfig)),
+      launch: () => stdioConnection(broker(ctx.stdioConfig), { env: timing('broker-stdio') }),
       launchCold: () => stdioConnection(broker(ctx.coldConfig)),
       coldNote: '3 upstreams',
     },
@@ -153,8 +175,8 @@ export function configurations(ctx) {
       id: 'broker-http',
       label: 'mcp-broker http',
       family: 'http',
-      launch: overHttp((port) => [...broker(ctx.httpConfig), '--transport', 'http', '--host', '127.0.0.1', '--port', String(port)]),
-      launchCold: overHttp((port) => [...broker(ctx.coldConfig), '--transport', 'http', '--host', '127.0.0.1', '--port', String(port)]),
+      launch: overHttp(brokerHttp(ctx.httpConfig), undefined, timing('broker-http')),
+      launchCold: overHttp(brokerHttp(ctx.coldConfig)),
       coldNote: '3 upstreams',
     },
     {
@@ -184,6 +206,43 @@ export function configurations(ctx) {
         'none',
       ]),
       coldNote: '1 upstream (cannot aggregate)',
+    },
+    {
+      id: 'direct-modern',
+      label: 'direct modern (stdio)',
+      family: 'stdio-modern',
+      baseline: true,
+      // The same echo tools through the SDK's serveStdio, which serves the modern opening.
+      launch: () => stdioConnection([ctx.echo, '--modern'], modern),
+      launchCold: async () => {
+        const conns = await Promise.all([0, 1, 2].map(() => stdioConnection([ctx.echo, '--modern'], modern)));
+        return { close: () => Promise.all(conns.map((c) => c.close())) };
+      },
+      coldNote: '3 upstreams',
+    },
+    {
+      id: 'broker-stdio-modern',
+      label: 'mcp-broker stdio modern',
+      family: 'stdio-modern',
+      launch: () => stdioConnection(broker(ctx.modernStdioConfig), { ...modern, env: timing('broker-stdio-modern') }),
+      launchCold: () => stdioConnection(broker(ctx.coldConfig), modern),
+      coldNote: '3 upstreams',
+    },
+    {
+      id: 'sdk-floor-modern',
+      label: 'SDK modern HTTP floor',
+      family: 'http-modern',
+      baseline: true,
+      launch: overHttp((port) => [ctx.floor, '--port', String(port), '--modern'], modern),
+      coldNote: 'tools in-process',
+    },
+    {
+      id: 'broker-http-modern',
+      label: 'mcp-broker http modern',
+      family: 'http-modern',
+      launch: overHttp(brokerHttp(ctx.modernHttpConfig), modern, timing('broker-http-modern')),
+      launchCold: overHttp(brokerHttp(ctx.coldConfig), modern),
+      coldNote: '3 upstreams',
     },
   ];
   return rows.map((row) => ({

@@ -20,12 +20,17 @@
  * - **One broker per file.** The sink holds `<path>.lock` (./records-lock.ts) from construction
  *   until `close()`; a second sink on the same file is refused at construction.
  *
+ * Durability: with `fsync: "batch"` each batch is also flushed to the disk (`fdatasync`) before
+ * its calls are answered; a failed flush refuses the batch like a failed write, and the batch is
+ * cut back out of the file as a failed write is. Default `"never"`.
+ *
  * Rotation: when a batch would take the file past `maxBytes` it becomes `<path>.1` (older ones
  * shift up to `.maxFiles`, the oldest dropped).
  */
 import {
   closeSync,
   fstatSync,
+  fdatasyncSync,
   ftruncateSync,
   mkdirSync,
   openSync,
@@ -36,6 +41,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { dirname } from 'node:path';
+import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import { BrokerError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { acquireRecordsLock, type RecordsLock, type RecordsLockDeps } from './records-lock.js';
@@ -53,6 +59,8 @@ export interface RecordsFs {
   writeSync(fd: number, buffer: Buffer, offset: number, length: number): number;
   /** Cuts the file to `length` bytes. */
   ftruncateSync(fd: number, length: number): void;
+  /** Flushes the file's data to the disk (with `fsync: "batch"`). */
+  fdatasyncSync(fd: number): void;
 }
 
 export interface NdjsonSinkOptions {
@@ -61,6 +69,8 @@ export interface NdjsonSinkOptions {
   maxBytes?: number;
   /** Rotated files kept; the schema's `broker.records.maxFiles` (default 5). */
   maxFiles?: number;
+  /** `"batch"`: `fdatasync` each batch before its calls are answered; the schema's `broker.records.fsync` (default `"never"`). */
+  fsync?: 'never' | 'batch';
   /** Makes records safe to write: the scrubber's `value`. */
   scrub?: <T>(value: T) => T;
   /** Default `node:fs`. */
@@ -102,7 +112,7 @@ export class NdjsonRecordSink implements RecordSink {
     this.path = options.path;
     this.maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
     this.maxFiles = options.maxFiles ?? 5;
-    this.fs = { writeSync, ftruncateSync, ...options.fs };
+    this.fs = { writeSync, ftruncateSync, fdatasyncSync, ...options.fs };
     mkdirSync(dirname(this.path), { recursive: true });
     this.lock = acquireRecordsLock(this.path, options.lock);
   }
@@ -147,6 +157,7 @@ export class NdjsonRecordSink implements RecordSink {
         this.ensureOpen();
       }
       this.write(bytes);
+      if (CALL_TIMING) markCall('records write');
     } catch (err) {
       const refusal = unwritable(err);
       for (const w of batch) w.reject(refusal);
@@ -211,7 +222,7 @@ export class NdjsonRecordSink implements RecordSink {
     this.fd = fd;
   }
 
-  /** Appends `bytes` whole, or leaves the file as it was (or its fragment isolated). */
+  /** Appends `bytes` whole (flushed to the disk with `fsync: "batch"`), or leaves the file as it was (or its fragment isolated). */
   private write(bytes: Buffer): void {
     const fd = this.fd!;
     const before = this.size;
@@ -223,6 +234,7 @@ export class NdjsonRecordSink implements RecordSink {
         if (!(n > 0)) throw new BrokerError('records_unwritable', 'the records file accepted no bytes');
         written += n;
       }
+      if (this.options.fsync === 'batch') this.fs.fdatasyncSync(fd);
     } catch (err) {
       if (written > 0) {
         try {

@@ -8,6 +8,7 @@
  * `next()` may be called again once the previous call returned (the retry stage does), never
  * while one is still running.
  */
+import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import { messageOf } from '../shared/errors.js';
 import type { BrokerCall } from './types.js';
 import { refuse } from './types.js';
@@ -39,9 +40,11 @@ async function dispatch(stages: readonly Stage[], index: number, call: BrokerCal
       running = false;
     }
   };
+  if (CALL_TIMING) markCall(`${stage.name} in`);
   try {
     await stage.run(call, next);
   } catch (err) {
     refuse(call, 'guard_error', `${stage.name} failed: ${messageOf(err)}`);
   }
+  if (CALL_TIMING) markCall(`${stage.name} out`);
 }

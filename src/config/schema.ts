@@ -333,9 +333,15 @@ export const brokerSchema = z
         maxBytes: z.number().int().min(1024).default(64 * 1024 * 1024),
         /** Rotated files kept (`calls.ndjson.1` … `.N`). */
         maxFiles: z.number().int().min(1).default(5),
+        /**
+         * `"never"`: a batch is answered once the kernel has its lines (they survive a broker
+         * crash, not a power loss). `"batch"`: also `fdatasync` before the batch's calls are
+         * answered (one disk flush per batch); a failed flush refuses the batch.
+         */
+        fsync: z.enum(['never', 'batch']).default('never'),
       })
       .strict()
-      .default({ path: './data/calls.ndjson', maxBytes: 64 * 1024 * 1024, maxFiles: 5 }),
+      .default({ path: './data/calls.ndjson', maxBytes: 64 * 1024 * 1024, maxFiles: 5, fsync: 'never' }),
     /** Folder of the durable store (pins, approvals, proposals, tasks), relative to `servers.json`. */
     dataDir: z.string().default('./data'),
     /**

@@ -21,6 +21,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { Transport, JSONRPCMessage } from '@modelcontextprotocol/server';
 import { DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_PENDING_OUTPUT_BYTES } from '../config/schema.js';
+import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../wire/framing.js';
 import { stdoutPressure, type OutputPressure } from '../wire/output-pressure.js';
 
@@ -50,7 +51,10 @@ export class StdioServerTransport implements Transport {
   private readonly asked = new Map<string, string | number>();
   /** Settles when `pending` empties; set while stdin EOF waits for it. */
   private onIdle?: () => void;
-  private readonly onData = (chunk: Buffer) => this.framer.push(chunk);
+  private readonly onData = (chunk: Buffer) => {
+    if (CALL_TIMING) markCall('stdin read');
+    this.framer.push(chunk);
+  };
   private readonly onEnd = () => void this.drainAndClose();
   private readonly onDrain = () => this.relieve();
   private readonly drainTimeoutMs: number;
@@ -96,6 +100,7 @@ export class StdioServerTransport implements Transport {
     }
     // A write error (the client went away) is the stream's 'error' event; the send itself settles.
     const written = writeMessage(this.stdout, message).catch(() => undefined);
+    if (CALL_TIMING && m.method === undefined) markCall('stdout write', 'end');
     if (!this.congested && this.stdout.writableLength > this.maxPendingOutputBytes) this.congest();
     return written;
   }
@@ -118,13 +123,17 @@ export class StdioServerTransport implements Transport {
     } else if (m.method === 'subscriptions/listen') {
       // A modern listen is a stream, not a request awaiting its answer: stdin EOF does not wait for it.
     } else if (m.method !== undefined && (typeof m.id === 'string' || typeof m.id === 'number')) {
+      if (CALL_TIMING) markCall('parse', 'begin');
       const open = this.pending.get(key(m.id));
       if (open) open.open++;
       else this.pending.set(key(m.id), { id: m.id, open: 1 });
     } else if (m.method === 'notifications/cancelled') {
       // A request the client cancelled gets no answer: it is no longer waited for.
       const id = m.params?.requestId;
-      if (typeof id === 'string' || typeof id === 'number') this.settle(id, true);
+      if (typeof id === 'string' || typeof id === 'number') {
+        if (CALL_TIMING && this.pending.has(key(id))) markCall('cancelled', 'end');
+        this.settle(id, true);
+      }
     }
     this.onmessage?.(message);
   }

@@ -21,6 +21,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Transport, JSONRPCMessage } from '@modelcontextprotocol/client';
 import { BrokerError } from '../shared/errors.js';
+import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../wire/framing.js';
 import type { Logger } from '../shared/logger.js';
 import { stdoutPressure, type OutputPressure } from '../wire/output-pressure.js';
@@ -334,7 +335,10 @@ export class ChildProcessTransport implements Transport {
           done();
         });
       });
-      child.stdout!.on('data', (chunk: Buffer) => this.framer.push(chunk));
+      child.stdout!.on('data', (chunk: Buffer) => {
+        if (CALL_TIMING) markCall('upstream read');
+        this.framer.push(chunk);
+      });
       const pressure = this.options.outputPressure ?? stdoutPressure;
       const onPressure = (congested: boolean) => (congested ? child.stdout!.pause() : child.stdout!.resume());
       if (pressure.congested) child.stdout!.pause();
@@ -366,7 +370,9 @@ export class ChildProcessTransport implements Transport {
     if (!stdin || this.closed || stdin.destroyed) {
       return Promise.reject(new BrokerError('upstream_closed', 'upstream process is not running'));
     }
-    return writeMessage(stdin, message);
+    const written = writeMessage(stdin, message);
+    if (CALL_TIMING) markCall('upstream write');
+    return written;
   }
 
   async close(): Promise<void> {

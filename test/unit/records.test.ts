@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, renameSync, statfsSync, writeFileSync, writeSync } from 'node:fs';
+import { existsSync, fdatasyncSync, mkdirSync, mkdtempSync, readFileSync, rmSync, renameSync, statfsSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/server';
@@ -164,6 +164,62 @@ describe('issue 12: records are never lost silently', () => {
     await sink.append({ i: 3 });
     await sink.close();
     expect(rawLines(path)).toEqual([{ i: 1 }, { i: 3 }]);
+  });
+
+  it('fsync "batch": the lines of one turn are flushed to the disk once, after they are written and before any of their appends resolves', async () => {
+    const path = freshPath();
+    const flushed: string[] = [];
+    let resolved = 0;
+    const sink = new NdjsonRecordSink({
+      path,
+      fsync: 'batch',
+      fs: {
+        fdatasyncSync: (fd) => {
+          fdatasyncSync(fd);
+          flushed.push(`${readFileSync(path, 'utf8').split('\n').length - 1} lines, ${resolved} resolved`);
+        },
+      },
+    });
+    await Promise.all([1, 2, 3].map((i) => sink.append({ i }).then(() => resolved++)));
+    await sink.append({ i: 4 });
+    await sink.close();
+    expect(flushed).toEqual(['3 lines, 0 resolved', '4 lines, 3 resolved']);
+    expect(lines(path).map((l) => l.i)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('fsync "never" (the default) never flushes to the disk', async () => {
+    const path = freshPath();
+    let flushes = 0;
+    const sink = new NdjsonRecordSink({ path, fs: { fdatasyncSync: () => void flushes++ } });
+    await sink.append({ i: 1 });
+    await sink.close();
+    expect(flushes).toBe(0);
+    expect(lines(path).map((l) => l.i)).toEqual([1]);
+  });
+
+  it('fsync "batch": a flush that fails refuses the whole batch and cuts it back out of the file; the next batch is written', async () => {
+    const path = freshPath();
+    let failing = false;
+    const sink = new NdjsonRecordSink({
+      path,
+      fsync: 'batch',
+      fs: {
+        fdatasyncSync: (fd) => {
+          if (failing) throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO', syscall: 'fdatasync' });
+          fdatasyncSync(fd);
+        },
+      },
+    });
+    await sink.append({ i: 1 });
+    failing = true;
+    const refused = await Promise.allSettled([sink.append({ i: 2 }), sink.append({ i: 3 })]);
+    expect(refused.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect(String((refused[0] as PromiseRejectedResult).reason)).toMatch(/could not be written \(EIO\)/);
+    expect(readFileSync(path, 'utf8')).toBe('{"i":1}\n');
+    failing = false;
+    await sink.append({ i: 4 });
+    await sink.close();
+    expect(lines(path).map((l) => l.i)).toEqual([1, 4]);
   });
 
   it('disk full (injected) when the half line cannot be cut back either: it stays a line of its own, and readers skip it', async () => {

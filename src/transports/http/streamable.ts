@@ -21,6 +21,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WebStandardStreamableHTTPServerTransport, isInitializeRequest } from '@modelcontextprotocol/server';
+import { CALL_TIMING, markCall } from '../../shared/call-timing.js';
 import { newSessionId } from '../../shared/ids.js';
 import { messageOf } from '../../shared/errors.js';
 import { isModernPost, isModernSessionOperation } from '../era.js';
@@ -53,6 +54,10 @@ export function isMcpPath(path: string): boolean {
 export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   const origins = { allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins };
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    if (CALL_TIMING) {
+      markCall('request in');
+      res.once('finish', () => markCall('response end', 'end'));
+    }
     if (refuseHostOrigin(req, res, origins, ctx.logger)) return;
     const principal = authenticateRequest(req, res, ctx.auth, ctx.logger);
     if (!principal) return;
@@ -60,6 +65,7 @@ export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (re
     // Every body is read within the limit, as on the express routes (413 on every route); only
     // a POST's is used.
     const bytes = method === 'POST' || hasBody(req) ? await readBody(req, ctx.settings.maxBodyBytes) : undefined;
+    if (CALL_TIMING) markCall('body read');
     if (method !== 'POST' && method !== 'GET' && method !== 'DELETE') {
       sendJson(res, 405, jsonRpcError(-32000, 'Method not allowed.'), { allow: 'GET, POST, DELETE' });
       return;
@@ -72,6 +78,7 @@ export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (re
         sendJson(res, 400, jsonRpcError(-32700, 'Parse error: Invalid JSON'));
         return;
       }
+      if (CALL_TIMING) markCall('parse', 'begin');
       // A malformed request is answered with its id (request-shape.ts), not the SDK's id-less -32700.
       const malformed = malformedBodyErrors(body);
       if (malformed) return sendJson(res, 400, malformed);
