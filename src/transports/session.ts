@@ -34,6 +34,7 @@ import type {
   LoggingLevel,
   ServerCapabilities,
   ServerContext,
+  InputRequiredResult,
   Transport,
 } from '@modelcontextprotocol/server';
 import { z } from 'zod';
@@ -52,6 +53,8 @@ import type { ServerRequestHandler } from '../upstream/types.js';
 import { routeToolsCallDirectly, type DirectCallExtra } from './direct-tools-call.js';
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
+import { isHeldState, type HeldBinding } from '../broker/held-state.js';
+import { HeldCall, heldCallsOf, heldInputRequired, heldRefusal, type HeldEvent } from './held-calls.js';
 import { LEGACY_TASK_METHODS, LegacyTasks, TASKS_CAPABILITY, withTaskSupport } from './legacy-tasks.js';
 
 /** What this server declares to every downstream client. */
@@ -166,6 +169,9 @@ function withoutUnitKey(meta: Record<string, unknown> | undefined): Record<strin
 }
 
 let modernRequests = 0;
+
+/** How a held call is told that a retry follows it now (its progress and cancellation). */
+const joiners = new WeakMap<HeldCall, (joiner: Pick<DirectCallExtra, 'signal' | 'sendNotification'>) => void>();
 
 export class DownstreamSession {
   /** The legacy session id; `null` for a modern instance (no session). */
@@ -345,13 +351,15 @@ export class DownstreamSession {
   private serverRequestRoute(
     send: ServerRequestHandler,
     owner: string | null = this.sessionId,
-    modern?: { declared: ClientCapabilities | undefined; onMissing: (capability: string) => void },
+    modern?: { declared: ClientCapabilities | undefined; onMissing: (capability: string) => void; hold?: ServerRequestHandler },
   ): ServerRequestHandler {
     const route = async (request: Parameters<ServerRequestHandler>[0], signal: AbortSignal) => {
       if (this.era === 'modern') {
         // The call needs a capability the caller did not declare: the call is answered -32021 (callTool).
         const wanted = CAPABILITY_FOR_REQUEST[request.method];
         if (wanted && !modern?.declared?.[wanted]) modern?.onMissing(wanted);
+        // Declared, during a tools/call: held, and handed to the caller as input_required (held-calls.ts).
+        else if (wanted && modern?.hold) return modern.hold(request, signal);
         throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client speaks MCP 2026-07-28, which has no server-to-client "${request.method}" request`);
       }
       const needed = CAPABILITY_FOR_REQUEST[request.method];
@@ -413,49 +421,150 @@ export class DownstreamSession {
     if (!target) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}${gw.registry.unknownToolHint()}`);
     const { progressToken, ...sent } = _meta ?? {};
     const caller = this.callerOf(ctx, sent, extra);
+    const modern = this.era === 'modern' && ctx !== undefined;
+    // A retry carrying a held-request state joins the call in flight (held-calls.ts); it never runs the tool again.
+    if (modern && isHeldState(caller.requestState)) return this.joinHeld(name, args ?? {}, caller, extra);
     // Modern: the request's own tag routes the call's upstream logs back to it.
-    const owner = this.era === 'modern' && ctx ? `request:${++modernRequests}` : this.sessionId;
-    if (this.era === 'modern' && ctx && owner) this.requests.set(owner, ctx);
+    const owner = modern ? `request:${++modernRequests}` : this.sessionId;
+    if (modern && owner) this.requests.set(owner, ctx);
     const meta = this.era === 'modern' ? (withoutUnitKey(sent) ?? {}) : sent;
     let last = -Infinity;
     let missing: string | undefined;
+    // Modern: the call may outlive this request (its upstream asks for input): its own signal, and
+    // progress to whichever request is following it now.
+    const held = modern ? this.newHeldCall(target.server) : undefined;
+    let notify = extra.sendNotification;
     try {
-    const answer = await gw.broker.call(
+    const answer = gw.broker.call(
       {
         name,
         args: args ?? {},
         meta: Object.keys(meta).length ? meta : undefined,
-        signal: extra.signal,
-        abort: extra.abort,
+        signal: held?.signal ?? extra.signal,
+        abort: held?.abort ?? extra.abort,
         onProgress:
           progressToken === undefined
             ? undefined
             : (update) => {
                 if (update.progress < last) return;
                 last = update.progress;
-                void extra.sendNotification({ method: 'notifications/progress', params: { ...update, progressToken } }).catch(() => undefined);
+                void notify({ method: 'notifications/progress', params: { ...update, progressToken } }).catch(() => undefined);
               },
         // Bounded by the broker's hard cap, never the SDK's hidden 60 s default (F18); the call's deadline aborts it sooner.
         onServerRequest: this.serverRequestRoute(
           (request, signal) => extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.maxTotalTimeoutMs }),
           owner,
-          { declared: caller.clientCapabilities, onMissing: (capability) => (missing ??= capability) },
+          { declared: caller.clientCapabilities, onMissing: (capability) => (missing ??= capability), hold: held && ((request, signal) => held.call.hold(request, signal)) },
         ),
       },
       caller,
       target,
     );
-    if (missing !== undefined) {
-      // Spec (server/tools, basic/versioning): a request that needs an undeclared client capability is -32021.
-      throw new MissingRequiredClientCapabilityError(
-        { requiredCapabilities: { [missing]: {} } },
-        `the tool needs the client capability "${missing}", which this request did not declare`,
-      );
+    const finish = (result: unknown) => {
+      if (missing !== undefined) {
+        // Spec (server/tools, basic/versioning): a request that needs an undeclared client capability is -32021.
+        throw new MissingRequiredClientCapabilityError(
+          { requiredCapabilities: { [missing]: {} } },
+          `the tool needs the client capability "${missing}", which this request did not declare`,
+        );
+      }
+      return this.era === 'modern' ? ownedByUs(result) : result;
+    };
+    if (!held) return finish((await answer).result);
+    const settled = answer.then((a) => finish(a.result));
+    held.call.attach(settled);
+    held.follow(extra.signal);
+    const event = await held.call.next();
+    if (event.kind === 'done') {
+      if (event.ok) return event.value;
+      throw event.err;
     }
-    return this.era === 'modern' ? ownedByUs(answer.result) : answer.result;
+    // The upstream asked: park the call, answer this request with the input request.
+    held.follow(undefined);
+    heldCallsOf(gw, gw).park(held.call, settled);
+    held.onJoin = (joiner) => {
+      notify = joiner.sendNotification;
+      held.follow(joiner.signal);
+    };
+    return this.askHeld(held.call, event, { principal: this.principal, tool: name, args: args ?? {} });
     } finally {
       if (owner && this.era === 'modern') this.requests.delete(owner);
     }
+  }
+
+  /** A held call's own abort controller, which follows one request's signal at a time (the caller's, then each retry's). */
+  private newHeldCall(server: string) {
+    const controller = new AbortController();
+    const abort = (reason: unknown) => controller.abort(reason);
+    let detach = () => {};
+    const state = {
+      call: new HeldCall({ server, clock: this.gateway.clock, boundMs: this.gateway.config.policy.askTimeoutMs, abort }),
+      signal: controller.signal,
+      abort,
+      onJoin: undefined as ((joiner: Pick<DirectCallExtra, 'signal' | 'sendNotification'>) => void) | undefined,
+      /** Cancels the call when `signal` aborts (the request following it closed its stream); undefined: none follows. */
+      follow: (signal: AbortSignal | undefined) => {
+        detach();
+        detach = () => {};
+        if (!signal) return;
+        const onAbort = () => abort(signal.reason ?? new Error('cancelled by the client'));
+        if (signal.aborted) return onAbort();
+        signal.addEventListener('abort', onAbort, { once: true });
+        detach = () => signal.removeEventListener('abort', onAbort);
+      },
+    };
+    joiners.set(state.call, (joiner) => state.onJoin?.(joiner));
+    return state;
+  }
+
+  /** The `input_required` answer for `event`, under a fresh sealed state for its round. */
+  private async askHeld(call: HeldCall, event: HeldEvent & { kind: 'asked' }, binding: HeldBinding): Promise<InputRequiredResult> {
+    const states = heldCallsOf(this.gateway, this.gateway).states;
+    return heldInputRequired(event, await states.issue(binding, call.id, event.round, event.expiresAt));
+  }
+
+  /**
+   * A modern retry with a held-request state: checked (seal, expiry, principal, tool, arguments,
+   * the call still held in this process, the round not answered yet), then the held upstream
+   * request is answered with the caller's `inputResponses` entry and the retry follows the call:
+   * its result, or the next `input_required`. A refused retry answers nothing and is told why
+   * (`denied`); a valid state without the answer is handed the same request again.
+   */
+  private async joinHeld(
+    name: string,
+    args: Record<string, unknown>,
+    caller: CallerSession,
+    extra: Pick<DirectCallExtra, 'signal' | 'sendNotification'>,
+  ): Promise<unknown> {
+    const gw = this.gateway;
+    const table = heldCallsOf(gw, gw);
+    const binding: HeldBinding = { principal: this.principal, tool: name, args };
+    const opened = await table.states.open(caller.requestState!, binding);
+    if (!opened.ok) {
+      gw.logger.warn({ tool: name, principal: this.principal, why: opened.why }, 'retry with a held-request state refused');
+      return heldRefusal(`${opened.reason}; the held request was not answered`);
+    }
+    const call = table.get(opened.claim.heldId);
+    if (!call || call.isDone) {
+      return heldRefusal(
+        'the call this requestState belongs to is not held by this broker process (it ended, or was held by another broker process: a retry must reach the process that answered input_required)',
+      );
+    }
+    const now = call.held();
+    if (!now || now.round !== opened.claim.round) return heldRefusal('the input request this requestState belongs to was answered already; the retry did not answer anything');
+    const response = caller.inputResponses?.[now.key] as Record<string, unknown> | undefined;
+    if (response === undefined) {
+      // MRTR: re-request what is missing.
+      const again = await call.next(true);
+      if (again.kind === 'asked') return this.askHeld(call, again, binding);
+    } else if (!call.answer(now.round, response)) {
+      return heldRefusal('the input request this requestState belongs to was answered already; the retry did not answer anything');
+    }
+    joiners.get(call)?.(extra);
+    const event = await call.next();
+    if (event.kind === 'asked') return this.askHeld(call, event, binding);
+    if (event.ok) return event.value;
+    throw event.err;
   }
 
   private installHandlers(): void {
