@@ -1,0 +1,102 @@
+/**
+ * A legacy upstream's input requests held for 2026-07-28 callers over HTTP, with calls of two
+ * principals (bearer tokens) in flight on one upstream at once: the built CLI serving HTTP, the
+ * legacy Streamable HTTP fixture test/fixtures/asking-http.mjs (its requests travel on each
+ * call's own response stream, so each is routed to exactly its call), and SDK v2 clients at the
+ * 2026-07-28 era driving the retries themselves. Each caller gets only its own input request; a
+ * retry with another principal's state is refused and answers nothing.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { Client, isInputRequiredResult, StreamableHTTPClientTransport, type CallToolResult, type InputRequiredResult } from '@modelcontextprotocol/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixture } from './helpers.js';
+import { startHttpBroker, type HttpBroker } from '../transports/harness.js';
+
+const TOKENS = { ALICE_TOKEN: 'alice-token-0123456789abcdef', BOB_TOKEN: 'bob-token-0123456789abcdef00' };
+const textOf = (r: unknown) => ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
+
+describe('held input requests over HTTP, two principals on one upstream', () => {
+  let upstream: ChildProcess;
+  let broker: HttpBroker;
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    upstream = spawn(process.execPath, [fixture('asking-http.mjs')], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const port = await new Promise<number>((resolve, reject) => {
+      createInterface({ input: upstream.stdout! }).once('line', (l) => resolve(JSON.parse(l).port));
+      upstream.once('exit', () => reject(new Error('fixture exited')));
+    });
+    broker = await startHttpBroker({
+      servers: { ask: { type: 'http', url: `http://127.0.0.1:${port}/mcp`, era: 'legacy' } },
+      extra: {
+        principals: { alice: { token: '${env:ALICE_TOKEN}' }, bob: { token: '${env:BOB_TOKEN}' } },
+        http: { clientCapabilities: { sampling: {}, elicitation: {} } },
+      },
+      env: TOKENS,
+    });
+  });
+  afterAll(async () => {
+    for (const c of clients) await c.close().catch(() => undefined);
+    await broker?.close();
+    upstream?.kill();
+  });
+
+  async function modernClient(token: string, autoFulfill: boolean, answer = 'answer') {
+    const client = new Client(
+      { name: 'held-http', version: '1.0.0' },
+      { versionNegotiation: { mode: 'auto' }, capabilities: { sampling: {}, elicitation: { form: {} } }, ...(autoFulfill ? {} : { inputRequired: { autoFulfill: false } }) },
+    );
+    client.setRequestHandler('sampling/createMessage', async () => ({ role: 'assistant', content: { type: 'text', text: answer }, model: 'm' }));
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${broker.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }), { timeout: 20_000 });
+    clients.push(client);
+    const call = (text: string, extra: Record<string, unknown> = {}) =>
+      client.request({ method: 'tools/call', params: { name: 'ask__sample', arguments: { text }, ...extra } }, { allowInputRequired: true }) as Promise<CallToolResult | InputRequiredResult>;
+    return { client, call };
+  }
+
+  it("the SDK client's own driver answers the held sampling request and gets the call's result", async () => {
+    const alice = await modernClient(TOKENS.ALICE_TOKEN, true, 'from the driver');
+    expect(alice.client.getProtocolEra()).toBe('modern');
+    const result = await alice.client.callTool({ name: 'ask__sample', arguments: { text: 'auto' } });
+    expect(textOf(result)).toBe('sampled auto: from the driver');
+  });
+
+  it('calls of alice and bob in flight at once each get only their own input request; a foreign state is refused; each retry gets its own result, one record each', async () => {
+    const before = broker.records().length;
+    const alice = await modernClient(TOKENS.ALICE_TOKEN, false);
+    const bob = await modernClient(TOKENS.BOB_TOKEN, false);
+    const a = (await alice.call('for alice')) as InputRequiredResult;
+    expect(isInputRequiredResult(a)).toBe(true);
+    // Alice's call is held in flight on the upstream while Bob's call asks.
+    const b = (await bob.call('for bob')) as InputRequiredResult;
+    expect(isInputRequiredResult(b)).toBe(true);
+    const only = (r: InputRequiredResult) => {
+      const entries = Object.entries(r.inputRequests!);
+      expect(entries).toHaveLength(1);
+      const [key, request] = entries[0]!;
+      expect(key).toMatch(/^ask\/\d+$/);
+      return { key, text: ((request.params as { messages: { content: { text: string } }[] }).messages[0]!.content.text) };
+    };
+    const aReq = only(a);
+    const bReq = only(b);
+    expect(aReq.text).toBe('for alice');
+    expect(bReq.text).toBe('for bob');
+
+    // Bob replays Alice's state (with her arguments): refused, and Alice's held request is not answered by it.
+    const foreign = (await bob.call('for alice', { inputResponses: { [aReq.key]: { role: 'assistant', content: { type: 'text', text: 'bob steering' }, model: 'm' } }, requestState: a.requestState })) as CallToolResult;
+    expect(foreign._meta?.['mcp-broker/outcome']).toBe('denied');
+    expect(textOf(foreign)).toContain('another principal');
+
+    const bobDone = (await bob.call('for bob', { inputResponses: { [bReq.key]: { role: 'assistant', content: { type: 'text', text: 'bob says' }, model: 'm' } }, requestState: b.requestState })) as CallToolResult;
+    expect(textOf(bobDone)).toBe('sampled for bob: bob says');
+    const aliceDone = (await alice.call('for alice', { inputResponses: { [aReq.key]: { role: 'assistant', content: { type: 'text', text: 'alice says' }, model: 'm' } }, requestState: a.requestState })) as CallToolResult;
+    expect(textOf(aliceDone)).toBe('sampled for alice: alice says');
+
+    const records = broker.records().slice(before);
+    expect(records.map((r) => [r.principal, r.name, r.outcome]).sort()).toEqual([
+      ['alice', 'ask__sample', 'ok'],
+      ['bob', 'ask__sample', 'ok'],
+    ]);
+  });
+});
