@@ -21,8 +21,10 @@
  *   on the principal) and `io.modelcontextprotocol/serverInfo` on every result, and serves
  *   `subscriptions/listen`. Here each request is its own caller: the capabilities of its
  *   envelope, the unit its `_meta` names (`unit.ts`), logs only as its envelope's `logLevel`
- *   asks, and no server-to-client requests (an upstream's sampling, elicitation or roots request
- *   during the call is refused -32601). An upstream's `ttlMs`, `cacheScope` or `serverInfo` in
+ *   asks, and no server-to-client requests: a legacy upstream's sampling, elicitation or roots
+ *   request during a `tools/call` is held and answered to the call as `input_required`; the
+ *   client's retry answers it and joins the call in flight (`held-calls.ts`). Undeclared
+ *   capability: refused upstream, the call answered -32021; during other requests: refused -32601. An upstream's `ttlMs`, `cacheScope` or `serverInfo` in
  *   a forwarded result is dropped, so ours apply. `tools/list` is sorted by name.
  */
 import { ElicitResultSchema, LoggingLevelSchema } from '@modelcontextprotocol/core';
@@ -286,7 +288,7 @@ export class DownstreamSession {
    * A modern request as the broker sees it: no session, the capabilities of its envelope, the
    * unit its `_meta` names (`unit.ts`), the retry fields of a multi-round-trip request, and logs
    * through the request (sent only as its envelope's `logLevel` asks). No ping, no elicitation:
-   * the 2026-07-28 era has no server-to-client requests.
+   * the 2026-07-28 era has no server-to-client requests (upstream ones are held: `held-calls.ts`).
    */
   private modernCaller(ctx: ServerContext, unit: string): CallerSession {
     const inputResponses = ctx.mcpReq.inputResponses;
@@ -346,7 +348,9 @@ export class DownstreamSession {
    * Wraps the re-issue of an upstream→client request (sampling, elicitation, roots) on this
    * session's in-flight call: refused with -32601 when this client did not declare the matching
    * capability (the upstream may have been offered it for another client: `http.clientCapabilities`),
-   * and tagged with the session id so an upstream can tell calls of different sessions apart.
+   * and tagged with the session id (modern: the request's own tag) so an upstream can tell calls
+   * of different callers apart. Modern: handed to `modern.hold` (a held call) when the capability
+   * was declared, else refused and the call marked for -32021.
    */
   private serverRequestRoute(
     send: ServerRequestHandler,

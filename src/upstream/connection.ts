@@ -15,6 +15,11 @@
  *   Streamable HTTP upstream; call-stream-logs.ts), and then carries the session the call was
  *   made for; every other one (stdio, SSE, the standalone GET stream) belongs to no call, whatever
  *   is in flight when it arrives.
+ * - An upstream→client request (sampling, elicitation, roots) goes to the route of the call on
+ *   whose response stream it arrived (Streamable HTTP), whatever else is in flight. Arriving
+ *   elsewhere (stdio, SSE) it carries no link to its call: it goes to the newest route while all
+ *   routes in flight belong to one caller (a legacy session, or one modern request), and is
+ *   refused (`ambiguous_caller`, -32603 to the upstream) otherwise.
  * - A Streamable HTTP upstream that answers HTTP 404 to a request carrying our `Mcp-Session-Id`
  *   no longer knows that session (it restarted, or expired it): the spec (2025-11-25, "Session
  *   Management") says to start a new session with a new `initialize`. The connection is re-dialled
