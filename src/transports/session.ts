@@ -173,7 +173,7 @@ function withoutUnitKey(meta: Record<string, unknown> | undefined): Record<strin
 let modernRequests = 0;
 
 /** How a held call is told that a retry follows it now (its progress and cancellation). */
-const joiners = new WeakMap<HeldCall, (joiner: Pick<DirectCallExtra, 'signal' | 'sendNotification'>) => void>();
+const joiners = new WeakMap<HeldCall, { join: (joiner: Pick<DirectCallExtra, 'signal' | 'sendNotification'>) => void; leave: () => void }>();
 
 export class DownstreamSession {
   /** The legacy session id; `null` for a modern instance (no session). */
@@ -517,7 +517,7 @@ export class DownstreamSession {
         detach = () => signal.removeEventListener('abort', onAbort);
       },
     };
-    joiners.set(state.call, (joiner) => state.onJoin?.(joiner));
+    joiners.set(state.call, { join: (joiner) => state.onJoin?.(joiner), leave: () => state.follow(undefined) });
     return state;
   }
 
@@ -564,9 +564,14 @@ export class DownstreamSession {
     } else if (!call.answer(now.round, response)) {
       return heldRefusal('the input request this requestState belongs to was answered already; the retry did not answer anything');
     }
-    joiners.get(call)?.(extra);
+    const follower = joiners.get(call);
+    follower?.join(extra);
     const event = await call.next();
-    if (event.kind === 'asked') return this.askHeld(call, event, binding);
+    if (event.kind === 'asked') {
+      // Answered with the next question: this retry's stream ends here, the call does not.
+      follower?.leave();
+      return this.askHeld(call, event, binding);
+    }
     if (event.ok) return event.value;
     throw event.err;
   }

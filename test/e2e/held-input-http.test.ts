@@ -62,6 +62,23 @@ describe('held input requests over HTTP, two principals on one upstream', () => 
     expect(textOf(result)).toBe('sampled auto: from the driver');
   });
 
+  it('two rounds: the retry that answers the first request gets the second as input_required, and the call goes on after its stream ended', async () => {
+    const before = broker.records().length;
+    const alice = await modernClient(TOKENS.ALICE_TOKEN, false);
+    const twice = (extra: Record<string, unknown> = {}) =>
+      alice.client.request({ method: 'tools/call', params: { name: 'ask__twice', arguments: { text: 'x' }, ...extra } }, { allowInputRequired: true }) as Promise<CallToolResult | InputRequiredResult>;
+    const promptOf = (r: InputRequiredResult, key: string) => (r.inputRequests![key]!.params as { messages: { content: { text: string } }[] }).messages[0]!.content.text;
+    const first = (await twice()) as InputRequiredResult;
+    expect(promptOf(first, 'ask/1')).toBe('first x');
+    const second = (await twice({ inputResponses: { 'ask/1': { role: 'assistant', content: { type: 'text', text: 'one' }, model: 'm' } }, requestState: first.requestState })) as InputRequiredResult;
+    expect(isInputRequiredResult(second)).toBe(true);
+    expect(Object.keys(second.inputRequests!)).toEqual(['ask/2']);
+    expect(promptOf(second, 'ask/2')).toBe('second x');
+    const done = (await twice({ inputResponses: { 'ask/2': { role: 'assistant', content: { type: 'text', text: 'two' }, model: 'm' } }, requestState: second.requestState })) as CallToolResult;
+    expect(textOf(done)).toBe('twice: one / two');
+    expect(broker.records().slice(before).map((r) => [r.name, r.outcome])).toEqual([['ask__twice', 'ok']]);
+  });
+
   it('calls of alice and bob in flight at once each get only their own input request; a foreign state is refused; each retry gets its own result, one record each', async () => {
     const before = broker.records().length;
     const alice = await modernClient(TOKENS.ALICE_TOKEN, false);
