@@ -18,6 +18,7 @@ const textOf = (r: unknown) => ((r as { content?: { text?: string }[] }).content
 
 describe('held input requests over HTTP, two principals on one upstream', () => {
   let upstream: ChildProcess;
+  let upstreamUrl = '';
   let broker: HttpBroker;
   const clients: Client[] = [];
 
@@ -27,8 +28,9 @@ describe('held input requests over HTTP, two principals on one upstream', () => 
       createInterface({ input: upstream.stdout! }).once('line', (l) => resolve(JSON.parse(l).port));
       upstream.once('exit', () => reject(new Error('fixture exited')));
     });
+    upstreamUrl = `http://127.0.0.1:${port}/mcp`;
     broker = await startHttpBroker({
-      servers: { ask: { type: 'http', url: `http://127.0.0.1:${port}/mcp`, era: 'legacy' } },
+      servers: { ask: { type: 'http', url: upstreamUrl, era: 'legacy' } },
       extra: {
         principals: { alice: { token: '${env:ALICE_TOKEN}' }, bob: { token: '${env:BOB_TOKEN}' } },
         http: { clientCapabilities: { sampling: {}, elicitation: {} } },
@@ -42,13 +44,13 @@ describe('held input requests over HTTP, two principals on one upstream', () => 
     upstream?.kill();
   });
 
-  async function modernClient(token: string, autoFulfill: boolean, answer = 'answer') {
+  async function modernClient(token: string, autoFulfill: boolean, answer = 'answer', url = broker.url) {
     const client = new Client(
       { name: 'held-http', version: '1.0.0' },
       { versionNegotiation: { mode: 'auto' }, capabilities: { sampling: {}, elicitation: { form: {} } }, ...(autoFulfill ? {} : { inputRequired: { autoFulfill: false } }) },
     );
     client.setRequestHandler('sampling/createMessage', async () => ({ role: 'assistant', content: { type: 'text', text: answer }, model: 'm' }));
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${broker.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }), { timeout: 20_000 });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }), { timeout: 20_000 });
     clients.push(client);
     const call = (text: string, extra: Record<string, unknown> = {}) =>
       client.request({ method: 'tools/call', params: { name: 'ask__sample', arguments: { text }, ...extra } }, { allowInputRequired: true }) as Promise<CallToolResult | InputRequiredResult>;
@@ -115,5 +117,31 @@ describe('held input requests over HTTP, two principals on one upstream', () => 
       ['alice', 'ask__sample', 'ok'],
       ['bob', 'ask__sample', 'ok'],
     ]);
+  });
+
+  it('a retry that reaches another broker process (same store) is refused: the held call lives in the process that answered input_required', async () => {
+    const other = await startHttpBroker({
+      servers: { ask: { type: 'http', url: upstreamUrl, era: 'legacy' } },
+      extra: {
+        principals: { alice: { token: '${env:ALICE_TOKEN}' }, bob: { token: '${env:BOB_TOKEN}' } },
+        http: { clientCapabilities: { sampling: {}, elicitation: {} } },
+        broker: { dataDir: `${broker.dir}/data` },
+      },
+      env: TOKENS,
+    });
+    try {
+      const here = await modernClient(TOKENS.ALICE_TOKEN, false);
+      const there = await modernClient(TOKENS.ALICE_TOKEN, false, 'answer', other.url);
+      const asked = (await here.call('where')) as InputRequiredResult;
+      const inputResponses = { 'ask/1': { role: 'assistant', content: { type: 'text', text: 'elsewhere' }, model: 'm' } };
+      const refused = (await there.call('where', { inputResponses, requestState: asked.requestState })) as CallToolResult;
+      expect(refused._meta?.['mcp-broker/outcome']).toBe('denied');
+      expect(textOf(refused)).toContain('not held by this broker process');
+      // The process that holds it still takes the retry.
+      const done = (await here.call('where', { inputResponses, requestState: asked.requestState })) as CallToolResult;
+      expect(textOf(done)).toBe('sampled where: elsewhere');
+    } finally {
+      await other.close();
+    }
   });
 });
