@@ -144,4 +144,17 @@ describe('held input requests over HTTP, two principals on one upstream', () => 
       await other.close();
     }
   });
+
+  it('a request that did not declare sampling is not held: the upstream is refused and the call answered -32021 naming the capability, one record', async () => {
+    const before = broker.records().length;
+    const client = new Client({ name: 'no-sampling', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' }, capabilities: {}, inputRequired: { autoFulfill: false } });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${broker.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TOKENS.BOB_TOKEN}` } } }), { timeout: 20_000 });
+    clients.push(client);
+    const err = await client
+      .request({ method: 'tools/call', params: { name: 'ask__sample', arguments: { text: 'undeclared' } } }, { allowInputRequired: true })
+      .then(() => undefined, (e: { code?: number; data?: unknown }) => e);
+    expect(err?.code).toBe(-32021);
+    expect(err?.data).toMatchObject({ requiredCapabilities: { sampling: {} } });
+    expect(broker.records().slice(before)).toHaveLength(1);
+  });
 });

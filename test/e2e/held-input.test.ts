@@ -19,7 +19,7 @@ afterEach(async () => {
 
 const textOf = (r: unknown) => ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
 
-async function start(options: { autoFulfill: boolean; askTimeoutMs?: number }) {
+async function start(options: { autoFulfill: boolean; askTimeoutMs?: number; capabilities?: Record<string, unknown> }) {
   const { dir, configPath, recordsPath } = writeConfig(
     { conf: nodeServer(fixture('conformance-server.mjs'), { args: [fixture('conformance-server.mjs'), '--legacy'] }) },
     options.askTimeoutMs ? { policy: { askTimeoutMs: options.askTimeoutMs } } : {},
@@ -28,12 +28,13 @@ async function start(options: { autoFulfill: boolean; askTimeoutMs?: number }) {
     { name: 'held-input', version: '1.0.0' },
     {
       versionNegotiation: { mode: 'auto' },
-      capabilities: { sampling: {}, elicitation: { form: {} }, roots: {} },
+      capabilities: options.capabilities ?? { sampling: {}, elicitation: { form: {} }, roots: {} },
       ...(options.autoFulfill ? {} : { inputRequired: { autoFulfill: false } }),
     },
   );
   const asked: string[] = [];
-  client.setRequestHandler('sampling/createMessage', async (request) => {
+  const declared = options.capabilities ?? { sampling: {}, roots: {} };
+  if (declared.sampling) client.setRequestHandler('sampling/createMessage', async (request) => {
     asked.push('sampling/createMessage');
     const first = (request.params.messages[0]?.content as { text?: string }).text;
     return { role: 'assistant', content: { type: 'text', text: `echo ${first}` }, model: 'test-model' };
@@ -42,7 +43,7 @@ async function start(options: { autoFulfill: boolean; askTimeoutMs?: number }) {
     asked.push('elicitation/create');
     return { action: 'accept', content: { response: 'yes please' } };
   });
-  client.setRequestHandler('roots/list', async () => {
+  if (declared.roots) client.setRequestHandler('roots/list', async () => {
     asked.push('roots/list');
     return { roots: [{ uri: 'file:///work/project', name: 'project' }] };
   });
