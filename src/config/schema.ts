@@ -266,7 +266,12 @@ export const policySchema = z
     readOnly: z.array(z.string()).default([]),
     /** `ask`: the first call of each tool per principal needs approval. */
     firstUse: z.enum(['allow', 'ask']).default('allow'),
-    /** How long an elicitation approval prompt waits, in ms. */
+    /**
+     * How long an elicitation approval prompt waits, in ms; for a 2026-07-28 caller also how long
+     * its approval state stays valid, and how long a 2025-era upstream's sampling, elicitation or
+     * roots request during its call is held for its retry (transports/held-calls.ts; past it the
+     * upstream gets -32603 and the call is recorded `timeout`).
+     */
     askTimeoutMs: ms().default(120_000),
     /**
      * What an `ask` does to a call that is not a task: `elicit` asks the client (else refuses

@@ -21,8 +21,10 @@
  *   on the principal) and `io.modelcontextprotocol/serverInfo` on every result, and serves
  *   `subscriptions/listen`. Here each request is its own caller: the capabilities of its
  *   envelope, the unit its `_meta` names (`unit.ts`), logs only as its envelope's `logLevel`
- *   asks, and no server-to-client requests (an upstream's sampling, elicitation or roots request
- *   during the call is refused -32601). An upstream's `ttlMs`, `cacheScope` or `serverInfo` in
+ *   asks, and no server-to-client requests: a legacy upstream's sampling, elicitation or roots
+ *   request during a `tools/call` is held and answered to the call as `input_required`; the
+ *   client's retry answers it and joins the call in flight (`held-calls.ts`). Undeclared
+ *   capability: refused upstream, the call answered -32021; during other requests: refused -32601. An upstream's `ttlMs`, `cacheScope` or `serverInfo` in
  *   a forwarded result is dropped, so ours apply. `tools/list` is sorted by name.
  */
 import { ElicitResultSchema, LoggingLevelSchema } from '@modelcontextprotocol/core';
@@ -34,6 +36,7 @@ import type {
   LoggingLevel,
   ServerCapabilities,
   ServerContext,
+  InputRequiredResult,
   Transport,
 } from '@modelcontextprotocol/server';
 import { z } from 'zod';
@@ -52,6 +55,8 @@ import type { ServerRequestHandler } from '../upstream/types.js';
 import { routeToolsCallDirectly, type DirectCallExtra } from '../wire/direct-tools-call.js';
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
+import { isHeldState, type HeldBinding } from '../broker/held-state.js';
+import { HeldCall, heldCallsOf, heldInputRequired, heldRefusal, type HeldEvent } from './held-calls.js';
 import { LEGACY_TASK_METHODS, LegacyTasks, TASKS_CAPABILITY, withTaskSupport } from './legacy-tasks.js';
 
 /** What this server declares to every downstream client. */
@@ -167,6 +172,9 @@ function withoutUnitKey(meta: Record<string, unknown> | undefined): Record<strin
 
 let modernRequests = 0;
 
+/** How a held call is told that a retry follows it now (its progress and cancellation). */
+const joiners = new WeakMap<HeldCall, { join: (joiner: Pick<DirectCallExtra, 'signal' | 'sendNotification'>) => void; leave: () => void }>();
+
 export class DownstreamSession {
   /** The legacy session id; `null` for a modern instance (no session). */
   readonly sessionId: string | null;
@@ -280,7 +288,7 @@ export class DownstreamSession {
    * A modern request as the broker sees it: no session, the capabilities of its envelope, the
    * unit its `_meta` names (`unit.ts`), the retry fields of a multi-round-trip request, and logs
    * through the request (sent only as its envelope's `logLevel` asks). No ping, no elicitation:
-   * the 2026-07-28 era has no server-to-client requests.
+   * the 2026-07-28 era has no server-to-client requests (upstream ones are held: `held-calls.ts`).
    */
   private modernCaller(ctx: ServerContext, unit: string): CallerSession {
     const inputResponses = ctx.mcpReq.inputResponses;
@@ -340,18 +348,22 @@ export class DownstreamSession {
    * Wraps the re-issue of an upstream→client request (sampling, elicitation, roots) on this
    * session's in-flight call: refused with -32601 when this client did not declare the matching
    * capability (the upstream may have been offered it for another client: `http.clientCapabilities`),
-   * and tagged with the session id so an upstream can tell calls of different sessions apart.
+   * and tagged with the session id (modern: the request's own tag) so an upstream can tell calls
+   * of different callers apart. Modern: handed to `modern.hold` (a held call) when the capability
+   * was declared, else refused and the call marked for -32021.
    */
   private serverRequestRoute(
     send: ServerRequestHandler,
     owner: string | null = this.sessionId,
-    modern?: { declared: ClientCapabilities | undefined; onMissing: (capability: string) => void },
+    modern?: { declared: ClientCapabilities | undefined; onMissing: (capability: string) => void; hold?: ServerRequestHandler },
   ): ServerRequestHandler {
     const route = async (request: Parameters<ServerRequestHandler>[0], signal: AbortSignal) => {
       if (this.era === 'modern') {
         // The call needs a capability the caller did not declare: the call is answered -32021 (callTool).
         const wanted = CAPABILITY_FOR_REQUEST[request.method];
         if (wanted && !modern?.declared?.[wanted]) modern?.onMissing(wanted);
+        // Declared, during a tools/call: held, and handed to the caller as input_required (held-calls.ts).
+        else if (wanted && modern?.hold) return modern.hold(request, signal);
         throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client speaks MCP 2026-07-28, which has no server-to-client "${request.method}" request`);
       }
       const needed = CAPABILITY_FOR_REQUEST[request.method];
@@ -413,49 +425,155 @@ export class DownstreamSession {
     if (!target) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}${gw.registry.unknownToolHint()}`);
     const { progressToken, ...sent } = _meta ?? {};
     const caller = this.callerOf(ctx, sent, extra);
+    const modern = this.era === 'modern' && ctx !== undefined;
+    // A retry carrying a held-request state joins the call in flight (held-calls.ts); it never runs the tool again.
+    if (modern && isHeldState(caller.requestState)) return this.joinHeld(name, args ?? {}, caller, extra);
     // Modern: the request's own tag routes the call's upstream logs back to it.
-    const owner = this.era === 'modern' && ctx ? `request:${++modernRequests}` : this.sessionId;
-    if (this.era === 'modern' && ctx && owner) this.requests.set(owner, ctx);
+    const owner = modern ? `request:${++modernRequests}` : this.sessionId;
+    if (modern && owner) this.requests.set(owner, ctx);
     const meta = this.era === 'modern' ? (withoutUnitKey(sent) ?? {}) : sent;
     let last = -Infinity;
     let missing: string | undefined;
+    // Modern: the call may outlive this request (its upstream asks for input): its own signal, and
+    // progress to whichever request is following it now.
+    const held = modern ? this.newHeldCall(target.server) : undefined;
+    let notify = extra.sendNotification;
     try {
-    const answer = await gw.broker.call(
+    const answer = gw.broker.call(
       {
         name,
         args: args ?? {},
         meta: Object.keys(meta).length ? meta : undefined,
-        signal: extra.signal,
-        abort: extra.abort,
+        signal: held?.signal ?? extra.signal,
+        abort: held?.abort ?? extra.abort,
         onProgress:
           progressToken === undefined
             ? undefined
             : (update) => {
                 if (update.progress < last) return;
                 last = update.progress;
-                void extra.sendNotification({ method: 'notifications/progress', params: { ...update, progressToken } }).catch(() => undefined);
+                void notify({ method: 'notifications/progress', params: { ...update, progressToken } }).catch(() => undefined);
               },
         // Bounded by the broker's hard cap, never the SDK's hidden 60 s default (F18); the call's deadline aborts it sooner.
         onServerRequest: this.serverRequestRoute(
           (request, signal) => extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.maxTotalTimeoutMs }),
           owner,
-          { declared: caller.clientCapabilities, onMissing: (capability) => (missing ??= capability) },
+          { declared: caller.clientCapabilities, onMissing: (capability) => (missing ??= capability), hold: held && ((request, signal) => held.call.hold(request, signal)) },
         ),
       },
       caller,
       target,
     );
-    if (missing !== undefined) {
-      // Spec (server/tools, basic/versioning): a request that needs an undeclared client capability is -32021.
-      throw new MissingRequiredClientCapabilityError(
-        { requiredCapabilities: { [missing]: {} } },
-        `the tool needs the client capability "${missing}", which this request did not declare`,
-      );
+    const finish = (result: unknown) => {
+      if (missing !== undefined) {
+        // Spec (server/tools, basic/versioning): a request that needs an undeclared client capability is -32021.
+        throw new MissingRequiredClientCapabilityError(
+          { requiredCapabilities: { [missing]: {} } },
+          `the tool needs the client capability "${missing}", which this request did not declare`,
+        );
+      }
+      return this.era === 'modern' ? ownedByUs(result) : result;
+    };
+    if (!held) return finish((await answer).result);
+    const settled = answer.then((a) => finish(a.result));
+    held.call.attach(settled);
+    held.follow(extra.signal);
+    const event = await held.call.next();
+    if (event.kind === 'done') {
+      if (event.ok) return event.value;
+      throw event.err;
     }
-    return this.era === 'modern' ? ownedByUs(answer.result) : answer.result;
+    // The upstream asked: park the call, answer this request with the input request.
+    held.follow(undefined);
+    heldCallsOf(gw, gw).park(held.call, settled);
+    held.onJoin = (joiner) => {
+      notify = joiner.sendNotification;
+      held.follow(joiner.signal);
+    };
+    return this.askHeld(held.call, event, { principal: this.principal, tool: name, args: args ?? {} });
     } finally {
       if (owner && this.era === 'modern') this.requests.delete(owner);
     }
+  }
+
+  /** A held call's own abort controller, which follows one request's signal at a time (the caller's, then each retry's). */
+  private newHeldCall(server: string) {
+    const controller = new AbortController();
+    const abort = (reason: unknown) => controller.abort(reason);
+    let detach = () => {};
+    const state = {
+      call: new HeldCall({ server, clock: this.gateway.clock, boundMs: this.gateway.config.policy.askTimeoutMs, abort }),
+      signal: controller.signal,
+      abort,
+      onJoin: undefined as ((joiner: Pick<DirectCallExtra, 'signal' | 'sendNotification'>) => void) | undefined,
+      /** Cancels the call when `signal` aborts (the request following it closed its stream); undefined: none follows. */
+      follow: (signal: AbortSignal | undefined) => {
+        detach();
+        detach = () => {};
+        if (!signal) return;
+        const onAbort = () => abort(signal.reason ?? new Error('cancelled by the client'));
+        if (signal.aborted) return onAbort();
+        signal.addEventListener('abort', onAbort, { once: true });
+        detach = () => signal.removeEventListener('abort', onAbort);
+      },
+    };
+    joiners.set(state.call, { join: (joiner) => state.onJoin?.(joiner), leave: () => state.follow(undefined) });
+    return state;
+  }
+
+  /** The `input_required` answer for `event`, under a fresh sealed state for its round. */
+  private async askHeld(call: HeldCall, event: HeldEvent & { kind: 'asked' }, binding: HeldBinding): Promise<InputRequiredResult> {
+    const states = heldCallsOf(this.gateway, this.gateway).states;
+    return heldInputRequired(event, await states.issue(binding, call.id, event.round, event.expiresAt));
+  }
+
+  /**
+   * A modern retry with a held-request state: checked (seal, expiry, principal, tool, arguments,
+   * the call still held in this process, the round not answered yet), then the held upstream
+   * request is answered with the caller's `inputResponses` entry and the retry follows the call:
+   * its result, or the next `input_required`. A refused retry answers nothing and is told why
+   * (`denied`); a valid state without the answer is handed the same request again.
+   */
+  private async joinHeld(
+    name: string,
+    args: Record<string, unknown>,
+    caller: CallerSession,
+    extra: Pick<DirectCallExtra, 'signal' | 'sendNotification'>,
+  ): Promise<unknown> {
+    const gw = this.gateway;
+    const table = heldCallsOf(gw, gw);
+    const binding: HeldBinding = { principal: this.principal, tool: name, args };
+    const opened = await table.states.open(caller.requestState!, binding);
+    if (!opened.ok) {
+      gw.logger.warn({ tool: name, principal: this.principal, why: opened.why }, 'retry with a held-request state refused');
+      return heldRefusal(`${opened.reason}; the held request was not answered`);
+    }
+    const call = table.get(opened.claim.heldId);
+    if (!call || call.isDone) {
+      return heldRefusal(
+        'the call this requestState belongs to is not held by this broker process (it ended, or was held by another broker process: a retry must reach the process that answered input_required)',
+      );
+    }
+    const now = call.held();
+    if (!now || now.round !== opened.claim.round) return heldRefusal('the input request this requestState belongs to was answered already; the retry did not answer anything');
+    const response = caller.inputResponses?.[now.key] as Record<string, unknown> | undefined;
+    if (response === undefined) {
+      // MRTR: re-request what is missing.
+      const again = await call.next(true);
+      if (again.kind === 'asked') return this.askHeld(call, again, binding);
+    } else if (!call.answer(now.round, response)) {
+      return heldRefusal('the input request this requestState belongs to was answered already; the retry did not answer anything');
+    }
+    const follower = joiners.get(call);
+    follower?.join(extra);
+    const event = await call.next();
+    if (event.kind === 'asked') {
+      // Answered with the next question: this retry's stream ends here, the call does not.
+      follower?.leave();
+      return this.askHeld(call, event, binding);
+    }
+    if (event.ok) return event.value;
+    throw event.err;
   }
 
   private installHandlers(): void {

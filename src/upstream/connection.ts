@@ -15,6 +15,11 @@
  *   Streamable HTTP upstream; call-stream-logs.ts), and then carries the session the call was
  *   made for; every other one (stdio, SSE, the standalone GET stream) belongs to no call, whatever
  *   is in flight when it arrives.
+ * - An upstream→client request (sampling, elicitation, roots) goes to the route of the call on
+ *   whose response stream it arrived (Streamable HTTP), whatever else is in flight. Arriving
+ *   elsewhere (stdio, SSE) it carries no link to its call: it goes to the newest route while all
+ *   routes in flight belong to one caller (a legacy session, or one modern request), and is
+ *   refused (`ambiguous_caller`, -32603 to the upstream) otherwise.
  * - A Streamable HTTP upstream that answers HTTP 404 to a request carrying our `Mcp-Session-Id`
  *   no longer knows that session (it restarted, or expired it): the spec (2025-11-25, "Session
  *   Management") says to start a new session with a new `initialize`. The connection is re-dialled
@@ -38,7 +43,7 @@ import { BrokerError, messageOf } from '../shared/errors.js';
 import { credentialValues, Scrubber } from '../shared/scrub.js';
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
-import type { ArrivedNotification } from '../wire/call-stream-logs.js';
+import type { ArrivedNotification, CallStreamSink } from '../wire/call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from '../wire/direct-calls.js';
 import { EraMemory, type EraVerdictStore, type ProtocolEraName } from './era-memory.js';
@@ -129,6 +134,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   /** Calls in flight with a handler for upstream→client requests, newest last. */
   private readonly requestRoutes = new Map<number, ServerRequestHandler>();
   private routeSeq = 0;
+  /**
+   * Upstream→client requests that arrived on a call's own response stream (a Streamable HTTP
+   * upstream; call-stream-logs.ts): their JSON-RPC id → the owner (`ServerRequestHandler.sessionId`) of that call.
+   */
+  private readonly requestOwners = new Map<string, string>();
   private refreshing = new Map<CatalogKind, Promise<void>>();
   /** Failure reasons already logged at error/warn since the upstream was last ready ({@link logFailure}). */
   private readonly loggedFailures = new Set<string>();
@@ -534,14 +544,19 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     // What reaches the SDK is tied to no call: calls in flight now prove nothing about its origin.
     client.setNotificationHandler('notifications/message', (n) => void this.emit('log', n.params, undefined));
     const caps = this.clientCapabilities;
-    const route = (method: string) => async (req: { params?: unknown }, ctx: { mcpReq: { signal: AbortSignal } }) => {
+    const route = (method: string) => async (req: { params?: unknown }, ctx: { mcpReq: { signal: AbortSignal; id?: string | number } }) => {
       const handlers = [...this.requestRoutes.values()];
-      const handler = handlers.at(-1);
+      // Arrived on a call's own response stream: it is that call's, whatever else is in flight.
+      const streamOwner = ctx.mcpReq.id === undefined ? undefined : this.requestOwners.get(String(ctx.mcpReq.id));
+      if (streamOwner !== undefined) this.requestOwners.delete(String(ctx.mcpReq.id));
+      const owned = streamOwner === undefined ? undefined : [...handlers].reverse().find((h) => h.sessionId === streamOwner);
+      const handler = owned ?? handlers.at(-1);
       if (!handler) throw new BrokerError('no_caller', `${method} from upstream "${this.name}" arrived with no call in flight to route it to`);
-      // The request carries no link to the call that caused it: with calls of several downstream
-      // sessions in flight, any pick could hand one client's prompt to another. Refuse instead.
+      // Otherwise the request carries no link to the call that caused it (stdio, SSE, the GET
+      // stream): with calls of several downstream sessions or modern requests in flight, any
+      // pick could hand one client's prompt to another. Refuse instead.
       const sessions = new Set(handlers.map((h) => h.sessionId ?? ''));
-      if (sessions.size > 1) {
+      if (!owned && sessions.size > 1) {
         throw new BrokerError('ambiguous_caller', `${method} from upstream "${this.name}" arrived while calls of ${sessions.size} downstream sessions were in flight; it cannot be routed to one of them safely`);
       }
       return handler({ method, params: this.scrub.serverRequest(req.params as Record<string, unknown> | undefined) }, ctx.mcpReq.signal) as never;
@@ -555,14 +570,19 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    * Where log messages on the response stream of direct request `requestId` go: to the session
    * its call was made for; undefined (the stream is left to the SDK) when it names none.
    */
-  private callStreamLogSink(requestId: string): ((notification: ArrivedNotification) => void) | undefined {
+  private callStreamLogSink(requestId: string): CallStreamSink | undefined {
     const owner = this.direct?.ownerOf(requestId);
     if (owner === undefined) return undefined;
-    return (notification) => {
+    const sink = (notification: ArrivedNotification) => {
       const parsed = LoggingMessageNotificationSchema.safeParse(notification);
       if (parsed.success) this.emit('log', parsed.data.params, owner);
       else this.options.logger.debug('upstream log message on a call stream dropped: not a valid notifications/message');
     };
+    // An upstream request on this stream is this call's (see installHandlers' route).
+    // Noted only when a handler will take it (its capability was offered), so every note is spent.
+    const offered = this.clientCapabilities;
+    const takes = (method: string) => (method === 'sampling/createMessage' ? !!offered.sampling : method === 'elicitation/create' ? !!offered.elicitation : !!offered.roots);
+    return Object.assign(sink, { request: (id: string | number, method: string) => void (takes(method) && this.requestOwners.set(String(id), owner)) });
   }
 
   /** Re-fetches one list after `list_changed`; concurrent requests coalesce. */

@@ -11,6 +11,11 @@
  * every other byte passes unchanged and uncopied (an event's chunks are held until the event
  * ends, as the SDK's own parser needs the whole event anyway). A log message taken off keeps its
  * event's `id` line, so resumption (`Last-Event-ID`) still counts it.
+ *
+ * Requests the upstream sends toward the client (`sampling/createMessage`, `elicitation/create`,
+ * `roots/list`) are tied to a call the same way: one on a call's response stream is left on it
+ * for the SDK, and its JSON-RPC id is first told to the sink's {@link CallStreamSink.request}, so
+ * the request is routed to exactly that call.
  */
 import { DIRECT_ID_PREFIX } from './direct-calls.js';
 
@@ -20,11 +25,14 @@ export interface ArrivedNotification {
   params?: unknown;
 }
 
+/** Takes the log messages of one call's response stream; `request`, when set, hears the id of each upstream→client request on it before the SDK sees the request. */
+export type CallStreamSink = ((notification: ArrivedNotification) => void) & { readonly request?: (id: string | number, method: string) => void };
+
 /**
  * The sink for log messages on the response stream of the direct request `requestId`, asked
  * once as its POST is sent; undefined leaves that stream untouched (its logs reach the SDK).
  */
-export type CallStreamLogSinks = (requestId: string) => ((notification: ArrivedNotification) => void) | undefined;
+export type CallStreamLogSinks = (requestId: string) => CallStreamSink | undefined;
 
 /** The body of a direct request starts so (wire/direct-calls.ts builds it in this key order). */
 const DIRECT_REQUEST_START = new RegExp(`^\\{"jsonrpc":"2\\.0","id":"(${DIRECT_ID_PREFIX.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\d+)"`);
@@ -49,9 +57,10 @@ export function callStreamLogFetch(base: typeof fetch, sinks: CallStreamLogSinks
  * A byte stream of SSE events with every `message` event that carries a `notifications/message`
  * handed to `sink` and replaced by its `id` line alone (or nothing); other events pass as they came.
  */
-export function logEventFilter(sink: (notification: ArrivedNotification) => void): TransformStream<Uint8Array, Uint8Array> {
+export function logEventFilter(sink: CallStreamSink): TransformStream<Uint8Array, Uint8Array> {
   const splitter = new EventSplitter();
   const emit = (parts: Uint8Array[], controller: TransformStreamDefaultController<Uint8Array>) => {
+    if (sink.request && REQUEST_NEEDLES.some((needle) => mayCarry(parts, needle))) noteRequest(parts, sink.request);
     const taken = mayCarryLog(parts) ? takeLog(parts, sink) : undefined;
     if (taken === undefined) for (const p of parts) controller.enqueue(p);
     else if (taken.length) controller.enqueue(taken);
@@ -119,14 +128,22 @@ class EventSplitter {
 
 const NEEDLE = new TextEncoder().encode(LOG_METHOD);
 
+const REQUEST_METHODS = new Set(['sampling/createMessage', 'elicitation/create', 'roots/list']);
+const REQUEST_NEEDLES = [...REQUEST_METHODS].map((m) => new TextEncoder().encode(m));
+
 /** Whether the event's bytes contain the log method name, also across parts (a rolling tail of the bytes before). */
 function mayCarryLog(parts: Uint8Array[]): boolean {
-  const keep = NEEDLE.length - 1;
+  return mayCarry(parts, NEEDLE);
+}
+
+/** Whether the event's bytes contain `needle`, also across parts. */
+function mayCarry(parts: Uint8Array[], needle: Uint8Array): boolean {
+  const keep = needle.length - 1;
   let tail: Buffer = Buffer.alloc(0);
   for (const part of parts) {
     const p = Buffer.from(part.buffer, part.byteOffset, part.byteLength);
-    if (p.indexOf(NEEDLE) !== -1) return true;
-    if (tail.length && Buffer.concat([tail, p.subarray(0, keep)]).indexOf(NEEDLE) !== -1) return true;
+    if (p.indexOf(needle) !== -1) return true;
+    if (tail.length && Buffer.concat([tail, p.subarray(0, keep)]).indexOf(needle) !== -1) return true;
     tail = p.length >= keep ? p.subarray(p.length - keep) : Buffer.concat([tail, p]).subarray(-keep);
   }
   return false;
@@ -137,6 +154,24 @@ function mayCarryLog(parts: Uint8Array[]): boolean {
  * handing the message to `sink`; undefined when the event is anything else.
  */
 function takeLog(parts: Uint8Array[], sink: (notification: ArrivedNotification) => void): Uint8Array | undefined {
+  const parsed = parseEvent(parts);
+  if (!parsed) return undefined;
+  const { message, id } = parsed;
+  const m = message as { method?: unknown; id?: unknown };
+  if (typeof message !== 'object' || message === null || Array.isArray(message) || m.method !== LOG_METHOD || 'id' in m) return undefined;
+  sink(message as ArrivedNotification);
+  return new TextEncoder().encode(id === undefined ? '' : `id: ${id}\n\n`);
+}
+
+/** Tells `request` the JSON-RPC id of the event when it is an upstream→client request. */
+function noteRequest(parts: Uint8Array[], request: (id: string | number, method: string) => void): void {
+  const m = parseEvent(parts)?.message as { method?: unknown; id?: unknown } | undefined;
+  if (typeof m !== 'object' || m === null || Array.isArray(m) || !REQUEST_METHODS.has(m.method as string)) return;
+  if (typeof m.id === 'string' || typeof m.id === 'number') request(m.id, m.method as string);
+}
+
+/** The JSON message of a `message` event and its SSE `id`; undefined for other events and unparsable data. */
+function parseEvent(parts: Uint8Array[]): { message: unknown; id: string | undefined } | undefined {
   const text = Buffer.concat(parts).toString('utf8');
   let event = 'message';
   let id: string | undefined;
@@ -151,16 +186,11 @@ function takeLog(parts: Uint8Array[], sink: (notification: ArrivedNotification) 
     else if (field === 'id') id = value;
   }
   if (event !== 'message' || data.length === 0) return undefined;
-  let message: unknown;
   try {
-    message = JSON.parse(data.join('\n'));
+    return { message: JSON.parse(data.join('\n')), id };
   } catch {
     return undefined;
   }
-  const m = message as { method?: unknown; id?: unknown };
-  if (typeof message !== 'object' || message === null || Array.isArray(message) || m.method !== LOG_METHOD || 'id' in m) return undefined;
-  sink(message as ArrivedNotification);
-  return new TextEncoder().encode(id === undefined ? '' : `id: ${id}\n\n`);
 }
 
 /** `response` with another body; keeps what the SDK reads besides status and headers. */

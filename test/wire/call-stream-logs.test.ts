@@ -93,3 +93,46 @@ describe('callStreamLogFetch', () => {
     expect(await (await wrapped('http://u/mcp', { method: 'POST', body: direct })).text()).toBe(`data: ${log('x')}\n\n`);
   });
 });
+
+describe('logEventFilter: upstream requests on a call stream', () => {
+  it("tells the sink's request hook the id and method of a sampling, elicitation or roots request and leaves the event on the stream, however it is cut", async () => {
+    const request = JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'sampling/createMessage', params: { messages: [], maxTokens: 1 } });
+    const text = `id: 2\nevent: message\ndata: ${request}\n\nevent: message\ndata: ${log('x')}\n\n`;
+    for (const pieces of cuts(text)) {
+      const seen: [string | number, string][] = [];
+      const taken: ArrivedNotification[] = [];
+      const sink = Object.assign((n: ArrivedNotification) => void taken.push(n), { request: (id: string | number, method: string) => void seen.push([id, method]) });
+      const input = new ReadableStream<Uint8Array>({
+        start(c) {
+          for (const p of pieces) c.enqueue(enc.encode(p));
+          c.close();
+        },
+      });
+      const chunks: Uint8Array[] = [];
+      const reader = input.pipeThrough(logEventFilter(sink)).getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        chunks.push(value);
+      }
+      expect(seen).toEqual([[4, 'sampling/createMessage']]);
+      expect(Buffer.concat(chunks).toString('utf8')).toBe(`id: 2\nevent: message\ndata: ${request}\n\n`);
+      expect(taken).toHaveLength(1);
+    }
+  });
+
+  it('a notification or result naming a request method is not a request', async () => {
+    const notification = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/progress', params: { message: 'elicitation/create soon' } });
+    const seen: unknown[] = [];
+    const sink = Object.assign(() => undefined, { request: (id: string | number) => void seen.push(id) });
+    const input = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(enc.encode(`data: ${notification}\n\ndata: ${result('roots/list')}\n\n`));
+        c.close();
+      },
+    });
+    const reader = input.pipeThrough(logEventFilter(sink)).getReader();
+    while (!(await reader.read()).done);
+    expect(seen).toEqual([]);
+  });
+});
