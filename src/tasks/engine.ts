@@ -39,6 +39,7 @@ import { projectA2ATaskState, type A2ATaskState } from './a2a.js';
 import { A2A_META_KEY, TASK_HEARTBEAT_MS, TASK_LIST_LIMIT, TASK_POLL_MS, TASK_STALE_MS } from './constants.js';
 import { decideParked, rejectionReason, type InboxDecision } from './inbox.js';
 import { isTerminal, mcpTaskStatus, TaskCancelled, TaskError, type McpTask } from './status.js';
+import { TaskInputs } from './inputs.js';
 
 
 export interface TaskEngineDeps {
@@ -98,6 +99,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   private ticking?: Promise<void>;
   /** The periods in use (`broker.taskHeartbeatMs`, `taskStaleMs`, `taskPollMs`). */
   readonly timing: TaskTiming;
+  /** Input requests our running tasks wait on (a task created with `holdInputs`). */
+  readonly inputs = new TaskInputs();
 
   constructor(private readonly deps: TaskEngineDeps) {
     super();
@@ -173,20 +176,28 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
    * background through the broker path; answers the row at once. `ttlMs` defaults to
    * `broker.taskTtlMs`, capped at `broker.maxTaskTtlMs`. The call's own signal is the task's,
    * not the request's: the caller going away does not end it, `cancel` does.
+   *
+   * `holdInputs` (a 2026-07-28 caller, who has no server-to-client requests): the upstream's
+   * elicitation, sampling and roots requests during the call wait in {@link inputs} until the
+   * caller answers them (`tasks/update`), instead of going through `request.onServerRequest`.
    */
   async create(
     request: Omit<CallRequest, 'signal' | 'abort' | 'taskId'>,
     session: CallerSession,
     target: ToolTarget,
     ttlMs?: number,
+    options: { holdInputs?: boolean } = {},
   ): Promise<TaskRow> {
     const row = this.newRow(request, session, target, 'running', ttlMs);
     await this.deps.store.addTask(row);
     const controller = new AbortController();
     this.runs.set(row.id, { abort: (reason) => controller.abort(reason) });
     const detached: CallerSession = { ...session, isLive: () => true, ping: undefined };
+    const held: Partial<Pick<CallRequest, 'onServerRequest'>> = options.holdInputs
+      ? { onServerRequest: (r, signal) => this.inputs.ask(row.id, r, signal) }
+      : {};
     void this.deps
-      .run({ ...request, signal: controller.signal, abort: (r) => controller.abort(r), taskId: row.id }, detached, target)
+      .run({ ...request, ...held, signal: controller.signal, abort: (r) => controller.abort(r), taskId: row.id }, detached, target)
       .then((answer) => this.settle(row.id, answer), (err: unknown) => this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'task run failed'))
       .finally(() => this.runs.delete(row.id));
     return row;
