@@ -615,9 +615,10 @@ export class DownstreamSession {
       await gate(ctx, 'tasks/get');
       return tasks.get(params.taskId) as never;
     });
-    this.server.setRequestHandler('tasks/update', { params: z.looseObject({ taskId: z.string(), inputResponses: z.record(z.string(), z.unknown()) }) }, async (params, ctx) => {
+    // The SDK lifts `inputResponses` out of the params (the multi-round-trip field) into `ctx.mcpReq`.
+    this.server.setRequestHandler('tasks/update', { params: byId }, async (params, ctx) => {
       await gate(ctx, 'tasks/update');
-      return tasks.update(params.taskId, params.inputResponses) as never;
+      return tasks.update(params.taskId, ctx.mcpReq.inputResponses ?? {}) as never;
     });
     this.server.setRequestHandler('tasks/cancel', { params: byId }, async (params, ctx) => {
       await gate(ctx, 'tasks/cancel');
