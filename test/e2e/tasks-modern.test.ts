@@ -1,0 +1,133 @@
+/**
+ * The 2026-07-28 tasks extension (`io.modelcontextprotocol/tasks`) end to end through the real
+ * CLI (issue 15): an SDK v2 client in the modern era declaring the extension gets a task for
+ * server-everything's `simulate-research-query` (taskSupport "required") and polls `tasks/get`
+ * to its result; the same tool without the extension is -32021; an upstream's elicitation
+ * during a task is the task's `input_required` with `inputRequests`, answered by `tasks/update`;
+ * a parked approval is `input_required` with the broker's question; `tasks/cancel` reaches the
+ * upstream; over HTTP `Mcp-Name` must be the task id and one principal cannot read another's task.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { fixture, nodeServer, npmServer, readNdjson, spawnRawBroker, type RecordLine } from './helpers.js';
+
+const TASKS = 'io.modelcontextprotocol/tasks';
+const RESEARCH = 'everything__simulate-research-query';
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+type Answer = Record<string, any>;
+
+/**
+ * A 2026-07-28 caller on the CLI's raw stdio (the SDK v2 client refuses a `resultType: "task"`
+ * answer to `tools/call`: it does not implement the extension), declaring the tasks extension
+ * unless `tasks: false`. `request` answers the result, or rejects with the JSON-RPC error.
+ */
+function modern(servers: Record<string, unknown>, options: { tasks?: boolean; extra?: Record<string, unknown> } = {}) {
+  const raw = spawnRawBroker({ servers, extra: options.extra });
+  cleanups.push(() => raw.close());
+  const clientCapabilities = { elicitation: { form: {} }, ...(options.tasks !== false && { extensions: { [TASKS]: {} } }) };
+  let id = 0;
+  const request = async (method: string, params: Record<string, unknown>): Promise<Answer> => {
+    const _meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': clientCapabilities, 'io.modelcontextprotocol/clientInfo': { name: 'modern-tasks', version: '1.0.0' } };
+    const answer = (await raw.request(++id, method, { ...params, _meta }, 30_000)) as Answer;
+    if (answer.error) throw answer.error;
+    return answer.result;
+  };
+  /** Polls `tasks/get` until `until` holds of the task (at the broker's suggested interval). */
+  const poll = async (taskId: string, until: (t: Answer) => boolean): Promise<Answer> => {
+    for (;;) {
+      const task = await request('tasks/get', { taskId });
+      if (until(task)) return task;
+      await new Promise((r) => setTimeout(r, Math.min(task.pollIntervalMs ?? 100, 200)));
+    }
+  };
+  return { request, poll, records: () => readNdjson<RecordLine>(raw.recordsPath) };
+}
+
+const terminal = (t: Answer) => ['completed', 'failed', 'cancelled'].includes(t.status);
+
+describe('tasks extension (2026-07-28) through the broker', () => {
+  it('simulate-research-query runs as a task for a modern client: resultType task, tasks/get to completed with the result, one record', async () => {
+    const b = modern({ everything: nodeServer(npmServer('server-everything')) });
+    const { capabilities: caps } = await b.request('server/discover', {});
+    expect(caps.extensions?.[TASKS]).toEqual({});
+    expect(caps.tasks).toBeUndefined();
+
+    const created = await b.request('tools/call', { name: RESEARCH, arguments: { topic: 'tides' } });
+    expect(created).toMatchObject({ resultType: 'task', status: 'working', ttlMs: expect.any(Number), pollIntervalMs: 1000 });
+    expect(created._meta['mcp-broker/a2a']).toBe('working');
+    expect(created).not.toHaveProperty('task');
+    const taskId = created.taskId as string;
+    const done = await b.poll(taskId, terminal);
+    expect(done).toMatchObject({ taskId, status: 'completed', resultType: 'complete', _meta: { 'mcp-broker/a2a': 'completed' } });
+    expect(done.result.content[0].text).toContain('# Research Report: tides');
+    expect(done.result._meta?.['io.modelcontextprotocol/related-task']).toBeUndefined();
+    expect(b.records().filter((r) => r.name === RESEARCH).map((r) => [r.outcome, r.sessionId])).toEqual([['ok', null]]);
+    // The 2025-11-25 methods are not served to a modern caller.
+    await expect(b.request('tasks/list', {})).rejects.toMatchObject({ code: -32601 });
+  });
+
+  it('a tool that requires tasks, called without the extension, is -32021 naming it; tasks/get without it is -32021 too', async () => {
+    const b = modern({ everything: nodeServer(npmServer('server-everything')) }, { tasks: false });
+    await expect(b.request('tools/call', { name: RESEARCH, arguments: { topic: 'tides' } })).rejects.toMatchObject({
+      code: -32021,
+      data: { requiredCapabilities: { extensions: { [TASKS]: {} } } },
+    });
+    await expect(b.request('tasks/get', { taskId: 'nope' })).rejects.toMatchObject({ code: -32021 });
+    // An optional one runs as a plain call.
+    const plain = await b.request('tools/call', { name: 'everything__echo', arguments: { message: 'hi' } });
+    expect(plain).not.toHaveProperty('taskId');
+  });
+
+  it("an upstream's elicitations during a task are its input_required inputRequests; tasks/update answers them one by one", async () => {
+    const b = modern({ c: { command: 'node', args: [fixture('conformance-server.mjs'), '--legacy'] } });
+    const created = await b.request('tools/call', { name: 'c__multi_input', arguments: {} });
+    const taskId = created.taskId as string;
+    const asking = await b.poll(taskId, (t) => Object.keys(t.inputRequests ?? {}).length === 2);
+    expect(asking.status).toBe('input_required');
+    const [first, second] = Object.keys(asking.inputRequests);
+    expect(asking.inputRequests[first!]).toMatchObject({ method: 'elicitation/create', params: { message: expect.any(String) } });
+    expect(await b.request('tasks/update', { taskId, inputResponses: { [first!]: { action: 'accept', content: { name: 'one' } }, stale: { action: 'accept' } } })).toEqual(
+      expect.objectContaining({ resultType: 'complete' }),
+    );
+    const half = await b.request('tasks/get', { taskId });
+    expect(half.status).toBe('input_required');
+    expect(Object.keys(half.inputRequests)).toEqual([second]);
+    await b.request('tasks/update', { taskId, inputResponses: { [second!]: { action: 'accept', content: { name: 'two' } } } });
+    const done = await b.poll(taskId, terminal);
+    expect(done).toMatchObject({ status: 'completed', result: { content: [{ type: 'text', text: expect.stringMatching(/one.*two|two.*one/) }] } });
+  });
+
+  it('a protocol error upstream is failed with a JSON-RPC error; a tool error is completed with isError; tasks/cancel settles cancelled', async () => {
+    const b = modern({ c: { command: 'node', args: [fixture('conformance-server.mjs'), '--legacy'] } });
+    const faulted = await b.poll((await b.request('tools/call', { name: 'c__protocol_error_job', arguments: {} })).taskId, terminal);
+    expect(faulted).toMatchObject({ status: 'failed', error: { code: -32603, message: expect.any(String) }, _meta: { 'mcp-broker/a2a': 'failed' } });
+    expect(faulted).not.toHaveProperty('result');
+    const failing = await b.poll((await b.request('tools/call', { name: 'c__failing_job', arguments: {} })).taskId, terminal);
+    expect(failing).toMatchObject({ status: 'completed', result: { isError: true } });
+
+    const slow = await b.request('tools/call', { name: 'c__slow_compute', arguments: { seconds: 60 } });
+    const ack = await b.request('tasks/cancel', { taskId: slow.taskId });
+    expect(Object.keys(ack).filter((k) => k !== '_meta')).toEqual(['resultType']);
+    const cancelled = await b.poll(slow.taskId, terminal);
+    expect(cancelled).toMatchObject({ status: 'cancelled', _meta: { 'mcp-broker/a2a': 'canceled' } });
+    expect(await b.request('tasks/cancel', { taskId: slow.taskId })).toMatchObject({ resultType: 'complete' });
+    await expect(b.request('tasks/get', { taskId: 'not-a-task' })).rejects.toMatchObject({ code: -32602 });
+  });
+
+  it("a task's ask parks it: input_required with the broker's approval question; the caller's accept runs the call", async () => {
+    const b = modern(
+      { c: { command: 'node', args: [fixture('conformance-server.mjs'), '--legacy'] } },
+      { extra: { policy: { rules: [{ tools: ['c__slow_compute'], action: 'ask' }] } } },
+    );
+    const created = await b.request('tools/call', { name: 'c__slow_compute', arguments: { seconds: 0, label: 'parked' } });
+    const parked = await b.poll(created.taskId, (t) => t.status !== 'working');
+    expect(parked).toMatchObject({ status: 'input_required', _meta: { 'mcp-broker/a2a': 'input-required' } });
+    expect(parked.inputRequests['mcp-broker/approval']).toMatchObject({ method: 'elicitation/create' });
+    await b.request('tasks/update', { taskId: created.taskId, inputResponses: { 'mcp-broker/approval': { action: 'accept', content: {} } } });
+    const done = await b.poll(created.taskId, terminal);
+    expect(done).toMatchObject({ status: 'completed', result: { content: [{ type: 'text', text: expect.stringContaining('computed parked') }] } });
+  });
+});
