@@ -9,6 +9,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, npmServer, readNdjson, spawnRawBroker, type RecordLine } from './helpers.js';
+import { http, MCP_POST_HEADERS, startHttpBroker } from '../transports/harness.js';
 
 const TASKS = 'io.modelcontextprotocol/tasks';
 const RESEARCH = 'everything__simulate-research-query';
@@ -129,5 +130,56 @@ describe('tasks extension (2026-07-28) through the broker', () => {
     await b.request('tasks/update', { taskId: created.taskId, inputResponses: { 'mcp-broker/approval': { action: 'accept', content: {} } } });
     const done = await b.poll(created.taskId, terminal);
     expect(done).toMatchObject({ status: 'completed', result: { content: [{ type: 'text', text: expect.stringContaining('computed parked') }] } });
+  });
+
+  it("over HTTP: Mcp-Name must be the task id (-32020, 400); another principal's task id is unknown to it (-32602), and it cannot cancel it", async () => {
+    const tokens = { alice: 'alice-token-0123456789', bob: 'bob-token-0123456789ab' };
+    const broker = await startHttpBroker({
+      servers: { c: { command: 'node', args: [fixture('conformance-server.mjs'), '--legacy'] } },
+      extra: { principals: { alice: { token: tokens.alice }, bob: { token: tokens.bob } } },
+    });
+    cleanups.push(() => broker.close());
+    let id = 0;
+    const post = (who: keyof typeof tokens, method: string, params: Record<string, unknown>, name?: string) =>
+      http(`${broker.url}/mcp`, {
+        headers: {
+          ...MCP_POST_HEADERS,
+          authorization: `Bearer ${tokens[who]}`,
+          'mcp-protocol-version': '2026-07-28',
+          'mcp-method': method,
+          ...(name !== undefined && { 'mcp-name': name }),
+        },
+        body: {
+          jsonrpc: '2.0',
+          id: ++id,
+          method,
+          params: {
+            ...params,
+            _meta: {
+              'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+              'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } },
+              'io.modelcontextprotocol/clientInfo': { name: 'http-tasks', version: '1' },
+            },
+          },
+        },
+      });
+    const created = await post('alice', 'tools/call', { name: 'c__slow_compute', arguments: { seconds: 60 } }, 'c__slow_compute');
+    expect(created.status).toBe(200);
+    const taskId = created.body.result.taskId as string;
+    expect(created.body.result.resultType).toBe('task');
+
+    const got = await post('alice', 'tasks/get', { taskId }, taskId);
+    expect(got.status).toBe(200);
+    expect(got.body.result).toMatchObject({ taskId, status: 'working' });
+    const wrongName = await post('alice', 'tasks/get', { taskId }, 'another-task');
+    expect(wrongName.status).toBe(400);
+    expect(wrongName.body.error.code).toBe(-32020);
+
+    const foreign = await post('bob', 'tasks/get', { taskId }, taskId);
+    expect(foreign.body.error).toMatchObject({ code: -32602 });
+    expect((await post('bob', 'tasks/cancel', { taskId }, taskId)).body.error).toMatchObject({ code: -32602 });
+    expect((await post('alice', 'tasks/get', { taskId }, taskId)).body.result.status).toBe('working');
+    expect((await post('alice', 'tasks/cancel', { taskId }, taskId)).body.result).toMatchObject({ resultType: 'complete' });
+    expect((await post('alice', 'tasks/get', { taskId }, taskId)).body.result.status).toBe('cancelled');
   });
 });
