@@ -132,7 +132,7 @@ describe('tasks extension (2026-07-28) through the broker', () => {
     expect(done).toMatchObject({ status: 'completed', result: { content: [{ type: 'text', text: expect.stringContaining('computed parked') }] } });
   });
 
-  it("over HTTP: Mcp-Name must be the task id (-32020, 400); another principal's task id is unknown to it (-32602), and it cannot cancel it", async () => {
+  it("over HTTP: Mcp-Name must be the task id (-32020, 400); another principal's task id is unknown to it (-32602); subscriptions/listen taskIds acknowledges the owner's and notifies each change (-32021 without the extension)", async () => {
     const tokens = { alice: 'alice-token-0123456789', bob: 'bob-token-0123456789ab' };
     const broker = await startHttpBroker({
       servers: { c: { command: 'node', args: [fixture('conformance-server.mjs'), '--legacy'] } },
@@ -179,7 +179,59 @@ describe('tasks extension (2026-07-28) through the broker', () => {
     expect(foreign.body.error).toMatchObject({ code: -32602 });
     expect((await post('bob', 'tasks/cancel', { taskId }, taskId)).body.error).toMatchObject({ code: -32602 });
     expect((await post('alice', 'tasks/get', { taskId }, taskId)).body.result.status).toBe('working');
+
+    // Status notifications on subscriptions/listen: the owner's ids are acknowledged, each change is a notifications/tasks.
+    const listen = async (who: keyof typeof tokens, extensions: Record<string, unknown>) => {
+      const controller = new AbortController();
+      cleanups.push(() => controller.abort());
+      const res = await fetch(`${broker.url}/mcp`, {
+        method: 'POST',
+        signal: controller.signal,
+        headers: { ...MCP_POST_HEADERS, authorization: `Bearer ${tokens[who]}`, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: `listen-${who}`,
+          method: 'subscriptions/listen',
+          params: {
+            notifications: { taskIds: [taskId] },
+            _meta: {
+              'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+              'io.modelcontextprotocol/clientCapabilities': { extensions },
+              'io.modelcontextprotocol/clientInfo': { name: 'http-tasks', version: '1' },
+            },
+          },
+        }),
+      });
+      const messages: Answer[] = [];
+      let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+      let buffered = '';
+      const next = async (pred: (m: Answer) => boolean): Promise<Answer> => {
+        for (;;) {
+          const found = messages.find(pred);
+          if (found) return found;
+          const { value, done } = await (reader ??= res.body!.getReader()).read();
+          if (done) throw new Error('the listen stream ended');
+          buffered += new TextDecoder().decode(value);
+          for (let i; (i = buffered.indexOf('\n\n')) >= 0; buffered = buffered.slice(i + 2)) {
+            const data = buffered.slice(0, i).split('\n').find((l) => l.startsWith('data: '));
+            if (data) messages.push(JSON.parse(data.slice(6)));
+          }
+        }
+      };
+      return { res, next };
+    };
+    const refused = await listen('alice', {});
+    expect(refused.res.status).toBe(400);
+    expect((await refused.res.json()).error.code).toBe(-32021);
+    const bobs = await listen('bob', { [TASKS]: {} });
+    expect((await bobs.next((m) => m.method === 'notifications/subscriptions/acknowledged')).params.notifications).toEqual({ taskIds: [] });
+    const alices = await listen('alice', { [TASKS]: {} });
+    const ack = await alices.next((m) => m.method === 'notifications/subscriptions/acknowledged');
+    expect(ack.params).toMatchObject({ notifications: { taskIds: [taskId] }, _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-alice' } });
+
     expect((await post('alice', 'tasks/cancel', { taskId }, taskId)).body.result).toMatchObject({ resultType: 'complete' });
     expect((await post('alice', 'tasks/get', { taskId }, taskId)).body.result.status).toBe('cancelled');
+    const note = await alices.next((m) => m.method === 'notifications/tasks' && m.params.status === 'cancelled');
+    expect(note.params).toMatchObject({ taskId, _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-alice', 'mcp-broker/a2a': 'canceled' } });
   });
 });
