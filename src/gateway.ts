@@ -192,6 +192,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       scrubArgs: (a) => this.scrubber.value(a),
       ttlMs: config.broker.taskTtlMs,
       maxTtlMs: config.broker.maxTaskTtlMs,
+      timing: { heartbeatMs: config.broker.taskHeartbeatMs, staleMs: config.broker.taskStaleMs, pollMs: config.broker.taskPollMs },
       askMode: () => this.policy.config.askMode,
     });
     this.broker.onSettled = (call, answer) => this.tasks.onSettled(call, answer);

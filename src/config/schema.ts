@@ -26,6 +26,12 @@ export const DEFAULT_BUDGET_PER_UNIT = 10_000;
 export const DEFAULT_BUDGET_WINDOW_MS = 3_600_000;
 /** Default of `broker.drainTimeoutMs`: after stdin EOF, time for the requests received to be answered, in ms. */
 export const DEFAULT_DRAIN_TIMEOUT_MS = 10_000;
+/** Default heartbeat period of a broker instance in the store, in ms (`broker.taskHeartbeatMs`). */
+export const DEFAULT_TASK_HEARTBEAT_MS = 5_000;
+/** Default age of a heartbeat past which its instance is dead, in ms: three missed beats (`broker.taskStaleMs`). */
+export const DEFAULT_TASK_STALE_MS = 15_000;
+/** Default period of the task tick, in ms; also the poll interval suggested to clients (`broker.taskPollMs`). */
+export const DEFAULT_TASK_POLL_MS = 1_000;
 /** Default of `broker.maxPendingOutputBytes`: stdout bytes not yet taken by the client past which reading stops (16 MiB). */
 export const DEFAULT_MAX_PENDING_OUTPUT_BYTES = 16 * 1024 * 1024;
 /** A call budget: a non-negative number of invoked calls, or `"unlimited"`. */
@@ -358,6 +364,23 @@ export const brokerSchema = z
     /** The longest `ttl` a client may ask for a task, in ms (7 days). */
     maxTaskTtlMs: ms(30 * 24 * 3_600_000).default(7 * 24 * 3_600_000),
     /**
+     * How often this broker instance writes its heartbeat to the store, in ms
+     * ({@link DEFAULT_TASK_HEARTBEAT_MS}). Must be below `taskStaleMs`.
+     */
+    taskHeartbeatMs: ms(3_600_000).default(DEFAULT_TASK_HEARTBEAT_MS),
+    /**
+     * An instance whose last heartbeat is older than this is dead, in ms
+     * ({@link DEFAULT_TASK_STALE_MS}): its `running` tasks become `killed` by `system`. Must be
+     * above `taskHeartbeatMs`; every instance sharing a store should use the same values.
+     */
+    taskStaleMs: ms(24 * 3_600_000).default(DEFAULT_TASK_STALE_MS),
+    /**
+     * Period of the task tick (heartbeat check, reaping, TTL expiry, cancels and approvals made
+     * elsewhere), in ms ({@link DEFAULT_TASK_POLL_MS}); also the `pollInterval` / `pollIntervalMs`
+     * suggested to clients on every task.
+     */
+    taskPollMs: ms(600_000).default(DEFAULT_TASK_POLL_MS),
+    /**
      * How long a remembered legacy era verdict of an upstream is used instead of probing it again,
      * in ms (a day): an upgraded server still answers `initialize`, so only age retires the verdict.
      * A modern verdict needs no age limit: a stale one fails at once and the upstream is probed again.
@@ -391,7 +414,12 @@ export const brokerSchema = z
       .strict()
       .default({ inherit: [...DEFAULT_INHERITED_ENV] }),
   })
-  .strict();
+  .strict()
+  .superRefine((broker, ctx) => {
+    if (broker.taskStaleMs <= broker.taskHeartbeatMs) {
+      ctx.addIssue({ code: 'custom', path: ['taskStaleMs'], message: `must be above broker.taskHeartbeatMs (${broker.taskHeartbeatMs} ms)` });
+    }
+  });
 
 export const principalSchema = z
   .object({

@@ -1,11 +1,13 @@
 /** Timing and limits of durable tasks (src/tasks/engine.ts). */
 
-/** Heartbeat period of a broker instance, in ms. */
-export const TASK_HEARTBEAT_MS = 5_000;
-/** An instance whose last heartbeat is older than this is dead, in ms (three missed beats). */
-export const TASK_STALE_MS = 3 * TASK_HEARTBEAT_MS;
-/** Period of the tick that beats, reaps, expires and takes up approvals, in ms; also the `pollInterval` we suggest. */
-export const TASK_POLL_MS = 1_000;
+import { DEFAULT_TASK_HEARTBEAT_MS, DEFAULT_TASK_POLL_MS, DEFAULT_TASK_STALE_MS } from '../config/schema.js';
+
+/** Default heartbeat period of a broker instance, in ms: the schema's `broker.taskHeartbeatMs` default. */
+export const TASK_HEARTBEAT_MS = DEFAULT_TASK_HEARTBEAT_MS;
+/** Default age past which an instance is dead, in ms: the schema's `broker.taskStaleMs` default. */
+export const TASK_STALE_MS = DEFAULT_TASK_STALE_MS;
+/** Default period of the tick that beats, reaps, expires and takes up approvals, in ms: the schema's `broker.taskPollMs` default. */
+export const TASK_POLL_MS = DEFAULT_TASK_POLL_MS;
 /** Longest list answered at once (`tasks/list`, `GET /api/v1/tasks`, the inbox). */
 export const TASK_LIST_LIMIT = 500;
 /** The `_meta` key of the A2A task state on task answers and API rows. */

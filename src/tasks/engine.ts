@@ -8,14 +8,14 @@
  * removed") and keeps only the wire schemas, which {@link toMcpTask} answers in.
  *
  * Every row lives in the {@link Store} (`TaskRow`). This process is one instance: an id, a host
- * and pid, and a heartbeat every {@link TASK_HEARTBEAT_MS}. An instance is dead when its
- * heartbeat is older than {@link TASK_STALE_MS}, or when it ran on this host and its pid is gone
+ * and pid, and a heartbeat every `broker.taskHeartbeatMs`. An instance is dead when its
+ * heartbeat is older than `broker.taskStaleMs`, or when it ran on this host and its pid is gone
  * (a broker killed with SIGKILL and started again is recognised at once). A dead instance's
  * `running` rows become `killed` by `system` (reaped at start and on every tick), never
  * `completed` and never left `running`. A `running` row of another live instance reads as A2A
  * `unknown` ({@link projectA2ATaskState}).
  *
- * Every tick ({@link TASK_POLL_MS}) also deletes expired rows (TTL), aborts our runs whose row
+ * Every tick (`broker.taskPollMs`) also deletes expired rows (TTL), aborts our runs whose row
  * was cancelled elsewhere, and takes up parked rows an operator approved (from the CLI, another
  * process): a parked call still waiting here resumes in place; one whose caller or instance is
  * gone is run again from its stored arguments, through the whole path, pre-approved.
@@ -39,6 +39,7 @@ import { projectA2ATaskState, type A2ATaskState } from './a2a.js';
 import { A2A_META_KEY, TASK_HEARTBEAT_MS, TASK_LIST_LIMIT, TASK_POLL_MS, TASK_STALE_MS } from './constants.js';
 import { decideParked, rejectionReason, type InboxDecision } from './inbox.js';
 import { isTerminal, mcpTaskStatus, TaskCancelled, TaskError, type McpTask } from './status.js';
+import { TaskInputs } from './inputs.js';
 
 
 export interface TaskEngineDeps {
@@ -56,6 +57,19 @@ export interface TaskEngineDeps {
   askMode(): 'elicit' | 'park';
   /** Whether `pid` is a live process on this host; default `process.kill(pid, 0)`. */
   pidAlive?(pid: number): boolean;
+  /**
+   * Task timing, in ms (`broker.taskHeartbeatMs`, `broker.taskStaleMs`, `broker.taskPollMs`);
+   * each defaults to the schema's default ({@link TASK_HEARTBEAT_MS}, {@link TASK_STALE_MS},
+   * {@link TASK_POLL_MS}).
+   */
+  timing?: Partial<TaskTiming>;
+}
+
+/** The task engine's periods, in ms. */
+export interface TaskTiming {
+  heartbeatMs: number;
+  staleMs: number;
+  pollMs: number;
 }
 
 export type { ParkDecision };
@@ -83,9 +97,14 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   private stopping = false;
   private lastBeat = -Infinity;
   private ticking?: Promise<void>;
+  /** The periods in use (`broker.taskHeartbeatMs`, `taskStaleMs`, `taskPollMs`). */
+  readonly timing: TaskTiming;
+  /** Input requests our running tasks wait on (a task created with `holdInputs`). */
+  readonly inputs = new TaskInputs();
 
   constructor(private readonly deps: TaskEngineDeps) {
     super();
+    this.timing = { heartbeatMs: TASK_HEARTBEAT_MS, staleMs: TASK_STALE_MS, pollMs: TASK_POLL_MS, ...deps.timing };
     this.setMaxListeners(0);
     this.startedAt = this.iso();
   }
@@ -94,7 +113,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   async start(): Promise<void> {
     await this.tick();
     const loop = () => {
-      this.cancelTimer = this.deps.clock.setTimer(TASK_POLL_MS, () => {
+      this.cancelTimer = this.deps.clock.setTimer(this.timing.pollMs, () => {
         void this.tick().finally(() => !this.stopping && loop());
       });
     };
@@ -135,7 +154,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
       ttl: row.ttlMs,
       createdAt: row.createdAt,
       lastUpdatedAt: row.updatedAt,
-      pollInterval: TASK_POLL_MS,
+      pollInterval: this.timing.pollMs,
       ...(row.reason ? { statusMessage: row.reason } : {}),
       _meta: { [A2A_META_KEY]: state },
     };
@@ -157,20 +176,28 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
    * background through the broker path; answers the row at once. `ttlMs` defaults to
    * `broker.taskTtlMs`, capped at `broker.maxTaskTtlMs`. The call's own signal is the task's,
    * not the request's: the caller going away does not end it, `cancel` does.
+   *
+   * `holdInputs` (a 2026-07-28 caller, who has no server-to-client requests): the upstream's
+   * elicitation, sampling and roots requests during the call wait in {@link inputs} until the
+   * caller answers them (`tasks/update`), instead of going through `request.onServerRequest`.
    */
   async create(
     request: Omit<CallRequest, 'signal' | 'abort' | 'taskId'>,
     session: CallerSession,
     target: ToolTarget,
     ttlMs?: number,
+    options: { holdInputs?: boolean } = {},
   ): Promise<TaskRow> {
     const row = this.newRow(request, session, target, 'running', ttlMs);
     await this.deps.store.addTask(row);
     const controller = new AbortController();
     this.runs.set(row.id, { abort: (reason) => controller.abort(reason) });
     const detached: CallerSession = { ...session, isLive: () => true, ping: undefined };
+    const held: Partial<Pick<CallRequest, 'onServerRequest'>> = options.holdInputs
+      ? { onServerRequest: (r, signal) => this.inputs.ask(row.id, r, signal) }
+      : {};
     void this.deps
-      .run({ ...request, signal: controller.signal, abort: (r) => controller.abort(r), taskId: row.id }, detached, target)
+      .run({ ...request, ...held, signal: controller.signal, abort: (r) => controller.abort(r), taskId: row.id }, detached, target)
       .then((answer) => this.settle(row.id, answer), (err: unknown) => this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'task run failed'))
       .finally(() => this.runs.delete(row.id));
     return row;
@@ -379,7 +406,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     const run = async () => {
       const { store } = this.deps;
       const now = this.deps.clock.now();
-      if (now - this.lastBeat >= TASK_HEARTBEAT_MS) {
+      if (now - this.lastBeat >= this.timing.heartbeatMs) {
         await store.heartbeat({ id: this.instanceId, host: this.host, pid: process.pid, startedAt: this.startedAt, heartbeatAt: new Date(now).toISOString() });
         this.lastBeat = now;
       }
@@ -416,7 +443,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
 
   /** Whether another instance is live: a fresh heartbeat and, on this host, its pid running (and not ours: a reused pid). */
   private alive(i: { heartbeatAt: number; host: string; pid: number }): boolean {
-    if (this.deps.clock.now() - i.heartbeatAt > TASK_STALE_MS) return false;
+    if (this.deps.clock.now() - i.heartbeatAt > this.timing.staleMs) return false;
     if (i.host !== this.host) return true;
     return i.pid !== process.pid && (this.deps.pidAlive ?? pidAlive)(i.pid);
   }

@@ -58,6 +58,7 @@ import { guardRequestShapes } from './request-shape.js';
 import { isHeldState, type HeldBinding } from '../broker/held-state.js';
 import { HeldCall, heldCallsOf, heldInputRequired, heldRefusal, type HeldEvent } from './held-calls.js';
 import { LEGACY_TASK_METHODS, LegacyTasks, TASKS_CAPABILITY, withTaskSupport } from './legacy-tasks.js';
+import { declaresTasks, ModernTasks, TASKS_EXTENSION, tasksExtensionRequired } from './modern-tasks.js';
 
 /** What this server declares to every downstream client. */
 export const SERVER_CAPABILITIES: ServerCapabilities = {
@@ -196,14 +197,17 @@ export class DownstreamSession {
     this.sessionId = this.era === 'legacy' ? (options.sessionId ?? newSessionId()) : null;
     this.principal = options.principal;
     const surface = this.era === 'modern' ? upstreamSurface(gateway) : {};
+    // Modern: tasks are the extension (`io.modelcontextprotocol/tasks`), not the 2025-11-25 `tasks` capability.
+    const { tasks: legacyTasks, ...shared } = SERVER_CAPABILITIES;
     this.server = new Server(
       { name: 'mcp-broker', version: VERSION },
       {
         // The gateway's experimental capabilities (builtins: `mcp-broker/reconnect`), then the transport's.
         capabilities: {
-          ...SERVER_CAPABILITIES,
+          ...shared,
+          ...(this.era === 'legacy' && { tasks: legacyTasks }),
           experimental: experimentalOf(gateway.experimental, options.experimental),
-          ...(surface.extensions && { extensions: surface.extensions }),
+          ...(this.era === 'modern' && { extensions: { ...surface.extensions, ...TASKS_EXTENSION } }),
         },
         instructions: surface.instructions,
         debouncedNotificationMethods: [
@@ -432,6 +436,13 @@ export class DownstreamSession {
     const owner = modern ? `request:${++modernRequests}` : this.sessionId;
     if (modern && owner) this.requests.set(owner, ctx);
     const meta = this.era === 'modern' ? (withoutUnitKey(sent) ?? {}) : sent;
+    if (this.era === 'modern' && ctx) {
+      // The tasks extension: the broker decides, from the tool's taskSupport and the request's declaration.
+      const tasks = new ModernTasks(gw.tasks, this.principal);
+      if (tasks.runsAsTask(target, caller.clientCapabilities)) {
+        return tasks.create({ name, args: args ?? {}, meta: Object.keys(meta).length ? meta : undefined }, caller, target);
+      }
+    }
     let last = -Infinity;
     let missing: string | undefined;
     // Modern: the call may outlive this request (its upstream asks for input): its own signal, and
@@ -603,6 +614,7 @@ export class DownstreamSession {
     const tasks = new LegacyTasks({ tasks: gw.tasks, resolve: (name) => gw.router.resolve(name) }, this.principal);
     if (this.era === 'modern') {
       server.setRequestHandler('tools/call', (req, ctx) => this.callTool(req.params, extraOf(ctx), ctx) as never);
+      this.installModernTasks();
     } else {
       server.fallbackRequestHandler = async (request: JSONRPCRequest, ctx: ServerContext) => {
         if (LEGACY_TASK_METHODS.has(request.method)) {
@@ -701,6 +713,34 @@ export class DownstreamSession {
       if (!upstream) return { completion: { values: [] } };
       const judged = { kind: 'completion', server: upstream.name, type: 'resource', name: ref.uri, ownName: ref.uri, args } as const;
       return this.guarded(judged, ctx, req.params._meta, () => this.forward(upstream.name, 'completion/complete', req.params, ctx));
+    });
+  }
+
+  /**
+   * The tasks extension's methods on a modern instance (modern-tasks.ts): `tasks/get`,
+   * `tasks/update`, `tasks/cancel`, each -32021 when its request did not declare the extension.
+   */
+  private installModernTasks(): void {
+    const gw = this.gateway;
+    const tasks = new ModernTasks(gw.tasks, this.principal);
+    const gate = async (ctx: ServerContext, method: string) => {
+      const capabilities = (ctx.mcpReq.envelope as Record<string, ClientCapabilities | undefined> | undefined)?.[CLIENT_CAPABILITIES_META_KEY];
+      if (!declaresTasks(capabilities)) throw tasksExtensionRequired(`${method} needs the "io.modelcontextprotocol/tasks" extension, which this request did not declare`);
+      if (!gw.readySettled) await gw.ready; // dead instances' tasks are reaped by then
+    };
+    const byId = z.looseObject({ taskId: z.string() });
+    this.server.setRequestHandler('tasks/get', { params: byId }, async (params, ctx) => {
+      await gate(ctx, 'tasks/get');
+      return tasks.get(params.taskId) as never;
+    });
+    // The SDK lifts `inputResponses` out of the params (the multi-round-trip field) into `ctx.mcpReq`.
+    this.server.setRequestHandler('tasks/update', { params: byId }, async (params, ctx) => {
+      await gate(ctx, 'tasks/update');
+      return tasks.update(params.taskId, ctx.mcpReq.inputResponses ?? {}) as never;
+    });
+    this.server.setRequestHandler('tasks/cancel', { params: byId }, async (params, ctx) => {
+      await gate(ctx, 'tasks/cancel');
+      return tasks.cancel(params.taskId) as never;
     });
   }
 

@@ -34,7 +34,7 @@
  *   are left out of the catalog with a warning.
  */
 import { EventEmitter } from 'node:events';
-import { Client, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
+import { Client, RELATED_TASK_META_KEY, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/core';
 import type { Transport, CallToolResult, ClientCapabilities, PriorDiscovery, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import { z } from 'zod';
@@ -290,7 +290,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const onAbort = () => void client.request({ method: 'tasks/cancel', params: { taskId } } as never, AnyObject, { timeout: 5_000 }).catch(() => undefined);
     options.signal.addEventListener('abort', onAbort, { once: true });
     try {
-      return (await client.request({ method: 'tasks/result', params: { taskId } } as never, AnyObject, { signal: options.signal, timeout })) as CallToolResult;
+      const result = (await client.request({ method: 'tasks/result', params: { taskId } } as never, AnyObject, { signal: options.signal, timeout })) as CallToolResult;
+      return withoutRelatedTask(result);
     } finally {
       options.signal.removeEventListener('abort', onAbort);
     }
@@ -738,4 +739,12 @@ async function closeQuietly(client: Client): Promise<void> {
   } catch {
     /* closing a broken connection may throw; it is closed either way */
   }
+}
+
+/** A task's result without the upstream's `io.modelcontextprotocol/related-task` (its own task id stays in this connection). */
+function withoutRelatedTask(result: CallToolResult): CallToolResult {
+  const meta = result._meta as Record<string, unknown> | undefined;
+  if (!meta || !(RELATED_TASK_META_KEY in meta)) return result;
+  const { [RELATED_TASK_META_KEY]: _upstreamTask, ...rest } = meta;
+  return { ...result, _meta: rest };
 }

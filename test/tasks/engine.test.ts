@@ -21,7 +21,7 @@ afterEach(async () => {
 const session: CallerSession = { sessionId: 's1', principal: 'alice', unit: 's1', isLive: () => true };
 const target: ToolTarget = { name: 'u__echo', server: 'u', toolName: 'echo', state: 'active', source: 'upstream' };
 
-function setup(options: { pidAlive?: (pid: number) => boolean; run?: () => Promise<BrokerAnswer> } = {}) {
+function setup(options: { pidAlive?: (pid: number) => boolean; run?: () => Promise<BrokerAnswer>; timing?: { heartbeatMs?: number; staleMs?: number; pollMs?: number } } = {}) {
   const clock = new ManualClock();
   const store = SqliteStore.open(':memory:');
   const engine = new TaskEngine({
@@ -34,6 +34,7 @@ function setup(options: { pidAlive?: (pid: number) => boolean; run?: () => Promi
     maxTtlMs: 120_000,
     askMode: () => 'elicit',
     pidAlive: options.pidAlive,
+    timing: options.timing,
   });
   engines.push(engine);
   return { clock, store, engine };
@@ -82,6 +83,21 @@ describe('TaskEngine instances', () => {
     expect(await engine.get(row.id, 'bob')).toBeUndefined();
     await expect(engine.cancel(row.id, 'bob')).rejects.toMatchObject({ code: 'not_found' });
     expect(await engine.cancel(row.id, 'alice')).toMatchObject({ status: 'killed', stoppedBy: 'user' });
+  });
+
+  it('issue 15: broker.taskStaleMs and taskPollMs drive reaping and the suggested poll interval', async () => {
+    const { clock, store, engine } = setup({ timing: { heartbeatMs: 1_000, staleMs: 3_000, pollMs: 250 } });
+    const at = new Date(clock.now()).toISOString();
+    await store.heartbeat({ id: 'peer', host: 'another-host', pid: 1, startedAt: at, heartbeatAt: at });
+    await store.addTask(runningRow('t1', 'peer', at));
+    await engine.start();
+    await clock.advance(3_000);
+    expect((await engine.get('t1', 'alice'))!.status).toBe('running'); // not yet stale
+    await clock.advance(500);
+    const row = (await engine.get('t1', 'alice'))!;
+    expect(row).toMatchObject({ status: 'killed', stoppedBy: 'system' });
+    expect(engine.toMcpTask(row).pollInterval).toBe(250);
+    expect(TASK_STALE_MS).toBeGreaterThan(3_500); // the default would not have reaped it yet
   });
 
   it('TTL: a completed task and its result are deleted once its ttl has passed', async () => {

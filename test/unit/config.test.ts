@@ -41,6 +41,23 @@ describe('config schema defaults', () => {
     expect([DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, DEFAULT_MAX_STREAMS, DEFAULT_MAX_STREAMS_PER_PRINCIPAL]).toEqual([1000, 100, 1000, 100]);
   });
 
+  it('issue 15: the task timings are broker settings with their defaults in the schema (heartbeat 5 s, staleness 15 s, poll 1 s)', () => {
+    const c = parseConfig({}, { baseDir: BASE, env: {} });
+    expect(c.broker).toMatchObject({ taskHeartbeatMs: 5_000, taskStaleMs: 15_000, taskPollMs: 1_000 });
+    expect(parseConfig({ broker: { taskHeartbeatMs: 2_000, taskStaleMs: 6_000, taskPollMs: 250 } }, { baseDir: BASE, env: {} }).broker).toMatchObject({
+      taskHeartbeatMs: 2_000,
+      taskStaleMs: 6_000,
+      taskPollMs: 250,
+    });
+  });
+
+  it('issue 15: a staleness at or below the heartbeat is a config error naming both', () => {
+    const err = configError({ broker: { taskHeartbeatMs: 5_000, taskStaleMs: 5_000 } });
+    expect(err.data?.path).toBe('broker.taskStaleMs');
+    expect(err.message).toContain('broker.taskHeartbeatMs');
+    expect(configError({ broker: { taskPollMs: 0 } }).data?.path).toBe('broker.taskPollMs');
+  });
+
   it('issue 12: a headers timeout longer than the request timeout is a config error naming both', () => {
     const err = configError({ http: { headersTimeoutMs: 5000, requestTimeoutMs: 1000 } });
     expect(err.data?.path).toBe('http.headersTimeoutMs');

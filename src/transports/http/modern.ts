@@ -14,7 +14,9 @@
  *   the call upstream (recorded `cancelled`).
  * - `subscriptions/listen`: the handler's notifier carries the gateway's `list_changed` and
  *   `resources/updated` to open listen streams; each stream holds one `http.maxStreams` slot
- *   and subscribes the broker upstream for its `resourceSubscriptions` (`subscriptions.ts`).
+ *   and subscribes the broker upstream for its `resourceSubscriptions` (`subscriptions.ts`). A
+ *   listen for `taskIds` only (the tasks extension's status notifications) is served by
+ *   `task-listen.ts`, in the same slot.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/server';
@@ -25,6 +27,7 @@ import { ListenSubscriptions } from '../subscriptions.js';
 import type { Principal } from './auth.js';
 import { answerOverCap } from './caps.js';
 import { whenClosed, type HttpContext } from './context.js';
+import { isTaskListen, serveTaskListen } from './task-listen.js';
 import { serveWeb } from './web-adapter.js';
 
 /** The modern face of `/mcp`: {@link ModernHttp.serve} one request; {@link ModernHttp.close} ends open streams. */
@@ -68,6 +71,8 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
           void listens.close();
         });
       }
+      // Task status (the tasks extension) is served beside the SDK's listen router (task-listen.ts).
+      if (isTaskListen(body)) return serveTaskListen(gateway, principal.name, body, req, res);
       const authInfo = { token: '', clientId: principal.name, scopes: [] };
       await serveWeb((request) => handler.fetch(request, { parsedBody: body, authInfo }), req, res);
     },
