@@ -9,6 +9,9 @@ import { Broker, orderStages, type CallRecord, type ToolTarget } from './broker/
 import { deadlineStage } from './broker/deadline.js';
 import { invokeStage } from './broker/invoke.js';
 import { judgeStage } from './broker/judge.js';
+import { ApprovalStates } from './broker/approval-state.js';
+import { relayStage } from './broker/relay-input.js';
+import { SealedStates } from './broker/sealed-state.js';
 import { recordStage } from './broker/record.js';
 import type { Stage } from './broker/runner.js';
 import { Breakers, breakerStage } from './broker/breaker.js';
@@ -108,6 +111,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly policy: LivePolicy;
   /** The policy, records and publication of prompts, resources and completions (broker/primitive-judge.ts). */
   readonly primitives: PrimitiveGuard;
+  /** The broker's one codec of sealed `requestState`s (approvals, relayed input requests), key in the store. */
+  readonly sealedStates: SealedStates;
   /** Prometheus series of this gateway (`GET /metrics`; observability/metrics.ts). */
   readonly metrics: BrokerMetrics;
   /** Traces of the call path; present only when `observability.otlp` is configured (observability/tracing.ts). Flushed by `stop()`. */
@@ -153,6 +158,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.cliPath = deps.cliPath;
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
     this.registry = new Registry(this.logger, this.scrubber);
+    this.sealedStates = new SealedStates({ store: this.store, clock: this.clock });
     this.logLevel = new UpstreamLogLevel(this.registry);
     this.tools = new ToolFacts(config, this.policy);
     this.resources = new ResourceRouter({ registry: this.registry, logger: this.logger, timeoutMs: config.broker.timeoutMs });
@@ -303,6 +309,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     const { broker, policy, principals } = this.config;
     const scrubber = this.scrubber;
     const budget = budgetFromEnv(this.env) ?? broker.budgetPerUnit;
+    const approvalStates = new ApprovalStates({ store: this.store, clock: this.clock, ttlMs: policy.askTimeoutMs, sealed: this.sealedStates });
     const stages = orderStages({
       publish: publishStage({ publisher: this.publisher, logger: this.logger }),
       record: recordStage({
@@ -326,8 +333,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         isPrivileged: (p) => isPrivilegedPrincipal(principals, p),
         approveHint: approveHint(this.cliPath, this.config.file),
         park: (call, why) => this.tasks.park(call, why),
+        approvalStates,
         logger: this.logger,
       }),
+      relay: relayStage({ states: this.sealedStates, ttlMs: policy.askTimeoutMs }),
       budget: budgetStage({
         ledger: this.budgets,
         limitFor: (call) => principals[call.session.principal]?.budgetPerUnit ?? budget,

@@ -326,6 +326,7 @@ export class ToolRouter implements Dispatcher {
       onServerRequest: call.request.onServerRequest,
       onArgumentsStripped: (names) => (call.notes.stripped = names),
       onProgress: call.onProgress,
+      ...(call.session.era === 'modern' && { inputRelay: call.inputRelay ?? {} }),
     };
     const trace = call.traceMeta;
     if (!trace) return upstream.callTool(toolName, call.request.args, options);

@@ -452,6 +452,8 @@ export class DownstreamSession {
         `the tool needs the client capability "${missing}", which this request did not declare`,
       );
     }
+    // A requestState that fails verification is rejected as the spec says (-32602); the call is recorded all the same.
+    if (answer.requestError) throw new ProtocolError(answer.requestError.code, answer.requestError.message);
     return this.era === 'modern' ? ownedByUs(answer.result) : answer.result;
     } finally {
       if (owner && this.era === 'modern') this.requests.delete(owner);
