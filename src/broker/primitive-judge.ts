@@ -135,6 +135,7 @@ export class PrimitiveGuard {
       args: deps.scrubArgs(request.args),
     };
     if (reason !== undefined) record.reason = deps.scrubText(reason);
+    if (outcome === 'ok' && (result as { resultType?: unknown } | undefined)?.resultType === 'input_required') record.resultType = 'input_required';
     try {
       await deps.records.append(record);
       deps.onRecorded?.(true);

@@ -40,12 +40,13 @@ import { z } from 'zod';
 import { listAsPinned } from '../broker/pins.js';
 import { unprefixErrors } from './error-prefix.js';
 import { visibleTools } from '../broker/visible-tools.js';
+import { openRelay, relayInputRequired, type RelayBinding } from '../broker/relay-input.js';
 import type { PrimitiveRequest } from '../broker/primitive-judge.js';
 import type { CallerSession } from '../broker/types.js';
 import type { TaskRow } from '../store/store.js';
 import { VERSION, type Gateway } from '../gateway.js';
 import { messageOf } from '../shared/errors.js';
-import { newSessionId } from '../shared/ids.js';
+import { newCallId, newSessionId } from '../shared/ids.js';
 import { modernUnit, UNIT_META_KEY } from './unit.js';
 import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
@@ -602,7 +603,9 @@ export class DownstreamSession {
   /**
    * Forwards a request to an upstream; its reply and failure come back scrubbed (`Registry.request`).
    * A modern upstream is told this client's capabilities and log level, and its questions
-   * (`input_required`) are put to this session on the request's stream (legacy callers).
+   * (`input_required`) are put to this session on the request's stream (legacy callers), or
+   * relayed to a modern caller as the broker's own `input_required` (broker/relay-input.ts: the
+   * retry's `requestState` opened first, a refused one is -32602 and nothing is sent).
    * Modern: the broker's unit key stays here, and the upstream's cache fields and identity do not come back.
    */
   private async forward(server: string, method: string, params: Record<string, unknown>, ctx: ServerContext): Promise<never> {
@@ -612,6 +615,18 @@ export class DownstreamSession {
     const meta = params._meta as Record<string, unknown> | undefined;
     const sent = modern && meta ? { ...params, _meta: withoutUnitKey(meta) } : params;
     const caller = modern ? this.callerOf(ctx, meta, extra) : undefined;
+    const binding: RelayBinding | undefined =
+      modern && caller && (method === 'prompts/get' || method === 'resources/read')
+        ? {
+            principal: caller.principal,
+            server,
+            method,
+            target: String(method === 'prompts/get' ? params.name : params.uri),
+            args: method === 'prompts/get' ? (params.arguments ?? {}) : {},
+          }
+        : undefined;
+    const opening = binding && caller ? await openRelay(gw.sealedStates, caller, binding) : undefined;
+    if (opening?.kind === 'refused') throw new ProtocolError(ProtocolErrorCode.InvalidParams, opening.reason);
     const result = await gw.registry.request(server, method, sent, {
       signal: extra.signal,
       timeoutMs: gw.config.broker.timeoutMs,
@@ -619,7 +634,12 @@ export class DownstreamSession {
         ? { clientCapabilities: caller?.clientCapabilities, logLevel: caller?.logLevel }
         : { clientCapabilities: this.server.getClientCapabilities(), logLevel: this.level },
       onServerRequest: this.serverRequestRoute((request, signal) => extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.timeoutMs })),
+      ...(opening && { inputRelay: opening.input }),
     });
+    if (binding && result.resultType === 'input_required') {
+      const relayed = await relayInputRequired(gw.sealedStates, result, binding, { callId: newCallId(), ttlMs: gw.config.policy.askTimeoutMs });
+      return ownedByUs(relayed) as never;
+    }
     return (modern ? ownedByUs(result) : result) as never;
   }
 }

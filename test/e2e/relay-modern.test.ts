@@ -98,6 +98,32 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
     expect(done.content).toEqual([{ type: 'text', text: 'answer=blue state=asked:colour?' }]);
   });
 
+  it('prompts/get: the relayed round and the retry reach the same upstream prompt; a tampered state is -32602 and not sent', async () => {
+    const b = await start({ up: modernUpstream() });
+    const get = (extra: Record<string, unknown> = {}) =>
+      b.client.request({ method: 'prompts/get', params: { name: 'up__confirm', arguments: { topic: 'deploy' }, ...extra } }, { allowInputRequired: true }) as Promise<
+        Record<string, unknown>
+      >;
+    const first = (await get()) as unknown as InputRequiredResult;
+    expect(isInputRequiredResult(first)).toBe(true);
+    expect(Object.keys(first.inputRequests!)).toEqual(['answer']);
+    expect(first.requestState!.startsWith('mb2.')).toBe(true);
+    const inputResponses = { answer: { action: 'accept', content: { answer: 'yes' } } };
+    const prompts = () => readNdjson<{ event: string }>(join(b.dir, 'fixture.ndjson')).filter((e) => e.event === 'prompt');
+    await expect(get({ inputResponses, requestState: `${first.requestState}-TAMPERED` })).rejects.toMatchObject({ code: -32602 });
+    await expect(get({ arguments: { topic: 'other' }, inputResponses, requestState: first.requestState })).rejects.toMatchObject({ code: -32602 });
+    expect(prompts()).toHaveLength(1);
+    const done = await get({ inputResponses, requestState: first.requestState });
+    expect(done.messages).toEqual([{ role: 'user', content: { type: 'text', text: 'confirmed deploy: yes' } }]);
+    const records = b.records().filter((r) => (r as { kind?: string }).kind === 'prompt');
+    expect(records.map((r) => [r.outcome, (r as { resultType?: string }).resultType])).toEqual([
+      ['ok', 'input_required'],
+      ['invalid_arguments', undefined],
+      ['invalid_arguments', undefined],
+      ['ok', undefined],
+    ]);
+  });
+
   it("through two brokers: B relays A's relay, each seals its own state, and the answer reaches the modern fixture", async () => {
     const a = writeConfig({ up: modernUpstream() });
     cleanups.push(async () => rmSync(a.dir, { recursive: true, force: true }));
