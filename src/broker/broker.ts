@@ -45,7 +45,7 @@ export interface BrokerAnswer {
    */
   readonly rollback?: unknown;
   /** Set when the caller is to get a JSON-RPC error instead of `result` (a refused `requestState`: -32602). */
-  readonly requestError?: { readonly code: number; readonly message: string };
+  readonly requestError?: { readonly code: number; readonly message: string; readonly data?: unknown };
 }
 
 export class Broker {

@@ -226,7 +226,7 @@ export interface BrokerCall {
    * Set with a refusal the caller is to get as a JSON-RPC error instead of a result (a
    * `requestState` that fails verification: -32602, the spec's "reject"); the call is still recorded.
    */
-  requestError?: { readonly code: number; readonly message: string };
+  requestError?: { readonly code: number; readonly message: string; readonly data?: unknown };
   /** Absolute time past which no extension of the deadline goes (`maxTotalTimeoutMs`). */
   hardDeadline?: number;
   /** Aborted at the deadline or on downstream cancel; what the invoke stage passes upstream. */

@@ -454,7 +454,7 @@ export class DownstreamSession {
       );
     }
     // A requestState that fails verification is rejected as the spec says (-32602); the call is recorded all the same.
-    if (answer.requestError) throw new ProtocolError(answer.requestError.code, answer.requestError.message);
+    if (answer.requestError) throw new ProtocolError(answer.requestError.code, answer.requestError.message, answer.requestError.data);
     return this.era === 'modern' ? ownedByUs(answer.result) : answer.result;
     } finally {
       if (owner && this.era === 'modern') this.requests.delete(owner);
