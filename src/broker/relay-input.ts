@@ -20,6 +20,10 @@
  * call without a state go to the called tool's upstream the same way (MRTR lets a client answer
  * unasked, and the call names its upstream).
  *
+ * Approval: a round the judge approved (a policy `ask`) seals a one-time approval into its relay
+ * state, so the retry is not asked again; the judge spends it (`ApprovalStates.redeemRelay`), and
+ * a replayed state is asked anew rather than run twice.
+ *
  * What is recorded: each round is a call of its own through the whole broker path (judged,
  * charged, recorded). A round the upstream answered `input_required` is outcome `ok` (the
  * upstream answered and reported no failure; DESIGN.md's closed outcome set has no other fitting
@@ -27,6 +31,7 @@
  * `invalid_arguments` (status 400; nothing sent) and the caller gets JSON-RPC -32602, as the spec
  * says a server rejects state that fails verification.
  */
+import { randomUUID } from 'node:crypto';
 import type { InputRequiredResult } from '@modelcontextprotocol/server';
 import type { InputRelay } from '../upstream/types.js';
 import type { Stage } from './runner.js';
@@ -107,7 +112,7 @@ export async function relayInputRequired(
   states: SealedStates,
   result: Record<string, unknown>,
   binding: RelayBinding,
-  options: { readonly callId: string; readonly ttlMs: number },
+  options: { readonly callId: string; readonly ttlMs: number; readonly approved?: boolean },
 ): Promise<InputRequiredResult> {
   const requests = result.inputRequests && typeof result.inputRequests === 'object' ? (result.inputRequests as Record<string, unknown>) : {};
   const inputRequests = Object.fromEntries(Object.entries(requests).map(([key, request]) => [relayedKey(binding.server, key), request]));
@@ -120,6 +125,7 @@ export async function relayInputRequired(
     ...(typeof result.requestState === 'string' && { state: result.requestState }),
     expiresAt: states.now() + options.ttlMs,
     callId: options.callId,
+    ...(options.approved && { approvalNonce: randomUUID() }),
   });
   return { ...result, resultType: 'input_required', inputRequests, requestState } as InputRequiredResult;
 }
@@ -153,7 +159,7 @@ export function relayStage(deps: RelayDeps): Stage {
       await next();
       const result = call.result as Record<string, unknown> | undefined;
       if (call.outcome !== 'ok' || result?.resultType !== 'input_required') return;
-      call.inputRequired = await relayInputRequired(deps.states, result, binding, { callId: call.callId, ttlMs: deps.ttlMs });
+      call.inputRequired = await relayInputRequired(deps.states, result, binding, { callId: call.callId, ttlMs: deps.ttlMs, approved: call.approved === true });
       call.result = undefined;
     },
   };

@@ -71,6 +71,12 @@ export interface RelayClaim extends ClaimBase {
   readonly state?: string;
   /** The call that relayed it (its record's `callId`). */
   readonly callId: string;
+  /**
+   * Set when that round had been approved (a policy `ask`): a one-time id the store spends when
+   * the retry uses this state as its approval (broker/approval-state.ts `redeemRelay`), so an
+   * approval still runs one call however many rounds the upstream asks.
+   */
+  readonly approvalNonce?: string;
 }
 
 /** Every kind of sealed state, by its discriminator. */
@@ -91,7 +97,7 @@ const isString = (v: unknown): v is string => typeof v === 'string';
 /** Shape checks per kind (fields beyond {@link ClaimBase}); a claim that fails is `unreadable`. */
 const KIND_SHAPES: { readonly [K in SealedKind]: (c: Record<string, unknown>) => boolean } = {
   approval: (c) => [c.principal, c.tool, c.argsDigest, c.nonce, c.callId].every(isString),
-  relay: (c) => [c.principal, c.server, c.method, c.target, c.argsDigest, c.callId].every(isString) && (c.state === undefined || isString(c.state)),
+  relay: (c) => [c.principal, c.server, c.method, c.target, c.argsDigest, c.callId].every(isString) && [c.state, c.approvalNonce].every((v) => v === undefined || isString(v)),
 };
 
 /** sha256 (hex) of the arguments as canonical JSON (keys sorted): equal arguments, equal digest. */

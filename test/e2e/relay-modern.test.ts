@@ -21,8 +21,8 @@ afterEach(async () => {
 const MODERN = fixture('modern-upstream.mjs');
 
 /** A modern client on a broker whose only upstream is `servers`; `autoFulfill` off: the test answers each round. */
-async function start(servers: Record<string, unknown>, options: { autoFulfill?: boolean } = {}) {
-  const { dir, configPath, recordsPath } = writeConfig(servers);
+async function start(servers: Record<string, unknown>, options: { autoFulfill?: boolean; extra?: Record<string, unknown> } = {}) {
+  const { dir, configPath, recordsPath } = writeConfig(servers, options.extra);
   const client = new Client(
     { name: 'relay-modern', version: '1.0.0' },
     { versionNegotiation: { mode: 'auto' }, capabilities: { elicitation: { form: {} } }, ...(options.autoFulfill ? {} : { inputRequired: { autoFulfill: false } }) },
@@ -98,6 +98,25 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
     expect(done.content).toEqual([{ type: 'text', text: 'answer=blue state=asked:colour?' }]);
   });
 
+  it("an asked tool: approved once through the broker's question, then the upstream's question relayed; the approval runs one call", async () => {
+    const b = await start({ up: modernUpstream() }, { extra: { policy: { rules: [{ tools: ['up__ask'], action: 'ask' }] } } });
+    const args = { question: 'colour?' };
+    const approval = (await b.call('up__ask', args)) as InputRequiredResult;
+    expect(Object.keys(approval.inputRequests!)).toEqual(['mcp-broker/approval']);
+    expect(upstreamCalls(b.dir, 'ask')).toHaveLength(0);
+    const relayed = (await b.call('up__ask', args, { inputResponses: { 'mcp-broker/approval': { action: 'accept', content: {} } }, requestState: approval.requestState })) as InputRequiredResult;
+    expect(Object.keys(relayed.inputRequests!)).toEqual(['answer']);
+    const retry = { inputResponses: { answer: { action: 'accept', content: { answer: 'blue' } } }, requestState: relayed.requestState };
+    const done = (await b.call('up__ask', args, retry)) as CallToolResult;
+    expect(done.content).toEqual([{ type: 'text', text: 'answer=blue state=asked:colour?' }]);
+    expect(upstreamCalls(b.dir, 'ask')).toHaveLength(2);
+    // The same retry again: its approval is spent, so it does not run a second time.
+    const replay = (await b.call('up__ask', args, retry)) as CallToolResult;
+    expect(replay._meta?.['mcp-broker/outcome']).toBe('approval_required');
+    expect(upstreamCalls(b.dir, 'ask')).toHaveLength(2);
+    expect(b.records().map((r) => r.outcome)).toEqual(['approval_required', 'ok', 'ok', 'approval_required']);
+  });
+
   it('prompts/get: the relayed round and the retry reach the same upstream prompt; a tampered state is -32602 and not sent', async () => {
     const b = await start({ up: modernUpstream() });
     const get = (extra: Record<string, unknown> = {}) =>
@@ -139,5 +158,43 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
     expect(upstreamCalls(a.dir, 'ask')).toHaveLength(2);
     expect(readNdjson(a.recordsPath).map((r) => r.outcome)).toEqual(['ok', 'ok']);
     expect(b.records().map((r) => r.outcome)).toEqual(['ok', 'invalid_arguments', 'ok']);
+  });
+});
+
+describe('the conformance fixture (both eras) behind the broker', () => {
+  const CONFORMANCE = fixture('conformance-server.mjs');
+
+  it('multi-round: each round is relayed with a fresh sealed state carrying the evolved upstream state', async () => {
+    const b = await start({ conf: nodeServer(CONFORMANCE, { prefix: false }) });
+    const r1 = (await b.call('test_input_required_result_multi_round', {})) as InputRequiredResult;
+    expect(Object.keys(r1.inputRequests!)).toEqual(['step1']);
+    const r2 = (await b.call('test_input_required_result_multi_round', {}, { inputResponses: { step1: { action: 'accept', content: { name: 'Ada' } } }, requestState: r1.requestState })) as InputRequiredResult;
+    expect(isInputRequiredResult(r2)).toBe(true);
+    expect(Object.keys(r2.inputRequests!)).toEqual(['step2']);
+    expect(r2.requestState).not.toBe(r1.requestState);
+    const done = (await b.call('test_input_required_result_multi_round', {}, { inputResponses: { step2: { action: 'accept', content: { color: 'teal' } } }, requestState: r2.requestState })) as CallToolResult;
+    expect(done.content).toEqual([{ type: 'text', text: 'name=Ada color=teal' }]);
+    expect(b.records().map((r) => (r as { resultType?: string }).resultType)).toEqual(['input_required', 'input_required', undefined]);
+  });
+
+  it("a request that needs a capability it did not declare gets the upstream's -32021", async () => {
+    const b = await start({ conf: nodeServer(CONFORMANCE, { prefix: false }) });
+    // The client declared elicitation only; the tool asks for sampling.
+    await expect(b.call('test_missing_capability', {})).rejects.toMatchObject({ code: -32021 });
+    expect(b.records().map((r) => r.outcome)).toEqual(['upstream_error']);
+  });
+
+  it('a 2025-11-25 client still gets the modern upstream\'s questions as live requests', async () => {
+    const { dir, configPath } = writeConfig({ conf: nodeServer(CONFORMANCE, { prefix: false }) });
+    const client = new Client({ name: 'relay-legacy', version: '1.0.0' }, { capabilities: { sampling: {} } });
+    client.setRequestHandler('sampling/createMessage', async () => ({ role: 'assistant', content: { type: 'text', text: 'four' }, model: 'm' }));
+    await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, '--config', configPath], cwd: dir, stderr: 'ignore' }), { timeout: 30_000 });
+    cleanups.push(async () => {
+      await client.close().catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    });
+    expect(client.getProtocolEra()).toBe('legacy');
+    const result = await client.callTool({ name: 'test_sampling', arguments: { prompt: 'two plus two' } });
+    expect(result.content).toEqual([{ type: 'text', text: 'LLM response: four' }]);
   });
 });
