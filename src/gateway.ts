@@ -113,6 +113,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly primitives: PrimitiveGuard;
   /** The broker's one codec of sealed `requestState`s (approvals, relayed input requests), key in the store. */
   readonly sealedStates: SealedStates;
+  /** Approval states of modern callers (over {@link sealedStates}), shared by the judge and the primitive guard. */
+  readonly approvalStates: ApprovalStates;
   /** Prometheus series of this gateway (`GET /metrics`; observability/metrics.ts). */
   readonly metrics: BrokerMetrics;
   /** Traces of the call path; present only when `observability.otlp` is configured (observability/tracing.ts). Flushed by `stop()`. */
@@ -159,6 +161,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
     this.registry = new Registry(this.logger, this.scrubber);
     this.sealedStates = new SealedStates({ store: this.store, clock: this.clock });
+    this.approvalStates = new ApprovalStates({ store: this.store, clock: this.clock, ttlMs: config.policy.askTimeoutMs, sealed: this.sealedStates });
     this.logLevel = new UpstreamLogLevel(this.registry);
     this.tools = new ToolFacts(config, this.policy);
     this.resources = new ResourceRouter({ registry: this.registry, logger: this.logger, timeoutMs: config.broker.timeoutMs });
@@ -173,6 +176,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       scrubText: (t) => this.scrubber.text(t),
       askTimeoutMs: config.policy.askTimeoutMs,
       onRecorded: (written) => this.metrics.recordWritten(written),
+      approvalStates: this.approvalStates,
     });
     this.ready = new Promise((resolve) => (this.markReady = resolve));
     for (const [name, server] of Object.entries(config.mcpServers)) this.addUpstream(name, server);
@@ -309,7 +313,6 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     const { broker, policy, principals } = this.config;
     const scrubber = this.scrubber;
     const budget = budgetFromEnv(this.env) ?? broker.budgetPerUnit;
-    const approvalStates = new ApprovalStates({ store: this.store, clock: this.clock, ttlMs: policy.askTimeoutMs, sealed: this.sealedStates });
     const stages = orderStages({
       publish: publishStage({ publisher: this.publisher, logger: this.logger }),
       record: recordStage({
@@ -333,7 +336,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         isPrivileged: (p) => isPrivilegedPrincipal(principals, p),
         approveHint: approveHint(this.cliPath, this.config.file),
         park: (call, why) => this.tasks.park(call, why),
-        approvalStates,
+        approvalStates: this.approvalStates,
         logger: this.logger,
       }),
       relay: relayStage({ states: this.sealedStates, ttlMs: policy.askTimeoutMs }),

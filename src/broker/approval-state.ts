@@ -85,11 +85,11 @@ export class ApprovalStates {
    * call (principal, upstream, upstream tool, arguments; unexpired), spending its approval: true
    * once, false for any other state and for one redeemed before.
    */
-  async redeemRelay(state: string, binding: { principal: string; server: string; toolName: string; args: unknown }): Promise<boolean> {
+  async redeemRelay(state: string, binding: { principal: string; server: string; method: string; target: string; args: unknown }): Promise<boolean> {
     const opened = await this.sealed.open(state);
     if (!opened.ok || opened.kind !== 'relay' || opened.claim.approvalNonce === undefined) return false;
     const c = opened.claim;
-    const same = c.principal === binding.principal && c.server === binding.server && c.method === 'tools/call' && c.target === binding.toolName && c.argsDigest === argumentsDigest(binding.args);
+    const same = c.principal === binding.principal && c.server === binding.server && c.method === binding.method && c.target === binding.target && c.argsDigest === argumentsDigest(binding.args);
     if (!same) return false;
     const at = new Date(this.deps.clock.now()).toISOString();
     return this.deps.store.spendOnce(c.approvalNonce!, new Date(c.expiresAt).toISOString(), at);

@@ -186,7 +186,7 @@ async function ask(
   if (call.session.era === 'modern') {
     // The retry of a round approved before, which the upstream answered with its own input requests (broker/relay-input.ts).
     const state = call.session.requestState;
-    const relayed = { principal: call.session.principal, server: target.server, toolName: target.toolName, args: call.request.args };
+    const relayed = { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };
     if (state !== undefined && target.source === 'upstream' && (await states.redeemRelay(state, relayed))) return undefined;
     const verdict = await askThroughInput(call.session, { message, tool: target.name, args: call.request.args, callId: call.callId, states });
     if (verdict.kind === 'approved') {

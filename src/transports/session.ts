@@ -520,7 +520,7 @@ export class DownstreamSession {
       const prompt = gw.registry.roster.prompts.get(req.params.name);
       if (!prompt) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${req.params.name}`);
       const judged = { kind: 'prompt', server: prompt.server, type: 'prompt', name: prompt.name, ownName: prompt.promptName, args: req.params.arguments ?? {} } as const;
-      return this.guarded(judged, ctx, req.params._meta, () => this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, ctx));
+      return this.guarded(judged, ctx, req.params._meta, ({ approved }) => this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, ctx, approved));
     });
 
     server.setRequestHandler('resources/list', async () => {
@@ -539,7 +539,7 @@ export class DownstreamSession {
       // -32602 on every revision: the v2 SDK re-codes a thrown -32002 (2025-11-25's code) as -32602 anyway.
       if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Resource not found: ${req.params.uri}`);
       const judged = { kind: 'resource', server: upstream.name, type: 'resource', name: req.params.uri, ownName: req.params.uri, args: {} } as const;
-      return this.guarded(judged, ctx, req.params._meta, () => this.forward(upstream.name, 'resources/read', req.params, ctx));
+      return this.guarded(judged, ctx, req.params._meta, ({ approved }) => this.forward(upstream.name, 'resources/read', req.params, ctx, approved));
     });
 
     server.setRequestHandler('resources/subscribe', async (req, ctx) => {
@@ -594,7 +594,7 @@ export class DownstreamSession {
     request: Omit<PrimitiveRequest, 'signal'>,
     ctx: ServerContext,
     meta: Record<string, unknown> | undefined,
-    forward: () => Promise<T>,
+    forward: (context: { approved: boolean }) => Promise<T>,
   ): Promise<T> {
     const extra = extraOf(ctx);
     return this.gateway.primitives.serve({ ...request, signal: extra.signal }, this.callerOf(ctx, meta, extra), forward);
@@ -608,7 +608,7 @@ export class DownstreamSession {
    * retry's `requestState` opened first, a refused one is -32602 and nothing is sent).
    * Modern: the broker's unit key stays here, and the upstream's cache fields and identity do not come back.
    */
-  private async forward(server: string, method: string, params: Record<string, unknown>, ctx: ServerContext): Promise<never> {
+  private async forward(server: string, method: string, params: Record<string, unknown>, ctx: ServerContext, approved = false): Promise<never> {
     const extra = extraOf(ctx);
     const gw = this.gateway;
     const modern = this.era === 'modern';
@@ -637,7 +637,7 @@ export class DownstreamSession {
       ...(opening && { inputRelay: opening.input }),
     });
     if (binding && result.resultType === 'input_required') {
-      const relayed = await relayInputRequired(gw.sealedStates, result, binding, { callId: newCallId(), ttlMs: gw.config.policy.askTimeoutMs });
+      const relayed = await relayInputRequired(gw.sealedStates, result, binding, { callId: newCallId(), ttlMs: gw.config.policy.askTimeoutMs, approved });
       return ownedByUs(relayed) as never;
     }
     return (modern ? ownedByUs(result) : result) as never;

@@ -58,7 +58,7 @@ describe('SealedStates', () => {
       input: { inputResponses: { answer: 1 } },
     });
     // A relay state without an approval in it approves nothing.
-    expect(await approvals.redeemRelay(relayState, { principal: 'alice', server: 'up', toolName: 'ask', args: {} })).toBe(false);
+    expect(await approvals.redeemRelay(relayState, { principal: 'alice', server: 'up', method: 'tools/call', target: 'ask', args: {} })).toBe(false);
   });
 });
 

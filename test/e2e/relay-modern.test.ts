@@ -143,6 +143,26 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
     ]);
   });
 
+  it("an asked prompt: the broker's question first (input_required), then the upstream's relayed; the approval serves one request", async () => {
+    const b = await start({ up: modernUpstream() }, { extra: { policy: { rules: [{ prompts: ['up__confirm'], action: 'ask' }] } } });
+    const get = (extra: Record<string, unknown> = {}) =>
+      b.client.request({ method: 'prompts/get', params: { name: 'up__confirm', arguments: { topic: 'deploy' }, ...extra } }, { allowInputRequired: true }) as Promise<
+        Record<string, unknown>
+      >;
+    const prompts = () => readNdjson<{ event: string }>(join(b.dir, 'fixture.ndjson')).filter((e) => e.event === 'prompt');
+    const approval = (await get()) as unknown as InputRequiredResult;
+    expect(Object.keys(approval.inputRequests!)).toEqual(['mcp-broker/approval']);
+    expect(prompts()).toHaveLength(0);
+    const relayed = (await get({ inputResponses: { 'mcp-broker/approval': { action: 'accept', content: {} } }, requestState: approval.requestState })) as unknown as InputRequiredResult;
+    expect(Object.keys(relayed.inputRequests!)).toEqual(['answer']);
+    const retry = { inputResponses: { answer: { action: 'accept', content: { answer: 'yes' } } }, requestState: relayed.requestState };
+    expect((await get(retry)).messages).toEqual([{ role: 'user', content: { type: 'text', text: 'confirmed deploy: yes' } }]);
+    expect(prompts()).toHaveLength(2);
+    await expect(get(retry)).rejects.toMatchObject({ code: -32003 });
+    expect(prompts()).toHaveLength(2);
+    expect(b.records().map((r) => r.outcome)).toEqual(['approval_required', 'ok', 'ok', 'approval_required']);
+  });
+
   it("through two brokers: B relays A's relay, each seals its own state, and the answer reaches the modern fixture", async () => {
     const a = writeConfig({ up: modernUpstream() });
     cleanups.push(async () => rmSync(a.dir, { recursive: true, force: true }));
