@@ -9,6 +9,9 @@ import { Broker, orderStages, type CallRecord } from './broker/index.js';
 import { deadlineStage } from './broker/deadline.js';
 import { invokeStage } from './broker/invoke.js';
 import { judgeStage } from './broker/judge.js';
+import { ApprovalStates } from './broker/approval-state.js';
+import { relayStage } from './broker/relay-input.js';
+import { SealedStates } from './broker/sealed-state.js';
 import { recordStage } from './broker/record.js';
 import type { Stage } from './broker/runner.js';
 import { Breakers, breakerStage } from './broker/breaker.js';
@@ -107,6 +110,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly policy: LivePolicy;
   /** The policy, records and publication of prompts, resources and completions (broker/primitive-judge.ts). */
   readonly primitives: PrimitiveGuard;
+  /** The broker's one codec of sealed `requestState`s (approvals, relayed input requests), key in the store. */
+  readonly sealedStates: SealedStates;
+  /** Approval states of modern callers (over {@link sealedStates}), shared by the judge and the primitive guard. */
+  readonly approvalStates: ApprovalStates;
   /** Prometheus series of this gateway (`GET /metrics`; observability/metrics.ts). */
   readonly metrics: BrokerMetrics;
   /** Traces of the call path; present only when `observability.otlp` is configured (observability/tracing.ts). Flushed by `stop()`. */
@@ -153,6 +160,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.cliPath = deps.cliPath;
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
     this.registry = new Registry(this.logger, this.scrubber);
+    this.sealedStates = new SealedStates({ store: this.store, clock: this.clock });
+    this.approvalStates = new ApprovalStates({ store: this.store, clock: this.clock, ttlMs: config.policy.askTimeoutMs, sealed: this.sealedStates });
     this.logLevel = new UpstreamLogLevel(this.registry);
     this.tools = new ToolFacts(config, this.policy);
     this.resources = new ResourceRouter({ registry: this.registry, logger: this.logger, timeoutMs: config.broker.timeoutMs });
@@ -167,6 +176,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       scrubText: (t) => this.scrubber.text(t),
       askTimeoutMs: config.policy.askTimeoutMs,
       onRecorded: (written) => this.metrics.recordWritten(written),
+      approvalStates: this.approvalStates,
     });
     this.ready = new Promise((resolve) => (this.markReady = resolve));
     for (const [name, server] of Object.entries(config.mcpServers)) this.addUpstream(name, server);
@@ -327,8 +337,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         isPrivileged: (p) => isPrivilegedPrincipal(principals, p),
         approveHint: approveHint(this.cliPath, this.config.file),
         park: (call, why) => this.tasks.park(call, why),
+        approvalStates: this.approvalStates,
         logger: this.logger,
       }),
+      relay: relayStage({ states: this.sealedStates, ttlMs: policy.askTimeoutMs }),
       budget: budgetStage({
         ledger: this.budgets,
         limitFor: (call) => principals[call.session.principal]?.budgetPerUnit ?? budget,

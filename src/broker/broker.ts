@@ -7,7 +7,8 @@
  * carries the upstream's body keeps every block, `structuredContent` and `_meta` key, with the
  * outcome and call id added to `_meta`. A call the judge settled by asking a modern caller
  * through an input request (`call.inputRequired`) is answered with that `input_required`
- * result, its `_meta` carrying the outcome (`approval_required`) and call id the same way.
+ * result, its `_meta` carrying the outcome (`approval_required`) and call id the same way; so is a
+ * modern upstream's `input_required` relayed to a modern caller (outcome `ok`, broker/relay-input.ts).
  */
 import type { CallToolResult, InputRequiredResult } from '@modelcontextprotocol/server';
 import type { Clock } from '../shared/clock.js';
@@ -43,6 +44,8 @@ export interface BrokerAnswer {
    * reaches the caller carries its own).
    */
   readonly rollback?: unknown;
+  /** Set when the caller is to get a JSON-RPC error instead of `result` (a refused `requestState`: -32602). */
+  readonly requestError?: { readonly code: number; readonly message: string; readonly data?: unknown };
 }
 
 export class Broker {
@@ -142,6 +145,7 @@ export class Broker {
       target: call.target,
       attempts: call.attempts,
       ...(call.rollback !== undefined && !carriesResult(outcome) ? { rollback: call.rollback } : {}),
+      ...(call.requestError && { requestError: call.requestError }),
     };
     const told = this.onSettled?.(call, answer);
     if (told) await told;
@@ -151,7 +155,7 @@ export class Broker {
 
 function toCallToolResult(call: BrokerCall, outcome: Outcome): CallToolResult | InputRequiredResult {
   const meta = { [OUTCOME_META_KEY]: outcome, [CALL_ID_META_KEY]: call.callId };
-  if (outcome === 'approval_required' && call.inputRequired) return { ...call.inputRequired, _meta: { ...call.inputRequired._meta, ...meta } };
+  if ((outcome === 'approval_required' || outcome === 'ok') && call.inputRequired) return { ...call.inputRequired, _meta: { ...call.inputRequired._meta, ...meta } };
   if (carriesResult(outcome) && call.result) {
     // Same object as a spread; a large result that passed through unchanged keeps its bytes (issue 6).
     return withMeta(call.result, meta);

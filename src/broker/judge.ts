@@ -184,6 +184,10 @@ async function ask(
     ? `; approve it with \`${hint(deps, target.name, call.session.principal)}\``
     : '; it runs only with a client that supports elicitation, to ask on each call';
   if (call.session.era === 'modern') {
+    // The retry of a round approved before, which the upstream answered with its own input requests (broker/relay-input.ts).
+    const state = call.session.requestState;
+    const relayed = { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };
+    if (state !== undefined && target.source === 'upstream' && (await states.redeemRelay(state, relayed))) return undefined;
     const verdict = await askThroughInput(call.session, { message, tool: target.name, args: call.request.args, callId: call.callId, states });
     if (verdict.kind === 'approved') {
       deps.logger?.debug({ callId: call.callId, tool: target.name, askedIn: verdict.claim.callId }, 'approved through an input request');

@@ -11,6 +11,7 @@ export interface CallPathStages {
   evaluate?: Stage;
   scrub?: Stage;
   judge: Stage;
+  relay?: Stage;
   budget?: Stage;
   breaker?: Stage;
   deadline: Stage;
@@ -20,7 +21,7 @@ export interface CallPathStages {
 
 /** The stages in the seed's order, as the runner composes them (outermost first). */
 export function orderStages(s: CallPathStages): Stage[] {
-  return [s.publish, s.record, s.evaluate, s.scrub, s.judge, s.budget, s.breaker, s.deadline, s.retry, s.invoke].filter(
+  return [s.publish, s.record, s.evaluate, s.scrub, s.judge, s.relay, s.budget, s.breaker, s.deadline, s.retry, s.invoke].filter(
     (x): x is Stage => x !== undefined,
   );
 }

@@ -17,7 +17,7 @@
  * tools only. Fail closed: a request whose record cannot be written is answered `guard_error`
  * and the upstream's answer withheld; one already refused keeps its outcome.
  */
-import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
+import { ProtocolError, ProtocolErrorCode, type InputRequiredResult } from '@modelcontextprotocol/server';
 import type { RecordPublisher } from '../audit/publisher.js';
 import type { RecordSink } from '../audit/records.js';
 import type { Clock } from '../shared/clock.js';
@@ -26,6 +26,8 @@ import { isRequestTimeout } from '../shared/sdk-errors.js';
 import { newCallId } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { askApproval } from '../router/ask.js';
+import { askThroughInput } from './ask-input.js';
+import type { ApprovalStates } from './approval-state.js';
 import { oneLine } from './failure.js';
 import { CALL_ID_META_KEY, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
 import { decidePrimitive, type CompiledPolicy, type Verdict } from './policy.js';
@@ -75,7 +77,18 @@ export interface PrimitiveGuardDeps {
   askTimeoutMs: number;
   /** Told after each attempt to write a record whether it was written (metrics). Default none. */
   onRecorded?: (written: boolean) => void;
+  /**
+   * Seals and redeems the approval states of modern callers: with it, an `ask` of a 2026-07-28
+   * caller's `prompts/get` or `resources/read` is answered `input_required` (broker/ask-input.ts,
+   * approval key `prompt:<name>` or `resource:<uri>`), the request served on the approved retry.
+   * Absent (and for completions and subscriptions, which may not answer `input_required`): such
+   * an ask is `approval_required`.
+   */
+  approvalStates?: ApprovalStates;
 }
+
+/** Methods of a primitive kind that may answer `input_required` (the spec's list). */
+const ASKS_THROUGH_INPUT: ReadonlySet<PrimitiveKind> = new Set(['prompt', 'resource']);
 
 /** Judges, records and publishes the prompt, resource and completion requests of every session. */
 export class PrimitiveGuard {
@@ -92,7 +105,7 @@ export class PrimitiveGuard {
    * Judges `request` for `caller`; when allowed runs `forward` (the upstream request); writes the
    * record, publishes it, then answers: `forward`'s result, or throws (see the file comment).
    */
-  async serve<T>(request: PrimitiveRequest, caller: CallerSession, forward: () => Promise<T>): Promise<T> {
+  async serve<T>(request: PrimitiveRequest, caller: CallerSession, forward: (context: { approved: boolean }) => Promise<T>): Promise<T> {
     const { deps } = this;
     const callId = newCallId();
     const startedAt = deps.clock.now();
@@ -103,13 +116,13 @@ export class PrimitiveGuard {
     let result: T | undefined;
     let failure: { err: unknown } | undefined;
 
-    const refusal = await this.judge(request, caller);
+    const refusal = await this.judge(request, caller, callId);
     if (refusal) {
       ({ outcome, reason } = refusal);
     } else {
       attempts = 1;
       try {
-        result = await forward();
+        result = await forward({ approved: refusal === null });
         outcome = 'ok';
         bytesOut = approximateJsonBytes(result);
       } catch (err) {
@@ -135,6 +148,7 @@ export class PrimitiveGuard {
       args: deps.scrubArgs(request.args),
     };
     if (reason !== undefined) record.reason = deps.scrubText(reason);
+    if (outcome === 'ok' && (result as { resultType?: unknown } | undefined)?.resultType === 'input_required') record.resultType = 'input_required';
     try {
       await deps.records.append(record);
       deps.onRecorded?.(true);
@@ -148,19 +162,46 @@ export class PrimitiveGuard {
     }
     this.publish(record, caller);
     if (outcome === 'ok') return result as T;
+    if (refusal?.inputRequired) return { ...refusal.inputRequired, _meta: { ...refusal.inputRequired._meta, [OUTCOME_META_KEY]: outcome, [CALL_ID_META_KEY]: callId } } as T;
     throw failure ? failure.err : refusalError(outcome, reason, callId);
   }
 
-  /** Undefined when the request may go on; else the refusal. */
-  private async judge(request: PrimitiveRequest, caller: CallerSession): Promise<{ outcome: Outcome; reason: string } | undefined> {
+  /**
+   * Undefined when the request may go on, null when it may go on approved by a human; else the
+   * refusal (with the `input_required` result to answer a modern caller's first round with).
+   */
+  private async judge(
+    request: PrimitiveRequest,
+    caller: CallerSession,
+    callId: string,
+  ): Promise<{ outcome: Outcome; reason: string; inputRequired?: InputRequiredResult } | undefined | null> {
     const prefix = this.deps.prefixOf(request.server);
     if (prefix === undefined) return { outcome: 'unregistered', reason: `upstream "${request.server}" is not configured` };
     const what = request.type === 'prompt' ? `the prompt "${request.name}"` : `the resources of upstream "${request.server}"`;
     const verdict: Verdict = decidePrimitive(this.deps.policy, { type: request.type, name: request.name, prefix }, caller.principal, what);
     if (verdict.kind === 'allow') return undefined;
     if (verdict.kind === 'refuse') return { outcome: verdict.outcome, reason: verdict.reason };
+    const states = this.deps.approvalStates;
+    if (caller.era === 'modern' && states && ASKS_THROUGH_INPUT.has(request.kind)) {
+      const method = request.kind === 'prompt' ? 'prompts/get' : 'resources/read';
+      const relayed = { principal: caller.principal, server: request.server, method, target: request.ownName, args: request.args };
+      // The retry of a round approved before, which the upstream answered with its own input requests (broker/relay-input.ts).
+      if (caller.requestState !== undefined && (await states.redeemRelay(caller.requestState, relayed))) return null;
+      const asked = await askThroughInput(caller, {
+        message: async () => askMessage(request, verdict.reason),
+        tool: `${request.kind}:${request.name}`,
+        args: request.args,
+        callId,
+        states,
+      });
+      if (asked.kind === 'approved') return null;
+      if (asked.kind === 'ask') {
+        return { outcome: 'approval_required', reason: `${verdict.reason}; asked through an input request (input_required)`, inputRequired: asked.result };
+      }
+      return { outcome: 'approval_required', reason: `${verdict.reason}; ${asked.reason}` };
+    }
     const answer = await askApproval(caller, { message: askMessage(request, verdict.reason), timeoutMs: this.deps.askTimeoutMs, signal: request.signal });
-    if (answer.approved) return undefined;
+    if (answer.approved) return null;
     if (request.signal.aborted) return { outcome: 'cancelled', reason: 'cancelled by the client while waiting for approval' };
     return { outcome: 'approval_required', reason: `${verdict.reason}; ${answer.reason}` };
   }

@@ -37,6 +37,7 @@ export function recordStage(deps: RecordDeps): Stage {
       await next();
       if (!call.outcome) refuse(call, 'guard_error', 'the call path ended without an outcome');
       if (call.result) call.bytesOut = approximateJsonBytes(call.result);
+      else if (call.inputRequired) call.bytesOut = approximateJsonBytes(call.inputRequired);
       const record = buildRecord(call, deps);
       try {
         await deps.records.append(record);
@@ -77,6 +78,7 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
     args: deps.scrubArgs(call.request.args),
   };
   if (call.reason !== undefined && outcome !== 'ok') record.reason = text(call.reason);
+  if (call.inputRequired && outcome === 'ok') record.resultType = 'input_required';
   if (call.notes.breaker) record.breaker = call.notes.breaker;
   if (call.notes.stripped?.length) record.stripped = call.notes.stripped.map(text);
   if (call.notes.proposal) record.proposal = call.notes.proposal;

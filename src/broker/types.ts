@@ -3,7 +3,7 @@
  * Stages read and write this object; the runner owns its lifecycle.
  */
 import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, LoggingLevel, Tool } from '@modelcontextprotocol/server';
-import type { ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
+import type { InputRelay, ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
 import { ROLLBACK_META_KEY, type Outcome } from './outcomes.js';
 import type { InputRequiredResult } from '@modelcontextprotocol/server';
 import type { TraceCarrier } from '../shared/trace-context.js';
@@ -177,6 +177,8 @@ export interface CallRecord {
   bytesOut: number;
   reason?: string;
   args: unknown;
+  /** `input_required` when the call was answered with an upstream's input requests (broker/relay-input.ts); absent otherwise. */
+  resultType?: 'input_required';
   /** Breaker state of the tool after the call (`closed`, `open`, `half_open`), when known. */
   breaker?: string;
   /** Argument names stripped before the call (rest tools). */
@@ -215,6 +217,16 @@ export interface BrokerCall {
    * `input_required` result instead of a refusal (broker/ask-input.ts).
    */
   inputRequired?: InputRequiredResult;
+  /**
+   * A modern caller's retry fields as the upstream is to get them (un-namespaced, the upstream's
+   * own state unsealed), set by the relay stage (broker/relay-input.ts); absent for legacy callers.
+   */
+  inputRelay?: InputRelay;
+  /**
+   * Set with a refusal the caller is to get as a JSON-RPC error instead of a result (a
+   * `requestState` that fails verification: -32602, the spec's "reject"); the call is still recorded.
+   */
+  requestError?: { readonly code: number; readonly message: string; readonly data?: unknown };
   /** Absolute time past which no extension of the deadline goes (`maxTotalTimeoutMs`). */
   hardDeadline?: number;
   /** Aborted at the deadline or on downstream cancel; what the invoke stage passes upstream. */

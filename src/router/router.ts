@@ -25,7 +25,7 @@
  * connection has gone, does NOT run the handler (`error`/`connection_lost`): no side effect
  * that could not be acknowledged.
  */
-import type { CallToolResult, Tool } from '@modelcontextprotocol/server';
+import { ProtocolError, ProtocolErrorCode, type CallToolResult, type Tool } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { askApproval, stillLive } from './ask.js';
 import type { BrokerCall, CallerSession, ToolTarget } from '../broker/types.js';
@@ -330,12 +330,13 @@ export class ToolRouter implements Dispatcher {
       onServerRequest: call.request.onServerRequest,
       onArgumentsStripped: (names) => (call.notes.stripped = names),
       onProgress: call.onProgress,
+      ...(call.session.era === 'modern' && { inputRelay: call.inputRelay ?? {} }),
     };
     const trace = call.traceMeta;
-    if (!trace) return upstream.callTool(toolName, call.request.args, options);
+    if (!trace) return withCapabilityError(call, upstream.callTool(toolName, call.request.args, options));
     // Tracing: the attempt's own context replaces the caller's, in `_meta` for every upstream and as headers for HTTP ones.
     options.meta = { ...call.request.meta, ...trace };
-    return withUpstreamTrace(trace, () => upstream.callTool(toolName, call.request.args, options));
+    return withCapabilityError(call, withUpstreamTrace(trace, () => upstream.callTool(toolName, call.request.args, options)));
   }
 }
 
@@ -376,4 +377,20 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
       },
     );
   });
+}
+
+/**
+ * A modern upstream's -32021 (the call needs a client capability the request did not declare;
+ * we passed on the caller's own) reaches a modern caller as that error (`call.requestError`), as
+ * the spec's versioning page says; the call is still settled and recorded `upstream_error`.
+ */
+async function withCapabilityError(call: BrokerCall, pending: Promise<CallToolResult>): Promise<CallToolResult> {
+  try {
+    return await pending;
+  } catch (err) {
+    if (call.session.era === 'modern' && ProtocolError.isInstance(err) && err.code === ProtocolErrorCode.MissingRequiredClientCapability) {
+      call.requestError = { code: err.code, message: err.message, ...(err.data !== undefined && { data: err.data }) };
+    }
+    throw err;
+  }
 }

@@ -43,12 +43,13 @@ import { z } from 'zod';
 import { listAsPinned } from '../broker/pins.js';
 import { unprefixErrors } from './error-prefix.js';
 import { visibleTools } from '../broker/visible-tools.js';
+import { openRelay, relayInputRequired, type RelayBinding } from '../broker/relay-input.js';
 import type { PrimitiveRequest } from '../broker/primitive-judge.js';
 import type { CallerSession } from '../broker/types.js';
 import type { TaskRow } from '../store/store.js';
 import { VERSION, type Gateway } from '../gateway.js';
 import { messageOf } from '../shared/errors.js';
-import { newSessionId } from '../shared/ids.js';
+import { newCallId, newSessionId } from '../shared/ids.js';
 import { modernUnit, UNIT_META_KEY } from './unit.js';
 import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
@@ -475,7 +476,7 @@ export class DownstreamSession {
       caller,
       target,
     );
-    const finish = (result: unknown) => {
+    const finish = (done: Awaited<typeof answer>) => {
       if (missing !== undefined) {
         // Spec (server/tools, basic/versioning): a request that needs an undeclared client capability is -32021.
         throw new MissingRequiredClientCapabilityError(
@@ -483,10 +484,12 @@ export class DownstreamSession {
           `the tool needs the client capability "${missing}", which this request did not declare`,
         );
       }
-      return this.era === 'modern' ? ownedByUs(result) : result;
+      // A requestState that fails verification is rejected as the spec says (-32602); the call is recorded all the same.
+      if (done.requestError) throw new ProtocolError(done.requestError.code, done.requestError.message, done.requestError.data);
+      return this.era === 'modern' ? ownedByUs(done.result) : done.result;
     };
-    if (!held) return finish((await answer).result);
-    const settled = answer.then((a) => finish(a.result));
+    if (!held) return finish(await answer);
+    const settled = answer.then(finish);
     held.call.attach(settled);
     held.follow(extra.signal);
     const event = await held.call.next();
@@ -647,7 +650,7 @@ export class DownstreamSession {
       const prompt = gw.registry.roster.prompts.get(req.params.name);
       if (!prompt) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${req.params.name}`);
       const judged = { kind: 'prompt', server: prompt.server, type: 'prompt', name: prompt.name, ownName: prompt.promptName, args: req.params.arguments ?? {} } as const;
-      return this.guarded(judged, ctx, req.params._meta, () => this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, ctx));
+      return this.guarded(judged, ctx, req.params._meta, ({ approved }) => this.forward(prompt.server, 'prompts/get', { ...req.params, name: prompt.promptName }, ctx, approved));
     });
 
     server.setRequestHandler('resources/list', async () => {
@@ -666,7 +669,7 @@ export class DownstreamSession {
       // -32602 on every revision: the v2 SDK re-codes a thrown -32002 (2025-11-25's code) as -32602 anyway.
       if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Resource not found: ${req.params.uri}`);
       const judged = { kind: 'resource', server: upstream.name, type: 'resource', name: req.params.uri, ownName: req.params.uri, args: {} } as const;
-      return this.guarded(judged, ctx, req.params._meta, () => this.forward(upstream.name, 'resources/read', req.params, ctx));
+      return this.guarded(judged, ctx, req.params._meta, ({ approved }) => this.forward(upstream.name, 'resources/read', req.params, ctx, approved));
     });
 
     server.setRequestHandler('resources/subscribe', async (req, ctx) => {
@@ -749,7 +752,7 @@ export class DownstreamSession {
     request: Omit<PrimitiveRequest, 'signal'>,
     ctx: ServerContext,
     meta: Record<string, unknown> | undefined,
-    forward: () => Promise<T>,
+    forward: (context: { approved: boolean }) => Promise<T>,
   ): Promise<T> {
     const extra = extraOf(ctx);
     return this.gateway.primitives.serve({ ...request, signal: extra.signal }, this.callerOf(ctx, meta, extra), forward);
@@ -758,16 +761,30 @@ export class DownstreamSession {
   /**
    * Forwards a request to an upstream; its reply and failure come back scrubbed (`Registry.request`).
    * A modern upstream is told this client's capabilities and log level, and its questions
-   * (`input_required`) are put to this session on the request's stream (legacy callers).
+   * (`input_required`) are put to this session on the request's stream (legacy callers), or
+   * relayed to a modern caller as the broker's own `input_required` (broker/relay-input.ts: the
+   * retry's `requestState` opened first, a refused one is -32602 and nothing is sent).
    * Modern: the broker's unit key stays here, and the upstream's cache fields and identity do not come back.
    */
-  private async forward(server: string, method: string, params: Record<string, unknown>, ctx: ServerContext): Promise<never> {
+  private async forward(server: string, method: string, params: Record<string, unknown>, ctx: ServerContext, approved = false): Promise<never> {
     const extra = extraOf(ctx);
     const gw = this.gateway;
     const modern = this.era === 'modern';
     const meta = params._meta as Record<string, unknown> | undefined;
     const sent = modern && meta ? { ...params, _meta: withoutUnitKey(meta) } : params;
     const caller = modern ? this.callerOf(ctx, meta, extra) : undefined;
+    const binding: RelayBinding | undefined =
+      modern && caller && (method === 'prompts/get' || method === 'resources/read')
+        ? {
+            principal: caller.principal,
+            server,
+            method,
+            target: String(method === 'prompts/get' ? params.name : params.uri),
+            args: method === 'prompts/get' ? (params.arguments ?? {}) : {},
+          }
+        : undefined;
+    const opening = binding && caller ? await openRelay(gw.sealedStates, caller, binding) : undefined;
+    if (opening?.kind === 'refused') throw new ProtocolError(ProtocolErrorCode.InvalidParams, opening.reason);
     const result = await gw.registry.request(server, method, sent, {
       signal: extra.signal,
       timeoutMs: gw.config.broker.timeoutMs,
@@ -775,7 +792,12 @@ export class DownstreamSession {
         ? { clientCapabilities: caller?.clientCapabilities, logLevel: caller?.logLevel }
         : { clientCapabilities: this.server.getClientCapabilities(), logLevel: this.level },
       onServerRequest: this.serverRequestRoute((request, signal) => extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.timeoutMs })),
+      ...(opening && { inputRelay: opening.input }),
     });
+    if (binding && result.resultType === 'input_required') {
+      const relayed = await relayInputRequired(gw.sealedStates, result, binding, { callId: newCallId(), ttlMs: gw.config.policy.askTimeoutMs, approved });
+      return ownedByUs(relayed) as never;
+    }
     return (modern ? ownedByUs(result) : result) as never;
   }
 }

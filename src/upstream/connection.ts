@@ -248,7 +248,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       } else if (modern) {
         const declarations = this.headerDeclarations.get(toolName);
         const headers = declarations?.length ? mcpParamHeaders(declarations, args) : undefined;
-        const scrubbed: CallOptions = { ...options, onServerRequest: this.scrubbedRoute(options.onServerRequest) };
+        const scrubbed = { ...options, onServerRequest: this.scrubbedRoute(options.onServerRequest), scrubRequest: (p: Record<string, unknown> | undefined) => this.scrub.serverRequest(p) };
         result = (await callModern(client, this.name, 'tools/call', params, scrubbed, options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, headers)) as CallToolResult;
       } else if (this.direct) {
         const owner = options.onServerRequest?.sessionId;
@@ -313,7 +313,20 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
           // The caller's own capabilities and log level, and its answers to the upstream's questions (modern-call.ts).
           const withCaller = { ...params, _meta: { ...(params?._meta as Record<string, unknown> | undefined), ...callerMeta(options.caller) } };
           answer = INPUT_REQUIRED_METHODS.has(method)
-            ? await callModern(client, this.name, method, withCaller, { signal: options.signal, onServerRequest: this.scrubbedRoute(options.onServerRequest) }, options.timeoutMs, undefined)
+            ? await callModern(
+                client,
+                this.name,
+                method,
+                withCaller,
+                {
+                  signal: options.signal,
+                  onServerRequest: this.scrubbedRoute(options.onServerRequest),
+                  inputRelay: options.inputRelay,
+                  scrubRequest: (p) => this.scrub.serverRequest(p),
+                },
+                options.timeoutMs,
+                undefined,
+              )
             : await client.request({ method, params: withCaller } as never, AnyObject, { signal: options.signal, timeout: options.timeoutMs });
         } else {
           answer = await client.request({ method, params } as never, AnyObject, { signal: options.signal, timeout: options.timeoutMs });

@@ -9,6 +9,5 @@ export { advertisedName, NAME_PATTERN, MAX_NAME_LENGTH, NAME_DELIMITER } from '.
 export { childEnv, DEFAULT_INHERITED_ENV } from './spawn-env.js';
 export { EraMemory, upstreamDefinitionHash, type EraVerdictStore, type ProtocolEraName } from './era-memory.js';
 export { offeredCapabilities, MAX_INPUT_ROUNDS } from './modern-call.js';
-export { UpstreamStateSeal, DEFAULT_STATE_TTL_SECONDS, type UpstreamState, type UpstreamStateSealOptions } from './upstream-state.js';
 export { scanMcpHeaders, mcpParamHeaders, type McpHeaderDeclaration, type McpHeaderScan } from './mcp-param-headers.js';
 export type * from './types.js';

@@ -17,22 +17,28 @@
  *   at most {@link MAX_INPUT_ROUNDS} rounds. A caller that cannot answer (no route, or it lacks the
  *   capability) fails the call with `BrokerError` `input_unanswerable`.
  *
- * Relaying `input_required` itself to a modern caller (its keys namespaced, the upstream's
- * `requestState` sealed inside ours) is the modern downstream's part and not done here.
+ * - For a modern caller (`inputRelay` set) nothing is bridged: the first round carries the
+ *   caller's answers and the upstream's own `requestState` (as the broker unsealed them), and an
+ *   `input_required` answer is returned as it came, its input requests' params scrubbed. Naming
+ *   its keys and sealing its state inside the broker's own is broker/relay-input.ts.
  */
 import { CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY } from '@modelcontextprotocol/client';
 import type { Client, ClientCapabilities, LoggingLevel } from '@modelcontextprotocol/client';
 import { z } from 'zod';
 import { BrokerError, messageOf } from '../shared/errors.js';
-import type { CallOptions, ServerRequestHandler } from './types.js';
+import type { CallOptions, InputRelay, ServerRequestHandler } from './types.js';
 
 /** Methods a modern upstream may answer with `input_required` (the spec's list). */
 export const INPUT_REQUIRED_METHODS: ReadonlySet<string> = new Set(['tools/call', 'prompts/get', 'resources/read']);
 
-/** What bridging needs of a request: its signal, and the route to the calling session. */
+/** What bridging needs of a request: its signal, and the route to the calling session (or the relay of a modern caller). */
 export interface ModernRequestOptions {
   signal?: AbortSignal;
   onServerRequest?: ServerRequestHandler;
+  /** Set for a modern caller: the first round carries these, and an `input_required` answer is returned (params scrubbed by `scrubRequest`). */
+  inputRelay?: InputRelay;
+  /** Scrubs the params of each input request returned to a modern caller (the upstream's own requests to a legacy caller are scrubbed the same way). */
+  scrubRequest?: (params: Record<string, unknown> | undefined) => Record<string, unknown> | undefined;
 }
 
 /** Rounds of `input_required` answered for one call before it fails (`input_rounds_exceeded`). */
@@ -74,7 +80,8 @@ export async function callModern(
   timeoutMs: number,
   headers: Record<string, string> | undefined,
 ): Promise<Record<string, unknown>> {
-  let round = params;
+  const relay = options.inputRelay;
+  let round = relay ? withRetryFields(params, relay.inputResponses, relay.requestState) : params;
   for (let rounds = 0; ; rounds++) {
     const result = await client.request({ method, params: round } as never, AnyObject, {
       signal: options.signal,
@@ -83,13 +90,30 @@ export async function callModern(
       ...(headers && Object.keys(headers).length ? { headers } : {}),
     });
     if (result.resultType !== 'input_required') return result;
+    if (relay) return scrubbedInputRequests(result, options.scrubRequest);
     if (rounds >= MAX_INPUT_ROUNDS) {
       throw new BrokerError('input_rounds_exceeded', `upstream "${upstream}" still asked for input after ${MAX_INPUT_ROUNDS} rounds of answers`);
     }
     const inputResponses = await answerInputRequests(upstream, result.inputRequests, options);
-    const { inputResponses: _previous, requestState: _state, ...base } = params;
-    round = { ...base, inputResponses, ...(typeof result.requestState === 'string' ? { requestState: result.requestState } : {}) };
+    round = withRetryFields(params, inputResponses, typeof result.requestState === 'string' ? result.requestState : undefined);
   }
+}
+
+/** `params` with its retry fields replaced by these (absent ones left out). */
+function withRetryFields(params: Record<string, unknown>, inputResponses: Record<string, unknown> | undefined, requestState: string | undefined): Record<string, unknown> {
+  const { inputResponses: _previous, requestState: _state, ...base } = params;
+  return { ...base, ...(inputResponses !== undefined && { inputResponses }), ...(requestState !== undefined && { requestState }) };
+}
+
+/** An `input_required` result with each input request's params scrubbed; the same object when nothing changed. */
+function scrubbedInputRequests(result: Record<string, unknown>, scrub: ModernRequestOptions['scrubRequest']): Record<string, unknown> {
+  const requests = result.inputRequests;
+  if (!scrub || !requests || typeof requests !== 'object') return result;
+  const out: Record<string, unknown> = {};
+  for (const [key, request] of Object.entries(requests as Record<string, { params?: Record<string, unknown> } | undefined>)) {
+    out[key] = request && typeof request === 'object' ? { ...request, params: scrub(request.params) } : request;
+  }
+  return { ...result, inputRequests: out };
 }
 
 /** Asks the calling session each input request (in parallel) and collects the answers by key. */

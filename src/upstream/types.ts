@@ -71,6 +71,21 @@ export interface CallOptions {
    * allowlisted ones); the router puts them in the call record's `stripped`. Called at most once.
    */
   onArgumentsStripped?: (names: string[]) => void;
+  /** A modern caller's retry fields for a modern upstream ({@link InputRelay}); absent: a legacy caller's input requests are bridged. */
+  inputRelay?: InputRelay;
+}
+
+/**
+ * Set when the caller is modern (2026-07-28): a modern upstream's `input_required` answer is
+ * returned as the result (its input requests' params scrubbed) instead of being put to the
+ * caller as live requests, and the first round carries these fields (the broker has un-namespaced
+ * and unsealed them: broker/relay-input.ts). Legacy upstreams ignore it.
+ */
+export interface InputRelay {
+  /** The caller's answers to the upstream's input requests, under the upstream's own keys. */
+  readonly inputResponses?: Record<string, unknown>;
+  /** The upstream's own `requestState`, byte for byte as it sent it. */
+  readonly requestState?: string;
 }
 
 /** Options of {@link Upstream.request}. */
@@ -82,6 +97,8 @@ export interface RequestOptions {
   caller?: CallOptions['caller'];
   /** Answers a modern upstream's `input_required` to `prompts/get` or `resources/read` (as {@link CallOptions.onServerRequest}). */
   onServerRequest?: ServerRequestHandler;
+  /** As {@link CallOptions.inputRelay}, for `prompts/get` and `resources/read`. */
+  inputRelay?: InputRelay;
 }
 
 export interface UpstreamEvents {

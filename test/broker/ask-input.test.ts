@@ -291,10 +291,12 @@ describe('an ask answered to a modern caller as an input request', () => {
     }
   });
 
-  it('an allowed tool ignores a state it never asked for', async () => {
+  it('an allowed tool refuses a state the broker did not seal (it may carry an upstream\'s): -32602, recorded, not run', async () => {
     const r = await rig({ policy: { rules: [] } });
     const answer = await r.call('fx__echo', { text: 'free' }, modern({ requestState: 'garbage', inputResponses: {} }));
-    expect(answer.outcome).toBe('ok');
-    expect(r.runs()).toHaveLength(1);
+    expect(answer.outcome).toBe('invalid_arguments');
+    expect(answer.requestError?.code).toBe(-32602);
+    expect(answer.attempts).toBe(0);
+    expect(r.runs()).toHaveLength(0);
   });
 });

@@ -1,0 +1,166 @@
+/**
+ * A modern (2026-07-28) upstream's `input_required` relayed to a modern caller (the spec's
+ * `basic/patterns/mrtr.mdx`): the upstream's input requests reach the caller in the broker's own
+ * `input_required` answer, and the upstream's `requestState` travels inside the broker's sealed
+ * state ({@link SealedStates}, kind `relay`), bound to the principal, the upstream's server key,
+ * the method, the upstream's own tool or prompt name (or resource URI), a digest of the arguments
+ * and an expiry (`policy.askTimeoutMs` from the round that asked). The caller's retry opens it:
+ * its answers go, under the upstream's own keys, with the upstream's own state, to that upstream
+ * and nothing else. A state that does not open (altered, forged, expired) or was made for another
+ * principal, upstream, tool or arguments is refused and nothing is sent upstream.
+ *
+ * Keys: an upstream's key is passed unchanged, except one in the broker's own namespace
+ * (`mcp-broker/…`, where the approval question lives: `mcp-broker/approval`), which becomes
+ * `mcp-broker/upstream/<server>/<key>` ({@link relayedKey}). Each relayed round carries the
+ * requests of exactly one upstream (the one the call went to, named in the sealed state), so keys
+ * of two upstreams never meet in one answer, and the approval question is never asked in the same
+ * round as an upstream's. The upstream's own keys are kept because callers (the conformance suite
+ * among them) answer by the key the server documents. On the retry, the broker's own keys are
+ * dropped and this upstream's namespaced ones restored ({@link upstreamResponses}); answers on a
+ * call without a state go to the called tool's upstream the same way (MRTR lets a client answer
+ * unasked, and the call names its upstream).
+ *
+ * Approval: a round the judge approved (a policy `ask`) seals a one-time approval into its relay
+ * state, so the retry is not asked again; the judge spends it (`ApprovalStates.redeemRelay`), and
+ * a replayed state is asked anew rather than run twice.
+ *
+ * What is recorded: each round is a call of its own through the whole broker path (judged,
+ * charged, recorded). A round the upstream answered `input_required` is outcome `ok` (the
+ * upstream answered and reported no failure; DESIGN.md's closed outcome set has no other fitting
+ * entry) with `resultType: "input_required"` in its record. A refused state is outcome
+ * `invalid_arguments` (status 400; nothing sent) and the caller gets JSON-RPC -32602, as the spec
+ * says a server rejects state that fails verification.
+ */
+import { randomUUID } from 'node:crypto';
+import type { InputRequiredResult } from '@modelcontextprotocol/server';
+import type { InputRelay } from '../upstream/types.js';
+import type { Stage } from './runner.js';
+import { argumentsDigest, type SealedStates } from './sealed-state.js';
+import { refuse, type CallerSession } from './types.js';
+
+/** The broker's own namespace of input request keys (and `_meta` keys). */
+export const BROKER_KEY_NAMESPACE = 'mcp-broker/';
+/** Where an upstream's key that falls in the broker's namespace is moved: `mcp-broker/upstream/<server>/<key>`. */
+export const UPSTREAM_KEY_PREFIX = 'mcp-broker/upstream/';
+
+/** The key an upstream's input request `key` is relayed under. */
+export function relayedKey(server: string, key: string): string {
+  return key.startsWith(BROKER_KEY_NAMESPACE) ? `${UPSTREAM_KEY_PREFIX}${server}/${key}` : key;
+}
+
+/** The caller's answers as `server` is to get them: its namespaced keys restored, every other key of the broker's namespace dropped. */
+export function upstreamResponses(server: string, responses: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (!responses || typeof responses !== 'object') return undefined;
+  const own = `${UPSTREAM_KEY_PREFIX}${server}/`;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(responses)) {
+    if (key.startsWith(own)) out[key.slice(own.length)] = value;
+    else if (!key.startsWith(BROKER_KEY_NAMESPACE)) out[key] = value;
+  }
+  return out;
+}
+
+/** What a relayed request is bound to. */
+export interface RelayBinding {
+  readonly principal: string;
+  /** Server key of the upstream. */
+  readonly server: string;
+  /** `tools/call`, `prompts/get` or `resources/read`. */
+  readonly method: string;
+  /** The upstream's own tool or prompt name, or the resource URI. */
+  readonly target: string;
+  readonly args: unknown;
+}
+
+/**
+ * How a modern caller's retry fields are to reach the upstream: `relay` with what to send (the
+ * caller may have sent nothing: then `input` is empty), or `refused` with a one-line reason.
+ */
+export type RelayOpening = { readonly kind: 'relay'; readonly input: InputRelay } | { readonly kind: 'refused'; readonly reason: string };
+
+/**
+ * Opens a modern caller's `requestState` and answers for `binding`'s upstream. A state of
+ * another kind (an approval, the judge's) carries no upstream state: only the answers go on.
+ */
+export async function openRelay(states: SealedStates, session: CallerSession, binding: RelayBinding): Promise<RelayOpening> {
+  const inputResponses = upstreamResponses(binding.server, session.inputResponses);
+  const answers = inputResponses && Object.keys(inputResponses).length ? { inputResponses } : {};
+  if (session.requestState === undefined) return { kind: 'relay', input: answers };
+  const opened = await states.open(session.requestState);
+  if (!opened.ok) {
+    const why = opened.why === 'expired' ? 'expired' : 'does not verify (altered, or not sealed by this broker)';
+    return { kind: 'refused', reason: `the requestState ${why}; nothing was sent, call again without it to be asked anew` };
+  }
+  if (opened.kind !== 'relay') return { kind: 'relay', input: answers };
+  const claim = opened.claim;
+  const same =
+    claim.principal === binding.principal &&
+    claim.server === binding.server &&
+    claim.method === binding.method &&
+    claim.target === binding.target &&
+    claim.argsDigest === argumentsDigest(binding.args);
+  if (!same) return { kind: 'refused', reason: 'the requestState was made for another call (principal, upstream, tool or arguments); nothing was sent' };
+  return { kind: 'relay', input: { ...answers, ...(claim.state !== undefined && { requestState: claim.state }) } };
+}
+
+/**
+ * The broker's own `input_required` answer for an upstream's `result`: its keys as
+ * {@link relayedKey} names them, its `requestState` sealed inside ours (valid `ttlMs`), its
+ * other fields (`_meta` included) kept.
+ */
+export async function relayInputRequired(
+  states: SealedStates,
+  result: Record<string, unknown>,
+  binding: RelayBinding,
+  options: { readonly callId: string; readonly ttlMs: number; readonly approved?: boolean },
+): Promise<InputRequiredResult> {
+  const requests = result.inputRequests && typeof result.inputRequests === 'object' ? (result.inputRequests as Record<string, unknown>) : {};
+  const inputRequests = Object.fromEntries(Object.entries(requests).map(([key, request]) => [relayedKey(binding.server, key), request]));
+  const requestState = await states.seal('relay', {
+    principal: binding.principal,
+    server: binding.server,
+    method: binding.method,
+    target: binding.target,
+    argsDigest: argumentsDigest(binding.args),
+    ...(typeof result.requestState === 'string' && { state: result.requestState }),
+    expiresAt: states.now() + options.ttlMs,
+    callId: options.callId,
+    ...(options.approved && { approvalNonce: randomUUID() }),
+  });
+  return { ...result, resultType: 'input_required', inputRequests, requestState } as InputRequiredResult;
+}
+
+export interface RelayDeps {
+  states: SealedStates;
+  /** How long a relayed state stays valid, in ms (`policy.askTimeoutMs`). */
+  ttlMs: number;
+}
+
+/**
+ * The relay stage, right after the judge: for a modern caller's call to an upstream tool, opens
+ * its retry fields on the way in (`call.inputRelay`; a refused state settles the call
+ * `invalid_arguments` with `call.requestError` -32602, before budget and breaker), and on the way
+ * out turns an upstream's `input_required` result into the broker's own (`call.inputRequired`).
+ */
+export function relayStage(deps: RelayDeps): Stage {
+  return {
+    name: 'relay',
+    async run(call, next) {
+      const target = call.target;
+      if (call.session.era !== 'modern' || !target || target.source !== 'upstream') return next();
+      const binding = { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };
+      const opening = await openRelay(deps.states, call.session, binding);
+      if (opening.kind === 'refused') {
+        refuse(call, 'invalid_arguments', opening.reason);
+        call.requestError = { code: -32602, message: opening.reason };
+        return;
+      }
+      call.inputRelay = opening.input;
+      await next();
+      const result = call.result as Record<string, unknown> | undefined;
+      if (call.outcome !== 'ok' || result?.resultType !== 'input_required') return;
+      call.inputRequired = await relayInputRequired(deps.states, result, binding, { callId: call.callId, ttlMs: deps.ttlMs, approved: call.approved === true });
+      call.result = undefined;
+    },
+  };
+}

@@ -1,0 +1,220 @@
+/**
+ * A modern upstream's `input_required` relayed to a modern caller (broker/relay-input.ts), over
+ * the wire: the built CLI on stdio in front of test/fixtures/modern-upstream.mjs (its `ask` tool
+ * answers `input_required` with the key `answer` and its own requestState `asked:<question>`,
+ * and on the retry echoes both), and an SDK v2 client in the 2026-07-28 era driving the retries
+ * itself. Also through a chain of two brokers (B's upstream is broker A on stdio). What reached the
+ * upstream is read from the fixture's own log and answers, never from the broker's word.
+ */
+import { join } from 'node:path';
+import { rmSync } from 'node:fs';
+import { Client, isInputRequiredResult, ProtocolError, type CallToolResult, type InputRequiredResult } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { afterEach, describe, expect, it } from 'vitest';
+import { CLI, fixture, nodeServer, readNdjson, writeConfig } from './helpers.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const MODERN = fixture('modern-upstream.mjs');
+
+/** A modern client on a broker whose only upstream is `servers`; `autoFulfill` off: the test answers each round. */
+async function start(servers: Record<string, unknown>, options: { autoFulfill?: boolean; extra?: Record<string, unknown> } = {}) {
+  const { dir, configPath, recordsPath } = writeConfig(servers, options.extra);
+  const client = new Client(
+    { name: 'relay-modern', version: '1.0.0' },
+    { versionNegotiation: { mode: 'auto' }, capabilities: { elicitation: { form: {} } }, ...(options.autoFulfill ? {} : { inputRequired: { autoFulfill: false } }) },
+  );
+  client.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { answer: 'green' } }));
+  await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, '--config', configPath], cwd: dir, stderr: 'ignore' }), { timeout: 30_000 });
+  cleanups.push(async () => {
+    await client.close().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const call = (name: string, args: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+    client.request({ method: 'tools/call', params: { name, arguments: args, ...extra } }, { allowInputRequired: true }) as Promise<CallToolResult | InputRequiredResult>;
+  return { dir, client, call, records: () => readNdjson(recordsPath) };
+}
+
+function modernUpstream(dir?: string) {
+  return nodeServer(MODERN, { env: { FIXTURE_LOG: dir ? join(dir, 'fixture.ndjson') : '${configDir}/fixture.ndjson' } });
+}
+
+const upstreamCalls = (dir: string, tool: string) => readNdjson<{ event: string; tool?: string }>(join(dir, 'fixture.ndjson')).filter((e) => e.event === 'call' && e.tool === tool);
+
+describe('a modern upstream asks a modern caller (input_required relayed)', () => {
+  it("relays the upstream's input request with its key, seals its state, and the retry reaches the same upstream tool with its own state", async () => {
+    const b = await start({ up: modernUpstream() });
+    expect(b.client.getProtocolEra()).toBe('modern');
+    const first = await b.call('up__ask', { question: 'colour?' });
+    expect(isInputRequiredResult(first)).toBe(true);
+    const { inputRequests, requestState } = first as InputRequiredResult;
+    expect(Object.keys(inputRequests!)).toEqual(['answer']);
+    expect(inputRequests!.answer).toMatchObject({ method: 'elicitation/create', params: { message: 'colour?' } });
+    // Ours, sealed: the upstream's own state is not readable in it.
+    expect(requestState!.startsWith('mb2.')).toBe(true);
+    expect(Buffer.from(requestState!.slice(4), 'base64url').toString('latin1')).not.toContain('asked:');
+    const done = (await b.call('up__ask', { question: 'colour?' }, { inputResponses: { answer: { action: 'accept', content: { answer: 'blue' } } }, requestState })) as CallToolResult;
+    expect(done.content).toEqual([{ type: 'text', text: 'answer=blue state=asked:colour?' }]);
+    expect(upstreamCalls(b.dir, 'ask')).toHaveLength(2);
+    const records = b.records();
+    expect(records.map((r) => r.outcome)).toEqual(['ok', 'ok']);
+    expect(records.map((r) => (r as { resultType?: string }).resultType)).toEqual(['input_required', undefined]);
+  });
+
+  it('the SDK client answers the relayed request with its own handler and retries by itself', async () => {
+    const b = await start({ up: modernUpstream() }, { autoFulfill: true });
+    const result = await b.client.callTool({ name: 'up__ask', arguments: { question: 'colour?' } });
+    expect(result.content).toEqual([{ type: 'text', text: 'answer=green state=asked:colour?' }]);
+  });
+
+  it('a tampered, foreign or re-pointed requestState is refused with -32602 and nothing is sent upstream', async () => {
+    const b = await start({ up: modernUpstream() });
+    const first = (await b.call('up__ask', { question: 'colour?' })) as InputRequiredResult;
+    const state = first.requestState!;
+    const inputResponses = { answer: { action: 'accept', content: { answer: 'blue' } } };
+    const before = upstreamCalls(b.dir, 'ask').length;
+    const flipped = state.slice(0, 20) + (state[20] === 'A' ? 'B' : 'A') + state.slice(21);
+    for (const bad of [`${state}-TAMPERED`, flipped, 'asked:colour?', 'mb2.']) {
+      const err = await b.call('up__ask', { question: 'colour?' }, { inputResponses, requestState: bad }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(ProtocolError);
+      expect((err as ProtocolError).code).toBe(-32602);
+    }
+    // Other arguments, or another tool of the same upstream: made for another call.
+    await expect(b.call('up__ask', { question: 'size?' }, { inputResponses, requestState: state })).rejects.toMatchObject({ code: -32602 });
+    await expect(b.call('up__whoami', {}, { inputResponses, requestState: state })).rejects.toMatchObject({ code: -32602 });
+    expect(upstreamCalls(b.dir, 'ask')).toHaveLength(before);
+    expect(upstreamCalls(b.dir, 'whoami')).toHaveLength(0);
+    const refused = b.records().filter((r) => r.outcome === 'invalid_arguments');
+    expect(refused).toHaveLength(6);
+    expect(refused.every((r) => r.attempts === 0)).toBe(true);
+    // The intact state still works.
+    const done = (await b.call('up__ask', { question: 'colour?' }, { inputResponses, requestState: state })) as CallToolResult;
+    expect(done.content).toEqual([{ type: 'text', text: 'answer=blue state=asked:colour?' }]);
+  });
+
+  it("an asked tool: approved once through the broker's question, then the upstream's question relayed; the approval runs one call", async () => {
+    const b = await start({ up: modernUpstream() }, { extra: { policy: { rules: [{ tools: ['up__ask'], action: 'ask' }] } } });
+    const args = { question: 'colour?' };
+    const approval = (await b.call('up__ask', args)) as InputRequiredResult;
+    expect(Object.keys(approval.inputRequests!)).toEqual(['mcp-broker/approval']);
+    expect(upstreamCalls(b.dir, 'ask')).toHaveLength(0);
+    const relayed = (await b.call('up__ask', args, { inputResponses: { 'mcp-broker/approval': { action: 'accept', content: {} } }, requestState: approval.requestState })) as InputRequiredResult;
+    expect(Object.keys(relayed.inputRequests!)).toEqual(['answer']);
+    const retry = { inputResponses: { answer: { action: 'accept', content: { answer: 'blue' } } }, requestState: relayed.requestState };
+    const done = (await b.call('up__ask', args, retry)) as CallToolResult;
+    expect(done.content).toEqual([{ type: 'text', text: 'answer=blue state=asked:colour?' }]);
+    expect(upstreamCalls(b.dir, 'ask')).toHaveLength(2);
+    // The same retry again: its approval is spent, so it does not run a second time.
+    const replay = (await b.call('up__ask', args, retry)) as CallToolResult;
+    expect(replay._meta?.['mcp-broker/outcome']).toBe('approval_required');
+    expect(upstreamCalls(b.dir, 'ask')).toHaveLength(2);
+    expect(b.records().map((r) => r.outcome)).toEqual(['approval_required', 'ok', 'ok', 'approval_required']);
+  });
+
+  it('prompts/get: the relayed round and the retry reach the same upstream prompt; a tampered state is -32602 and not sent', async () => {
+    const b = await start({ up: modernUpstream() });
+    const get = (extra: Record<string, unknown> = {}) =>
+      b.client.request({ method: 'prompts/get', params: { name: 'up__confirm', arguments: { topic: 'deploy' }, ...extra } }, { allowInputRequired: true }) as Promise<
+        Record<string, unknown>
+      >;
+    const first = (await get()) as unknown as InputRequiredResult;
+    expect(isInputRequiredResult(first)).toBe(true);
+    expect(Object.keys(first.inputRequests!)).toEqual(['answer']);
+    expect(first.requestState!.startsWith('mb2.')).toBe(true);
+    const inputResponses = { answer: { action: 'accept', content: { answer: 'yes' } } };
+    const prompts = () => readNdjson<{ event: string }>(join(b.dir, 'fixture.ndjson')).filter((e) => e.event === 'prompt');
+    await expect(get({ inputResponses, requestState: `${first.requestState}-TAMPERED` })).rejects.toMatchObject({ code: -32602 });
+    await expect(get({ arguments: { topic: 'other' }, inputResponses, requestState: first.requestState })).rejects.toMatchObject({ code: -32602 });
+    expect(prompts()).toHaveLength(1);
+    const done = await get({ inputResponses, requestState: first.requestState });
+    expect(done.messages).toEqual([{ role: 'user', content: { type: 'text', text: 'confirmed deploy: yes' } }]);
+    const records = b.records().filter((r) => (r as { kind?: string }).kind === 'prompt');
+    expect(records.map((r) => [r.outcome, (r as { resultType?: string }).resultType])).toEqual([
+      ['ok', 'input_required'],
+      ['invalid_arguments', undefined],
+      ['invalid_arguments', undefined],
+      ['ok', undefined],
+    ]);
+  });
+
+  it("an asked prompt: the broker's question first (input_required), then the upstream's relayed; the approval serves one request", async () => {
+    const b = await start({ up: modernUpstream() }, { extra: { policy: { rules: [{ prompts: ['up__confirm'], action: 'ask' }] } } });
+    const get = (extra: Record<string, unknown> = {}) =>
+      b.client.request({ method: 'prompts/get', params: { name: 'up__confirm', arguments: { topic: 'deploy' }, ...extra } }, { allowInputRequired: true }) as Promise<
+        Record<string, unknown>
+      >;
+    const prompts = () => readNdjson<{ event: string }>(join(b.dir, 'fixture.ndjson')).filter((e) => e.event === 'prompt');
+    const approval = (await get()) as unknown as InputRequiredResult;
+    expect(Object.keys(approval.inputRequests!)).toEqual(['mcp-broker/approval']);
+    expect(prompts()).toHaveLength(0);
+    const relayed = (await get({ inputResponses: { 'mcp-broker/approval': { action: 'accept', content: {} } }, requestState: approval.requestState })) as unknown as InputRequiredResult;
+    expect(Object.keys(relayed.inputRequests!)).toEqual(['answer']);
+    const retry = { inputResponses: { answer: { action: 'accept', content: { answer: 'yes' } } }, requestState: relayed.requestState };
+    expect((await get(retry)).messages).toEqual([{ role: 'user', content: { type: 'text', text: 'confirmed deploy: yes' } }]);
+    expect(prompts()).toHaveLength(2);
+    await expect(get(retry)).rejects.toMatchObject({ code: -32003 });
+    expect(prompts()).toHaveLength(2);
+    expect(b.records().map((r) => r.outcome)).toEqual(['approval_required', 'ok', 'ok', 'approval_required']);
+  });
+
+  it("through two brokers: B relays A's relay, each seals its own state, and the answer reaches the modern fixture", async () => {
+    const a = writeConfig({ up: modernUpstream() });
+    cleanups.push(async () => rmSync(a.dir, { recursive: true, force: true }));
+    const b = await start({ a: { command: process.execPath, args: [CLI, '--config', a.configPath], cwd: a.dir } });
+    const first = (await b.call('a__up__ask', { question: 'colour?' })) as InputRequiredResult;
+    expect(isInputRequiredResult(first)).toBe(true);
+    expect(Object.keys(first.inputRequests!)).toEqual(['answer']);
+    const inputResponses = { answer: { action: 'accept', content: { answer: 'blue' } } };
+    await expect(b.call('a__up__ask', { question: 'colour?' }, { inputResponses, requestState: `${first.requestState}-TAMPERED` })).rejects.toMatchObject({ code: -32602 });
+    expect(upstreamCalls(a.dir, 'ask')).toHaveLength(1);
+    const done = (await b.call('a__up__ask', { question: 'colour?' }, { inputResponses, requestState: first.requestState })) as CallToolResult;
+    expect(done.content).toEqual([{ type: 'text', text: 'answer=blue state=asked:colour?' }]);
+    expect(upstreamCalls(a.dir, 'ask')).toHaveLength(2);
+    expect(readNdjson(a.recordsPath).map((r) => r.outcome)).toEqual(['ok', 'ok']);
+    expect(b.records().map((r) => r.outcome)).toEqual(['ok', 'invalid_arguments', 'ok']);
+  });
+});
+
+describe('the conformance fixture (both eras) behind the broker', () => {
+  const CONFORMANCE = fixture('conformance-server.mjs');
+
+  it('multi-round: each round is relayed with a fresh sealed state carrying the evolved upstream state', async () => {
+    const b = await start({ conf: nodeServer(CONFORMANCE, { prefix: false }) });
+    const r1 = (await b.call('test_input_required_result_multi_round', {})) as InputRequiredResult;
+    expect(Object.keys(r1.inputRequests!)).toEqual(['step1']);
+    const r2 = (await b.call('test_input_required_result_multi_round', {}, { inputResponses: { step1: { action: 'accept', content: { name: 'Ada' } } }, requestState: r1.requestState })) as InputRequiredResult;
+    expect(isInputRequiredResult(r2)).toBe(true);
+    expect(Object.keys(r2.inputRequests!)).toEqual(['step2']);
+    expect(r2.requestState).not.toBe(r1.requestState);
+    const done = (await b.call('test_input_required_result_multi_round', {}, { inputResponses: { step2: { action: 'accept', content: { color: 'teal' } } }, requestState: r2.requestState })) as CallToolResult;
+    expect(done.content).toEqual([{ type: 'text', text: 'name=Ada color=teal' }]);
+    expect(b.records().map((r) => (r as { resultType?: string }).resultType)).toEqual(['input_required', 'input_required', undefined]);
+  });
+
+  it("a request that needs a capability it did not declare gets the upstream's -32021", async () => {
+    const b = await start({ conf: nodeServer(CONFORMANCE, { prefix: false }) });
+    // The client declared elicitation only; the tool asks for sampling.
+    await expect(b.call('test_missing_capability', {})).rejects.toMatchObject({ code: -32021 });
+    expect(b.records().map((r) => r.outcome)).toEqual(['upstream_error']);
+  });
+
+  it('a 2025-11-25 client still gets the modern upstream\'s questions as live requests', async () => {
+    const { dir, configPath } = writeConfig({ conf: nodeServer(CONFORMANCE, { prefix: false }) });
+    const client = new Client({ name: 'relay-legacy', version: '1.0.0' }, { capabilities: { sampling: {} } });
+    client.setRequestHandler('sampling/createMessage', async () => ({ role: 'assistant', content: { type: 'text', text: 'four' }, model: 'm' }));
+    await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, '--config', configPath], cwd: dir, stderr: 'ignore' }), { timeout: 30_000 });
+    cleanups.push(async () => {
+      await client.close().catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    });
+    expect(client.getProtocolEra()).toBe('legacy');
+    const result = await client.callTool({ name: 'test_sampling', arguments: { prompt: 'two plus two' } });
+    expect(result.content).toEqual([{ type: 'text', text: 'LLM response: four' }]);
+  });
+});
