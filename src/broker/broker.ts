@@ -17,7 +17,7 @@ import { withMeta } from '../shared/raw-json.js';
 import { ShuttingDown } from './deadline.js';
 import { compose, type Stage } from './runner.js';
 import { CALL_ID_META_KEY, carriesResult, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
-import type { BrokerCall, CallerSession, CallRecord, CallRequest, ToolTarget } from './types.js';
+import type { BrokerCall, CallerSession, CallRecord, CallRequest, ToolTarget, WireError } from './types.js';
 
 /** What the broker answered for one call. */
 export interface BrokerAnswer {
@@ -43,6 +43,12 @@ export interface BrokerAnswer {
    * reaches the caller carries its own).
    */
   readonly rollback?: unknown;
+  /**
+   * The upstream's JSON-RPC error to answer the caller with instead of `result` (-32042, URL
+   * elicitation required; `BrokerCall.wireError`), when the call settled `upstream_error` on it.
+   * The transport decides whether this caller may get it (it declared URL-mode elicitation).
+   */
+  readonly wireError?: WireError;
 }
 
 export class Broker {
@@ -142,6 +148,7 @@ export class Broker {
       target: call.target,
       attempts: call.attempts,
       ...(call.rollback !== undefined && !carriesResult(outcome) ? { rollback: call.rollback } : {}),
+      ...(call.wireError !== undefined && outcome === 'upstream_error' ? { wireError: call.wireError } : {}),
     };
     const told = this.onSettled?.(call, answer);
     if (told) await told;

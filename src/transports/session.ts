@@ -49,6 +49,7 @@ import { newSessionId } from '../shared/ids.js';
 import { modernUnit, UNIT_META_KEY } from './unit.js';
 import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
+import { supportsFormElicitation, supportsUrlElicitation, type SessionNotify } from '../upstream/url-elicitations.js';
 import { routeToolsCallDirectly, type DirectCallExtra } from './direct-tools-call.js';
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
@@ -318,7 +319,8 @@ export class DownstreamSession {
       era: 'legacy',
       clientCapabilities: capabilities,
       logLevel: this.level,
-      elicit: capabilities?.elicitation
+      // The approval question is form mode: a client that declared URL mode only cannot be asked.
+      elicit: supportsFormElicitation(capabilities)
         ? async (params, { timeoutMs, signal }) => {
             if (sendRequest) {
               const r = await sendRequest({ method: 'elicitation/create', params }, AnyResult, { timeout: timeoutMs, signal });
@@ -340,7 +342,11 @@ export class DownstreamSession {
    * Wraps the re-issue of an upstream→client request (sampling, elicitation, roots) on this
    * session's in-flight call: refused with -32601 when this client did not declare the matching
    * capability (the upstream may have been offered it for another client: `http.clientCapabilities`),
-   * and tagged with the session id so an upstream can tell calls of different sessions apart.
+   * an elicitation in a mode it did not declare (`mode: "url"` without `elicitation.url`, form
+   * without `form` when it declared `url`) refused with -32602 as the spec's client would, and
+   * tagged with the session id so an upstream can tell calls of different sessions apart, and
+   * (legacy) with `notify`, so the upstream's `notifications/elicitation/complete` for a URL
+   * elicitation relayed here reaches this session, outside the call (upstream/url-elicitations.ts).
    */
   private serverRequestRoute(
     send: ServerRequestHandler,
@@ -359,10 +365,22 @@ export class DownstreamSession {
       if (needed && !declared?.[needed]) {
         throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client did not declare the "${needed}" capability`);
       }
+      if (request.method === 'elicitation/create') {
+        const url = request.params?.mode === 'url';
+        if (url ? !supportsUrlElicitation(declared) : !supportsFormElicitation(declared)) {
+          throw new ProtocolError(ProtocolErrorCode.InvalidParams, `the calling client did not declare ${url ? 'URL' : 'form'}-mode elicitation`);
+        }
+      }
       return send(request, signal);
     };
-    return Object.assign(route, { sessionId: owner ?? undefined });
+    return Object.assign(route, { sessionId: owner ?? undefined, ...(this.era === 'legacy' && { notify: this.notifySession }) });
   }
+
+  /** Sends a notification to this session outside any request (an upstream's elicitation completion); never throws. */
+  private readonly notifySession: SessionNotify = (notification) => {
+    if (this.closed) return;
+    void this.server.notification(notification).catch(() => undefined);
+  };
 
   /** Sends a log notification if the session's level lets it through. */
   sendLog(level: LoggingLevel, data: unknown, logger?: string): void {
@@ -451,6 +469,12 @@ export class DownstreamSession {
         { requiredCapabilities: { [missing]: {} } },
         `the tool needs the client capability "${missing}", which this request did not declare`,
       );
+    }
+    if (answer.wireError && supportsUrlElicitation(caller.clientCapabilities)) {
+      // -32042 (URL elicitation required) reaches a client that can act on it as the upstream sent it;
+      // any other gets the refusal result (the spec: the error is only for URL-mode clients).
+      const { code, message, data } = answer.wireError;
+      throw new ProtocolError(code, message, data);
     }
     return this.era === 'modern' ? ownedByUs(answer.result) : answer.result;
     } finally {

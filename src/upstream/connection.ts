@@ -29,7 +29,7 @@
  *   are left out of the catalog with a warning.
  */
 import { EventEmitter } from 'node:events';
-import { Client, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
+import { Client, ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/core';
 import type { Transport, CallToolResult, ClientCapabilities, PriorDiscovery, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import { z } from 'zod';
@@ -47,6 +47,7 @@ import { callerMeta, callModern, INPUT_REQUIRED_METHODS } from './modern-call.js
 import { isSessionNotFound, sessionLostError, sessionLostInFlightError, untilAborted } from './session-lost.js';
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
 import { UpstreamScrub } from './upstream-scrub.js';
+import { elicitationIdsOf, UrlElicitations } from './url-elicitations.js';
 import type {
   CallOptions,
   CatalogKind,
@@ -134,6 +135,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private readonly loggedFailures = new Set<string>();
   private clientCapabilities: ClientCapabilities;
   private readonly scrub: UpstreamScrub;
+  /** URL elicitations relayed to a session, awaiting this upstream's `notifications/elicitation/complete`. */
+  private readonly urlElicitations: UrlElicitations;
   /**
    * The re-dial after the upstream said it no longer knows session `lost` (HTTP 404), one per
    * lost session; kept after it settled, for calls whose 404 for that session comes later.
@@ -155,6 +158,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.kind = 'command' in config ? 'stdio' : config.type === 'sse' ? 'sse' : 'http';
     this.secrets = credentialValues('command' in config ? config.env : config.headers);
     this.clientCapabilities = options.clientCapabilities ?? {};
+    this.urlElicitations = new UrlElicitations(() => options.clock.now());
     this.eraMemory = new EraMemory({
       name: options.name,
       config,
@@ -252,6 +256,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (this.sessionId() === session) this.sessionAnswered = true;
       return result;
     } catch (err) {
+      if (ProtocolError.isInstance(err) && err.code === ProtocolErrorCode.UrlElicitationRequired) throw this.urlElicitationRequired(err, options.onServerRequest);
       if (session !== undefined && isSessionNotFound(err)) throw await this.sessionLost(session, options.signal);
       // Closed under it by the renewal another request's 404 started (issue 17 §6).
       if (session !== undefined && (this.renewal?.lost === session || this.sessionId() !== session) && !options.signal?.aborted) throw sessionLostInFlightError(this.name);
@@ -261,6 +266,17 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       // Progress sent just before the response is dispatched a tick after it; keep the route briefly.
       if (token) setImmediate(() => this.progress.delete(token!));
     }
+  }
+
+  /**
+   * The upstream answered a call with -32042 (URL elicitation required): the error as the client
+   * is to see it (code kept, message and data scrubbed), its elicitations remembered for the
+   * calling session so their completions reach it.
+   */
+  private urlElicitationRequired(err: ProtocolError, route: ServerRequestHandler | undefined): ProtocolError {
+    const scrubbed = this.scrub.error(err, this.name);
+    if (route?.notify) for (const id of elicitationIdsOf(scrubbed.data)) this.urlElicitations.expect(id, route.notify);
+    return scrubbed;
   }
 
   /**
@@ -531,6 +547,10 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       await this.refresh('resourceTemplates');
     });
     client.setNotificationHandler('notifications/resources/updated', (n) => void this.emit('resourceUpdated', n.params.uri));
+    // Only to the session the elicitation was relayed to (url-elicitations.ts); an unknown id is dropped.
+    client.setNotificationHandler('notifications/elicitation/complete', (n) => {
+      if (!this.urlElicitations.complete(n.params.elicitationId)) this.options.logger.debug('upstream elicitation/complete for an id no session is waiting on: dropped');
+    });
     // What reaches the SDK is tied to no call: calls in flight now prove nothing about its origin.
     client.setNotificationHandler('notifications/message', (n) => void this.emit('log', n.params, undefined));
     const caps = this.clientCapabilities;
@@ -544,7 +564,19 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (sessions.size > 1) {
         throw new BrokerError('ambiguous_caller', `${method} from upstream "${this.name}" arrived while calls of ${sessions.size} downstream sessions were in flight; it cannot be routed to one of them safely`);
       }
-      return handler({ method, params: this.scrub.serverRequest(req.params as Record<string, unknown> | undefined) }, ctx.mcpReq.signal) as never;
+      const params = this.scrub.serverRequest(req.params as Record<string, unknown> | undefined);
+      const urlId = method === 'elicitation/create' && params?.mode === 'url' && typeof params.elicitationId === 'string' ? params.elicitationId : undefined;
+      if (urlId === undefined || !handler.notify) return handler({ method, params }, ctx.mcpReq.signal) as never;
+      // Remembered before it is sent: the upstream may complete it before the client's answer arrives.
+      this.urlElicitations.expect(urlId, handler.notify);
+      try {
+        const answer = await handler({ method, params }, ctx.mcpReq.signal);
+        if (answer.action !== 'accept') this.urlElicitations.forget(urlId);
+        return answer as never;
+      } catch (err) {
+        this.urlElicitations.forget(urlId);
+        throw err;
+      }
     };
     if (caps.elicitation) client.setRequestHandler('elicitation/create', route('elicitation/create'));
     if (caps.sampling) client.setRequestHandler('sampling/createMessage', route('sampling/createMessage'));

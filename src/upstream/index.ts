@@ -12,3 +12,13 @@ export { offeredCapabilities, MAX_INPUT_ROUNDS } from './modern-call.js';
 export { UpstreamStateSeal, DEFAULT_STATE_TTL_SECONDS, type UpstreamState, type UpstreamStateSealOptions } from './upstream-state.js';
 export { scanMcpHeaders, mcpParamHeaders, type McpHeaderDeclaration, type McpHeaderScan } from './mcp-param-headers.js';
 export type * from './types.js';
+export {
+  UrlElicitations,
+  supportsUrlElicitation,
+  supportsFormElicitation,
+  elicitationIdsOf,
+  MAX_PENDING_URL_ELICITATIONS,
+  URL_ELICITATION_TTL_MS,
+  type SessionNotify,
+  type ElicitationCompleteNotification,
+} from './url-elicitations.js';

@@ -4,6 +4,7 @@
  */
 import type { EventEmitter } from 'node:events';
 import type { CallToolResult, ClientCapabilities, LoggingLevel, LoggingMessageNotification, Prompt, Resource, ResourceTemplateType, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
+import type { SessionNotify } from './url-elicitations.js';
 
 /** `connecting` → `ready`; a crash or failed dial → `failed` (and `backoff` until the restart); `closed` after close(). */
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'failed' | 'closed' | 'disabled';
@@ -39,9 +40,12 @@ export interface ProgressUpdate {
  * `sessionId`, when set, names the downstream session the handler answers for: an upstream
  * shared by several sessions refuses to route a request while calls of more than one are in flight,
  * and log messages tied to the call (`UpstreamEvents.log`) go to that session.
+ * `notify`, when set, sends a notification to that session outside any call: an upstream's
+ * `notifications/elicitation/complete` for a URL elicitation relayed to it (url-elicitations.ts).
  */
 export type ServerRequestHandler = ((request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => Promise<Record<string, unknown>>) & {
   readonly sessionId?: string;
+  readonly notify?: SessionNotify;
 };
 
 export interface CallOptions {
