@@ -31,7 +31,7 @@
 import { EventEmitter } from 'node:events';
 import { Client, ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/core';
-import type { Transport, CallToolResult, ClientCapabilities, PriorDiscovery, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
+import type { Transport, CallToolResult, ClientCapabilities, McpSubscription, PriorDiscovery, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import { z } from 'zod';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
@@ -135,6 +135,12 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private readonly loggedFailures = new Set<string>();
   private clientCapabilities: ClientCapabilities;
   private readonly scrub: UpstreamScrub;
+  /** URIs downstream sessions subscribed to here; on a modern connection, the `resourceSubscriptions` of {@link resourceListen}. */
+  private readonly resourceUris = new Set<string>();
+  /** The open `subscriptions/listen` naming {@link resourceUris} (modern only), with the dial it belongs to. */
+  private resourceListen?: { generation: number; subscription: McpSubscription };
+  /** Reopenings of {@link resourceListen}, one after another. */
+  private resourceListenQueue: Promise<void> = Promise.resolve();
   /** URL elicitations relayed to a session, awaiting this upstream's `notifications/elicitation/complete`. */
   private readonly urlElicitations: UrlElicitations;
   /**
@@ -339,6 +345,63 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     }
   }
 
+  /**
+   * Asks for `notifications/resources/updated` of `uri`. Legacy: `resources/subscribe` (through
+   * {@link request}). Modern (2026-07-28 has no `resources/subscribe`): `uri` joins the
+   * `resourceSubscriptions` of this connection's one resource listen, reopened with the new set
+   * (the new listen acknowledged before the old one is closed, so no update falls between them);
+   * the set carries over to a re-dial. Rejects when the upstream refuses or does not acknowledge
+   * within `timeoutMs` (ms); the URI stays wanted and is asked for again at the next change or dial.
+   */
+  async subscribeResource(uri: string, timeoutMs: number): Promise<void> {
+    const known = this.resourceUris.has(uri);
+    this.resourceUris.add(uri);
+    if (this.era !== 'modern') {
+      await this.request('resources/subscribe', { uri }, { timeoutMs });
+      return;
+    }
+    if (!known || !this.resourceListen) await this.relistenResources(timeoutMs);
+  }
+
+  /** Undoes {@link subscribeResource}: `resources/unsubscribe` (legacy), or the listen reopened without `uri` (closed when none is left). */
+  async unsubscribeResource(uri: string, timeoutMs: number): Promise<void> {
+    if (!this.resourceUris.delete(uri)) return;
+    if (this.era !== 'modern') {
+      await this.request('resources/unsubscribe', { uri }, { timeoutMs });
+      return;
+    }
+    await this.relistenResources(timeoutMs);
+  }
+
+  /** Replaces the resource listen with one naming {@link resourceUris} now (none: closed); queued behind any reopening in progress. */
+  private relistenResources(timeoutMs: number): Promise<void> {
+    const run = this.resourceListenQueue.then(async () => {
+      const client = this.client;
+      const generation = this.generation;
+      if (!client || this.era !== 'modern') return;
+      const old = this.resourceListen;
+      const uris = [...this.resourceUris];
+      try {
+        if (uris.length) {
+          const subscription = await client.listen({ resourceSubscriptions: uris }, { timeout: timeoutMs });
+          this.resourceListen = { generation, subscription };
+          void subscription.closed.then((reason) => {
+            if (reason !== 'local' && this.resourceListen?.subscription === subscription && generation === this.generation) {
+              this.resourceListen = undefined;
+              this.options.logger.warn({ reason }, 'upstream resource subscriptions/listen stream ended; resource updates are not seen until the next subscribe or dial');
+            }
+          });
+        } else {
+          this.resourceListen = undefined;
+        }
+      } finally {
+        if (old && old.generation === generation && old !== this.resourceListen) await old.subscription.close().catch(() => undefined);
+      }
+    });
+    this.resourceListenQueue = run.catch(() => undefined);
+    return run;
+  }
+
   /** `route` with the params of what it is asked scrubbed, as the upstream's own requests to the client are. */
   private scrubbedRoute(route: ServerRequestHandler | undefined): ServerRequestHandler | undefined {
     if (!route) return undefined;
@@ -490,7 +553,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.loggedFailures.clear();
       for (const kind of Object.keys(catalog) as CatalogKind[]) this.emit('changed', kind);
       log.info({ era, tools: catalog.tools.length, prompts: catalog.prompts.length, resources: catalog.resources.length }, 'upstream ready');
-      if (era === 'modern') void this.listenForChanges(client, generation, timeoutMs);
+      if (era === 'modern') {
+        void this.listenForChanges(client, generation, timeoutMs);
+        // Subscriptions made before a re-dial carry over to the new connection.
+        if (this.resourceUris.size) void this.relistenResources(timeoutMs).catch((err) => log.warn({ err: messageOf(err) }, 'upstream resource subscriptions/listen failed after dial'));
+      }
       return undefined;
     } catch (err) {
       if (generation !== this.generation) return 'superseded';

@@ -139,4 +139,13 @@ export interface Upstream extends EventEmitter<UpstreamEvents> {
   callTool(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<CallToolResult>;
   /** Any other request (prompts/get, resources/read, completion/complete, resources/subscribe, …). */
   request(method: string, params: Record<string, unknown> | undefined, options: RequestOptions): Promise<Record<string, unknown>>;
+  /**
+   * Asks for `notifications/resources/updated` of `uri` (emitted as `resourceUpdated`): the era's
+   * way, `resources/subscribe` (2025-11-25) or a `subscriptions/listen` naming it (2026-07-28).
+   * Optional: without it the resource router sends `resources/subscribe` through {@link request}.
+   * @param timeoutMs deadline of the upstream's answer (or acknowledgement), in ms
+   */
+  subscribeResource?(uri: string, timeoutMs: number): Promise<void>;
+  /** Undoes {@link subscribeResource} for `uri`. */
+  unsubscribeResource?(uri: string, timeoutMs: number): Promise<void>;
 }
