@@ -488,6 +488,7 @@ export class DownstreamSession {
 
     server.setRequestHandler('tools/list', async () => {
       await gw.ready;
+      await gw.registry.freshen('tools');
       // Upstream tools as pinned for this principal: a changed one as approved, or withheld.
       const rosterTool = (name: string) => gw.registry.roster.tools.get(name);
       const pinned = await listAsPinned(gw.router.list(), this.principal, { store: gw.store, clock: gw.clock, rosterTool, logger: gw.logger });
@@ -533,6 +534,7 @@ export class DownstreamSession {
 
     server.setRequestHandler('prompts/list', async () => {
       await gw.ready;
+      await gw.registry.freshen('prompts');
       return { prompts: [...gw.registry.roster.prompts.values()].filter((p) => shown(p.server, 'prompt', p.name)).map((p) => p.definition) };
     });
 
@@ -546,11 +548,13 @@ export class DownstreamSession {
 
     server.setRequestHandler('resources/list', async () => {
       await gw.ready;
+      await gw.registry.freshen('resources');
       return { resources: [...gw.registry.roster.resources.values()].filter((r) => shown(r.server, 'resource', r.resource.uri)).map((r) => r.resource) };
     });
 
     server.setRequestHandler('resources/templates/list', async () => {
       await gw.ready;
+      await gw.registry.freshen('resourceTemplates');
       return { resourceTemplates: gw.registry.roster.resourceTemplates.filter((t) => shown(t.server, 'resource', t.template.uriTemplate)).map((t) => t.template) };
     });
 

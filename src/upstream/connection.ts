@@ -66,6 +66,13 @@ const AnyObject = z.custom<Record<string, unknown>>((v) => typeof v === 'object'
 const MAX_PAGES = 1000;
 /** A connection that stayed ready this long resets its restart backoff, in ms. */
 const STABLE_AFTER_MS = 10_000;
+
+/**
+ * Shortest time a modern upstream's list is held before {@link McpUpstream.freshen} fetches it
+ * again, in ms, whatever its `ttlMs` (0 included): a downstream client listing in a loop costs
+ * the upstream at most one list per second.
+ */
+export const MIN_LIST_REFETCH_MS = 1000;
 /** Headroom given to the SDK's own timer beyond ours, so our deadline always fires first, in ms. */
 const SDK_TIMEOUT_HEADROOM_MS = 5_000;
 /**
@@ -137,6 +144,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private readonly scrub: UpstreamScrub;
   /** URIs downstream sessions subscribed to here; on a modern connection, the `resourceSubscriptions` of {@link resourceListen}. */
   private readonly resourceUris = new Set<string>();
+  /** When each list of a modern upstream goes stale by its `ttlMs` (ms since the epoch; {@link freshen}). */
+  private readonly staleAt = new Map<CatalogKind, number>();
   /** The open `subscriptions/listen` naming {@link resourceUris} (modern only), with the dial it belongs to. */
   private resourceListen?: { generation: number; subscription: McpSubscription };
   /** Reopenings of {@link resourceListen}, one after another. */
@@ -664,17 +673,53 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     };
   }
 
-  /** Re-fetches one list after `list_changed`; concurrent requests coalesce. */
-  private refresh(kind: CatalogKind): Promise<void> {
+  /**
+   * One list fetched in full; on a modern connection its freshness is noted from the upstream's
+   * `ttlMs` ({@link freshen}).
+   */
+  private async listAll(client: Client, kind: CatalogKind, timeoutMs: number): Promise<unknown[]> {
+    const { items, ttlMs } = await listAll(client, kind, timeoutMs);
+    if (this.era === 'modern') this.staleAt.set(kind, this.options.clock.now() + Math.max(ttlMs ?? 0, MIN_LIST_REFETCH_MS));
+    else this.staleAt.delete(kind);
+    return items;
+  }
+
+  /**
+   * Makes one list fresh enough to serve, by the upstream's cache hints (2026-07-28
+   * `server/utilities/caching`): a modern upstream's list that does not say it changes
+   * (`listChanged` not declared, so no notification ever invalidates it) is fetched again once
+   * its `ttlMs` has passed, when it is next needed (not polled), at most once per
+   * {@link MIN_LIST_REFETCH_MS}. A declared `listChanged` makes the list stay until its
+   * notification (our `subscriptions/listen`). Legacy upstreams: until `list_changed`, as before.
+   * A failed fetch keeps the stale list (the spec allows serving it); never throws.
+   */
+  async freshen(kind: CatalogKind): Promise<void> {
+    const staleAt = this.staleAt.get(kind);
+    if (staleAt === undefined || this.era !== 'modern' || this.status.state !== 'ready') return;
+    const caps = this.capabilities ?? {};
+    const changes = kind === 'tools' ? caps.tools?.listChanged : kind === 'prompts' ? caps.prompts?.listChanged : caps.resources?.listChanged;
+    if (changes || this.options.clock.now() < staleAt) return;
+    await this.refresh(kind, true);
+  }
+
+  /**
+   * Re-fetches one list after `list_changed` (or, `onlyIfChanged`, because it went stale: then
+   * `changed` is emitted only when the list differs); concurrent requests coalesce.
+   */
+  private refresh(kind: CatalogKind, onlyIfChanged = false): Promise<void> {
     const running = this.refreshing.get(kind);
-    if (running) return running.then(() => this.refresh(kind));
+    if (running) return onlyIfChanged ? running : running.then(() => this.refresh(kind));
     const client = this.client;
     if (!client || this.status.state !== 'ready') return Promise.resolve();
     const task = (async () => {
       try {
-        const items = await listAll(client, kind, this.options.config.connectTimeoutMs);
+        const items = await this.listAll(client, kind, this.options.config.connectTimeoutMs);
         if (this.client !== client) return;
-        (this.catalog as unknown as Record<CatalogKind, unknown[]>)[kind] = kind === 'tools' ? this.admitTools(items as Tool[]) : items;
+        const lists = this.catalog as unknown as Record<CatalogKind, unknown[]>;
+        const next = kind === 'tools' ? this.admitTools(items as Tool[]) : items;
+        // A list fetched again only because it went stale: the same list changes nothing and tells no one.
+        if (onlyIfChanged && JSON.stringify(next) === JSON.stringify(lists[kind])) return;
+        lists[kind] = next;
         this.emit('changed', kind);
       } catch (err) {
         this.options.logger.warn({ kind, err: messageOf(err) }, 'upstream list refresh failed');
@@ -709,11 +754,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const caps = client.getServerCapabilities() ?? {};
     const catalog = EMPTY_CATALOG();
     try {
-      if (caps.tools) catalog.tools = this.admitTools((await listAll(client, 'tools', timeoutMs)) as Tool[]);
-      if (caps.prompts) catalog.prompts = (await listAll(client, 'prompts', timeoutMs)) as UpstreamCatalog['prompts'];
+      if (caps.tools) catalog.tools = this.admitTools((await this.listAll(client, 'tools', timeoutMs)) as Tool[]);
+      if (caps.prompts) catalog.prompts = (await this.listAll(client, 'prompts', timeoutMs)) as UpstreamCatalog['prompts'];
       if (caps.resources) {
-        catalog.resources = (await listAll(client, 'resources', timeoutMs)) as UpstreamCatalog['resources'];
-        catalog.resourceTemplates = (await listAll(client, 'resourceTemplates', timeoutMs).catch(() => [])) as UpstreamCatalog['resourceTemplates'];
+        catalog.resources = (await this.listAll(client, 'resources', timeoutMs)) as UpstreamCatalog['resources'];
+        catalog.resourceTemplates = (await this.listAll(client, 'resourceTemplates', timeoutMs).catch(() => [])) as UpstreamCatalog['resourceTemplates'];
       }
     } catch (err) {
       throw new BrokerError('list_failed', `listing failed after connect: ${messageOf(err)}`, { cause: err });
@@ -792,16 +837,23 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   }
 }
 
-async function listAll(client: Client, kind: CatalogKind, timeoutMs: number): Promise<unknown[]> {
+/**
+ * Every page of one list, and the shortest `ttlMs` its pages gave (2026-07-28 cache hint; a
+ * negative or missing one counts as 0, as the spec says; undefined when no page carried one).
+ */
+async function listAll(client: Client, kind: CatalogKind, timeoutMs: number): Promise<{ items: unknown[]; ttlMs?: number }> {
   const method = kind === 'resourceTemplates' ? 'resources/templates/list' : `${kind}/list`;
   const items: unknown[] = [];
+  let ttlMs: number | undefined;
   let cursor: string | undefined;
   for (let page = 0; page < MAX_PAGES; page++) {
     const result = await client.request({ method, params: cursor ? { cursor } : {} } as never, AnyObject, { timeout: timeoutMs });
     const list = result[kind];
     if (Array.isArray(list)) items.push(...list);
+    const ttl = typeof result.ttlMs === 'number' && Number.isFinite(result.ttlMs) ? Math.max(0, result.ttlMs) : 0;
+    ttlMs = Math.min(ttlMs ?? Infinity, ttl);
     cursor = typeof result.nextCursor === 'string' && result.nextCursor ? result.nextCursor : undefined;
-    if (!cursor) return items;
+    if (!cursor) return { items, ttlMs };
   }
   throw new BrokerError('list_failed', `${method} did not end after ${MAX_PAGES} pages`);
 }

@@ -148,4 +148,9 @@ export interface Upstream extends EventEmitter<UpstreamEvents> {
   subscribeResource?(uri: string, timeoutMs: number): Promise<void>;
   /** Undoes {@link subscribeResource} for `uri`. */
   unsubscribeResource?(uri: string, timeoutMs: number): Promise<void>;
+  /**
+   * Fetches list `kind` again when the upstream's cache hints say it is stale (a modern upstream
+   * without `listChanged`, past its `ttlMs`); resolves once `catalog` holds what is fresh. Never throws.
+   */
+  freshen?(kind: CatalogKind): Promise<void>;
 }
