@@ -13,7 +13,12 @@
  * - `legacy` (2025-11-25 and older): one instance per session (`initialize`, `Mcp-Session-Id`),
  *   its own budget unit and records `sessionId`, `logging/setLevel`, `resources/subscribe`,
  *   upstream requests (sampling, elicitation, roots) re-issued to the client during a call, and
- *   `tools/call` on the direct lane (`direct-tools-call.ts`).
+ *   `tools/call` on the direct lane (`direct-tools-call.ts`). An elicitation reaches the client
+ *   only in a mode it declared (`url` needs `elicitation.url`; else -32602 to the upstream), and
+ *   an upstream's URL elicitation completion reaches this session outside any call.
+ * - Both eras: an upstream's -32042 (URL elicitation required) to a `tools/call` is answered as
+ *   that JSON-RPC error, data included, to a caller that declared `elicitation.url`; any other
+ *   caller gets the `upstream_error` refusal result.
  * - `modern` (2026-07-28): no session (`sessionId` null, records `"sessionId": null`). The SDK's
  *   entry (`serveStdio` on stdio, `createMcpHandler` over HTTP) validates the `_meta` envelope
  *   (-32602, -32022), answers `server/discover` from this instance's capabilities and

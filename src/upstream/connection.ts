@@ -27,6 +27,16 @@
  *   drops the connection on the probe is legacy. On a modern connection calls carry the caller's
  *   own `_meta` and are bridged for input (modern-call.ts); tools with an invalid `x-mcp-header`
  *   are left out of the catalog with a warning.
+ * - Modern resource subscriptions ride one `subscriptions/listen` naming every subscribed URI
+ *   ({@link McpUpstream.subscribeResource}); list changes ride another (`listChanged` kinds).
+ * - Cache hints (2026-07-28 `ttlMs` on a modern upstream's lists): a list that no `listChanged`
+ *   will ever invalidate is fetched again on the next downstream list once its `ttlMs` has
+ *   passed, at most once per {@link MIN_LIST_REFETCH_MS} and never polled
+ *   ({@link McpUpstream.freshen}); `cacheScope` is not kept: the broker's own answers are always
+ *   `ttlMs: 0`, `private` (transports/session.ts), so an upstream's `public` never reaches a client.
+ * - URL-mode elicitation: an `elicitation/create` with `mode: "url"` and a -32042 answer to a call
+ *   note their `elicitationId`s for the calling session, and the upstream's
+ *   `notifications/elicitation/complete` goes to that session only (url-elicitations.ts).
  */
 import { EventEmitter } from 'node:events';
 import { Client, ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
