@@ -16,9 +16,10 @@
  *   `tools/call` on the direct lane (`direct-tools-call.ts`). An elicitation reaches the client
  *   only in a mode it declared (`url` needs `elicitation.url`; else -32602 to the upstream), and
  *   an upstream's URL elicitation completion reaches this session outside any call.
- * - Both eras: an upstream's -32042 (URL elicitation required) to a `tools/call` is answered as
- *   that JSON-RPC error, data included, to a caller that declared `elicitation.url`; any other
- *   caller gets the `upstream_error` refusal result.
+ * - An upstream's -32042 (URL elicitation required) to a `tools/call` is answered as that
+ *   JSON-RPC error, data included, to a legacy caller that declared `elicitation.url`; any other
+ *   caller gets the `upstream_error` refusal result (2026-07-28 has no -32042: its URL
+ *   elicitations ride `input_required`, which needs the held-request relay).
  * - `modern` (2026-07-28): no session (`sessionId` null, records `"sessionId": null`). The SDK's
  *   entry (`serveStdio` on stdio, `createMcpHandler` over HTTP) validates the `_meta` envelope
  *   (-32602, -32022), answers `server/discover` from this instance's capabilities and
@@ -475,9 +476,10 @@ export class DownstreamSession {
         `the tool needs the client capability "${missing}", which this request did not declare`,
       );
     }
-    if (answer.wireError && supportsUrlElicitation(caller.clientCapabilities)) {
+    if (answer.wireError && this.era === 'legacy' && supportsUrlElicitation(caller.clientCapabilities)) {
       // -32042 (URL elicitation required) reaches a client that can act on it as the upstream sent it;
-      // any other gets the refusal result (the spec: the error is only for URL-mode clients).
+      // any other gets the refusal result (the spec: the error is only for URL-mode clients; 2026-07-28
+      // has no -32042, and the SDK turns a thrown one into -32603 there).
       const { code, message, data } = answer.wireError;
       throw new ProtocolError(code, message, data);
     }

@@ -5,9 +5,11 @@
  * client as the upstream sent it, with its data; `notifications/elicitation/complete` goes to
  * the session the elicitation was relayed to, and only to it; the approval question stays form mode.
  */
+import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ProtocolError } from '@modelcontextprotocol/client';
-import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
+import { Client, ProtocolError } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { CLI, fixture, nodeServer, startBroker, waitFor, writeConfig, type StartedBroker } from './helpers.js';
 import { connectHttp, startHttpBroker, type HttpBroker } from '../transports/harness.js';
 
 const textOf = (r: unknown) => ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
@@ -143,4 +145,34 @@ describe('URL-mode elicitation over HTTP, sessions sharing one upstream', () => 
       await urlOnly.close();
     }
   });
+});
+
+describe('-32042 to a modern (2026-07-28) caller', () => {
+  it('is a refusal result naming it (not -32603), with or without elicitation.url declared', async () => {
+    const dirs: string[] = [];
+    // One broker per client (each its own store).
+    const connect = async (capabilities: Record<string, unknown>) => {
+      const { dir, configPath } = writeConfig({ u: nodeServer(fixture('url-elicit.mjs')) });
+      dirs.push(dir);
+      const client = new Client({ name: 'modern-url', version: '1.0.0' }, { capabilities, versionNegotiation: { mode: 'auto' } });
+      await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, '--config', configPath], cwd: dir, stderr: 'ignore' }), { timeout: 30_000 });
+      expect(client.getProtocolEra()).toBe('modern');
+      return client;
+    };
+    const withUrl = await connect(URL_CAPS);
+    const without = await connect({});
+    try {
+      // 2026-07-28 has no -32042 (the SDK would turn it into -32603): a refusal result naming it, whatever was declared.
+      const withUrlRefused = await withUrl.callTool({ name: 'u__needs_auth', arguments: { id: 'modern-1' } });
+      expect(withUrlRefused.isError).toBe(true);
+      expect(textOf(withUrlRefused)).toContain('upstream_error: URL elicitation required (-32042): This request requires authorization.');
+      const refused = await without.callTool({ name: 'u__needs_auth', arguments: { id: 'modern-2' } });
+      expect(refused.isError).toBe(true);
+      expect(textOf(refused)).toContain('URL elicitation required (-32042)');
+    } finally {
+      await withUrl.close().catch(() => undefined);
+      await without.close().catch(() => undefined);
+      for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
