@@ -9,7 +9,7 @@ import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, ProtocolError } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
-import { CLI, fixture, nodeServer, startBroker, waitFor, writeConfig, type StartedBroker } from './helpers.js';
+import { CLI, fixture, nodeServer, npmServer, startBroker, waitFor, writeConfig, type StartedBroker } from './helpers.js';
 import { connectHttp, startHttpBroker, type HttpBroker } from '../transports/harness.js';
 
 const textOf = (r: unknown) => ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
@@ -175,4 +175,26 @@ describe('-32042 to a modern (2026-07-28) caller', () => {
       for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
+});
+
+describe('server-everything (npm) trigger-url-elicitation through the broker', () => {
+  let broker: StartedBroker;
+  const asked: Record<string, unknown>[] = [];
+  beforeAll(async () => {
+    broker = await startBroker({ servers: { ev: { command: 'node', args: [npmServer('server-everything'), 'stdio'] } }, capabilities: URL_CAPS });
+    broker.client.setRequestHandler('elicitation/create', async (req) => {
+      asked.push(req.params as Record<string, unknown>);
+      return { action: 'accept' };
+    });
+  }, 60_000);
+  afterAll(async () => broker?.close());
+
+  it('relays its live URL elicitation, and its -32042 with data on the error path', async () => {
+    const live = await broker.client.callTool({ name: 'ev__trigger-url-elicitation', arguments: { url: 'https://example.test/open', elicitationId: 'ev-1' } });
+    expect(textOf(live)).toContain('User completed the URL elicitation flow');
+    expect(asked.at(-1)).toMatchObject({ mode: 'url', url: 'https://example.test/open', elicitationId: 'ev-1' });
+    const err = await broker.client.callTool({ name: 'ev__trigger-url-elicitation', arguments: { url: 'https://example.test/open', errorPath: true } }).catch((e: unknown) => e);
+    expect((err as ProtocolError).code).toBe(-32042);
+    expect((err as ProtocolError).data).toMatchObject({ elicitations: [{ mode: 'url', url: 'https://modelcontextprotocol.io' }] });
+  });
 });
