@@ -15,6 +15,7 @@ import { inputRequired, inputResponse, type InputRequiredResult } from '@modelco
 import type { ApprovalClaim, ApprovalStates, StateRefusal } from './approval-state.js';
 import { approvalRequestParams } from '../router/ask.js';
 import type { CallerSession } from './types.js';
+import { supportsFormElicitation } from '../upstream/url-elicitations.js';
 
 /** The key of the broker's approval question in `inputRequests` (namespaced like the broker's `_meta` keys). */
 export const APPROVAL_INPUT_KEY = 'mcp-broker/approval';
@@ -49,9 +50,9 @@ export interface InputAskOptions {
 
 /** Asks `session` (a modern caller) to approve, or reads its answer on the retry; see {@link InputAskVerdict}. */
 export async function askThroughInput(session: CallerSession, options: InputAskOptions): Promise<InputAskVerdict> {
-  // The same rule as a legacy session's `elicit`: any declared elicitation capability.
-  if (!session.clientCapabilities?.elicitation) {
-    return { kind: 'refused', why: 'unavailable', reason: 'approval needed, and the client cannot be asked (its request declared no elicitation capability)' };
+  // The same rule as a legacy session's `elicit`: form-mode elicitation declared (`{}` counts; URL mode only does not).
+  if (!supportsFormElicitation(session.clientCapabilities)) {
+    return { kind: 'refused', why: 'unavailable', reason: 'approval needed, and the client cannot be asked (its request declared no elicitation capability for form mode)' };
   }
   const binding = { principal: session.principal, tool: options.tool, args: options.args };
   const answer = inputResponse(session.inputResponses, APPROVAL_INPUT_KEY);

@@ -7,7 +7,8 @@
  * closes it. `tool_error` and `invalid_arguments` are answers, not failures: a model's bad
  * arguments never open it, and they count as success. Other outcomes (a cancel) leave it as it is,
  * and so does an `upstream_error` that only says the upstream lost its session (`call.sessionLost`:
- * HTTP 404 for the session, the request not processed, a new session opened).
+ * HTTP 404 for the session, the request not processed, a new session opened) or that it asked
+ * for a URL elicitation (-32042, `call.wireError`: the upstream is answering, not failing).
  * Only the upstream's own faults count: `call.attempts` counts only attempts that were sent
  * (broker/failure.ts), and a call with none (refused before anything went out, such as
  * arguments too deep to send or an upstream not connected) leaves the circuit as it was.
@@ -115,7 +116,8 @@ export function breakerStage(breakers: Breakers): Stage {
         await next();
       } finally {
         if (call.attempts > 0) {
-          const lostSession = call.outcome === 'upstream_error' && call.sessionLost === true;
+          // A lost session, or an upstream asking for a URL elicitation (-32042): not failing.
+          const lostSession = call.outcome === 'upstream_error' && (call.sessionLost === true || call.wireError !== undefined);
           call.notes.breaker = breakers.settle(key, lostSession ? undefined : call.outcome, admitted.trial);
         } else {
           if (admitted.trial) breakers.abandon(key);

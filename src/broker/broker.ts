@@ -18,7 +18,7 @@ import { withMeta } from '../wire/raw-json.js';
 import { ShuttingDown } from './deadline.js';
 import { compose, type Stage } from './runner.js';
 import { CALL_ID_META_KEY, carriesResult, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
-import type { BrokerCall, CallerSession, CallRecord, CallRequest, ToolTarget } from './types.js';
+import type { BrokerCall, CallerSession, CallRecord, CallRequest, ToolTarget, WireError } from './types.js';
 
 /** What the broker answered for one call. */
 export interface BrokerAnswer {
@@ -46,6 +46,12 @@ export interface BrokerAnswer {
   readonly rollback?: unknown;
   /** Set when the caller is to get a JSON-RPC error instead of `result` (a refused `requestState`: -32602). */
   readonly requestError?: { readonly code: number; readonly message: string; readonly data?: unknown };
+  /**
+   * The upstream's JSON-RPC error to answer the caller with instead of `result` (-32042, URL
+   * elicitation required; `BrokerCall.wireError`), when the call settled `upstream_error` on it.
+   * The transport decides whether this caller may get it (it declared URL-mode elicitation).
+   */
+  readonly wireError?: WireError;
 }
 
 export class Broker {
@@ -146,6 +152,7 @@ export class Broker {
       attempts: call.attempts,
       ...(call.rollback !== undefined && !carriesResult(outcome) ? { rollback: call.rollback } : {}),
       ...(call.requestError && { requestError: call.requestError }),
+      ...(call.wireError !== undefined && outcome === 'upstream_error' ? { wireError: call.wireError } : {}),
     };
     const told = this.onSettled?.(call, answer);
     if (told) await told;

@@ -14,6 +14,10 @@ import { ProtocolError, SdkError } from '@modelcontextprotocol/client';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import { httpStatusOf, isTransportFault } from '../shared/sdk-errors.js';
 import type { Outcome } from './outcomes.js';
+import type { WireError } from './types.js';
+
+/** JSON-RPC code of the 2025-11-25 URL elicitation required error (`client/elicitation`). */
+export const URL_ELICITATION_REQUIRED = -32042;
 
 /** A failed attempt, classified. */
 export interface AttemptFailure {
@@ -35,6 +39,8 @@ export interface AttemptFailure {
    * processed and a new session is open, so the breaker leaves it be (issue 17 §6).
    */
   readonly sessionLost?: boolean;
+  /** The upstream's error, passed to the caller as it came: only for -32042 (URL elicitation required). */
+  readonly wireError?: WireError;
 }
 
 /** Longest reason kept from an upstream's JSON-RPC error message (and a handler's own failure text), in characters. */
@@ -88,6 +94,10 @@ export function classifyFailure(err: unknown): AttemptFailure {
   if (ProtocolError.isInstance(err) || (SdkError.isInstance(err) && httpStatus === undefined)) {
     // From the upstream (a JSON-RPC error, `ProtocolError`), or the SDK's own failure mid-request (`SdkError`).
     if (ProtocolError.isInstance(err) && err.code === -32602) return { outcome: 'invalid_arguments', reason: oneLine(err.message), sent: true, retryable: false };
+    if (ProtocolError.isInstance(err) && err.code === URL_ELICITATION_REQUIRED) {
+      const wireError: WireError = { code: err.code, message: err.message, ...(err.data !== undefined && { data: err.data }) };
+      return { outcome: 'upstream_error', reason: `URL elicitation required (-32042): ${oneLine(err.message)}`, sent: true, retryable: false, wireError };
+    }
     // A closed connection or a timed-out request (the SDK's, or -32000/-32001 from the peer): transport faults.
     return { outcome: 'upstream_error', reason: oneLine(err.message), sent: true, retryable: isTransportFault(err) };
   }

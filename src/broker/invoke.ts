@@ -42,6 +42,7 @@ export function invokeStage(deps: InvokeDeps): Stage {
       call.retryable = false;
       call.retryAfterMs = undefined;
       call.sessionLost = undefined;
+      call.wireError = undefined;
       call.outcome = undefined;
       call.reason = undefined;
       const problem = call.request.invalidArguments ?? argumentsProblem(call.request.args);
@@ -60,6 +61,7 @@ export function invokeStage(deps: InvokeDeps): Stage {
         call.retryable = failure.retryable;
         call.retryAfterMs = failure.retryAfterMs;
         call.sessionLost = failure.sessionLost;
+        call.wireError = failure.wireError;
         return;
       }
       call.result = result;

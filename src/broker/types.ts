@@ -256,6 +256,13 @@ export interface BrokerCall {
    * session was opened, so it is no failure for the breaker. Set by invoke.
    */
   sessionLost?: boolean;
+  /**
+   * The upstream's JSON-RPC error the caller is to get as it came (code, message, data), rather
+   * than a refusal result: only -32042 (URL elicitation required), which a client acts on (it
+   * opens the URLs in `data.elicitations` and retries). Set by invoke; the call is still settled
+   * and recorded `upstream_error`, and the breaker leaves it be (the upstream is not failing).
+   */
+  wireError?: WireError;
   /** Extra fields for the record (breaker state, stripped arguments, trace ids). */
   notes: Partial<Pick<CallRecord, 'breaker' | 'stripped' | 'proposal' | 'traceId' | 'spanId'>>;
   /**
@@ -290,3 +297,10 @@ export function refuse(call: BrokerCall, outcome: Outcome, reason: string): void
 
 /** How a parked `ask` was decided (the approval inbox, src/tasks/engine.ts `TaskEngine.park`). */
 export type ParkDecision = { approved: true; by: string } | { approved: false; reason: string; cancelled?: boolean };
+
+/** A JSON-RPC error passed to the caller as the upstream sent it (scrubbed); see `BrokerCall.wireError`. */
+export interface WireError {
+  readonly code: number;
+  readonly message: string;
+  readonly data?: unknown;
+}

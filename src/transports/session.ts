@@ -13,7 +13,13 @@
  * - `legacy` (2025-11-25 and older): one instance per session (`initialize`, `Mcp-Session-Id`),
  *   its own budget unit and records `sessionId`, `logging/setLevel`, `resources/subscribe`,
  *   upstream requests (sampling, elicitation, roots) re-issued to the client during a call, and
- *   `tools/call` on the direct lane (`wire/direct-tools-call.ts`).
+ *   `tools/call` on the direct lane (`wire/direct-tools-call.ts`). An elicitation reaches the client
+ *   only in a mode it declared (`url` needs `elicitation.url`; else -32602 to the upstream), and
+ *   an upstream's URL elicitation completion reaches this session outside any call.
+ * - An upstream's -32042 (URL elicitation required) to a `tools/call` is answered as that
+ *   JSON-RPC error, data included, to a legacy caller that declared `elicitation.url`; any other
+ *   caller gets the `upstream_error` refusal result (2026-07-28 has no -32042: its URL
+ *   elicitations ride `input_required`, which needs the held-request relay).
  * - `modern` (2026-07-28): no session (`sessionId` null, records `"sessionId": null`). The SDK's
  *   entry (`serveStdio` on stdio, `createMcpHandler` over HTTP) validates the `_meta` envelope
  *   (-32602, -32022), answers `server/discover` from this instance's capabilities and
@@ -53,6 +59,7 @@ import { newCallId, newSessionId } from '../shared/ids.js';
 import { modernUnit, UNIT_META_KEY } from './unit.js';
 import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
+import { supportsFormElicitation, supportsUrlElicitation, type SessionNotify } from '../upstream/url-elicitations.js';
 import { routeToolsCallDirectly, type DirectCallExtra } from '../wire/direct-tools-call.js';
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
@@ -331,7 +338,8 @@ export class DownstreamSession {
       era: 'legacy',
       clientCapabilities: capabilities,
       logLevel: this.level,
-      elicit: capabilities?.elicitation
+      // The approval question is form mode: a client that declared URL mode only cannot be asked.
+      elicit: supportsFormElicitation(capabilities)
         ? async (params, { timeoutMs, signal }) => {
             if (sendRequest) {
               const r = await sendRequest({ method: 'elicitation/create', params }, AnyResult, { timeout: timeoutMs, signal });
@@ -353,9 +361,13 @@ export class DownstreamSession {
    * Wraps the re-issue of an upstream→client request (sampling, elicitation, roots) on this
    * session's in-flight call: refused with -32601 when this client did not declare the matching
    * capability (the upstream may have been offered it for another client: `http.clientCapabilities`),
-   * and tagged with the session id (modern: the request's own tag) so an upstream can tell calls
-   * of different callers apart. Modern: handed to `modern.hold` (a held call) when the capability
-   * was declared, else refused and the call marked for -32021.
+   * an elicitation in a mode it did not declare (`mode: "url"` without `elicitation.url`, form
+   * without `form` when it declared `url`) refused with -32602 as the spec's client would, and
+   * tagged with the session id (modern: the request's own tag) so an upstream can tell calls
+   * of different callers apart, and (legacy) with `notify`, so the upstream's
+   * `notifications/elicitation/complete` for a URL elicitation relayed here reaches this session,
+   * outside the call (upstream/url-elicitations.ts). Modern: handed to `modern.hold` (a held
+   * call) when the capability was declared, else refused and the call marked for -32021.
    */
   private serverRequestRoute(
     send: ServerRequestHandler,
@@ -367,6 +379,9 @@ export class DownstreamSession {
         // The call needs a capability the caller did not declare: the call is answered -32021 (callTool).
         const wanted = CAPABILITY_FOR_REQUEST[request.method];
         if (wanted && !modern?.declared?.[wanted]) modern?.onMissing(wanted);
+        else if (request.method === 'elicitation/create' && !elicitationModeDeclared(request, modern?.declared)) {
+          throw new ProtocolError(ProtocolErrorCode.InvalidParams, `the calling client did not declare ${request.params?.mode === 'url' ? 'URL' : 'form'}-mode elicitation`);
+        }
         // Declared, during a tools/call: held, and handed to the caller as input_required (held-calls.ts).
         else if (wanted && modern?.hold) return modern.hold(request, signal);
         throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client speaks MCP 2026-07-28, which has no server-to-client "${request.method}" request`);
@@ -376,10 +391,19 @@ export class DownstreamSession {
       if (needed && !declared?.[needed]) {
         throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client did not declare the "${needed}" capability`);
       }
+      if (request.method === 'elicitation/create' && !elicitationModeDeclared(request, declared)) {
+        throw new ProtocolError(ProtocolErrorCode.InvalidParams, `the calling client did not declare ${request.params?.mode === 'url' ? 'URL' : 'form'}-mode elicitation`);
+      }
       return send(request, signal);
     };
-    return Object.assign(route, { sessionId: owner ?? undefined });
+    return Object.assign(route, { sessionId: owner ?? undefined, ...(this.era === 'legacy' && { notify: this.notifySession }) });
   }
+
+  /** Sends a notification to this session outside any request (an upstream's elicitation completion); never throws. */
+  private readonly notifySession: SessionNotify = (notification) => {
+    if (this.closed) return;
+    void this.server.notification(notification).catch(() => undefined);
+  };
 
   /** Sends a log notification if the session's level lets it through. */
   sendLog(level: LoggingLevel, data: unknown, logger?: string): void {
@@ -486,6 +510,13 @@ export class DownstreamSession {
       }
       // A requestState that fails verification is rejected as the spec says (-32602); the call is recorded all the same.
       if (done.requestError) throw new ProtocolError(done.requestError.code, done.requestError.message, done.requestError.data);
+      if (done.wireError && this.era === 'legacy' && supportsUrlElicitation(caller.clientCapabilities)) {
+        // -32042 (URL elicitation required) reaches a client that can act on it as the upstream sent it;
+        // any other gets the refusal result (the spec: the error is only for URL-mode clients; 2026-07-28
+        // has no -32042, and the SDK turns a thrown one into -32603 there).
+        const { code, message, data } = done.wireError;
+        throw new ProtocolError(code, message, data);
+      }
       return this.era === 'modern' ? ownedByUs(done.result) : done.result;
     };
     if (!held) return finish(await answer);
@@ -596,6 +627,7 @@ export class DownstreamSession {
 
     server.setRequestHandler('tools/list', async () => {
       await gw.ready;
+      await gw.registry.freshen('tools');
       // Upstream tools as pinned for this principal: a changed one as approved, or withheld.
       const rosterTool = (name: string) => gw.registry.roster.tools.get(name);
       const pinned = await listAsPinned(gw.router.list(), this.principal, { store: gw.store, clock: gw.clock, rosterTool, logger: gw.logger });
@@ -642,6 +674,7 @@ export class DownstreamSession {
 
     server.setRequestHandler('prompts/list', async () => {
       await gw.ready;
+      await gw.registry.freshen('prompts');
       return { prompts: [...gw.registry.roster.prompts.values()].filter((p) => shown(p.server, 'prompt', p.name)).map((p) => p.definition) };
     });
 
@@ -655,11 +688,13 @@ export class DownstreamSession {
 
     server.setRequestHandler('resources/list', async () => {
       await gw.ready;
+      await gw.registry.freshen('resources');
       return { resources: [...gw.registry.roster.resources.values()].filter((r) => shown(r.server, 'resource', r.resource.uri)).map((r) => r.resource) };
     });
 
     server.setRequestHandler('resources/templates/list', async () => {
       await gw.ready;
+      await gw.registry.freshen('resourceTemplates');
       return { resourceTemplates: gw.registry.roster.resourceTemplates.filter((t) => shown(t.server, 'resource', t.template.uriTemplate)).map((t) => t.template) };
     });
 
@@ -803,3 +838,8 @@ export class DownstreamSession {
 }
 
 export type { JSONRPCMessage };
+
+/** Whether `declared` takes an `elicitation/create` in the mode `request` asks (`url` needs `elicitation.url`; form needs `form` or a bare `{}`). */
+function elicitationModeDeclared(request: { params?: Record<string, unknown> }, declared: ClientCapabilities | undefined): boolean {
+  return request.params?.mode === 'url' ? supportsUrlElicitation(declared) : supportsFormElicitation(declared);
+}

@@ -72,11 +72,21 @@ export async function serveStdio(
   // The entry has taken the transport's callbacks; ours go around them.
   const subscriptions = new ListenSubscriptions(gateway);
   const entry = transport.onmessage;
+  // A listen naming resources before the upstreams are up would find none serving them: it waits
+  // for the start to settle, and what arrives after it waits behind it (order kept).
+  let held: Promise<void> | undefined;
   transport.onmessage = (message) => {
     const caps = envelopeCapabilities(message);
     if (caps) start(caps);
-    subscriptions.observe(message);
-    entry?.(message);
+    const deliver = () => {
+      subscriptions.observe(message);
+      entry?.(message);
+    };
+    if (!held && (gateway.readySettled || !namesResources(message))) return deliver();
+    const next: Promise<void> = (held ?? gateway.ready.catch(() => undefined)).then(deliver).finally(() => {
+      if (held === next) held = undefined;
+    });
+    held = next;
   };
   guardRequestShapes(transport);
   const entryClose = transport.onclose;
@@ -86,4 +96,10 @@ export async function serveStdio(
     onClosed();
   };
   return { session: () => current, closed };
+}
+
+/** Whether `message` is a `subscriptions/listen` with `resourceSubscriptions`. */
+function namesResources(message: unknown): boolean {
+  const m = message as { method?: unknown; params?: { notifications?: { resourceSubscriptions?: unknown } } } | null;
+  return m?.method === 'subscriptions/listen' && Array.isArray(m.params?.notifications?.resourceSubscriptions);
 }

@@ -32,11 +32,21 @@
  *   drops the connection on the probe is legacy. On a modern connection calls carry the caller's
  *   own `_meta` and are bridged for input (modern-call.ts); tools with an invalid `x-mcp-header`
  *   are left out of the catalog with a warning.
+ * - Modern resource subscriptions ride one `subscriptions/listen` naming every subscribed URI
+ *   ({@link McpUpstream.subscribeResource}); list changes ride another (`listChanged` kinds).
+ * - Cache hints (2026-07-28 `ttlMs` on a modern upstream's lists): a list that no `listChanged`
+ *   will ever invalidate is fetched again on the next downstream list once its `ttlMs` has
+ *   passed, at most once per {@link MIN_LIST_REFETCH_MS} and never polled
+ *   ({@link McpUpstream.freshen}); `cacheScope` is not kept: the broker's own answers are always
+ *   `ttlMs: 0`, `private` (transports/session.ts), so an upstream's `public` never reaches a client.
+ * - URL-mode elicitation: an `elicitation/create` with `mode: "url"` and a -32042 answer to a call
+ *   note their `elicitationId`s for the calling session, and the upstream's
+ *   `notifications/elicitation/complete` goes to that session only (url-elicitations.ts).
  */
 import { EventEmitter } from 'node:events';
-import { Client, RELATED_TASK_META_KEY, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
+import { Client, ProtocolError, ProtocolErrorCode, RELATED_TASK_META_KEY, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/core';
-import type { Transport, CallToolResult, ClientCapabilities, PriorDiscovery, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
+import type { Transport, CallToolResult, ClientCapabilities, McpSubscription, PriorDiscovery, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import { z } from 'zod';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
@@ -52,6 +62,7 @@ import { callerMeta, callModern, INPUT_REQUIRED_METHODS } from './modern-call.js
 import { isSessionNotFound, sessionLostError, sessionLostInFlightError, untilAborted } from './session-lost.js';
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
 import { UpstreamScrub } from './upstream-scrub.js';
+import { elicitationIdsOf, UrlElicitations } from './url-elicitations.js';
 import type {
   CallOptions,
   CatalogKind,
@@ -70,6 +81,13 @@ const AnyObject = z.custom<Record<string, unknown>>((v) => typeof v === 'object'
 const MAX_PAGES = 1000;
 /** A connection that stayed ready this long resets its restart backoff, in ms. */
 const STABLE_AFTER_MS = 10_000;
+
+/**
+ * Shortest time a modern upstream's list is held before {@link McpUpstream.freshen} fetches it
+ * again, in ms, whatever its `ttlMs` (0 included): a downstream client listing in a loop costs
+ * the upstream at most one list per second.
+ */
+export const MIN_LIST_REFETCH_MS = 1000;
 /** Headroom given to the SDK's own timer beyond ours, so our deadline always fires first, in ms. */
 const SDK_TIMEOUT_HEADROOM_MS = 5_000;
 /**
@@ -144,6 +162,16 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private readonly loggedFailures = new Set<string>();
   private clientCapabilities: ClientCapabilities;
   private readonly scrub: UpstreamScrub;
+  /** URIs downstream sessions subscribed to here; on a modern connection, the `resourceSubscriptions` of {@link resourceListen}. */
+  private readonly resourceUris = new Set<string>();
+  /** When each list of a modern upstream goes stale by its `ttlMs` (ms since the epoch; {@link freshen}). */
+  private readonly staleAt = new Map<CatalogKind, number>();
+  /** The open `subscriptions/listen` naming {@link resourceUris} (modern only), with the dial it belongs to. */
+  private resourceListen?: { generation: number; subscription: McpSubscription };
+  /** Reopenings of {@link resourceListen}, one after another. */
+  private resourceListenQueue: Promise<void> = Promise.resolve();
+  /** URL elicitations relayed to a session, awaiting this upstream's `notifications/elicitation/complete`. */
+  private readonly urlElicitations: UrlElicitations;
   /**
    * The re-dial after the upstream said it no longer knows session `lost` (HTTP 404), one per
    * lost session; kept after it settled, for calls whose 404 for that session comes later.
@@ -165,6 +193,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.kind = 'command' in config ? 'stdio' : config.type === 'sse' ? 'sse' : 'http';
     this.secrets = credentialValues('command' in config ? config.env : config.headers);
     this.clientCapabilities = options.clientCapabilities ?? {};
+    this.urlElicitations = new UrlElicitations(() => options.clock.now());
     this.eraMemory = new EraMemory({
       name: options.name,
       config,
@@ -262,6 +291,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (this.sessionId() === session) this.sessionAnswered = true;
       return result;
     } catch (err) {
+      if (ProtocolError.isInstance(err) && err.code === ProtocolErrorCode.UrlElicitationRequired) throw this.urlElicitationRequired(err, options.onServerRequest);
       if (session !== undefined && isSessionNotFound(err)) throw await this.sessionLost(session, options.signal);
       // Closed under it by the renewal another request's 404 started (issue 17 §6).
       if (session !== undefined && (this.renewal?.lost === session || this.sessionId() !== session) && !options.signal?.aborted) throw sessionLostInFlightError(this.name);
@@ -271,6 +301,17 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       // Progress sent just before the response is dispatched a tick after it; keep the route briefly.
       if (token) setImmediate(() => this.progress.delete(token!));
     }
+  }
+
+  /**
+   * The upstream answered a call with -32042 (URL elicitation required): the error as the client
+   * is to see it (code kept, message and data scrubbed), its elicitations remembered for the
+   * calling session so their completions reach it.
+   */
+  private urlElicitationRequired(err: ProtocolError, route: ServerRequestHandler | undefined): ProtocolError {
+    const scrubbed = this.scrub.error(err, this.name);
+    if (route?.notify) for (const id of elicitationIdsOf(scrubbed.data)) this.urlElicitations.expect(id, route.notify);
+    return scrubbed;
   }
 
   /**
@@ -345,6 +386,63 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (err instanceof BrokerError && err.code === 'session_lost' && this.status.state === 'ready') return send();
       throw err;
     }
+  }
+
+  /**
+   * Asks for `notifications/resources/updated` of `uri`. Legacy: `resources/subscribe` (through
+   * {@link request}). Modern (2026-07-28 has no `resources/subscribe`): `uri` joins the
+   * `resourceSubscriptions` of this connection's one resource listen, reopened with the new set
+   * (the new listen acknowledged before the old one is closed, so no update falls between them);
+   * the set carries over to a re-dial. Rejects when the upstream refuses or does not acknowledge
+   * within `timeoutMs` (ms); the URI stays wanted and is asked for again at the next change or dial.
+   */
+  async subscribeResource(uri: string, timeoutMs: number): Promise<void> {
+    const known = this.resourceUris.has(uri);
+    this.resourceUris.add(uri);
+    if (this.era !== 'modern') {
+      await this.request('resources/subscribe', { uri }, { timeoutMs });
+      return;
+    }
+    if (!known || !this.resourceListen) await this.relistenResources(timeoutMs);
+  }
+
+  /** Undoes {@link subscribeResource}: `resources/unsubscribe` (legacy), or the listen reopened without `uri` (closed when none is left). */
+  async unsubscribeResource(uri: string, timeoutMs: number): Promise<void> {
+    if (!this.resourceUris.delete(uri)) return;
+    if (this.era !== 'modern') {
+      await this.request('resources/unsubscribe', { uri }, { timeoutMs });
+      return;
+    }
+    await this.relistenResources(timeoutMs);
+  }
+
+  /** Replaces the resource listen with one naming {@link resourceUris} now (none: closed); queued behind any reopening in progress. */
+  private relistenResources(timeoutMs: number): Promise<void> {
+    const run = this.resourceListenQueue.then(async () => {
+      const client = this.client;
+      const generation = this.generation;
+      if (!client || this.era !== 'modern') return;
+      const old = this.resourceListen;
+      const uris = [...this.resourceUris];
+      try {
+        if (uris.length) {
+          const subscription = await client.listen({ resourceSubscriptions: uris }, { timeout: timeoutMs });
+          this.resourceListen = { generation, subscription };
+          void subscription.closed.then((reason) => {
+            if (reason !== 'local' && this.resourceListen?.subscription === subscription && generation === this.generation) {
+              this.resourceListen = undefined;
+              this.options.logger.warn({ reason }, 'upstream resource subscriptions/listen stream ended; resource updates are not seen until the next subscribe or dial');
+            }
+          });
+        } else {
+          this.resourceListen = undefined;
+        }
+      } finally {
+        if (old && old.generation === generation && old !== this.resourceListen) await old.subscription.close().catch(() => undefined);
+      }
+    });
+    this.resourceListenQueue = run.catch(() => undefined);
+    return run;
   }
 
   /** `route` with the params of what it is asked scrubbed, as the upstream's own requests to the client are. */
@@ -498,7 +596,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.loggedFailures.clear();
       for (const kind of Object.keys(catalog) as CatalogKind[]) this.emit('changed', kind);
       log.info({ era, tools: catalog.tools.length, prompts: catalog.prompts.length, resources: catalog.resources.length }, 'upstream ready');
-      if (era === 'modern') void this.listenForChanges(client, generation, timeoutMs);
+      if (era === 'modern') {
+        void this.listenForChanges(client, generation, timeoutMs);
+        // Subscriptions made before a re-dial carry over to the new connection.
+        if (this.resourceUris.size) void this.relistenResources(timeoutMs).catch((err) => log.warn({ err: messageOf(err) }, 'upstream resource subscriptions/listen failed after dial'));
+      }
       return undefined;
     } catch (err) {
       if (generation !== this.generation) return 'superseded';
@@ -555,6 +657,10 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       await this.refresh('resourceTemplates');
     });
     client.setNotificationHandler('notifications/resources/updated', (n) => void this.emit('resourceUpdated', n.params.uri));
+    // Only to the session the elicitation was relayed to (url-elicitations.ts); an unknown id is dropped.
+    client.setNotificationHandler('notifications/elicitation/complete', (n) => {
+      if (!this.urlElicitations.complete(n.params.elicitationId)) this.options.logger.debug('upstream elicitation/complete for an id no session is waiting on: dropped');
+    });
     // What reaches the SDK is tied to no call: calls in flight now prove nothing about its origin.
     client.setNotificationHandler('notifications/message', (n) => void this.emit('log', n.params, undefined));
     const caps = this.clientCapabilities;
@@ -573,7 +679,19 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       if (!owned && sessions.size > 1) {
         throw new BrokerError('ambiguous_caller', `${method} from upstream "${this.name}" arrived while calls of ${sessions.size} downstream sessions were in flight; it cannot be routed to one of them safely`);
       }
-      return handler({ method, params: this.scrub.serverRequest(req.params as Record<string, unknown> | undefined) }, ctx.mcpReq.signal) as never;
+      const params = this.scrub.serverRequest(req.params as Record<string, unknown> | undefined);
+      const urlId = method === 'elicitation/create' && params?.mode === 'url' && typeof params.elicitationId === 'string' ? params.elicitationId : undefined;
+      if (urlId === undefined || !handler.notify) return handler({ method, params }, ctx.mcpReq.signal) as never;
+      // Remembered before it is sent: the upstream may complete it before the client's answer arrives.
+      this.urlElicitations.expect(urlId, handler.notify);
+      try {
+        const answer = await handler({ method, params }, ctx.mcpReq.signal);
+        if (answer.action !== 'accept') this.urlElicitations.forget(urlId);
+        return answer as never;
+      } catch (err) {
+        this.urlElicitations.forget(urlId);
+        throw err;
+      }
     };
     if (caps.elicitation) client.setRequestHandler('elicitation/create', route('elicitation/create'));
     if (caps.sampling) client.setRequestHandler('sampling/createMessage', route('sampling/createMessage'));
@@ -599,17 +717,53 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     return Object.assign(sink, { request: (id: string | number, method: string) => void (takes(method) && this.requestOwners.set(String(id), owner)) });
   }
 
-  /** Re-fetches one list after `list_changed`; concurrent requests coalesce. */
-  private refresh(kind: CatalogKind): Promise<void> {
+  /**
+   * One list fetched in full; on a modern connection its freshness is noted from the upstream's
+   * `ttlMs` ({@link freshen}).
+   */
+  private async listAll(client: Client, kind: CatalogKind, timeoutMs: number): Promise<unknown[]> {
+    const { items, ttlMs } = await listAll(client, kind, timeoutMs);
+    if (this.era === 'modern') this.staleAt.set(kind, this.options.clock.now() + Math.max(ttlMs ?? 0, MIN_LIST_REFETCH_MS));
+    else this.staleAt.delete(kind);
+    return items;
+  }
+
+  /**
+   * Makes one list fresh enough to serve, by the upstream's cache hints (2026-07-28
+   * `server/utilities/caching`): a modern upstream's list that does not say it changes
+   * (`listChanged` not declared, so no notification ever invalidates it) is fetched again once
+   * its `ttlMs` has passed, when it is next needed (not polled), at most once per
+   * {@link MIN_LIST_REFETCH_MS}. A declared `listChanged` makes the list stay until its
+   * notification (our `subscriptions/listen`). Legacy upstreams: until `list_changed`, as before.
+   * A failed fetch keeps the stale list (the spec allows serving it); never throws.
+   */
+  async freshen(kind: CatalogKind): Promise<void> {
+    const staleAt = this.staleAt.get(kind);
+    if (staleAt === undefined || this.era !== 'modern' || this.status.state !== 'ready') return;
+    const caps = this.capabilities ?? {};
+    const changes = kind === 'tools' ? caps.tools?.listChanged : kind === 'prompts' ? caps.prompts?.listChanged : caps.resources?.listChanged;
+    if (changes || this.options.clock.now() < staleAt) return;
+    await this.refresh(kind, true);
+  }
+
+  /**
+   * Re-fetches one list after `list_changed` (or, `onlyIfChanged`, because it went stale: then
+   * `changed` is emitted only when the list differs); concurrent requests coalesce.
+   */
+  private refresh(kind: CatalogKind, onlyIfChanged = false): Promise<void> {
     const running = this.refreshing.get(kind);
-    if (running) return running.then(() => this.refresh(kind));
+    if (running) return onlyIfChanged ? running : running.then(() => this.refresh(kind));
     const client = this.client;
     if (!client || this.status.state !== 'ready') return Promise.resolve();
     const task = (async () => {
       try {
-        const items = await listAll(client, kind, this.options.config.connectTimeoutMs);
+        const items = await this.listAll(client, kind, this.options.config.connectTimeoutMs);
         if (this.client !== client) return;
-        (this.catalog as unknown as Record<CatalogKind, unknown[]>)[kind] = kind === 'tools' ? this.admitTools(items as Tool[]) : items;
+        const lists = this.catalog as unknown as Record<CatalogKind, unknown[]>;
+        const next = kind === 'tools' ? this.admitTools(items as Tool[]) : items;
+        // A list fetched again only because it went stale: the same list changes nothing and tells no one.
+        if (onlyIfChanged && JSON.stringify(next) === JSON.stringify(lists[kind])) return;
+        lists[kind] = next;
         this.emit('changed', kind);
       } catch (err) {
         this.options.logger.warn({ kind, err: messageOf(err) }, 'upstream list refresh failed');
@@ -644,11 +798,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const caps = client.getServerCapabilities() ?? {};
     const catalog = EMPTY_CATALOG();
     try {
-      if (caps.tools) catalog.tools = this.admitTools((await listAll(client, 'tools', timeoutMs)) as Tool[]);
-      if (caps.prompts) catalog.prompts = (await listAll(client, 'prompts', timeoutMs)) as UpstreamCatalog['prompts'];
+      if (caps.tools) catalog.tools = this.admitTools((await this.listAll(client, 'tools', timeoutMs)) as Tool[]);
+      if (caps.prompts) catalog.prompts = (await this.listAll(client, 'prompts', timeoutMs)) as UpstreamCatalog['prompts'];
       if (caps.resources) {
-        catalog.resources = (await listAll(client, 'resources', timeoutMs)) as UpstreamCatalog['resources'];
-        catalog.resourceTemplates = (await listAll(client, 'resourceTemplates', timeoutMs).catch(() => [])) as UpstreamCatalog['resourceTemplates'];
+        catalog.resources = (await this.listAll(client, 'resources', timeoutMs)) as UpstreamCatalog['resources'];
+        catalog.resourceTemplates = (await this.listAll(client, 'resourceTemplates', timeoutMs).catch(() => [])) as UpstreamCatalog['resourceTemplates'];
       }
     } catch (err) {
       throw new BrokerError('list_failed', `listing failed after connect: ${messageOf(err)}`, { cause: err });
@@ -727,16 +881,23 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   }
 }
 
-async function listAll(client: Client, kind: CatalogKind, timeoutMs: number): Promise<unknown[]> {
+/**
+ * Every page of one list, and the shortest `ttlMs` its pages gave (2026-07-28 cache hint; a
+ * negative or missing one counts as 0, as the spec says; undefined when no page carried one).
+ */
+async function listAll(client: Client, kind: CatalogKind, timeoutMs: number): Promise<{ items: unknown[]; ttlMs?: number }> {
   const method = kind === 'resourceTemplates' ? 'resources/templates/list' : `${kind}/list`;
   const items: unknown[] = [];
+  let ttlMs: number | undefined;
   let cursor: string | undefined;
   for (let page = 0; page < MAX_PAGES; page++) {
     const result = await client.request({ method, params: cursor ? { cursor } : {} } as never, AnyObject, { timeout: timeoutMs });
     const list = result[kind];
     if (Array.isArray(list)) items.push(...list);
+    const ttl = typeof result.ttlMs === 'number' && Number.isFinite(result.ttlMs) ? Math.max(0, result.ttlMs) : 0;
+    ttlMs = Math.min(ttlMs ?? Infinity, ttl);
     cursor = typeof result.nextCursor === 'string' && result.nextCursor ? result.nextCursor : undefined;
-    if (!cursor) return items;
+    if (!cursor) return { items, ttlMs };
   }
   throw new BrokerError('list_failed', `${method} did not end after ${MAX_PAGES} pages`);
 }

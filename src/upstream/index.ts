@@ -11,3 +11,13 @@ export { EraMemory, upstreamDefinitionHash, type EraVerdictStore, type ProtocolE
 export { offeredCapabilities, MAX_INPUT_ROUNDS } from './modern-call.js';
 export { scanMcpHeaders, mcpParamHeaders, type McpHeaderDeclaration, type McpHeaderScan } from './mcp-param-headers.js';
 export type * from './types.js';
+export {
+  UrlElicitations,
+  supportsUrlElicitation,
+  supportsFormElicitation,
+  elicitationIdsOf,
+  MAX_PENDING_URL_ELICITATIONS,
+  URL_ELICITATION_TTL_MS,
+  type SessionNotify,
+  type ElicitationCompleteNotification,
+} from './url-elicitations.js';

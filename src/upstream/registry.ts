@@ -215,17 +215,33 @@ export class Registry extends EventEmitter<RegistryEvents> {
     return { state: 'down', server, toolName, reason: `upstream "${server}" is not running: ${what}` };
   }
 
+  /**
+   * Makes list `kind` of every upstream fresh by its cache hints before it is served
+   * (`Upstream.freshen`: a modern upstream past its `ttlMs`), and the roster rebuilt from what
+   * came back. Never throws: an upstream whose fetch fails keeps serving its stale list.
+   */
+  async freshen(kind: CatalogKind): Promise<void> {
+    const fetches = this.upstreams.flatMap((u) => (u.freshen ? [u.freshen(kind)] : []));
+    if (!fetches.length) return;
+    await Promise.all(fetches);
+    this.flush();
+  }
+
   private onChanged(kind: CatalogKind): void {
     this.pending.add(kind === 'resourceTemplates' ? 'resources' : kind);
     if (this.scheduled) return;
     this.scheduled = true;
     // Coalesce the burst a dial or a crash produces into one rebuild and one notification per list.
-    queueMicrotask(() => {
-      this.scheduled = false;
-      const kinds = this.pending;
-      this.pending = new Set();
-      this.rebuild();
-      for (const k of kinds) this.emit('listChanged', k);
-    });
+    queueMicrotask(() => this.flush());
+  }
+
+  /** Rebuilds the roster for the changes noted so far and tells of each list; nothing when none is pending. */
+  private flush(): void {
+    this.scheduled = false;
+    if (!this.pending.size) return;
+    const kinds = this.pending;
+    this.pending = new Set();
+    this.rebuild();
+    for (const k of kinds) this.emit('listChanged', k);
   }
 }

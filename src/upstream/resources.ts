@@ -1,7 +1,10 @@
 /**
  * Resource routing across upstreams: which upstream serves a resource URI or completes a
- * resource template, and `resources/subscribe` counted across downstream sessions so each
- * upstream is subscribed once per URI (and unsubscribed when the last session lets go).
+ * resource template, and resource subscriptions counted across downstream sessions so each
+ * upstream is subscribed once per URI (and unsubscribed when the last session lets go): a legacy
+ * upstream by `resources/subscribe`, a modern one in its `subscriptions/listen`
+ * (`Upstream.subscribeResource`). A legacy client's `resources/subscribe` and a modern client's
+ * listen with `resourceSubscriptions` both land here.
  * Built by the gateway over its {@link Registry}; sessions call it.
  */
 import { messageOf } from '../shared/errors.js';
@@ -48,8 +51,10 @@ export class ResourceRouter {
     if (count > 0) return;
     const upstream = this.upstreamFor(uri);
     if (upstream?.capabilities?.resources?.subscribe) {
-      await upstream.request('resources/subscribe', { uri }, { timeoutMs: this.deps.timeoutMs }).catch((err) => {
-        this.deps.logger.warn({ uri, err: messageOf(err) }, 'upstream resources/subscribe failed');
+      const { timeoutMs } = this.deps;
+      const subscribed = upstream.subscribeResource ? upstream.subscribeResource(uri, timeoutMs) : upstream.request('resources/subscribe', { uri }, { timeoutMs });
+      await subscribed.catch((err) => {
+        this.deps.logger.warn({ uri, err: messageOf(err) }, 'upstream resource subscription failed');
       });
     }
   }
@@ -62,7 +67,9 @@ export class ResourceRouter {
     if (count === 0) return;
     const upstream = this.upstreamFor(uri);
     if (upstream?.capabilities?.resources?.subscribe) {
-      await upstream.request('resources/unsubscribe', { uri }, { timeoutMs: this.deps.timeoutMs }).catch(() => undefined);
+      const { timeoutMs } = this.deps;
+      const unsubscribed = upstream.unsubscribeResource ? upstream.unsubscribeResource(uri, timeoutMs) : upstream.request('resources/unsubscribe', { uri }, { timeoutMs });
+      await unsubscribed.catch(() => undefined);
     }
   }
 }

@@ -4,6 +4,7 @@
  */
 import type { EventEmitter } from 'node:events';
 import type { CallToolResult, ClientCapabilities, LoggingLevel, LoggingMessageNotification, Prompt, Resource, ResourceTemplateType, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
+import type { SessionNotify } from './url-elicitations.js';
 
 /** `connecting` → `ready`; a crash or failed dial → `failed` (and `backoff` until the restart); `closed` after close(). */
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'failed' | 'closed' | 'disabled';
@@ -39,9 +40,12 @@ export interface ProgressUpdate {
  * `sessionId`, when set, names the downstream session the handler answers for: an upstream
  * shared by several sessions refuses to route a request while calls of more than one are in flight,
  * and log messages tied to the call (`UpstreamEvents.log`) go to that session.
+ * `notify`, when set, sends a notification to that session outside any call: an upstream's
+ * `notifications/elicitation/complete` for a URL elicitation relayed to it (url-elicitations.ts).
  */
 export type ServerRequestHandler = ((request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => Promise<Record<string, unknown>>) & {
   readonly sessionId?: string;
+  readonly notify?: SessionNotify;
 };
 
 export interface CallOptions {
@@ -152,4 +156,18 @@ export interface Upstream extends EventEmitter<UpstreamEvents> {
   callTool(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<CallToolResult>;
   /** Any other request (prompts/get, resources/read, completion/complete, resources/subscribe, …). */
   request(method: string, params: Record<string, unknown> | undefined, options: RequestOptions): Promise<Record<string, unknown>>;
+  /**
+   * Asks for `notifications/resources/updated` of `uri` (emitted as `resourceUpdated`): the era's
+   * way, `resources/subscribe` (2025-11-25) or a `subscriptions/listen` naming it (2026-07-28).
+   * Optional: without it the resource router sends `resources/subscribe` through {@link request}.
+   * @param timeoutMs deadline of the upstream's answer (or acknowledgement), in ms
+   */
+  subscribeResource?(uri: string, timeoutMs: number): Promise<void>;
+  /** Undoes {@link subscribeResource} for `uri`. */
+  unsubscribeResource?(uri: string, timeoutMs: number): Promise<void>;
+  /**
+   * Fetches list `kind` again when the upstream's cache hints say it is stale (a modern upstream
+   * without `listChanged`, past its `ttlMs`); resolves once `catalog` holds what is fresh. Never throws.
+   */
+  freshen?(kind: CatalogKind): Promise<void>;
 }
