@@ -530,7 +530,7 @@ export class DownstreamSession {
     }
     // The upstream asked: park the call, answer this request with the input request.
     held.follow(undefined);
-    heldCallsOf(gw, gw).park(held.call, settled);
+    heldCallsOf(gw, gw.sealedStates).park(held.call, settled);
     held.onJoin = (joiner) => {
       notify = joiner.sendNotification;
       held.follow(joiner.signal);
@@ -568,7 +568,7 @@ export class DownstreamSession {
 
   /** The `input_required` answer for `event`, under a fresh sealed state for its round. */
   private async askHeld(call: HeldCall, event: HeldEvent & { kind: 'asked' }, binding: HeldBinding): Promise<InputRequiredResult> {
-    const states = heldCallsOf(this.gateway, this.gateway).states;
+    const states = heldCallsOf(this.gateway, this.gateway.sealedStates).states;
     return heldInputRequired(event, await states.issue(binding, call.id, event.round, event.expiresAt));
   }
 
@@ -586,7 +586,7 @@ export class DownstreamSession {
     extra: Pick<DirectCallExtra, 'signal' | 'sendNotification'>,
   ): Promise<unknown> {
     const gw = this.gateway;
-    const table = heldCallsOf(gw, gw);
+    const table = heldCallsOf(gw, gw.sealedStates);
     const binding: HeldBinding = { principal: this.principal, tool: name, args };
     const opened = await table.states.open(caller.requestState!, binding);
     if (!opened.ok) {
