@@ -91,7 +91,7 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
     expect(upstreamCalls(b.dir, 'ask')).toHaveLength(before);
     expect(upstreamCalls(b.dir, 'whoami')).toHaveLength(0);
     const refused = b.records().filter((r) => r.outcome === 'invalid_arguments');
-    expect(refused).toHaveLength(6);
+    expect(refused).toHaveLength(7);
     expect(refused.every((r) => r.attempts === 0)).toBe(true);
     // The intact state still works.
     const done = (await b.call('up__ask', { question: 'colour?' }, { inputResponses, requestState: state })) as CallToolResult;
