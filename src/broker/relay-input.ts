@@ -79,16 +79,18 @@ export interface RelayBinding {
 export type RelayOpening = { readonly kind: 'relay'; readonly input: InputRelay } | { readonly kind: 'refused'; readonly reason: string };
 
 /**
- * Opens a modern caller's `requestState` and answers for `binding`'s upstream. A state of
- * another kind (an approval, the judge's) carries no upstream state: only the answers go on.
+ * Opens a modern caller's `requestState` and answers for `binding`'s upstream. An approval state
+ * (the judge's) carries no upstream state: only the answers go on. A held-request state is
+ * refused here, as one that does not verify.
  */
 export async function openRelay(states: SealedStates, session: CallerSession, binding: RelayBinding): Promise<RelayOpening> {
   const inputResponses = upstreamResponses(binding.server, session.inputResponses);
   const answers = inputResponses && Object.keys(inputResponses).length ? { inputResponses } : {};
   if (session.requestState === undefined) return { kind: 'relay', input: answers };
   const opened = await states.open(session.requestState);
-  if (!opened.ok) {
-    const why = opened.why === 'expired' ? 'expired' : 'does not verify (altered, or not sealed by this broker)';
+  // A held-request state belongs to the held call it names (transports/held-calls.ts), never to this path.
+  if (!opened.ok || opened.kind === 'held') {
+    const why = !opened.ok && opened.why === 'expired' ? 'expired' : 'does not verify (altered, or not sealed by this broker)';
     return { kind: 'refused', reason: `the requestState ${why}; nothing was sent, call again without it to be asked anew` };
   }
   if (opened.kind !== 'relay') return { kind: 'relay', input: answers };

@@ -7,14 +7,19 @@
  *
  * - `approval`: the judge asked the caller to approve a call (broker/approval-state.ts);
  * - `relay`: a modern upstream's own `input_required` relayed to the caller, the upstream's
- *   `requestState` inside (broker/relay-input.ts).
+ *   `requestState` inside (broker/relay-input.ts);
+ * - `held`: a legacy upstream's request held during a modern caller's call, handed to the caller
+ *   (broker/held-state.ts, transports/held-calls.ts).
  *
  * Adding a kind is one field in {@link SealedKinds} and one shape check in `KIND_SHAPES`; the
  * format, key, size bound and expiry check are shared.
  *
- * Wire form: `mb2.` then base64url of IV (12 bytes) ‖ ciphertext ‖ GCM tag (16 bytes), at most
- * {@link MAX_SEALED_STATE_CHARS} characters. Encrypted, not only signed, so the client reads
- * neither the principal's name nor what the state binds (an upstream's own state included). Not
+ * Wire form: `mb3.`, the kind, `.`, then base64url of IV (12 bytes) ‖ ciphertext ‖ GCM tag
+ * (16 bytes), at most {@link MAX_SEALED_STATE_CHARS} characters. The kind in the clear lets a
+ * caller pick the path before opening ({@link kindOf}); it is not trusted: it is bound into the
+ * GCM additional data and repeated inside the ciphertext, so a state opens only as the kind it
+ * was sealed as. Encrypted, not only signed, so the client reads neither the principal's name
+ * nor what the state binds (an upstream's own state included). Not
  * the SDK's `createRequestStateCodec`: its expiry reads the wall clock in whole seconds (the
  * broker's clock is injected, its limits are in ms), its binding needs a `ServerContext` the
  * broker path does not have, and it signs without encrypting.
@@ -26,16 +31,16 @@ import { stableJson } from '../upstream/roster.js';
 
 /** Name of the sealing key in the store (`Store.secret`); the name it had as the approvals key, so the key is kept. */
 export const SEALED_STATE_SECRET = 'approval-state/aes-256-gcm';
-/** Prefix of every sealed state: names the format, so another one is never mistaken for it. */
-export const SEALED_STATE_PREFIX = 'mb2.';
+/** Prefix of every sealed state: names the format, so another one is never mistaken for it; the kind follows ({@link sealedPrefix}). */
+export const SEALED_STATE_PREFIX = 'mb3.';
 /** Longest state that is opened, in characters; a longer one is refused unread. */
 export const MAX_SEALED_STATE_CHARS = 16_384;
 
 const KEY_BYTES = 32;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
-/** Bound into every seal (GCM additional data), so no other sealed format opens as this one. */
-const AAD = Buffer.from('mcp-broker sealed state 2');
+/** Bound into every seal (GCM additional data) with the kind, so no other sealed format or kind opens as this one. */
+const AAD = 'mcp-broker sealed state 3 ';
 
 /** Fields every claim carries. */
 export interface ClaimBase {
@@ -79,10 +84,24 @@ export interface RelayClaim extends ClaimBase {
   readonly approvalNonce?: string;
 }
 
+/** What a held-request state says: this principal's call `heldId` is waiting for the answer to round `round`. */
+export interface HeldClaim extends ClaimBase {
+  readonly principal: string;
+  /** Advertised tool name. */
+  readonly tool: string;
+  /** {@link argumentsDigest} of the call's arguments. */
+  readonly argsDigest: string;
+  /** Id of the held call in the broker process that holds it. */
+  readonly heldId: string;
+  /** Which of the upstream's requests during the call this answers (1, 2, …). */
+  readonly round: number;
+}
+
 /** Every kind of sealed state, by its discriminator. */
 export interface SealedKinds {
   approval: ApprovalClaim;
   relay: RelayClaim;
+  held: HeldClaim;
 }
 export type SealedKind = keyof SealedKinds;
 
@@ -98,7 +117,26 @@ const isString = (v: unknown): v is string => typeof v === 'string';
 const KIND_SHAPES: { readonly [K in SealedKind]: (c: Record<string, unknown>) => boolean } = {
   approval: (c) => [c.principal, c.tool, c.argsDigest, c.nonce, c.callId].every(isString),
   relay: (c) => [c.principal, c.server, c.method, c.target, c.argsDigest, c.callId].every(isString) && [c.state, c.approvalNonce].every((v) => v === undefined || isString(v)),
+  held: (c) => [c.principal, c.tool, c.argsDigest, c.heldId].every(isString) && Number.isInteger(c.round),
 };
+
+const isKind = (kind: string): kind is SealedKind => Object.hasOwn(KIND_SHAPES, kind);
+
+/** The prefix of every state sealed as `kind`: {@link SEALED_STATE_PREFIX}, the kind, `.`. */
+export function sealedPrefix(kind: SealedKind): string {
+  return `${SEALED_STATE_PREFIX}${kind}.`;
+}
+
+/**
+ * The kind `state` names, read without opening it (undefined: not of this format, or a kind this
+ * build does not know). Only a hint for choosing the path: the kind's own open verifies it.
+ */
+export function kindOf(state: unknown): SealedKind | undefined {
+  if (typeof state !== 'string' || !state.startsWith(SEALED_STATE_PREFIX)) return undefined;
+  const end = state.indexOf('.', SEALED_STATE_PREFIX.length);
+  const kind = end < 0 ? '' : state.slice(SEALED_STATE_PREFIX.length, end);
+  return isKind(kind) ? kind : undefined;
+}
 
 /** sha256 (hex) of the arguments as canonical JSON (keys sorted): equal arguments, equal digest. */
 export function argumentsDigest(args: unknown): string {
@@ -129,9 +167,9 @@ export class SealedStates {
   async seal<K extends SealedKind>(kind: K, claim: SealedKinds[K]): Promise<string> {
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', await this.sealingKey(), iv, { authTagLength: TAG_BYTES });
-    cipher.setAAD(AAD);
+    cipher.setAAD(Buffer.from(AAD + kind));
     const body = Buffer.concat([cipher.update(JSON.stringify({ ...claim, kind }), 'utf8'), cipher.final()]);
-    return SEALED_STATE_PREFIX + Buffer.concat([iv, body, cipher.getAuthTag()]).toString('base64url');
+    return sealedPrefix(kind) + Buffer.concat([iv, body, cipher.getAuthTag()]).toString('base64url');
   }
 
   /**
@@ -143,6 +181,18 @@ export class SealedStates {
     if (!opened) return { ok: false, why: 'unreadable' };
     if (this.deps.clock.now() >= opened.claim.expiresAt) return { ok: false, why: 'expired' };
     return { ok: true, ...opened };
+  }
+
+  /**
+   * Opens `state` only as `kind`: as {@link open}, and a state of another kind is `unreadable`
+   * (before its expiry is looked at).
+   */
+  async openAs<K extends SealedKind>(kind: K, state: unknown): Promise<{ readonly ok: true; readonly claim: SealedKinds[K] } | SealRefusal> {
+    if (kindOf(state) !== kind) return { ok: false, why: 'unreadable' };
+    const opened = await this.open(state);
+    if (!opened.ok) return opened;
+    // The kind is bound into the seal: an intact state named `kind` is of `kind`.
+    return opened.kind === kind ? { ok: true, claim: opened.claim as SealedKinds[K] } : { ok: false, why: 'unreadable' };
   }
 
   private sealingKey(): Promise<Uint8Array> {
@@ -159,8 +209,10 @@ export class SealedStates {
   }
 
   private unseal(state: unknown, key: Uint8Array): OpenedState | undefined {
-    if (typeof state !== 'string' || state.length > MAX_SEALED_STATE_CHARS || !state.startsWith(SEALED_STATE_PREFIX)) return undefined;
-    const text = state.slice(SEALED_STATE_PREFIX.length);
+    if (typeof state !== 'string' || state.length > MAX_SEALED_STATE_CHARS) return undefined;
+    const named = kindOf(state);
+    if (named === undefined) return undefined;
+    const text = state.slice(sealedPrefix(named).length);
     const raw = Buffer.from(text, 'base64url');
     if (raw.length <= IV_BYTES + TAG_BYTES) return undefined;
     // base64url decoding skips characters it does not know: only the exact encoding counts.
@@ -168,7 +220,7 @@ export class SealedStates {
     let value: unknown;
     try {
       const decipher = createDecipheriv('aes-256-gcm', key, raw.subarray(0, IV_BYTES), { authTagLength: TAG_BYTES });
-      decipher.setAAD(AAD);
+      decipher.setAAD(Buffer.from(AAD + named));
       decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES));
       value = JSON.parse(Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()]).toString('utf8'));
     } catch {
@@ -176,8 +228,8 @@ export class SealedStates {
     }
     if (!value || typeof value !== 'object') return undefined;
     const { kind, ...claim } = value as Record<string, unknown>;
-    if (typeof kind !== 'string' || !Object.hasOwn(KIND_SHAPES, kind)) return undefined;
-    if (typeof claim.expiresAt !== 'number' || !Number.isFinite(claim.expiresAt) || !KIND_SHAPES[kind as SealedKind](claim)) return undefined;
+    if (kind !== named) return undefined;
+    if (typeof claim.expiresAt !== 'number' || !Number.isFinite(claim.expiresAt) || !KIND_SHAPES[named](claim)) return undefined;
     return { kind, claim } as unknown as OpenedState;
   }
 }

@@ -24,7 +24,8 @@ import { randomUUID } from 'node:crypto';
 import { ProtocolError, ProtocolErrorCode, type InputRequiredResult } from '@modelcontextprotocol/server';
 import { DeadlineExceeded } from '../broker/deadline.js';
 import { OUTCOME_META_KEY, CALL_ID_META_KEY } from '../broker/outcomes.js';
-import { HeldStates, type HeldStatesDeps } from '../broker/held-state.js';
+import { HeldStates } from '../broker/held-state.js';
+import type { SealedStates } from '../broker/sealed-state.js';
 import type { Clock } from '../shared/clock.js';
 
 /** One upstream request, as the broker path routes it toward the caller. */
@@ -196,10 +197,10 @@ export class HeldCalls {
 
 const tables = new WeakMap<object, HeldCalls>();
 
-/** The held-call table of `owner` (the gateway): one per broker process and gateway; its states sealed under `deps.store`'s key. */
-export function heldCallsOf(owner: object, deps: HeldStatesDeps): HeldCalls {
+/** The held-call table of `owner` (the gateway): one per broker process and gateway; its states sealed by `sealed` (the gateway's codec). */
+export function heldCallsOf(owner: object, sealed: SealedStates): HeldCalls {
   let table = tables.get(owner);
-  if (!table) tables.set(owner, (table = new HeldCalls(new HeldStates(deps))));
+  if (!table) tables.set(owner, (table = new HeldCalls(new HeldStates(sealed))));
   return table;
 }
 

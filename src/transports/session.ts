@@ -475,67 +475,67 @@ export class DownstreamSession {
     const held = modern ? this.newHeldCall(target.server) : undefined;
     let notify = extra.sendNotification;
     try {
-    const answer = gw.broker.call(
-      {
-        name,
-        args: args ?? {},
-        meta: Object.keys(meta).length ? meta : undefined,
-        signal: held?.signal ?? extra.signal,
-        abort: held?.abort ?? extra.abort,
-        onProgress:
-          progressToken === undefined
-            ? undefined
-            : (update) => {
-                if (update.progress < last) return;
-                last = update.progress;
-                void notify({ method: 'notifications/progress', params: { ...update, progressToken } }).catch(() => undefined);
-              },
-        // Bounded by the broker's hard cap, never the SDK's hidden 60 s default (F18); the call's deadline aborts it sooner.
-        onServerRequest: this.serverRequestRoute(
-          (request, signal) => extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.maxTotalTimeoutMs }),
-          owner,
-          { declared: caller.clientCapabilities, onMissing: (capability) => (missing ??= capability), hold: held && ((request, signal) => held.call.hold(request, signal)) },
-        ),
-      },
-      caller,
-      target,
-    );
-    const finish = (done: Awaited<typeof answer>) => {
-      if (missing !== undefined) {
-        // Spec (server/tools, basic/versioning): a request that needs an undeclared client capability is -32021.
-        throw new MissingRequiredClientCapabilityError(
-          { requiredCapabilities: { [missing]: {} } },
-          `the tool needs the client capability "${missing}", which this request did not declare`,
-        );
+      const answer = gw.broker.call(
+        {
+          name,
+          args: args ?? {},
+          meta: Object.keys(meta).length ? meta : undefined,
+          signal: held?.signal ?? extra.signal,
+          abort: held?.abort ?? extra.abort,
+          onProgress:
+            progressToken === undefined
+              ? undefined
+              : (update) => {
+                  if (update.progress < last) return;
+                  last = update.progress;
+                  void notify({ method: 'notifications/progress', params: { ...update, progressToken } }).catch(() => undefined);
+                },
+          // Bounded by the broker's hard cap, never the SDK's hidden 60 s default (F18); the call's deadline aborts it sooner.
+          onServerRequest: this.serverRequestRoute(
+            (request, signal) => extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.maxTotalTimeoutMs }),
+            owner,
+            { declared: caller.clientCapabilities, onMissing: (capability) => (missing ??= capability), hold: held && ((request, signal) => held.call.hold(request, signal)) },
+          ),
+        },
+        caller,
+        target,
+      );
+      const finish = (done: Awaited<typeof answer>) => {
+        if (missing !== undefined) {
+          // Spec (server/tools, basic/versioning): a request that needs an undeclared client capability is -32021.
+          throw new MissingRequiredClientCapabilityError(
+            { requiredCapabilities: { [missing]: {} } },
+            `the tool needs the client capability "${missing}", which this request did not declare`,
+          );
+        }
+        // A requestState that fails verification is rejected as the spec says (-32602); the call is recorded all the same.
+        if (done.requestError) throw new ProtocolError(done.requestError.code, done.requestError.message, done.requestError.data);
+        if (done.wireError && this.era === 'legacy' && supportsUrlElicitation(caller.clientCapabilities)) {
+          // -32042 (URL elicitation required) reaches a client that can act on it as the upstream sent it;
+          // any other gets the refusal result (the spec: the error is only for URL-mode clients; 2026-07-28
+          // has no -32042, and the SDK turns a thrown one into -32603 there).
+          const { code, message, data } = done.wireError;
+          throw new ProtocolError(code, message, data);
+        }
+        return this.era === 'modern' ? ownedByUs(done.result) : done.result;
+      };
+      if (!held) return finish(await answer);
+      const settled = answer.then(finish);
+      held.call.attach(settled);
+      held.follow(extra.signal);
+      const event = await held.call.next();
+      if (event.kind === 'done') {
+        if (event.ok) return event.value;
+        throw event.err;
       }
-      // A requestState that fails verification is rejected as the spec says (-32602); the call is recorded all the same.
-      if (done.requestError) throw new ProtocolError(done.requestError.code, done.requestError.message, done.requestError.data);
-      if (done.wireError && this.era === 'legacy' && supportsUrlElicitation(caller.clientCapabilities)) {
-        // -32042 (URL elicitation required) reaches a client that can act on it as the upstream sent it;
-        // any other gets the refusal result (the spec: the error is only for URL-mode clients; 2026-07-28
-        // has no -32042, and the SDK turns a thrown one into -32603 there).
-        const { code, message, data } = done.wireError;
-        throw new ProtocolError(code, message, data);
-      }
-      return this.era === 'modern' ? ownedByUs(done.result) : done.result;
-    };
-    if (!held) return finish(await answer);
-    const settled = answer.then(finish);
-    held.call.attach(settled);
-    held.follow(extra.signal);
-    const event = await held.call.next();
-    if (event.kind === 'done') {
-      if (event.ok) return event.value;
-      throw event.err;
-    }
-    // The upstream asked: park the call, answer this request with the input request.
-    held.follow(undefined);
-    heldCallsOf(gw, gw).park(held.call, settled);
-    held.onJoin = (joiner) => {
-      notify = joiner.sendNotification;
-      held.follow(joiner.signal);
-    };
-    return this.askHeld(held.call, event, { principal: this.principal, tool: name, args: args ?? {} });
+      // The upstream asked: park the call, answer this request with the input request.
+      held.follow(undefined);
+      heldCallsOf(gw, gw.sealedStates).park(held.call, settled);
+      held.onJoin = (joiner) => {
+        notify = joiner.sendNotification;
+        held.follow(joiner.signal);
+      };
+      return this.askHeld(held.call, event, { principal: this.principal, tool: name, args: args ?? {} });
     } finally {
       if (owner && this.era === 'modern') this.requests.delete(owner);
     }
@@ -568,7 +568,7 @@ export class DownstreamSession {
 
   /** The `input_required` answer for `event`, under a fresh sealed state for its round. */
   private async askHeld(call: HeldCall, event: HeldEvent & { kind: 'asked' }, binding: HeldBinding): Promise<InputRequiredResult> {
-    const states = heldCallsOf(this.gateway, this.gateway).states;
+    const states = heldCallsOf(this.gateway, this.gateway.sealedStates).states;
     return heldInputRequired(event, await states.issue(binding, call.id, event.round, event.expiresAt));
   }
 
@@ -586,7 +586,7 @@ export class DownstreamSession {
     extra: Pick<DirectCallExtra, 'signal' | 'sendNotification'>,
   ): Promise<unknown> {
     const gw = this.gateway;
-    const table = heldCallsOf(gw, gw);
+    const table = heldCallsOf(gw, gw.sealedStates);
     const binding: HeldBinding = { principal: this.principal, tool: name, args };
     const opened = await table.states.open(caller.requestState!, binding);
     if (!opened.ok) {

@@ -54,8 +54,8 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
     expect(Object.keys(inputRequests!)).toEqual(['answer']);
     expect(inputRequests!.answer).toMatchObject({ method: 'elicitation/create', params: { message: 'colour?' } });
     // Ours, sealed: the upstream's own state is not readable in it.
-    expect(requestState!.startsWith('mb2.')).toBe(true);
-    expect(Buffer.from(requestState!.slice(4), 'base64url').toString('latin1')).not.toContain('asked:');
+    expect(requestState!.startsWith('mb3.relay.')).toBe(true);
+    expect(Buffer.from(requestState!.slice('mb3.relay.'.length), 'base64url').toString('latin1')).not.toContain('asked:');
     const done = (await b.call('up__ask', { question: 'colour?' }, { inputResponses: { answer: { action: 'accept', content: { answer: 'blue' } } }, requestState })) as CallToolResult;
     expect(done.content).toEqual([{ type: 'text', text: 'answer=blue state=asked:colour?' }]);
     expect(upstreamCalls(b.dir, 'ask')).toHaveLength(2);
@@ -77,7 +77,7 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
     const inputResponses = { answer: { action: 'accept', content: { answer: 'blue' } } };
     const before = upstreamCalls(b.dir, 'ask').length;
     const flipped = state.slice(0, 20) + (state[20] === 'A' ? 'B' : 'A') + state.slice(21);
-    for (const bad of [`${state}-TAMPERED`, flipped, 'asked:colour?', 'mb2.']) {
+    for (const bad of [`${state}-TAMPERED`, flipped, 'asked:colour?', 'mb2.', 'mb3.relay.']) {
       const err = await b.call('up__ask', { question: 'colour?' }, { inputResponses, requestState: bad }).then(
         () => undefined,
         (e: unknown) => e,
@@ -91,7 +91,7 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
     expect(upstreamCalls(b.dir, 'ask')).toHaveLength(before);
     expect(upstreamCalls(b.dir, 'whoami')).toHaveLength(0);
     const refused = b.records().filter((r) => r.outcome === 'invalid_arguments');
-    expect(refused).toHaveLength(6);
+    expect(refused).toHaveLength(7);
     expect(refused.every((r) => r.attempts === 0)).toBe(true);
     // The intact state still works.
     const done = (await b.call('up__ask', { question: 'colour?' }, { inputResponses, requestState: state })) as CallToolResult;
@@ -126,7 +126,7 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
     const first = (await get()) as unknown as InputRequiredResult;
     expect(isInputRequiredResult(first)).toBe(true);
     expect(Object.keys(first.inputRequests!)).toEqual(['answer']);
-    expect(first.requestState!.startsWith('mb2.')).toBe(true);
+    expect(first.requestState!.startsWith('mb3.relay.')).toBe(true);
     const inputResponses = { answer: { action: 'accept', content: { answer: 'yes' } } };
     const prompts = () => readNdjson<{ event: string }>(join(b.dir, 'fixture.ndjson')).filter((e) => e.event === 'prompt');
     await expect(get({ inputResponses, requestState: `${first.requestState}-TAMPERED` })).rejects.toMatchObject({ code: -32602 });
