@@ -66,7 +66,8 @@ export interface CallerSession {
    */
   readonly unit: string;
   /**
-   * True when no session ends `unit` (the admin API's `api:<principal>`): its budget is per
+   * True when no session ends `unit` (the admin API's `api:<principal>`, a modern request's
+   * `modern:<principal>[/<key>]`): its budget is per
    * `broker.budgetWindowMs` window and renews (broker/budget.ts). Absent: the unit is a session's,
    * its budget lasting as long as the session.
    */

@@ -20,7 +20,7 @@ export const DEFAULT_TIMEOUT_MS = 60_000;
 export const DEFAULT_BUDGET_PER_UNIT = 10_000;
 /**
  * Default of `broker.budgetWindowMs`: how long a sessionless unit's budget lasts before it renews,
- * in ms (one hour). A sessionless unit (the admin API's `api:<principal>`) has no session whose
+ * in ms (one hour). A sessionless unit (the admin API's `api:<principal>`, a modern request's) has no session whose
  * end would release it, so without a window it would lock its principal out for good.
  */
 export const DEFAULT_BUDGET_WINDOW_MS = 3_600_000;
@@ -312,7 +312,7 @@ export const brokerSchema = z
      */
     budgetPerUnit: budgetSchema.default(DEFAULT_BUDGET_PER_UNIT),
     /**
-     * Window of a sessionless unit's budget (the admin API's `api:<principal>`), in ms; default
+     * Window of a sessionless unit's budget (the admin API's `api:<principal>`, a modern request's `modern:…`), in ms; default
      * {@link DEFAULT_BUDGET_WINDOW_MS}, at most a day. Such a unit may make `budgetPerUnit` invoked
      * calls per window; the window starts at its first call and the budget renews when it ends.
      * A session's unit has no window: its budget lasts as long as the session.

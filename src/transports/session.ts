@@ -309,6 +309,8 @@ export class DownstreamSession {
       sessionId: null,
       principal: this.principal,
       unit,
+      // No session ends a modern unit: its budget is per `broker.budgetWindowMs` window and renews.
+      sessionless: true,
       era: 'modern',
       clientCapabilities: (ctx.mcpReq.envelope as Record<string, ClientCapabilities | undefined> | undefined)?.[CLIENT_CAPABILITIES_META_KEY],
       // The level this request asked for (absent: no logs), passed on to a modern upstream.

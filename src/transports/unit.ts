@@ -11,9 +11,10 @@
  * - Without a key the unit is the principal's own, `modern:<principal>`.
  * - A key of any other type or form is refused with `-32602`, naming the field, never the value.
  *
- * A unit lives as long as the broker process (no session ends it): a caller that wants a fresh
- * budget names a fresh key (one per conversation or job, say), as a legacy client opens a new
- * session. The key is the broker's own: it is not passed on to the upstream.
+ * No session ends a unit, so its budget is per `broker.budgetWindowMs` window from its first
+ * call and then renews (broker/budget.ts), as the admin API's does; a caller that wants a fresh
+ * budget sooner names a fresh key (one per conversation or job, say), as a legacy client opens a
+ * new session. The key is the broker's own: it is not passed on to the upstream.
  */
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 

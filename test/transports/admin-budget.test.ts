@@ -1,6 +1,7 @@
 /**
- * The admin API's unit `api:<principal>` is sessionless: its budget renews every
- * `broker.budgetWindowMs`, so no principal is locked out until a restart (issue 13 §4). A real
+ * The admin API's unit `api:<principal>` and a modern request's `modern:<principal>` are
+ * sessionless: their budgets renew every `broker.budgetWindowMs`, so no principal is locked out
+ * until a restart (issue 13 §4). A real
  * gateway serving HTTP in this process, with the echo fixture upstream and a manual clock.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -16,7 +17,7 @@ import { fixture, nodeServer } from '../e2e/helpers.js';
 
 const TOKEN = 'alice-budget-token-0123456789';
 
-describe('admin API budget window', () => {
+describe('sessionless budget windows', () => {
   let dir: string;
   let gateway: Gateway | undefined;
   let serving: HttpServing | undefined;
@@ -50,6 +51,64 @@ describe('admin API budget window', () => {
     };
     const outcomes = async (n: number) => {
       const out: string[] = [];
+      for (let i = 0; i < n; i++) out.push(await callOnce());
+      return out;
+    };
+    expect(await outcomes(3)).toEqual(['ok', 'ok', 'budget_exhausted']);
+    await clock.advance(60_000);
+    expect(await outcomes(3)).toEqual(['ok', 'ok', 'budget_exhausted']);
+  });
+
+  it('modern:<principal> (a 2026-07-28 request naming no unit key) renews after broker.budgetWindowMs (regression: it lasted as long as the process, locking the principal out)', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-modern-budget-'));
+    const config = parseConfig(
+      {
+        mcpServers: { echo: nodeServer(fixture('echo.mjs'), { required: true }) },
+        broker: { budgetPerUnit: 2, budgetWindowMs: 60_000 },
+        principals: { alice: { token: '${env:ALICE_TOKEN}' } },
+        estate: { enabled: false },
+      },
+      { baseDir: dir, env: { ALICE_TOKEN: TOKEN } },
+    );
+    const clock = new ManualClock();
+    gateway = new Gateway(config, { logger: silentLogger(), clock });
+    serving = await serveHttp(gateway, { host: '127.0.0.1', port: 0 });
+    let id = 0;
+    const callOnce = async () => {
+      const res = await fetch(`${serving!.url}/mcp`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${TOKEN}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2026-07-28',
+          'mcp-method': 'tools/call',
+          'mcp-name': 'echo__echo',
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: ++id,
+          method: 'tools/call',
+          params: {
+            name: 'echo__echo',
+            arguments: { text: 'hi' },
+            _meta: {
+              'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+              'io.modelcontextprotocol/clientCapabilities': {},
+              'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
+            },
+          },
+        }),
+      });
+      const text = await res.text();
+      // JSON or one SSE event; either way the outcome is in the result's _meta.
+      const body = JSON.parse(text.startsWith('{') ? text : text.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as {
+        result?: { _meta?: Record<string, unknown> };
+      };
+      return body.result?._meta?.['mcp-broker/outcome'];
+    };
+    const outcomes = async (n: number) => {
+      const out: unknown[] = [];
       for (let i = 0; i < n; i++) out.push(await callOnce());
       return out;
     };
