@@ -86,9 +86,12 @@ interface LocalFunctionTool {
   readonly hash: string;
 }
 
-/** Runs one attempt of a call: what the broker's invoke stage needs of the router (broker/invoke.ts). */
-export interface Dispatcher {
-  dispatch(call: RoutedCall): Promise<CallToolResult>;
+/**
+ * Runs one attempt of a call: what the broker's invoke stage needs of the router (broker/invoke.ts).
+ * `C` is the call it is handed (the invoke stage's: `BrokerCall`); {@link ToolRouter} takes any {@link RoutedCall}.
+ */
+export interface Dispatcher<C extends RoutedCall = RoutedCall> {
+  dispatch(call: C): Promise<CallToolResult>;
 }
 
 /** The per-gateway router (see the module comment); the gateway owns the one instance. */
