@@ -26,7 +26,7 @@ import type { Dispatcher } from '../router/router.js';
 import { refuse, type BrokerCall } from './types.js';
 
 export interface InvokeDeps {
-  router: Dispatcher;
+  router: Dispatcher<BrokerCall>;
   /**
    * Whether the handler's verdict is also read from a JSON text block of the result (the tool's,
    * else the server's `verdictFromText`); default never: a text block is data (a file, a fetched

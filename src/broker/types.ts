@@ -2,117 +2,19 @@
  * One `tools/call` as it moves through the broker path (seed 002_7bce204a86c1c7ba.txt).
  * Stages read and write this object; the runner owns its lifecycle.
  */
-import type { CallToolResult, ClientCapabilities, ElicitRequest, ElicitResult, LoggingLevel, Tool } from '@modelcontextprotocol/server';
-import type { InputRelay, ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
+import type { CallToolResult, InputRequiredResult } from '@modelcontextprotocol/server';
+import type { FlowRef, RouteNotes, RoutedCall, RoutedRequest } from '../router/call.js';
+import type { ProgressUpdate } from '../upstream/types.js';
 import { ROLLBACK_META_KEY, type Outcome } from './outcomes.js';
-import type { InputRequiredResult } from '@modelcontextprotocol/server';
-import type { TraceCarrier } from '../shared/trace-context.js';
 
-/** Where a call is going, as the registry and router know it. */
-export interface ToolTarget {
-  /** Advertised name. */
-  readonly name: string;
-  /** Server key (`broker`, `estate` for the broker's own tools). */
-  readonly server: string;
-  /** The tool's own name at its server. */
-  readonly toolName: string;
-  /**
-   * `active`, `disabled` (by config), `gone` (its upstream is running but not serving it now),
-   * `down` (its upstream is not running: failed to start, crashed, restarting).
-   */
-  readonly state: 'active' | 'disabled' | 'gone' | 'down';
-  /** Why it cannot be called (one line, safe to show): set when `down`, and for a disabled upstream. */
-  readonly reason?: string;
-  /** `upstream` (an MCP or rest upstream) or `local` (a function tool served by the router). */
-  readonly source: 'upstream' | 'local';
-  /** The definition as advertised; present when active. */
-  readonly definition?: Tool;
-  /** Pin of the definition (sha256); present when active. */
-  readonly hash?: string;
-  /**
-   * The policy action when no `policy.rules` entry matches, instead of `policy.default`; set by
-   * the router for function tools that declare it (`estate__apply_proposal`: `ask`). Issue 4.
-   */
-  readonly policyDefault?: 'ask' | 'deny';
-  /**
-   * The tool itself demands a human's approval on every call (`requireApproval` of a function
-   * tool, seed 003). The judge asks, before budget, breaker and deadline, so waiting on a human
-   * neither spends budget nor counts against the tool's deadline or breaker.
-   */
-  readonly requireApproval?: boolean;
-  /**
-   * The tool acts on what every session shares (`broker__reconnect`: an upstream connection), so
-   * the judge denies it to a principal that is neither privileged (`local`, or role `operator`)
-   * nor allowed it by a `policy.rules` entry naming it literally (policy.ts, step 5).
-   */
-  readonly requiresPrivilege?: boolean;
-  /** What the call would do, for the approval prompt (`approvalDetail` of a function tool). */
-  readonly approvalDetail?: (args: unknown, session: CallerSession) => readonly string[] | Promise<readonly string[]>;
-}
+// The router's view of a call lives in router/ (broker → router, one way); re-exported so importers of these keep working.
+export type { CallerSession, FlowRef, ToolTarget } from '../router/call.js';
 
-/** The downstream side of a call: who is calling, and how to reach them. */
-export interface CallerSession {
-  /**
-   * Downstream session id; `api` calls get a fresh one. `null` for a modern (2026-07-28)
-   * request, which has no session: its records carry `"sessionId": null`.
-   */
-  readonly sessionId: string | null;
-  /** Who: `local` for the stdio client, a configured principal name over HTTP. */
-  readonly principal: string;
-  /**
-   * Budget scope: a legacy session, an API caller's unit, or a modern request's unit
-   * (`transports/unit.ts`: `modern:<principal>/<key>` for a `_meta["mcp-broker/unit"]` key,
-   * else `modern:<principal>`).
-   */
-  readonly unit: string;
-  /**
-   * True when no session ends `unit` (the admin API's `api:<principal>`, a modern request's
-   * `modern:<principal>[/<key>]`): its budget is per
-   * `broker.budgetWindowMs` window and renews (broker/budget.ts). Absent: the unit is a session's,
-   * its budget lasting as long as the session.
-   */
-  readonly sessionless?: boolean;
-  /** What the downstream client declared at initialize. */
-  readonly clientCapabilities?: ClientCapabilities;
-  /** The log level the client asked for (`logging/setLevel`); absent: it asked for none. */
-  readonly logLevel?: LoggingLevel;
-  /** Asks the human through `elicitation/create`; absent when the client cannot. */
-  elicit?(params: ElicitRequest['params'], options: { timeoutMs: number; signal?: AbortSignal }): Promise<ElicitResult>;
-  /** Whether the downstream connection is still there to receive an answer. */
-  isLive(): boolean;
-  /**
-   * One `ping` round trip to the client on the call's stream: resolves when it answers, rejects
-   * when the connection closes first or `timeoutMs` passes. The router's liveness proof after an
-   * approval (seed 003); absent for callers with no connection (the HTTP API).
-   */
-  ping?(options: { timeoutMs: number; signal?: AbortSignal }): Promise<void>;
-  /** Sends an MCP log notification to this session at `level` (publish stage). */
-  log?(level: 'debug' | 'info' | 'warning' | 'error', data: unknown): void;
-  /**
-   * The protocol era of the request: `legacy` (2025-11-25 and older: `initialize`, sessions,
-   * server-to-client requests) or `modern` (2026-07-28: per-request `_meta`, no session, input
-   * requests as `input_required` results). Absent means legacy (the HTTP API, tasks).
-   */
-  readonly era?: 'legacy' | 'modern';
-  /**
-   * A modern retry's `inputResponses` (the answers to the `inputRequests` of an earlier
-   * `input_required` result, keyed as asked), as the client sent them; absent on a first try
-   * and for legacy callers. Untrusted input.
-   */
-  readonly inputResponses?: Record<string, unknown>;
-  /**
-   * A modern retry's `requestState`, byte for byte as the client echoed it (the broker sealed
-   * it, so it must be verified before use); absent on a first try and for legacy callers.
-   */
-  readonly requestState?: string;
-}
-
-/** The request as received. */
-export interface CallRequest {
-  readonly name: string;
-  readonly args: Record<string, unknown>;
-  /** The downstream request's `_meta`, minus the progress token. */
-  readonly meta?: Record<string, unknown>;
+/**
+ * The request as received: what the router reads ({@link RoutedRequest}: `name`, `args`, `meta`,
+ * `onServerRequest`, `taskId`, `flow`) and what only the broker's stages use.
+ */
+export interface CallRequest extends RoutedRequest {
   /** Aborted when the downstream client cancels. */
   readonly signal: AbortSignal;
   /**
@@ -123,34 +25,17 @@ export interface CallRequest {
   readonly abort?: (reason: unknown) => void;
   /** Forwards progress to the downstream client; absent when it sent no progress token. */
   readonly onProgress?: (update: ProgressUpdate) => void;
-  /** Re-issues upstream→client requests (sampling, elicitation, roots) to the calling session. */
-  readonly onServerRequest?: ServerRequestHandler;
-  /** The durable task this call runs as (src/tasks/); an `ask` then parks it instead of asking. */
-  readonly taskId?: string;
   /**
    * Who approved this call in the approval inbox before it ran (a parked task resumed from its
    * row): an `ask` or a tool's `requireApproval` is satisfied. A `deny` still denies.
    */
   readonly approvedBy?: string;
-  /** Set when a flow makes this call (`broker__flow_run`): recorded as the record's `flow`. */
-  readonly flow?: FlowRef;
   /**
    * Why the caller already knows these arguments cannot be sent (a flow's reference that cannot
    * be read), as one line naming no value: the call is judged and recorded like any other, and
    * the invoke stage refuses it `invalid_arguments` with this reason; nothing is sent.
    */
   readonly invalidArguments?: string;
-}
-
-/**
- * Which flow made a call, and as what: `id` is the flow's own call id (`broker__flow_run`'s
- * `callId`), `step` the step's id (`on_failure` for the failure hook), `phase` absent for a
- * step, `rollback` for an inverse replayed, `on_failure` for the failure hook.
- */
-export interface FlowRef {
-  readonly id: string;
-  readonly step: string;
-  readonly phase?: 'rollback' | 'on_failure';
 }
 
 /** The record written for every judged call (DESIGN.md "Contract"). */
@@ -185,7 +70,7 @@ export interface CallRecord {
   /** Argument names stripped before the call (rest tools). */
   stripped?: string[];
   /** An estate proposal this call stored or applied (the estate relay's audit hook; issue 4). */
-  proposal?: { id: string; action: 'proposed' | 'applied'; path: string };
+  proposal?: RouteNotes['proposal'];
   /** The flow that made this call, and the step ({@link FlowRef}); absent for a call made directly. */
   flow?: FlowRef;
   /** The call's trace (32 hex digits), when tracing is on and the call was sampled (issue 20). */
@@ -194,44 +79,21 @@ export interface CallRecord {
   spanId?: string;
 }
 
-/** The mutable state of one call inside the broker. */
-export interface BrokerCall {
-  readonly callId: string;
+/**
+ * The mutable state of one call inside the broker: the router's view of it ({@link RoutedCall}:
+ * target, deadlines, progress sink, approval, signal, trace context, the relay's fields, and what
+ * the router writes back) plus what only the broker's stages read and write.
+ */
+export interface BrokerCall extends RoutedCall {
   readonly request: CallRequest;
-  readonly session: CallerSession;
   /** ms since the epoch, from the broker's clock. */
   readonly startedAt: number;
-  target?: ToolTarget;
-  /** Absolute time (ms since the epoch) at which the call is cancelled as `timeout`. */
-  deadline?: number;
-  /**
-   * Where the call's progress goes: the downstream client's sink (`request.onProgress`), wrapped
-   * by the deadline stage to move the deadline when `extendOnProgress` is on. Absent when nobody
-   * listens; then the upstream is given no progress token.
-   */
-  onProgress?: (update: ProgressUpdate) => void;
-  /** Set by the judge when a human approved this call (policy `ask` or the tool's `requireApproval`). */
-  approved?: boolean;
   /**
    * Set by the judge when it asks a modern caller for approval through an input request: the
    * call is settled `approval_required` (and recorded so) but answered with this
    * `input_required` result instead of a refusal (broker/ask-input.ts).
    */
   inputRequired?: InputRequiredResult;
-  /**
-   * A modern caller's retry fields as the upstream is to get them (un-namespaced, the upstream's
-   * own state unsealed), set by the relay stage (broker/relay-input.ts); absent for legacy callers.
-   */
-  inputRelay?: InputRelay;
-  /**
-   * Set with a refusal the caller is to get as a JSON-RPC error instead of a result (a
-   * `requestState` that fails verification: -32602, the spec's "reject"); the call is still recorded.
-   */
-  requestError?: { readonly code: number; readonly message: string; readonly data?: unknown };
-  /** Absolute time past which no extension of the deadline goes (`maxTotalTimeoutMs`). */
-  hardDeadline?: number;
-  /** Aborted at the deadline or on downstream cancel; what the invoke stage passes upstream. */
-  signal: AbortSignal;
   /** Aborts `signal` with a reason (the deadline stage's `DeadlineExceeded`); set by the broker. */
   abort?: (reason: unknown) => void;
   /** Whether the tool counts as read-only (retry, read-only mode). */
@@ -264,14 +126,8 @@ export interface BrokerCall {
    * and recorded `upstream_error`, and the breaker leaves it be (the upstream is not failing).
    */
   wireError?: WireError;
-  /** Extra fields for the record (breaker state, stripped arguments, trace ids). */
+  /** Extra fields for the record: the router's ({@link RouteNotes}) and the broker's (breaker state, trace ids). */
   notes: Partial<Pick<CallRecord, 'breaker' | 'stripped' | 'proposal' | 'traceId' | 'spanId'>>;
-  /**
-   * W3C trace context of the attempt in progress (`traceparent`, `tracestate`, `baggage`), set by
-   * the tracer before each attempt when tracing is on; the router sends it upstream in `_meta`
-   * (and as headers to an HTTP upstream) in place of the caller's. Absent when tracing is off.
-   */
-  traceMeta?: TraceCarrier;
   /** Written by the record stage. */
   record?: CallRecord;
   /**
@@ -279,12 +135,6 @@ export interface BrokerCall {
    * come back (`withheld`): the upstream did the work, so a flow can still undo it. Set by {@link refuse}.
    */
   rollback?: unknown;
-  /**
-   * What a handler that settles on abort (`FunctionTool.settlesOnAbort`) said it left behind when
-   * it failed after the call was cancelled or timed out (its first text line): the deadline stage
-   * still settles the call `cancelled` / `timeout` and adds this to the reason.
-   */
-  endedAs?: string;
 }
 
 /** Settles a call as a refusal: the result is withheld (its rollback descriptor, if any, is kept in `call.rollback`). */

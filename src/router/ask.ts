@@ -10,7 +10,7 @@
  */
 import type { ElicitRequestFormParams } from '@modelcontextprotocol/server';
 import { isRequestTimeout } from '../shared/sdk-errors.js';
-import type { CallerSession } from '../broker/types.js';
+import type { CallerSession } from './call.js';
 
 /**
  * The `elicitation/create` params of an approval question: form mode, no fields (accepting is

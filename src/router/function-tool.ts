@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import type { CallToolResult, Tool, ToolAnnotations } from '@modelcontextprotocol/server';
-import type { BrokerCall, CallerSession, CallRequest } from '../broker/types.js';
+import type { CallerSession, RouteNotes, RoutedRequest } from './call.js';
 import type { ProgressUpdate } from '../upstream/types.js';
 
 /** Every advertised name matches this (DESIGN.md "Roster names"). */
@@ -30,9 +30,9 @@ export interface FunctionToolContext {
   /** Sends progress to the client (a no-op when it sent no progress token). */
   progress(update: ProgressUpdate): void;
   /** Extra fields for the call's record (for example the estate relay's `proposal`). */
-  readonly notes: BrokerCall['notes'];
+  readonly notes: RouteNotes;
   /** The call's request to the broker (its `meta`, its relay of upstream→client requests, the `flow` that made it, the task it runs as). */
-  readonly request: Pick<CallRequest, 'meta' | 'onServerRequest' | 'flow' | 'taskId'>;
+  readonly request: Pick<RoutedRequest, 'meta' | 'onServerRequest' | 'flow' | 'taskId'>;
 }
 
 /**

@@ -28,7 +28,7 @@
 import { ProtocolError, ProtocolErrorCode, type CallToolResult, type Tool } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { askApproval, stillLive } from './ask.js';
-import type { BrokerCall, CallerSession, ToolTarget } from '../broker/types.js';
+import type { RoutedCall, ToolTarget } from './call.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Clock } from '../shared/clock.js';
 import type { Registry } from '../upstream/registry.js';
@@ -86,9 +86,12 @@ interface LocalFunctionTool {
   readonly hash: string;
 }
 
-/** Runs one attempt of a call: what the broker's invoke stage needs of the router (broker/invoke.ts). */
-export interface Dispatcher {
-  dispatch(call: BrokerCall): Promise<CallToolResult>;
+/**
+ * Runs one attempt of a call: what the broker's invoke stage needs of the router (broker/invoke.ts).
+ * `C` is the call it is handed (the invoke stage's: `BrokerCall`); {@link ToolRouter} takes any {@link RoutedCall}.
+ */
+export interface Dispatcher<C extends RoutedCall = RoutedCall> {
+  dispatch(call: C): Promise<CallToolResult>;
 }
 
 /** The per-gateway router (see the module comment); the gateway owns the one instance. */
@@ -212,7 +215,7 @@ export class ToolRouter implements Dispatcher {
    * `connection_lost` → `BrokerError('cancelled')`; an upstream's or primary handler's throw, or
    * the abort reason of a call aborted by its deadline or the client → rethrown as is.
    */
-  async dispatch(call: BrokerCall): Promise<CallToolResult> {
+  async dispatch(call: RoutedCall): Promise<CallToolResult> {
     const [answer] = await this.dispatchBatch([call]);
     switch (answer!.outcome) {
       case 'ok':
@@ -234,7 +237,7 @@ export class ToolRouter implements Dispatcher {
    * positional outcomes; any name unknown → every position `denied` (`unknown_tool`), at once.
    * Never throws and never waits on anything but the calls themselves.
    */
-  async dispatchBatch(calls: readonly BrokerCall[]): Promise<RouterOutcome[]> {
+  async dispatchBatch(calls: readonly RoutedCall[]): Promise<RouterOutcome[]> {
     const routes = calls.map((c) => this.route(c));
     const missing = routes.findIndex((r) => r === undefined);
     if (missing >= 0) {
@@ -248,7 +251,7 @@ export class ToolRouter implements Dispatcher {
     return this.primaries.find((p) => p.tools.some((t) => t.name === name));
   }
 
-  private route(call: BrokerCall): Route | undefined {
+  private route(call: RoutedCall): Route | undefined {
     const target = call.target;
     if (target?.source === 'upstream') return { kind: 'upstream', server: target.server, toolName: target.toolName };
     const name = target?.name ?? call.request.name;
@@ -263,7 +266,7 @@ export class ToolRouter implements Dispatcher {
   }
 
   /** One call, isolated: every throw becomes this call's outcome. */
-  private async runOne(call: BrokerCall, route: Route): Promise<RouterOutcome> {
+  private async runOne(call: RoutedCall, route: Route): Promise<RouterOutcome> {
     try {
       switch (route.kind) {
         case 'primary':
@@ -282,7 +285,7 @@ export class ToolRouter implements Dispatcher {
     }
   }
 
-  private async runFunction(call: BrokerCall, tool: FunctionTool): Promise<RouterOutcome> {
+  private async runFunction(call: RoutedCall, tool: FunctionTool): Promise<RouterOutcome> {
     const parsed = tool.parameters.safeParse(call.request.args ?? {});
     if (!parsed.success) {
       return { outcome: 'error', code: 'invalid_arguments', message: `${tool.name}: ${z.prettifyError(parsed.error).replace(/\s*\n\s*/g, ' ')}` };
@@ -316,7 +319,7 @@ export class ToolRouter implements Dispatcher {
     return { outcome: 'ok', result };
   }
 
-  private callUpstream(call: BrokerCall, server: string, toolName: string): Promise<CallToolResult> {
+  private callUpstream(call: RoutedCall, server: string, toolName: string): Promise<CallToolResult> {
     const upstream = this.registry.upstream(server);
     if (!upstream) throw new BrokerError('upstream_unavailable', `no upstream "${server}"`);
     const end = call.hardDeadline ?? call.deadline ?? this.clock.now() + 60_000;
@@ -340,7 +343,7 @@ export class ToolRouter implements Dispatcher {
   }
 }
 
-function contextOf(call: BrokerCall): FunctionToolContext {
+function contextOf(call: RoutedCall): FunctionToolContext {
   return {
     callId: call.callId,
     signal: call.signal,
@@ -384,7 +387,7 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
  * we passed on the caller's own) reaches a modern caller as that error (`call.requestError`), as
  * the spec's versioning page says; the call is still settled and recorded `upstream_error`.
  */
-async function withCapabilityError(call: BrokerCall, pending: Promise<CallToolResult>): Promise<CallToolResult> {
+async function withCapabilityError(call: RoutedCall, pending: Promise<CallToolResult>): Promise<CallToolResult> {
   try {
     return await pending;
   } catch (err) {
