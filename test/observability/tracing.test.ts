@@ -75,7 +75,7 @@ describe('call tracing', () => {
 
     // The stages that ran, nested as they nest; the attempt below the retry stage.
     const byName = (name: string) => spans.find((s) => s.name === name)!;
-    const chain = ['broker.publish', 'broker.record', 'broker.evaluate', 'broker.scrub', 'broker.judge', 'broker.budget', 'broker.breaker', 'broker.deadline', 'broker.retry', 'attempt 1'];
+    const chain = ['broker.publish', 'broker.record', 'broker.evaluate', 'broker.scrub', 'broker.judge', 'broker.relay', 'broker.budget', 'broker.breaker', 'broker.deadline', 'broker.retry', 'attempt 1'];
     let parent: ReadableSpan = call;
     for (const name of chain) {
       const span = byName(name);
