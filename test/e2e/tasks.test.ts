@@ -215,6 +215,24 @@ describe('the approval inbox from a session and over HTTP', () => {
     expect(readNdjson<RecordLine>(recordsPath).filter((r) => r.name === 'u__echo').map((r) => r.outcome)).toEqual(['ok']);
   });
 
+  it('a plain parked call whose caller cancels stays parked and writes no record; approved, it runs and writes its one record', async () => {
+    const { dir, configPath, recordsPath } = configFor({ u: nodeServer(fixture('echo.mjs')) }, { policy: { askMode: 'park', rules: [{ tools: ['u__echo'], action: 'ask' }] } });
+    const s = await serve(configPath, dir);
+    const left = new AbortController();
+    const call = s.client.callTool({ name: 'u__echo', arguments: { text: 'left' } }, { timeout: 60_000, signal: left.signal }).catch((e: unknown) => e);
+    const parked = await waitFor(async () => {
+      const r = (await s.client.callTool({ name: 'broker__approvals_list', arguments: {} })) as { structuredContent: { approvals: Array<{ id: string }> } };
+      return r.structuredContent.approvals[0];
+    }, 'the call to park');
+    left.abort('the caller left');
+    await call;
+    await waitFor(async () => (await request(s, 'tasks/get', { taskId: parked.id })).status === 'input_required', 'the row to stay parked');
+    await s.client.callTool({ name: 'broker__approvals_decide', arguments: { id: parked.id, approve: true } });
+    const result = await request(s, 'tasks/result', { taskId: parked.id }, 30_000);
+    expect(result.content[0].text).toBe('left');
+    expect(readNdjson<RecordLine>(recordsPath).filter((r) => r.name === 'u__echo').map((r) => r.outcome)).toEqual(['ok']);
+  });
+
   it('SIGTERM during a running task: the stopped broker leaves it killed by system, read as failed after a restart', async () => {
     const { dir, configPath } = configFor({ everything: nodeServer(npmServer('server-everything')) });
     const first = await serve(configPath, dir);
