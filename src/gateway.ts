@@ -204,6 +204,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       maxTtlMs: config.broker.maxTaskTtlMs,
       timing: { heartbeatMs: config.broker.taskHeartbeatMs, staleMs: config.broker.taskStaleMs, pollMs: config.broker.taskPollMs },
       askMode: () => this.policy.config.askMode,
+      ready: () => this.isReady,
     });
     this.broker.onSettled = (call, answer) => this.tasks.onSettled(call, answer);
     // Lists change many times during the first dial; clients list after `ready`, so stay quiet until then.

@@ -32,7 +32,7 @@ export interface BrokerAnswer {
    */
   readonly result: CallToolResult | InputRequiredResult;
   readonly reason?: string;
-  /** The record as written; absent only when it could not be written. */
+  /** The record as written; absent when it could not be written, or is deferred (`BrokerCall.recordDeferred`). */
   readonly record?: CallRecord;
   /** The resolved target, when the name was known. */
   readonly target?: ToolTarget;

@@ -116,7 +116,10 @@ export function judgeStage(deps: JudgeDeps): Stage {
       } else if (asks && deps.park) {
         const parked = await deps.park(call, verdict.kind === 'ask' ? verdict.reason : 'the tool requires approval on every call');
         if (parked) {
-          if (!parked.approved) return refuse(call, parked.cancelled ? 'cancelled' : 'approval_required', parked.reason);
+          if (!parked.approved) {
+            if (parked.stillParked) call.recordDeferred = true;
+            return refuse(call, parked.cancelled ? 'cancelled' : 'approval_required', parked.reason);
+          }
           if (verdict.kind === 'ask' && verdict.ground === 'first_use') await deps.store.markUsed(name, principal, at);
           call.approved = true;
         }

@@ -36,6 +36,8 @@ export function recordStage(deps: RecordDeps): Stage {
     async run(call, next) {
       await next();
       if (!call.outcome) refuse(call, 'guard_error', 'the call path ended without an outcome');
+      // Still parked: not settled yet; its one record comes when the row settles.
+      if (call.recordDeferred && call.outcome === 'cancelled') return;
       if (call.result) call.bytesOut = approximateJsonBytes(call.result);
       else if (call.inputRequired) call.bytesOut = approximateJsonBytes(call.inputRequired);
       const record = buildRecord(call, deps);

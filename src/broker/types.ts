@@ -131,6 +131,11 @@ export interface BrokerCall extends RoutedCall {
   /** Written by the record stage. */
   record?: CallRecord;
   /**
+   * Set by the judge when the call stopped waiting on a parked row that stays parked: the record
+   * stage writes nothing now, the row's settling run (or decision) writes the call's one record.
+   */
+  recordDeferred?: boolean;
+  /**
    * The result's `_meta["mcp-broker/rollback"]` (scrubbed) when a stage refused a result that had
    * come back (`withheld`): the upstream did the work, so a flow can still undo it. Set by {@link refuse}.
    */
@@ -146,8 +151,12 @@ export function refuse(call: BrokerCall, outcome: Outcome, reason: string): void
   call.result = undefined;
 }
 
-/** How a parked `ask` was decided (the approval inbox, src/tasks/engine.ts `TaskEngine.park`). */
-export type ParkDecision = { approved: true; by: string } | { approved: false; reason: string; cancelled?: boolean };
+/**
+ * How a parked `ask` was decided (the approval inbox, src/tasks/engine.ts `TaskEngine.park`).
+ * `stillParked`: nobody decided; this run stops waiting (its caller left, the broker is stopping)
+ * but the row stays parked, and the call's one record is written when the row settles.
+ */
+export type ParkDecision = { approved: true; by: string } | { approved: false; reason: string; cancelled?: boolean; stillParked?: boolean };
 
 /** A JSON-RPC error passed to the caller as the upstream sent it (scrubbed); see `BrokerCall.wireError`. */
 export interface WireError {

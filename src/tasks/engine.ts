@@ -55,6 +55,12 @@ export interface TaskEngineDeps {
   maxTtlMs: number;
   /** `policy.askMode` now (it may change on reload). */
   askMode(): 'elicit' | 'park';
+  /**
+   * Whether the gateway is ready (every upstream's first dial settled); default always. Until it
+   * is, approved parked rows with no call waiting here are not taken up (their run would meet
+   * upstreams not started yet); the first tick after it takes them up.
+   */
+  ready?(): boolean;
   /** Whether `pid` is a live process on this host; default `process.kill(pid, 0)`. */
   pidAlive?(pid: number): boolean;
   /**
@@ -128,7 +134,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     this.stopping = true;
     this.cancelTimer?.();
     await this.ticking?.catch(() => undefined);
-    for (const w of this.waiters.values()) w.resolve({ approved: false, reason: 'the broker is shutting down; the call stays parked', cancelled: true });
+    for (const w of this.waiters.values()) w.resolve({ approved: false, reason: 'the broker is shutting down; the call stays parked', cancelled: true, stillParked: true });
     this.waiters.clear();
     await this.deps.store.reapInstance(this.instanceId, this.iso()).catch(() => undefined);
   }
@@ -180,16 +186,19 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
    * `holdInputs` (a 2026-07-28 caller, who has no server-to-client requests): the upstream's
    * elicitation, sampling and roots requests during the call wait in {@link inputs} until the
    * caller answers them (`tasks/update`), instead of going through `request.onServerRequest`.
+   * `given` is told the row's id once it is stored, before the call starts (so a session can tell
+   * the tasks it handed out from parked plain calls' rows).
    */
   async create(
     request: Omit<CallRequest, 'signal' | 'abort' | 'taskId'>,
     session: CallerSession,
     target: ToolTarget,
     ttlMs?: number,
-    options: { holdInputs?: boolean } = {},
+    options: { holdInputs?: boolean; given?: (id: string) => void } = {},
   ): Promise<TaskRow> {
     const row = this.newRow(request, session, target, 'running', ttlMs);
     await this.deps.store.addTask(row);
+    options.given?.(row.id);
     const controller = new AbortController();
     this.runs.set(row.id, { abort: (reason) => controller.abort(reason) });
     const detached: CallerSession = { ...session, isLive: () => true, ping: undefined };
@@ -273,7 +282,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     }
     await this.changed(id);
     const decision = await new Promise<ParkDecision>((resolve) => {
-      const onAbort = () => resolve({ approved: false, reason: `cancelled while waiting for approval; it stays parked as task ${id}`, cancelled: true });
+      const onAbort = () => resolve({ approved: false, reason: `cancelled while waiting for approval; it stays parked as task ${id}`, cancelled: true, stillParked: true });
       const signal = call.request.signal;
       this.waiters.set(id, {
         resolve: (d) => {
@@ -321,6 +330,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     if (!row || row.status !== 'parked' || row.approvedBy === null) return;
     const waiter = this.waiters.get(row.id);
     if (!waiter && row.owner !== this.instanceId && this.isLive(row.owner)) return; // its own instance takes it up
+    if (!waiter && this.deps.ready?.() === false) return; // a later tick, once the upstreams are up
     const moved = await this.deps.store.updateTask(row.id, ['parked'], {
       status: 'running',
       owner: this.instanceId,
@@ -354,7 +364,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   private async settle(id: string, answer: BrokerAnswer): Promise<void> {
     const killed = answer.outcome === 'cancelled' && this.stopping;
     if (killed) {
-      await this.deps.store.updateTask(id, ['running', 'parked'], { status: 'killed', stoppedBy: 'system', reason: answer.reason ?? 'the broker stopped', result: toolResultOf(answer), updatedAt: this.iso() });
+      await this.deps.store.updateTask(id, ['running'], { status: 'killed', stoppedBy: 'system', reason: answer.reason ?? 'the broker stopped', result: toolResultOf(answer), updatedAt: this.iso() });
       await this.changed(id);
       return;
     }

@@ -43,6 +43,8 @@ export const LEGACY_TASK_METHODS: ReadonlySet<string> = new Set(['tasks/get', 't
 export interface LegacyTasksHost {
   readonly tasks: TaskEngine;
   resolve(name: string): ToolTarget | undefined;
+  /** Told each task id handed to the client, once its row is stored (before its call starts). */
+  given?(id: string): void;
 }
 
 export class LegacyTasks {
@@ -62,7 +64,9 @@ export class LegacyTasks {
       throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `tool "${request.name}" cannot be called as a task (its execution.taskSupport is not "optional" or "required")`);
     }
     const ttl = (task as { ttl?: unknown } | undefined)?.ttl;
-    const row = await this.host.tasks.create(request, session, target, typeof ttl === 'number' && ttl > 0 ? Math.floor(ttl) : undefined);
+    const row = await this.host.tasks.create(request, session, target, typeof ttl === 'number' && ttl > 0 ? Math.floor(ttl) : undefined, {
+      given: (id) => this.host.given?.(id),
+    });
     const { _meta, ...wire } = this.host.tasks.toMcpTask(row);
     return { task: wire, _meta };
   }

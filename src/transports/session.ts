@@ -53,6 +53,7 @@ import { openRelay, relayInputRequired, type RelayBinding } from '../broker/rela
 import type { PrimitiveRequest } from '../broker/primitive-judge.js';
 import type { CallerSession } from '../broker/types.js';
 import type { TaskRow } from '../store/store.js';
+import { isTerminal } from '../tasks/status.js';
 import { VERSION, type Gateway } from '../gateway.js';
 import { messageOf } from '../shared/errors.js';
 import { newCallId, newSessionId } from '../shared/ids.js';
@@ -195,6 +196,8 @@ export class DownstreamSession {
   private level: LoggingLevel | undefined;
   private readonly subscribed = new Set<string>();
   private closed = false;
+  /** The 2025-11-25 task ids this session was handed (task-augmented calls), until each settles. */
+  private readonly givenTasks = new Set<string>();
   private readonly detach: () => void;
 
   constructor(
@@ -248,11 +251,13 @@ export class DownstreamSession {
     if (relay) gateway.on('listChanged', onList);
     if (relay) gateway.on('resourceUpdated', onUpdated);
     gateway.on('log', onLog);
-    // notifications/tasks/status to the session that created the task (2025-11-25).
+    // notifications/tasks/status to the session that created the task (2025-11-25), for the tasks
+    // it was handed (a parked plain call's row is no task of its caller's: nothing is sent for it).
     const onTask = (row: TaskRow) => {
-      if (row.sessionId !== this.sessionId || this.closed) return;
+      if (row.sessionId !== this.sessionId || !this.givenTasks.has(row.id) || this.closed) return;
       const { _meta, ...task } = gateway.tasks.toMcpTask(row);
       void this.server.notification({ method: 'notifications/tasks/status', params: { ...task, _meta } } as never).catch(() => undefined);
+      if (isTerminal(row.status)) this.givenTasks.delete(row.id);
     };
     gateway.tasks.on('status', onTask);
     this.detach = () => {
@@ -648,7 +653,7 @@ export class DownstreamSession {
     // answer for the era (HTTP 404 with -32601), not a handler's in-band one; the modern call
     // goes through the SDK anyway (its envelope, stamping and cache fields).
     // Legacy: task-augmented calls and `tasks/*` (2025-11-25) are served here too (legacy-tasks.ts).
-    const tasks = new LegacyTasks({ tasks: gw.tasks, resolve: (name) => gw.router.resolve(name) }, this.principal);
+    const tasks = new LegacyTasks({ tasks: gw.tasks, resolve: (name) => gw.router.resolve(name), given: (id) => this.givenTasks.add(id) }, this.principal);
     if (this.era === 'modern') {
       server.setRequestHandler('tools/call', (req, ctx) => this.callTool(req.params, extraOf(ctx), ctx) as never);
       this.installModernTasks();

@@ -175,6 +175,64 @@ describe('the approval inbox from a session and over HTTP', () => {
     expect(readNdjson<RecordLine>(recordsPath).filter((r) => r.name === 'u__echo').map((r) => r.outcome)).toEqual(['ok']);
   });
 
+  it('a task parked on ask, approved with the CLI while no broker runs, completes on the next broker started; one record, when it ran', async () => {
+    const { dir, configPath, recordsPath } = configFor(
+      { c: nodeServer(fixture('conformance-server.mjs'), { args: [fixture('conformance-server.mjs'), '--legacy'] }) },
+      { policy: { askMode: 'park', rules: [{ tools: ['c__slow_compute'], action: 'ask' }] } },
+    );
+    const first = await serve(configPath, dir);
+    const created = await request(first, 'tools/call', { name: 'c__slow_compute', arguments: { seconds: 0, label: 'later' }, task: {} });
+    const taskId = created.task.taskId as string;
+    await waitFor(async () => (await request(first, 'tasks/get', { taskId })).status === 'input_required', 'the task to park');
+    process.kill(first.pid, 'SIGTERM');
+    await waitFor(() => !isAlive(first.pid), 'the broker to exit');
+    // Parked, not yet decided: no record (it is written when the call settles).
+    expect(readNdjson<RecordLine>(recordsPath).filter((r) => r.name === 'c__slow_compute')).toEqual([]);
+
+    const approved = await runCli(['approvals', 'approve', taskId, '--config', configPath]);
+    expect(approved).toMatchObject({ code: 0 });
+    expect(approved.stdout).toContain('it runs when a broker serving this store takes it up');
+    const second = await serve(configPath, dir);
+    const result = await request(second, 'tasks/result', { taskId }, 30_000);
+    expect(result._meta['mcp-broker/outcome']).toBe('ok');
+    expect(await request(second, 'tasks/get', { taskId })).toMatchObject({ status: 'completed' });
+    expect(readNdjson<RecordLine>(recordsPath).filter((r) => r.name === 'c__slow_compute').map((r) => r.outcome)).toEqual(['ok']);
+  });
+
+  it('a plain call parked (askMode park) sends no task status notifications: the client was given no task', async () => {
+    const { dir, configPath, recordsPath } = configFor({ u: nodeServer(fixture('echo.mjs')) }, { policy: { askMode: 'park', rules: [{ tools: ['u__echo'], action: 'ask' }] } });
+    const s = await serve(configPath, dir);
+    const call = s.client.callTool({ name: 'u__echo', arguments: { text: 'plain' } }, { timeout: 60_000 });
+    const parked = await waitFor(async () => {
+      const r = (await s.client.callTool({ name: 'broker__approvals_list', arguments: {} })) as { structuredContent: { approvals: Array<{ id: string }> } };
+      return r.structuredContent.approvals[0];
+    }, 'the call to park');
+    await s.client.callTool({ name: 'broker__approvals_decide', arguments: { id: parked.id, approve: true } });
+    const result = (await call) as { content: Array<{ text: string }> };
+    expect(result.content[0]!.text).toBe('plain');
+    await request(s, 'tasks/list', {}); // a round trip after the answer: any notification sent before it has arrived
+    expect(s.notifications.filter((n) => n.method === 'notifications/tasks/status')).toEqual([]);
+    expect(readNdjson<RecordLine>(recordsPath).filter((r) => r.name === 'u__echo').map((r) => r.outcome)).toEqual(['ok']);
+  });
+
+  it('a plain parked call whose caller cancels stays parked and writes no record; approved, it runs and writes its one record', async () => {
+    const { dir, configPath, recordsPath } = configFor({ u: nodeServer(fixture('echo.mjs')) }, { policy: { askMode: 'park', rules: [{ tools: ['u__echo'], action: 'ask' }] } });
+    const s = await serve(configPath, dir);
+    const left = new AbortController();
+    const call = s.client.callTool({ name: 'u__echo', arguments: { text: 'left' } }, { timeout: 60_000, signal: left.signal }).catch((e: unknown) => e);
+    const parked = await waitFor(async () => {
+      const r = (await s.client.callTool({ name: 'broker__approvals_list', arguments: {} })) as { structuredContent: { approvals: Array<{ id: string }> } };
+      return r.structuredContent.approvals[0];
+    }, 'the call to park');
+    left.abort('the caller left');
+    await call;
+    await waitFor(async () => (await request(s, 'tasks/get', { taskId: parked.id })).status === 'input_required', 'the row to stay parked');
+    await s.client.callTool({ name: 'broker__approvals_decide', arguments: { id: parked.id, approve: true } });
+    const result = await request(s, 'tasks/result', { taskId: parked.id }, 30_000);
+    expect(result.content[0].text).toBe('left');
+    expect(readNdjson<RecordLine>(recordsPath).filter((r) => r.name === 'u__echo').map((r) => r.outcome)).toEqual(['ok']);
+  });
+
   it('SIGTERM during a running task: the stopped broker leaves it killed by system, read as failed after a restart', async () => {
     const { dir, configPath } = configFor({ everything: nodeServer(npmServer('server-everything')) });
     const first = await serve(configPath, dir);
