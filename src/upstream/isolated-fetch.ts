@@ -13,6 +13,7 @@
  * end, failed or cancelled; at once for a response without a body). Aborting the connection's
  * signal still aborts every request and every body being read, as before.
  */
+import { withBody } from '../wire/call-stream-logs.js';
 
 /** Wraps `base` so the connection-wide `init.signal` never collects listeners. */
 export function isolatedAbortFetch(base: typeof fetch): typeof fetch {
@@ -59,12 +60,5 @@ function withBodyEnd(response: Response, done: () => void): Response {
       return reader.cancel(reason);
     },
   });
-  const wrapped = new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
-  // What the SDK reads besides status and headers: the final URL (redirect messages) and the type.
-  Object.defineProperties(wrapped, {
-    url: { value: response.url },
-    redirected: { value: response.redirected },
-    type: { value: response.type },
-  });
-  return wrapped;
+  return withBody(response, body);
 }

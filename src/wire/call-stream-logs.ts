@@ -193,8 +193,11 @@ function parseEvent(parts: Uint8Array[]): { message: unknown; id: string | undef
   }
 }
 
-/** `response` with another body; keeps what the SDK reads besides status and headers. */
-function withBody(response: Response, body: ReadableStream<Uint8Array>): Response {
+/**
+ * `response` with another body; keeps what the SDK reads besides status and headers (the final
+ * URL for redirect messages, `redirected`, the type).
+ */
+export function withBody(response: Response, body: ReadableStream<Uint8Array>): Response {
   const wrapped = new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
   Object.defineProperties(wrapped, {
     url: { value: response.url },
