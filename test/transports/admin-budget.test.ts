@@ -27,8 +27,9 @@ describe('sessionless budget windows', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('api:<principal> renews after broker.budgetWindowMs (regression: it never renewed, refusing every API call until restart)', async () => {
-    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-api-budget-'));
+  /** A gateway serving HTTP: alice's budget is 2 calls per 60 s window, on the returned manual clock. */
+  const start = async (): Promise<ManualClock> => {
+    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-budget-'));
     const config = parseConfig(
       {
         mcpServers: { echo: nodeServer(fixture('echo.mjs'), { required: true }) },
@@ -41,6 +42,11 @@ describe('sessionless budget windows', () => {
     const clock = new ManualClock();
     gateway = new Gateway(config, { logger: silentLogger(), clock });
     serving = await serveHttp(gateway, { host: '127.0.0.1', port: 0 });
+    return clock;
+  };
+
+  it('api:<principal> renews after broker.budgetWindowMs (regression: it never renewed, refusing every API call until restart)', async () => {
+    const clock = await start();
     const callOnce = async () => {
       const res = await fetch(`${serving!.url}/api/v1/mcp/call`, {
         method: 'POST',
@@ -60,19 +66,7 @@ describe('sessionless budget windows', () => {
   });
 
   it('modern:<principal> (a 2026-07-28 request naming no unit key) renews after broker.budgetWindowMs (regression: it lasted as long as the process, locking the principal out)', async () => {
-    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-modern-budget-'));
-    const config = parseConfig(
-      {
-        mcpServers: { echo: nodeServer(fixture('echo.mjs'), { required: true }) },
-        broker: { budgetPerUnit: 2, budgetWindowMs: 60_000 },
-        principals: { alice: { token: '${env:ALICE_TOKEN}' } },
-        estate: { enabled: false },
-      },
-      { baseDir: dir, env: { ALICE_TOKEN: TOKEN } },
-    );
-    const clock = new ManualClock();
-    gateway = new Gateway(config, { logger: silentLogger(), clock });
-    serving = await serveHttp(gateway, { host: '127.0.0.1', port: 0 });
+    const clock = await start();
     let id = 0;
     const callOnce = async () => {
       const res = await fetch(`${serving!.url}/mcp`, {
