@@ -44,6 +44,23 @@ trap cleanup EXIT
 MODES="${MODES:-server client}"
 has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
+# check_known LABEL KNOWN FAILED PASSED_MSG: the failures in file FAILED (one run per line, sorted)
+# must be exactly those listed in KNOWN (one per line, # comments; a missing file lists none). A
+# listed one that passes fails too, so the lists only shrink. Sets CODE=1 on a difference.
+check_known() {
+  local label="$1" known="$2" failed="$3" passed="$4" listed
+  listed="$(mktemp "$TMP/known.XXXXXX")"
+  if [ -f "$known" ]; then { grep -vE '^\s*(#|$)' "$known" || true; } | sed -E 's/[[:space:]]+/ /g; s/ $//' | sort -u > "$listed"; fi
+  if ! diff -q "$listed" "$failed" >/dev/null; then
+    echo "conformance: $label: failures differ from $known" >&2
+    echo "  failing but not listed: $(comm -13 "$listed" "$failed" | paste -sd, -)" >&2
+    echo "  listed but passing now (remove them): $(comm -23 "$listed" "$failed" | paste -sd, -)" >&2
+    CODE=1
+  else
+    echo "conformance: $label: $passed but the $(wc -l < "$listed") known failure(s) listed in $known"
+  fi
+}
+
 # start_broker NAME: serves test/conformance/NAME.json (with ${configDir} fixed to
 # test/conformance, records and data in $TMP/NAME) over HTTP on a free port; sets URL and BROKER_PID.
 start_broker() {
@@ -100,21 +117,11 @@ for REQ in ${REQUIREMENTS:-2026-07-28 2025-11-25}; do
   { grep -E '^✗ [^ ]+:' "$TMP/out-$REQ.txt" || true; } | sed -E 's/^✗ ([^:]+):.*/\1/' | sort -u > "$TMP/failed-$REQ.txt"
   sed -n '/^Not scored for/,$p' "$TMP/out-$REQ.txt" | { grep -E '^  [✓✗] ' || true; } | sed -E 's/^  [✓✗] ([^ ]+).*/\1/' | sort -u > "$TMP/unscored-$REQ.txt"
   comm -23 "$TMP/failed-$REQ.txt" "$TMP/unscored-$REQ.txt" > "$TMP/scored-failed-$REQ.txt"
-  # Known failures (test/conformance/known-failures-<revision>.txt, one scenario per line, # comments):
-  # the run passes only when the scored failures are exactly those. A known failure that passes
-  # fails the run too, so the list only shrinks.
-  KNOWN="$ROOT/test/conformance/known-failures-$REQ.txt"
-  if [ -f "$KNOWN" ]; then { grep -vE '^\s*(#|$)' "$KNOWN" || true; } | sort -u > "$TMP/known-$REQ.txt"; else : > "$TMP/known-$REQ.txt"; fi
   if ! grep -q '^Total: ' "$TMP/out-$REQ.txt"; then
     echo "conformance: --requirements $REQ printed no summary" >&2
     CODE=1
-  elif ! diff -q "$TMP/known-$REQ.txt" "$TMP/scored-failed-$REQ.txt" >/dev/null; then
-    echo "conformance: --requirements $REQ: scored failures differ from $KNOWN" >&2
-    echo "  failing but not listed: $(comm -13 "$TMP/known-$REQ.txt" "$TMP/scored-failed-$REQ.txt" | tr '\n' ' ')" >&2
-    echo "  listed but passing now (remove them): $(comm -23 "$TMP/known-$REQ.txt" "$TMP/scored-failed-$REQ.txt" | tr '\n' ' ')" >&2
-    CODE=1
   else
-    echo "conformance: --requirements $REQ: every scored scenario passes but the $(wc -l < "$TMP/known-$REQ.txt") known failure(s) listed in $KNOWN"
+    check_known "--requirements $REQ" "$ROOT/test/conformance/known-failures-$REQ.txt" "$TMP/scored-failed-$REQ.txt" "every scored scenario passes"
   fi
 done
 # Extension scenarios, one --scenario run each (a requirement set cannot name them), against a
@@ -142,16 +149,8 @@ for EXT in ${EXTENSIONS-tasks}; do
     if ! grep -qE '^Passed: [0-9]+/[0-9]+, 0 failed' "$TMP/out-$SCENARIO.txt"; then echo "$SCENARIO" >> "$TMP/failed-ext-$EXT.txt"; fi
   done
   sort -u -o "$TMP/failed-ext-$EXT.txt" "$TMP/failed-ext-$EXT.txt"
-  KNOWN="$ROOT/test/conformance/known-failures-extension-$EXT.txt"
-  if [ -f "$KNOWN" ]; then { grep -vE '^\s*(#|$)' "$KNOWN" || true; } | sort -u > "$TMP/known-ext-$EXT.txt"; else : > "$TMP/known-ext-$EXT.txt"; fi
-  if ! diff -q "$TMP/known-ext-$EXT.txt" "$TMP/failed-ext-$EXT.txt" >/dev/null; then
-    echo "conformance: extension $EXT: failures differ from $KNOWN" >&2
-    echo "  failing but not listed: $(comm -13 "$TMP/known-ext-$EXT.txt" "$TMP/failed-ext-$EXT.txt" | tr '\n' ' ')" >&2
-    echo "  listed but passing now (remove them): $(comm -23 "$TMP/known-ext-$EXT.txt" "$TMP/failed-ext-$EXT.txt" | tr '\n' ' ')" >&2
-    CODE=1
-  else
-    echo "conformance: extension $EXT: $(echo "$SCENARIOS" | wc -w) scenario(s), every one passes but the $(wc -l < "$TMP/known-ext-$EXT.txt") known failure(s) listed in $KNOWN"
-  fi
+  check_known "extension $EXT" "$ROOT/test/conformance/known-failures-extension-$EXT.txt" "$TMP/failed-ext-$EXT.txt" \
+    "$(echo "$SCENARIOS" | wc -w) scenario(s), every one passes"
 done
 
 # Client mode. The server-mode broker is not needed any more: stop it, for the CPU.
@@ -180,17 +179,8 @@ if has_mode client; then
       grep -q 'OVERALL: PASSED' "$TMP/client-out.txt" || echo "$RUN" >> "$TMP/client-failed-$REQ.txt"
     done < "$LIST"
     sort -u -o "$TMP/client-failed-$REQ.txt" "$TMP/client-failed-$REQ.txt"
-    # Known failures as in server mode (test/conformance/known-failures-client-<revision>.txt).
-    KNOWN="$ROOT/test/conformance/known-failures-client-$REQ.txt"
-    if [ -f "$KNOWN" ]; then { grep -vE '^\s*(#|$)' "$KNOWN" || true; } | sed -E 's/[[:space:]]+/ /g; s/ $//' | sort -u > "$TMP/client-known-$REQ.txt"; else : > "$TMP/client-known-$REQ.txt"; fi
-    if ! diff -q "$TMP/client-known-$REQ.txt" "$TMP/client-failed-$REQ.txt" >/dev/null; then
-      echo "conformance: client mode at $REQ: failing scenarios differ from $KNOWN" >&2
-      echo "  failing but not listed: $(comm -13 "$TMP/client-known-$REQ.txt" "$TMP/client-failed-$REQ.txt" | paste -sd, -)" >&2
-      echo "  listed but passing now (remove them): $(comm -23 "$TMP/client-known-$REQ.txt" "$TMP/client-failed-$REQ.txt" | paste -sd, -)" >&2
-      CODE=1
-    else
-      echo "conformance: client mode at $REQ: every scenario in $LIST passes but the $(wc -l < "$TMP/client-known-$REQ.txt") known failure(s) listed in $KNOWN"
-    fi
+    check_known "client mode at $REQ" "$ROOT/test/conformance/known-failures-client-$REQ.txt" "$TMP/client-failed-$REQ.txt" \
+      "every scenario in $LIST passes"
   done
 fi
 if [ "$CODE" -ne 0 ] && [ -n "${BROKER_LOG:-}" ] && [ -f "$BROKER_LOG" ]; then
