@@ -81,13 +81,14 @@ export class ApprovalStates {
   }
 
   /**
-   * Whether `state` is a relay state (broker/relay-input.ts) of an approved round of this very
+   * Whether `state` is a relay state (broker/relay-input.ts), or a URL-elicitation state
+   * (broker/url-input.ts), of an approved round of this very
    * call (principal, upstream, upstream tool, arguments; unexpired), spending its approval: true
    * once, false for any other state and for one redeemed before.
    */
   async redeemRelay(state: string, binding: { principal: string; server: string; method: string; target: string; args: unknown }): Promise<boolean> {
     const opened = await this.sealed.open(state);
-    if (!opened.ok || opened.kind !== 'relay' || opened.claim.approvalNonce === undefined) return false;
+    if (!opened.ok || (opened.kind !== 'relay' && opened.kind !== 'url') || opened.claim.approvalNonce === undefined) return false;
     const c = opened.claim;
     const same = c.principal === binding.principal && c.server === binding.server && c.method === binding.method && c.target === binding.target && c.argsDigest === argumentsDigest(binding.args);
     if (!same) return false;

@@ -35,8 +35,10 @@ import { randomUUID } from 'node:crypto';
 import type { InputRequiredResult } from '@modelcontextprotocol/server';
 import type { InputRelay } from '../upstream/types.js';
 import type { Stage } from './runner.js';
+import { supportsUrlElicitation } from '../upstream/url-elicitations.js';
 import { argumentsDigest, type SealedStates } from './sealed-state.js';
 import { refuse, type CallerSession } from './types.js';
+import { isUrlState, openUrlRetry, urlInputRequired } from './url-input.js';
 
 /** The broker's own namespace of input request keys (and `_meta` keys). */
 export const BROKER_KEY_NAMESPACE = 'mcp-broker/';
@@ -88,8 +90,9 @@ export async function openRelay(states: SealedStates, session: CallerSession, bi
   const answers = inputResponses && Object.keys(inputResponses).length ? { inputResponses } : {};
   if (session.requestState === undefined) return { kind: 'relay', input: answers };
   const opened = await states.open(session.requestState);
-  // A held-request state belongs to the held call it names (transports/held-calls.ts), never to this path.
-  if (!opened.ok || opened.kind === 'held') {
+  // A held-request state belongs to the held call it names (transports/held-calls.ts), a
+  // URL-elicitation state to a tools/call's relay stage (url-input.ts), never to this path.
+  if (!opened.ok || opened.kind === 'held' || opened.kind === 'url') {
     const why = !opened.ok && opened.why === 'expired' ? 'expired' : 'does not verify (altered, or not sealed by this broker)';
     return { kind: 'refused', reason: `the requestState ${why}; nothing was sent, call again without it to be asked anew` };
   }
@@ -143,6 +146,8 @@ export interface RelayDeps {
  * its retry fields on the way in (`call.inputRelay`; a refused state settles the call
  * `invalid_arguments` with `call.requestError` -32602, before budget and breaker), and on the way
  * out turns an upstream's `input_required` result into the broker's own (`call.inputRequired`).
+ * A legacy upstream's -32042 to a caller that declared `elicitation.url` becomes URL-mode input
+ * requests the same way, and its retry is opened here too (broker/url-input.ts).
  */
 export function relayStage(deps: RelayDeps): Stage {
   return {
@@ -151,7 +156,11 @@ export function relayStage(deps: RelayDeps): Stage {
       const target = call.target;
       if (call.session.era !== 'modern' || !target || target.source !== 'upstream') return next();
       const binding = { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };
-      const opening = await openRelay(deps.states, call.session, binding);
+      // The retry of a round a legacy upstream answered -32042 (url-input.ts): sent again, ended, or refused.
+      const opening = isUrlState(call.session.requestState)
+        ? await openUrlRetry(deps.states, call.session, binding).then((retry) => (retry.kind === 'send' ? ({ kind: 'relay', input: {} } as const) : retry))
+        : await openRelay(deps.states, call.session, binding);
+      if (opening.kind === 'ended') return refuse(call, 'cancelled', opening.reason);
       if (opening.kind === 'refused') {
         refuse(call, 'invalid_arguments', opening.reason);
         call.requestError = { code: -32602, message: opening.reason };
@@ -159,6 +168,15 @@ export function relayStage(deps: RelayDeps): Stage {
       }
       call.inputRelay = opening.input;
       await next();
+      if (call.outcome === 'upstream_error' && call.wireError && supportsUrlElicitation(call.session.clientCapabilities)) {
+        const asked = await urlInputRequired(deps.states, call.wireError, binding, { callId: call.callId, ttlMs: deps.ttlMs, approved: call.approved === true });
+        if (!asked) return;
+        call.outcome = 'ok';
+        call.reason = undefined;
+        call.wireError = undefined;
+        call.inputRequired = asked;
+        return;
+      }
       const result = call.result as Record<string, unknown> | undefined;
       if (call.outcome !== 'ok' || result?.resultType !== 'input_required') return;
       call.inputRequired = await relayInputRequired(deps.states, result, binding, { callId: call.callId, ttlMs: deps.ttlMs, approved: call.approved === true });

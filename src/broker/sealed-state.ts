@@ -9,7 +9,9 @@
  * - `relay`: a modern upstream's own `input_required` relayed to the caller, the upstream's
  *   `requestState` inside (broker/relay-input.ts);
  * - `held`: a legacy upstream's request held during a modern caller's call, handed to the caller
- *   (broker/held-state.ts, transports/held-calls.ts).
+ *   (broker/held-state.ts, transports/held-calls.ts);
+ * - `url`: a legacy upstream's -32042 (URL elicitation required) handed to a modern caller as
+ *   URL-mode input requests; its retry sends the call again (broker/url-input.ts).
  *
  * Adding a kind is one field in {@link SealedKinds} and one shape check in `KIND_SHAPES`; the
  * format, key, size bound and expiry check are shared.
@@ -97,11 +99,37 @@ export interface HeldClaim extends ClaimBase {
   readonly round: number;
 }
 
+/**
+ * What a URL-elicitation state says: the upstream answered this principal's call of `target`
+ * with -32042, the caller was handed its elicitations under `keys`, and the retry that answers
+ * them sends the call to that upstream again, once.
+ */
+export interface UrlClaim extends ClaimBase {
+  readonly principal: string;
+  /** Server key of the upstream that answered -32042. */
+  readonly server: string;
+  /** Always `tools/call` (the only request a -32042 is turned into input requests for). */
+  readonly method: string;
+  /** The upstream's own tool name. */
+  readonly target: string;
+  /** {@link argumentsDigest} of the call's arguments. */
+  readonly argsDigest: string;
+  /** The input request keys handed to the caller, one per URL elicitation. */
+  readonly keys: readonly string[];
+  /** One-time id; spent ({@link SealedStates.spendOnce}) by the retry that answers. */
+  readonly nonce: string;
+  /** The call that answered with the input requests (its record's `callId`). */
+  readonly callId: string;
+  /** As {@link RelayClaim.approvalNonce}: set when that round had been approved. */
+  readonly approvalNonce?: string;
+}
+
 /** Every kind of sealed state, by its discriminator. */
 export interface SealedKinds {
   approval: ApprovalClaim;
   relay: RelayClaim;
   held: HeldClaim;
+  url: UrlClaim;
 }
 export type SealedKind = keyof SealedKinds;
 
@@ -118,6 +146,11 @@ const KIND_SHAPES: { readonly [K in SealedKind]: (c: Record<string, unknown>) =>
   approval: (c) => [c.principal, c.tool, c.argsDigest, c.nonce, c.callId].every(isString),
   relay: (c) => [c.principal, c.server, c.method, c.target, c.argsDigest, c.callId].every(isString) && [c.state, c.approvalNonce].every((v) => v === undefined || isString(v)),
   held: (c) => [c.principal, c.tool, c.argsDigest, c.heldId].every(isString) && Number.isInteger(c.round),
+  url: (c) =>
+    [c.principal, c.server, c.method, c.target, c.argsDigest, c.nonce, c.callId].every(isString) &&
+    Array.isArray(c.keys) &&
+    c.keys.every(isString) &&
+    (c.approvalNonce === undefined || isString(c.approvalNonce)),
 };
 
 const isKind = (kind: string): kind is SealedKind => Object.hasOwn(KIND_SHAPES, kind);
@@ -193,6 +226,14 @@ export class SealedStates {
     if (!opened.ok) return opened;
     // The kind is bound into the seal: an intact state named `kind` is of `kind`.
     return opened.kind === kind ? { ok: true, claim: opened.claim as SealedKinds[K] } : { ok: false, why: 'unreadable' };
+  }
+
+  /**
+   * Spends a claim's one-time `nonce` in the store, remembered until `expiresAt` (ms since the
+   * epoch): true the first time, false when it was spent before. Rejects when the store fails.
+   */
+  spendOnce(nonce: string, expiresAt: number): Promise<boolean> {
+    return this.deps.store.spendOnce(nonce, new Date(expiresAt).toISOString(), new Date(this.deps.clock.now()).toISOString());
   }
 
   private sealingKey(): Promise<Uint8Array> {
