@@ -17,9 +17,9 @@
  *   only in a mode it declared (`url` needs `elicitation.url`; else -32602 to the upstream), and
  *   an upstream's URL elicitation completion reaches this session outside any call.
  * - An upstream's -32042 (URL elicitation required) to a `tools/call` is answered as that
- *   JSON-RPC error, data included, to a legacy caller that declared `elicitation.url`; any other
- *   caller gets the `upstream_error` refusal result (2026-07-28 has no -32042: its URL
- *   elicitations ride `input_required`, which needs the held-request relay).
+ *   JSON-RPC error, data included, to a legacy caller that declared `elicitation.url`; a modern
+ *   one that did gets it as an `input_required` URL elicitation (2026-07-28 has no -32042; the
+ *   broker's relay stage, broker/url-input.ts); any other caller gets the `upstream_error` refusal result.
  * - `modern` (2026-07-28): no session (`sessionId` null, records `"sessionId": null`). The SDK's
  *   entry (`serveStdio` on stdio, `createMcpHandler` over HTTP) validates the `_meta` envelope
  *   (-32602, -32022), answers `server/discover` from this instance's capabilities and

@@ -4,6 +4,7 @@
  * declared `elicitation.url` and no other; -32042 (URL elicitation required) reaches such a
  * client as the upstream sent it, with its data; `notifications/elicitation/complete` goes to
  * the session the elicitation was relayed to, and only to it; the approval question stays form mode.
+ * To a 2026-07-28 caller a -32042 is an `input_required` URL elicitation (broker/url-input.ts).
  */
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -148,7 +149,7 @@ describe('URL-mode elicitation over HTTP, sessions sharing one upstream', () => 
 });
 
 describe('-32042 to a modern (2026-07-28) caller', () => {
-  it('is a refusal result naming it (not -32603), with or without elicitation.url declared', async () => {
+  it('is an input_required URL elicitation to a caller that declared elicitation.url (its driver opens it and retries), a refusal result naming it to one that did not', async () => {
     const dirs: string[] = [];
     // One broker per client (each its own store).
     const connect = async (capabilities: Record<string, unknown>) => {
@@ -161,11 +162,18 @@ describe('-32042 to a modern (2026-07-28) caller', () => {
     };
     const withUrl = await connect(URL_CAPS);
     const without = await connect({});
+    const asked: Record<string, unknown>[] = [];
+    withUrl.setRequestHandler('elicitation/create', async (req) => {
+      asked.push(req.params as Record<string, unknown>);
+      return { action: 'accept' };
+    });
     try {
-      // 2026-07-28 has no -32042 (the SDK would turn it into -32603): a refusal result naming it, whatever was declared.
-      const withUrlRefused = await withUrl.callTool({ name: 'u__needs_auth', arguments: { id: 'modern-1' } });
-      expect(withUrlRefused.isError).toBe(true);
-      expect(textOf(withUrlRefused)).toContain('upstream_error: URL elicitation required (-32042): This request requires authorization.');
+      // 2026-07-28 has no -32042: the URL rides an input_required answer, and the retry sends the call again.
+      const done = await withUrl.callTool({ name: 'u__needs_auth_once', arguments: { id: 'modern-1' } });
+      expect(textOf(done)).toBe('authorized modern-1');
+      // (The SDK's 2026-07-28 codec leaves out the elicitationId, which that revision does not have.)
+      expect(asked).toHaveLength(1);
+      expect(asked[0]).toMatchObject({ mode: 'url', message: 'Authorize access', url: 'https://auth.example.test/connect?elicitation=modern-1' });
       const refused = await without.callTool({ name: 'u__needs_auth', arguments: { id: 'modern-2' } });
       expect(refused.isError).toBe(true);
       expect(textOf(refused)).toContain('URL elicitation required (-32042)');
