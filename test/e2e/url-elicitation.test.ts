@@ -8,7 +8,7 @@
  */
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Client, ProtocolError } from '@modelcontextprotocol/client';
+import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { CLI, fixture, nodeServer, npmServer, startBroker, waitFor, writeConfig, type StartedBroker } from './helpers.js';
 import { connectHttp, startHttpBroker, type HttpBroker } from '../transports/harness.js';
@@ -103,6 +103,26 @@ describe('URL-mode elicitation over HTTP, sessions sharing one upstream', () => 
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it('drops the completion of a -32042 elicitation handed to a 2026-07-28 caller (it has no session), and sends it to no legacy session', async () => {
+    const modern = new Client({ name: 'modern-url-http', version: '1.0.0' }, { capabilities: URL_CAPS, versionNegotiation: { mode: 'auto' } });
+    modern.setRequestHandler('elicitation/create', async () => ({ action: 'accept' }));
+    await modern.connect(new StreamableHTTPClientTransport(new URL(`${broker.url}/mcp`)), { timeout: 20_000 });
+    const legacy = await connectHttp(broker.url, 'streamable', { capabilities: URL_CAPS });
+    try {
+      expect(modern.getProtocolEra()).toBe('modern');
+      expect(textOf(await modern.callTool({ name: 'u__needs_auth_once', arguments: { id: 'm-1' } }))).toBe('authorized m-1');
+      expect(textOf(await legacy.client.callTool({ name: 'u__complete', arguments: { id: 'm-1' } }))).toBe('sent');
+      // The legacy session's own marker proves its stream is live and got nothing for m-1.
+      legacy.client.setRequestHandler('elicitation/create', async () => ({ action: 'accept' }));
+      expect(textOf(await legacy.client.callTool({ name: 'u__connect', arguments: { id: 'm-marker' } }))).toBe('action:accept');
+      await waitFor(() => completions(legacy.notifications).includes('m-marker'), 'the marker completion');
+      expect(completions(legacy.notifications)).toEqual(['m-marker']);
+    } finally {
+      await modern.close().catch(() => undefined);
+      await legacy.close();
     }
   });
 
