@@ -20,6 +20,8 @@ import { silentLogger } from '../../src/shared/logger.js';
 const FIXTURE = join(import.meta.dirname, '..', 'fixtures', 'url-elicit.mjs');
 const ASK_TIMEOUT_MS = 30_000;
 const URL_CAPS = { elicitation: { form: {}, url: {} } };
+/** A credential in the upstream's environment: the scrubber redacts it on every path toward a client. */
+const SECRET = 'planted-url-secret-7d41';
 
 interface Rig {
   gateway: Gateway;
@@ -39,7 +41,7 @@ async function rig(policy: object = {}): Promise<Rig> {
   const records = join(dir, 'calls.ndjson');
   const config = parseConfig(
     {
-      mcpServers: { u: { command: process.execPath, args: [FIXTURE], env: { FIXTURE_LOG: log } } },
+      mcpServers: { u: { command: process.execPath, args: [FIXTURE], env: { FIXTURE_LOG: log, API_KEY: SECRET } } },
       broker: { dataDir: join(dir, 'data'), records: { path: records } },
       policy: { askTimeoutMs: ASK_TIMEOUT_MS, ...policy },
       estate: { enabled: false },
@@ -105,6 +107,14 @@ describe("a legacy upstream's -32042 to a modern caller that declared elicitatio
     // The state is encrypted: nothing the claim binds is readable.
     expect(Buffer.from(result.requestState!.slice('mb3.url.'.length), 'base64url').toString('latin1')).not.toContain('local');
     expect(r.records().map((x) => [x.name, x.outcome, x.resultType, x.attempts])).toEqual([['u__needs_auth_once', 'ok', 'input_required', 1]]);
+  });
+
+  it("the elicitations are scrubbed as the upstream's error is on every path toward a client", async () => {
+    const r = await rig();
+    const first = await r.call('u__needs_auth', { id: SECRET }, modern());
+    const text = JSON.stringify(asked(first).inputRequests);
+    expect(text).not.toContain(SECRET);
+    expect(text).toContain('[REDACTED]');
   });
 
   it('an accepting retry sends the call again to the same tool with the same arguments, and gets its result', async () => {
