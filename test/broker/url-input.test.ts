@@ -14,6 +14,10 @@ import type { BrokerAnswer } from '../../src/broker/broker.js';
 import type { CallerSession, CallRecord } from '../../src/broker/types.js';
 import { parseConfig } from '../../src/config/load.js';
 import { Gateway } from '../../src/gateway.js';
+import { openRelay } from '../../src/broker/relay-input.js';
+import { SealedStates } from '../../src/broker/sealed-state.js';
+import { openUrlRetry, urlInputRequired } from '../../src/broker/url-input.js';
+import { SqliteStore } from '../../src/store/sqlite.js';
 import { ManualClock } from '../../src/shared/clock.js';
 import { silentLogger } from '../../src/shared/logger.js';
 
@@ -223,5 +227,64 @@ describe("a legacy upstream's -32042 to a modern caller that did not declare eli
     expect(refused.outcome).toBe('upstream_error');
     expect((refused.result as CallToolResult).isError).toBe(true);
     expect(textOf(refused)).toContain('URL elicitation required (-32042)');
+  });
+});
+
+describe('URL-elicitation states (src/broker/url-input.ts) over the sealed-state codec', () => {
+  const codec = () => {
+    const clock = new ManualClock();
+    return { clock, states: new SealedStates({ store: SqliteStore.open(':memory:'), clock }) };
+  };
+  const binding = { principal: 'alice', server: 'up', target: 'pay', args: { amount: 3 } };
+  const error = {
+    code: -32042,
+    message: 'needs two sign-ins',
+    data: {
+      elicitations: [
+        { mode: 'url', elicitationId: 'e1', url: 'https://a.example.test/1', message: 'first' },
+        { mode: 'url', url: 'https://a.example.test/2', message: 'second', extra: 'dropped' },
+        { mode: 'url', elicitationId: 'no-url', message: 'no url: left out' },
+      ],
+    },
+  };
+  const caller = (over: Partial<CallerSession> = {}): CallerSession => ({ sessionId: null, principal: 'alice', unit: 'u', era: 'modern', isLive: () => true, ...over });
+
+  it('one input request per elicitation with a url, keyed <server>/url/<n>; the retry is sent only when every key is accepted, ended when any is declined', async () => {
+    const { states } = codec();
+    const asked = (await urlInputRequired(states, error, binding, { callId: 'c1', ttlMs: 1000 }))!;
+    expect(asked.inputRequests).toEqual({
+      'up/url/1': { method: 'elicitation/create', params: { mode: 'url', message: 'first', url: 'https://a.example.test/1', elicitationId: 'e1' } },
+      'up/url/2': { method: 'elicitation/create', params: { mode: 'url', message: 'second', url: 'https://a.example.test/2' } },
+    });
+    const answer = (a: string, b: string) => caller({ requestState: asked.requestState!, inputResponses: { 'up/url/1': { action: a }, 'up/url/2': { action: b } } });
+    expect(await openUrlRetry(states, answer('accept', 'decline'), binding)).toMatchObject({ kind: 'ended', reason: expect.stringContaining('declined') });
+    // Spent by that answer.
+    expect(await openUrlRetry(states, answer('accept', 'accept'), binding)).toMatchObject({ kind: 'refused', reason: expect.stringContaining('used already') });
+    const again = (await urlInputRequired(states, error, binding, { callId: 'c2', ttlMs: 1000 }))!;
+    const accepted = caller({ requestState: again.requestState!, inputResponses: { 'up/url/1': { action: 'accept' }, 'up/url/2': { action: 'accept' } } });
+    expect(await openUrlRetry(states, accepted, binding)).toEqual({ kind: 'send' });
+  });
+
+  it('no answer for some key: sent as a fresh call, the state unspent', async () => {
+    const { states } = codec();
+    const asked = (await urlInputRequired(states, error, binding, { callId: 'c1', ttlMs: 1000 }))!;
+    const partial = caller({ requestState: asked.requestState!, inputResponses: { 'up/url/1': { action: 'decline' } } });
+    expect(await openUrlRetry(states, partial, binding)).toEqual({ kind: 'send' });
+    const full = caller({ requestState: asked.requestState!, inputResponses: { 'up/url/1': { action: 'cancel' }, 'up/url/2': { action: 'accept' } } });
+    expect(await openUrlRetry(states, full, binding)).toMatchObject({ kind: 'ended', reason: expect.stringContaining('dismissed') });
+  });
+
+  it('no -32042, or no elicitation with a url: no input requests (the refusal stands)', async () => {
+    const { states } = codec();
+    expect(await urlInputRequired(states, { ...error, code: -32603 }, binding, { callId: 'c', ttlMs: 1000 })).toBeUndefined();
+    expect(await urlInputRequired(states, { ...error, data: { elicitations: [{ mode: 'url', message: 'x' }] } }, binding, { callId: 'c', ttlMs: 1000 })).toBeUndefined();
+    expect(await urlInputRequired(states, { ...error, data: undefined }, binding, { callId: 'c', ttlMs: 1000 })).toBeUndefined();
+  });
+
+  it('a URL-elicitation state is refused on the relay path of prompts/get and resources/read (openRelay)', async () => {
+    const { states } = codec();
+    const asked = (await urlInputRequired(states, error, binding, { callId: 'c1', ttlMs: 1000 }))!;
+    const opening = await openRelay(states, caller({ requestState: asked.requestState! }), { ...binding, method: 'prompts/get' });
+    expect(opening.kind).toBe('refused');
   });
 });
