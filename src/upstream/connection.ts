@@ -61,6 +61,7 @@ import { mcpParamHeaders, scanMcpHeaders, type McpHeaderDeclaration } from './mc
 import { callerMeta, callModern, INPUT_REQUIRED_METHODS } from './modern-call.js';
 import { isSessionNotFound, sessionLostError, sessionLostInFlightError, untilAborted } from './session-lost.js';
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
+import { acceptTaskResults, declaresTasksExtension } from './upstream-task.js';
 import { UpstreamScrub } from './upstream-scrub.js';
 import { elicitationIdsOf, UrlElicitations } from './url-elicitations.js';
 import type {
@@ -268,7 +269,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     if (options.onServerRequest) this.requestRoutes.set(routeId, options.onServerRequest);
     const params: Record<string, unknown> = { name: toolName, arguments: args ?? {} };
     const modern = this.era === 'modern';
-    if (modern) Object.assign(meta, callerMeta(options.caller));
+    if (modern) Object.assign(meta, callerMeta(options.caller, this.followsTasks(options)));
     if (Object.keys(meta).length) params._meta = meta;
     try {
       let result: CallToolResult;
@@ -570,7 +571,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.direct = undefined;
     try {
       const connectStarted = this.options.clock.now();
-      await client.connect(transport, { timeout: timeoutMs, ...(prior ? { prior } : {}) });
+      // A modern upstream's `resultType: "task"` answers reach modern-call.ts (upstream-task.ts).
+      await client.connect(acceptTaskResults(transport), { timeout: timeoutMs, ...(prior ? { prior } : {}) });
       if (generation !== this.generation) return 'superseded';
       const era = client.getProtocolEra() ?? 'legacy';
       if (remember && !prior && era === 'legacy' && this.options.clock.now() - connectStarted >= probeTimeoutMs) {
@@ -780,6 +782,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    */
   private admitTools(tools: Tool[]): Tool[] {
     if (this.era !== 'modern') return tools;
+    // Server-directed tasks: any tool of an upstream declaring the extension may answer a task, so
+    // the broker may run it as one of its own (`execution.taskSupport: "optional"`, as listed to callers).
+    if (declaresTasksExtension(this.capabilities)) {
+      tools = tools.map((tool) => (tool.execution?.taskSupport ? tool : { ...tool, execution: { ...tool.execution, taskSupport: 'optional' } }));
+    }
     const declarations = new Map<string, McpHeaderDeclaration[]>();
     const admitted = tools.filter((tool) => {
       const scan = scanMcpHeaders(tool.inputSchema);
@@ -792,6 +799,15 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     });
     this.headerDeclarations = declarations;
     return admitted;
+  }
+
+  /**
+   * Whether a modern call offers the upstream the tasks extension: the upstream declares it, and
+   * the broker can follow a task to its end for this caller (a legacy caller, whose call waits on
+   * it; or a caller that declared the extension itself, whose call runs as a broker task).
+   */
+  private followsTasks(options: CallOptions): boolean {
+    return declaresTasksExtension(this.capabilities) && (!options.inputRelay || declaresTasksExtension(options.caller?.clientCapabilities));
   }
 
   private async fetchCatalog(client: Client, timeoutMs: number): Promise<UpstreamCatalog> {

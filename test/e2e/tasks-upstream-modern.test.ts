@@ -1,0 +1,92 @@
+/**
+ * A 2026-07-28 upstream's own tasks (server-directed, `io.modelcontextprotocol/tasks`) through the
+ * real CLI (issue 15 §2): the conformance fixture in its modern mode answers its task tools with a
+ * `CreateTaskResult` when the request offers the extension. A modern caller declaring the
+ * extension gets a broker task (the broker's id, never the upstream's) whose status, input
+ * requests and cancel follow the upstream's task; a legacy caller's call waits on the upstream
+ * task and answers its result.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { fixture, readNdjson, spawnRawBroker, startBroker, waitFor, type RecordLine } from './helpers.js';
+
+const TASKS = 'io.modelcontextprotocol/tasks';
+const MODERN_FIXTURE = { c: { command: 'node', args: [fixture('conformance-server.mjs')] } };
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+type Answer = Record<string, any>;
+
+/** A 2026-07-28 caller declaring the tasks extension, on the CLI's raw stdio. */
+function modern() {
+  const raw = spawnRawBroker({ servers: MODERN_FIXTURE });
+  cleanups.push(() => raw.close());
+  let id = 0;
+  const request = async (method: string, params: Record<string, unknown>): Promise<Answer> => {
+    const _meta = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': { elicitation: { form: {} }, extensions: { [TASKS]: {} } },
+      'io.modelcontextprotocol/clientInfo': { name: 'tasks-upstream', version: '1.0.0' },
+    };
+    const answer = (await raw.request(++id, method, { ...params, _meta }, 30_000)) as Answer;
+    if (answer.error) throw answer.error;
+    return answer.result;
+  };
+  const poll = async (taskId: string, until: (t: Answer) => boolean): Promise<Answer> =>
+    waitFor(async () => {
+      const task = await request('tasks/get', { taskId });
+      return until(task) ? task : undefined;
+    }, `task ${taskId}`, 20_000, 50);
+  return { request, poll, records: () => readNdjson<RecordLine>(raw.recordsPath) };
+}
+
+const terminal = (t: Answer) => ['completed', 'failed', 'cancelled'].includes(t.status);
+
+describe("a modern upstream's tasks through the broker", () => {
+  it("a modern caller's call becomes a broker task following the upstream's: input_required relayed, tasks/update forwarded, one record", async () => {
+    const b = modern();
+    const created = await b.request('tools/call', { name: 'c__confirm_delete', arguments: { filename: 'notes.txt' } });
+    expect(created).toMatchObject({ resultType: 'task', status: 'working' });
+    const taskId = created.taskId as string;
+    expect(taskId).not.toMatch(/fixture-modern-task/);
+    const asking = await b.poll(taskId, (t) => t.status === 'input_required');
+    const [key] = Object.keys(asking.inputRequests);
+    expect(asking.inputRequests[key!]).toMatchObject({ method: 'elicitation/create', params: { message: 'Delete notes.txt?' } });
+    await b.request('tasks/update', { taskId, inputResponses: { [key!]: { action: 'accept', content: { confirm: true } } } });
+    const done = await b.poll(taskId, terminal);
+    expect(done).toMatchObject({ taskId, status: 'completed', result: { content: [{ type: 'text', text: 'deleted notes.txt' }] } });
+    expect(b.records().filter((r) => r.name === 'c__confirm_delete').map((r) => r.outcome)).toEqual(['ok']);
+  });
+
+  it("tasks/cancel of the broker task reaches the upstream's task (tasks/cancel upstream)", async () => {
+    const b = modern();
+    const slow = await b.request('tools/call', { name: 'c__slow_compute', arguments: { seconds: 60 } });
+    await b.poll(slow.taskId, (t) => t.status === 'working');
+    await b.request('tasks/cancel', { taskId: slow.taskId });
+    expect(await b.poll(slow.taskId, terminal)).toMatchObject({ status: 'cancelled' });
+    const stopped = await waitFor(async () => {
+      // Any tool of an upstream declaring the extension may answer a task, so the broker runs this one as its own.
+      const created = await b.request('tools/call', { name: 'c__task_cancellations', arguments: {} });
+      const answer = created.resultType === 'task' ? (await b.poll(created.taskId, terminal)).result : created;
+      const ids = JSON.parse(answer.content[0].text) as string[];
+      return ids.length ? ids : undefined;
+    }, 'the upstream task cancelled', 10_000, 50);
+    expect(stopped).toEqual([expect.stringMatching(/^fixture-modern-task-/)]);
+  });
+
+  it("a legacy caller's call waits on the upstream task and answers its result; its input requests go to the caller live", async () => {
+    const b = await startBroker({ servers: MODERN_FIXTURE, capabilities: { elicitation: {} } });
+    cleanups.push(() => b.close());
+    const asked: string[] = [];
+    b.client.setRequestHandler('elicitation/create', async (req) => {
+      asked.push(req.params.message);
+      return { action: 'accept', content: { name: 'Ada' } };
+    });
+    const plain = (await b.client.callTool({ name: 'c__slow_compute', arguments: { seconds: 0, label: 'legacy' } })) as Answer;
+    expect(plain.content[0].text).toBe('computed legacy after 0 s');
+    const named = (await b.client.callTool({ name: 'c__test_tool_with_task', arguments: {} })) as Answer;
+    expect(named.content[0].text).toBe('Hello, Ada!');
+    expect(asked).toEqual(['What is your name?']);
+  });
+});
