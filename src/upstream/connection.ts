@@ -782,11 +782,6 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    */
   private admitTools(tools: Tool[]): Tool[] {
     if (this.era !== 'modern') return tools;
-    // Server-directed tasks: any tool of an upstream declaring the extension may answer a task, so
-    // the broker may run it as one of its own (`execution.taskSupport: "optional"`, as listed to callers).
-    if (declaresTasksExtension(this.capabilities)) {
-      tools = tools.map((tool) => (tool.execution?.taskSupport ? tool : { ...tool, execution: { ...tool.execution, taskSupport: 'optional' } }));
-    }
     const declarations = new Map<string, McpHeaderDeclaration[]>();
     const admitted = tools.filter((tool) => {
       const scan = scanMcpHeaders(tool.inputSchema);
@@ -804,7 +799,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   /**
    * Whether a modern call offers the upstream the tasks extension: the upstream declares it, and
    * the broker can follow a task to its end for this caller (a legacy caller, whose call waits on
-   * it; or a caller that declared the extension itself, whose call runs as a broker task).
+   * it; or a caller that declared the extension itself, whose request is answered with a broker
+   * task once the upstream answers one: `CallOptions.onUpstreamTask`).
    */
   private followsTasks(options: CallOptions): boolean {
     return declaresTasksExtension(this.capabilities) && (!options.inputRelay || declaresTasksExtension(options.caller?.clientCapabilities));

@@ -42,6 +42,8 @@ export interface ModernRequestOptions {
   inputRelay?: InputRelay;
   /** Scrubs the params of each input request returned to a modern caller (the upstream's own requests to a legacy caller are scrubbed the same way). */
   scrubRequest?: (params: Record<string, unknown> | undefined) => Record<string, unknown> | undefined;
+  /** Told when the upstream answered with a task of its own, before it is followed ({@link CallOptions.onUpstreamTask}). */
+  onUpstreamTask?: CallOptions['onUpstreamTask'];
 }
 
 /** Rounds of `input_required` answered for one call before it fails (`input_rounds_exceeded`). */
@@ -99,7 +101,10 @@ export async function callModern(
       ...(headers && Object.keys(headers).length ? { headers } : {}),
     });
     const task = upstreamTaskOf(result);
-    if (task) return followTask(client, upstream, task, options, timeoutMs);
+    if (task) {
+      options.onUpstreamTask?.(task);
+      return followTask(client, upstream, task, options, timeoutMs);
+    }
     if (result.resultType !== 'input_required') return result;
     if (relay) return scrubbedInputRequests(result, options.scrubRequest);
     if (rounds >= MAX_INPUT_ROUNDS) {

@@ -11,6 +11,7 @@
  * `tasks/get`, `tasks/update` and `tasks/cancel` (the custom-method form of `client.request`).
  */
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
+import type { UpstreamTaskStarted } from './types.js';
 
 /** The extension's identifier (as modern-tasks.ts declares it to callers). */
 export const UPSTREAM_TASKS_EXTENSION_ID = 'io.modelcontextprotocol/tasks';
@@ -24,11 +25,7 @@ export const UPSTREAM_POLL_MAX_MS = 5_000;
 export const UPSTREAM_POLL_DEFAULT_MS = 500;
 
 /** An upstream's task as it answered it (the fields the broker reads). */
-export interface UpstreamTask {
-  taskId: string;
-  status?: string;
-  pollIntervalMs?: number;
-}
+export type UpstreamTask = UpstreamTaskStarted;
 
 /**
  * `transport` with every incoming response whose `result.resultType` is `"task"` rewritten as

@@ -7,6 +7,7 @@
  * task and answers its result.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { ResultSchema } from '@modelcontextprotocol/core';
 import { fixture, readNdjson, spawnRawBroker, startBroker, waitFor, type RecordLine } from './helpers.js';
 
 const TASKS = 'io.modelcontextprotocol/tasks';
@@ -66,13 +67,54 @@ describe("a modern upstream's tasks through the broker", () => {
     await b.request('tasks/cancel', { taskId: slow.taskId });
     expect(await b.poll(slow.taskId, terminal)).toMatchObject({ status: 'cancelled' });
     const stopped = await waitFor(async () => {
-      // Any tool of an upstream declaring the extension may answer a task, so the broker runs this one as its own.
-      const created = await b.request('tools/call', { name: 'c__task_cancellations', arguments: {} });
-      const answer = created.resultType === 'task' ? (await b.poll(created.taskId, terminal)).result : created;
+      const answer = await b.request('tools/call', { name: 'c__task_cancellations', arguments: {} });
       const ids = JSON.parse(answer.content[0].text) as string[];
       return ids.length ? ids : undefined;
     }, 'the upstream task cancelled', 10_000, 50);
     expect(stopped).toEqual([expect.stringMatching(/^fixture-modern-task-/)]);
+  });
+
+  it('a plain tool of an upstream with tasks is answered plainly to a modern caller declaring the extension (no broker task)', async () => {
+    const b = modern();
+    const answer = await b.request('tools/call', { name: 'c__greet', arguments: { name: 'Ada' } });
+    expect(answer.resultType).not.toBe('task');
+    expect(answer.taskId).toBeUndefined();
+    expect(answer.content).toEqual([{ type: 'text', text: 'Hello, Ada!' }]);
+  });
+
+  it('tasks-mrtr-composition: a required tool asks first as a plain input_required round; the retry is answered with a broker task carrying the answer', async () => {
+    const b = modern();
+    const first = await b.request('tools/call', { name: 'c__test_tool_with_task', arguments: {} });
+    expect(first.resultType).toBe('input_required');
+    expect(first.taskId).toBeUndefined();
+    const [key] = Object.keys(first.inputRequests);
+    const second = await b.request('tools/call', {
+      name: 'c__test_tool_with_task',
+      arguments: {},
+      inputResponses: { [key!]: { action: 'accept', content: { name: 'Alice' } } },
+      ...(first.requestState !== undefined && { requestState: first.requestState }),
+    });
+    expect(second).toMatchObject({ resultType: 'task', status: 'working' });
+    expect(second).not.toHaveProperty('requestState');
+    expect(second).not.toHaveProperty('inputRequests');
+    expect(second.taskId).not.toMatch(/fixture-modern-task/);
+    const done = await b.poll(second.taskId, terminal);
+    expect(done).toMatchObject({ status: 'completed', result: { content: [{ type: 'text', text: 'Hello, Alice!' }] } });
+    expect(b.records().filter((r) => r.name === 'c__test_tool_with_task').map((r) => r.outcome)).toEqual(['ok', 'ok']);
+  });
+
+  it("a legacy caller's task-augmented call is a legacy broker task following the upstream's task to its result", async () => {
+    const b = await startBroker({ servers: MODERN_FIXTURE, capabilities: { elicitation: {} } });
+    cleanups.push(() => b.close());
+    const listed = await b.client.listTools();
+    // The 2026-07-28 era lists no execution.taskSupport: any tool of an upstream with tasks may be one.
+    expect(listed.tools.find((t) => t.name === 'c__greet')?.execution).toEqual({ taskSupport: 'optional' });
+    const loose = ResultSchema.loose();
+    const created = (await b.client.request({ method: 'tools/call', params: { name: 'c__slow_compute', arguments: { seconds: 0, label: 'tasked' }, task: {} } } as never, loose)) as Answer;
+    const taskId = created.task.taskId as string;
+    expect(taskId).not.toMatch(/fixture-modern-task/);
+    const result = (await b.client.request({ method: 'tasks/result', params: { taskId } } as never, loose, { timeout: 20_000 })) as Answer;
+    expect(result.content).toEqual([{ type: 'text', text: 'computed tasked after 0 s' }]);
   });
 
   it("a legacy caller's call waits on the upstream task and answers its result; its input requests go to the caller live", async () => {
