@@ -10,6 +10,11 @@
  *   `lastUpdatedAt`, `ttlMs`, `pollIntervalMs`) once its row is stored. The broker's own tools
  *   run as plain calls. A `required` tool called without the extension is -32021 with
  *   `data.requiredCapabilities.extensions`; a legacy `params.task` hint is ignored.
+ * - A tool of an upstream with tasks of its own ({@link upstreamRunsTasks}) is called plainly
+ *   instead, the extension offered upstream; only when the upstream answers with a task is the
+ *   running call made a broker task ({@link ModernTasks.adopt}), which follows the upstream's
+ *   (upstream/modern-call.ts): the caller sees the broker's id, the upstream's input requests as
+ *   this task's, and its cancel reaches the upstream.
  * - `tasks/get` answers the `DetailedTask`: `result` on `completed`, `error` on `failed`,
  *   `inputRequests` on `input_required`; `tasks/update` takes `inputResponses` for the keys
  *   outstanding (others ignored) and `tasks/cancel` asks the call to stop; both answer an empty

@@ -579,8 +579,9 @@ export class DownstreamSession {
   /**
    * The hooks of a modern call that may become a broker task when its upstream answers with a
    * task of its own: `started` is the call's `onUpstreamTask`; `begun` resolves then (`{kind:
-   * "task"}`); once `adopted` is told the row's id, `asked` holds each of the upstream task's input
-   * requests in `TaskEngine.inputs` for that row (tasks/get `inputRequests`, tasks/update).
+   * "task"}`), and from then on `asked` holds each of the upstream task's input requests in
+   * `TaskEngine.inputs` under the row's id, which `adopted` is told once the row is stored
+   * (tasks/get `inputRequests`, tasks/update).
    */
   private upstreamTaskHook() {
     const inputs = this.gateway.tasks.inputs;
