@@ -39,19 +39,19 @@ import { approvalRequestParams } from '../router/ask.js';
 import type { CallerSession, CallRequest, ToolTarget } from '../broker/types.js';
 import type { TaskRow } from '../store/store.js';
 import type { Upstream } from '../upstream/types.js';
+import { declaresTasksExtension, UPSTREAM_TASKS_EXTENSION_ID } from '../upstream/upstream-task.js';
 import { A2A_META_KEY, mcpTaskStatus, TaskError, type TaskEngine } from '../tasks/index.js';
 import { taskSupportOf } from './legacy-tasks.js';
 
 /** The extension's identifier, as declared in capabilities. */
-export const TASKS_EXTENSION_ID = 'io.modelcontextprotocol/tasks';
+export const TASKS_EXTENSION_ID = UPSTREAM_TASKS_EXTENSION_ID;
 
 /** The `extensions` entry the broker declares in `server/discover` (no settings defined). */
 export const TASKS_EXTENSION = { [TASKS_EXTENSION_ID]: {} } as const;
 
 /** Whether a request's client capabilities declare the tasks extension. */
 export function declaresTasks(capabilities: ClientCapabilities | undefined): boolean {
-  const extensions = (capabilities as { extensions?: Record<string, unknown> } | undefined)?.extensions;
-  return typeof extensions === 'object' && extensions !== null && extensions[TASKS_EXTENSION_ID] !== undefined;
+  return declaresTasksExtension(capabilities);
 }
 
 /**

@@ -278,7 +278,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       } else if (modern) {
         const declarations = this.headerDeclarations.get(toolName);
         const headers = declarations?.length ? mcpParamHeaders(declarations, args) : undefined;
-        const scrubbed = { ...options, onServerRequest: this.scrubbedRoute(options.onServerRequest), scrubRequest: (p: Record<string, unknown> | undefined) => this.scrub.serverRequest(p) };
+        const scrubbed = { ...options, onServerRequest: this.scrubbedRoute(options.onServerRequest), scrubRequest: (p: Record<string, unknown> | undefined) => this.scrub.serverRequest(p), sleep: this.options.clock.sleep.bind(this.options.clock) };
         result = (await callModern(client, this.name, 'tools/call', params, scrubbed, options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, headers)) as CallToolResult;
       } else if (this.direct) {
         const owner = options.onServerRequest?.sessionId;

@@ -22,11 +22,10 @@
  *   `input_required` answer is returned as it came, its input requests' params scrubbed. Naming
  *   its keys and sealing its state inside the broker's own is broker/relay-input.ts.
  */
-import { CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY } from '@modelcontextprotocol/client';
+import { CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, ProtocolError } from '@modelcontextprotocol/client';
 import type { Client, ClientCapabilities, LoggingLevel } from '@modelcontextprotocol/client';
 import { z } from 'zod';
-import { ProtocolError } from '@modelcontextprotocol/client';
-import { setTimeout as delay } from 'node:timers/promises';
+import { systemClock, type Clock } from '../shared/clock.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import { pollDelayMs, UPSTREAM_TASKS_EXTENSION_ID, upstreamTaskOf, type UpstreamTask } from './upstream-task.js';
 import type { CallOptions, InputRelay, ServerRequestHandler } from './types.js';
@@ -44,6 +43,8 @@ export interface ModernRequestOptions {
   scrubRequest?: (params: Record<string, unknown> | undefined) => Record<string, unknown> | undefined;
   /** Told when the upstream answered with a task of its own, before it is followed ({@link CallOptions.onUpstreamTask}). */
   onUpstreamTask?: CallOptions['onUpstreamTask'];
+  /** Waits between an upstream task's polls (the connection's clock); default the system clock. */
+  sleep?: Clock['sleep'];
 }
 
 /** Rounds of `input_required` answered for one call before it fails (`input_rounds_exceeded`). */
@@ -135,7 +136,7 @@ async function followTask(client: Client, upstream: string, task: UpstreamTask, 
   try {
     for (;;) {
       signal?.throwIfAborted();
-      await delay(pollDelayMs(interval), undefined, { signal });
+      await (options.sleep ?? systemClock.sleep)(pollDelayMs(interval), signal);
       const got = await send('tasks/get', {}, signal);
       if (typeof got.pollIntervalMs === 'number') interval = got.pollIntervalMs;
       switch (got.status) {
