@@ -2,9 +2,11 @@
  * A 2026-07-28 upstream's own tasks (server-directed, `io.modelcontextprotocol/tasks`) through the
  * real CLI (issue 15 §2): the conformance fixture in its modern mode answers its task tools with a
  * `CreateTaskResult` when the request offers the extension. A modern caller declaring the
- * extension gets a broker task (the broker's id, never the upstream's) whose status, input
- * requests and cancel follow the upstream's task; a legacy caller's call waits on the upstream
- * task and answers its result.
+ * extension gets a broker task (the broker's id, never the upstream's) only when the upstream
+ * answers with a task: its status, input requests and cancel follow the upstream's task; a plain
+ * tool stays a plain call, and a first `input_required` round (tasks-mrtr-composition) is relayed
+ * before the task exists. A legacy caller's call waits on the upstream task and answers its
+ * result, or is a legacy broker task when it asks for one.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ResultSchema } from '@modelcontextprotocol/core';
