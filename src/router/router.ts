@@ -331,6 +331,7 @@ export class ToolRouter implements Dispatcher {
       asTask: call.target?.definition?.execution?.taskSupport === 'required',
       caller: { clientCapabilities: call.session.clientCapabilities, logLevel: call.session.logLevel },
       onServerRequest: call.request.onServerRequest,
+      onUpstreamTask: call.request.onUpstreamTask,
       onArgumentsStripped: (names) => (call.notes.stripped = names),
       onProgress: call.onProgress,
       ...(call.session.era === 'modern' && { inputRelay: call.inputRelay ?? {} }),

@@ -213,6 +213,29 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   }
 
   /**
+   * Makes a call already running for `session` a task (a 2026-07-28 upstream answered it with a
+   * task of its own, and its caller declared the tasks extension): stores a `running` row and
+   * settles it with `running.answer` (the call's one broker path, its one record); answers the
+   * row. `running.abort` ends the call (`cancel`, and a cancel made elsewhere); the caller's
+   * request no longer owns it. `ttlMs` as for {@link create}.
+   */
+  async adopt(
+    request: Pick<CallRequest, 'name' | 'args'>,
+    session: CallerSession,
+    target: ToolTarget,
+    running: { answer: Promise<BrokerAnswer>; abort(reason: unknown): void },
+    ttlMs?: number,
+  ): Promise<TaskRow> {
+    const row = this.newRow(request, session, target, 'running', ttlMs);
+    await this.deps.store.addTask(row);
+    this.runs.set(row.id, { abort: running.abort });
+    void running.answer
+      .then((answer) => this.settle(row.id, answer), (err: unknown) => this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'task run failed'))
+      .finally(() => this.runs.delete(row.id));
+    return row;
+  }
+
+  /**
    * Waits until task `id` of `principal` is settled and answers its row (`tasks/result`).
    * Rejects with {@link TaskError} `not_found`, or with `signal`'s reason.
    */

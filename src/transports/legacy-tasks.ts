@@ -25,16 +25,22 @@ export const TASKS_CAPABILITY: NonNullable<ServerCapabilities['tasks']> = {
   requests: { tools: { call: {} } },
 };
 
-/** The `execution.taskSupport` of a target: the upstream's own, `optional` for the broker's tools. */
-export function taskSupportOf(target: ToolTarget): 'forbidden' | 'optional' | 'required' {
+/**
+ * The `execution.taskSupport` of a target: the upstream's own, `optional` for the broker's tools
+ * and, when none is listed, for a tool whose upstream runs tasks of its own (`upstreamTasks`: a
+ * 2026-07-28 upstream declaring the tasks extension, whose era lists no `execution`; any of its
+ * tools may answer a task, which the broker's task then follows).
+ */
+export function taskSupportOf(target: ToolTarget, upstreamTasks = false): 'forbidden' | 'optional' | 'required' {
   if (target.source === 'local') return 'optional';
-  return target.definition?.execution?.taskSupport ?? 'forbidden';
+  return target.definition?.execution?.taskSupport ?? (upstreamTasks ? 'optional' : 'forbidden');
 }
 
-/** A tool definition as listed: the broker's own tools say `execution.taskSupport: "optional"`. */
-export function withTaskSupport(tool: Tool, target: ToolTarget | undefined): Tool {
-  if (target?.source !== 'local' || tool.execution?.taskSupport) return tool;
-  return { ...tool, execution: { ...tool.execution, taskSupport: 'optional' } };
+/** A tool definition as listed to a legacy caller: `execution.taskSupport` as {@link taskSupportOf} says, when not `forbidden`. */
+export function withTaskSupport(tool: Tool, target: ToolTarget | undefined, upstreamTasks = false): Tool {
+  if (!target || tool.execution?.taskSupport) return tool;
+  const support = taskSupportOf(target, upstreamTasks);
+  return support === 'forbidden' ? tool : { ...tool, execution: { ...tool.execution, taskSupport: support } };
 }
 
 /** The task methods this module serves. */
@@ -43,6 +49,8 @@ export const LEGACY_TASK_METHODS: ReadonlySet<string> = new Set(['tasks/get', 't
 export interface LegacyTasksHost {
   readonly tasks: TaskEngine;
   resolve(name: string): ToolTarget | undefined;
+  /** Whether the upstream of `target` runs tasks of its own ({@link taskSupportOf}); default never. */
+  upstreamTasks?(target: ToolTarget): boolean;
   /** Told each task id handed to the client, once its row is stored (before its call starts). */
   given?(id: string): void;
 }
@@ -60,7 +68,7 @@ export class LegacyTasks {
   async callAsTask(request: Omit<CallRequest, 'signal' | 'abort'>, task: unknown, session: CallerSession): Promise<Record<string, unknown>> {
     const target = this.host.resolve(request.name);
     if (!target) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${request.name}`);
-    if (taskSupportOf(target) === 'forbidden') {
+    if (taskSupportOf(target, this.host.upstreamTasks?.(target)) === 'forbidden') {
       throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `tool "${request.name}" cannot be called as a task (its execution.taskSupport is not "optional" or "required")`);
     }
     const ttl = (task as { ttl?: unknown } | undefined)?.ttl;

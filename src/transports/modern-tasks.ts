@@ -10,6 +10,11 @@
  *   `lastUpdatedAt`, `ttlMs`, `pollIntervalMs`) once its row is stored. The broker's own tools
  *   run as plain calls. A `required` tool called without the extension is -32021 with
  *   `data.requiredCapabilities.extensions`; a legacy `params.task` hint is ignored.
+ * - A tool of an upstream with tasks of its own ({@link upstreamRunsTasks}) is called plainly
+ *   instead, the extension offered upstream; only when the upstream answers with a task is the
+ *   running call made a broker task ({@link ModernTasks.adopt}), which follows the upstream's
+ *   (upstream/modern-call.ts): the caller sees the broker's id, the upstream's input requests as
+ *   this task's, and its cancel reaches the upstream.
  * - `tasks/get` answers the `DetailedTask`: `result` on `completed`, `error` on `failed`,
  *   `inputRequests` on `input_required`; `tasks/update` takes `inputResponses` for the keys
  *   outstanding (others ignored) and `tasks/cancel` asks the call to stop; both answer an empty
@@ -33,19 +38,29 @@ import { APPROVAL_INPUT_KEY } from '../broker/ask-input.js';
 import { approvalRequestParams } from '../router/ask.js';
 import type { CallerSession, CallRequest, ToolTarget } from '../broker/types.js';
 import type { TaskRow } from '../store/store.js';
+import type { Upstream } from '../upstream/types.js';
+import { declaresTasksExtension, UPSTREAM_TASKS_EXTENSION_ID } from '../upstream/upstream-task.js';
 import { A2A_META_KEY, mcpTaskStatus, TaskError, type TaskEngine } from '../tasks/index.js';
 import { taskSupportOf } from './legacy-tasks.js';
 
 /** The extension's identifier, as declared in capabilities. */
-export const TASKS_EXTENSION_ID = 'io.modelcontextprotocol/tasks';
+export const TASKS_EXTENSION_ID = UPSTREAM_TASKS_EXTENSION_ID;
 
 /** The `extensions` entry the broker declares in `server/discover` (no settings defined). */
 export const TASKS_EXTENSION = { [TASKS_EXTENSION_ID]: {} } as const;
 
 /** Whether a request's client capabilities declare the tasks extension. */
 export function declaresTasks(capabilities: ClientCapabilities | undefined): boolean {
-  const extensions = (capabilities as { extensions?: Record<string, unknown> } | undefined)?.extensions;
-  return typeof extensions === 'object' && extensions !== null && extensions[TASKS_EXTENSION_ID] !== undefined;
+  return declaresTasksExtension(capabilities);
+}
+
+/**
+ * Whether `upstream` runs tasks of its own: a 2026-07-28 upstream that declares the extension.
+ * Its calls offer it the extension, and a task it answers is followed by the broker
+ * (upstream/modern-call.ts), for a modern caller as a broker task of its own ({@link ModernTasks.adopt}).
+ */
+export function upstreamRunsTasks(upstream: Pick<Upstream, 'era' | 'capabilities'> | undefined): boolean {
+  return upstream?.era === 'modern' && declaresTasks(upstream.capabilities as ClientCapabilities | undefined);
 }
 
 /** The -32021 error for a request that needs the extension and did not declare it. */
@@ -64,21 +79,44 @@ export class ModernTasks {
   ) {}
 
   /**
-   * Whether a modern call of `target` runs as a task for a request declaring `capabilities`.
-   * Throws -32021 for a tool that requires tasks when the extension is not declared.
+   * Whether a modern call of `target` runs as a broker task from the start for a request
+   * declaring `capabilities`. Throws -32021 for a tool that requires tasks when the extension is
+   * not declared. `upstreamTasks`: the tool's upstream runs tasks of its own (a 2026-07-28
+   * upstream declaring the extension): the call is sent plainly, the extension offered, and
+   * becomes a broker task only if the upstream answers with one ({@link adopt}); false here.
    */
-  runsAsTask(target: ToolTarget, capabilities: ClientCapabilities | undefined): boolean {
+  runsAsTask(target: ToolTarget, capabilities: ClientCapabilities | undefined, upstreamTasks = false): boolean {
     const support = target.source === 'local' ? 'forbidden' : taskSupportOf(target);
     const declared = declaresTasks(capabilities);
     if (support === 'required' && !declared) {
       throw tasksExtensionRequired(`tool "${target.name}" runs only as a task, and this request did not declare the "${TASKS_EXTENSION_ID}" extension`);
     }
-    return declared && support !== 'forbidden';
+    return declared && support !== 'forbidden' && !upstreamTasks;
   }
 
   /** Starts the call as a task and answers the extension's `CreateTaskResult`, once the row is stored. */
   async create(request: Omit<CallRequest, 'signal' | 'abort' | 'taskId'>, session: CallerSession, target: ToolTarget): Promise<Record<string, unknown>> {
-    const row = await this.tasks.create(request, session, target, undefined, { holdInputs: true });
+    return this.created(await this.tasks.create(request, session, target, undefined, { holdInputs: true }));
+  }
+
+  /**
+   * Makes a running call a task, its upstream having answered with a task of its own
+   * ({@link TaskEngine.adopt}): answers the broker's `CreateTaskResult` (the broker's id, never
+   * the upstream's), once the row is stored. The upstream task's input requests are to be held
+   * in `TaskEngine.inputs` under the row's id from then on.
+   */
+  async adopt(
+    request: Pick<CallRequest, 'name' | 'args'>,
+    session: CallerSession,
+    target: ToolTarget,
+    running: Parameters<TaskEngine['adopt']>[3],
+  ): Promise<{ row: TaskRow; answer: Record<string, unknown> }> {
+    const row = await this.tasks.adopt(request, session, target, running);
+    return { row, answer: this.created(row) };
+  }
+
+  /** The extension's `CreateTaskResult` for a new row. */
+  private created(row: TaskRow): Record<string, unknown> {
     // `content: []` keeps the result valid against the core CallToolResult schema the SDK checks.
     return { ...this.base(row), resultType: 'task', content: [] };
   }

@@ -51,7 +51,7 @@ import { unprefixErrors } from './error-prefix.js';
 import { visibleTools } from '../broker/visible-tools.js';
 import { openRelay, relayInputRequired, type RelayBinding } from '../broker/relay-input.js';
 import type { PrimitiveRequest } from '../broker/primitive-judge.js';
-import type { CallerSession } from '../broker/types.js';
+import type { CallerSession, ToolTarget } from '../broker/types.js';
 import type { TaskRow } from '../store/store.js';
 import { isTerminal } from '../tasks/status.js';
 import { VERSION, type Gateway } from '../gateway.js';
@@ -67,7 +67,7 @@ import { guardRequestShapes } from './request-shape.js';
 import { isHeldState, type HeldBinding } from '../broker/held-state.js';
 import { HeldCall, heldCallsOf, heldInputRequired, heldRefusal, type HeldEvent } from './held-calls.js';
 import { LEGACY_TASK_METHODS, LegacyTasks, TASKS_CAPABILITY, withTaskSupport } from './legacy-tasks.js';
-import { declaresTasks, ModernTasks, TASKS_EXTENSION, tasksExtensionRequired } from './modern-tasks.js';
+import { declaresTasks, ModernTasks, TASKS_EXTENSION, tasksExtensionRequired, upstreamRunsTasks } from './modern-tasks.js';
 
 /** What this server declares to every downstream client. */
 export const SERVER_CAPABILITIES: ServerCapabilities = {
@@ -468,12 +468,17 @@ export class DownstreamSession {
     const owner = modern ? `request:${++modernRequests}` : this.sessionId;
     if (modern && owner) this.requests.set(owner, ctx);
     const meta = this.era === 'modern' ? (withoutUnitKey(sent) ?? {}) : sent;
+    // A modern caller declaring the tasks extension, calling a tool of an upstream with tasks of its own:
+    // sent plainly, and answered with a broker task only if the upstream answers with one (upstreamTask).
+    let upstreamTask: ReturnType<typeof this.upstreamTaskHook> | undefined;
     if (this.era === 'modern' && ctx) {
       // The tasks extension: the broker decides, from the tool's taskSupport and the request's declaration.
       const tasks = new ModernTasks(gw.tasks, this.principal);
-      if (tasks.runsAsTask(target, caller.clientCapabilities)) {
+      const upstreamTasks = this.upstreamTasks(target);
+      if (tasks.runsAsTask(target, caller.clientCapabilities, upstreamTasks)) {
         return tasks.create({ name, args: args ?? {}, meta: Object.keys(meta).length ? meta : undefined }, caller, target);
       }
+      if (upstreamTasks && declaresTasks(caller.clientCapabilities)) upstreamTask = this.upstreamTaskHook();
     }
     let last = -Infinity;
     let missing: string | undefined;
@@ -501,8 +506,13 @@ export class DownstreamSession {
           onServerRequest: this.serverRequestRoute(
             (request, signal) => extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.maxTotalTimeoutMs }),
             owner,
-            { declared: caller.clientCapabilities, onMissing: (capability) => (missing ??= capability), hold: held && ((request, signal) => held.call.hold(request, signal)) },
+            {
+              declared: caller.clientCapabilities,
+              onMissing: (capability) => (missing ??= capability),
+              hold: held && ((request, signal) => (upstreamTask?.asked ? upstreamTask.asked(request, signal) : held.call.hold(request, signal))),
+            },
           ),
+          onUpstreamTask: upstreamTask?.started,
         },
         caller,
         target,
@@ -530,7 +540,20 @@ export class DownstreamSession {
       const settled = answer.then(finish);
       held.call.attach(settled);
       held.follow(extra.signal);
-      const event = await held.call.next();
+      const event = await (upstreamTask ? Promise.race([held.call.next(), upstreamTask.begun]) : held.call.next());
+      if (event.kind === 'task') {
+        // The upstream answered with a task: the call is the broker task's now, not this request's.
+        held.follow(undefined);
+        const tasks = new ModernTasks(gw.tasks, this.principal);
+        const adopted = tasks.adopt({ name, args: args ?? {} }, caller, target, { answer, abort: held.abort });
+        upstreamTask!.adopted(adopted.then(({ row }) => row.id));
+        try {
+          return (await adopted).answer;
+        } catch (err) {
+          held.abort(err); // no row to follow it: the call ends with this request
+          throw err;
+        }
+      }
       if (event.kind === 'done') {
         if (event.ok) return event.value;
         throw event.err;
@@ -546,6 +569,37 @@ export class DownstreamSession {
     } finally {
       if (owner && this.era === 'modern') this.requests.delete(owner);
     }
+  }
+
+  /** Whether the upstream of `target` runs tasks of its own (modern-tasks.ts {@link upstreamRunsTasks}). */
+  private upstreamTasks(target: ToolTarget | undefined): boolean {
+    return target !== undefined && target.source !== 'local' && upstreamRunsTasks(this.gateway.registry.upstream(target.server));
+  }
+
+  /**
+   * The hooks of a modern call that may become a broker task when its upstream answers with a
+   * task of its own: `started` is the call's `onUpstreamTask`; `begun` resolves then (`{kind:
+   * "task"}`), and from then on `asked` holds each of the upstream task's input requests in
+   * `TaskEngine.inputs` under the row's id, which `adopted` is told once the row is stored
+   * (tasks/get `inputRequests`, tasks/update).
+   */
+  private upstreamTaskHook() {
+    const inputs = this.gateway.tasks.inputs;
+    let begin!: (event: { kind: 'task' }) => void;
+    let adopted!: (id: Promise<string>) => void;
+    const rowId = new Promise<string>((resolve) => (adopted = resolve));
+    rowId.catch(() => undefined); // a row never stored fails the request itself (callTool)
+    const hook = {
+      begun: new Promise<{ kind: 'task' }>((resolve) => (begin = resolve)),
+      started: () => {
+        // From the upstream's task on, its input requests wait for the row (stored a moment later).
+        hook.asked = async (request, signal) => inputs.ask(await rowId, request, signal);
+        begin({ kind: 'task' });
+      },
+      asked: undefined as ServerRequestHandler | undefined,
+      adopted,
+    };
+    return hook;
   }
 
   /** A held call's own abort controller, which follows one request's signal at a time (the caller's, then each retry's). */
@@ -639,7 +693,11 @@ export class DownstreamSession {
       const rosterTool = (name: string) => gw.registry.roster.tools.get(name);
       const pinned = await listAsPinned(gw.router.list(), this.principal, { store: gw.store, clock: gw.clock, rosterTool, logger: gw.logger });
       // Less what the policy denies this principal, as configured to be presented (issue 18 §4).
-      const tools = visibleTools(pinned, this.principal, gw.toolVisibility).map((t) => withTaskSupport(t, gw.router.resolve(t.name)));
+      const tools = visibleTools(pinned, this.principal, gw.toolVisibility).map((t) => {
+        const target = gw.router.resolve(t.name);
+        // A legacy caller may make any tool of an upstream with tasks of its own a task (a modern one is answered one when the upstream does).
+        return withTaskSupport(t, target, this.era === 'legacy' && this.upstreamTasks(target));
+      });
       // Modern: by name, so a client's cache sees one order whatever order the upstreams came up in.
       return { tools: this.era === 'modern' ? [...tools].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) : tools };
     });
@@ -653,7 +711,7 @@ export class DownstreamSession {
     // answer for the era (HTTP 404 with -32601), not a handler's in-band one; the modern call
     // goes through the SDK anyway (its envelope, stamping and cache fields).
     // Legacy: task-augmented calls and `tasks/*` (2025-11-25) are served here too (legacy-tasks.ts).
-    const tasks = new LegacyTasks({ tasks: gw.tasks, resolve: (name) => gw.router.resolve(name), given: (id) => this.givenTasks.add(id) }, this.principal);
+    const tasks = new LegacyTasks({ tasks: gw.tasks, resolve: (name) => gw.router.resolve(name), upstreamTasks: (target) => this.upstreamTasks(target), given: (id) => this.givenTasks.add(id) }, this.principal);
     if (this.era === 'modern') {
       server.setRequestHandler('tools/call', (req, ctx) => this.callTool(req.params, extraOf(ctx), ctx) as never);
       this.installModernTasks();

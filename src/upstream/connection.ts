@@ -61,6 +61,7 @@ import { mcpParamHeaders, scanMcpHeaders, type McpHeaderDeclaration } from './mc
 import { callerMeta, callModern, INPUT_REQUIRED_METHODS } from './modern-call.js';
 import { isSessionNotFound, sessionLostError, sessionLostInFlightError, untilAborted } from './session-lost.js';
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
+import { acceptTaskResults, declaresTasksExtension } from './upstream-task.js';
 import { UpstreamScrub } from './upstream-scrub.js';
 import { elicitationIdsOf, UrlElicitations } from './url-elicitations.js';
 import type {
@@ -268,7 +269,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     if (options.onServerRequest) this.requestRoutes.set(routeId, options.onServerRequest);
     const params: Record<string, unknown> = { name: toolName, arguments: args ?? {} };
     const modern = this.era === 'modern';
-    if (modern) Object.assign(meta, callerMeta(options.caller));
+    if (modern) Object.assign(meta, callerMeta(options.caller, this.followsTasks(options)));
     if (Object.keys(meta).length) params._meta = meta;
     try {
       let result: CallToolResult;
@@ -277,7 +278,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       } else if (modern) {
         const declarations = this.headerDeclarations.get(toolName);
         const headers = declarations?.length ? mcpParamHeaders(declarations, args) : undefined;
-        const scrubbed = { ...options, onServerRequest: this.scrubbedRoute(options.onServerRequest), scrubRequest: (p: Record<string, unknown> | undefined) => this.scrub.serverRequest(p) };
+        const scrubbed = { ...options, onServerRequest: this.scrubbedRoute(options.onServerRequest), scrubRequest: (p: Record<string, unknown> | undefined) => this.scrub.serverRequest(p), sleep: this.options.clock.sleep.bind(this.options.clock) };
         result = (await callModern(client, this.name, 'tools/call', params, scrubbed, options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, headers)) as CallToolResult;
       } else if (this.direct) {
         const owner = options.onServerRequest?.sessionId;
@@ -570,7 +571,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.direct = undefined;
     try {
       const connectStarted = this.options.clock.now();
-      await client.connect(transport, { timeout: timeoutMs, ...(prior ? { prior } : {}) });
+      // A modern upstream's `resultType: "task"` answers reach modern-call.ts (upstream-task.ts).
+      await client.connect(acceptTaskResults(transport), { timeout: timeoutMs, ...(prior ? { prior } : {}) });
       if (generation !== this.generation) return 'superseded';
       const era = client.getProtocolEra() ?? 'legacy';
       if (remember && !prior && era === 'legacy' && this.options.clock.now() - connectStarted >= probeTimeoutMs) {
@@ -792,6 +794,16 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     });
     this.headerDeclarations = declarations;
     return admitted;
+  }
+
+  /**
+   * Whether a modern call offers the upstream the tasks extension: the upstream declares it, and
+   * the broker can follow a task to its end for this caller (a legacy caller, whose call waits on
+   * it; or a caller that declared the extension itself, whose request is answered with a broker
+   * task once the upstream answers one: `CallOptions.onUpstreamTask`).
+   */
+  private followsTasks(options: CallOptions): boolean {
+    return declaresTasksExtension(this.capabilities) && (!options.inputRelay || declaresTasksExtension(options.caller?.clientCapabilities));
   }
 
   private async fetchCatalog(client: Client, timeoutMs: number): Promise<UpstreamCatalog> {

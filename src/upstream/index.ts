@@ -9,6 +9,7 @@ export { advertisedName, NAME_PATTERN, MAX_NAME_LENGTH, NAME_DELIMITER } from '.
 export { childEnv, DEFAULT_INHERITED_ENV } from './spawn-env.js';
 export { EraMemory, upstreamDefinitionHash, type EraVerdictStore, type ProtocolEraName } from './era-memory.js';
 export { offeredCapabilities, MAX_INPUT_ROUNDS } from './modern-call.js';
+export { acceptTaskResults, declaresTasksExtension, pollDelayMs, upstreamTaskOf, UPSTREAM_TASKS_EXTENSION_ID, UPSTREAM_TASK_KEY, UPSTREAM_POLL_MIN_MS, UPSTREAM_POLL_MAX_MS, UPSTREAM_POLL_DEFAULT_MS, type UpstreamTask } from './upstream-task.js';
 export { scanMcpHeaders, mcpParamHeaders, type McpHeaderDeclaration, type McpHeaderScan } from './mcp-param-headers.js';
 export type * from './types.js';
 export {

@@ -22,10 +22,12 @@
  *   `input_required` answer is returned as it came, its input requests' params scrubbed. Naming
  *   its keys and sealing its state inside the broker's own is broker/relay-input.ts.
  */
-import { CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY } from '@modelcontextprotocol/client';
+import { CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, ProtocolError } from '@modelcontextprotocol/client';
 import type { Client, ClientCapabilities, LoggingLevel } from '@modelcontextprotocol/client';
 import { z } from 'zod';
+import { systemClock, type Clock } from '../shared/clock.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
+import { pollDelayMs, UPSTREAM_TASKS_EXTENSION_ID, upstreamTaskOf, type UpstreamTask } from './upstream-task.js';
 import type { CallOptions, InputRelay, ServerRequestHandler } from './types.js';
 
 /** Methods a modern upstream may answer with `input_required` (the spec's list). */
@@ -39,6 +41,10 @@ export interface ModernRequestOptions {
   inputRelay?: InputRelay;
   /** Scrubs the params of each input request returned to a modern caller (the upstream's own requests to a legacy caller are scrubbed the same way). */
   scrubRequest?: (params: Record<string, unknown> | undefined) => Record<string, unknown> | undefined;
+  /** Told when the upstream answered with a task of its own, before it is followed ({@link CallOptions.onUpstreamTask}). */
+  onUpstreamTask?: CallOptions['onUpstreamTask'];
+  /** Waits between an upstream task's polls (the connection's clock); default the system clock. */
+  sleep?: Clock['sleep'];
 }
 
 /** Rounds of `input_required` answered for one call before it fails (`input_rounds_exceeded`). */
@@ -57,9 +63,15 @@ export function offeredCapabilities(declared: ClientCapabilities | undefined): C
   return out;
 }
 
-/** The caller's part of a modern request's `_meta`: its capabilities, and its log level when it set one. */
-export function callerMeta(caller: CallOptions['caller']): Record<string, unknown> {
-  const meta: Record<string, unknown> = { [CLIENT_CAPABILITIES_META_KEY]: offeredCapabilities(caller?.clientCapabilities) };
+/**
+ * The caller's part of a modern request's `_meta`: its capabilities, and its log level when it set one.
+ * @param tasks offer the tasks extension (`extensions["io.modelcontextprotocol/tasks"]`): the broker
+ *   follows an upstream task for the caller ({@link callModern}); default false
+ */
+export function callerMeta(caller: CallOptions['caller'], tasks = false): Record<string, unknown> {
+  const offered: ClientCapabilities = offeredCapabilities(caller?.clientCapabilities);
+  if (tasks) (offered as { extensions?: Record<string, unknown> }).extensions = { [UPSTREAM_TASKS_EXTENSION_ID]: {} };
+  const meta: Record<string, unknown> = { [CLIENT_CAPABILITIES_META_KEY]: offered };
   if (caller?.logLevel) meta[LOG_LEVEL_META_KEY] = caller.logLevel satisfies LoggingLevel;
   return meta;
 }
@@ -89,6 +101,11 @@ export async function callModern(
       allowInputRequired: true,
       ...(headers && Object.keys(headers).length ? { headers } : {}),
     });
+    const task = upstreamTaskOf(result);
+    if (task) {
+      options.onUpstreamTask?.(task);
+      return followTask(client, upstream, task, options, timeoutMs);
+    }
     if (result.resultType !== 'input_required') return result;
     if (relay) return scrubbedInputRequests(result, options.scrubRequest);
     if (rounds >= MAX_INPUT_ROUNDS) {
@@ -96,6 +113,56 @@ export async function callModern(
     }
     const inputResponses = await answerInputRequests(upstream, result.inputRequests, options);
     round = withRetryFields(params, inputResponses, typeof result.requestState === 'string' ? result.requestState : undefined);
+  }
+}
+
+/**
+ * Follows an upstream task to its end and answers what the request would have answered at once:
+ * polls `tasks/get` (every `pollIntervalMs` it suggests, bounded: upstream-task.ts), asks the
+ * calling session each new input request of an `input_required` poll (`options.onServerRequest`)
+ * and sends the answers with `tasks/update`; aborting `options.signal` sends `tasks/cancel` (best
+ * effort) and rejects. `completed` answers its `result`; `failed` throws its JSON-RPC `error` as a
+ * `ProtocolError`; `cancelled` (by the upstream) throws `BrokerError` `upstream_error`.
+ */
+async function followTask(client: Client, upstream: string, task: UpstreamTask, options: ModernRequestOptions, timeoutMs: number): Promise<Record<string, unknown>> {
+  const { taskId } = task;
+  const signal = options.signal;
+  const send = (method: string, params: Record<string, unknown>, own?: AbortSignal) =>
+    client.request({ method, params: { taskId, ...params } } as never, AnyObject, { signal: own, timeout: timeoutMs });
+  const onAbort = () => void send('tasks/cancel', {}).catch(() => undefined);
+  signal?.addEventListener('abort', onAbort, { once: true });
+  const answered = new Set<string>();
+  let interval = task.pollIntervalMs;
+  try {
+    for (;;) {
+      signal?.throwIfAborted();
+      await (options.sleep ?? systemClock.sleep)(pollDelayMs(interval), signal);
+      const got = await send('tasks/get', {}, signal);
+      if (typeof got.pollIntervalMs === 'number') interval = got.pollIntervalMs;
+      switch (got.status) {
+        case 'completed':
+          return (got.result ?? { content: [] }) as Record<string, unknown>;
+        case 'failed': {
+          const error = (got.error ?? {}) as { code?: unknown; message?: unknown; data?: unknown };
+          throw new ProtocolError(typeof error.code === 'number' ? error.code : -32603, typeof error.message === 'string' ? error.message : `upstream task "${taskId}" failed`, error.data);
+        }
+        case 'cancelled':
+          throw new BrokerError('upstream_error', `upstream "${upstream}" cancelled its task${typeof got.statusMessage === 'string' ? `: ${got.statusMessage}` : ''}`);
+        case 'input_required': {
+          const requests = (got.inputRequests ?? {}) as Record<string, unknown>;
+          const fresh = Object.fromEntries(Object.entries(requests).filter(([key]) => !answered.has(key)));
+          if (!Object.keys(fresh).length) break;
+          const inputResponses = await answerInputRequests(upstream, fresh, options);
+          for (const key of Object.keys(fresh)) answered.add(key);
+          await send('tasks/update', { inputResponses }, signal);
+          break;
+        }
+        default:
+          break;
+      }
+    }
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
   }
 }
 

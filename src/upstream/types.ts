@@ -77,6 +77,24 @@ export interface CallOptions {
   onArgumentsStripped?: (names: string[]) => void;
   /** A modern caller's retry fields for a modern upstream ({@link InputRelay}); absent: a legacy caller's input requests are bridged. */
   inputRelay?: InputRelay;
+  /**
+   * Told, at most once per attempt, that a 2026-07-28 upstream answered this call with a task of
+   * its own (the tasks extension, offered when the upstream declares it): the call goes on
+   * following that task (polls, input requests through {@link onServerRequest}, cancel on
+   * `signal`), and `callTool` answers once the task ends. Lets a caller answer its own request
+   * with a task of the broker's meanwhile (transports/modern-tasks.ts). Absent: the call just waits.
+   */
+  onUpstreamTask?: (task: UpstreamTaskStarted) => void;
+}
+
+/** An upstream's own task as it answered a call (`resultType: "task"`): what {@link CallOptions.onUpstreamTask} is told. */
+export interface UpstreamTaskStarted {
+  /** The upstream's task id: stays inside the broker (callers see the broker's own ids). */
+  readonly taskId: string;
+  /** Its first status (`working`, `input_required`, …), when it gave one. */
+  readonly status?: string;
+  /** The poll interval it suggested, in ms, when it gave one. */
+  readonly pollIntervalMs?: number;
 }
 
 /**

@@ -111,3 +111,28 @@ describe('TaskEngine instances', () => {
     expect(await engine.get(row.id, 'alice')).toBeUndefined();
   });
 });
+
+describe('TaskEngine.adopt (a running call made a task when its upstream answered one)', () => {
+  it('stores a running row at once and settles it with the call answer, its callId kept', async () => {
+    const { engine } = setup();
+    await engine.start();
+    let answer!: (a: BrokerAnswer) => void;
+    const running = new Promise<BrokerAnswer>((resolve) => (answer = resolve));
+    const row = await engine.adopt({ name: 'u__echo', args: { text: 'x' } }, session, target, { answer: running, abort: () => undefined });
+    expect(row).toMatchObject({ status: 'running', principal: 'alice', subject: 'u/echo', args: { text: 'x' } });
+    const settled = new Promise<TaskRow>((resolve) => engine.on('status', (r) => r.id === row.id && r.status === 'completed' && resolve(r)));
+    answer({ callId: 'call-1', outcome: 'ok', status: 200, result: { content: [{ type: 'text', text: 'x' }] } });
+    expect(await settled).toMatchObject({ status: 'completed', callId: 'call-1', result: { content: [{ type: 'text', text: 'x' }] } });
+  });
+
+  it('cancel aborts the adopted call with the row killed by user first', async () => {
+    const { engine } = setup();
+    await engine.start();
+    const reasons: unknown[] = [];
+    const row = await engine.adopt({ name: 'u__echo', args: {} }, session, target, { answer: new Promise<BrokerAnswer>(() => undefined), abort: (r) => reasons.push(r) });
+    const cancelled = await engine.cancel(row.id, 'alice');
+    expect(cancelled).toMatchObject({ status: 'killed', stoppedBy: 'user' });
+    expect(reasons).toHaveLength(1);
+    expect(engine.a2a(cancelled)).toBe('canceled');
+  });
+});
