@@ -1,0 +1,110 @@
+/**
+ * Issue 15 leftovers, end to end through the real CLI on stdio: the broker's own tools run as
+ * tasks for a 2026-07-28 caller that declares the tasks extension (they are `optional`, as the
+ * 2025-11-25 list says; a 2026-07-28 list carries no `execution`); a declined or rejected approval reads `failed` in both eras' MCP
+ * status and in A2A, from the same row.
+ */
+import { rmSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { ResultSchema } from '@modelcontextprotocol/core';
+import { CLI, fixture, nodeServer, readNdjson, spawnRawBroker, waitFor, writeConfig, type RecordLine } from './helpers.js';
+import { runCli } from './broker-support.js';
+
+const TASKS = 'io.modelcontextprotocol/tasks';
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+type Answer = Record<string, any>;
+const conformance = () => ({ c: { command: 'node', args: [fixture('conformance-server.mjs'), '--legacy'] } });
+const terminal = (t: Answer) => ['completed', 'failed', 'cancelled'].includes(t.status);
+
+/** A 2026-07-28 caller on the CLI's raw stdio, declaring the tasks extension. */
+function modern(servers: Record<string, unknown>, extra?: Record<string, unknown>) {
+  const raw = spawnRawBroker({ servers, extra });
+  cleanups.push(() => raw.close());
+  const clientCapabilities = { elicitation: { form: {} }, extensions: { [TASKS]: {} } };
+  let id = 0;
+  const request = async (method: string, params: Record<string, unknown>): Promise<Answer> => {
+    const _meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': clientCapabilities, 'io.modelcontextprotocol/clientInfo': { name: 'tasks-leftovers', version: '1.0.0' } };
+    const answer = (await raw.request(++id, method, { ...params, _meta }, 30_000)) as Answer;
+    if (answer.error) throw answer.error;
+    return answer.result;
+  };
+  const poll = async (taskId: string, until: (t: Answer) => boolean): Promise<Answer> => {
+    for (;;) {
+      const task = await request('tasks/get', { taskId });
+      if (until(task)) return task;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  return { raw, request, poll, records: () => readNdjson<RecordLine>(raw.recordsPath) };
+}
+
+/** A 2025-11-25 SDK client on the CLI's stdio (principal `local`). */
+async function legacy(servers: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  const c = writeConfig(servers, extra);
+  cleanups.push(() => rmSync(c.dir, { recursive: true, force: true }));
+  const transport = new StdioClientTransport({ command: process.execPath, args: [CLI, '--config', c.configPath], env: process.env as Record<string, string>, cwd: c.dir, stderr: 'pipe' });
+  const client = new Client({ name: 'tasks-leftovers', version: '1.0.0' });
+  const notifications: Array<{ method: string; params: Record<string, any> }> = [];
+  client.fallbackNotificationHandler = async (n) => void notifications.push({ method: n.method, params: n.params as Record<string, any> });
+  await client.connect(transport, { timeout: 20_000 });
+  cleanups.push(() => client.close().catch(() => undefined));
+  const request = (method: string, params: Record<string, unknown>, timeout = 20_000) =>
+    client.request({ method, params } as never, ResultSchema.loose(), { timeout }) as Promise<Answer>;
+  return { ...c, client, notifications, request, pid: transport.pid! };
+}
+
+describe("the broker's own tools as tasks for a modern caller", () => {
+  it('issue 15: broker__approvals_list (taskSupport optional, as ours are) runs as a task when the extension is declared: tasks/get completes with its result, one record', async () => {
+    const b = modern(conformance());
+    const created = await b.request('tools/call', { name: 'broker__approvals_list', arguments: {} });
+    expect(created).toMatchObject({ resultType: 'task', status: 'working', _meta: { 'mcp-broker/a2a': 'working' } });
+    const done = await b.poll(created.taskId, terminal);
+    expect(done).toMatchObject({ status: 'completed', _meta: { 'mcp-broker/a2a': 'completed' }, result: { structuredContent: { approvals: [] } } });
+    expect(b.records().filter((r) => r.name === 'broker__approvals_list').map((r) => r.outcome)).toEqual(['ok']);
+  });
+});
+
+describe('a declined or rejected approval is failed in MCP and A2A alike', () => {
+  it("issue 15: a modern task's approval declined by its caller reads failed (error -32603, statusMessage the reason), A2A failed", async () => {
+    const b = modern(conformance(), { policy: { rules: [{ tools: ['c__slow_compute'], action: 'ask' }] } });
+    const created = await b.request('tools/call', { name: 'c__slow_compute', arguments: { seconds: 0, label: 'declined' } });
+    await b.poll(created.taskId, (t) => t.status === 'input_required');
+    await b.request('tasks/update', { taskId: created.taskId, inputResponses: { 'mcp-broker/approval': { action: 'decline' } } });
+    const done = await b.poll(created.taskId, terminal);
+    expect(done).toMatchObject({
+      status: 'failed',
+      statusMessage: 'rejected by local: the caller answered decline',
+      error: { code: -32603, message: 'rejected by local: the caller answered decline', data: { outcome: 'approval_required' } },
+      _meta: { 'mcp-broker/a2a': 'failed' },
+    });
+    expect(done).not.toHaveProperty('result');
+    expect(b.records().filter((r) => r.name === 'c__slow_compute').map((r) => r.outcome)).toEqual(['approval_required']);
+  });
+
+  it('issue 15: a modern task rejected in the inbox (CLI) reads failed with the reason; a legacy task rejected so reads failed too, both A2A failed', async () => {
+    const policy = { policy: { rules: [{ tools: ['c__slow_compute'], action: 'ask' }] } };
+    const b = modern(conformance(), policy);
+    const created = await b.request('tools/call', { name: 'c__slow_compute', arguments: { seconds: 0, label: 'rejected' } });
+    await b.poll(created.taskId, (t) => t.status === 'input_required');
+    const configPath = `${b.raw.dir}/servers.json`;
+    expect((await runCli(['approvals', 'reject', created.taskId, '--config', configPath, '--reason', 'not today'])).code).toBe(0);
+    const done = await b.poll(created.taskId, terminal);
+    expect(done).toMatchObject({ status: 'failed', statusMessage: 'rejected by cli: not today', error: { message: 'rejected by cli: not today' }, _meta: { 'mcp-broker/a2a': 'failed' } });
+
+    const s = await legacy(conformance(), policy);
+    const task = (await s.request('tools/call', { name: 'c__slow_compute', arguments: { seconds: 0 }, task: {} })).task as Answer;
+    await waitFor(async () => (await s.request('tasks/get', { taskId: task.taskId })).status === 'input_required', 'the legacy task to park');
+    expect((await runCli(['approvals', 'reject', task.taskId, '--config', s.configPath, '--reason', 'not today'])).code).toBe(0);
+    const got = await waitFor(async () => {
+      const t = await s.request('tasks/get', { taskId: task.taskId });
+      return t.status !== 'input_required' ? t : undefined;
+    }, 'the legacy task to settle');
+    expect(got).toMatchObject({ status: 'failed', statusMessage: 'rejected by cli: not today', _meta: { 'mcp-broker/a2a': 'failed' } });
+  });
+});
