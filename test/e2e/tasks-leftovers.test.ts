@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { ResultSchema } from '@modelcontextprotocol/core';
-import { CLI, fixture, nodeServer, readNdjson, spawnRawBroker, waitFor, writeConfig, type RecordLine } from './helpers.js';
+import { CLI, fixture, isAlive, nodeServer, readNdjson, spawnRawBroker, waitFor, writeConfig, type RecordLine } from './helpers.js';
 import { runCli } from './broker-support.js';
 
 const TASKS = 'io.modelcontextprotocol/tasks';
@@ -44,10 +44,10 @@ function modern(servers: Record<string, unknown>, extra?: Record<string, unknown
   return { raw, request, poll, records: () => readNdjson<RecordLine>(raw.recordsPath) };
 }
 
-/** A 2025-11-25 SDK client on the CLI's stdio (principal `local`). */
-async function legacy(servers: Record<string, unknown>, extra: Record<string, unknown> = {}) {
-  const c = writeConfig(servers, extra);
-  cleanups.push(() => rmSync(c.dir, { recursive: true, force: true }));
+/** A 2025-11-25 SDK client on the CLI's stdio (principal `local`); `c` to serve a config again. */
+async function legacy(servers: Record<string, unknown>, extra: Record<string, unknown> = {}, again?: ReturnType<typeof writeConfig>) {
+  const c = again ?? writeConfig(servers, extra);
+  if (!again) cleanups.push(() => rmSync(c.dir, { recursive: true, force: true }));
   const transport = new StdioClientTransport({ command: process.execPath, args: [CLI, '--config', c.configPath], env: process.env as Record<string, string>, cwd: c.dir, stderr: 'pipe' });
   const client = new Client({ name: 'tasks-leftovers', version: '1.0.0' });
   const notifications: Array<{ method: string; params: Record<string, any> }> = [];
@@ -106,5 +106,42 @@ describe('a declined or rejected approval is failed in MCP and A2A alike', () =>
       return t.status !== 'input_required' ? t : undefined;
     }, 'the legacy task to settle');
     expect(got).toMatchObject({ status: 'failed', statusMessage: 'rejected by cli: not today', _meta: { 'mcp-broker/a2a': 'failed' } });
+  });
+});
+
+describe('a parked call settled with no call waiting on it leaves one record', () => {
+  const park = { policy: { askMode: 'park', rules: [{ tools: ['c__slow_compute'], action: 'ask' }] } };
+  const calls = (recordsPath: string) => readNdjson<RecordLine>(recordsPath).filter((r) => r.name === 'c__slow_compute').map((r) => [r.outcome, r.reason]);
+
+  it('issue 15: a plain parked call whose caller cancelled, rejected with the CLI: one approval_required record with the reason', async () => {
+    const s = await legacy(conformance(), park);
+    const left = new AbortController();
+    const call = s.client.callTool({ name: 'c__slow_compute', arguments: { seconds: 0 } }, { timeout: 60_000, signal: left.signal }).catch((e: unknown) => e);
+    const parked = await waitFor(async () => {
+      const r = (await s.client.callTool({ name: 'broker__approvals_list', arguments: {} })) as { structuredContent: { approvals: Array<{ id: string }> } };
+      return r.structuredContent.approvals[0];
+    }, 'the call to park');
+    left.abort('the caller left');
+    await call;
+    await waitFor(async () => (await s.request('tasks/get', { taskId: parked.id })).status === 'input_required', 'the row to stay parked');
+    expect(calls(s.recordsPath)).toEqual([]);
+    expect((await runCli(['approvals', 'reject', parked.id, '--config', s.configPath, '--reason', 'not today'])).code).toBe(0);
+    await waitFor(() => calls(s.recordsPath).length > 0, 'the record of the rejected call');
+    await s.request('tasks/list', {});
+    expect(calls(s.recordsPath)).toEqual([['approval_required', 'rejected by cli: not today']]);
+  });
+
+  it('issue 15: a task parked when its broker stopped, rejected with the CLI while none runs: the next broker writes its one record', async () => {
+    const first = await legacy(conformance(), park);
+    const task = (await first.request('tools/call', { name: 'c__slow_compute', arguments: { seconds: 0 }, task: {} })).task as Answer;
+    await waitFor(async () => (await first.request('tasks/get', { taskId: task.taskId })).status === 'input_required', 'the task to park');
+    process.kill(first.pid, 'SIGTERM');
+    await waitFor(() => !isAlive(first.pid), 'the broker to exit');
+    expect(calls(first.recordsPath)).toEqual([]);
+    expect((await runCli(['approvals', 'reject', task.taskId, '--config', first.configPath, '--reason', 'no'])).code).toBe(0);
+    const second = await legacy(conformance(), park, first);
+    await waitFor(() => calls(first.recordsPath).length > 0, 'the record of the rejected task');
+    expect(await second.request('tasks/get', { taskId: task.taskId })).toMatchObject({ status: 'failed', statusMessage: 'rejected by cli: no' });
+    expect(calls(first.recordsPath)).toEqual([['approval_required', 'rejected by cli: no']]);
   });
 });
