@@ -145,3 +145,37 @@ describe('a parked call settled with no call waiting on it leaves one record', (
     expect(calls(first.recordsPath)).toEqual([['approval_required', 'rejected by cli: no']]);
   });
 });
+
+describe('task status notifications on stdio (the tasks extension)', () => {
+  it('issue 15: a modern stdio listen naming taskIds, alone or with other kinds, is acknowledged with its own tasks and gets notifications/tasks per change; -32021 without the extension', async () => {
+    const b = modern(conformance());
+    const created = await b.request('tools/call', { name: 'c__slow_compute', arguments: { seconds: 60 } });
+    const taskId = created.taskId as string;
+    const _meta = (extensions: Record<string, unknown>) => ({
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': { extensions },
+      'io.modelcontextprotocol/clientInfo': { name: 'tasks-leftovers', version: '1.0.0' },
+    });
+    const listen = (id: string, notifications: Record<string, unknown>, extensions: Record<string, unknown> = { [TASKS]: {} }) =>
+      b.raw.send({ jsonrpc: '2.0', id, method: 'subscriptions/listen', params: { notifications, _meta: _meta(extensions) } });
+    const acked = (id: string) =>
+      b.raw.waitForMessage((m: Answer) => m.method === 'notifications/subscriptions/acknowledged' && m.params?._meta?.['io.modelcontextprotocol/subscriptionId'] === id, `the acknowledgement of ${id}`) as Promise<Answer>;
+
+    listen('mixed', { taskIds: [taskId], toolsListChanged: true });
+    expect((await acked('mixed')).params.notifications).toEqual({ toolsListChanged: true, taskIds: [taskId] });
+    listen('only', { taskIds: [taskId, 'not-a-task'] });
+    expect((await acked('only')).params.notifications).toEqual({ taskIds: [taskId] });
+    listen('undeclared', { taskIds: [taskId] }, {});
+    const refused = (await b.raw.waitForMessage((m: Answer) => m.id === 'undeclared', 'the refusal')) as Answer;
+    expect(refused.error).toMatchObject({ code: -32021 });
+
+    await b.request('tasks/cancel', { taskId });
+    for (const id of ['mixed', 'only']) {
+      const note = (await b.raw.waitForMessage(
+        (m: Answer) => m.method === 'notifications/tasks' && m.params?._meta?.['io.modelcontextprotocol/subscriptionId'] === id && m.params.status === 'cancelled',
+        `notifications/tasks on ${id}`,
+      )) as Answer;
+      expect(note).toMatchObject({ jsonrpc: '2.0', params: { taskId, status: 'cancelled', _meta: { 'mcp-broker/a2a': 'canceled' } } });
+    }
+  });
+});
