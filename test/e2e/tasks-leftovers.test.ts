@@ -11,6 +11,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { ResultSchema } from '@modelcontextprotocol/core';
 import { CLI, fixture, isAlive, nodeServer, readNdjson, spawnRawBroker, waitFor, writeConfig, type RecordLine } from './helpers.js';
 import { runCli } from './broker-support.js';
+import { http, MCP_POST_HEADERS, startHttpBroker } from '../transports/harness.js';
 
 const TASKS = 'io.modelcontextprotocol/tasks';
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -176,6 +177,66 @@ describe('task status notifications on stdio (the tasks extension)', () => {
         `notifications/tasks on ${id}`,
       )) as Answer;
       expect(note).toMatchObject({ jsonrpc: '2.0', params: { taskId, status: 'cancelled', _meta: { 'mcp-broker/a2a': 'canceled' } } });
+    }
+  });
+});
+
+describe('task status notifications on a listen that also asks other kinds, over HTTP', () => {
+  it('issue 15: a listen for taskIds with toolsListChanged, or with a kind the SDK does not serve, is acknowledged with the tasks and gets notifications/tasks; -32021 without the extension', async () => {
+    const broker = await startHttpBroker({ servers: conformance() });
+    cleanups.push(() => broker.close());
+    const _meta = (extensions: Record<string, unknown>) => ({
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': { extensions },
+      'io.modelcontextprotocol/clientInfo': { name: 'tasks-leftovers', version: '1' },
+    });
+    const headers = (method: string, name?: string) => ({ ...MCP_POST_HEADERS, 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...(name !== undefined && { 'mcp-name': name }) });
+    const post = (id: number, method: string, params: Record<string, unknown>, name?: string) =>
+      http(`${broker.url}/mcp`, { headers: headers(method, name), body: { jsonrpc: '2.0', id, method, params: { ...params, _meta: _meta({ [TASKS]: {} }) } } });
+    const created = await post(1, 'tools/call', { name: 'c__slow_compute', arguments: { seconds: 60 } }, 'c__slow_compute');
+    const taskId = created.body.result.taskId as string;
+
+    const listen = async (id: string, notifications: Record<string, unknown>, extensions: Record<string, unknown> = { [TASKS]: {} }) => {
+      const controller = new AbortController();
+      cleanups.push(() => controller.abort());
+      const res = await fetch(`${broker.url}/mcp`, {
+        method: 'POST',
+        signal: controller.signal,
+        headers: headers('subscriptions/listen'),
+        body: JSON.stringify({ jsonrpc: '2.0', id, method: 'subscriptions/listen', params: { notifications, _meta: _meta(extensions) } }),
+      });
+      const messages: Answer[] = [];
+      let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+      let buffered = '';
+      const next = async (pred: (m: Answer) => boolean): Promise<Answer> => {
+        for (;;) {
+          const found = messages.find(pred);
+          if (found) return found;
+          const { value, done } = await (reader ??= res.body!.getReader()).read();
+          if (done) throw new Error(`the listen stream ${id} ended`);
+          buffered += new TextDecoder().decode(value);
+          for (let i; (i = buffered.indexOf('\n\n')) >= 0; buffered = buffered.slice(i + 2)) {
+            const data = buffered.slice(0, i).split('\n').find((l) => l.startsWith('data: '));
+            if (data) messages.push(JSON.parse(data.slice(6)));
+          }
+        }
+      };
+      return { res, next };
+    };
+    const refused = await listen('undeclared', { taskIds: [taskId], toolsListChanged: true }, {});
+    expect(refused.res.status).toBe(400);
+    expect((await refused.res.json()).error.code).toBe(-32021);
+
+    const tools = await listen('tools', { taskIds: [taskId, 'not-a-task'], toolsListChanged: true });
+    const acked = (m: Answer) => m.method === 'notifications/subscriptions/acknowledged';
+    expect((await tools.next(acked)).params.notifications).toEqual({ toolsListChanged: true, taskIds: [taskId] });
+    const idle = await listen('idle', { taskIds: [taskId], 'example.com/other': true });
+    expect((await idle.next(acked)).params.notifications).toEqual({ taskIds: [taskId] });
+
+    await post(2, 'tasks/cancel', { taskId }, taskId);
+    for (const [id, stream] of [['tools', tools], ['idle', idle]] as const) {
+      const note = await stream.next((m) => m.method === 'notifications/tasks' && m.params.status === 'cancelled');
+      expect(note.params).toMatchObject({ taskId, _meta: { 'io.modelcontextprotocol/subscriptionId': id, 'mcp-broker/a2a': 'canceled' } });
     }
   });
 });
