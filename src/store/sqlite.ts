@@ -212,6 +212,7 @@ export class SqliteStore implements Store {
       // Columns added since the table was made: added when missing (a build that does not know them never reads them).
       const columns = db.prepare<[], { name: string }>('PRAGMA table_info(tasks)').all().map((c) => c.name);
       if (!columns.includes('record_owed')) db.exec('ALTER TABLE tasks ADD COLUMN record_owed INTEGER NOT NULL DEFAULT 0');
+      db.exec('CREATE INDEX IF NOT EXISTS tasks_owing_records ON tasks (created_at) WHERE record_owed = 1');
       const legacy = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pins'").get();
       if (from < 2 && legacy) db.exec(MIGRATE_1_TO_2);
       db.pragma(`user_version = ${SCHEMA_VERSION}`);
