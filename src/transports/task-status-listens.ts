@@ -21,7 +21,7 @@ import { SUBSCRIPTION_ID_META_KEY } from '@modelcontextprotocol/server';
 import type { ClientCapabilities, JSONRPCMessage } from '@modelcontextprotocol/server';
 import type { Gateway } from '../gateway.js';
 import type { TaskRow } from '../store/store.js';
-import { envelopeCapabilities } from './era.js';
+import { envelopeCapabilities, hasModernClaim } from './era.js';
 import { declaresTasks, ModernTasks, tasksExtensionRequired } from './modern-tasks.js';
 
 type Id = string | number;
@@ -35,9 +35,12 @@ interface Listen {
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** `message`'s requested `taskIds` when it is a `subscriptions/listen` naming some, else undefined. */
+/**
+ * `message`'s requested `taskIds` when it is a modern (enveloped) `subscriptions/listen` naming
+ * some, else undefined.
+ */
 export function listenTaskIds(message: unknown): { id: Id; taskIds: unknown[] } | undefined {
-  if (!isObject(message) || message.method !== 'subscriptions/listen') return undefined;
+  if (!isObject(message) || message.method !== 'subscriptions/listen' || !hasModernClaim(message)) return undefined;
   if (typeof message.id !== 'string' && typeof message.id !== 'number') return undefined;
   const notifications = isObject(message.params) ? message.params.notifications : undefined;
   const taskIds = isObject(notifications) ? notifications.taskIds : undefined;
