@@ -20,6 +20,12 @@
  * process): a parked call still waiting here resumes in place; one whose caller or instance is
  * gone is run again from its stored arguments, through the whole path, pre-approved.
  *
+ * Every call the broker accepted leaves one record, a parked one too: the call that waits on a
+ * parked row writes it (through the record stage); a row rejected, cancelled or expired with no
+ * call waiting on it (its caller left, its broker stopped) owes it (`TaskRow.recordOwed`), and
+ * the tick writes it through `deps.record` (the row's owner, or any instance once the owner is
+ * dead), before an expired row is deleted.
+ *
  * One principal sees and touches only its own tasks: every read here takes the caller's
  * principal, and a foreign id reads as missing.
  */
