@@ -199,6 +199,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       clock: this.clock,
       logger: this.logger,
       run: (request, session, target) => this.broker.call(request, session, target),
+      record: (record) => this.writeRecord(record),
       scrubArgs: (a) => this.scrubber.value(a),
       ttlMs: config.broker.taskTtlMs,
       maxTtlMs: config.broker.maxTaskTtlMs,
@@ -309,6 +310,28 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /** Calls spent per unit; a session's unit is forgotten when the session ends. */
   readonly budgets = new BudgetLedger();
+
+  /**
+   * Writes and publishes a record made outside the call path (a parked call settled with no call
+   * waiting on it, src/tasks/engine.ts), its caller- and upstream-given text scrubbed as the
+   * record stage does. Rejects when the sink refuses it.
+   */
+  private async writeRecord(record: CallRecord): Promise<void> {
+    const text = (t: string) => this.scrubber.text(t);
+    const scrubbed: CallRecord = { ...record, unit: text(record.unit), subject: text(record.subject), name: text(record.name), ...(record.reason !== undefined && { reason: text(record.reason) }) };
+    try {
+      await this.records.append(scrubbed);
+    } catch (err) {
+      this.metrics.recordWritten(false);
+      throw err;
+    }
+    this.metrics.recordWritten(true);
+    try {
+      this.publisher.publish(scrubbed);
+    } catch (err) {
+      this.logger.warn({ callId: record.callId, err: messageOf(err) }, 'record publication failed');
+    }
+  }
 
   /** The call path, in the seed's order. */
   protected buildStages(): Stage[] {

@@ -100,6 +100,7 @@ CREATE TABLE IF NOT EXISTS tasks (
   reason        TEXT,
   call_id       TEXT NOT NULL,
   approved_by   TEXT,
+  record_owed   INTEGER NOT NULL DEFAULT 0,
   created_at    TEXT NOT NULL,
   updated_at    TEXT NOT NULL,
   ttl_ms        INTEGER NOT NULL,
@@ -208,6 +209,10 @@ export class SqliteStore implements Store {
       // Read again under the write lock: another process may have migrated meanwhile.
       const from = db.pragma('user_version', { simple: true }) as number;
       db.exec(SCHEMA);
+      // Columns added since the table was made: added when missing (a build that does not know them never reads them).
+      const columns = db.prepare<[], { name: string }>('PRAGMA table_info(tasks)').all().map((c) => c.name);
+      if (!columns.includes('record_owed')) db.exec('ALTER TABLE tasks ADD COLUMN record_owed INTEGER NOT NULL DEFAULT 0');
+      db.exec('CREATE INDEX IF NOT EXISTS tasks_owing_records ON tasks (created_at) WHERE record_owed = 1');
       const legacy = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pins'").get();
       if (from < 2 && legacy) db.exec(MIGRATE_1_TO_2);
       db.pragma(`user_version = ${SCHEMA_VERSION}`);
@@ -286,16 +291,21 @@ export class SqliteStore implements Store {
       ),
       addTask: db.prepare<[TaskInsert]>(
         `INSERT INTO tasks (id, status, stopped_by, owner, principal, unit, session_id, subject, name, args, args_redacted, result, reason, call_id, approved_by,
-           created_at, updated_at, ttl_ms, expires_at)
+           record_owed, created_at, updated_at, ttl_ms, expires_at)
          VALUES (@id, @status, @stoppedBy, @owner, @principal, @unit, @sessionId, @subject, @name, @args, @argsRedacted, @result, @reason, @callId, @approvedBy,
-           @createdAt, @updatedAt, @ttlMs, @expiresAt)`,
+           @recordOwed, @createdAt, @updatedAt, @ttlMs, @expiresAt)`,
       ),
       getTask: db.prepare<[string, number], TaskSqlRow>('SELECT * FROM tasks WHERE id = ? AND expires_at > ?'),
       listTasks: db.prepare<[number, number], TaskSqlRow>('SELECT * FROM tasks WHERE expires_at > ? ORDER BY created_at DESC, rowid DESC LIMIT ?'),
       listTasksOf: db.prepare<[string, number, number], TaskSqlRow>(
         'SELECT * FROM tasks WHERE principal = ? AND expires_at > ? ORDER BY created_at DESC, rowid DESC LIMIT ?',
       ),
-      deleteExpiredTasks: db.prepare<[number]>('DELETE FROM tasks WHERE expires_at <= ?'),
+      deleteExpiredTasks: db.prepare<[number]>('DELETE FROM tasks WHERE expires_at <= ? AND record_owed = 0'),
+      listOwedRecords: db.prepare<[number, number], TaskSqlRow>(
+        "SELECT * FROM tasks WHERE record_owed = 1 AND (status IN ('failed', 'killed') OR expires_at <= ?) ORDER BY created_at, rowid LIMIT ?",
+      ),
+      oweRecord: db.prepare<[string]>('UPDATE tasks SET record_owed = 1 WHERE id = ?'),
+      claimRecord: db.prepare<[string]>('UPDATE tasks SET record_owed = 0 WHERE id = ? AND record_owed = 1'),
     };
   }
 
@@ -322,6 +332,7 @@ export class SqliteStore implements Store {
       ...t,
       args: JSON.stringify(t.args ?? null),
       argsRedacted: t.argsRedacted ? 1 : 0,
+      recordOwed: t.recordOwed ? 1 : 0,
       result: t.result === null || t.result === undefined ? null : JSON.stringify(t.result),
       expiresAt: Date.parse(t.createdAt) + t.ttlMs,
     });
@@ -341,6 +352,7 @@ export class SqliteStore implements Store {
     if (change.owner !== undefined) sets.push('owner = @owner');
     if (change.approvedBy !== undefined) sets.push('approved_by = @approvedBy');
     if (change.callId !== undefined) sets.push('call_id = @callId');
+    if (change.recordOwed !== undefined) sets.push('record_owed = @recordOwed');
     const statuses = from.map((_, i) => `@from${i}`).join(', ');
     const params: Record<string, unknown> = {
       id,
@@ -352,6 +364,7 @@ export class SqliteStore implements Store {
       owner: change.owner ?? null,
       approvedBy: change.approvedBy ?? null,
       callId: change.callId ?? null,
+      recordOwed: change.recordOwed ? 1 : 0,
     };
     from.forEach((s, i) => (params[`from${i}`] = s));
     // A handful of shapes; prepared per call (better-sqlite3 keeps no statement cache of its own, but these are rare writes).
@@ -366,6 +379,14 @@ export class SqliteStore implements Store {
 
   async deleteExpiredTasks(now: number): Promise<number> {
     return this.stmt.deleteExpiredTasks.run(now).changes;
+  }
+
+  async listOwedRecords(now: number, limit: number): Promise<TaskRow[]> {
+    return this.stmt.listOwedRecords.all(now, limit).map(toTask);
+  }
+
+  async setRecordOwed(id: string, owed: boolean): Promise<boolean> {
+    return (owed ? this.stmt.oweRecord : this.stmt.claimRecord).run(id).changes === 1;
   }
 
   async getPin(tool: string, principal: string): Promise<ToolPin | undefined> {
@@ -566,7 +587,7 @@ interface InstanceRow {
   heartbeat_at: string;
 }
 
-type TaskInsert = Omit<TaskRow, 'args' | 'argsRedacted' | 'result'> & { args: string; argsRedacted: number; result: string | null; expiresAt: number };
+type TaskInsert = Omit<TaskRow, 'args' | 'argsRedacted' | 'result' | 'recordOwed'> & { args: string; argsRedacted: number; result: string | null; recordOwed: number; expiresAt: number };
 
 interface TaskSqlRow {
   id: string;
@@ -584,6 +605,7 @@ interface TaskSqlRow {
   reason: string | null;
   call_id: string;
   approved_by: string | null;
+  record_owed: number;
   created_at: string;
   updated_at: string;
   ttl_ms: number;
@@ -607,6 +629,7 @@ function toTask(r: TaskSqlRow): TaskRow {
     reason: r.reason,
     callId: r.call_id,
     approvedBy: r.approved_by,
+    recordOwed: r.record_owed === 1,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
     ttlMs: r.ttl_ms,

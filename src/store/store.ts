@@ -170,8 +170,23 @@ export interface Store {
    * only those with `status` when given.
    */
   listTasks(options: { principal?: string; status?: TaskStatus; now: number; limit: number }): Promise<TaskRow[]>;
-  /** Deletes every task (row and result) whose TTL ran out by `now` (ms since the epoch); returns how many. */
+  /**
+   * Deletes every task (row and result) whose TTL ran out by `now` (ms since the epoch), except
+   * those whose call record is still owed ({@link TaskRow.recordOwed}: written first, then
+   * deleted); returns how many.
+   */
   deleteExpiredTasks(now: number): Promise<number>;
+  /**
+   * Rows whose call record is owed and due: settled (`failed`, `killed`) or expired by `now`
+   * (ms since the epoch), oldest first, at most `limit`. Expired rows are included.
+   */
+  listOwedRecords(now: number, limit: number): Promise<TaskRow[]>;
+  /**
+   * Marks task `id`'s call record owed (`owed` true) or claims it (`owed` false: only when it
+   * was owed). True when the row changed: for a claim, the caller writes the record (and
+   * marks it owed again if it cannot).
+   */
+  setRecordOwed(id: string, owed: boolean): Promise<boolean>;
 
   /** The era verdict last stored for upstream `upstream` (a server key), if any. */
   getEraVerdict(upstream: string): Promise<EraVerdict | undefined>;
@@ -238,6 +253,13 @@ export interface TaskRow {
    * takes it up and runs the rest of the path; null otherwise.
    */
   readonly approvedBy: string | null;
+  /**
+   * The call's one record is not written yet and the row settles it: set when the call parks,
+   * cleared when a call writes its record (the waiting call, or the run that takes an approved
+   * row up). A row settled (rejected, cancelled) or expired while owed, with no call waiting on
+   * it, gets its record from the task engine. Absent: false.
+   */
+  readonly recordOwed?: boolean;
   readonly createdAt: string;
   readonly updatedAt: string;
   /** Kept this long after `createdAt`, in ms; then the row and its result are deleted. */
@@ -253,6 +275,7 @@ export interface TaskChange {
   readonly owner?: string;
   readonly approvedBy?: string | null;
   readonly callId?: string;
+  readonly recordOwed?: boolean;
   readonly updatedAt: string;
 }
 

@@ -20,6 +20,12 @@
  * process): a parked call still waiting here resumes in place; one whose caller or instance is
  * gone is run again from its stored arguments, through the whole path, pre-approved.
  *
+ * Every call the broker accepted leaves one record, a parked one too: the call that waits on a
+ * parked row writes it (through the record stage); a row rejected, cancelled or expired with no
+ * call waiting on it (its caller left, its broker stopped) owes it (`TaskRow.recordOwed`), and
+ * the tick writes it through `deps.record` (the row's owner, or any instance once the owner is
+ * dead), before an expired row is deleted.
+ *
  * One principal sees and touches only its own tasks: every read here takes the caller's
  * principal, and a foreign id reads as missing.
  */
@@ -30,7 +36,9 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { BrokerAnswer } from '../broker/broker.js';
-import type { BrokerCall, CallerSession, CallRequest, ToolTarget } from '../broker/types.js';
+import { OUTCOME_META_KEY, OUTCOME_STATUS, OUTCOMES, type Outcome } from '../broker/outcomes.js';
+import type { BrokerCall, CallerSession, CallRecord, CallRequest, ToolTarget } from '../broker/types.js';
+import { newCallId } from '../shared/ids.js';
 import type { Clock } from '../shared/clock.js';
 import { messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
@@ -48,6 +56,13 @@ export interface TaskEngineDeps {
   logger: Logger;
   /** Runs one call through the broker path (`Broker.call`). */
   run(request: CallRequest, session: CallerSession, target?: ToolTarget): Promise<BrokerAnswer>;
+  /**
+   * Writes the one record of a parked call whose row settled (rejected, cancelled) or expired
+   * with no call waiting on it (the records sink, then publication); rejects when it could not
+   * be written (the row stays owed and a later tick tries again). Absent: such records are
+   * dropped.
+   */
+  record?(record: CallRecord): Promise<void>;
   /** Makes arguments safe to store: the scrubber's `value`. */
   scrubArgs(args: unknown): unknown;
   /** Default and longest TTL, in ms (`broker.taskTtlMs`, `broker.maxTaskTtlMs`). */
@@ -278,7 +293,9 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     if (!moved) return this.cancel(id, principal);
     this.runs.get(id)?.abort(new TaskCancelled());
     this.waiters.get(id)?.resolve({ approved: false, reason, cancelled: true });
-    return this.changed(id);
+    const after = await this.changed(id);
+    if (after) await this.writeOwed(after, this.deps.clock.now());
+    return after;
   }
 
   /**
@@ -295,14 +312,17 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     const reason = `waiting for approval: ${why}`;
     if (taskId !== undefined) {
       id = taskId;
-      if (!(await this.deps.store.updateTask(id, ['running'], { status: 'parked', reason, updatedAt: this.iso() }))) {
+      if (!(await this.deps.store.updateTask(id, ['running'], { status: 'parked', reason, recordOwed: true, updatedAt: this.iso() }))) {
         return { approved: false, reason: 'the task was cancelled', cancelled: true };
       }
     } else {
-      const row = { ...this.newRow(call.request, call.session, call.target!, 'parked'), callId: call.callId, reason };
+      const row = { ...this.newRow(call.request, call.session, call.target!, 'parked'), callId: call.callId, reason, recordOwed: true };
       id = row.id;
       await this.deps.store.addTask(row);
     }
+    // This call writes the row's record when it settles (onSettled), unless it leaves it parked.
+    this.waiting.add(id);
+    this.parkedOf.set(call, id);
     await this.changed(id);
     const decision = await new Promise<ParkDecision>((resolve) => {
       const onAbort = () => resolve({ approved: false, reason: `cancelled while waiting for approval; it stays parked as task ${id}`, cancelled: true, stillParked: true });
@@ -326,10 +346,20 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
    * approved keeps its answer in its row, for `tasks/get` and the inbox. Never throws.
    */
   onSettled(call: BrokerCall, answer: BrokerAnswer): Promise<void> | undefined {
+    const parked = this.parkedOf.get(call);
     const id = this.plainRuns.get(call);
-    if (id === undefined) return undefined;
-    this.plainRuns.delete(call);
-    return this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', toolResultOf(answer), answer.reason ?? null, answer.callId);
+    if (parked === undefined && id === undefined) return undefined;
+    return (async () => {
+      if (parked !== undefined) {
+        this.parkedOf.delete(call);
+        // Its record written, the row owes none; left parked (record deferred), it still does.
+        if (answer.record) await this.deps.store.setRecordOwed(parked, false).catch((err: unknown) => this.deps.logger.error({ taskId: parked, err: messageOf(err) }, 'task row could not be updated'));
+        this.waiting.delete(parked);
+      }
+      if (id === undefined) return;
+      this.plainRuns.delete(call);
+      await this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', toolResultOf(answer), answer.reason ?? null, answer.callId);
+    })();
   }
 
   /**
@@ -342,11 +372,18 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     if (!row) return undefined;
     this.emit('status', row);
     if (decision.approve) await this.takeUp(row);
-    else this.waiters.get(id)?.resolve({ approved: false, reason: rejectionReason(decision) });
+    else {
+      this.waiters.get(id)?.resolve({ approved: false, reason: rejectionReason(decision) });
+      await this.writeOwed(row, this.deps.clock.now());
+    }
     return this.get(id, undefined);
   }
 
   private readonly plainRuns = new WeakMap<BrokerCall, string>();
+  /** The row each parked call here parked (until it settles). */
+  private readonly parkedOf = new WeakMap<BrokerCall, string>();
+  /** Rows a call here waits on, or waited on and is settling: that call writes the record. */
+  private readonly waiting = new Set<string>();
 
   /** Runs an approved parked row: in place when its call waits here, else again from its row. */
   private async takeUp(row: TaskRow | undefined): Promise<void> {
@@ -358,6 +395,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
       status: 'running',
       owner: this.instanceId,
       reason: `approved by ${row.approvedBy}`,
+      // The call that runs now writes the record; a row that cannot run again keeps it owed.
+      ...(waiter || !row.argsRedacted ? { recordOwed: false } : {}),
       updatedAt: this.iso(),
     });
     if (!moved) return;
@@ -454,6 +493,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
         }
       }
       this.live = live;
+      for (const row of await store.listOwedRecords(now, TASK_LIST_LIMIT)) await this.writeOwed(row, now);
       await store.deleteExpiredTasks(now);
       for (const id of this.runs.keys()) {
         const row = await store.getTask(id, now);
@@ -472,6 +512,33 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
       .catch((err: unknown) => this.deps.logger.warn({ err: messageOf(err) }, 'task tick failed'))
       .finally(() => this.emit('tick'));
     return this.ticking;
+  }
+
+  /**
+   * Writes the record a row owes when no call will: the row is settled (`failed`, `killed`) or
+   * expired, no call here waits on it, and its owner is this instance or a dead one (a live
+   * owner writes its own). Claimed in the store first, so one instance writes it once; marked
+   * owed again when the record cannot be written. Never throws.
+   */
+  private async writeOwed(row: TaskRow, now: number): Promise<void> {
+    const expired = Date.parse(row.createdAt) + row.ttlMs <= now;
+    if (!row.recordOwed || this.waiting.has(row.id)) return;
+    if (row.status !== 'failed' && row.status !== 'killed' && !expired) return;
+    if (row.owner !== this.instanceId && this.isLive(row.owner)) return;
+    const { store, logger } = this.deps;
+    try {
+      if (!(await store.setRecordOwed(row.id, false))) return;
+      const record = owedRecord(row, expired, now);
+      try {
+        await this.deps.record?.(record);
+      } catch (err) {
+        await store.setRecordOwed(row.id, true);
+        throw err;
+      }
+      if (!expired && !row.callId) await store.updateTask(row.id, [row.status], { status: row.status, callId: record.callId, updatedAt: row.updatedAt });
+    } catch (err) {
+      logger.error({ taskId: row.id, err: messageOf(err) }, 'the record of a settled parked call could not be written; retried on the next tick');
+    }
   }
 
   /** Whether another instance is live: a fresh heartbeat and, on this host, its pid running (and not ours: a reused pid). */
@@ -506,4 +573,42 @@ function pidAlive(pid: number): boolean {
 function toolResultOf(answer: BrokerAnswer): CallToolResult {
   if (!isInputRequiredResult(answer.result)) return answer.result;
   return { content: [{ type: 'text', text: answer.reason ?? 'the call was answered with an input request' }], isError: true };
+}
+
+/**
+ * The one record of a parked call settled or expired with no call waiting on it: its outcome
+ * as its row says (a rejection's `approval_required`, a cancel's `cancelled`), or
+ * `approval_required` for a row that expired undecided; no attempt was made.
+ */
+function owedRecord(row: TaskRow, expired: boolean, now: number): CallRecord {
+  // A row settled before it expired keeps its own outcome.
+  let outcome: Outcome;
+  let reason: string;
+  if (row.status === 'killed') {
+    outcome = 'cancelled';
+    reason = row.reason ?? 'the parked call was cancelled';
+  } else if (row.status === 'failed') {
+    const stored = ((row.result as { _meta?: Record<string, unknown> } | null)?._meta ?? {})[OUTCOME_META_KEY];
+    outcome = (OUTCOMES as readonly unknown[]).includes(stored) ? (stored as Outcome) : 'guard_error';
+    reason = row.reason ?? outcome;
+  } else {
+    outcome = 'approval_required';
+    reason = expired ? `the parked call expired undecided (its ttl of ${row.ttlMs} ms ran out)` : 'the parked call was not decided';
+  }
+  return {
+    ts: row.createdAt,
+    callId: row.callId || newCallId(),
+    sessionId: row.sessionId || null,
+    principal: row.principal,
+    unit: row.unit,
+    subject: row.subject,
+    name: row.name,
+    outcome,
+    status: OUTCOME_STATUS[outcome],
+    durationMs: Math.max(0, now - Date.parse(row.createdAt)),
+    attempts: 0,
+    bytesOut: 0,
+    reason,
+    args: row.args,
+  };
 }

@@ -8,7 +8,8 @@
  *   tool's `execution.taskSupport` (the upstream's own) is `optional` or `required`, and is
  *   answered a flat `CreateTaskResult` (`resultType: "task"`, `taskId`, `status`, `createdAt`,
  *   `lastUpdatedAt`, `ttlMs`, `pollIntervalMs`) once its row is stored. The broker's own tools
- *   run as plain calls. A `required` tool called without the extension is -32021 with
+ *   (function tools, `broker__*`, `estate__*`) are `optional`, so they run as tasks too. A
+ *   `required` tool called without the extension is -32021 with
  *   `data.requiredCapabilities.extensions`; a legacy `params.task` hint is ignored.
  * - A tool of an upstream with tasks of its own ({@link upstreamRunsTasks}) is called plainly
  *   instead, the extension offered upstream; only when the upstream answers with a task is the
@@ -28,9 +29,11 @@
  *   (`elicitation/create`, key `mcp-broker/approval`): the caller's accept approves it (as a
  *   modern ask's answer does), decline or cancel rejects it, and the operator inbox can decide
  *   it too. A settled call is `completed` with its tool result, refusals included (they are
- *   results), except an upstream's protocol fault (`upstream_error`) and a broker fault
- *   (`guard_error`), which are `failed` with a JSON-RPC `error`; killed by the caller is
- *   `cancelled`, by the system `failed`. The A2A state rides in `_meta["mcp-broker/a2a"]`.
+ *   results), except an upstream's protocol fault (`upstream_error`), a broker fault
+ *   (`guard_error`) and a rejected approval (`approval_required`: declined by the caller, rejected
+ *   in the inbox), which are `failed` with a JSON-RPC `error` (-32603, `data.outcome`) and the
+ *   reason as `statusMessage`, as the 2025-11-25 status and the A2A state (`failed`) read the same
+ *   row; killed by the caller is `cancelled`, by the system `failed`. The A2A state rides in `_meta["mcp-broker/a2a"]`.
  */
 import { MissingRequiredClientCapabilityError, ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import type { ClientCapabilities } from '@modelcontextprotocol/server';
@@ -68,8 +71,12 @@ export function tasksExtensionRequired(message: string): MissingRequiredClientCa
   return new MissingRequiredClientCapabilityError({ requiredCapabilities: { extensions: TASKS_EXTENSION } } as never, message);
 }
 
-/** Outcomes that are a protocol-level fault on the extension's wire (`failed` + `error`); every other answer is a result. */
-const FAULT_OUTCOMES: ReadonlySet<string> = new Set(['upstream_error', 'guard_error']);
+/**
+ * Outcomes that are `failed` + `error` on the extension's wire: a protocol-level fault, and a
+ * rejected approval (the call never ran: MCP `failed` in both eras, A2A `failed`). Every other
+ * answer is a result (`completed`).
+ */
+const FAULT_OUTCOMES: ReadonlySet<string> = new Set(['upstream_error', 'guard_error', 'approval_required']);
 
 /** The tasks extension for one principal's modern requests; see the module doc. */
 export class ModernTasks {
@@ -86,7 +93,7 @@ export class ModernTasks {
    * becomes a broker task only if the upstream answers with one ({@link adopt}); false here.
    */
   runsAsTask(target: ToolTarget, capabilities: ClientCapabilities | undefined, upstreamTasks = false): boolean {
-    const support = target.source === 'local' ? 'forbidden' : taskSupportOf(target);
+    const support = taskSupportOf(target);
     const declared = declaresTasks(capabilities);
     if (support === 'required' && !declared) {
       throw tasksExtensionRequired(`tool "${target.name}" runs only as a task, and this request did not declare the "${TASKS_EXTENSION_ID}" extension`);

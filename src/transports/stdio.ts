@@ -12,7 +12,8 @@
  * requests received are answered, within `broker.drainTimeoutMs`, before `closed` resolves),
  * malformed requests answered with their id (`request-shape.ts`, before the era is decided).
  * A modern `subscriptions/listen` naming `resourceSubscriptions` subscribes the broker upstream
- * for those URIs while it is open (the SDK acknowledges and tags; `subscriptions.ts`).
+ * for those URIs while it is open (the SDK acknowledges and tags; `subscriptions.ts`); one naming
+ * `taskIds` gets the tasks extension's `notifications/tasks` (`task-status-listens.ts`).
  */
 import type { Readable, Writable } from 'node:stream';
 import type { ClientCapabilities } from '@modelcontextprotocol/server';
@@ -25,6 +26,7 @@ import { guardRequestShapes } from './request-shape.js';
 import { DownstreamSession } from './session.js';
 import { StdioServerTransport } from './stdio-server.js';
 import { ListenSubscriptions } from './subscriptions.js';
+import { listenTaskIds, TaskStatusListens } from './task-status-listens.js';
 
 /** After the drain deadline, time for the cancelled calls to be answered and recorded, in ms. */
 const DRAIN_GRACE_MS = 3000;
@@ -71,19 +73,33 @@ export async function serveStdio(
   );
   // The entry has taken the transport's callbacks; ours go around them.
   const subscriptions = new ListenSubscriptions(gateway);
+  // Task status on a listen (the tasks extension): ours, beside the SDK's router (task-status-listens.ts).
+  const send = transport.send.bind(transport);
+  const taskListens = new TaskStatusListens(gateway, 'local', (m) => void send(m));
+  transport.send = (message) => {
+    const { message: out, written } = taskListens.outbound(message);
+    const sent = send(out);
+    written?.();
+    return sent;
+  };
   const entry = transport.onmessage;
   // A listen naming resources before the upstreams are up would find none serving them: it waits
-  // for the start to settle, and what arrives after it waits behind it (order kept).
+  // for the start to settle, and what arrives after it waits behind it (order kept). A listen
+  // naming tasks waits for its ids to be looked up.
   let held: Promise<void> | undefined;
   transport.onmessage = (message) => {
     const caps = envelopeCapabilities(message);
     if (caps) start(caps);
     const deliver = () => {
       subscriptions.observe(message);
+      taskListens.observe(message);
       entry?.(message);
     };
-    if (!held && (gateway.readySettled || !namesResources(message))) return deliver();
-    const next: Promise<void> = (held ?? gateway.ready.catch(() => undefined)).then(deliver).finally(() => {
+    const tasks = listenTaskIds(message) !== undefined;
+    if (!held && !tasks && (gateway.readySettled || !namesResources(message))) return deliver();
+    const before = held ?? (tasks ? Promise.resolve() : gateway.ready.catch(() => undefined));
+    const admitted = tasks ? () => taskListens.admit(message).then((ok) => void (ok && deliver())) : deliver;
+    const next: Promise<void> = before.then(admitted).finally(() => {
       if (held === next) held = undefined;
     });
     held = next;
@@ -93,6 +109,7 @@ export async function serveStdio(
   transport.onclose = () => {
     entryClose?.();
     void subscriptions.close();
+    taskListens.close();
     onClosed();
   };
   return { session: () => current, closed };

@@ -83,3 +83,28 @@ describe('SqliteStore tasks', () => {
     expect(await store.getTask('a', T0)).toMatchObject({ status: 'killed', stoppedBy: 'user', reason: 'cancelled' });
   });
 });
+
+describe('SqliteStore owed task records (issue 15)', () => {
+  it('a store whose tasks table predates record_owed opens, gains the column (rows read not owed), and owes and claims a record once', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tasks-'));
+    dirs.push(dir);
+    let store = SqliteStore.open(dir);
+    await store.addTask(row('old', { status: 'parked' }));
+    await store.close();
+    const { default: Database } = await import('better-sqlite3');
+    const db = new Database(join(dir, 'broker.sqlite'));
+    db.exec('DROP INDEX IF EXISTS tasks_owing_records');
+    db.exec('ALTER TABLE tasks DROP COLUMN record_owed');
+    db.close();
+    store = SqliteStore.open(dir);
+    expect(await store.getTask('old', T0)).toMatchObject({ status: 'parked', recordOwed: false });
+    expect(await store.setRecordOwed('old', true)).toBe(true);
+    expect(await store.listOwedRecords(T0, 10)).toEqual([]); // parked and not expired: not due
+    expect((await store.listOwedRecords(T0 + 60_000, 10)).map((r) => r.id)).toEqual(['old']);
+    expect(await store.deleteExpiredTasks(T0 + 60_000)).toBe(0); // owed: kept until its record is written
+    expect(await store.setRecordOwed('old', false)).toBe(true);
+    expect(await store.setRecordOwed('old', false)).toBe(false); // claimed once
+    expect(await store.deleteExpiredTasks(T0 + 60_000)).toBe(1);
+    await store.close();
+  });
+});

@@ -27,7 +27,7 @@ import { ListenSubscriptions } from '../subscriptions.js';
 import type { Principal } from './auth.js';
 import { answerOverCap } from './caps.js';
 import { whenClosed, type HttpContext } from './context.js';
-import { isTaskListen, serveTaskListen } from './task-listen.js';
+import { isTaskListen, mixedTaskListen, serveTaskListen, withTaskStatus } from './task-listen.js';
 import { serveWeb } from './web-adapter.js';
 
 /** The modern face of `/mcp`: {@link ModernHttp.serve} one request; {@link ModernHttp.close} ends open streams. */
@@ -74,7 +74,13 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
       // Task status (the tasks extension) is served beside the SDK's listen router (task-listen.ts).
       if (isTaskListen(body)) return serveTaskListen(gateway, principal.name, body, req, res);
       const authInfo = { token: '', clientId: principal.name, scopes: [] };
-      await serveWeb((request) => handler.fetch(request, { parsedBody: body, authInfo }), req, res);
+      // A listen for tasks and other kinds: the SDK's stream, with the task status added.
+      const mixed = listen ? await mixedTaskListen(gateway, principal.name, body) : undefined;
+      if (mixed && 'refused' in mixed) return serveWeb(async () => mixed.refused, req, res);
+      await serveWeb(async (request) => {
+        const response = await handler.fetch(request, { parsedBody: body, authInfo });
+        return mixed ? withTaskStatus(response, gateway, principal.name, mixed.id, mixed.honoured) : response;
+      }, req, res);
     },
     async close() {
       gateway.off('listChanged', onList);

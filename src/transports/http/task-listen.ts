@@ -8,7 +8,9 @@
  * task as `tasks/get` would answer it, each tagged `_meta["io.modelcontextprotocol/subscriptionId"]`
  * (the listen request's id); it ends when the client closes it. A listen asking for `taskIds`
  * without declaring the extension is -32021 (HTTP 400). A listen asking for `taskIds` and other
- * kinds is left to the SDK, which honours the other kinds only.
+ * kinds is served by the SDK with its stream passed through {@link withTaskStatus}: its
+ * acknowledgement gets the honoured `taskIds` and the task notifications are put between the
+ * SDK's events (the stream stays open for them when the SDK honours none of the other kinds).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CLIENT_CAPABILITIES_META_KEY, SUBSCRIPTION_ID_META_KEY } from '@modelcontextprotocol/server';
@@ -16,6 +18,7 @@ import type { ClientCapabilities } from '@modelcontextprotocol/server';
 import type { Gateway } from '../../gateway.js';
 import type { TaskRow } from '../../store/store.js';
 import { declaresTasks, ModernTasks, tasksExtensionRequired } from '../modern-tasks.js';
+import { listenTaskIds, taskStatusNotification } from '../task-status-listens.js';
 import { whenClosed } from './context.js';
 
 interface ListenBody {
@@ -68,4 +71,112 @@ export async function serveTaskListen(gateway: Gateway, principal: string, body:
     gateway.tasks.inputs.off('changed', onInputs);
   });
   void req;
+}
+
+/**
+ * For a listen that asks for `taskIds` and other kinds (the SDK serves the other kinds): answers
+ * -32021 (HTTP 400) as a JSON `Response` when the request did not declare the extension, else
+ * the ids of `principal`'s own tasks among those asked for. Undefined for any other request.
+ */
+export async function mixedTaskListen(gateway: Gateway, principal: string, body: unknown): Promise<{ refused: Response } | { id: string | number; honoured: string[] } | undefined> {
+  const asked = listenTaskIds(body);
+  if (!asked || isTaskListen(body)) return undefined;
+  const capabilities = (body as ListenBody).params._meta?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined;
+  if (!declaresTasks(capabilities)) {
+    const err = tasksExtensionRequired('subscriptions/listen for taskIds needs the "io.modelcontextprotocol/tasks" extension, which this request did not declare');
+    const refused = new Response(JSON.stringify({ jsonrpc: '2.0', id: asked.id, error: { code: err.code, message: err.message, data: err.data } }), { status: 400, headers: { 'content-type': 'application/json' } });
+    return { refused };
+  }
+  if (!gateway.readySettled) await gateway.ready;
+  const honoured: string[] = [];
+  for (const id of new Set(asked.taskIds)) if (typeof id === 'string' && (await gateway.tasks.get(id, principal))) honoured.push(id);
+  return { id: asked.id, honoured };
+}
+
+/**
+ * The SDK's listen `response` with task status added (see the module doc): the acknowledgement
+ * of listen `id` gets `notifications.taskIds: honoured`, then each change of one of those tasks
+ * is one `notifications/tasks` event. Other responses are answered as they are.
+ */
+export function withTaskStatus(response: Response, gateway: Gateway, principal: string, id: string | number, honoured: string[]): Response {
+  if (!response.body || !response.headers.get('content-type')?.includes('text/event-stream')) return response;
+  const tasks = new ModernTasks(gateway.tasks, principal);
+  const ids = new Set(honoured);
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  const encoder = new TextEncoder();
+  let detach: (() => void) | undefined;
+  let ended = false;
+  const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      const enqueue = (text: string) => !ended && controller.enqueue(encoder.encode(text));
+      const notify = () => {
+        const onStatus = (row: TaskRow) => {
+          if (ids.has(row.id)) enqueue(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', ...taskStatusNotification(tasks, row, id) })}\n\n`);
+        };
+        const onInputs = (taskId: string) => {
+          if (ids.has(taskId)) void gateway.tasks.get(taskId, principal).then((row) => row && onStatus(row), () => undefined);
+        };
+        gateway.tasks.on('status', onStatus);
+        gateway.tasks.inputs.on('changed', onInputs);
+        detach = () => {
+          gateway.tasks.off('status', onStatus);
+          gateway.tasks.inputs.off('changed', onInputs);
+        };
+      };
+      void (async () => {
+        let buffered = '';
+        // Whether the SDK honoured none of the other kinds: it ends its stream at once, ours stays open for the tasks.
+        let sdkIdle = false;
+        try {
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buffered += decoder.decode(value, { stream: true });
+            for (let i; (i = buffered.indexOf('\n\n')) >= 0; ) {
+              const event = buffered.slice(0, i + 2);
+              buffered = buffered.slice(i + 2);
+              const rewritten = rewriteEvent(event, id, honoured);
+              if (rewritten.acknowledged) sdkIdle = rewritten.acknowledged.idle;
+              if (rewritten.closing && sdkIdle && ids.size) continue;
+              enqueue(rewritten.text);
+              if (rewritten.acknowledged && !detach && ids.size) notify();
+            }
+          }
+          if (sdkIdle && ids.size) return; // open until the client closes it (cancel)
+          detach?.();
+          if (!ended) controller.close();
+          ended = true;
+        } catch (err) {
+          detach?.();
+          if (!ended) controller.error(err);
+          ended = true;
+        }
+      })();
+    },
+    cancel(reason) {
+      ended = true;
+      detach?.();
+      return reader.cancel(reason).catch(() => undefined);
+    },
+  });
+  return new Response(stream, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+/** One SSE event of the SDK's listen stream, with listen `id`'s acknowledgement given `taskIds`. */
+function rewriteEvent(event: string, id: string | number, honoured: string[]): { text: string; acknowledged?: { idle: boolean }; closing?: boolean } {
+  const lines = event.split('\n');
+  const at = lines.findIndex((l) => l.startsWith('data: '));
+  if (at < 0) return { text: event };
+  let message: { id?: unknown; method?: unknown; result?: unknown; params?: { notifications?: Record<string, unknown>; _meta?: Record<string, unknown> } };
+  try {
+    message = JSON.parse(lines[at]!.slice(6));
+  } catch {
+    return { text: event };
+  }
+  if (message.id === id && message.result !== undefined) return { text: event, closing: true };
+  if (message.method !== 'notifications/subscriptions/acknowledged' || message.params?._meta?.[SUBSCRIPTION_ID_META_KEY] !== id) return { text: event };
+  const sdk = message.params.notifications ?? {};
+  lines[at] = `data: ${JSON.stringify({ ...message, params: { ...message.params, notifications: { ...sdk, taskIds: honoured } } })}`;
+  return { text: lines.join('\n'), acknowledged: { idle: Object.keys(sdk).length === 0 } };
 }

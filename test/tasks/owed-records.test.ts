@@ -1,0 +1,206 @@
+/**
+ * Every call the broker accepted leaves exactly one record, a parked one too (issue 15): a row
+ * parked on an `ask` and then rejected, cancelled or expired while no call waits on it (its
+ * caller left, or the broker that parked it stopped) gets its record from the task engine; a
+ * row whose call still waits gets it from that call only. The engine on a manual clock and an
+ * in-memory store; the broker path is stood in for by `park` and `onSettled`, as the judge and
+ * the broker call them.
+ */
+import { hostname } from 'node:os';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { BrokerAnswer } from '../../src/broker/broker.js';
+import type { BrokerCall, CallerSession, CallRecord, ToolTarget } from '../../src/broker/types.js';
+import { ManualClock } from '../../src/shared/clock.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { SqliteStore, type TaskRow } from '../../src/store/index.js';
+import { TASK_POLL_MS, TaskEngine } from '../../src/tasks/index.js';
+
+const engines: TaskEngine[] = [];
+afterEach(async () => {
+  for (const e of engines.splice(0)) await e.stop();
+});
+
+const session: CallerSession = { sessionId: 's1', principal: 'alice', unit: 's1', isLive: () => true };
+const target: ToolTarget = { name: 'u__echo', server: 'u', toolName: 'echo', state: 'active', source: 'upstream' };
+const TTL_MS = 60_000;
+
+function setup(options: { store?: SqliteStore; clock?: ManualClock; failRecords?: () => boolean } = {}) {
+  const clock = options.clock ?? new ManualClock();
+  const store = options.store ?? SqliteStore.open(':memory:');
+  const records: CallRecord[] = [];
+  const engine = new TaskEngine({
+    store,
+    clock,
+    logger: silentLogger(),
+    run: () => new Promise<BrokerAnswer>(() => undefined),
+    record: async (r) => {
+      if (options.failRecords?.()) throw new Error('disk full');
+      records.push(r);
+    },
+    scrubArgs: (a) => a,
+    ttlMs: TTL_MS,
+    maxTtlMs: 120_000,
+    askMode: () => 'park',
+    pidAlive: () => false,
+  });
+  engines.push(engine);
+  return { clock, store, engine, records };
+}
+
+/** A plain call as the judge parks it; `leave()` is its caller going away. */
+function plainCall(clock: ManualClock) {
+  const controller = new AbortController();
+  const call = {
+    callId: 'call-1',
+    request: { name: 'u__echo', args: { text: 'hi' }, signal: controller.signal },
+    session,
+    target,
+    startedAt: clock.now(),
+    attempts: 0,
+    bytesOut: 0,
+    notes: {},
+  } as unknown as BrokerCall;
+  return { call, leave: () => controller.abort('the caller left') };
+}
+
+/** The answer the path gives the call after the judge's refusal; `recorded` as the record stage left it. */
+function answerOf(call: BrokerCall, outcome: 'approval_required' | 'cancelled', recorded: boolean): BrokerAnswer {
+  const record = recorded ? ({ callId: call.callId, outcome } as CallRecord) : undefined;
+  return { callId: call.callId, outcome, status: 403, result: { content: [], isError: true }, record } as BrokerAnswer;
+}
+
+/** Parks `call`, and settles it as the broker does: the record is deferred when it stays parked. */
+async function parkAndSettle(engine: TaskEngine, call: BrokerCall): Promise<string> {
+  const decided = engine.park(call, 'policy asks');
+  const [row] = await waitRows(engine);
+  const decision = (await decided)!;
+  const stillParked = !decision.approved && decision.stillParked === true;
+  await engine.onSettled(call, answerOf(call, !decision.approved && decision.cancelled ? 'cancelled' : 'approval_required', !stillParked));
+  return row!.id;
+}
+
+async function waitRows(engine: TaskEngine): Promise<TaskRow[]> {
+  for (;;) {
+    const rows = await engine.list(undefined, 'parked');
+    if (rows.length) return rows;
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+describe('records of parked calls settled with no call waiting (issue 15)', () => {
+  it('a parked call whose caller left, then rejected, writes one approval_required record with the reason and its call id', async () => {
+    const { clock, engine, records } = setup();
+    await engine.start();
+    const { call, leave } = plainCall(clock);
+    const decided = engine.park(call, 'policy asks');
+    const [row] = await waitRows(engine);
+    leave();
+    const decision = (await decided)!;
+    expect(decision).toMatchObject({ approved: false, stillParked: true });
+    await engine.onSettled(call, answerOf(call, 'cancelled', false)); // the record stage deferred it
+    expect(records).toEqual([]);
+
+    await engine.decide(row!.id, { approve: false, by: 'cli', reason: 'not today' });
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({
+      callId: 'call-1',
+      sessionId: 's1',
+      principal: 'alice',
+      subject: 'u/echo',
+      name: 'u__echo',
+      outcome: 'approval_required',
+      status: 403,
+      attempts: 0,
+      reason: 'rejected by cli: not today',
+      args: { text: 'hi' },
+    });
+    await clock.advance(TTL_MS + TASK_POLL_MS);
+    expect(records).toHaveLength(1);
+    expect(await engine.get(row!.id, undefined)).toBeUndefined();
+  });
+
+  it('a parked call whose caller left and that expires undecided writes one approval_required record, then its row is deleted', async () => {
+    const { clock, engine, records } = setup();
+    await engine.start();
+    const { call, leave } = plainCall(clock);
+    const decided = engine.park(call, 'policy asks');
+    const [row] = await waitRows(engine);
+    leave();
+    await decided;
+    await engine.onSettled(call, answerOf(call, 'cancelled', false));
+    await clock.advance(TTL_MS - TASK_POLL_MS);
+    expect(records).toEqual([]);
+    await clock.advance(2 * TASK_POLL_MS);
+    expect(records.map((r) => [r.callId, r.outcome, r.reason])).toEqual([['call-1', 'approval_required', `the parked call expired undecided (its ttl of ${TTL_MS} ms ran out)`]]);
+    await clock.advance(TASK_POLL_MS);
+    expect(records).toHaveLength(1);
+    expect(await engine.list(undefined)).toEqual([]);
+  });
+
+  it('no duplicate while a call waits: a rejection answers the waiting call, whose record is the only one, also past the TTL', async () => {
+    const { clock, engine, records } = setup();
+    await engine.start();
+    const { call } = plainCall(clock);
+    const decided = engine.park(call, 'policy asks');
+    const [row] = await waitRows(engine);
+    await engine.decide(row!.id, { approve: false, by: 'cli' });
+    expect(await decided).toMatchObject({ approved: false, reason: 'rejected by cli' });
+    expect(records).toEqual([]); // the waiting call writes it, through the record stage
+    await engine.onSettled(call, answerOf(call, 'approval_required', true));
+    await clock.advance(TTL_MS + 2 * TASK_POLL_MS);
+    expect(records).toEqual([]);
+  });
+
+  it('no duplicate when a waiting call expires: the waiter is answered and records; the engine writes none', async () => {
+    const { clock, engine, records } = setup();
+    await engine.start();
+    const { call } = plainCall(clock);
+    const settled = parkAndSettle(engine, call);
+    await waitRows(engine);
+    await clock.advance(TTL_MS + TASK_POLL_MS);
+    await settled;
+    await clock.advance(2 * TASK_POLL_MS);
+    expect(records).toEqual([]);
+    expect(await engine.list(undefined)).toEqual([]);
+  });
+
+  it('after a restart: a row the dead broker parked, rejected while no broker ran, gets its one record from the next broker, once', async () => {
+    const clock = new ManualClock();
+    const store = SqliteStore.open(':memory:');
+    const at = new Date(clock.now()).toISOString();
+    await store.heartbeat({ id: 'dead', host: hostname(), pid: 424242, startedAt: at, heartbeatAt: at });
+    await store.addTask({
+      id: 't1', status: 'parked', stoppedBy: null, owner: 'dead', principal: 'alice', unit: 's1', sessionId: '', subject: 'u/echo', name: 'u__echo',
+      args: {}, argsRedacted: false, result: null, reason: 'waiting for approval', callId: '', approvedBy: null, recordOwed: true, createdAt: at, updatedAt: at, ttlMs: TTL_MS,
+    });
+    const { decideParked } = await import('../../src/tasks/index.js');
+    await decideParked(store, 't1', { approve: false, by: 'cli', reason: 'no' }, clock.now());
+    const first = setup({ store, clock });
+    await first.engine.start();
+    expect(first.records.map((r) => [r.outcome, r.reason, r.sessionId])).toEqual([['approval_required', 'rejected by cli: no', null]]);
+    expect((await store.getTask('t1', clock.now()))!.callId).toBe(first.records[0]!.callId);
+    const second = setup({ store, clock });
+    await second.engine.start();
+    await clock.advance(TASK_POLL_MS);
+    expect([...first.records, ...second.records]).toHaveLength(1);
+  });
+
+  it('a record the sink refuses stays owed and is written on a later tick (fail closed)', async () => {
+    let failing = true;
+    const { clock, engine, records } = setup({ failRecords: () => failing });
+    await engine.start();
+    const { call, leave } = plainCall(clock);
+    const decided = engine.park(call, 'policy asks');
+    const [row] = await waitRows(engine);
+    leave();
+    await decided;
+    await engine.onSettled(call, answerOf(call, 'cancelled', false));
+    await engine.decide(row!.id, { approve: false, by: 'cli' });
+    expect(records).toEqual([]);
+    expect((await engine.get(row!.id, undefined))!.recordOwed).toBe(true);
+    failing = false;
+    await clock.advance(TASK_POLL_MS);
+    expect(records.map((r) => r.outcome)).toEqual(['approval_required']);
+    expect((await engine.get(row!.id, undefined))!.recordOwed).toBe(false);
+  });
+});
