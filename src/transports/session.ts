@@ -62,6 +62,7 @@ import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
 import { supportsFormElicitation, supportsUrlElicitation, type SessionNotify } from '../upstream/url-elicitations.js';
 import { routeToolsCallDirectly, type DirectCallExtra } from '../wire/direct-tools-call.js';
+import { routeModernToolsCallDirectly, type ModernDirectLane } from '../wire/direct-modern-call.js';
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
 import { isHeldState, type HeldBinding } from '../broker/held-state.js';
@@ -126,7 +127,12 @@ export interface SessionOptions {
   onInitialize?: (capabilities: ClientCapabilities) => void;
   /** Extra capabilities (the broker's experimental ones). */
   experimental?: Gateway['experimental'];
+  /** Modern only: plain `tools/call` requests take the direct lane (`wire/direct-modern-call.ts`; stdio); default false. */
+  directLane?: boolean;
 }
+
+/** This server's identity, in `initialize`, `server/discover` and every modern result's `_meta`. */
+const SERVER_INFO = { name: 'mcp-broker', version: VERSION };
 
 /** Merged `experimental` capabilities; undefined when there are none. */
 function experimentalOf(...sources: (Gateway['experimental'] | undefined)[]): Gateway['experimental'] | undefined {
@@ -199,6 +205,8 @@ export class DownstreamSession {
   /** The 2025-11-25 task ids this session was handed (task-augmented calls), until each settles. */
   private readonly givenTasks = new Set<string>();
   private readonly detach: () => void;
+  /** The modern `tools/call` direct lane, once connected with `directLane`. */
+  private lane?: ModernDirectLane;
 
   constructor(
     private readonly gateway: Gateway,
@@ -211,7 +219,7 @@ export class DownstreamSession {
     // Modern: tasks are the extension (`io.modelcontextprotocol/tasks`), not the 2025-11-25 `tasks` capability.
     const { tasks: legacyTasks, ...shared } = SERVER_CAPABILITIES;
     this.server = new Server(
-      { name: 'mcp-broker', version: VERSION },
+      SERVER_INFO,
       {
         // The gateway's experimental capabilities (builtins: `mcp-broker/reconnect`), then the transport's.
         capabilities: {
@@ -284,13 +292,18 @@ export class DownstreamSession {
 
   /**
    * The broker's wrappers on a connected transport: error messages without the SDK prefix, the
-   * `tools/call` direct lane (legacy only: a modern call goes through the SDK, which owns its
-   * envelope and result stamping), duplicate request ids refused, and closing the instance ends
+   * `tools/call` direct lane (legacy: `wire/direct-tools-call.ts`; modern with `directLane`:
+   * `wire/direct-modern-call.ts`, which answers only what it can answer as the SDK would and hands
+   * the rest to the SDK), duplicate request ids refused, and closing the instance ends
    * the session.
    */
   private wrapTransport(transport: Transport): void {
     unprefixErrors(transport);
     if (this.era === 'legacy') routeToolsCallDirectly(this.server, transport, (params, extra) => this.callTool(params, extra));
+    else if (this.options.directLane) {
+      const logging = SERVER_CAPABILITIES.logging !== undefined;
+      this.lane = routeModernToolsCallDirectly(this.server, transport, (params, extra, ctx) => this.callTool(params, extra, ctx), { serverInfo: SERVER_INFO, logging });
+    }
     guardRequestIds(transport, {
       onInitialize: (caps) => this.options.onInitialize?.(caps),
     });
@@ -655,7 +668,14 @@ export class DownstreamSession {
     // Legacy: task-augmented calls and `tasks/*` (2025-11-25) are served here too (legacy-tasks.ts).
     const tasks = new LegacyTasks({ tasks: gw.tasks, resolve: (name) => gw.router.resolve(name), given: (id) => this.givenTasks.add(id) }, this.principal);
     if (this.era === 'modern') {
-      server.setRequestHandler('tools/call', (req, ctx) => this.callTool(req.params, extraOf(ctx), ctx) as never);
+      server.setRequestHandler('tools/call', (req, ctx) => {
+        // A call the direct lane ran and handed back is answered from its outcome; an envelope
+        // the SDK accepted here lets the lane take the next calls that carry it.
+        const replay = this.lane?.takeReplay(ctx.mcpReq.id);
+        if (replay) return (replay.ok ? Promise.resolve(replay.value) : Promise.reject(replay.err)) as never;
+        this.lane?.learn(ctx.mcpReq.envelope as Record<string, unknown> | undefined);
+        return this.callTool(req.params, extraOf(ctx), ctx) as never;
+      });
       this.installModernTasks();
     } else {
       server.fallbackRequestHandler = async (request: JSONRPCRequest, ctx: ServerContext) => {

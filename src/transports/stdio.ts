@@ -63,6 +63,7 @@ export async function serveStdio(
         principal: 'local',
         era,
         experimental: options.experimental,
+        directLane: true,
         onInitialize: (capabilities) => start(capabilities),
       });
       return current.server;
