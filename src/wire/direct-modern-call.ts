@@ -41,6 +41,7 @@ import {
   SERVER_INFO_META_KEY,
 } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, LoggingLevel, Server, ServerContext, Transport } from '@modelcontextprotocol/server';
+import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import type { DirectCallExtra, DirectCallParams } from './direct-tools-call.js';
 
 /** The reserved envelope keys the SDK lifts out of a modern request's `_meta`, in its order. */
@@ -110,6 +111,7 @@ export function routeModernToolsCallDirectly(server: Server, transport: Transpor
   };
 
   function run(message: JSONRPCMessage, id: string | number, { params, envelope }: PlainCall): void {
+    if (CALL_TIMING) markCall('modern lane');
     const controller = new AbortController();
     const state = { controller, cancelled: false };
     inflight.set(id, state);
