@@ -492,7 +492,7 @@ export class DownstreamSession {
     let missing: string | undefined;
     // Modern: the call may outlive this request (its upstream asks for input): its own signal, and
     // progress to whichever request is following it now.
-    const held = modern ? this.newHeldCall(target.server) : undefined;
+    const held = modern ? this.newHeldCall(target.server, extra) : undefined;
     let notify = extra.sendNotification;
     try {
       const answer = gw.broker.call(
@@ -514,7 +514,7 @@ export class DownstreamSession {
           onServerRequest: this.serverRequestRoute(
             (request, signal) => extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.maxTotalTimeoutMs }),
             owner,
-            { declared: caller.clientCapabilities, onMissing: (capability) => (missing ??= capability), hold: held && ((request, signal) => held.call.hold(request, signal)) },
+            { declared: caller.clientCapabilities, onMissing: (capability) => (missing ??= capability), hold: held?.hold },
           ),
         },
         caller,
@@ -541,9 +541,8 @@ export class DownstreamSession {
       };
       if (!held) return finish(await answer);
       const settled = answer.then(finish);
-      held.call.attach(settled);
       held.follow(extra.signal);
-      const event = await held.call.next();
+      const event = await held.first(settled);
       if (event.kind === 'done') {
         if (event.ok) return event.value;
         throw event.err;
@@ -561,28 +560,67 @@ export class DownstreamSession {
     }
   }
 
-  /** A held call's own abort controller, which follows one request's signal at a time (the caller's, then each retry's). */
-  private newHeldCall(server: string) {
-    const controller = new AbortController();
-    const abort = (reason: unknown) => controller.abort(reason);
+  /**
+   * A modern call's held state, allocated only as far as it is used: the call's own abort
+   * controller, which follows one request's signal at a time (the caller's, then each retry's),
+   * is the direct lane's when the lane owns the request's signal (`extra.abort`: nothing else
+   * aborts it once the request is answered); the {@link HeldCall} is made when the upstream
+   * first asks. A call that is never asked allocates neither.
+   */
+  private newHeldCall(server: string, extra: Pick<DirectCallExtra, 'signal'> & Partial<Pick<DirectCallExtra, 'abort'>>) {
+    const own = extra.abort ? undefined : new AbortController();
+    const signal = own?.signal ?? extra.signal;
+    const abort = own ? (reason: unknown) => own.abort(reason) : extra.abort!;
     let detach = () => {};
+    let call: HeldCall | undefined;
+    let onAsk: (() => void) | undefined;
+    const { clock } = this.gateway;
+    const boundMs = this.gateway.config.policy.askTimeoutMs;
     const state = {
-      call: new HeldCall({ server, clock: this.gateway.clock, boundMs: this.gateway.config.policy.askTimeoutMs, abort }),
-      signal: controller.signal,
+      signal,
       abort,
       onJoin: undefined as ((joiner: Pick<DirectCallExtra, 'signal' | 'sendNotification'>) => void) | undefined,
+      /** The held call, made on first use. */
+      get call(): HeldCall {
+        if (!call) {
+          call = new HeldCall({ server, clock, boundMs, abort });
+          joiners.set(call, { join: (joiner) => state.onJoin?.(joiner), leave: () => state.follow(undefined) });
+        }
+        return call;
+      },
+      /** Holds an upstream request (`HeldCall.hold`), waking {@link first}. */
+      hold: (request: Parameters<HeldCall['hold']>[0], upstreamSignal: AbortSignal) => {
+        const answered = state.call.hold(request, upstreamSignal);
+        onAsk?.();
+        return answered;
+      },
+      /** The call's first event: its end (`settled`), or the upstream's first request. */
+      first: (settled: Promise<unknown>): Promise<HeldEvent> =>
+        new Promise<HeldEvent>((resolve) => {
+          settled.then(
+            (value) => resolve({ kind: 'done', ok: true, value }),
+            (err: unknown) => resolve({ kind: 'done', ok: false, err }),
+          );
+          // Once: later requests are the held call's to hand on (HeldCall.next), not this wait's.
+          onAsk = () => {
+            onAsk = undefined;
+            state.call.attach(settled);
+            resolve(state.call.next());
+          };
+          if (call) onAsk();
+        }),
       /** Cancels the call when `signal` aborts (the request following it closed its stream); undefined: none follows. */
-      follow: (signal: AbortSignal | undefined) => {
+      follow: (following: AbortSignal | undefined) => {
         detach();
         detach = () => {};
-        if (!signal) return;
-        const onAbort = () => abort(signal.reason ?? new Error('cancelled by the client'));
-        if (signal.aborted) return onAbort();
-        signal.addEventListener('abort', onAbort, { once: true });
-        detach = () => signal.removeEventListener('abort', onAbort);
+        // The lane's own signal is the call's: following it is being it.
+        if (!following || following === signal) return;
+        const onAbort = () => abort(following.reason ?? new Error('cancelled by the client'));
+        if (following.aborted) return onAbort();
+        following.addEventListener('abort', onAbort, { once: true });
+        detach = () => following.removeEventListener('abort', onAbort);
       },
     };
-    joiners.set(state.call, { join: (joiner) => state.onJoin?.(joiner), leave: () => state.follow(undefined) });
     return state;
   }
 
