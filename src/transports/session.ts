@@ -25,7 +25,8 @@
  *   (-32602, -32022), answers `server/discover` from this instance's capabilities and
  *   instructions, stamps `resultType`, `ttlMs`/`cacheScope` (`0`/`private`: what we list depends
  *   on the principal) and `io.modelcontextprotocol/serverInfo` on every result, and serves
- *   `subscriptions/listen`. Here each request is its own caller: the capabilities of its
+ *   `subscriptions/listen`. On stdio a plain `tools/call` takes the direct lane
+ *   (`wire/direct-modern-call.ts`: the same answers, without the SDK's dispatch). Here each request is its own caller: the capabilities of its
  *   envelope, the unit its `_meta` names (`unit.ts`), logs only as its envelope's `logLevel`
  *   asks, and no server-to-client requests: a legacy upstream's sampling, elicitation or roots
  *   request during a `tools/call` is held and answered to the call as `input_required`; the
