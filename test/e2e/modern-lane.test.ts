@@ -5,11 +5,15 @@
  * the lane; their answers are the same bytes but for what differs per call (the call id, the
  * upstream request id the echo fixture reports). `MCP_BROKER_CALL_TIMING` shows the lane ran.
  */
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Client, type CallToolResult, type InputRequiredResult } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterAll, describe, expect, it } from 'vitest';
-import { fixture, nodeServer, readNdjson, spawnRawBroker, waitFor } from './helpers.js';
+import { CLI, fixture, nodeServer, readNdjson, spawnRawBroker, waitFor, writeConfig } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-lane-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -84,5 +88,49 @@ describe('modern tools/call direct lane, through the CLI', () => {
     const summary = await waitFor(() => (existsSync(timing) ? (JSON.parse(readFileSync(timing, 'utf8')) as { segments: Array<{ to: string; count: number }> }) : undefined), 'the timing file');
     // At least the second call of ok, tool_error, refusal, unknown tool and progress took the lane (test/wire proves which calls do).
     expect(summary.segments.filter((s) => s.to === 'modern lane').reduce((n, s) => n + s.count, 0)).toBeGreaterThanOrEqual(5);
+  }, 90_000);
+});
+
+describe('modern tools/call direct lane: a held call over two rounds', () => {
+  it('a call the lane runs is held over two rounds: each input_required reaches the caller, the call goes on, one record', async () => {
+    const upstream = spawn(process.execPath, [fixture('asking-http.mjs')], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const timing = join(dir, 'held-timing.json');
+    let client: Client | undefined;
+    let configDir: string | undefined;
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        createInterface({ input: upstream.stdout! }).once('line', (line) => resolve((JSON.parse(line) as { port: number }).port));
+        upstream.once('exit', () => reject(new Error('fixture exited')));
+      });
+      const { dir: cwd, configPath, recordsPath } = writeConfig({ ask: { type: 'http', url: `http://127.0.0.1:${port}/mcp`, era: 'legacy' } });
+      configDir = cwd;
+      client = new Client({ name: 'lane-held', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' }, capabilities: { sampling: {} }, inputRequired: { autoFulfill: false } });
+      await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, '--config', configPath], cwd, stderr: 'ignore', env: { ...process.env, MCP_BROKER_CALL_TIMING: timing } as Record<string, string> }), { timeout: 20_000 });
+      expect(client.getProtocolEra()).toBe('modern');
+      const twice = (extra: Record<string, unknown> = {}) =>
+        client!.request({ method: 'tools/call', params: { name: 'ask__twice', arguments: { text: 'x' }, ...extra } }, { allowInputRequired: true }) as Promise<CallToolResult | InputRequiredResult>;
+      const promptOf = (r: InputRequiredResult, key: string) => (r.inputRequests![key]!.params as { messages: { content: { text: string } }[] }).messages[0]!.content.text;
+      const sampled = (text: string) => ({ role: 'assistant', content: { type: 'text', text }, model: 'm' });
+      // The first call teaches the lane this client's envelope (the SDK serves it); the second starts on the lane.
+      for (const round of ['sdk', 'lane']) {
+        const first = (await twice()) as InputRequiredResult;
+        expect(promptOf(first, 'ask/1'), round).toBe('first x');
+        const second = (await twice({ inputResponses: { 'ask/1': sampled('one') }, requestState: first.requestState })) as InputRequiredResult;
+        expect(Object.keys(second.inputRequests!), round).toEqual(['ask/2']);
+        expect(promptOf(second, 'ask/2'), round).toBe('second x');
+        const done = (await twice({ inputResponses: { 'ask/2': sampled('two') }, requestState: second.requestState })) as CallToolResult;
+        expect((done.content as { text: string }[]).map((c) => c.text).join(''), round).toBe('twice: one / two');
+      }
+      expect(readNdjson(recordsPath).map((r) => [r.name, r.outcome])).toEqual([
+        ['ask__twice', 'ok'],
+        ['ask__twice', 'ok'],
+      ]);
+    } finally {
+      await client?.close().catch(() => undefined);
+      upstream.kill();
+      if (configDir) rmSync(configDir, { recursive: true, force: true });
+    }
+    const summary = await waitFor(() => (existsSync(timing) ? (JSON.parse(readFileSync(timing, 'utf8')) as { segments: Array<{ to: string; count: number }> }) : undefined), 'the timing file');
+    expect(summary.segments.filter((s) => s.to === 'modern lane').reduce((n, s) => n + s.count, 0)).toBeGreaterThanOrEqual(1);
   }, 90_000);
 });
