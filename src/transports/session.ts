@@ -25,7 +25,8 @@
  *   (-32602, -32022), answers `server/discover` from this instance's capabilities and
  *   instructions, stamps `resultType`, `ttlMs`/`cacheScope` (`0`/`private`: what we list depends
  *   on the principal) and `io.modelcontextprotocol/serverInfo` on every result, and serves
- *   `subscriptions/listen`. Here each request is its own caller: the capabilities of its
+ *   `subscriptions/listen`. On stdio a plain `tools/call` takes the direct lane
+ *   (`wire/direct-modern-call.ts`: the same answers, without the SDK's dispatch). Here each request is its own caller: the capabilities of its
  *   envelope, the unit its `_meta` names (`unit.ts`), logs only as its envelope's `logLevel`
  *   asks, and no server-to-client requests: a legacy upstream's sampling, elicitation or roots
  *   request during a `tools/call` is held and answered to the call as `input_required`; the
@@ -62,6 +63,7 @@ import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
 import { supportsFormElicitation, supportsUrlElicitation, type SessionNotify } from '../upstream/url-elicitations.js';
 import { routeToolsCallDirectly, type DirectCallExtra } from '../wire/direct-tools-call.js';
+import { routeModernToolsCallDirectly, type ModernDirectLane } from '../wire/direct-modern-call.js';
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
 import { isHeldState, type HeldBinding } from '../broker/held-state.js';
@@ -126,7 +128,12 @@ export interface SessionOptions {
   onInitialize?: (capabilities: ClientCapabilities) => void;
   /** Extra capabilities (the broker's experimental ones). */
   experimental?: Gateway['experimental'];
+  /** Modern only: plain `tools/call` requests take the direct lane (`wire/direct-modern-call.ts`; stdio); default false. */
+  directLane?: boolean;
 }
+
+/** This server's identity, in `initialize`, `server/discover` and every modern result's `_meta`. */
+const SERVER_INFO = { name: 'mcp-broker', version: VERSION };
 
 /** Merged `experimental` capabilities; undefined when there are none. */
 function experimentalOf(...sources: (Gateway['experimental'] | undefined)[]): Gateway['experimental'] | undefined {
@@ -199,6 +206,8 @@ export class DownstreamSession {
   /** The 2025-11-25 task ids this session was handed (task-augmented calls), until each settles. */
   private readonly givenTasks = new Set<string>();
   private readonly detach: () => void;
+  /** The modern `tools/call` direct lane, once connected with `directLane`. */
+  private lane?: ModernDirectLane;
 
   constructor(
     private readonly gateway: Gateway,
@@ -211,7 +220,7 @@ export class DownstreamSession {
     // Modern: tasks are the extension (`io.modelcontextprotocol/tasks`), not the 2025-11-25 `tasks` capability.
     const { tasks: legacyTasks, ...shared } = SERVER_CAPABILITIES;
     this.server = new Server(
-      { name: 'mcp-broker', version: VERSION },
+      SERVER_INFO,
       {
         // The gateway's experimental capabilities (builtins: `mcp-broker/reconnect`), then the transport's.
         capabilities: {
@@ -284,13 +293,18 @@ export class DownstreamSession {
 
   /**
    * The broker's wrappers on a connected transport: error messages without the SDK prefix, the
-   * `tools/call` direct lane (legacy only: a modern call goes through the SDK, which owns its
-   * envelope and result stamping), duplicate request ids refused, and closing the instance ends
+   * `tools/call` direct lane (legacy: `wire/direct-tools-call.ts`; modern with `directLane`:
+   * `wire/direct-modern-call.ts`, which answers only what it can answer as the SDK would and hands
+   * the rest to the SDK), duplicate request ids refused, and closing the instance ends
    * the session.
    */
   private wrapTransport(transport: Transport): void {
     unprefixErrors(transport);
     if (this.era === 'legacy') routeToolsCallDirectly(this.server, transport, (params, extra) => this.callTool(params, extra));
+    else if (this.options.directLane) {
+      const logging = SERVER_CAPABILITIES.logging !== undefined;
+      this.lane = routeModernToolsCallDirectly(this.server, transport, (params, extra, ctx) => this.callTool(params, extra, ctx), { serverInfo: SERVER_INFO, logging });
+    }
     guardRequestIds(transport, {
       onInitialize: (caps) => this.options.onInitialize?.(caps),
     });
@@ -484,7 +498,7 @@ export class DownstreamSession {
     let missing: string | undefined;
     // Modern: the call may outlive this request (its upstream asks for input): its own signal, and
     // progress to whichever request is following it now.
-    const held = modern ? this.newHeldCall(target.server) : undefined;
+    const held = modern ? this.newHeldCall(target.server, extra) : undefined;
     let notify = extra.sendNotification;
     try {
       const answer = gw.broker.call(
@@ -509,7 +523,7 @@ export class DownstreamSession {
             {
               declared: caller.clientCapabilities,
               onMissing: (capability) => (missing ??= capability),
-              hold: held && ((request, signal) => (upstreamTask?.asked ? upstreamTask.asked(request, signal) : held.call.hold(request, signal))),
+              hold: held && ((request, signal) => (upstreamTask?.asked ? upstreamTask.asked(request, signal) : held.hold(request, signal))),
             },
           ),
           onUpstreamTask: upstreamTask?.started,
@@ -538,9 +552,8 @@ export class DownstreamSession {
       };
       if (!held) return finish(await answer);
       const settled = answer.then(finish);
-      held.call.attach(settled);
       held.follow(extra.signal);
-      const event = await (upstreamTask ? Promise.race([held.call.next(), upstreamTask.begun]) : held.call.next());
+      const event = await (upstreamTask ? Promise.race([held.first(settled), upstreamTask.begun]) : held.first(settled));
       if (event.kind === 'task') {
         // The upstream answered with a task: the call is the broker task's now, not this request's.
         held.follow(undefined);
@@ -602,28 +615,67 @@ export class DownstreamSession {
     return hook;
   }
 
-  /** A held call's own abort controller, which follows one request's signal at a time (the caller's, then each retry's). */
-  private newHeldCall(server: string) {
-    const controller = new AbortController();
-    const abort = (reason: unknown) => controller.abort(reason);
+  /**
+   * A modern call's held state, allocated only as far as it is used: the call's own abort
+   * controller, which follows one request's signal at a time (the caller's, then each retry's),
+   * is the direct lane's when the lane owns the request's signal (`extra.abort`: nothing else
+   * aborts it once the request is answered); the {@link HeldCall} is made when the upstream
+   * first asks. A call that is never asked allocates neither.
+   */
+  private newHeldCall(server: string, extra: Pick<DirectCallExtra, 'signal'> & Partial<Pick<DirectCallExtra, 'abort'>>) {
+    const own = extra.abort ? undefined : new AbortController();
+    const signal = own?.signal ?? extra.signal;
+    const abort = own ? (reason: unknown) => own.abort(reason) : extra.abort!;
     let detach = () => {};
+    let call: HeldCall | undefined;
+    let onAsk: (() => void) | undefined;
+    const { clock } = this.gateway;
+    const boundMs = this.gateway.config.policy.askTimeoutMs;
     const state = {
-      call: new HeldCall({ server, clock: this.gateway.clock, boundMs: this.gateway.config.policy.askTimeoutMs, abort }),
-      signal: controller.signal,
+      signal,
       abort,
       onJoin: undefined as ((joiner: Pick<DirectCallExtra, 'signal' | 'sendNotification'>) => void) | undefined,
+      /** The held call, made on first use. */
+      get call(): HeldCall {
+        if (!call) {
+          call = new HeldCall({ server, clock, boundMs, abort });
+          joiners.set(call, { join: (joiner) => state.onJoin?.(joiner), leave: () => state.follow(undefined) });
+        }
+        return call;
+      },
+      /** Holds an upstream request (`HeldCall.hold`), waking {@link first}. */
+      hold: (request: Parameters<HeldCall['hold']>[0], upstreamSignal: AbortSignal) => {
+        const answered = state.call.hold(request, upstreamSignal);
+        onAsk?.();
+        return answered;
+      },
+      /** The call's first event: its end (`settled`), or the upstream's first request. */
+      first: (settled: Promise<unknown>): Promise<HeldEvent> =>
+        new Promise<HeldEvent>((resolve) => {
+          settled.then(
+            (value) => resolve({ kind: 'done', ok: true, value }),
+            (err: unknown) => resolve({ kind: 'done', ok: false, err }),
+          );
+          // Once: later requests are the held call's to hand on (HeldCall.next), not this wait's.
+          onAsk = () => {
+            onAsk = undefined;
+            state.call.attach(settled);
+            resolve(state.call.next());
+          };
+          if (call) onAsk();
+        }),
       /** Cancels the call when `signal` aborts (the request following it closed its stream); undefined: none follows. */
-      follow: (signal: AbortSignal | undefined) => {
+      follow: (following: AbortSignal | undefined) => {
         detach();
         detach = () => {};
-        if (!signal) return;
-        const onAbort = () => abort(signal.reason ?? new Error('cancelled by the client'));
-        if (signal.aborted) return onAbort();
-        signal.addEventListener('abort', onAbort, { once: true });
-        detach = () => signal.removeEventListener('abort', onAbort);
+        // The lane's own signal is the call's: following it is being it.
+        if (!following || following === signal) return;
+        const onAbort = () => abort(following.reason ?? new Error('cancelled by the client'));
+        if (following.aborted) return onAbort();
+        following.addEventListener('abort', onAbort, { once: true });
+        detach = () => following.removeEventListener('abort', onAbort);
       },
     };
-    joiners.set(state.call, { join: (joiner) => state.onJoin?.(joiner), leave: () => state.follow(undefined) });
     return state;
   }
 
@@ -713,7 +765,14 @@ export class DownstreamSession {
     // Legacy: task-augmented calls and `tasks/*` (2025-11-25) are served here too (legacy-tasks.ts).
     const tasks = new LegacyTasks({ tasks: gw.tasks, resolve: (name) => gw.router.resolve(name), upstreamTasks: (target) => this.upstreamTasks(target), given: (id) => this.givenTasks.add(id) }, this.principal);
     if (this.era === 'modern') {
-      server.setRequestHandler('tools/call', (req, ctx) => this.callTool(req.params, extraOf(ctx), ctx) as never);
+      server.setRequestHandler('tools/call', (req, ctx) => {
+        // A call the direct lane ran and handed back is answered from its outcome; an envelope
+        // the SDK accepted here lets the lane take the next calls that carry it.
+        const replay = this.lane?.takeReplay(ctx.mcpReq.id);
+        if (replay) return (replay.ok ? Promise.resolve(replay.value) : Promise.reject(replay.err)) as never;
+        this.lane?.learn(ctx.mcpReq.envelope as Record<string, unknown> | undefined);
+        return this.callTool(req.params, extraOf(ctx), ctx) as never;
+      });
       this.installModernTasks();
     } else {
       server.fallbackRequestHandler = async (request: JSONRPCRequest, ctx: ServerContext) => {

@@ -65,6 +65,7 @@ export async function serveStdio(
         principal: 'local',
         era,
         experimental: options.experimental,
+        directLane: true,
         onInitialize: (capabilities) => start(capabilities),
       });
       return current.server;

@@ -12,7 +12,11 @@
  * 2. **The downstream lane** (`direct-tools-call.ts`): a well-formed `tools/call` of a legacy
  *    session is taken off the transport and handed to the session's handler; anything else
  *    (a task-augmented call, odd params, an id already in flight, every other method) goes to
- *    the SDK `Server` unchanged. A modern (2026-07-28) call always goes through the SDK.
+ *    the SDK `Server` unchanged. A modern (2026-07-28) call on stdio takes its own lane
+ *    (`direct-modern-call.ts`) when its params are plain and its envelope is one the SDK accepted
+ *    on the connection; the lane answers what it can answer as the SDK would (plain results,
+ *    errors) and hands any other outcome to the SDK with the request. Over HTTP a modern call
+ *    goes through the SDK.
  * 3. **The upstream lane** (`direct-calls.ts`): the broker path sends the call upstream with an
  *    id of its own (`mcp-broker:N`) and takes its answer off the transport before the SDK
  *    `Client` sees it; everything else stays with the `Client`. To a Streamable HTTP upstream,
@@ -31,4 +35,5 @@ export { encodeMessage, knownJsonBytes, messageIdFromEnds, parseResponseLine, RA
 export { DIRECT_ID_PREFIX, DirectCalls } from './direct-calls.js';
 export { callStreamLogFetch, logEventFilter, type ArrivedNotification, type CallStreamLogSinks } from './call-stream-logs.js';
 export { routeToolsCallDirectly, type DirectCallExtra, type DirectCallHandler, type DirectCallParams } from './direct-tools-call.js';
+export { routeModernToolsCallDirectly, type LaneReplay, type ModernCallHandler, type ModernDirectLane, type ModernLaneOptions } from './direct-modern-call.js';
 export { OutputPressure, stdoutPressure } from './output-pressure.js';
