@@ -51,7 +51,7 @@ import { unprefixErrors } from './error-prefix.js';
 import { visibleTools } from '../broker/visible-tools.js';
 import { openRelay, relayInputRequired, type RelayBinding } from '../broker/relay-input.js';
 import type { PrimitiveRequest } from '../broker/primitive-judge.js';
-import type { CallerSession } from '../broker/types.js';
+import type { CallerSession, ToolTarget } from '../broker/types.js';
 import type { TaskRow } from '../store/store.js';
 import { isTerminal } from '../tasks/status.js';
 import { VERSION, type Gateway } from '../gateway.js';
@@ -65,7 +65,7 @@ import { routeToolsCallDirectly, type DirectCallExtra } from '../wire/direct-too
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
 import { isHeldState, type HeldBinding } from '../broker/held-state.js';
-import { HeldCall, heldCallsOf, heldInputRequired, heldRefusal, type HeldEvent } from './held-calls.js';
+import { HeldCall, heldCallsOf, heldInputRequired, type HeldEvent } from './held-calls.js';
 import { LEGACY_TASK_METHODS, LegacyTasks, TASKS_CAPABILITY, withTaskSupport } from './legacy-tasks.js';
 import { declaresTasks, ModernTasks, TASKS_EXTENSION, tasksExtensionRequired } from './modern-tasks.js';
 
@@ -463,7 +463,7 @@ export class DownstreamSession {
     const caller = this.callerOf(ctx, sent, extra);
     const modern = this.era === 'modern' && ctx !== undefined;
     // A retry carrying a held-request state joins the call in flight (held-calls.ts); it never runs the tool again.
-    if (modern && isHeldState(caller.requestState)) return this.joinHeld(name, args ?? {}, caller, extra);
+    if (modern && isHeldState(caller.requestState)) return this.joinHeld(name, args ?? {}, caller, extra, target);
     // Modern: the request's own tag routes the call's upstream logs back to it.
     const owner = modern ? `request:${++modernRequests}` : this.sessionId;
     if (modern && owner) this.requests.set(owner, ctx);
@@ -583,38 +583,41 @@ export class DownstreamSession {
    * A modern retry with a held-request state: checked (seal, expiry, principal, tool, arguments,
    * the call still held in this process, the round not answered yet), then the held upstream
    * request is answered with the caller's `inputResponses` entry and the retry follows the call:
-   * its result, or the next `input_required`. A refused retry answers nothing and is told why
-   * (`denied`); a valid state without the answer is handed the same request again.
+   * its result, or the next `input_required`. A refused retry answers nothing, is told why and
+   * leaves a record (fail closed: {@link refuseHeld}); a valid state without the answer is handed
+   * the same request again.
    */
   private async joinHeld(
     name: string,
     args: Record<string, unknown>,
     caller: CallerSession,
     extra: Pick<DirectCallExtra, 'signal' | 'sendNotification'>,
+    target: ToolTarget,
   ): Promise<unknown> {
     const gw = this.gateway;
     const table = heldCallsOf(gw, gw.sealedStates);
     const binding: HeldBinding = { principal: this.principal, tool: name, args };
+    const refused = (reason: string) => this.refuseHeld({ name, args, signal: extra.signal }, caller, target, reason);
     const opened = await table.states.open(caller.requestState!, binding);
     if (!opened.ok) {
       gw.logger.warn({ tool: name, principal: this.principal, why: opened.why }, 'retry with a held-request state refused');
-      return heldRefusal(`${opened.reason}; the held request was not answered`);
+      return refused(`${opened.reason}; the held request was not answered`);
     }
     const call = table.get(opened.claim.heldId);
     if (!call || call.isDone) {
-      return heldRefusal(
+      return refused(
         'the call this requestState belongs to is not held by this broker process (it ended, or was held by another broker process: a retry must reach the process that answered input_required)',
       );
     }
     const now = call.held();
-    if (!now || now.round !== opened.claim.round) return heldRefusal('the input request this requestState belongs to was answered already; the retry did not answer anything');
+    if (!now || now.round !== opened.claim.round) return refused('the input request this requestState belongs to was answered already; the retry did not answer anything');
     const response = caller.inputResponses?.[now.key] as Record<string, unknown> | undefined;
     if (response === undefined) {
       // MRTR: re-request what is missing.
       const again = await call.next(true);
       if (again.kind === 'asked') return this.askHeld(call, again, binding);
     } else if (!call.answer(now.round, response)) {
-      return heldRefusal('the input request this requestState belongs to was answered already; the retry did not answer anything');
+      return refused('the input request this requestState belongs to was answered already; the retry did not answer anything');
     }
     const follower = joiners.get(call);
     follower?.join(extra);
@@ -626,6 +629,16 @@ export class DownstreamSession {
     }
     if (event.ok) return event.value;
     throw event.err;
+  }
+
+  /**
+   * A refused held retry, through the broker path so it is judged and leaves its record like any
+   * refused state: outcome `invalid_arguments` with `reason`, 0 attempts, nothing sent (the relay
+   * stage refuses it: broker/relay-input.ts). Answered with the refusal result.
+   */
+  private async refuseHeld(request: { name: string; args: Record<string, unknown>; signal: AbortSignal }, caller: CallerSession, target: ToolTarget, reason: string): Promise<unknown> {
+    const answer = await this.gateway.broker.call({ ...request, heldStateRefused: reason }, caller, target);
+    return answer.result;
   }
 
   private installHandlers(): void {
