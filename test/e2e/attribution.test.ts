@@ -31,7 +31,8 @@ const sampled = (text: string) => ({ role: 'assistant' as const, content: { type
 /** Resolves once `promise` settled, whichever way. */
 const settled = (promise: Promise<unknown>) => promise.then(() => undefined, () => undefined);
 
-const servers = { everything: { command: 'node', args: [npmServer('server-everything'), 'stdio'] } };
+/** `echo`'s own deadline is short: a call of it waiting its turn ends before the caller holding the gate is done. */
+const servers = { everything: { command: 'node', args: [npmServer('server-everything'), 'stdio'], tools: { echo: { timeoutMs: 1500 } } } };
 
 describe('sampling of a stdio upstream with two principals in flight (HTTP)', () => {
   let broker: HttpBroker;
@@ -85,6 +86,27 @@ describe('sampling of a stdio upstream with two principals in flight (HTTP)', ()
       ['alice', 'ok'],
       ['bob', 'ok'],
     ]);
+  });
+
+  it("a call waiting its turn ends at its own deadline: timeout, nothing sent, recorded; the holder's call goes on", async () => {
+    const alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN, capabilities: { sampling: {} } });
+    const bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN, capabilities: { sampling: {} } });
+    closers.push(alice.close, bob.close);
+    let bobCall: Promise<unknown> | undefined;
+    alice.client.setRequestHandler('sampling/createMessage', async () => {
+      // Bob's call (no sampling of its own) is made while Alice's request is open; she answers once it has ended.
+      bobCall = bob.client.callTool({ name: 'everything__echo', arguments: { message: 'waiting' } });
+      await settled(bobCall);
+      return sampled('alice answers');
+    });
+    const aliceResult = (await alice.client.callTool({ name: TOOL, arguments: { prompt: 'slow alice' } })) as CallToolResult;
+    expect(textOf(aliceResult)).toContain('alice answers');
+    const bobResult = (await bobCall) as CallToolResult;
+    expect(bobResult.isError).toBe(true);
+    expect(bobResult._meta?.['mcp-broker/outcome']).toBe('timeout');
+    const record = broker.records().find((r) => r.name === 'everything__echo');
+    expect(record).toMatchObject({ principal: 'bob', outcome: 'timeout', attempts: 0 });
+    expect(record!.reason).toContain('nothing was sent');
   });
 
   it('two 2026-07-28 requests of two principals: each is answered input_required for its own request, and each retry completes', async () => {
