@@ -15,7 +15,7 @@ import { rmSync } from 'node:fs';
 import { Client, isInputRequiredResult, StreamableHTTPClientTransport, type CallToolResult, type InputRequiredResult } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI, npmServer, readNdjson, waitFor, writeConfig, type RecordLine } from './helpers.js';
+import { CLI, fixture, nodeServer, npmServer, readNdjson, startBroker, waitFor, writeConfig, type RecordLine, type StartedBroker } from './helpers.js';
 import { connectHttp, startHttpBroker, type HttpBroker } from '../transports/harness.js';
 
 const TOKENS = { ALICE_TOKEN: 'alice-token-0123456789abcdef', BOB_TOKEN: 'bob-token-0123456789abcdef00' };
@@ -200,5 +200,28 @@ describe('sampling of a stdio upstream, one 2026-07-28 client with two calls in 
     expect(seen).toEqual(['Resource trigger-sampling-request context: first', 'Resource trigger-sampling-request context: second']);
     const records = readNdjson<RecordLine>(recordsPath).filter((r) => r.name === TOOL);
     expect(records.map((r) => r.outcome)).toEqual(['ok', 'ok']);
+  });
+});
+
+describe("a stdio upstream's sampling during a legacy caller's prompts/get and resources/read (stdio)", () => {
+  let broker: StartedBroker;
+  const seen: string[] = [];
+
+  beforeAll(async () => {
+    broker = await startBroker({ servers: { ask: nodeServer(fixture('asking-prompt.mjs')) }, capabilities: { sampling: {} } });
+    broker.client.setRequestHandler('sampling/createMessage', async (request) => {
+      const prompt = promptOf(request.params);
+      seen.push(prompt);
+      return sampled(`answer to ${prompt}`);
+    });
+  });
+  afterAll(async () => broker?.close());
+
+  it('each request reaches the session that made it, on its own route', async () => {
+    const prompt = await broker.client.getPrompt({ name: 'ask__ask', arguments: { topic: 'tea' } });
+    expect((prompt.messages[0]!.content as { text: string }).text).toBe('prompt: answer to prompt about tea');
+    const read = await broker.client.readResource({ uri: 'ask://doc' });
+    expect((read.contents[0] as { text: string }).text).toBe('read: answer to read ask://doc');
+    expect(seen).toEqual(['prompt about tea', 'read ask://doc']);
   });
 });
