@@ -463,7 +463,10 @@ export class DownstreamSession {
     const caller = this.callerOf(ctx, sent, extra);
     const modern = this.era === 'modern' && ctx !== undefined;
     // A retry carrying a held-request state joins the call in flight (held-calls.ts); it never runs the tool again.
-    if (modern && isHeldState(caller.requestState)) return this.joinHeld(name, args ?? {}, caller, extra, target);
+    if (modern && isHeldState(caller.requestState)) {
+      const request = { name, args: args ?? {}, signal: extra.signal };
+      return this.joinHeld({ principal: this.principal, tool: name, args: request.args }, caller, extra, (reason) => this.refuseHeld(request, caller, target, reason));
+    }
     // Modern: the request's own tag routes the call's upstream logs back to it.
     const owner = modern ? `request:${++modernRequests}` : this.sessionId;
     if (modern && owner) this.requests.set(owner, ctx);
@@ -588,19 +591,16 @@ export class DownstreamSession {
    * the same request again.
    */
   private async joinHeld(
-    name: string,
-    args: Record<string, unknown>,
+    binding: HeldBinding,
     caller: CallerSession,
     extra: Pick<DirectCallExtra, 'signal' | 'sendNotification'>,
-    target: ToolTarget,
+    refused: (reason: string) => Promise<unknown>,
   ): Promise<unknown> {
     const gw = this.gateway;
     const table = heldCallsOf(gw, gw.sealedStates);
-    const binding: HeldBinding = { principal: this.principal, tool: name, args };
-    const refused = (reason: string) => this.refuseHeld({ name, args, signal: extra.signal }, caller, target, reason);
     const opened = await table.states.open(caller.requestState!, binding);
     if (!opened.ok) {
-      gw.logger.warn({ tool: name, principal: this.principal, why: opened.why }, 'retry with a held-request state refused');
+      gw.logger.warn({ tool: binding.tool, principal: this.principal, why: opened.why }, 'retry with a held-request state refused');
       return refused(`${opened.reason}; the held request was not answered`);
     }
     const call = table.get(opened.claim.heldId);
@@ -838,6 +838,8 @@ export class DownstreamSession {
             args: method === 'prompts/get' ? (params.arguments ?? {}) : {},
           }
         : undefined;
+    // A 2025-11-25 upstream asks through live requests: held and answered to this request as `input_required`.
+    if (binding && caller && gw.registry.upstream(server)?.era === 'legacy') return this.forwardHeld(server, method, sent, caller, extra, binding) as never;
     const opening = binding && caller ? await openRelay(gw.sealedStates, caller, binding) : undefined;
     if (opening?.kind === 'refused') throw new ProtocolError(ProtocolErrorCode.InvalidParams, opening.reason);
     const result = await gw.registry.request(server, method, sent, {
@@ -854,6 +856,70 @@ export class DownstreamSession {
       return ownedByUs(relayed) as never;
     }
     return (modern ? ownedByUs(result) : result) as never;
+  }
+
+  /**
+   * A modern caller's `prompts/get` or `resources/read` to a 2025-11-25 upstream: as a `tools/call`
+   * (held-calls.ts), the upstream's sampling, elicitation or roots request during it is held and
+   * answered to this request as `input_required` (its state bound to the method, upstream, prompt
+   * name or URI and arguments), and the retry answers it and gets the result (or the next
+   * question). A refused retry is -32602, as a refused relay state; a capability the request did
+   * not declare is -32021. Each round is judged and recorded by the caller (`guarded`).
+   */
+  private async forwardHeld(
+    server: string,
+    method: string,
+    params: Record<string, unknown>,
+    caller: CallerSession,
+    extra: Pick<DirectCallExtra, 'signal' | 'sendNotification'>,
+    relay: RelayBinding,
+  ): Promise<unknown> {
+    const gw = this.gateway;
+    const binding: HeldBinding = { principal: caller.principal, tool: `${method}:${server}/${relay.target}`, args: relay.args };
+    if (isHeldState(caller.requestState)) {
+      return this.joinHeld(binding, caller, extra, async (reason) => {
+        throw new ProtocolError(ProtocolErrorCode.InvalidParams, reason);
+      });
+    }
+    let missing: string | undefined;
+    const checked = () => {
+      if (missing === undefined) return;
+      throw new MissingRequiredClientCapabilityError({ requiredCapabilities: { [missing]: {} } }, `the ${method} needs the client capability "${missing}", which this request did not declare`);
+    };
+    const held = this.newHeldCall(server);
+    const unused: ServerRequestHandler = async (request) => {
+      throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client speaks MCP 2026-07-28, which has no server-to-client "${request.method}" request`);
+    };
+    const route = this.serverRequestRoute(unused, null, {
+      declared: caller.clientCapabilities,
+      onMissing: (capability) => (missing ??= capability),
+      hold: (request, signal) => held.call.hold(request, signal),
+    });
+    const settled = gw.registry
+      .request(server, method, params, {
+        signal: held.signal,
+        timeoutMs: gw.config.broker.timeoutMs,
+        caller: { clientCapabilities: caller.clientCapabilities, logLevel: caller.logLevel },
+        onServerRequest: route,
+      })
+      .then(
+        (result) => (checked(), ownedByUs(result)),
+        (err: unknown) => {
+          checked();
+          throw err;
+        },
+      );
+    held.call.attach(settled);
+    held.follow(extra.signal);
+    const event = await held.call.next();
+    if (event.kind === 'done') {
+      if (event.ok) return event.value;
+      throw event.err;
+    }
+    held.follow(undefined);
+    heldCallsOf(gw, gw.sealedStates).park(held.call, settled);
+    held.onJoin = (joiner) => held.follow(joiner.signal);
+    return this.askHeld(held.call, event, binding);
   }
 }
 

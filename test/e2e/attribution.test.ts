@@ -12,6 +12,7 @@
  * (debug), or, where it is not made to wait, on its own answer.
  */
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { Client, isInputRequiredResult, StreamableHTTPClientTransport, type CallToolResult, type InputRequiredResult } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -223,5 +224,57 @@ describe("a stdio upstream's sampling during a legacy caller's prompts/get and r
     const read = await broker.client.readResource({ uri: 'ask://doc' });
     expect((read.contents[0] as { text: string }).text).toBe('read: answer to read ask://doc');
     expect(seen).toEqual(['prompt about tea', 'read ask://doc']);
+  });
+});
+
+describe("a stdio upstream's sampling during a 2026-07-28 caller's prompts/get and resources/read (stdio)", () => {
+  const clients: Client[] = [];
+  const dirs: string[] = [];
+  let recordsPath = '';
+
+  afterAll(async () => {
+    for (const c of clients) await c.close().catch(() => undefined);
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  /** A broker of its own (its own records) and a modern client of it. */
+  async function modernClient(autoFulfill: boolean) {
+    const { dir, recordsPath: records } = writeConfig({ ask: nodeServer(fixture('asking-prompt.mjs')) });
+    dirs.push(dir);
+    recordsPath = records;
+    const client = new Client(
+      { name: 'held-primitives', version: '1.0.0' },
+      { versionNegotiation: { mode: 'auto' }, capabilities: { sampling: {} }, ...(autoFulfill ? {} : { inputRequired: { autoFulfill: false } }) },
+    );
+    client.setRequestHandler('sampling/createMessage', async (request) => sampled(`driver on ${promptOf(request.params)}`));
+    await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, '--config', join(dir, 'servers.json')], cwd: dir, stderr: 'ignore' }), { timeout: 20_000 });
+    clients.push(client);
+    expect(client.getProtocolEra()).toBe('modern');
+    return client;
+  }
+
+  it("is answered input_required to that request; the SDK client's driver retries and gets the prompt and the read", async () => {
+    const client = await modernClient(true);
+    const prompt = await client.getPrompt({ name: 'ask__ask', arguments: { topic: 'tea' } });
+    expect((prompt.messages[0]!.content as { text: string }).text).toBe('prompt: driver on prompt about tea');
+    const read = await client.readResource({ uri: 'ask://doc' });
+    expect((read.contents[0] as { text: string }).text).toBe('read: driver on read ask://doc');
+  });
+
+  it('by hand: the input request is the upstream\'s; a tampered state is -32602 and recorded; the valid retry gets the prompt', async () => {
+    const client = await modernClient(false);
+    const get = (extra: Record<string, unknown> = {}) =>
+      client.request({ method: 'prompts/get', params: { name: 'ask__ask', arguments: { topic: 'coffee' }, ...extra } }, { allowInputRequired: true }) as Promise<Record<string, unknown>>;
+    const first = (await get()) as InputRequiredResult;
+    expect(isInputRequiredResult(first)).toBe(true);
+    expect(Object.keys(first.inputRequests!)).toEqual(['ask/1']);
+    expect(promptOf(first.inputRequests!['ask/1']!.params)).toBe('prompt about coffee');
+    const answer = { 'ask/1': sampled('by hand') };
+    const tampered = await get({ inputResponses: answer, requestState: `${first.requestState!.slice(0, -4)}AAAA` }).then(() => undefined, (e: { code?: number }) => e);
+    expect(tampered?.code).toBe(-32602);
+    const done = (await get({ inputResponses: answer, requestState: first.requestState })) as { messages: { content: { text: string } }[] };
+    expect(done.messages[0]!.content.text).toBe('prompt: by hand');
+    const records = readNdjson<RecordLine>(recordsPath).filter((r) => r.kind === 'prompt' && (r.args as { topic?: string }).topic === 'coffee');
+    expect(records.map((r) => r.outcome)).toEqual(['ok', 'invalid_arguments', 'ok']);
   });
 });
