@@ -28,9 +28,10 @@
  *   `subscriptions/listen`. Here each request is its own caller: the capabilities of its
  *   envelope, the unit its `_meta` names (`unit.ts`), logs only as its envelope's `logLevel`
  *   asks, and no server-to-client requests: a legacy upstream's sampling, elicitation or roots
- *   request during a `tools/call` is held and answered to the call as `input_required`; the
- *   client's retry answers it and joins the call in flight (`held-calls.ts`). Undeclared
- *   capability: refused upstream, the call answered -32021; during other requests: refused -32601. An upstream's `ttlMs`, `cacheScope` or `serverInfo` in
+ *   request during a `tools/call`, `prompts/get` or `resources/read` is held and answered to that
+ *   request as `input_required`; the client's retry answers it and joins the request in flight
+ *   (`held-calls.ts`). Undeclared capability: refused upstream, the request answered -32021;
+ *   during a completion: refused -32601. An upstream's `ttlMs`, `cacheScope` or `serverInfo` in
  *   a forwarded result is dropped, so ours apply. `tools/list` is sorted by name.
  */
 import { ElicitResultSchema, LoggingLevelSchema } from '@modelcontextprotocol/core';
