@@ -12,7 +12,12 @@
  *   {@link OwnerGate.enter} rejects with the signal's reason; nothing was let through for it.
  *
  * The gate knows nothing of time: each caller bounds its own wait with its signal (the call's
- * deadline, a cancel, shutdown). Owned by one `McpUpstream`; a new one per dial.
+ * deadline, a cancel, shutdown). Owned by one `McpUpstream`, for all its dials.
+ *
+ * As p-limit warns of its slots: a holder that waits for a call of its own made after another
+ * owner queued (say, a client that answers the upstream's sampling request only once another call
+ * it made to the same upstream has answered) waits until that call's deadline; the gate does not
+ * let a holder's new call overtake a waiting owner.
  */
 
 /** Ends one call's turn at the gate; calling it again does nothing. */
