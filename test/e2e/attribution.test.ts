@@ -35,13 +35,14 @@ const settled = (promise: Promise<unknown>) => promise.then(() => undefined, () 
 /** `echo`'s own deadline is short: a call of it waiting its turn ends before the caller holding the gate is done. */
 const servers = { everything: { command: 'node', args: [npmServer('server-everything'), 'stdio'], tools: { echo: { timeoutMs: 1500 } } } };
 
-describe('sampling of a stdio upstream with two principals in flight (HTTP)', () => {
+describe('sampling and elicitation of a stdio upstream with two principals in flight (HTTP)', () => {
   let broker: HttpBroker;
   const closers: (() => Promise<unknown>)[] = [];
 
   beforeAll(async () => {
     broker = await startHttpBroker({
-      servers,
+      // And a 2025-11-25 fixture whose test_elicitation asks the message it was given.
+      servers: { ...servers, conf: nodeServer(fixture('conformance-server.mjs'), { args: [fixture('conformance-server.mjs'), '--legacy'] }) },
       extra: {
         principals: { alice: { token: '${env:ALICE_TOKEN}' }, bob: { token: '${env:BOB_TOKEN}' } },
         http: { clientCapabilities: { sampling: {}, elicitation: {}, roots: {} } },
@@ -87,6 +88,29 @@ describe('sampling of a stdio upstream with two principals in flight (HTTP)', ()
       ['alice', 'ok'],
       ['bob', 'ok'],
     ]);
+  });
+
+  it('two legacy sessions: each gets exactly its own elicitation and its own result', async () => {
+    const alice = await connectHttp(broker.url, 'sse', { token: TOKENS.ALICE_TOKEN, capabilities: { elicitation: { form: {} } } });
+    const bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN, capabilities: { elicitation: { form: {} } } });
+    closers.push(alice.close, bob.close);
+    const seen: Record<string, string[]> = { alice: [], bob: [] };
+    const before = waits();
+    let bobCall: Promise<unknown> | undefined;
+    alice.client.setRequestHandler('elicitation/create', async (request) => {
+      seen.alice!.push(String(request.params.message));
+      bobCall = bob.client.callTool({ name: 'conf__test_elicitation', arguments: { message: 'for bob' } });
+      await Promise.race([waitFor(() => waits() > before, 'bob to wait his turn'), settled(bobCall)]);
+      return { action: 'accept', content: { response: 'alice says yes' } };
+    });
+    bob.client.setRequestHandler('elicitation/create', async (request) => {
+      seen.bob!.push(String(request.params.message));
+      return { action: 'accept', content: { response: 'bob says yes' } };
+    });
+    const aliceResult = await alice.client.callTool({ name: 'conf__test_elicitation', arguments: { message: 'for alice' } });
+    expect(textOf(aliceResult)).toContain('alice says yes');
+    expect(textOf(await bobCall)).toContain('bob says yes');
+    expect(seen).toEqual({ alice: ['for alice'], bob: ['for bob'] });
   });
 
   it("a call waiting its turn ends at its own deadline: timeout, nothing sent, recorded; the holder's call goes on", async () => {
