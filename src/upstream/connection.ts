@@ -394,9 +394,10 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     // A caller's prompt, resource or completion: its route and its turn at the gate, as a tools/call's.
     const routeId = ++this.routeSeq;
     const owner = ownerOf(options.onServerRequest, routeId);
-    let release = this.gated() ? this.gate.tryEnter(owner) : undefined;
+    const gated = this.gated();
+    let release = gated ? this.gate.tryEnter(owner) : undefined;
     let sent = options;
-    if (this.gated() && !release) {
+    if (gated && !release) {
       // The wait counts inside the request's own bound.
       const started = this.options.clock.now();
       const bound = AbortSignal.timeout(options.timeoutMs);
