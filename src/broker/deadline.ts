@@ -90,7 +90,9 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
       if (signal.aborted && ((call.outcome !== 'ok' && call.outcome !== 'tool_error') || call.endedAs !== undefined)) {
         const reason = signal.reason ?? new Error('cancelled by the client');
         const after = call.endedAs !== undefined ? `; ${call.endedAs}` : '';
-        if (reason instanceof DeadlineExceeded) refuse(call, 'timeout', `${reason.message}; the upstream request was cancelled${after}`);
+        // No attempt sent: the deadline passed before (a call waiting its turn at an upstream's owner gate).
+        const cancelled = call.attempts > 0 ? 'the upstream request was cancelled' : 'nothing was sent';
+        if (reason instanceof DeadlineExceeded) refuse(call, 'timeout', `${reason.message}; ${cancelled}${after}`);
         else refuse(call, 'cancelled', `${reason instanceof ShuttingDown ? reason.message : 'cancelled by the client'}${after}`);
       }
     },

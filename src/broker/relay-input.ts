@@ -29,7 +29,9 @@
  * upstream answered and reported no failure; DESIGN.md's closed outcome set has no other fitting
  * entry) with `resultType: "input_required"` in its record. A refused state is outcome
  * `invalid_arguments` (status 400; nothing sent) and the caller gets JSON-RPC -32602, as the spec
- * says a server rejects state that fails verification.
+ * says a server rejects state that fails verification. A refused held-request state
+ * (`CallRequest.heldStateRefused`, transports/held-calls.ts) is recorded the same way here, and
+ * answered with the refusal result.
  */
 import { randomUUID } from 'node:crypto';
 import type { InputRequiredResult } from '@modelcontextprotocol/server';
@@ -153,6 +155,8 @@ export function relayStage(deps: RelayDeps): Stage {
   return {
     name: 'relay',
     async run(call, next) {
+      // A refused held retry (transports/held-calls.ts), of whatever tool: refused and recorded as any refused state.
+      if (call.request.heldStateRefused !== undefined) return refuse(call, 'invalid_arguments', call.request.heldStateRefused);
       const target = call.target;
       if (call.session.era !== 'modern' || !target || target.source !== 'upstream') return next();
       const binding = { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };

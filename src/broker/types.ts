@@ -36,6 +36,12 @@ export interface CallRequest extends RoutedRequest {
    * the invoke stage refuses it `invalid_arguments` with this reason; nothing is sent.
    */
   readonly invalidArguments?: string;
+  /**
+   * Why a modern caller's retry carrying a held-request state was refused (transports/held-calls.ts),
+   * as one line: the call is judged and recorded like any other, and the relay stage refuses it
+   * `invalid_arguments` with this reason, before budget and breaker; nothing is sent.
+   */
+  readonly heldStateRefused?: string;
 }
 
 /** The record written for every judged call (DESIGN.md "Contract"). */

@@ -8,7 +8,9 @@
  * principal, with `inputResponses` and that state) answers the held request and joins the call in
  * flight: it gets the call's result, or the next `input_required` when the upstream asks again.
  * The retry never runs the tool a second time and writes no record: the call writes its one
- * record when it ends.
+ * record when it ends. A refused retry (its state altered, expired, issued for another principal,
+ * tool or arguments, or for a round answered already) answers nothing and leaves a record of its
+ * own, as any refused state: `invalid_arguments`, 0 attempts (session.ts, broker/relay-input.ts).
  *
  * Bound: a held request waits at most `policy.askTimeoutMs` (src/config/schema.ts) for the
  * retry; the state expires then too. Past it the upstream's request is answered with an error
@@ -17,13 +19,12 @@
  *
  * Held calls live in the memory of one broker process (a table per gateway): a retry must reach
  * the process that answered `input_required`. Elsewhere its state still opens (the key is in the
- * shared store) but names no held call there, and the retry is refused `denied` with a reason
+ * shared store) but names no held call there, and the retry is refused (`invalid_arguments`) with a reason
  * that says so.
  */
 import { randomUUID } from 'node:crypto';
 import { ProtocolError, ProtocolErrorCode, type InputRequiredResult } from '@modelcontextprotocol/server';
 import { DeadlineExceeded } from '../broker/deadline.js';
-import { OUTCOME_META_KEY, CALL_ID_META_KEY } from '../broker/outcomes.js';
 import { HeldStates } from '../broker/held-state.js';
 import type { SealedStates } from '../broker/sealed-state.js';
 import type { Clock } from '../shared/clock.js';
@@ -207,13 +208,4 @@ export function heldCallsOf(owner: object, sealed: SealedStates): HeldCalls {
 /** The `input_required` answer handing `event`'s request to the caller under `requestState`. */
 export function heldInputRequired(event: HeldEvent & { kind: 'asked' }, requestState: string): InputRequiredResult {
   return { resultType: 'input_required', inputRequests: { [event.key]: event.request as never }, requestState } as InputRequiredResult;
-}
-
-/** A retry refused: a `CallToolResult` naming the outcome `denied` and why; the held call (if any) is untouched. */
-export function heldRefusal(reason: string, callId?: string): Record<string, unknown> {
-  return {
-    content: [{ type: 'text', text: `denied: ${reason}` }],
-    isError: true,
-    _meta: { [OUTCOME_META_KEY]: 'denied', ...(callId !== undefined && { [CALL_ID_META_KEY]: callId }) },
-  };
 }

@@ -10,9 +10,9 @@
  * offered `http.clientCapabilities` (default none) at start, not what one client declared. An
  * upstream request (sampling, elicitation, roots) during a call goes to the session that made
  * the call, only when that session declared the capability. A Streamable HTTP upstream's request
- * travels on its call's response stream and is attributed exactly; a stdio or SSE upstream's is
- * routed only when no other caller has a call in flight on that upstream (it cannot be attributed
- * otherwise). Toward a modern caller it is held and answered to the call as `input_required`
+ * travels on its call's response stream and is attributed exactly; a stdio or SSE upstream's
+ * carries no link to its call, so such an upstream offered these capabilities runs one caller's
+ * calls at a time and the request is that caller's (upstream/owner-gate.ts). Toward a modern caller it is held and answered to the call as `input_required`
  * (`held-calls.ts`); the held call lives in this process, so the retry must reach this process.
  */
 import { createServer, type Server, type ServerOptions } from 'node:http';

@@ -29,9 +29,10 @@
  *   (`wire/direct-modern-call.ts`: the same answers, without the SDK's dispatch). Here each request is its own caller: the capabilities of its
  *   envelope, the unit its `_meta` names (`unit.ts`), logs only as its envelope's `logLevel`
  *   asks, and no server-to-client requests: a legacy upstream's sampling, elicitation or roots
- *   request during a `tools/call` is held and answered to the call as `input_required`; the
- *   client's retry answers it and joins the call in flight (`held-calls.ts`). Undeclared
- *   capability: refused upstream, the call answered -32021; during other requests: refused -32601. An upstream's `ttlMs`, `cacheScope` or `serverInfo` in
+ *   request during a `tools/call`, `prompts/get` or `resources/read` is held and answered to that
+ *   request as `input_required`; the client's retry answers it and joins the request in flight
+ *   (`held-calls.ts`). Undeclared capability: refused upstream, the request answered -32021;
+ *   during a completion: refused -32601. An upstream's `ttlMs`, `cacheScope` or `serverInfo` in
  *   a forwarded result is dropped, so ours apply. `tools/list` is sorted by name.
  */
 import { ElicitResultSchema, LoggingLevelSchema } from '@modelcontextprotocol/core';
@@ -67,7 +68,7 @@ import { routeModernToolsCallDirectly, type ModernDirectLane } from '../wire/dir
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
 import { isHeldState, type HeldBinding } from '../broker/held-state.js';
-import { HeldCall, heldCallsOf, heldInputRequired, heldRefusal, type HeldEvent } from './held-calls.js';
+import { HeldCall, heldCallsOf, heldInputRequired, type HeldEvent } from './held-calls.js';
 import { LEGACY_TASK_METHODS, LegacyTasks, TASKS_CAPABILITY, withTaskSupport } from './legacy-tasks.js';
 import { declaresTasks, ModernTasks, TASKS_EXTENSION, tasksExtensionRequired, upstreamRunsTasks } from './modern-tasks.js';
 
@@ -477,7 +478,10 @@ export class DownstreamSession {
     const caller = this.callerOf(ctx, sent, extra);
     const modern = this.era === 'modern' && ctx !== undefined;
     // A retry carrying a held-request state joins the call in flight (held-calls.ts); it never runs the tool again.
-    if (modern && isHeldState(caller.requestState)) return this.joinHeld(name, args ?? {}, caller, extra);
+    if (modern && isHeldState(caller.requestState)) {
+      const request = { name, args: args ?? {}, signal: extra.signal };
+      return this.joinHeld({ principal: this.principal, tool: name, args: request.args }, caller, extra, (reason) => this.refuseHeld(request, caller, target, reason));
+    }
     // Modern: the request's own tag routes the call's upstream logs back to it.
     const owner = modern ? `request:${++modernRequests}` : this.sessionId;
     if (modern && owner) this.requests.set(owner, ctx);
@@ -689,38 +693,38 @@ export class DownstreamSession {
    * A modern retry with a held-request state: checked (seal, expiry, principal, tool, arguments,
    * the call still held in this process, the round not answered yet), then the held upstream
    * request is answered with the caller's `inputResponses` entry and the retry follows the call:
-   * its result, or the next `input_required`. A refused retry answers nothing and is told why
-   * (`denied`); a valid state without the answer is handed the same request again.
+   * its result, or the next `input_required`. A refused retry answers nothing, is told why and
+   * leaves a record (fail closed: {@link refuseHeld}); a valid state without the answer is handed
+   * the same request again.
    */
   private async joinHeld(
-    name: string,
-    args: Record<string, unknown>,
+    binding: HeldBinding,
     caller: CallerSession,
     extra: Pick<DirectCallExtra, 'signal' | 'sendNotification'>,
+    refused: (reason: string) => Promise<unknown>,
   ): Promise<unknown> {
     const gw = this.gateway;
     const table = heldCallsOf(gw, gw.sealedStates);
-    const binding: HeldBinding = { principal: this.principal, tool: name, args };
     const opened = await table.states.open(caller.requestState!, binding);
     if (!opened.ok) {
-      gw.logger.warn({ tool: name, principal: this.principal, why: opened.why }, 'retry with a held-request state refused');
-      return heldRefusal(`${opened.reason}; the held request was not answered`);
+      gw.logger.warn({ tool: binding.tool, principal: this.principal, why: opened.why }, 'retry with a held-request state refused');
+      return refused(`${opened.reason}; the held request was not answered`);
     }
     const call = table.get(opened.claim.heldId);
     if (!call || call.isDone) {
-      return heldRefusal(
+      return refused(
         'the call this requestState belongs to is not held by this broker process (it ended, or was held by another broker process: a retry must reach the process that answered input_required)',
       );
     }
     const now = call.held();
-    if (!now || now.round !== opened.claim.round) return heldRefusal('the input request this requestState belongs to was answered already; the retry did not answer anything');
+    if (!now || now.round !== opened.claim.round) return refused('the input request this requestState belongs to was answered already; the retry did not answer anything');
     const response = caller.inputResponses?.[now.key] as Record<string, unknown> | undefined;
     if (response === undefined) {
       // MRTR: re-request what is missing.
       const again = await call.next(true);
       if (again.kind === 'asked') return this.askHeld(call, again, binding);
     } else if (!call.answer(now.round, response)) {
-      return heldRefusal('the input request this requestState belongs to was answered already; the retry did not answer anything');
+      return refused('the input request this requestState belongs to was answered already; the retry did not answer anything');
     }
     const follower = joiners.get(call);
     follower?.join(extra);
@@ -732,6 +736,16 @@ export class DownstreamSession {
     }
     if (event.ok) return event.value;
     throw event.err;
+  }
+
+  /**
+   * A refused held retry, through the broker path so it is judged and leaves its record like any
+   * refused state: outcome `invalid_arguments` with `reason`, 0 attempts, nothing sent (the relay
+   * stage refuses it: broker/relay-input.ts). Answered with the refusal result.
+   */
+  private async refuseHeld(request: { name: string; args: Record<string, unknown>; signal: AbortSignal }, caller: CallerSession, target: ToolTarget, reason: string): Promise<unknown> {
+    const answer = await this.gateway.broker.call({ ...request, heldStateRefused: reason }, caller, target);
+    return answer.result;
   }
 
   private installHandlers(): void {
@@ -942,6 +956,8 @@ export class DownstreamSession {
             args: method === 'prompts/get' ? (params.arguments ?? {}) : {},
           }
         : undefined;
+    // A 2025-11-25 upstream asks through live requests: held and answered to this request as `input_required`.
+    if (binding && caller && gw.registry.upstream(server)?.era === 'legacy') return this.forwardHeld(server, method, sent, caller, extra, binding) as never;
     const opening = binding && caller ? await openRelay(gw.sealedStates, caller, binding) : undefined;
     if (opening?.kind === 'refused') throw new ProtocolError(ProtocolErrorCode.InvalidParams, opening.reason);
     const result = await gw.registry.request(server, method, sent, {
@@ -958,6 +974,70 @@ export class DownstreamSession {
       return ownedByUs(relayed) as never;
     }
     return (modern ? ownedByUs(result) : result) as never;
+  }
+
+  /**
+   * A modern caller's `prompts/get` or `resources/read` to a 2025-11-25 upstream: as a `tools/call`
+   * (held-calls.ts), the upstream's sampling, elicitation or roots request during it is held and
+   * answered to this request as `input_required` (its state bound to the method, upstream, prompt
+   * name or URI and arguments), and the retry answers it and gets the result (or the next
+   * question). A refused retry is -32602, as a refused relay state; a capability the request did
+   * not declare is -32021. Each round is judged and recorded by the caller (`guarded`).
+   */
+  private async forwardHeld(
+    server: string,
+    method: string,
+    params: Record<string, unknown>,
+    caller: CallerSession,
+    extra: Pick<DirectCallExtra, 'signal' | 'sendNotification'>,
+    relay: RelayBinding,
+  ): Promise<unknown> {
+    const gw = this.gateway;
+    const binding: HeldBinding = { principal: caller.principal, tool: `${method}:${server}/${relay.target}`, args: relay.args };
+    if (isHeldState(caller.requestState)) {
+      return this.joinHeld(binding, caller, extra, async (reason) => {
+        throw new ProtocolError(ProtocolErrorCode.InvalidParams, reason);
+      });
+    }
+    let missing: string | undefined;
+    const checked = () => {
+      if (missing === undefined) return;
+      throw new MissingRequiredClientCapabilityError({ requiredCapabilities: { [missing]: {} } }, `the ${method} needs the client capability "${missing}", which this request did not declare`);
+    };
+    const held = this.newHeldCall(server);
+    const unused: ServerRequestHandler = async (request) => {
+      throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client speaks MCP 2026-07-28, which has no server-to-client "${request.method}" request`);
+    };
+    const route = this.serverRequestRoute(unused, null, {
+      declared: caller.clientCapabilities,
+      onMissing: (capability) => (missing ??= capability),
+      hold: (request, signal) => held.call.hold(request, signal),
+    });
+    const settled = gw.registry
+      .request(server, method, params, {
+        signal: held.signal,
+        timeoutMs: gw.config.broker.timeoutMs,
+        caller: { clientCapabilities: caller.clientCapabilities, logLevel: caller.logLevel },
+        onServerRequest: route,
+      })
+      .then(
+        (result) => (checked(), ownedByUs(result)),
+        (err: unknown) => {
+          checked();
+          throw err;
+        },
+      );
+    held.call.attach(settled);
+    held.follow(extra.signal);
+    const event = await held.call.next();
+    if (event.kind === 'done') {
+      if (event.ok) return event.value;
+      throw event.err;
+    }
+    held.follow(undefined);
+    heldCallsOf(gw, gw.sealedStates).park(held.call, settled);
+    held.onJoin = (joiner) => held.follow(joiner.signal);
+    return this.askHeld(held.call, event, binding);
   }
 }
 

@@ -17,9 +17,14 @@
  *   is in flight when it arrives.
  * - An upstream→client request (sampling, elicitation, roots) goes to the route of the call on
  *   whose response stream it arrived (Streamable HTTP), whatever else is in flight. Arriving
- *   elsewhere (stdio, SSE) it carries no link to its call: it goes to the newest route while all
- *   routes in flight belong to one caller (a legacy session, or one modern request), and is
- *   refused (`ambiguous_caller`, -32603 to the upstream) otherwise.
+ *   elsewhere (stdio, SSE) it carries no link to its call, so on such an upstream that was offered
+ *   sampling, elicitation or roots the calls of one caller (a legacy session, or one modern
+ *   request) are in flight at a time (owner-gate.ts): `tools/call`, `prompts/get`,
+ *   `resources/read` and `completion/complete` of another caller wait their turn, first come first
+ *   served, inside their own deadline; a held call (a modern caller's retry awaited) keeps its
+ *   turn until it ends. The request then goes to that caller's newest route. Should calls of
+ *   several callers be in flight all the same (a Streamable HTTP upstream's GET stream), it is
+ *   refused (`ambiguous_caller`, -32603 to the upstream), never guessed.
  * - A Streamable HTTP upstream that answers HTTP 404 to a request carrying our `Mcp-Session-Id`
  *   no longer knows that session (it restarted, or expired it): the spec (2025-11-25, "Session
  *   Management") says to start a new session with a new `initialize`. The connection is re-dialled
@@ -44,7 +49,7 @@
  *   `notifications/elicitation/complete` goes to that session only (url-elicitations.ts).
  */
 import { EventEmitter } from 'node:events';
-import { Client, ProtocolError, ProtocolErrorCode, RELATED_TASK_META_KEY, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
+import { Client, ProtocolError, ProtocolErrorCode, RELATED_TASK_META_KEY, SdkError, SdkErrorCode, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/core';
 import type { Transport, CallToolResult, ClientCapabilities, McpSubscription, PriorDiscovery, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import { z } from 'zod';
@@ -57,6 +62,8 @@ import type { ArrivedNotification, CallStreamSink } from '../wire/call-stream-lo
 import { ChildProcessTransport } from './child-transport.js';
 import { DirectCalls } from '../wire/direct-calls.js';
 import { EraMemory, type EraVerdictStore, type ProtocolEraName } from './era-memory.js';
+import { FallbackTransport } from './fallback-transport.js';
+import { OwnerGate, type GateRelease } from './owner-gate.js';
 import { mcpParamHeaders, scanMcpHeaders, type McpHeaderDeclaration } from './mcp-param-headers.js';
 import { callerMeta, callModern, INPUT_REQUIRED_METHODS } from './modern-call.js';
 import { isSessionNotFound, sessionLostError, sessionLostInFlightError, untilAborted } from './session-lost.js';
@@ -96,6 +103,25 @@ const SDK_TIMEOUT_HEADROOM_MS = 5_000;
  * `connectTimeoutMs`). A silent stdio server is legacy once it passes; over HTTP it fails the dial.
  */
 const PROBE_TIMEOUT_MS = 5_000;
+
+/**
+ * Requests other than `tools/call` that a caller makes and that pass the owner gate: the server
+ * features an upstream's sampling or elicitation request may be nested in (2025-11-25
+ * `client/sampling`, `client/elicitation`), and completion. The broker's own requests (lists,
+ * `resources/subscribe` for every session at once, ping) are made for no caller and are no
+ * feature a request is nested in, so they pass no gate: while they alone are in flight an
+ * upstream request meets `no_caller`, and while a caller holds the gate it is that caller's.
+ */
+const FEATURE_METHODS: ReadonlySet<string> = new Set(['prompts/get', 'resources/read', 'completion/complete']);
+
+/**
+ * Whom a call's upstream→client requests belong to (the gate's owner, the route's key): the
+ * downstream session, or the modern request, its handler names (`ServerRequestHandler.sessionId`);
+ * a call whose handler names none (or that has none) is an owner of its own.
+ */
+function ownerOf(handler: ServerRequestHandler | undefined, routeId: number): string {
+  return handler?.sessionId !== undefined ? `session:${handler.sessionId}` : `call:${routeId}`;
+}
 
 export interface McpUpstreamOptions {
   name: string;
@@ -150,9 +176,16 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private autoRestart = true;
   private progressSeq = 0;
   private readonly progress = new Map<string, NonNullable<CallOptions['onProgress']>>();
-  /** Calls in flight with a handler for upstream→client requests, newest last. */
-  private readonly requestRoutes = new Map<number, ServerRequestHandler>();
+  /** Calls in flight with a handler for upstream→client requests, newest last, with their owner ({@link ownerOf}). */
+  private readonly requestRoutes = new Map<number, { handler: ServerRequestHandler; owner: string }>();
   private routeSeq = 0;
+  /**
+   * Lets one caller's calls be in flight at a time while upstream→client requests cannot be
+   * attributed ({@link gated}); calls of every dial pass the same gate.
+   */
+  private readonly gate = new OwnerGate();
+  /** What the current connection was offered at its dial (its request handlers: installHandlers). */
+  private offered: ClientCapabilities = {};
   /**
    * Upstream→client requests that arrived on a call's own response stream (a Streamable HTTP
    * upstream; call-stream-logs.ts): their JSON-RPC id → the owner (`ServerRequestHandler.sessionId`) of that call.
@@ -256,6 +289,20 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    */
   async callTool(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<CallToolResult> {
     await this.untilRenewed(options.signal);
+    const routeId = ++this.routeSeq;
+    const owner = ownerOf(options.onServerRequest, routeId);
+    // Every tools/call passes the gate, with a handler or without: its tool may ask, and a request
+    // with no handler of its own must not be taken for another caller's.
+    const release = this.gated() ? (this.gate.tryEnter(owner) ?? (await this.gateTurn(owner, options.signal, 'tools/call'))) : undefined;
+    try {
+      return await this.sendToolCall(toolName, args, options, routeId, owner);
+    } finally {
+      release?.();
+    }
+  }
+
+  /** {@link callTool} once its turn at the gate came. */
+  private async sendToolCall(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions, routeId: number, owner: string): Promise<CallToolResult> {
     const client = this.readyClient();
     const session = this.sessionId();
     const meta: Record<string, unknown> = { ...options.meta };
@@ -265,8 +312,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.progress.set(token, options.onProgress);
       meta.progressToken = token;
     }
-    const routeId = ++this.routeSeq;
-    if (options.onServerRequest) this.requestRoutes.set(routeId, options.onServerRequest);
+    if (options.onServerRequest) this.requestRoutes.set(routeId, { handler: options.onServerRequest, owner });
     const params: Record<string, unknown> = { name: toolName, arguments: args ?? {} };
     const modern = this.era === 'modern';
     if (modern) Object.assign(meta, callerMeta(options.caller, this.followsTasks(options)));
@@ -345,6 +391,31 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    * session lacks: none applies a tool's write).
    */
   async request(method: string, params: Record<string, unknown> | undefined, options: RequestOptions): Promise<Record<string, unknown>> {
+    if (!FEATURE_METHODS.has(method)) return this.sendRequest(method, params, options);
+    // A caller's prompt, resource or completion: its route and its turn at the gate, as a tools/call's.
+    const routeId = ++this.routeSeq;
+    const owner = ownerOf(options.onServerRequest, routeId);
+    const gated = this.gated();
+    let release = gated ? this.gate.tryEnter(owner) : undefined;
+    let sent = options;
+    if (gated && !release) {
+      // The wait counts inside the request's own bound.
+      const started = this.options.clock.now();
+      const bound = AbortSignal.timeout(options.timeoutMs);
+      release = await this.gateTurn(owner, options.signal ? AbortSignal.any([options.signal, bound]) : bound, method);
+      sent = { ...options, timeoutMs: Math.max(1, options.timeoutMs - (this.options.clock.now() - started)) };
+    }
+    if (options.onServerRequest) this.requestRoutes.set(routeId, { handler: options.onServerRequest, owner });
+    try {
+      return await this.sendRequest(method, params, sent);
+    } finally {
+      this.requestRoutes.delete(routeId);
+      release?.();
+    }
+  }
+
+  /** {@link request} once its turn at the gate came (or needing none). */
+  private async sendRequest(method: string, params: Record<string, unknown> | undefined, options: RequestOptions): Promise<Record<string, unknown>> {
     const send = async () => {
       await this.untilRenewed(options.signal);
       const session = this.sessionId();
@@ -444,6 +515,36 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     });
     this.resourceListenQueue = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * Whether calls pass the owner gate now: the connection speaks 2025-11-25 (a modern upstream
+   * asks through `input_required`, on the call's own answer), it was offered sampling, elicitation
+   * or roots (else it cannot ask at all), and its transport carries the upstream's requests apart
+   * from any call (stdio, SSE; a Streamable HTTP upstream sends them on the call's own response
+   * stream, see {@link callStreamLogSink}).
+   */
+  private gated(): boolean {
+    if (this.era !== 'legacy' || !(this.offered.sampling || this.offered.elicitation || this.offered.roots)) return false;
+    const transport = this.transport instanceof FallbackTransport ? this.transport.active : this.transport;
+    return !(transport instanceof StreamableHTTPClientTransport);
+  }
+
+  /**
+   * Waits for the turn of a call of `owner` at the gate. Rejects when `signal` aborts first (the
+   * call's deadline, a cancel, shutdown) with `BrokerError` `owner_gate_wait` marked not sent, the
+   * reason as its `cause`.
+   */
+  private async gateTurn(owner: string, signal: AbortSignal | undefined, method: string): Promise<GateRelease> {
+    this.options.logger.debug({ method, waiting: this.gate.waiting + 1 }, 'call waits for its turn: calls of another caller are in flight on this upstream');
+    try {
+      return await this.gate.enter(owner, signal);
+    } catch (err) {
+      throw new BrokerError('owner_gate_wait', `${method} to upstream "${this.name}" ended while waiting for the calls of another caller to end (${messageOf(err)}); nothing was sent`, {
+        cause: err,
+        data: { sent: false },
+      });
+    }
   }
 
   /** `route` with the params of what it is asked scrubbed, as the upstream's own requests to the client are. */
@@ -666,18 +767,21 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     // What reaches the SDK is tied to no call: calls in flight now prove nothing about its origin.
     client.setNotificationHandler('notifications/message', (n) => void this.emit('log', n.params, undefined));
     const caps = this.clientCapabilities;
+    this.offered = caps;
     const route = (method: string) => async (req: { params?: unknown }, ctx: { mcpReq: { signal: AbortSignal; id?: string | number } }) => {
-      const handlers = [...this.requestRoutes.values()];
+      const routes = [...this.requestRoutes.values()];
       // Arrived on a call's own response stream: it is that call's, whatever else is in flight.
       const streamOwner = ctx.mcpReq.id === undefined ? undefined : this.requestOwners.get(String(ctx.mcpReq.id));
       if (streamOwner !== undefined) this.requestOwners.delete(String(ctx.mcpReq.id));
-      const owned = streamOwner === undefined ? undefined : [...handlers].reverse().find((h) => h.sessionId === streamOwner);
-      const handler = owned ?? handlers.at(-1);
+      const owned = streamOwner === undefined ? undefined : [...routes].reverse().find((r) => r.handler.sessionId === streamOwner)?.handler;
+      const handler = owned ?? routes.at(-1)?.handler;
       if (!handler) throw new BrokerError('no_caller', `${method} from upstream "${this.name}" arrived with no call in flight to route it to`);
       // Otherwise the request carries no link to the call that caused it (stdio, SSE, the GET
-      // stream): with calls of several downstream sessions or modern requests in flight, any
-      // pick could hand one client's prompt to another. Refuse instead.
-      const sessions = new Set(handlers.map((h) => h.sessionId ?? ''));
+      // stream). On stdio and SSE the gate lets one caller's calls be in flight at a time, so the
+      // routes here are that caller's. Should several callers' calls be in flight all the same
+      // (a Streamable HTTP upstream's GET stream), any pick could hand one client's prompt to
+      // another: refused instead, never guessed.
+      const sessions = new Set(routes.map((r) => r.owner));
       if (!owned && sessions.size > 1) {
         throw new BrokerError('ambiguous_caller', `${method} from upstream "${this.name}" arrived while calls of ${sessions.size} downstream sessions were in flight; it cannot be routed to one of them safely`);
       }

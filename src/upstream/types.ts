@@ -37,9 +37,10 @@ export interface ProgressUpdate {
 
 /**
  * A request an upstream sent to its client (sampling, elicitation, roots) during a call.
- * `sessionId`, when set, names the downstream session the handler answers for: an upstream
- * shared by several sessions refuses to route a request while calls of more than one are in flight,
- * and log messages tied to the call (`UpstreamEvents.log`) go to that session.
+ * `sessionId`, when set, names the downstream session (or modern request) the handler answers
+ * for: on a stdio or SSE upstream the calls of one such owner are in flight at a time (a handler
+ * that names none is an owner of its own call; upstream/owner-gate.ts), and log messages tied to
+ * the call (`UpstreamEvents.log`) go to that session.
  * `notify`, when set, sends a notification to that session outside any call: an upstream's
  * `notifications/elicitation/complete` for a URL elicitation relayed to it (url-elicitations.ts).
  */

@@ -104,7 +104,7 @@ describe('held input requests over HTTP, two principals on one upstream', () => 
 
     // Bob replays Alice's state (with her arguments): refused, and Alice's held request is not answered by it.
     const foreign = (await bob.call('for alice', { inputResponses: { [aReq.key]: { role: 'assistant', content: { type: 'text', text: 'bob steering' }, model: 'm' } }, requestState: a.requestState })) as CallToolResult;
-    expect(foreign._meta?.['mcp-broker/outcome']).toBe('denied');
+    expect(foreign._meta?.['mcp-broker/outcome']).toBe('invalid_arguments');
     expect(textOf(foreign)).toContain('another principal');
 
     const bobDone = (await bob.call('for bob', { inputResponses: { [bReq.key]: { role: 'assistant', content: { type: 'text', text: 'bob says' }, model: 'm' } }, requestState: b.requestState })) as CallToolResult;
@@ -112,10 +112,12 @@ describe('held input requests over HTTP, two principals on one upstream', () => 
     const aliceDone = (await alice.call('for alice', { inputResponses: { [aReq.key]: { role: 'assistant', content: { type: 'text', text: 'alice says' }, model: 'm' } }, requestState: a.requestState })) as CallToolResult;
     expect(textOf(aliceDone)).toBe('sampled for alice: alice says');
 
+    // Bob's refused replay left its own record (fail closed); each call its one.
     const records = broker.records().slice(before);
-    expect(records.map((r) => [r.principal, r.name, r.outcome]).sort()).toEqual([
-      ['alice', 'ask__sample', 'ok'],
-      ['bob', 'ask__sample', 'ok'],
+    expect(records.map((r) => [r.principal, r.name, r.outcome, r.attempts]).sort()).toEqual([
+      ['alice', 'ask__sample', 'ok', 1],
+      ['bob', 'ask__sample', 'invalid_arguments', 0],
+      ['bob', 'ask__sample', 'ok', 1],
     ]);
   });
 
@@ -135,7 +137,7 @@ describe('held input requests over HTTP, two principals on one upstream', () => 
       const asked = (await here.call('where')) as InputRequiredResult;
       const inputResponses = { 'ask/1': { role: 'assistant', content: { type: 'text', text: 'elsewhere' }, model: 'm' } };
       const refused = (await there.call('where', { inputResponses, requestState: asked.requestState })) as CallToolResult;
-      expect(refused._meta?.['mcp-broker/outcome']).toBe('denied');
+      expect(refused._meta?.['mcp-broker/outcome']).toBe('invalid_arguments');
       expect(textOf(refused)).toContain('not held by this broker process');
       // The process that holds it still takes the retry.
       const done = (await here.call('where', { inputResponses, requestState: asked.requestState })) as CallToolResult;

@@ -73,7 +73,7 @@ describe('a legacy upstream asks a 2026-07-28 caller for input (stdio)', () => {
     ]);
   });
 
-  it('by hand: the input request carries the upstream request under a key of the upstream; a tampered state is refused and answers nothing; the valid retry gets the result', async () => {
+  it('by hand: the input request carries the upstream request under a key of the upstream; a tampered state is refused, answers nothing and leaves a record; the valid retry gets the result', async () => {
     const b = await start({ autoFulfill: false });
     const first = await b.call('conf__test_sampling', { prompt: 'by hand' });
     expect(isInputRequiredResult(first)).toBe(true);
@@ -84,12 +84,20 @@ describe('a legacy upstream asks a 2026-07-28 caller for input (stdio)', () => {
 
     const tampered = (await b.call('conf__test_sampling', { prompt: 'by hand' }, { inputResponses: answer, requestState: `${requestState!.slice(0, -4)}AAAA` })) as CallToolResult;
     expect(tampered.isError).toBe(true);
-    expect(tampered._meta?.['mcp-broker/outcome']).toBe('denied');
+    expect(tampered._meta?.['mcp-broker/outcome']).toBe('invalid_arguments');
     expect(textOf(tampered)).toContain('does not verify');
     const otherArgs = (await b.call('conf__test_sampling', { prompt: 'something else' }, { inputResponses: answer, requestState })) as CallToolResult;
     expect(textOf(otherArgs)).toContain('the arguments differ');
-    // Nothing answered the held request yet, and nothing ran twice: the call has no record.
-    expect(b.records()).toHaveLength(0);
+    // Nothing answered the held request yet and nothing ran twice (the held call has no record);
+    // each refused retry left its own record (fail closed), nothing sent.
+    const refusals = b.records();
+    expect(refusals.map((r) => [r.name, r.outcome, r.attempts])).toEqual([
+      ['conf__test_sampling', 'invalid_arguments', 0],
+      ['conf__test_sampling', 'invalid_arguments', 0],
+    ]);
+    expect(refusals[0]!.reason).toContain('does not verify');
+    expect(refusals[1]!.reason).toContain('the arguments differ');
+    expect(refusals[0]!.sessionId).toBeNull();
 
     // A valid state without the answer is handed the same request again.
     const again = (await b.call('conf__test_sampling', { prompt: 'by hand' }, { requestState })) as InputRequiredResult;
@@ -100,11 +108,11 @@ describe('a legacy upstream asks a 2026-07-28 caller for input (stdio)', () => {
     expect(textOf(done)).toBe('LLM response: from the human');
     // The state of an answered round answers nothing more.
     const replay = (await b.call('conf__test_sampling', { prompt: 'by hand' }, { inputResponses: answer, requestState: again.requestState })) as CallToolResult;
-    expect(replay._meta?.['mcp-broker/outcome']).toBe('denied');
+    expect(replay._meta?.['mcp-broker/outcome']).toBe('invalid_arguments');
     expect(b.asked).toEqual([]);
     const records = b.records();
-    expect(records.map((r) => r.outcome)).toEqual(['ok']);
-    expect(records[0]!.sessionId).toBeNull();
+    expect(records.map((r) => r.outcome)).toEqual(['invalid_arguments', 'invalid_arguments', 'ok', 'invalid_arguments']);
+    expect(records[2]!.sessionId).toBeNull();
   });
 
   it('a held request whose client never retries is answered with an error at policy.askTimeoutMs: the call ends timeout, one record; a late retry is refused', async () => {
@@ -116,8 +124,11 @@ describe('a legacy upstream asks a 2026-07-28 caller for input (stdio)', () => {
     expect(records[0]).toMatchObject({ name: 'conf__test_elicitation', outcome: 'timeout' });
     expect(records[0]!.reason).toContain('did not answer the upstream\'s elicitation/create');
     const late = (await b.call('conf__test_elicitation', { message: 'anyone?' }, { inputResponses: { 'conf/1': { action: 'accept', content: { response: 'late' } } }, requestState: first.requestState })) as CallToolResult;
-    expect(late._meta?.['mcp-broker/outcome']).toBe('denied');
+    expect(late._meta?.['mcp-broker/outcome']).toBe('invalid_arguments');
     expect(textOf(late)).toMatch(/expired|not held/);
-    expect(b.records()).toHaveLength(1);
+    expect(b.records().map((r) => [r.outcome, r.attempts])).toEqual([
+      ['timeout', 1],
+      ['invalid_arguments', 0],
+    ]);
   });
 });
