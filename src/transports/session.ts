@@ -1004,14 +1004,14 @@ export class DownstreamSession {
       if (missing === undefined) return;
       throw new MissingRequiredClientCapabilityError({ requiredCapabilities: { [missing]: {} } }, `the ${method} needs the client capability "${missing}", which this request did not declare`);
     };
-    const held = this.newHeldCall(server);
+    const held = this.newHeldCall(server, extra);
     const unused: ServerRequestHandler = async (request) => {
       throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client speaks MCP 2026-07-28, which has no server-to-client "${request.method}" request`);
     };
     const route = this.serverRequestRoute(unused, null, {
       declared: caller.clientCapabilities,
       onMissing: (capability) => (missing ??= capability),
-      hold: (request, signal) => held.call.hold(request, signal),
+      hold: held.hold,
     });
     const settled = gw.registry
       .request(server, method, params, {
@@ -1027,9 +1027,8 @@ export class DownstreamSession {
           throw err;
         },
       );
-    held.call.attach(settled);
     held.follow(extra.signal);
-    const event = await held.call.next();
+    const event = await held.first(settled);
     if (event.kind === 'done') {
       if (event.ok) return event.value;
       throw event.err;
