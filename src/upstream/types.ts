@@ -86,6 +86,12 @@ export interface CallOptions {
    * with a task of the broker's meanwhile (transports/modern-tasks.ts). Absent: the call just waits.
    */
   onUpstreamTask?: (task: UpstreamTaskStarted) => void;
+  /**
+   * The principal the call is made for (`local` for the stdio client): an upstream isolated per
+   * principal (`isolation: "principal"`, isolated.ts) sends it on that principal's own connection.
+   * Absent: the shared connection.
+   */
+  principal?: string;
 }
 
 /** An upstream's own task as it answered a call (`resultType: "task"`): what {@link CallOptions.onUpstreamTask} is told. */
@@ -122,6 +128,8 @@ export interface RequestOptions {
   onServerRequest?: ServerRequestHandler;
   /** As {@link CallOptions.inputRelay}, for `prompts/get` and `resources/read`. */
   inputRelay?: InputRelay;
+  /** As {@link CallOptions.principal}; absent for the broker's own requests (lists, subscriptions). */
+  principal?: string;
 }
 
 export interface UpstreamEvents {
