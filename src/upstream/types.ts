@@ -1,6 +1,7 @@
 /**
  * What the rest of the broker sees of one upstream, whatever its kind (stdio child, Streamable
- * HTTP, SSE, rest). One connection per upstream, shared by every downstream session.
+ * HTTP, SSE, rest). One connection per upstream, shared by every downstream session; a stdio
+ * upstream isolated per principal keeps one more per principal for that principal's calls (isolated.ts).
  */
 import type { EventEmitter } from 'node:events';
 import type { CallToolResult, ClientCapabilities, LoggingLevel, LoggingMessageNotification, Prompt, Resource, ResourceTemplateType, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
