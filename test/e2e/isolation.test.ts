@@ -5,15 +5,21 @@
  * principal's calls go to a child of its own: bob's roots handler is asked and bob gets his own
  * roots, and alice holding a sampling request unanswered does not hold up bob's call.
  *
- * The built CLI serving HTTP with two principals and `http.clientCapabilities` offering sampling
- * and roots; 2025-11-25 SDK clients over Streamable HTTP.
+ * The built CLI serving HTTP with four principals and `http.clientCapabilities` offering sampling
+ * and roots; 2025-11-25 SDK clients over Streamable HTTP, and a 2026-07-28 one (its roots asked
+ * through `input_required`, answered by the SDK client's own driver).
  */
-import type { CallToolResult } from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { npmServer, waitFor } from './helpers.js';
 import { connectHttp, startHttpBroker, type ConnectedClient, type HttpBroker } from '../transports/harness.js';
 
-const TOKENS = { ALICE_TOKEN: 'alice-token-0123456789abcdef', BOB_TOKEN: 'bob-token-0123456789abcdef00' };
+const TOKENS = {
+  ALICE_TOKEN: 'alice-token-0123456789abcdef',
+  BOB_TOKEN: 'bob-token-0123456789abcdef00',
+  CAROL_TOKEN: 'carol-token-0123456789abcdef',
+  DAVE_TOKEN: 'dave-token-0123456789abcdef00',
+};
 /** The broker's debug line for a call waiting at the owner gate (upstream/connection.ts). */
 const WAITS = 'call waits for its turn';
 
@@ -29,7 +35,12 @@ describe('isolation: "principal" on a stdio upstream shared by two principals (H
     broker = await startHttpBroker({
       servers: { everything: { command: 'node', args: [npmServer('server-everything'), 'stdio'], isolation: 'principal' } },
       extra: {
-        principals: { alice: { token: '${env:ALICE_TOKEN}' }, bob: { token: '${env:BOB_TOKEN}' } },
+        principals: {
+          alice: { token: '${env:ALICE_TOKEN}' },
+          bob: { token: '${env:BOB_TOKEN}' },
+          carol: { token: '${env:CAROL_TOKEN}' },
+          dave: { token: '${env:DAVE_TOKEN}' },
+        },
         http: { clientCapabilities: { sampling: {}, roots: {} } },
       },
       env: TOKENS,
@@ -59,6 +70,29 @@ describe('isolation: "principal" on a stdio upstream shared by two principals (H
     const third = await roots(alice);
     expect(third).toContain('file:///home/alice');
     expect(third).not.toContain('bob');
+  });
+
+  it("after alice's roots were cached: a 2026-07-28 caller gets its own roots, and a caller declaring no roots gets nobody's", async () => {
+    alice.client.setRequestHandler('roots/list', async () => ({ roots: [{ uri: 'file:///home/alice', name: 'alice-root' }] }));
+    expect(textOf(await alice.client.callTool({ name: 'everything__get-roots-list', arguments: {} }))).toContain('file:///home/alice');
+
+    const carol = new Client({ name: 'isolation', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' }, capabilities: { roots: {} } });
+    await carol.connect(new StreamableHTTPClientTransport(new URL(`${broker.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TOKENS.CAROL_TOKEN}` } } }), { timeout: 20_000 });
+    const dave = await connectHttp(broker.url, 'streamable', { token: TOKENS.DAVE_TOKEN, capabilities: {} });
+    try {
+      expect(carol.getProtocolEra()).toBe('modern');
+      let carolAsked = 0;
+      carol.setRequestHandler('roots/list', async () => (carolAsked++, { roots: [{ uri: 'file:///home/carol', name: 'carol-root' }] }));
+      const carols = textOf(await carol.callTool({ name: 'everything__get-roots-list', arguments: {} }));
+      expect(carols).toContain('file:///home/carol');
+      expect(carols).not.toContain('alice');
+      expect(carolAsked).toBeGreaterThan(0);
+      const daves = textOf(await dave.client.callTool({ name: 'everything__get-roots-list', arguments: {} }));
+      expect(daves).not.toMatch(/alice|bob|carol/);
+    } finally {
+      await carol.close().catch(() => undefined);
+      await dave.close();
+    }
   });
 
   it("alice's unanswered sampling request does not hold up bob's call on the same server", async () => {
