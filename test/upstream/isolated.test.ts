@@ -117,6 +117,16 @@ describe('IsolatedUpstream', () => {
     expect(restarted).not.toBe(alice);
   });
 
+  it('reconnect ends every principal connection before the primary is dialled again', async () => {
+    const upstream = await isolated(new ManualClock());
+    const before = await pidOf(upstream, 'alice');
+    const alice = upstream.connectionOf('alice')!;
+    expect((await upstream.reconnect()).state).toBe('ready');
+    expect(alice.status.state).toBe('closed');
+    expect(upstream.principals).toEqual([]);
+    expect(await pidOf(upstream, 'alice')).not.toBe(before);
+  });
+
   it('close ends every principal connection with the primary', async () => {
     const upstream = await isolated(new ManualClock());
     await pidOf(upstream, 'alice');
