@@ -37,7 +37,8 @@ import { systemClock, type Clock } from './shared/clock.js';
 import { ConfigError, messageOf } from './shared/errors.js';
 import type { Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
-import { McpUpstream } from './upstream/connection.js';
+import { McpUpstream, type McpUpstreamOptions } from './upstream/connection.js';
+import { IsolatedUpstream } from './upstream/isolated.js';
 import { offeredCapabilities } from './upstream/modern-call.js';
 import { Registry, type ListKind } from './upstream/registry.js';
 import { ResourceRouter } from './upstream/resources.js';
@@ -474,7 +475,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     if (kind === 'rest') {
       return new RestUpstream({ name, config: server as RestServerConfig, logger: this.logger.child({ upstream: name }), clock: this.clock });
     }
-    return new McpUpstream({
+    const options: McpUpstreamOptions = {
       name,
       config: server as Exclude<ServerConfig, { type: 'rest' }>,
       logger: this.logger.child({ upstream: name }),
@@ -486,7 +487,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       scrubber: this.scrubber,
       eras: this.store,
       legacyEraMaxAgeMs: this.config.broker.legacyEraMaxAgeMs,
-    });
+    };
+    if (kind === 'stdio' && 'isolation' in server && server.isolation === 'principal') {
+      return new IsolatedUpstream(options, { idleMs: server.isolationIdleMs, maxPrincipals: server.isolationMaxPrincipals });
+    }
+    return new McpUpstream(options);
   }
 }
 

@@ -20,6 +20,6 @@ export const RESERVED_SERVER_NAMES = ['broker', 'estate'] as const;
 
 /** Every field of a stdio server (`stdioServerSchema`, strict; a test keeps the two equal). */
 export const STDIO_SERVER_FIELDS: readonly string[] = [
-  'type', 'command', 'args', 'env', 'envFile', 'inheritEnv', 'cwd', 'era',
+  'type', 'command', 'args', 'env', 'envFile', 'inheritEnv', 'cwd', 'era', 'isolation', 'isolationIdleMs', 'isolationMaxPrincipals',
   'prefix', 'timeoutMs', 'connectTimeoutMs', 'required', 'disabled', 'tools', 'verdictFromText', 'resourcePriority',
 ];

@@ -115,9 +115,28 @@ export const stdioServerSchema = z
      * you rely on).
      */
     era: z.enum(['auto', 'legacy']).default('auto'),
+    /**
+     * How the server's child is shared among principals. `"shared"` (default): one child serves
+     * every caller. `"principal"`: the roster comes from that one child, but each principal's
+     * calls (`tools/call`, `prompts/get`, `resources/read`, completion) go to a child of its own,
+     * spawned on its first call (upstream/isolated.ts): what the server caches per connection
+     * (roots, a login) is never another principal's, and one principal's unanswered sampling or
+     * elicitation request does not hold up another's calls. Costs one child per active principal.
+     */
+    isolation: z.enum(['shared', 'principal']).default('shared'),
+    /** `isolation: "principal"`: a principal's child idle this long is closed, in ms; default 10 min. */
+    isolationIdleMs: z.number().int().positive().default(600_000),
+    /**
+     * `isolation: "principal"`: most principal children at once; default 16. Past it the least
+     * recently used idle one is closed; with none idle a new principal's call fails `upstream_error`.
+     */
+    isolationMaxPrincipals: z.number().int().positive().default(16),
     ...commonServer,
   })
   .strict();
+
+/** Fields only stdio servers take; named in the error when another kind has one. */
+const STDIO_ONLY_FIELDS: ReadonlySet<string> = new Set(['isolation', 'isolationIdleMs', 'isolationMaxPrincipals']);
 
 /**
  * A Streamable HTTP upstream. Without `type` (a URL-only entry, as Cursor and Claude Code write
@@ -236,8 +255,16 @@ export const serverSchema = z.unknown().transform((raw, ctx): AnyServer => {
   const parsed = schema.safeParse(raw);
   if (parsed.success) return parsed.data;
   for (const issue of parsed.error.issues) {
-    const message = issue.code === 'unrecognized_keys' ? `unknown field(s): ${issue.keys.join(', ')}` : issue.message;
-    ctx.addIssue({ code: 'custom', message, path: issue.path as PropertyKey[] });
+    if (issue.code === 'unrecognized_keys') {
+      // A stdio-only field on another kind: named at its own path, with why.
+      for (const key of issue.keys.filter((k) => STDIO_ONLY_FIELDS.has(k))) {
+        ctx.addIssue({ code: 'custom', message: 'only stdio servers take this field (one child process per principal)', path: [...(issue.path as PropertyKey[]), key] });
+      }
+      const others = issue.keys.filter((k) => !STDIO_ONLY_FIELDS.has(k));
+      if (others.length) ctx.addIssue({ code: 'custom', message: `unknown field(s): ${others.join(', ')}`, path: issue.path as PropertyKey[] });
+      continue;
+    }
+    ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path as PropertyKey[] });
   }
   return z.NEVER;
 });

@@ -334,6 +334,7 @@ export class ToolRouter implements Dispatcher {
       onUpstreamTask: call.request.onUpstreamTask,
       onArgumentsStripped: (names) => (call.notes.stripped = names),
       onProgress: call.onProgress,
+      principal: call.session.principal,
       ...(call.session.era === 'modern' && { inputRelay: call.inputRelay ?? {} }),
     };
     const trace = call.traceMeta;

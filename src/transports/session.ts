@@ -968,6 +968,7 @@ export class DownstreamSession {
         : { clientCapabilities: this.server.getClientCapabilities(), logLevel: this.level },
       onServerRequest: this.serverRequestRoute((request, signal) => extra.sendRequest(request as never, AnyResult, { signal, timeout: gw.config.broker.timeoutMs })),
       ...(opening && { inputRelay: opening.input }),
+      principal: this.principal,
     });
     if (binding && result.resultType === 'input_required') {
       const relayed = await relayInputRequired(gw.sealedStates, result, binding, { callId: newCallId(), ttlMs: gw.config.policy.askTimeoutMs, approved });
@@ -1019,6 +1020,7 @@ export class DownstreamSession {
         timeoutMs: gw.config.broker.timeoutMs,
         caller: { clientCapabilities: caller.clientCapabilities, logLevel: caller.logLevel },
         onServerRequest: route,
+        principal: caller.principal,
       })
       .then(
         (result) => (checked(), ownedByUs(result)),

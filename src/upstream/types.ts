@@ -1,6 +1,7 @@
 /**
  * What the rest of the broker sees of one upstream, whatever its kind (stdio child, Streamable
- * HTTP, SSE, rest). One connection per upstream, shared by every downstream session.
+ * HTTP, SSE, rest). One connection per upstream, shared by every downstream session; a stdio
+ * upstream isolated per principal keeps one more per principal for that principal's calls (isolated.ts).
  */
 import type { EventEmitter } from 'node:events';
 import type { CallToolResult, ClientCapabilities, LoggingLevel, LoggingMessageNotification, Prompt, Resource, ResourceTemplateType, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
@@ -86,6 +87,12 @@ export interface CallOptions {
    * with a task of the broker's meanwhile (transports/modern-tasks.ts). Absent: the call just waits.
    */
   onUpstreamTask?: (task: UpstreamTaskStarted) => void;
+  /**
+   * The principal the call is made for (`local` for the stdio client): an upstream isolated per
+   * principal (`isolation: "principal"`, isolated.ts) sends it on that principal's own connection.
+   * Absent: the shared connection.
+   */
+  principal?: string;
 }
 
 /** An upstream's own task as it answered a call (`resultType: "task"`): what {@link CallOptions.onUpstreamTask} is told. */
@@ -122,6 +129,8 @@ export interface RequestOptions {
   onServerRequest?: ServerRequestHandler;
   /** As {@link CallOptions.inputRelay}, for `prompts/get` and `resources/read`. */
   inputRelay?: InputRelay;
+  /** As {@link CallOptions.principal}; absent for the broker's own requests (lists, subscriptions). */
+  principal?: string;
 }
 
 export interface UpstreamEvents {
