@@ -55,6 +55,12 @@ function readyEras(stderr: string): Record<string, string> {
   return out;
 }
 
+/**
+ * The era upstream `name` reported once its `upstream ready` line reached the broker's stderr: the
+ * call's answer on stdout can arrive before that line on the other pipe, so it is awaited, not read.
+ */
+const readyEra = (broker: { stderr(): string }, name: string) => waitFor(() => readyEras(broker.stderr())[name], `upstream "${name}" ready`);
+
 let brokers: Array<StartedBroker | HttpBroker | ConnectedClient> = [];
 afterEach(async () => {
   for (const b of brokers.reverse()) await b.close();
@@ -126,7 +132,7 @@ describe('upstream eras', () => {
     const tools = await broker.client.listTools();
     expect(tools.tools.map((t) => t.name)).toContain('up__echo');
     expect(text(await broker.client.callTool({ name: 'up__echo', arguments: { text: 'still here' } }))).toBe('still here');
-    expect(readyEras(broker.stderr()).up).toBe('legacy');
+    expect(await readyEra(broker, 'up')).toBe('legacy');
     expect(broker.stderr()).toContain('probing its era again');
   });
 
@@ -171,7 +177,7 @@ describe('upstream eras', () => {
     const servers = { rmcp: nodeServer(fixture('strict-legacy.mjs'), { cwd: dir, env: { FIXTURE_LOG: log } }) };
     let broker = await stdioBroker(servers, dataDir);
     expect(text(await broker.client.callTool({ name: 'rmcp__echo', arguments: { text: 'hi' } }))).toBe('hi');
-    expect(readyEras(broker.stderr()).rmcp).toBe('legacy');
+    expect(await readyEra(broker, 'rmcp')).toBe('legacy');
     expect(events(log).filter((e) => e.event === 'exit-on').map((e) => e.method)).toEqual(['server/discover']);
     await broker.close();
     broker = await stdioBroker(servers, dataDir);
@@ -207,8 +213,8 @@ describe('upstream eras', () => {
     const servers = { silent: nodeServer(fixture('strict-legacy.mjs'), { args: [fixture('strict-legacy.mjs'), 'ignore'], cwd: dir, connectTimeoutMs: 1000, env: { FIXTURE_LOG: log } }) };
     let broker = await stdioBroker(servers, dataDir);
     expect(text(await broker.client.callTool({ name: 'silent__echo', arguments: { text: 'hi' } }))).toBe('hi');
-    expect(readyEras(broker.stderr()).silent).toBe('legacy');
-    expect(broker.stderr()).toContain('verdict not remembered');
+    expect(await readyEra(broker, 'silent')).toBe('legacy');
+    await waitFor(() => broker.stderr().includes('verdict not remembered'), 'the log line saying the verdict is not remembered');
     await broker.close();
     broker = await stdioBroker(servers, dataDir);
     expect(text(await broker.client.callTool({ name: 'silent__echo', arguments: { text: 'again' } }))).toBe('again');
