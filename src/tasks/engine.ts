@@ -20,11 +20,13 @@
  * process): a parked call still waiting here resumes in place; one whose caller or instance is
  * gone is run again from its stored arguments, through the whole path, pre-approved.
  *
- * Every call the broker accepted leaves one record, a parked one too: the call that waits on a
- * parked row writes it (through the record stage); a row rejected, cancelled or expired with no
- * call waiting on it (its caller left, its broker stopped) owes it (`TaskRow.recordOwed`), and
- * the tick writes it through `deps.record` (the row's owner, or any instance once the owner is
- * dead), before an expired row is deleted.
+ * Every call the broker accepted leaves one record, a parked one too. Every row owes it from
+ * when it is stored (`TaskRow.recordOwed`, fail closed) until the call that runs or waits on it
+ * writes it (through the record stage; cleared in {@link TaskEngine.onSettled}). A row
+ * rejected, cancelled, killed (its broker ended before its call answered: SIGKILL) or expired
+ * with no call here running or waiting on it still owes it, and the tick writes it through
+ * `deps.record` (the row's owner, or any instance once the owner is dead), before an expired
+ * row is deleted: a killed row's record is `cancelled`, with the row's reason, attempts 0.
  *
  * One principal sees and touches only its own tasks: every read here takes the caller's
  * principal, and a foreign id reads as missing.
@@ -76,6 +78,11 @@ export interface TaskEngineDeps {
    * upstreams not started yet); the first tick after it takes them up.
    */
   ready?(): boolean;
+  /**
+   * Whether the broker is shutting down (`Broker.draining`): a task call cancelled then is
+   * `killed` by `system`, not `failed`. Default never (only {@link TaskEngine.stop} counts).
+   */
+  stopping?(): boolean;
   /** Whether `pid` is a live process on this host; default `process.kill(pid, 0)`. */
   pidAlive?(pid: number): boolean;
   /**
@@ -245,7 +252,11 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     await this.deps.store.addTask(row);
     this.runs.set(row.id, { abort: running.abort });
     void running.answer
-      .then((answer) => this.settle(row.id, answer), (err: unknown) => this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'task run failed'))
+      .then(async (answer) => {
+        // The call began before its row: its record, once written, is the row's (owed till then).
+        if (answer.record) await this.deps.store.setRecordOwed(row.id, false);
+        await this.settle(row.id, answer);
+      }, (err: unknown) => this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'task run failed'))
       .finally(() => this.runs.delete(row.id));
     return row;
   }
@@ -348,6 +359,12 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   onSettled(call: BrokerCall, answer: BrokerAnswer): Promise<void> | undefined {
     const parked = this.parkedOf.get(call);
     const id = this.plainRuns.get(call);
+    const task = call.request.taskId;
+    if (task !== undefined && answer.record) {
+      // A task's call wrote its one record: its row owes none (cleared before anything else
+      // awaits, so a broker killed now cannot leave a written record owed as well).
+      void this.deps.store.setRecordOwed(task, false).catch((err: unknown) => this.deps.logger.error({ taskId: task, err: messageOf(err) }, 'task row could not be updated'));
+    }
     if (parked === undefined && id === undefined) return undefined;
     return (async () => {
       if (parked !== undefined) {
@@ -395,8 +412,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
       status: 'running',
       owner: this.instanceId,
       reason: `approved by ${row.approvedBy}`,
-      // The call that runs now writes the record; a row that cannot run again keeps it owed.
-      ...(waiter || !row.argsRedacted ? { recordOwed: false } : {}),
+      // Still owed: the call that runs now clears it when it writes the record (onSettled).
+      recordOwed: true,
       updatedAt: this.iso(),
     });
     if (!moved) return;
@@ -424,7 +441,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
 
   /** Stores a task call's answer in its row (unless it was cancelled first). */
   private async settle(id: string, answer: BrokerAnswer): Promise<void> {
-    const killed = answer.outcome === 'cancelled' && this.stopping;
+    // Cancelled by the broker's shutdown (its drain runs before stop()): killed by system.
+    const killed = answer.outcome === 'cancelled' && (this.stopping || this.deps.stopping?.() === true);
     if (killed) {
       await this.deps.store.updateTask(id, ['running'], { status: 'killed', stoppedBy: 'system', reason: answer.reason ?? 'the broker stopped', result: toolResultOf(answer), updatedAt: this.iso() });
       await this.changed(id);
@@ -463,6 +481,9 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
       name: target.name,
       args,
       argsRedacted: JSON.stringify(args) !== JSON.stringify(request.args),
+      // Owed from the start (fail closed): the call's record stage clears it when it writes the
+      // record (onSettled); a broker that dies first leaves it owed, for the reaper to write.
+      recordOwed: true,
       result: null,
       reason: null,
       callId: '',
@@ -522,7 +543,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
    */
   private async writeOwed(row: TaskRow, now: number): Promise<void> {
     const expired = Date.parse(row.createdAt) + row.ttlMs <= now;
-    if (!row.recordOwed || this.waiting.has(row.id)) return;
+    if (!row.recordOwed || this.waiting.has(row.id) || this.runs.has(row.id)) return; // a call here writes it
+    if (row.status === 'running') return; // its call writes it, or its broker ends and the row is killed
     if (row.status !== 'failed' && row.status !== 'killed' && !expired) return;
     if (row.owner !== this.instanceId && this.isLive(row.owner)) return;
     const { store, logger } = this.deps;

@@ -117,10 +117,15 @@ function need(taskId: string | undefined, method: string): string {
   return taskId;
 }
 
-/** What `tasks/result` answers: the call's own result, tagged with its task. */
+/**
+ * What `tasks/result` answers: the call's own result, tagged with its task. A row with none (a
+ * task killed before it answered) reads as its status does: `cancelled: …` when its caller
+ * stopped it (A2A `canceled`), `failed: …` when the broker did (A2A and MCP `failed`).
+ */
 function resultOf(row: TaskRow, state: string): Record<string, unknown> {
+  const word = state === 'canceled' ? 'cancelled' : 'failed';
   const stored = (row.result ?? {
-    content: [{ type: 'text', text: `cancelled: ${row.reason ?? 'the task was stopped before it finished'}` }],
+    content: [{ type: 'text', text: `${word}: ${row.reason ?? 'the task was stopped before it finished'}` }],
     isError: true,
   }) as Record<string, unknown>;
   const meta = (stored._meta ?? {}) as Record<string, unknown>;
