@@ -284,6 +284,16 @@ describe('the approval inbox from a session and over HTTP', () => {
     }, 'the call to park');
     expect(parked).toMatchObject({ principal: 'alice', _meta: { 'mcp-broker/a2a': 'input-required' } });
     expect((await http(`${broker.url}/api/v1/approvals/${parked.id}`, { method: 'POST', headers: auth(env.ALICE_TOKEN), body: { approve: true } })).status).toBe(403);
+    // The approvals tools are denied to her with their own reason, not broker__reconnect's.
+    for (const [name, args, why] of [
+      ['broker__approvals_list', {}, "shows every principal's parked calls (the approval inbox)"],
+      ['broker__approvals_decide', { id: parked.id, approve: true }, "decides every principal's parked calls (the approval inbox)"],
+    ] as const) {
+      const denied = (await alice.client.callTool({ name, arguments: args })) as { isError?: boolean; content: Array<{ text: string }>; _meta: Record<string, unknown> };
+      expect(denied).toMatchObject({ isError: true, _meta: { 'mcp-broker/outcome': 'denied' } });
+      expect(denied.content[0]!.text).toContain(`"${name}" ${why}: principal "alice" needs the operator role`);
+      expect(denied.content[0]!.text).not.toContain('upstream connections');
+    }
     const decided = await http(`${broker.url}/api/v1/approvals/${parked.id}`, { method: 'POST', headers: auth(env.OPS_TOKEN), body: { approve: true } });
     expect(decided.status).toBe(200);
     const result = (await answer) as { content: Array<{ text: string }> };
