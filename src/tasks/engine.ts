@@ -31,7 +31,7 @@
  * One principal sees and touches only its own tasks: every read here takes the caller's
  * principal, and a foreign id reads as missing.
  */
-import { isInputRequiredResult } from '@modelcontextprotocol/server';
+import { isInputRequiredResult, RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
 import type { ParkDecision } from '../broker/types.js';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
@@ -51,6 +51,8 @@ import { decideParked, rejectionReason, type InboxDecision } from './inbox.js';
 import { isTerminal, mcpTaskStatus, TaskCancelled, TaskError, type McpTask } from './status.js';
 import { TaskInputs } from './inputs.js';
 
+/** How a call's upstream requests reach its caller (`CallRequest.onServerRequest`). */
+type ServerRequestHandler = NonNullable<CallRequest['onServerRequest']>;
 
 export interface TaskEngineDeps {
   store: Store;
@@ -122,6 +124,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   private live = new Map<string, { heartbeatAt: number; host: string; pid: number }>();
   private readonly runs = new Map<string, Run>();
   private readonly waiters = new Map<string, Waiter>();
+  /** Tasks whose call waits on its caller's answer to a live input request, and how many ({@link askLive}). */
+  private readonly asking = new Map<string, number>();
   private stopping = false;
   private lastBeat = -Infinity;
   private ticking?: Promise<void>;
@@ -161,6 +165,29 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     await this.deps.store.reapInstance(this.instanceId, this.iso()).catch(() => undefined);
   }
 
+  /**
+   * Puts `request` of task `id`'s call to its caller through `ask`, tagged with the task; the
+   * task is `input_required` (status notified) until every such request is answered or ends.
+   */
+  private async askLive(id: string, request: Parameters<ServerRequestHandler>[0], signal: AbortSignal, ask: ServerRequestHandler): Promise<Record<string, unknown>> {
+    const n = (this.asking.get(id) ?? 0) + 1;
+    this.asking.set(id, n);
+    if (n === 1) await this.changed(id).catch(() => undefined);
+    try {
+      const params = request.params ?? {};
+      const meta = { ...((params._meta as Record<string, unknown> | undefined) ?? {}), [RELATED_TASK_META_KEY]: { taskId: id } };
+      return await ask({ ...request, params: { ...params, _meta: meta } }, signal);
+    } finally {
+      const left = (this.asking.get(id) ?? 1) - 1;
+      if (left > 0) this.asking.set(id, left);
+      else {
+        this.asking.delete(id);
+        const row = await this.get(id, undefined).catch(() => undefined);
+        if (row?.status === 'running') this.emit('status', row);
+      }
+    }
+  }
+
   /** Whether instance `owner` is live (this one always is). */
   isLive(owner: string): boolean {
     if (owner === this.instanceId) return true;
@@ -170,6 +197,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
 
   /** The A2A state a reader is shown for `row`. */
   a2a(row: TaskRow): A2ATaskState {
+    if (row.status === 'running' && this.asking.has(row.id)) return 'input-required'; // its call waits on its caller (askLive)
     return projectA2ATaskState(row, { instanceId: this.instanceId, isLive: (o) => this.isLive(o) });
   }
 
@@ -208,6 +236,12 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
    * `holdInputs` (a 2026-07-28 caller, who has no server-to-client requests): the upstream's
    * elicitation, sampling and roots requests during the call wait in {@link inputs} until the
    * caller answers them (`tasks/update`), instead of going through `request.onServerRequest`.
+   * `ask` (a 2025-11-25 caller): the upstream's elicitation, sampling and roots requests during
+   * the call are put to the caller through it, live, with
+   * `_meta["io.modelcontextprotocol/related-task"]: {taskId}`; while one waits the task reads
+   * `input_required` (A2A `input-required`) and its status is notified. Its own properties
+   * (`sessionId`, `notify`) are kept on the route the call is given. Absent (and no
+   * `holdInputs`): such a request fails the call (`upstream_error`).
    * `given` is told the row's id once it is stored, before the call starts (so a session can tell
    * the tasks it handed out from parked plain calls' rows).
    */
@@ -216,7 +250,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     session: CallerSession,
     target: ToolTarget,
     ttlMs?: number,
-    options: { holdInputs?: boolean; given?: (id: string) => void } = {},
+    options: { holdInputs?: boolean; ask?: ServerRequestHandler; given?: (id: string) => void } = {},
   ): Promise<TaskRow> {
     const row = this.newRow(request, session, target, 'running', ttlMs);
     await this.deps.store.addTask(row);
@@ -224,9 +258,12 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     const controller = new AbortController();
     this.runs.set(row.id, { abort: (reason) => controller.abort(reason) });
     const detached: CallerSession = { ...session, isLive: () => true, ping: undefined };
+    const { ask } = options;
     const held: Partial<Pick<CallRequest, 'onServerRequest'>> = options.holdInputs
       ? { onServerRequest: (r, signal) => this.inputs.ask(row.id, r, signal) }
-      : {};
+      : ask
+        ? { onServerRequest: Object.assign((r: Parameters<ServerRequestHandler>[0], signal: AbortSignal) => this.askLive(row.id, r, signal, ask), ask) }
+        : {};
     void this.deps
       .run({ ...request, ...held, signal: controller.signal, abort: (r) => controller.abort(r), taskId: row.id }, detached, target)
       .then((answer) => this.settle(row.id, answer), (err: unknown) => this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'task run failed'))

@@ -53,6 +53,11 @@ export interface LegacyTasksHost {
   upstreamTasks?(target: ToolTarget): boolean;
   /** Told each task id handed to the client, once its row is stored (before its call starts). */
   given?(id: string): void;
+  /**
+   * How a task's call puts the upstream's input requests (elicitation, sampling, roots) to this
+   * caller: live, on its session (`TaskEngine.create`'s `ask`). Absent: such a request fails the call.
+   */
+  ask?: NonNullable<CallRequest['onServerRequest']>;
 }
 
 export class LegacyTasks {
@@ -74,6 +79,7 @@ export class LegacyTasks {
     const ttl = (task as { ttl?: unknown } | undefined)?.ttl;
     const row = await this.host.tasks.create(request, session, target, typeof ttl === 'number' && ttl > 0 ? Math.floor(ttl) : undefined, {
       given: (id) => this.host.given?.(id),
+      ask: this.host.ask,
     });
     const { _meta, ...wire } = this.host.tasks.toMcpTask(row);
     return { task: wire, _meta };

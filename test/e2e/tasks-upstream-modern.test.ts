@@ -119,6 +119,36 @@ describe("a modern upstream's tasks through the broker", () => {
     expect(result.content).toEqual([{ type: 'text', text: 'computed tasked after 0 s' }]);
   });
 
+  it("a legacy caller's task-augmented call whose upstream task asks for input: input_required, the question reaches the session tagged with the task, the answer goes upstream, one record", async () => {
+    const b = await startBroker({ servers: MODERN_FIXTURE, capabilities: { elicitation: {} } });
+    cleanups.push(() => b.close());
+    const loose = ResultSchema.loose();
+    const req = (method: string, params: Record<string, unknown>) => b.client.request({ method, params } as never, loose, { timeout: 20_000 }) as Promise<Answer>;
+    let taskId = '';
+    const asked: Array<{ message: unknown; related: unknown; status: unknown }> = [];
+    b.client.setRequestHandler('elicitation/create', async (r) => {
+      // While the question waits, the task reads input_required.
+      const task = await req('tasks/get', { taskId });
+      asked.push({ message: r.params.message, related: (r.params._meta as Answer | undefined)?.['io.modelcontextprotocol/related-task'], status: [task.status, task._meta['mcp-broker/a2a']] });
+      return { action: 'accept', content: { name: 'Ada' } };
+    });
+    const created = await req('tools/call', { name: 'c__test_tool_with_task', arguments: {}, task: {} });
+    taskId = created.task.taskId as string;
+    const result = await req('tasks/result', { taskId });
+    expect(result.content).toEqual([{ type: 'text', text: 'Hello, Ada!' }]);
+    expect(asked).toEqual([{ message: 'What is your name?', related: { taskId }, status: ['input_required', 'input-required'] }]);
+    const statuses = b.notifications.filter((n) => n.method === 'notifications/tasks/status' && n.params?.taskId === taskId).map((n) => n.params!.status);
+    expect(statuses).toContain('input_required');
+    expect(statuses.at(-1)).toBe('completed');
+    expect(statuses.indexOf('input_required')).toBeLessThan(statuses.lastIndexOf('working'));
+    expect((await req('tasks/get', { taskId })).status).toBe('completed');
+    const records = await waitFor(async () => {
+      const r = (await b.records()).filter((x: RecordLine) => x.name === 'c__test_tool_with_task');
+      return r.length ? r : undefined;
+    }, 'the record');
+    expect(records.map((r: RecordLine) => r.outcome)).toEqual(['ok']);
+  });
+
   it("a legacy caller's call waits on the upstream task and answers its result; its input requests go to the caller live", async () => {
     const b = await startBroker({ servers: MODERN_FIXTURE, capabilities: { elicitation: {} } });
     cleanups.push(() => b.close());
