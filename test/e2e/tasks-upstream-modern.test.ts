@@ -149,6 +149,23 @@ describe("a modern upstream's tasks through the broker", () => {
     expect(records.map((r: RecordLine) => r.outcome)).toEqual(['ok']);
   });
 
+  it('the same for a legacy broker task on a 2025-11-25 upstream: its call asking (confirm_delete) reaches the caller tagged with the broker task', async () => {
+    const b = await startBroker({ servers: { c: { command: 'node', args: [fixture('conformance-server.mjs'), '--legacy'] } }, capabilities: { elicitation: {} } });
+    cleanups.push(() => b.close());
+    const loose = ResultSchema.loose();
+    const req = (method: string, params: Record<string, unknown>) => b.client.request({ method, params } as never, loose, { timeout: 20_000 }) as Promise<Answer>;
+    let taskId = '';
+    const asked: Array<{ related: unknown; status: unknown }> = [];
+    b.client.setRequestHandler('elicitation/create', async (r) => {
+      asked.push({ related: (r.params._meta as Answer | undefined)?.['io.modelcontextprotocol/related-task'], status: (await req('tasks/get', { taskId })).status });
+      return { action: 'accept', content: { confirm: true } };
+    });
+    const created = await req('tools/call', { name: 'c__confirm_delete', arguments: { filename: 'a.txt' }, task: {} });
+    taskId = created.task.taskId as string;
+    expect((await req('tasks/result', { taskId })).content).toEqual([{ type: 'text', text: 'deleted a.txt' }]);
+    expect(asked).toEqual([{ related: { taskId }, status: 'input_required' }]);
+  });
+
   it("a legacy caller's call waits on the upstream task and answers its result; its input requests go to the caller live", async () => {
     const b = await startBroker({ servers: MODERN_FIXTURE, capabilities: { elicitation: {} } });
     cleanups.push(() => b.close());
