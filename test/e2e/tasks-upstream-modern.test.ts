@@ -11,6 +11,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ResultSchema } from '@modelcontextprotocol/core';
 import { fixture, readNdjson, spawnRawBroker, startBroker, waitFor, type RecordLine } from './helpers.js';
+import { connectHttp, startHttpBroker } from '../transports/harness.js';
 
 const TASKS = 'io.modelcontextprotocol/tasks';
 const MODERN_FIXTURE = { c: { command: 'node', args: [fixture('conformance-server.mjs')] } };
@@ -147,6 +148,34 @@ describe("a modern upstream's tasks through the broker", () => {
       return r.length ? r : undefined;
     }, 'the record');
     expect(records.map((r: RecordLine) => r.outcome)).toEqual(['ok']);
+  });
+
+  it("over HTTP: a legacy broker task asking its caller, whose session then ends, stays input_required until it is cancelled", async () => {
+    const broker = await startHttpBroker({ servers: MODERN_FIXTURE });
+    cleanups.push(broker.close);
+    const loose = ResultSchema.loose();
+    const a = await connectHttp(broker.url, 'streamable', { capabilities: { elicitation: {} } });
+    let related: unknown;
+    const asked = new Promise<void>((resolve) =>
+      a.client.setRequestHandler('elicitation/create', (r) => {
+        related = (r.params._meta as Answer | undefined)?.['io.modelcontextprotocol/related-task'];
+        resolve();
+        return new Promise(() => undefined); // never answered: the caller goes away
+      }),
+    );
+    const created = (await a.client.request({ method: 'tools/call', params: { name: 'c__test_tool_with_task', arguments: {}, task: {} } } as never, loose)) as Answer;
+    const taskId = created.task.taskId as string;
+    await asked;
+    expect(related).toEqual({ taskId });
+    await a.close();
+    const b = await connectHttp(broker.url, 'streamable');
+    cleanups.push(b.close);
+    const req = (method: string, params: Record<string, unknown>) => b.client.request({ method, params } as never, loose, { timeout: 20_000 }) as Promise<Answer>;
+    expect(await req('tasks/get', { taskId })).toMatchObject({ status: 'input_required', _meta: { 'mcp-broker/a2a': 'input-required' } });
+    await req('tasks/list', {});
+    expect((await req('tasks/get', { taskId })).status).toBe('input_required');
+    expect((await req('tasks/cancel', { taskId })).status).toBe('cancelled');
+    expect((await req('tasks/result', { taskId })).isError).toBe(true);
   });
 
   it('the same for a legacy broker task on a 2025-11-25 upstream: its call asking (confirm_delete) reaches the caller tagged with the broker task', async () => {
