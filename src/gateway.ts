@@ -207,6 +207,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       timing: { heartbeatMs: config.broker.taskHeartbeatMs, staleMs: config.broker.taskStaleMs, pollMs: config.broker.taskPollMs },
       askMode: () => this.policy.config.askMode,
       ready: () => this.isReady,
+      stopping: () => this.broker.draining,
     });
     this.broker.onSettled = (call, answer) => this.tasks.onSettled(call, answer);
     // Lists change many times during the first dial; clients list after `ready`, so stay quiet until then.

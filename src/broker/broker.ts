@@ -58,6 +58,10 @@ export class Broker {
   private readonly path: (call: BrokerCall) => Promise<void>;
   /** Aborted by `drain()`: every call in flight is cancelled, answered and recorded. */
   private readonly closing = new AbortController();
+  /** Whether `drain()` was called: the broker is shutting down and cancels every call. */
+  get draining(): boolean {
+    return this.closing.signal.aborted;
+  }
   private readonly inflight = new Set<Promise<unknown>>();
   /** How to abort each call in flight (its signal), for `drain()`. */
   private readonly aborts = new Set<(reason: unknown) => void>();

@@ -104,6 +104,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
         firstUseDone,
         toolDefault: target.policyDefault,
         requiresPrivilege: target.requiresPrivilege === true,
+        privilegeReason: target.privilegeReason,
         privileged: target.requiresPrivilege === true && deps.isPrivileged?.(principal) === true,
         approveCommand: hint(deps, name, principal, principal),
       });

@@ -48,6 +48,8 @@ export interface PolicyFacts {
   readonly toolDefault?: 'ask' | 'deny';
   /** The tool acts on what every session shares (`ToolTarget.requiresPrivilege`); default `false`. */
   readonly requiresPrivilege?: boolean;
+  /** What makes it need privilege, after the tool's name in the denial; default "acts on what every session shares". */
+  readonly privilegeReason?: string;
   /** The caller is privileged ({@link isPrivilegedPrincipal}); default `false` (fail closed). */
   readonly privileged?: boolean;
   /** The command that approves this tool for this principal, as refusals name it; default the plain `mcp-broker approve …`. */
@@ -178,7 +180,7 @@ export function decide(policy: CompiledPolicy, facts: PolicyFacts): Verdict {
     return {
       kind: 'refuse',
       outcome: 'denied',
-      reason: `"${name}" acts on upstream connections every session shares: principal "${facts.principal}" needs the operator role, or a policy.rules entry that allows "${name}" by name`,
+      reason: `"${name}" ${facts.privilegeReason ?? 'acts on what every session shares'}: principal "${facts.principal}" needs the operator role, or a policy.rules entry that allows "${name}" by name`,
     };
   }
   if (facts.approval === 'revoked') return { kind: 'ask', ground: 'revoked', reason: `approval of "${name}" was revoked` };

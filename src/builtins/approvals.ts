@@ -43,6 +43,7 @@ export function approvalsTools(deps: ApprovalsDeps): FunctionTool[] {
     output: z.object({ approvals: z.array(Parked) }),
     annotations: { readOnlyHint: true, openWorldHint: false },
     requiresPrivilege: true,
+    privilegeReason: "shows every principal's parked calls (the approval inbox)",
     async handler() {
       const rows = await listParked(deps.store(), deps.clock.now());
       const approvals = rows.map((r) => ({ id: r.id, tool: r.name, subject: r.subject, principal: r.principal, createdAt: r.createdAt, reason: r.reason, args: r.args }));
@@ -62,6 +63,7 @@ export function approvalsTools(deps: ApprovalsDeps): FunctionTool[] {
     output: z.object({ id: z.string(), decided: z.boolean(), status: z.string().optional(), a2a: z.string().optional() }),
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     requiresPrivilege: true,
+    privilegeReason: "decides every principal's parked calls (the approval inbox)",
     async handler({ id, approve, reason }, ctx) {
       const tasks = deps.tasks();
       const row = tasks ? await tasks.decide(id, { approve, by: ctx.session.principal, reason }) : undefined;

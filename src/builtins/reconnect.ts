@@ -80,6 +80,7 @@ export function reconnectTool(deps: ReconnectDeps): FunctionTool {
     output: ReconnectAnswerSchema,
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
     requiresPrivilege: true,
+    privilegeReason: 'acts on upstream connections every session shares',
     async handler({ server }) {
       const answer = await reconnect(deps, inFlight, server);
       return { content: [{ type: 'text', text: JSON.stringify(answer) }], structuredContent: answer };

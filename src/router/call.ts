@@ -46,6 +46,8 @@ export interface ToolTarget {
    * nor allowed it by a `policy.rules` entry naming it literally (policy.ts, step 5).
    */
   readonly requiresPrivilege?: boolean;
+  /** Why it needs privilege, for the denial (`FunctionTool.privilegeReason`). */
+  readonly privilegeReason?: string;
   /** What the call would do, for the approval prompt (`approvalDetail` of a function tool). */
   readonly approvalDetail?: (args: unknown, session: CallerSession) => readonly string[] | Promise<readonly string[]>;
 }

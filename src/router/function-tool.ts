@@ -72,6 +72,12 @@ export interface FunctionToolSpec<S extends z.ZodType = z.ZodType> {
    */
   requiresPrivilege?: boolean;
   /**
+   * What makes a {@link requiresPrivilege} tool need privilege, as the denial says it after the
+   * tool's name (`"broker__reconnect" acts on upstream connections every session shares: …`).
+   * Default "acts on what every session shares".
+   */
+  privilegeReason?: string;
+  /**
    * Lines the approval prompt shows about what this call would do (after the tool, the reason
    * and before the arguments), when the call is asked about; scrubbed before they are shown.
    * `args` are the call's raw arguments (not yet validated). A throw fails the call closed

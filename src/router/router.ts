@@ -190,6 +190,7 @@ export class ToolRouter implements Dispatcher {
         ...(local.tool.policyDefault ? { policyDefault: local.tool.policyDefault } : {}),
         ...(local.tool.requireApproval ? { requireApproval: true } : {}),
         ...(local.tool.requiresPrivilege ? { requiresPrivilege: true } : {}),
+        ...(local.tool.privilegeReason ? { privilegeReason: local.tool.privilegeReason } : {}),
         ...(local.tool.approvalDetail ? { approvalDetail: local.tool.approvalDetail } : {}),
       };
     }

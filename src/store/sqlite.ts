@@ -302,7 +302,7 @@ export class SqliteStore implements Store {
       ),
       deleteExpiredTasks: db.prepare<[number]>('DELETE FROM tasks WHERE expires_at <= ? AND record_owed = 0'),
       listOwedRecords: db.prepare<[number, number], TaskSqlRow>(
-        "SELECT * FROM tasks WHERE record_owed = 1 AND (status IN ('failed', 'killed') OR expires_at <= ?) ORDER BY created_at, rowid LIMIT ?",
+        "SELECT * FROM tasks WHERE record_owed = 1 AND (status IN ('failed', 'killed') OR (expires_at <= ? AND status != 'running')) ORDER BY created_at, rowid LIMIT ?",
       ),
       oweRecord: db.prepare<[string]>('UPDATE tasks SET record_owed = 1 WHERE id = ?'),
       claimRecord: db.prepare<[string]>('UPDATE tasks SET record_owed = 0 WHERE id = ? AND record_owed = 1'),

@@ -177,8 +177,9 @@ export interface Store {
    */
   deleteExpiredTasks(now: number): Promise<number>;
   /**
-   * Rows whose call record is owed and due: settled (`failed`, `killed`) or expired by `now`
-   * (ms since the epoch), oldest first, at most `limit`. Expired rows are included.
+   * Rows whose call record is owed and due: settled (`failed`, `killed`), or expired by `now`
+   * (ms since the epoch) and not `running` (a running row's call writes its own, or its
+   * broker dies and the row is killed), oldest first, at most `limit`.
    */
   listOwedRecords(now: number, limit: number): Promise<TaskRow[]>;
   /**
@@ -254,10 +255,11 @@ export interface TaskRow {
    */
   readonly approvedBy: string | null;
   /**
-   * The call's one record is not written yet and the row settles it: set when the call parks,
-   * cleared when a call writes its record (the waiting call, or the run that takes an approved
-   * row up). A row settled (rejected, cancelled) or expired while owed, with no call waiting on
-   * it, gets its record from the task engine. Absent: false.
+   * The call's one record is not written yet and the row settles it: set when the row is
+   * created (running or parked), cleared when a call writes its record (the task's run, the
+   * waiting call, or the run that takes an approved row up). A row settled (rejected,
+   * cancelled, killed by a broker that ended) or expired while owed, with no call running or
+   * waiting on it, gets its record from the task engine. Absent: false.
    */
   readonly recordOwed?: boolean;
   readonly createdAt: string;

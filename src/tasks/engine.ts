@@ -20,16 +20,18 @@
  * process): a parked call still waiting here resumes in place; one whose caller or instance is
  * gone is run again from its stored arguments, through the whole path, pre-approved.
  *
- * Every call the broker accepted leaves one record, a parked one too: the call that waits on a
- * parked row writes it (through the record stage); a row rejected, cancelled or expired with no
- * call waiting on it (its caller left, its broker stopped) owes it (`TaskRow.recordOwed`), and
- * the tick writes it through `deps.record` (the row's owner, or any instance once the owner is
- * dead), before an expired row is deleted.
+ * Every call the broker accepted leaves one record, a parked one too. Every row owes it from
+ * when it is stored (`TaskRow.recordOwed`, fail closed) until the call that runs or waits on it
+ * writes it (through the record stage; cleared in {@link TaskEngine.onSettled}). A row
+ * rejected, cancelled, killed (its broker ended before its call answered: SIGKILL) or expired
+ * with no call here running or waiting on it still owes it, and the tick writes it through
+ * `deps.record` (the row's owner, or any instance once the owner is dead), before an expired
+ * row is deleted: a killed row's record is `cancelled`, with the row's reason, attempts 0.
  *
  * One principal sees and touches only its own tasks: every read here takes the caller's
  * principal, and a foreign id reads as missing.
  */
-import { isInputRequiredResult } from '@modelcontextprotocol/server';
+import { isInputRequiredResult, RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
 import type { ParkDecision } from '../broker/types.js';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
@@ -49,6 +51,8 @@ import { decideParked, rejectionReason, type InboxDecision } from './inbox.js';
 import { isTerminal, mcpTaskStatus, TaskCancelled, TaskError, type McpTask } from './status.js';
 import { TaskInputs } from './inputs.js';
 
+/** How a call's upstream requests reach its caller (`CallRequest.onServerRequest`). */
+type ServerRequestHandler = NonNullable<CallRequest['onServerRequest']>;
 
 export interface TaskEngineDeps {
   store: Store;
@@ -76,6 +80,11 @@ export interface TaskEngineDeps {
    * upstreams not started yet); the first tick after it takes them up.
    */
   ready?(): boolean;
+  /**
+   * Whether the broker is shutting down (`Broker.draining`): a task call cancelled then is
+   * `killed` by `system`, not `failed`. Default never (only {@link TaskEngine.stop} counts).
+   */
+  stopping?(): boolean;
   /** Whether `pid` is a live process on this host; default `process.kill(pid, 0)`. */
   pidAlive?(pid: number): boolean;
   /**
@@ -115,6 +124,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   private live = new Map<string, { heartbeatAt: number; host: string; pid: number }>();
   private readonly runs = new Map<string, Run>();
   private readonly waiters = new Map<string, Waiter>();
+  /** Tasks whose call waits on its caller's answer to a live input request, and how many ({@link askLive}). */
+  private readonly asking = new Map<string, number>();
   private stopping = false;
   private lastBeat = -Infinity;
   private ticking?: Promise<void>;
@@ -154,6 +165,29 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     await this.deps.store.reapInstance(this.instanceId, this.iso()).catch(() => undefined);
   }
 
+  /**
+   * Puts `request` of task `id`'s call to its caller through `ask`, tagged with the task; the
+   * task is `input_required` (status notified) until every such request is answered or ends.
+   */
+  private async askLive(id: string, request: Parameters<ServerRequestHandler>[0], signal: AbortSignal, ask: ServerRequestHandler): Promise<Record<string, unknown>> {
+    const n = (this.asking.get(id) ?? 0) + 1;
+    this.asking.set(id, n);
+    if (n === 1) await this.changed(id).catch(() => undefined);
+    try {
+      const params = request.params ?? {};
+      const meta = { ...((params._meta as Record<string, unknown> | undefined) ?? {}), [RELATED_TASK_META_KEY]: { taskId: id } };
+      return await ask({ ...request, params: { ...params, _meta: meta } }, signal);
+    } finally {
+      const left = (this.asking.get(id) ?? 1) - 1;
+      if (left > 0) this.asking.set(id, left);
+      else {
+        this.asking.delete(id);
+        const row = await this.get(id, undefined).catch(() => undefined);
+        if (row?.status === 'running') this.emit('status', row);
+      }
+    }
+  }
+
   /** Whether instance `owner` is live (this one always is). */
   isLive(owner: string): boolean {
     if (owner === this.instanceId) return true;
@@ -163,6 +197,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
 
   /** The A2A state a reader is shown for `row`. */
   a2a(row: TaskRow): A2ATaskState {
+    if (row.status === 'running' && this.asking.has(row.id)) return 'input-required'; // its call waits on its caller (askLive)
     return projectA2ATaskState(row, { instanceId: this.instanceId, isLive: (o) => this.isLive(o) });
   }
 
@@ -201,6 +236,12 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
    * `holdInputs` (a 2026-07-28 caller, who has no server-to-client requests): the upstream's
    * elicitation, sampling and roots requests during the call wait in {@link inputs} until the
    * caller answers them (`tasks/update`), instead of going through `request.onServerRequest`.
+   * `ask` (a 2025-11-25 caller): the upstream's elicitation, sampling and roots requests during
+   * the call are put to the caller through it, live, with
+   * `_meta["io.modelcontextprotocol/related-task"]: {taskId}`; while one waits the task reads
+   * `input_required` (A2A `input-required`) and its status is notified. Its own properties
+   * (`sessionId`, `notify`) are kept on the route the call is given. Absent (and no
+   * `holdInputs`): such a request fails the call (`upstream_error`).
    * `given` is told the row's id once it is stored, before the call starts (so a session can tell
    * the tasks it handed out from parked plain calls' rows).
    */
@@ -209,7 +250,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     session: CallerSession,
     target: ToolTarget,
     ttlMs?: number,
-    options: { holdInputs?: boolean; given?: (id: string) => void } = {},
+    options: { holdInputs?: boolean; ask?: ServerRequestHandler; given?: (id: string) => void } = {},
   ): Promise<TaskRow> {
     const row = this.newRow(request, session, target, 'running', ttlMs);
     await this.deps.store.addTask(row);
@@ -217,9 +258,12 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     const controller = new AbortController();
     this.runs.set(row.id, { abort: (reason) => controller.abort(reason) });
     const detached: CallerSession = { ...session, isLive: () => true, ping: undefined };
+    const { ask } = options;
     const held: Partial<Pick<CallRequest, 'onServerRequest'>> = options.holdInputs
       ? { onServerRequest: (r, signal) => this.inputs.ask(row.id, r, signal) }
-      : {};
+      : ask
+        ? { onServerRequest: Object.assign((r: Parameters<ServerRequestHandler>[0], signal: AbortSignal) => this.askLive(row.id, r, signal, ask), ask) }
+        : {};
     void this.deps
       .run({ ...request, ...held, signal: controller.signal, abort: (r) => controller.abort(r), taskId: row.id }, detached, target)
       .then((answer) => this.settle(row.id, answer), (err: unknown) => this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'task run failed'))
@@ -245,7 +289,11 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     await this.deps.store.addTask(row);
     this.runs.set(row.id, { abort: running.abort });
     void running.answer
-      .then((answer) => this.settle(row.id, answer), (err: unknown) => this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'task run failed'))
+      .then(async (answer) => {
+        // The call began before its row: its record, once written, is the row's (owed till then).
+        if (answer.record) await this.deps.store.setRecordOwed(row.id, false);
+        await this.settle(row.id, answer);
+      }, (err: unknown) => this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'task run failed'))
       .finally(() => this.runs.delete(row.id));
     return row;
   }
@@ -348,6 +396,12 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   onSettled(call: BrokerCall, answer: BrokerAnswer): Promise<void> | undefined {
     const parked = this.parkedOf.get(call);
     const id = this.plainRuns.get(call);
+    const task = call.request.taskId;
+    if (task !== undefined && answer.record) {
+      // A task's call wrote its one record: its row owes none (cleared before anything else
+      // awaits, so a broker killed now cannot leave a written record owed as well).
+      void this.deps.store.setRecordOwed(task, false).catch((err: unknown) => this.deps.logger.error({ taskId: task, err: messageOf(err) }, 'task row could not be updated'));
+    }
     if (parked === undefined && id === undefined) return undefined;
     return (async () => {
       if (parked !== undefined) {
@@ -395,8 +449,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
       status: 'running',
       owner: this.instanceId,
       reason: `approved by ${row.approvedBy}`,
-      // The call that runs now writes the record; a row that cannot run again keeps it owed.
-      ...(waiter || !row.argsRedacted ? { recordOwed: false } : {}),
+      // Still owed: the call that runs now clears it when it writes the record (onSettled).
+      recordOwed: true,
       updatedAt: this.iso(),
     });
     if (!moved) return;
@@ -424,7 +478,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
 
   /** Stores a task call's answer in its row (unless it was cancelled first). */
   private async settle(id: string, answer: BrokerAnswer): Promise<void> {
-    const killed = answer.outcome === 'cancelled' && this.stopping;
+    // Cancelled by the broker's shutdown (its drain runs before stop()): killed by system.
+    const killed = answer.outcome === 'cancelled' && (this.stopping || this.deps.stopping?.() === true);
     if (killed) {
       await this.deps.store.updateTask(id, ['running'], { status: 'killed', stoppedBy: 'system', reason: answer.reason ?? 'the broker stopped', result: toolResultOf(answer), updatedAt: this.iso() });
       await this.changed(id);
@@ -463,6 +518,9 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
       name: target.name,
       args,
       argsRedacted: JSON.stringify(args) !== JSON.stringify(request.args),
+      // Owed from the start (fail closed): the call's record stage clears it when it writes the
+      // record (onSettled); a broker that dies first leaves it owed, for the reaper to write.
+      recordOwed: true,
       result: null,
       reason: null,
       callId: '',
@@ -522,7 +580,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
    */
   private async writeOwed(row: TaskRow, now: number): Promise<void> {
     const expired = Date.parse(row.createdAt) + row.ttlMs <= now;
-    if (!row.recordOwed || this.waiting.has(row.id)) return;
+    if (!row.recordOwed || this.waiting.has(row.id) || this.runs.has(row.id)) return; // a call here writes it
+    if (row.status === 'running') return; // its call writes it, or its broker ends and the row is killed
     if (row.status !== 'failed' && row.status !== 'killed' && !expired) return;
     if (row.owner !== this.instanceId && this.isLive(row.owner)) return;
     const { store, logger } = this.deps;

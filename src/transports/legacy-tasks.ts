@@ -53,6 +53,11 @@ export interface LegacyTasksHost {
   upstreamTasks?(target: ToolTarget): boolean;
   /** Told each task id handed to the client, once its row is stored (before its call starts). */
   given?(id: string): void;
+  /**
+   * How a task's call puts the upstream's input requests (elicitation, sampling, roots) to this
+   * caller: live, on its session (`TaskEngine.create`'s `ask`). Absent: such a request fails the call.
+   */
+  ask?: NonNullable<CallRequest['onServerRequest']>;
 }
 
 export class LegacyTasks {
@@ -74,6 +79,7 @@ export class LegacyTasks {
     const ttl = (task as { ttl?: unknown } | undefined)?.ttl;
     const row = await this.host.tasks.create(request, session, target, typeof ttl === 'number' && ttl > 0 ? Math.floor(ttl) : undefined, {
       given: (id) => this.host.given?.(id),
+      ask: this.host.ask,
     });
     const { _meta, ...wire } = this.host.tasks.toMcpTask(row);
     return { task: wire, _meta };
@@ -117,10 +123,15 @@ function need(taskId: string | undefined, method: string): string {
   return taskId;
 }
 
-/** What `tasks/result` answers: the call's own result, tagged with its task. */
+/**
+ * What `tasks/result` answers: the call's own result, tagged with its task. A row with none (a
+ * task killed before it answered) reads as its status does: `cancelled: …` when its caller
+ * stopped it (A2A `canceled`), `failed: …` when the broker did (A2A and MCP `failed`).
+ */
 function resultOf(row: TaskRow, state: string): Record<string, unknown> {
+  const word = state === 'canceled' ? 'cancelled' : 'failed';
   const stored = (row.result ?? {
-    content: [{ type: 'text', text: `cancelled: ${row.reason ?? 'the task was stopped before it finished'}` }],
+    content: [{ type: 'text', text: `${word}: ${row.reason ?? 'the task was stopped before it finished'}` }],
     isError: true,
   }) as Record<string, unknown>;
   const meta = (stored._meta ?? {}) as Record<string, unknown>;

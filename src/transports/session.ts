@@ -421,6 +421,27 @@ export class DownstreamSession {
     return Object.assign(route, { sessionId: owner ?? undefined, ...(this.era === 'legacy' && { notify: this.notifySession }) });
   }
 
+  /**
+   * Sends a request to this session outside any request (a task's upstream asking for input,
+   * 2025-11-25 tasks: the task is `input_required` meanwhile). Bounded by
+   * `broker.maxTotalTimeoutMs`; the call's deadline or cancel ends it sooner. Once the session
+   * is gone (closed before or while asking) it never answers: the task waits, `input_required`,
+   * until its call ends (deadline, `tasks/cancel`, TTL).
+   */
+  private readonly sendToSession: ServerRequestHandler = async (request, signal) => {
+    if (!this.closed) {
+      try {
+        return await this.server.request(request as never, AnyResult, { signal, timeout: this.gateway.config.broker.maxTotalTimeoutMs });
+      } catch (err) {
+        if (!this.closed || signal.aborted) throw err;
+      }
+    }
+    return new Promise<never>((_, reject) => {
+      if (signal.aborted) return reject(signal.reason);
+      signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+    });
+  };
+
   /** Sends a notification to this session outside any request (an upstream's elicitation completion); never throws. */
   private readonly notifySession: SessionNotify = (notification) => {
     if (this.closed) return;
@@ -777,7 +798,16 @@ export class DownstreamSession {
     // answer for the era (HTTP 404 with -32601), not a handler's in-band one; the modern call
     // goes through the SDK anyway (its envelope, stamping and cache fields).
     // Legacy: task-augmented calls and `tasks/*` (2025-11-25) are served here too (legacy-tasks.ts).
-    const tasks = new LegacyTasks({ tasks: gw.tasks, resolve: (name) => gw.router.resolve(name), upstreamTasks: (target) => this.upstreamTasks(target), given: (id) => this.givenTasks.add(id) }, this.principal);
+    const tasks = new LegacyTasks(
+      {
+        tasks: gw.tasks,
+        resolve: (name) => gw.router.resolve(name),
+        upstreamTasks: (target) => this.upstreamTasks(target),
+        given: (id) => this.givenTasks.add(id),
+        ask: this.era === 'legacy' ? this.serverRequestRoute(this.sendToSession) : undefined,
+      },
+      this.principal,
+    );
     if (this.era === 'modern') {
       server.setRequestHandler('tools/call', (req, ctx) => {
         // A call the direct lane ran and handed back is answered from its outcome; an envelope

@@ -11,6 +11,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ResultSchema } from '@modelcontextprotocol/core';
 import { fixture, readNdjson, spawnRawBroker, startBroker, waitFor, type RecordLine } from './helpers.js';
+import { connectHttp, startHttpBroker } from '../transports/harness.js';
 
 const TASKS = 'io.modelcontextprotocol/tasks';
 const MODERN_FIXTURE = { c: { command: 'node', args: [fixture('conformance-server.mjs')] } };
@@ -117,6 +118,81 @@ describe("a modern upstream's tasks through the broker", () => {
     expect(taskId).not.toMatch(/fixture-modern-task/);
     const result = (await b.client.request({ method: 'tasks/result', params: { taskId } } as never, loose, { timeout: 20_000 })) as Answer;
     expect(result.content).toEqual([{ type: 'text', text: 'computed tasked after 0 s' }]);
+  });
+
+  it("a legacy caller's task-augmented call whose upstream task asks for input: input_required, the question reaches the session tagged with the task, the answer goes upstream, one record", async () => {
+    const b = await startBroker({ servers: MODERN_FIXTURE, capabilities: { elicitation: {} } });
+    cleanups.push(() => b.close());
+    const loose = ResultSchema.loose();
+    const req = (method: string, params: Record<string, unknown>) => b.client.request({ method, params } as never, loose, { timeout: 20_000 }) as Promise<Answer>;
+    let taskId = '';
+    const asked: Array<{ message: unknown; related: unknown; status: unknown }> = [];
+    b.client.setRequestHandler('elicitation/create', async (r) => {
+      // While the question waits, the task reads input_required.
+      const task = await req('tasks/get', { taskId });
+      asked.push({ message: r.params.message, related: (r.params._meta as Answer | undefined)?.['io.modelcontextprotocol/related-task'], status: [task.status, task._meta['mcp-broker/a2a']] });
+      return { action: 'accept', content: { name: 'Ada' } };
+    });
+    const created = await req('tools/call', { name: 'c__test_tool_with_task', arguments: {}, task: {} });
+    taskId = created.task.taskId as string;
+    const result = await req('tasks/result', { taskId });
+    expect(result.content).toEqual([{ type: 'text', text: 'Hello, Ada!' }]);
+    expect(asked).toEqual([{ message: 'What is your name?', related: { taskId }, status: ['input_required', 'input-required'] }]);
+    const statuses = b.notifications.filter((n) => n.method === 'notifications/tasks/status' && n.params?.taskId === taskId).map((n) => n.params!.status);
+    expect(statuses).toContain('input_required');
+    expect(statuses.at(-1)).toBe('completed');
+    expect(statuses.indexOf('input_required')).toBeLessThan(statuses.lastIndexOf('working'));
+    expect((await req('tasks/get', { taskId })).status).toBe('completed');
+    const records = await waitFor(async () => {
+      const r = (await b.records()).filter((x: RecordLine) => x.name === 'c__test_tool_with_task');
+      return r.length ? r : undefined;
+    }, 'the record');
+    expect(records.map((r: RecordLine) => r.outcome)).toEqual(['ok']);
+  });
+
+  it("over HTTP: a legacy broker task asking its caller, whose session then ends, stays input_required until it is cancelled", async () => {
+    const broker = await startHttpBroker({ servers: MODERN_FIXTURE });
+    cleanups.push(broker.close);
+    const loose = ResultSchema.loose();
+    const a = await connectHttp(broker.url, 'streamable', { capabilities: { elicitation: {} } });
+    let related: unknown;
+    const asked = new Promise<void>((resolve) =>
+      a.client.setRequestHandler('elicitation/create', (r) => {
+        related = (r.params._meta as Answer | undefined)?.['io.modelcontextprotocol/related-task'];
+        resolve();
+        return new Promise(() => undefined); // never answered: the caller goes away
+      }),
+    );
+    const created = (await a.client.request({ method: 'tools/call', params: { name: 'c__test_tool_with_task', arguments: {}, task: {} } } as never, loose)) as Answer;
+    const taskId = created.task.taskId as string;
+    await asked;
+    expect(related).toEqual({ taskId });
+    await a.close();
+    const b = await connectHttp(broker.url, 'streamable');
+    cleanups.push(b.close);
+    const req = (method: string, params: Record<string, unknown>) => b.client.request({ method, params } as never, loose, { timeout: 20_000 }) as Promise<Answer>;
+    expect(await req('tasks/get', { taskId })).toMatchObject({ status: 'input_required', _meta: { 'mcp-broker/a2a': 'input-required' } });
+    await req('tasks/list', {});
+    expect((await req('tasks/get', { taskId })).status).toBe('input_required');
+    expect((await req('tasks/cancel', { taskId })).status).toBe('cancelled');
+    expect((await req('tasks/result', { taskId })).isError).toBe(true);
+  });
+
+  it('the same for a legacy broker task on a 2025-11-25 upstream: its call asking (confirm_delete) reaches the caller tagged with the broker task', async () => {
+    const b = await startBroker({ servers: { c: { command: 'node', args: [fixture('conformance-server.mjs'), '--legacy'] } }, capabilities: { elicitation: {} } });
+    cleanups.push(() => b.close());
+    const loose = ResultSchema.loose();
+    const req = (method: string, params: Record<string, unknown>) => b.client.request({ method, params } as never, loose, { timeout: 20_000 }) as Promise<Answer>;
+    let taskId = '';
+    const asked: Array<{ related: unknown; status: unknown }> = [];
+    b.client.setRequestHandler('elicitation/create', async (r) => {
+      asked.push({ related: (r.params._meta as Answer | undefined)?.['io.modelcontextprotocol/related-task'], status: (await req('tasks/get', { taskId })).status });
+      return { action: 'accept', content: { confirm: true } };
+    });
+    const created = await req('tools/call', { name: 'c__confirm_delete', arguments: { filename: 'a.txt' }, task: {} });
+    taskId = created.task.taskId as string;
+    expect((await req('tasks/result', { taskId })).content).toEqual([{ type: 'text', text: 'deleted a.txt' }]);
+    expect(asked).toEqual([{ related: { taskId }, status: 'input_required' }]);
   });
 
   it("a legacy caller's call waits on the upstream task and answers its result; its input requests go to the caller live", async () => {

@@ -7,12 +7,14 @@
  * tasks over HTTP.
  */
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { ResultSchema } from '@modelcontextprotocol/core';
 import { CLI, fixture, isAlive, nodeServer, npmServer, readNdjson, waitFor, writeConfig, type RecordLine, type SeenNotification } from './helpers.js';
 import { runCli } from './broker-support.js';
+import { SqliteStore } from '../../src/store/index.js';
 import { connectHttp, http, startHttpBroker, type HttpBroker } from '../transports/harness.js';
 
 const RESEARCH = 'everything__simulate-research-query';
@@ -98,7 +100,7 @@ describe('tasks (2025-11-25) through the broker', () => {
   });
 
   it('SIGKILL during a running task: after a restart it is killed by system (MCP failed, A2A failed), never completed', async () => {
-    const { dir, configPath } = configFor({ everything: nodeServer(npmServer('server-everything')) });
+    const { dir, configPath, recordsPath } = configFor({ everything: nodeServer(npmServer('server-everything')) });
     const first = await serve(configPath, dir);
     const created = await request(first, 'tools/call', { name: RESEARCH, arguments: { topic: 'x' }, task: {} });
     const taskId = created.task.taskId as string;
@@ -111,6 +113,16 @@ describe('tasks (2025-11-25) through the broker', () => {
     expect(task.statusMessage).toContain('ended before it finished');
     const result = await request(second, 'tasks/result', { taskId });
     expect(result.isError).toBe(true);
+    // The text agrees with the status (failed, A2A failed), not "cancelled".
+    expect(result.content[0].text).toBe('failed: the broker instance running it ended before it finished');
+    // Its one record (issue 15 §2): written by the broker that reaped it.
+    const lines = await waitFor(() => {
+      const l = readNdjson<RecordLine>(recordsPath).filter((r) => r.name === RESEARCH);
+      return l.length ? l : undefined;
+    }, 'the killed task\'s record');
+    expect(lines.map((r) => [r.outcome, r.reason, r.attempts])).toEqual([['cancelled', 'the broker instance running it ended before it finished', 0]]);
+    await request(second, 'tasks/list', {}); // a later request: still one record
+    expect(readNdjson<RecordLine>(recordsPath).filter((r) => r.name === RESEARCH)).toHaveLength(1);
   });
 
   it('a call parked on ask (askMode park) and approved with the CLI after a restart completes through the rest of the path', async () => {
@@ -234,14 +246,21 @@ describe('the approval inbox from a session and over HTTP', () => {
   });
 
   it('SIGTERM during a running task: the stopped broker leaves it killed by system, read as failed after a restart', async () => {
-    const { dir, configPath } = configFor({ everything: nodeServer(npmServer('server-everything')) });
+    const { dir, configPath, recordsPath } = configFor({ everything: nodeServer(npmServer('server-everything')) });
     const first = await serve(configPath, dir);
     const created = await request(first, 'tools/call', { name: RESEARCH, arguments: { topic: 'x' }, task: {} });
     const taskId = created.task.taskId as string;
     process.kill(first.pid, 'SIGTERM');
     await waitFor(() => !isAlive(first.pid), 'the broker to exit');
+    // The row as the stopped broker left it (issue 15 §3): killed by system, not failed.
+    const store = SqliteStore.open(join(dir, 'data'));
+    const row = await store.getTask(taskId, Date.now());
+    await store.close();
+    expect(row).toMatchObject({ status: 'killed', stoppedBy: 'system', recordOwed: false });
     const second = await serve(configPath, dir);
     expect(await request(second, 'tasks/get', { taskId })).toMatchObject({ status: 'failed', _meta: { 'mcp-broker/a2a': 'failed' } });
+    await request(second, 'tasks/list', {});
+    expect(readNdjson<RecordLine>(recordsPath).filter((r) => r.name === RESEARCH).map((r) => [r.outcome, r.reason])).toEqual([['cancelled', 'the broker is shutting down']]);
   });
 
   it('POST /api/v1/approvals/:id by an operator approves a principal\'s parked call, which completes; a non-operator gets 403', async () => {
@@ -265,6 +284,16 @@ describe('the approval inbox from a session and over HTTP', () => {
     }, 'the call to park');
     expect(parked).toMatchObject({ principal: 'alice', _meta: { 'mcp-broker/a2a': 'input-required' } });
     expect((await http(`${broker.url}/api/v1/approvals/${parked.id}`, { method: 'POST', headers: auth(env.ALICE_TOKEN), body: { approve: true } })).status).toBe(403);
+    // The approvals tools are denied to her with their own reason, not broker__reconnect's.
+    for (const [name, args, why] of [
+      ['broker__approvals_list', {}, "shows every principal's parked calls (the approval inbox)"],
+      ['broker__approvals_decide', { id: parked.id, approve: true }, "decides every principal's parked calls (the approval inbox)"],
+    ] as const) {
+      const denied = (await alice.client.callTool({ name, arguments: args })) as { isError?: boolean; content: Array<{ text: string }>; _meta: Record<string, unknown> };
+      expect(denied).toMatchObject({ isError: true, _meta: { 'mcp-broker/outcome': 'denied' } });
+      expect(denied.content[0]!.text).toContain(`"${name}" ${why}: principal "alice" needs the operator role`);
+      expect(denied.content[0]!.text).not.toContain('upstream connections');
+    }
     const decided = await http(`${broker.url}/api/v1/approvals/${parked.id}`, { method: 'POST', headers: auth(env.OPS_TOKEN), body: { approve: true } });
     expect(decided.status).toBe(200);
     const result = (await answer) as { content: Array<{ text: string }> };

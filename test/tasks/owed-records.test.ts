@@ -13,7 +13,7 @@ import type { BrokerCall, CallerSession, CallRecord, ToolTarget } from '../../sr
 import { ManualClock } from '../../src/shared/clock.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { SqliteStore, type TaskRow } from '../../src/store/index.js';
-import { TASK_POLL_MS, TaskEngine } from '../../src/tasks/index.js';
+import { TASK_POLL_MS, TaskEngine, type TaskEngineDeps } from '../../src/tasks/index.js';
 
 const engines: TaskEngine[] = [];
 afterEach(async () => {
@@ -24,7 +24,7 @@ const session: CallerSession = { sessionId: 's1', principal: 'alice', unit: 's1'
 const target: ToolTarget = { name: 'u__echo', server: 'u', toolName: 'echo', state: 'active', source: 'upstream' };
 const TTL_MS = 60_000;
 
-function setup(options: { store?: SqliteStore; clock?: ManualClock; failRecords?: () => boolean } = {}) {
+function setup(options: { store?: SqliteStore; clock?: ManualClock; failRecords?: () => boolean; run?: TaskEngineDeps['run'] } = {}) {
   const clock = options.clock ?? new ManualClock();
   const store = options.store ?? SqliteStore.open(':memory:');
   const records: CallRecord[] = [];
@@ -32,7 +32,7 @@ function setup(options: { store?: SqliteStore; clock?: ManualClock; failRecords?
     store,
     clock,
     logger: silentLogger(),
-    run: () => new Promise<BrokerAnswer>(() => undefined),
+    run: options.run ?? (() => new Promise<BrokerAnswer>(() => undefined)),
     record: async (r) => {
       if (options.failRecords?.()) throw new Error('disk full');
       records.push(r);
@@ -202,5 +202,51 @@ describe('records of parked calls settled with no call waiting (issue 15)', () =
     await clock.advance(TASK_POLL_MS);
     expect(records.map((r) => r.outcome)).toEqual(['approval_required']);
     expect((await engine.get(row!.id, undefined))!.recordOwed).toBe(false);
+  });
+
+  describe('a task running when its broker dies (SIGKILL): its row is owed from the start', () => {
+    /** Broker A (its clock never advanced: a dead process's timer never fires) creates a task and dies. */
+    async function dyingTask(store: SqliteStore, run?: TaskEngineDeps['run']) {
+      const a = setup({ store, run });
+      await a.engine.start();
+      engines.splice(engines.indexOf(a.engine), 1); // a dead broker is never stopped
+      const row = await a.engine.create({ name: 'u__echo', args: { text: 'hi' } }, session, target);
+      expect((await store.getTask(row.id, a.clock.now()))!.recordOwed).toBe(true);
+      return { a, row };
+    }
+
+    it('the next broker kills it by system and writes its one record: cancelled, the reason, attempts 0', async () => {
+      const store = SqliteStore.open(':memory:');
+      const { a, row } = await dyingTask(store);
+      const b = setup({ store, clock: new ManualClock(a.clock.now()) });
+      await b.engine.start();
+      expect(await store.getTask(row.id, b.clock.now())).toMatchObject({ status: 'killed', stoppedBy: 'system', recordOwed: false });
+      expect(b.records.map((r) => [r.name, r.outcome, r.status, r.attempts, r.reason, r.principal])).toEqual([
+        ['u__echo', 'cancelled', 499, 0, 'the broker instance running it ended before it finished', 'alice'],
+      ]);
+      await b.clock.advance(TTL_MS + 2 * TASK_POLL_MS);
+      expect([...a.records, ...b.records]).toHaveLength(1);
+    });
+
+    it('none twice: a task whose call wrote its record before its broker died gets no second one', async () => {
+      const store = SqliteStore.open(':memory:');
+      let engine!: TaskEngine;
+      const { a, row } = await dyingTask(store, async (request, s, t) => {
+        await new Promise((r) => setImmediate(r)); // `engine` is set once create() answered
+        const call = { callId: 'call-9', request, session: s, target: t } as unknown as BrokerCall;
+        const answer = { callId: 'call-9', outcome: 'ok', status: 200, result: { content: [] }, record: { callId: 'call-9', outcome: 'ok' } as CallRecord } as BrokerAnswer;
+        await engine.onSettled(call, answer); // the record stage wrote it; the broker dies before the answer is stored
+        return new Promise<BrokerAnswer>(() => undefined);
+      });
+      engine = a.engine;
+      await new Promise((r) => setImmediate(r));
+      await new Promise((r) => setImmediate(r));
+      expect((await store.getTask(row.id, a.clock.now()))!.recordOwed).toBe(false);
+      const b = setup({ store, clock: new ManualClock(a.clock.now()) });
+      await b.engine.start();
+      expect((await store.getTask(row.id, b.clock.now()))!.status).toBe('killed');
+      await b.clock.advance(TTL_MS + 2 * TASK_POLL_MS);
+      expect(b.records).toEqual([]);
+    });
   });
 });
