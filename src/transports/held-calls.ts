@@ -78,7 +78,12 @@ export interface HeldCallOptions {
 export class HeldCall {
   readonly id = randomUUID();
   private round = 0;
-  private pending?: Pending;
+  /**
+   * The upstream requests held now, by round, oldest first. Usually one; several when the
+   * upstream sends another before the first is answered (server-everything's own `roots/list`
+   * at start, say): each is handed to the caller in turn, and answered by its own round.
+   */
+  private readonly pending = new Map<number, Pending>();
   private ended?: HeldEvent & { kind: 'done' };
   private wake?: () => void;
 
@@ -107,7 +112,7 @@ export class HeldCall {
       const round = ++this.round;
       const { boundMs, clock } = this.options;
       const drop = () => {
-        if (this.pending?.round === round) this.pending = undefined;
+        this.pending.delete(round);
         signal.removeEventListener('abort', onAbort);
       };
       const onAbort = () => {
@@ -121,7 +126,7 @@ export class HeldCall {
         this.options.abort(new InputNotAnswered(boundMs, request.method));
       });
       signal.addEventListener('abort', onAbort, { once: true });
-      this.pending = {
+      this.pending.set(round, {
         round,
         key: `${this.options.server}/${round}`,
         request,
@@ -132,37 +137,39 @@ export class HeldCall {
           resolve(response);
         },
         announced: false,
-      };
+      });
       this.wake?.();
     });
   }
 
   /**
-   * The next thing a caller is to be told: a held request not yet handed to anyone (or, with
-   * `again`, the one held now even if it was), or the call's end.
+   * The next thing a caller is to be told: the oldest held request not yet handed to anyone (or,
+   * with `again`, the request of that round held now even if it was), or the call's end.
    */
-  async next(again = false): Promise<HeldEvent> {
+  async next(again?: number): Promise<HeldEvent> {
     for (;;) {
       if (this.ended) return this.ended;
-      const p = this.pending;
-      if (p && (again || !p.announced)) {
+      const repeat = again === undefined ? undefined : this.pending.get(again);
+      const p = repeat ?? [...this.pending.values()].find((q) => !q.announced);
+      if (p) {
         p.announced = true;
         return { kind: 'asked', key: p.key, request: p.request, round: p.round, expiresAt: p.expiresAt };
       }
       await new Promise<void>((resolve) => (this.wake = resolve));
-      again = false;
+      again = undefined;
     }
   }
 
-  /** The round and key of the request held now; undefined when none is. */
-  held(): { round: number; key: string } | undefined {
-    return this.pending && { round: this.pending.round, key: this.pending.key };
+  /** The round and key of the request of `round` if it is held now (else undefined); without `round`, the oldest held. */
+  held(round?: number): { round: number; key: string } | undefined {
+    const p = round === undefined ? this.pending.values().next().value : this.pending.get(round);
+    return p && { round: p.round, key: p.key };
   }
 
   /** Answers the held request of `round` with the caller's response: false when that round is not held (answered, or given up). */
   answer(round: number, response: Record<string, unknown>): boolean {
-    const p = this.pending;
-    if (!p || p.round !== round) return false;
+    const p = this.pending.get(round);
+    if (!p) return false;
     p.resolve(response);
     return true;
   }

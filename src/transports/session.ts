@@ -737,12 +737,12 @@ export class DownstreamSession {
         'the call this requestState belongs to is not held by this broker process (it ended, or was held by another broker process: a retry must reach the process that answered input_required)',
       );
     }
-    const now = call.held();
-    if (!now || now.round !== opened.claim.round) return refused('the input request this requestState belongs to was answered already; the retry did not answer anything');
+    const now = call.held(opened.claim.round);
+    if (!now) return refused('the input request this requestState belongs to was answered already; the retry did not answer anything');
     const response = caller.inputResponses?.[now.key] as Record<string, unknown> | undefined;
     if (response === undefined) {
       // MRTR: re-request what is missing.
-      const again = await call.next(true);
+      const again = await call.next(now.round);
       if (again.kind === 'asked') return this.askHeld(call, again, binding);
     } else if (!call.answer(now.round, response)) {
       return refused('the input request this requestState belongs to was answered already; the retry did not answer anything');

@@ -59,4 +59,22 @@ describe('held calls', () => {
     expect(((await held) as Error).message).toBe('upstream cancelled');
     expect(call.held()).toBeUndefined();
   });
+
+  it('a second upstream request while the first is held (such as the own roots/list server-everything sends at start) is handed out after the first is answered; each round answers its own', async () => {
+    const { call } = rig();
+    const upstream = new AbortController();
+    const first = call.hold({ method: 'elicitation/create', params: { message: 'm' } }, upstream.signal);
+    expect(await call.next()).toMatchObject({ kind: 'asked', key: 'conf/1', round: 1 });
+    const second = call.hold({ method: 'roots/list' }, upstream.signal);
+    // The caller's retry of round 1 still finds it held (was: replaced by round 2, the retry refused).
+    expect(call.held(1)).toEqual({ round: 1, key: 'conf/1' });
+    // A valid state without the answer is handed its own round again, not the newer one.
+    expect(await call.next(1)).toMatchObject({ kind: 'asked', key: 'conf/1', round: 1 });
+    expect(call.answer(1, { action: 'decline' })).toBe(true);
+    expect(await first).toEqual({ action: 'decline' });
+    expect(await call.next()).toMatchObject({ kind: 'asked', key: 'conf/2', round: 2, request: { method: 'roots/list' } });
+    expect(call.answer(2, { roots: [] })).toBe(true);
+    expect(await second).toEqual({ roots: [] });
+    expect(call.held()).toBeUndefined();
+  });
 });
