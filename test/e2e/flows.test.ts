@@ -219,8 +219,10 @@ describe('broker__flow_run', () => {
     expect(await running).toBeInstanceOf(Error);
     const records = await waitFor(async () => {
       const all = await broker!.records();
-      return all.some((r) => (r.flow as { phase?: string } | undefined)?.phase === 'rollback') ? all : undefined;
-    }, 'the rollback record');
+      // The flow's own record is written after its rollback's: wait for both.
+      const rolledBack = all.some((r) => (r.flow as { phase?: string } | undefined)?.phase === 'rollback');
+      return rolledBack && all.some((r) => r.name === 'broker__flow_run') ? all : undefined;
+    }, 'the rollback record and the flow\'s own');
     expect(records.filter((r) => r.flow).map((r) => [r.name, r.outcome, (r.flow as { phase?: string }).phase ?? 'step'])).toEqual([
       ['kv__put', 'ok', 'step'],
       ['kv__slow', 'cancelled', 'step'],
