@@ -86,6 +86,8 @@ export class HeldCall {
   private readonly pending = new Map<number, Pending>();
   private ended?: HeldEvent & { kind: 'done' };
   private wake?: () => void;
+  /** Told once the call has ended and no upstream request is held any more ({@link whenDrained}). */
+  private drained?: () => void;
 
   constructor(private readonly options: HeldCallOptions) {}
 
@@ -114,6 +116,7 @@ export class HeldCall {
       const drop = () => {
         this.pending.delete(round);
         signal.removeEventListener('abort', onAbort);
+        if (this.ended && !this.pending.size) this.drained?.();
       };
       const onAbort = () => {
         cancelTimer();
@@ -174,9 +177,21 @@ export class HeldCall {
     return true;
   }
 
+  /**
+   * Calls `fn` once the call has ended and holds no upstream request: at once if so now. A call
+   * can end while a request it handed out waits for the caller's retry (an upstream's own
+   * `roots/list` at start, answered after the tool); that retry still answers it and gets the
+   * call's result.
+   */
+  whenDrained(fn: () => void): void {
+    if (this.ended && !this.pending.size) fn();
+    else this.drained = fn;
+  }
+
   private end(event: HeldEvent & { kind: 'done' }): void {
     this.ended = event;
     this.wake?.();
+    if (!this.pending.size) this.drained?.();
   }
 }
 
@@ -187,10 +202,13 @@ export class HeldCalls {
   /** `states`: seals and opens the `requestState`s of the held calls' answers. */
   constructor(readonly states: HeldStates) {}
 
-  /** Keeps `call` findable by its id until it ends. */
+  /**
+   * Keeps `call` findable by its id until it has ended and holds no upstream request (a request
+   * handed out before the end is still answered by its retry, bounded by `policy.askTimeoutMs`).
+   */
   park(call: HeldCall, result: Promise<unknown>): void {
     this.calls.set(call.id, call);
-    const remove = () => this.calls.delete(call.id);
+    const remove = () => call.whenDrained(() => this.calls.delete(call.id));
     result.then(remove, remove);
   }
 

@@ -671,6 +671,7 @@ export class DownstreamSession {
       /** Holds an upstream request (`HeldCall.hold`), waking {@link first}. */
       hold: (request: Parameters<HeldCall['hold']>[0], upstreamSignal: AbortSignal) => {
         const answered = state.call.hold(request, upstreamSignal);
+        this.gateway.logger.debug({ upstream: server, method: request.method, heldId: state.call.id }, "upstream request held for the caller's retry");
         onAsk?.();
         return answered;
       },
@@ -731,8 +732,9 @@ export class DownstreamSession {
       gw.logger.warn({ tool: binding.tool, principal: this.principal, why: opened.why }, 'retry with a held-request state refused');
       return refused(`${opened.reason}; the held request was not answered`);
     }
+    // A call that ended while a request it handed out still waits is kept until that is answered.
     const call = table.get(opened.claim.heldId);
-    if (!call || call.isDone) {
+    if (!call) {
       return refused(
         'the call this requestState belongs to is not held by this broker process (it ended, or was held by another broker process: a retry must reach the process that answered input_required)',
       );

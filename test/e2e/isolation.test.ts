@@ -19,6 +19,7 @@ const TOKENS = {
   BOB_TOKEN: 'bob-token-0123456789abcdef00',
   CAROL_TOKEN: 'carol-token-0123456789abcdef',
   DAVE_TOKEN: 'dave-token-0123456789abcdef00',
+  ERIN_TOKEN: 'erin-token-0123456789abcdef00',
 };
 /** The broker's debug line for a call waiting at the owner gate (upstream/connection.ts). */
 const WAITS = 'call waits for its turn';
@@ -40,6 +41,7 @@ describe('isolation: "principal" on a stdio upstream shared by two principals (H
           bob: { token: '${env:BOB_TOKEN}' },
           carol: { token: '${env:CAROL_TOKEN}' },
           dave: { token: '${env:DAVE_TOKEN}' },
+          erin: { token: '${env:ERIN_TOKEN}' },
         },
         http: { clientCapabilities: { sampling: {}, roots: {} } },
       },
@@ -121,5 +123,36 @@ describe('isolation: "principal" on a stdio upstream shared by two principals (H
     expect(textOf(bobResult)).toContain('bob answers');
     releaseAlice();
     expect(textOf(await aliceCall)).toContain('alice answers');
+  });
+
+  it("a 2026-07-28 principal's first call, answered after its new child's own roots/list arrived, still gets its result (each held request answered by its own retry)", async () => {
+    // erin's child starts during this call; server-everything asks roots/list at start, which the
+    // broker holds as a second input request while the first (the sampling request) waits for erin.
+    const erin = new Client({ name: 'isolation', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' }, capabilities: { roots: {}, sampling: {} } });
+    await erin.connect(new StreamableHTTPClientTransport(new URL(`${broker.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TOKENS.ERIN_TOKEN}` } } }), { timeout: 20_000 });
+    try {
+      expect(erin.getProtocolEra()).toBe('modern');
+      const heldRoots = () => broker.stderr().split('\n').filter((line) => line.includes("upstream request held for the caller's retry") && line.includes('"method":"roots/list"')).length;
+      const rootsBefore = heldRoots();
+      erin.setRequestHandler('sampling/createMessage', async () => {
+        // Answer only once the child's own roots/list is held too (before the fix it replaced this request).
+        await waitFor(() => heldRoots() > rootsBefore, "the child's roots/list held", 20_000);
+        return sampled('erin answers');
+      });
+      let rootsAsked = 0;
+      erin.setRequestHandler('roots/list', async () => {
+        // The first roots/list is the child's own, handed out after the sampling answer: answer it only
+        // once the call has ended upstream (its record is written), as a slow client would.
+        if (rootsAsked++ === 0) await waitFor(() => broker.records().some((r) => r.principal === 'erin' && r.name === 'everything__trigger-sampling-request'), "erin's call to end", 20_000);
+        return { roots: [{ uri: 'file:///home/erin', name: 'erin-root' }] };
+      });
+      const result = (await erin.callTool({ name: 'everything__trigger-sampling-request', arguments: { prompt: 'for erin' } })) as CallToolResult;
+      expect(textOf(result)).toContain('erin answers');
+      expect(textOf(await erin.callTool({ name: 'everything__get-roots-list', arguments: {} }))).toContain('file:///home/erin');
+      const records = await broker.records();
+      expect(records.filter((r) => r.principal === 'erin' && r.outcome === 'invalid_arguments')).toEqual([]);
+    } finally {
+      await erin.close().catch(() => undefined);
+    }
   });
 });

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { DeadlineExceeded } from '../../src/broker/deadline.js';
 import { ManualClock } from '../../src/shared/clock.js';
-import { HeldCall, InputNotAnswered } from '../../src/transports/held-calls.js';
+import { HeldCall, HeldCalls, InputNotAnswered } from '../../src/transports/held-calls.js';
 
 function rig(boundMs = 1000) {
   const clock = new ManualClock();
@@ -76,5 +76,48 @@ describe('held calls', () => {
     expect(call.answer(2, { roots: [] })).toBe(true);
     expect(await second).toEqual({ roots: [] });
     expect(call.held()).toBeUndefined();
+  });
+
+  it('a call that ends while a request it handed out waits stays held until that request is answered: the retry answers it and gets the result', async () => {
+    const { call } = rig();
+    const table = new HeldCalls(undefined as never); // park/get only: no states sealed here
+    let finish!: (v: unknown) => void;
+    const result = new Promise((r) => (finish = r));
+    call.attach(result);
+    const upstream = new AbortController();
+    const first = call.hold({ method: 'elicitation/create', params: { message: 'm' } }, upstream.signal);
+    expect(await call.next()).toMatchObject({ round: 1 });
+    table.park(call, result);
+    const second = call.hold({ method: 'roots/list' }, upstream.signal);
+    call.answer(1, { action: 'accept', content: {} });
+    await first;
+    expect(await call.next()).toMatchObject({ kind: 'asked', round: 2 });
+    // The tool ends before the caller answers round 2 (the upstream's own roots/list at start).
+    finish('the result');
+    await result;
+    await Promise.resolve();
+    expect(table.get(call.id)).toBe(call);
+    expect(call.held(2)).toEqual({ round: 2, key: 'conf/2' });
+    expect(call.answer(2, { roots: [] })).toBe(true);
+    expect(await second).toEqual({ roots: [] });
+    expect(await call.next()).toEqual({ kind: 'done', ok: true, value: 'the result' });
+    expect(table.get(call.id)).toBeUndefined();
+  });
+
+  it('a call that ends holding nothing leaves the table at once', async () => {
+    const { call } = rig();
+    const table = new HeldCalls(undefined as never);
+    let finish!: (v: unknown) => void;
+    const result = new Promise((r) => (finish = r));
+    call.attach(result);
+    const answered = call.hold({ method: 'roots/list' }, new AbortController().signal);
+    await call.next();
+    table.park(call, result);
+    call.answer(1, { roots: [] });
+    await answered;
+    finish('done');
+    await result;
+    await Promise.resolve();
+    expect(table.get(call.id)).toBeUndefined();
   });
 });
