@@ -192,6 +192,8 @@ describe('a restarted inner broker (HTTP 404 for the session we hold)', () => {
     for (const record of records) expect(record).toMatchObject({ outcome: 'ok', breaker: 'closed' });
     // Several of them met the 404 (and were retried), yet the connection was re-dialled once.
     expect(records.filter((r) => r.attempts === 2).length).toBeGreaterThanOrEqual(2);
+    // The re-dial's ready line can reach stderr after the answers: awaited, then counted exactly.
+    await waitFor(() => readyLines() > dials, 'the re-dial ready line');
     expect(readyLines()).toBe(dials + 1);
   }, 60_000);
 
@@ -202,6 +204,7 @@ describe('a restarted inner broker (HTTP 404 for the session we hold)', () => {
     const dials = readyLines();
     const prompt = await outer.client.getPrompt({ name: 'hop__prims__greet', arguments: { who: 'ada' } });
     expect(JSON.stringify(prompt.messages)).toContain('ada');
+    await waitFor(() => readyLines() > dials, 'the re-dial ready line');
     expect(readyLines()).toBe(dials + 1);
   }, 60_000);
 
