@@ -42,7 +42,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, LoggingLevel, Server, ServerContext, Transport } from '@modelcontextprotocol/server';
 import { CALL_TIMING, markCall } from '../shared/call-timing.js';
-import type { DirectCallExtra, DirectCallParams } from './direct-tools-call.js';
+import { abortOnClose, cancelNamedCall, type DirectCallExtra, type DirectCallParams, type LaneCalls } from './direct-tools-call.js';
 
 /** The reserved envelope keys the SDK lifts out of a modern request's `_meta`, in its order. */
 const ENVELOPE_KEYS = [PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY] as const;
@@ -82,7 +82,7 @@ export function routeModernToolsCallDirectly(server: Server, transport: Transpor
   const learned: Record<string, unknown>[] = [];
   const replays = new Map<string | number, LaneReplay>();
   /** Calls in flight: their controller, and whether the client cancelled (then nothing is answered). */
-  const inflight = new Map<string | number, { controller: AbortController; cancelled: boolean }>();
+  const inflight: LaneCalls = new Map();
   const sdkMessage = transport.onmessage;
   transport.onmessage = (message, extra) => {
     const m = message as { id?: unknown; method?: unknown; params?: unknown };
@@ -90,25 +90,10 @@ export function routeModernToolsCallDirectly(server: Server, transport: Transpor
       const lifted = liftPlainCall(m.params);
       if (lifted && learned.some((known) => isDeepStrictEqual(known, lifted.envelope))) return run(message, m.id, lifted);
     }
-    if (m.method === 'notifications/cancelled') {
-      const id = (m.params as { requestId?: unknown } | undefined)?.requestId;
-      const call = typeof id === 'string' || typeof id === 'number' ? inflight.get(id) : undefined;
-      if (call) {
-        call.cancelled = true;
-        call.controller.abort((m.params as { reason?: unknown }).reason);
-      }
-    }
+    cancelNamedCall(m, inflight);
     sdkMessage?.(message, extra);
   };
-  const sdkClose = transport.onclose;
-  transport.onclose = () => {
-    for (const call of inflight.values()) {
-      call.cancelled = true;
-      call.controller.abort();
-    }
-    inflight.clear();
-    sdkClose?.();
-  };
+  abortOnClose(transport, inflight);
 
   function run(message: JSONRPCMessage, id: string | number, { params, envelope }: PlainCall): void {
     if (CALL_TIMING) markCall('modern lane');

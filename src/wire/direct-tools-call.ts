@@ -43,32 +43,17 @@ export type DirectCallHandler = (params: DirectCallParams, extra: DirectCallExtr
  */
 export function routeToolsCallDirectly(server: Server, transport: Transport, handler: DirectCallHandler): void {
   /** Calls in flight: their controller, and whether the client cancelled (then nothing is answered). */
-  const inflight = new Map<string | number, { controller: AbortController; cancelled: boolean }>();
+  const inflight: LaneCalls = new Map();
   const sdkMessage = transport.onmessage;
   transport.onmessage = (message, extra) => {
     const m = message as { id?: unknown; method?: unknown; params?: unknown };
     if (m.method === 'tools/call' && (typeof m.id === 'string' || typeof m.id === 'number') && isPlainCall(m.params) && !inflight.has(m.id)) {
       return run(m.id, m.params);
     }
-    if (m.method === 'notifications/cancelled') {
-      const id = (m.params as { requestId?: unknown } | undefined)?.requestId;
-      const call = typeof id === 'string' || typeof id === 'number' ? inflight.get(id) : undefined;
-      if (call) {
-        call.cancelled = true;
-        call.controller.abort((m.params as { reason?: unknown }).reason);
-      }
-    }
+    cancelNamedCall(m, inflight);
     sdkMessage?.(message, extra);
   };
-  const sdkClose = transport.onclose;
-  transport.onclose = () => {
-    for (const call of inflight.values()) {
-      call.cancelled = true;
-      call.controller.abort();
-    }
-    inflight.clear();
-    sdkClose?.();
-  };
+  abortOnClose(transport, inflight);
 
   function run(id: string | number, params: DirectCallParams): void {
     const controller = new AbortController();
@@ -121,4 +106,31 @@ function isPlainCall(params: unknown): params is DirectCallParams {
   if (!isObject(meta) || RELATED_TASK_META_KEY in meta) return false;
   const token = meta.progressToken;
   return token === undefined || typeof token === 'string' || typeof token === 'number';
+}
+
+/** A direct lane's calls in flight, by request id: aborting one marks it cancelled (no answer is sent). */
+export type LaneCalls = Map<string | number, { controller: AbortController; cancelled: boolean }>;
+
+/** `notifications/cancelled` naming a call of `inflight`: aborts it with the client's reason, no answer sent. */
+export function cancelNamedCall(m: { method?: unknown; params?: unknown }, inflight: LaneCalls): void {
+  if (m.method !== 'notifications/cancelled') return;
+  const id = (m.params as { requestId?: unknown } | undefined)?.requestId;
+  const call = typeof id === 'string' || typeof id === 'number' ? inflight.get(id) : undefined;
+  if (call) {
+    call.cancelled = true;
+    call.controller.abort((m.params as { reason?: unknown }).reason);
+  }
+}
+
+/** Closing `transport` aborts every call of `inflight` (none is answered), then runs the SDK's own `onclose`. */
+export function abortOnClose(transport: Transport, inflight: LaneCalls): void {
+  const sdkClose = transport.onclose;
+  transport.onclose = () => {
+    for (const call of inflight.values()) {
+      call.cancelled = true;
+      call.controller.abort();
+    }
+    inflight.clear();
+    sdkClose?.();
+  };
 }
