@@ -300,3 +300,14 @@ export function spawnRawBroker(options: Omit<BrokerOptions, 'capabilities' | 'co
     },
   };
 }
+
+/** The era each upstream reported in the broker's `upstream ready` log lines (JSON on piped stderr). */
+export function readyEras(stderr: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of stderr.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const entry = JSON.parse(line) as { msg?: string; upstream?: string; era?: string };
+    if (entry.msg === 'upstream ready' && entry.upstream && entry.era) out[entry.upstream] = entry.era;
+  }
+  return out;
+}

@@ -17,7 +17,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { Client, ProtocolError, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, nodeServer, waitFor } from './helpers.js';
+import { fixture, nodeServer, readyEras, waitFor } from './helpers.js';
 import { startHttpBroker, type HttpBroker } from '../transports/harness.js';
 
 const TOKENS = { ALICE_TOKEN: 'alice-token-0123456789abcdef', BOB_TOKEN: 'bob-token-0123456789abcdef00' };
@@ -26,16 +26,6 @@ const textOf = (r: unknown) => ((r as { content?: { text?: string }[] }).content
 
 type Who = 'alice' | 'bob';
 
-/** The era each upstream reported in the broker's `upstream ready` log lines (JSON on piped stderr). */
-function readyEras(stderr: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const line of stderr.split('\n')) {
-    if (!line.startsWith('{')) continue;
-    const entry = JSON.parse(line) as { msg?: string; upstream?: string; era?: string };
-    if (entry.msg === 'upstream ready' && entry.upstream && entry.era) out[entry.upstream] = entry.era;
-  }
-  return out;
-}
 
 describe('input requests in all four era pairs, a 2026-07-28 and a 2025-11-25 caller at once on each upstream', () => {
   let upstream: ChildProcess;

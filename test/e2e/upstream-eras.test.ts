@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, nodeServer, npmServer, readNdjson, startBroker, waitFor, type StartedBroker } from './helpers.js';
+import { fixture, nodeServer, npmServer, readNdjson, readyEras, startBroker, waitFor, type StartedBroker } from './helpers.js';
 import { connectHttp, startHttpBroker, type ConnectedClient, type HttpBroker } from '../transports/harness.js';
 
 interface FixtureEvent {
@@ -44,16 +44,6 @@ const probes = (log: string) => events(log).filter((e) => e.method === 'server/d
 const calls = (log: string, tool: string) => events(log).filter((e) => e.event === 'call' && e.tool === tool);
 const text = (result: { content?: unknown }) => ((result.content as Array<{ text?: string }> | undefined) ?? []).map((c) => c.text ?? '').join('');
 
-/** The era each upstream reported in the broker's `upstream ready` log lines (JSON on piped stderr). */
-function readyEras(stderr: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const line of stderr.split('\n')) {
-    if (!line.startsWith('{')) continue;
-    const entry = JSON.parse(line) as { msg?: string; upstream?: string; era?: string };
-    if (entry.msg === 'upstream ready' && entry.upstream && entry.era) out[entry.upstream] = entry.era;
-  }
-  return out;
-}
 
 /**
  * The era upstream `name` reported once its `upstream ready` line reached the broker's stderr: the
