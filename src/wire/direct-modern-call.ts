@@ -43,6 +43,7 @@ import {
 import type { JSONRPCMessage, LoggingLevel, Server, ServerContext, Transport } from '@modelcontextprotocol/server';
 import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import { abortOnClose, cancelNamedCall, type DirectCallExtra, type DirectCallParams, type LaneCalls } from './direct-tools-call.js';
+import { withTail } from './raw-json.js';
 
 /** The reserved envelope keys the SDK lifts out of a modern request's `_meta`, in its order. */
 const ENVELOPE_KEYS = [PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY] as const;
@@ -226,5 +227,6 @@ function encodePlainResult(result: unknown, serverInfo: ModernLaneOptions['serve
   for (const key in result) if (!(RESULT_KEYS as readonly string[]).includes(key)) out[key] = result[key];
   out.resultType = 'complete';
   out._meta = { ...(meta as Record<string, unknown> | undefined), [SERVER_INFO_META_KEY]: serverInfo };
-  return out;
+  // A large result that passed through unchanged is written as the bytes it arrived in (raw-json.ts).
+  return withTail(out, result, { resultType: 'complete' });
 }

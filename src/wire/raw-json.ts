@@ -19,8 +19,11 @@ export const RAW_MIN_BYTES = 16 * 1024;
 
 /** Result object → the exact JSON bytes it was parsed from. */
 const rawBytes = new WeakMap<object, Buffer>();
-/** Object made by {@link withMeta} → the remembered result it extends and the `_meta` it carries. */
-const extensions = new WeakMap<object, { base: Record<string, unknown>; meta: Record<string, unknown> }>();
+/**
+ * Object made by {@link withMeta} (or {@link withTail}) → the remembered result it extends, the
+ * `_meta` it carries and the members it adds after the result's own.
+ */
+const extensions = new WeakMap<object, { base: Record<string, unknown>; meta: Record<string, unknown>; tail?: Record<string, unknown> }>();
 
 const SPACE = 0x20;
 const TAB = 0x09;
@@ -76,6 +79,26 @@ export function withMeta<T extends { _meta?: Record<string, unknown> }>(result: 
 }
 
 /**
+ * Marks `out`, a copy of the {@link withMeta} result `source` whose `_meta` was replaced and to
+ * which the members of `tail` (scalars) were added, to be written as `source`'s remembered bytes
+ * too: `{"_meta":…, <the bytes' members>, <tail members>}`. Returns `out`. Nothing is marked when
+ * `source` has no remembered bytes or `out` lists the bytes' members in another order; {@link encodeMessage} checks the members again when it writes,
+ * and serialises `out` when they are not exactly those.
+ *
+ * The 2026-07-28 lane (direct-modern-call.ts) stamps `resultType` and the server's identity on a
+ * result, which the SDK writes after the result's own members.
+ */
+export function withTail<T extends Record<string, unknown>>(out: T, source: unknown, tail: Record<string, string | number | boolean>): T {
+  const ext = typeof source === 'object' && source !== null ? extensions.get(source) : undefined;
+  if (!ext || ext.tail || Object.keys(tail).length === 0 || typeof out._meta !== 'object' || out._meta === null) return out;
+  // The bytes keep their members' order: only an `out` in that same order is written as them.
+  const own = Object.keys(out).filter((key) => key !== '_meta' && !Object.hasOwn(tail, key));
+  const bytesOrder = Object.keys(ext.base).filter((key) => key !== '_meta');
+  if (own.length === bytesOrder.length && own.every((key, i) => key === bytesOrder[i])) extensions.set(out, { base: ext.base, meta: out._meta as Record<string, unknown>, tail });
+  return out;
+}
+
+/**
  * One message as a line of JSON: a string, or Buffers to be written in order when the message
  * is a response whose result still has its remembered bytes.
  */
@@ -95,19 +118,29 @@ function rawResponse(message: { id: unknown; result: object }, result: object): 
   const own = rawBytes.get(result);
   if (own) return [Buffer.from('{"result":'), own, tail];
   const ext = extensions.get(result);
-  if (!ext || !sameExceptMeta(result as Record<string, unknown>, ext.base)) return undefined;
+  if (!ext || !sameMembers(result as Record<string, unknown>, ext.base, ext.tail)) return undefined;
   const base = rawBytes.get(ext.base)!;
   let at = 1;
   while (isSpace(base[at])) at++;
   const head = `{"result":{"_meta":${JSON.stringify((result as { _meta: unknown })._meta)}${base[at] === CLOSE ? '' : ','}`;
-  return [Buffer.from(head), base.subarray(at), tail];
+  if (!ext.tail) return [Buffer.from(head), base.subarray(at), tail];
+  // The members after the bytes' own go before their closing brace.
+  let end = base.length - 1;
+  while (isSpace(base[end])) end--;
+  const added = Object.keys(ext.tail)
+    .map((key) => `${JSON.stringify(key)}:${JSON.stringify(ext.tail![key])}`)
+    .join(',');
+  return [Buffer.from(head), base.subarray(at, end), Buffer.from(`,${added}}`), tail];
 }
 
-/** Whether `out` holds exactly `base`'s members (same values) plus `_meta`. */
-function sameExceptMeta(out: Record<string, unknown>, base: Record<string, unknown>): boolean {
+/** Whether `out` holds exactly `base`'s members (same values), `_meta`, and the members of `tail` (same values). */
+function sameMembers(out: Record<string, unknown>, base: Record<string, unknown>, tail: Record<string, unknown> = {}): boolean {
   const keys = Object.keys(out);
-  if (keys.length !== Object.keys(base).length + 1) return false;
-  for (const key of keys) if (key !== '_meta' && out[key] !== base[key]) return false;
+  if (keys.length !== Object.keys(base).length + 1 + Object.keys(tail).length) return false;
+  for (const key of keys) {
+    if (key === '_meta') continue;
+    if (Object.hasOwn(tail, key) ? out[key] !== tail[key] || Object.hasOwn(base, key) : out[key] !== base[key] || !Object.hasOwn(base, key)) return false;
+  }
   return true;
 }
 

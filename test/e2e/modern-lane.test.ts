@@ -33,7 +33,7 @@ describe('modern tools/call direct lane, through the CLI', () => {
     const timing = join(dir, 'timing.json');
     const log = join(dir, 'fixture.ndjson');
     const broker = spawnRawBroker({
-      servers: { fx: nodeServer(fixture('echo.mjs'), { env: { FIXTURE_LOG: log } }) },
+      servers: { fx: nodeServer(fixture('echo.mjs'), { env: { FIXTURE_LOG: log } }), big: nodeServer(fixture('big.mjs')) },
       extra: { policy: { rules: [{ tools: ['fx__emit'], action: 'deny' }] } },
       env: { MCP_BROKER_CALL_TIMING: timing },
     });
@@ -57,6 +57,8 @@ describe('modern tools/call direct lane, through the CLI', () => {
         ['unknown', { name: 'fx__nope', arguments: {} }],
         ['invalid', { name: 'fx__echo', arguments: 'x' }],
         ['progress', { name: 'fx__echo', arguments: { text: 'p' } }, { progressToken: 'tok' }],
+        // Past RAW_MIN_BYTES: the lane writes the upstream's result bytes with its stamp added (raw-json.ts withTail).
+        ['large', { name: 'big__big', arguments: { mb: 0.05 } }],
       ];
       for (const [id, params, more] of cases) {
         const [sdk, lane] = await twice(id, params, envelope(`client-${id}`, more));
@@ -64,9 +66,9 @@ describe('modern tools/call direct lane, through the CLI', () => {
       }
       const answers = broker.messages.filter((m) => typeof m.id === 'string' && m.id !== 'open' && !('method' in m));
       expect(answers.map((m) => [m.id, (m.result as { _meta?: Record<string, unknown> } | undefined)?._meta?.['mcp-broker/outcome'] ?? (m.error as { code: number }).code])).toEqual(
-        ['ok', 'ok', 'tool_error', 'tool_error', 'refusal', 'refusal', 'unknown', 'unknown', 'invalid', 'invalid', 'progress', 'progress'].map((id, i) => [
+        ['ok', 'ok', 'tool_error', 'tool_error', 'refusal', 'refusal', 'unknown', 'unknown', 'invalid', 'invalid', 'progress', 'progress', 'large', 'large'].map((id, i) => [
           id,
-          [...'ok ok tool_error tool_error denied denied'.split(' '), -32602, -32602, -32602, -32602, 'ok', 'ok'][i],
+          [...'ok ok tool_error tool_error denied denied'.split(' '), -32602, -32602, -32602, -32602, 'ok', 'ok', 'ok', 'ok'][i],
         ]),
       );
       expect(broker.messages.filter((m) => m.method === 'notifications/progress')).toHaveLength(6);

@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { StdioServerTransport } from '../../src/transports/stdio-server.js';
 import { routeModernToolsCallDirectly, type ModernDirectLane } from '../../src/wire/direct-modern-call.js';
 import type { DirectCallExtra, DirectCallParams } from '../../src/wire/direct-tools-call.js';
+import { parseResponseLine, RAW_MIN_BYTES, withMeta } from '../../src/wire/raw-json.js';
 
 const SERVER_INFO = { name: 'lane-test', version: '1.2.3' };
 const PV = 'io.modelcontextprotocol/protocolVersion';
@@ -33,6 +34,12 @@ const TOOLS: Record<string, Tool> = {
   image: async () => ({ content: [{ type: 'image', data: 'aGk=', mimeType: 'image/png' }], _meta: { 'mcp-broker/outcome': 'ok' } }),
   reordered: async () => ({ content: [{ text: 'order', type: 'text' }] }),
   contentless: async () => ({ _meta: { 'mcp-broker/outcome': 'ok' } }),
+  // As the broker hands on a large upstream result that passed through unchanged (raw-json.ts).
+  large: async () => {
+    const line = JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: [text('x'.repeat(RAW_MIN_BYTES))], isError: false } });
+    const { result } = parseResponseLine(Buffer.from(line)) as unknown as { result: Record<string, unknown> };
+    return withMeta(result, { 'mcp-broker/outcome': 'ok', 'mcp-broker/callId': 'c9' });
+  },
   unknown: async (params) => {
     throw new ProtocolError(-32602, `Unknown tool: ${params.name}`);
   },
@@ -169,6 +176,7 @@ describe('routeModernToolsCallDirectly: the lane answers byte for byte what the 
     ['a refusal', 'refusal'],
     ['a result without _meta', 'bare'],
     ['structuredContent and a key of its own', 'structured'],
+    ['a large result written as the bytes it arrived in', 'large'],
     ['an unknown tool (-32602)', 'nope'],
     ['-32002 (answered -32602 on 2026-07-28)', 'not_found'],
     ['an Error without a code (-32603)', 'crash'],

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
-import { encodeMessage, knownJsonBytes, parseResponseLine, withMeta } from '../../src/wire/raw-json.js';
+import { encodeMessage, knownJsonBytes, parseResponseLine, withMeta, withTail } from '../../src/wire/raw-json.js';
 
 const big = 'x'.repeat(20_000);
 const line = (text: string) => Buffer.from(text);
@@ -72,6 +72,40 @@ describe('raw JSON pass-through', () => {
     const out = encodeMessage({ result: withMeta(scrubbed, { o: 'ok' }), jsonrpc: '2.0', id: 1 } as JSONRPCMessage);
     expect(typeof out).toBe('string');
     expect(JSON.parse(out as string).result.content[0].text).toBe('redacted');
+  });
+
+  it('withTail: a restamped copy (new _meta, members added after) is written as the bytes, equal to its serialisation', () => {
+    for (const resultText of [`{"content":[{"type":"text","text":"${big}"}],"isError":false}`, `{ "content" : [{"type":"text","text":"${big}"}] }`, '{ }']) {
+      const padded = resultText === '{ }' ? `{"jsonrpc":"2.0","id":3,"result":${resultText}${' '.repeat(20_000)}}` : `{"jsonrpc":"2.0","id":3,"result":${resultText}}`;
+      const result = (parseResponseLine(line(padded)) as { result: Record<string, unknown> }).result;
+      const extended = withMeta(result, { o: 'ok' });
+      // As the 2026-07-28 lane builds it: _meta first, the result's members, then resultType.
+      const out: Record<string, unknown> = { _meta: undefined };
+      for (const key of Object.keys(extended)) if (key !== '_meta') out[key] = extended[key];
+      out.resultType = 'complete';
+      out._meta = { o: 'ok', server: { name: 's' } };
+      const message = { result: withTail(out, extended, { resultType: 'complete' }), jsonrpc: '2.0', id: 9 } as JSONRPCMessage;
+      const encoded = encodeMessage(message);
+      expect(typeof encoded).not.toBe('string');
+      expect(JSON.parse(written(encoded))).toEqual(JSON.parse(JSON.stringify(message)));
+      if (!resultText.includes(' ')) expect(written(encoded)).toBe(JSON.stringify(message) + '\n');
+    }
+  });
+
+  it('withTail: members in another order than the bytes, a changed member, or a plain source are serialised', () => {
+    const result = (parseResponseLine(line(`{"jsonrpc":"2.0","id":3,"result":{"isError":false,"content":[{"type":"text","text":"${big}"}]}}`)) as {
+      result: Record<string, unknown>;
+    }).result;
+    const extended = withMeta(result, { o: 'ok' });
+    const reordered = withTail({ _meta: { o: 'ok' }, content: extended.content, isError: false, resultType: 'complete' }, extended, { resultType: 'complete' });
+    expect(typeof encodeMessage({ result: reordered, jsonrpc: '2.0', id: 1 } as JSONRPCMessage)).toBe('string');
+    const changed = withTail({ _meta: { o: 'ok' }, isError: true, content: extended.content, resultType: 'complete' }, extended, { resultType: 'complete' });
+    expect(typeof encodeMessage({ result: changed, jsonrpc: '2.0', id: 1 } as JSONRPCMessage)).toBe('string');
+    const edited = withTail({ _meta: { o: 'ok' }, isError: false, content: extended.content, resultType: 'complete' }, extended, { resultType: 'complete' });
+    edited.resultType = 'input_required';
+    expect(typeof encodeMessage({ result: edited, jsonrpc: '2.0', id: 1 } as JSONRPCMessage)).toBe('string');
+    const plain = withTail({ _meta: {}, content: [], resultType: 'complete' }, { content: [] }, { resultType: 'complete' });
+    expect(typeof encodeMessage({ result: plain, jsonrpc: '2.0', id: 1 } as JSONRPCMessage)).toBe('string');
   });
 
   it('freezes a remembered result, so an in-place edit fails loudly instead of being lost on the wire', () => {
