@@ -34,28 +34,28 @@ import { stdioSpawnSpec } from './spawn-env.js';
 
 /**
  * The spawn specs of the enabled stdio upstreams of a parsed config (the JSON of `servers.json`
- * in `baseDir`), as the validated config gives them; none when any check made here refuses the
- * file, or an `envFile` cannot be read.
+ * in `baseDir`), as the validated config gives them; undefined when any check made here refuses
+ * the file, or an `envFile` cannot be read.
  */
-export function earlyStdioSpecs(raw: unknown, baseDir: string, env: NodeJS.ProcessEnv = process.env, nodePath = process.execPath): ChildSpawnSpec[] {
+export function earlyStdioSpecs(raw: unknown, baseDir: string, env: NodeJS.ProcessEnv = process.env, nodePath = process.execPath): ChildSpawnSpec[] | undefined {
   const filled = fillConfig(raw, { baseDir, env });
-  if (filled.problems.length > 0 || !validateConfig(filled.value)) return [];
+  if (filled.problems.length > 0 || !validateConfig(filled.value)) return undefined;
   const config = filled.value as Record<string, unknown>;
   const servers = (config[filled.serversKey] ?? {}) as Config['mcpServers'];
-  if (crossFieldProblems({ mcpServers: servers, principals: (config.principals ?? {}) as Config['principals'] }, filled.serversKey).length > 0) return [];
+  if (crossFieldProblems({ mcpServers: servers, principals: (config.principals ?? {}) as Config['principals'] }, filled.serversKey).length > 0) return undefined;
   const withBroker: { broker?: unknown } = { broker: structuredClone(config.broker) };
-  if (!brokerDefaults(withBroker)) return [];
+  if (!brokerDefaults(withBroker)) return undefined;
   const inherit = (withBroker.broker as { env: { inherit: string[] } }).env.inherit;
   const specs: ChildSpawnSpec[] = [];
   for (const [key, entry] of Object.entries(servers as Record<string, unknown>)) {
     // A stdio server is one with a `command` (`serverKind`).
     if (!isObject(entry) || !('command' in entry)) continue;
     const server = structuredClone(entry) as { command: string; args: string[]; env: Record<string, string>; inheritEnv: string[]; cwd?: string; envFile?: string; disabled: boolean };
-    if (!stdioServerDefaults(server)) return [];
+    if (!stdioServerDefaults(server)) return undefined;
     if (server.disabled) continue;
     if (server.envFile !== undefined) {
       const merged = withEnvFile(server.env, server.envFile, baseDir, `${filled.serversKey}.${key}`);
-      if ('problem' in merged) return [];
+      if ('problem' in merged) return undefined;
       server.env = merged.env;
     }
     const cwd = resolve(baseDir, server.cwd ?? '.');
@@ -77,7 +77,7 @@ export function earlySpawn(argv: readonly string[]): void {
     const abs = resolve(file);
     if (!statSync(abs).isFile()) return;
     const raw: unknown = JSON.parse(readFileSync(abs, 'utf8').replace(/^\uFEFF/, ''));
-    for (const spec of earlyStdioSpecs(raw, dirname(abs))) prespawnChild(spec);
+    for (const spec of earlyStdioSpecs(raw, dirname(abs)) ?? []) prespawnChild(spec);
   } catch {
     // The CLI reads the config again and reports what is wrong with it.
   }

@@ -74,7 +74,7 @@ describe('earlyStdioSpecs', () => {
     expect(earlyStdioSpecs(raw, BASE, env)).toEqual(validatedSpecs(raw, env));
     const defaults = { mcpServers: { a: { command: 'node', args: ['a.js'] } } };
     expect(earlyStdioSpecs(defaults, BASE, env)).toEqual(validatedSpecs(defaults, env));
-    expect(earlyStdioSpecs(raw, BASE, env)[0]!.command).toBe(process.execPath);
+    expect(earlyStdioSpecs(raw, BASE, env)?.[0]!.command).toBe(process.execPath);
   });
 
   it('starts nothing from a file the loader would refuse', () => {
@@ -100,12 +100,12 @@ describe('earlyStdioSpecs', () => {
       { mcpServers: [] },
       'nonsense',
     ];
-    for (const raw of refused) expect(earlyStdioSpecs(raw, BASE, {}), JSON.stringify(raw)).toEqual([]);
+    for (const raw of refused) expect(earlyStdioSpecs(raw, BASE, {}), JSON.stringify(raw)).toBeUndefined();
     // The loader refuses each of them (exit 2).
     for (const raw of refused.slice(0, -1)) expect(() => parseConfig(raw, { baseDir: BASE, env: {} }), JSON.stringify(raw)).toThrow();
     // A disabled server and a non-stdio one are left out; the rest start.
     const mixed = { mcpServers: { ok, off: { command: 'node', disabled: true }, remote: { type: 'sse', url: 'https://example.com/sse' } } };
-    expect(earlyStdioSpecs(mixed, BASE, {}).map((s) => s.args)).toEqual([['ok.js']]);
+    expect(earlyStdioSpecs(mixed, BASE, {})?.map((s) => s.args)).toEqual([['ok.js']]);
   });
 
   it('issue 18 §2: reads what the loader reads: VS Code servers and inputs, envFile, every placeholder', () => {
@@ -126,7 +126,7 @@ describe('earlyStdioSpecs', () => {
         expect(specs, JSON.stringify(raw)).toHaveLength(1);
         expect(specs, JSON.stringify(raw)).toEqual(validatedSpecs(raw, env, dir));
       }
-      expect(earlyStdioSpecs(same[2], dir, env)[0]!.env).toMatchObject({ FROM_FILE: '1', MODE: 'env' });
+      expect(earlyStdioSpecs(same[2], dir, env)?.[0]!.env).toMatchObject({ FROM_FILE: '1', MODE: 'env' });
       // What the loader refuses starts nothing: an unset input, an unknown placeholder, a missing envFile, both server maps.
       const refused: unknown[] = [
         { mcpServers: { s: { command: 'node', args: ['${input:k}'] } }, inputs },
@@ -135,7 +135,7 @@ describe('earlyStdioSpecs', () => {
         { mcpServers: { s: { command: 'node' } }, servers: { t: { command: 'node' } } },
       ];
       for (const raw of refused) {
-        expect(earlyStdioSpecs(raw, dir, { HOME: '/home/u' }), JSON.stringify(raw)).toEqual([]);
+        expect(earlyStdioSpecs(raw, dir, { HOME: '/home/u' }), JSON.stringify(raw)).toBeUndefined();
         expect(() => parseConfig(raw, { baseDir: dir, env: { HOME: '/home/u' } }), JSON.stringify(raw)).toThrow();
       }
     } finally {
