@@ -14,6 +14,7 @@ import type { Logger } from './shared/logger.js';
 import { shellQuote } from './shared/shell-quote.js';
 import { releaseSignals } from './upstream/child-transport.js';
 import { earlySpawn } from './upstream/early-spawn.js';
+import { SERVE_OPTIONS, type ServeOption } from './serve-options.js';
 
 // Cold start (issue 6): the stdio upstreams of a `serve` command line start before anything
 // heavy loads, so they boot on the other core while the CLI loads commander, zod and pino
@@ -46,12 +47,12 @@ program
   .description('serve the merged roster (default command)')
   // A word that is no command lands here (serve is the default): say so instead of "too many arguments".
   .argument('[command]')
-  .option('-c, --config <file>', 'servers.json to serve', 'servers.json')
-  .addOption(new Option('-t, --transport <kind>', 'downstream transport').choices(['stdio', 'http']).default('stdio'))
-  .option('--host <host>', 'address to bind (http)', '127.0.0.1')
-  .option('-p, --port <port>', 'port to listen on (http)', parsePort, 8080)
-  .addOption(new Option('--log-level <level>', 'log level (stderr)').choices([...LOG_LEVELS]).env('MCP_BROKER_LOG_LEVEL').default('info'))
-  .option('--no-watch', 'do not reload when the config file changes (SIGHUP still reloads)')
+  .addOption(serveOption(SERVE_OPTIONS.config))
+  .addOption(serveOption(SERVE_OPTIONS.transport))
+  .addOption(serveOption(SERVE_OPTIONS.host))
+  .addOption(serveOption(SERVE_OPTIONS.port))
+  .addOption(serveOption(SERVE_OPTIONS.logLevel))
+  .addOption(serveOption(SERVE_OPTIONS.watch))
   .action(async (word: string | undefined, opts: { config: string; transport: 'stdio' | 'http'; host: string; port: number; logLevel: string; watch: boolean }) => {
     if (word !== undefined) {
       const known = program.commands.map((c) => c.name()).join(', ');
@@ -223,10 +224,23 @@ function parseCount(value: string): number {
   return n;
 }
 
-function parsePort(value: string): number {
-  const port = Number(value);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidArgumentError('must be an integer from 0 to 65535');
-  return port;
+/** The commander option of one entry of {@link SERVE_OPTIONS} (the table the early start reads too). */
+function serveOption(spec: ServeOption): InstanceType<typeof Option> {
+  const option = new Option(spec.flags, spec.description);
+  if (spec.choices) option.choices([...spec.choices]);
+  if (spec.env) option.env(spec.env);
+  const parse = spec.parse;
+  if (parse) {
+    option.argParser((value: string) => {
+      try {
+        return parse(value);
+      } catch (err) {
+        throw new InvalidArgumentError(messageOf(err));
+      }
+    });
+  }
+  if (spec.default !== undefined) option.default(spec.default);
+  return option;
 }
 
 /**

@@ -6,6 +6,7 @@
  * are filled in the file's values.
  */
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import type { ConfigProblem } from '../shared/errors.js';
 
 const LINE = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*?)\s*$/;
@@ -45,4 +46,18 @@ function unquote(raw: string): string | undefined {
   }
   const hash = raw.search(/\s#/);
   return (hash < 0 ? raw : raw.slice(0, hash)).trimEnd();
+}
+
+/**
+ * A stdio server's `env` with the variables of its `envFile` (relative to `baseDir`) under it:
+ * `env` wins. A problem at `<path>.envFile` when the file cannot be read or has a bad line.
+ */
+export function withEnvFile(
+  env: Readonly<Record<string, string>>,
+  envFile: string,
+  baseDir: string,
+  path: string,
+): { env: Record<string, string> } | { problem: ConfigProblem } {
+  const read = readEnvFile(resolve(baseDir, envFile), envFile, `${path}.envFile`);
+  return 'problem' in read ? read : { env: { ...read.vars, ...env } };
 }

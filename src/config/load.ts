@@ -6,15 +6,15 @@
  * was wrong, never a secret value.
  */
 import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { basename, dirname, isAbsolute, resolve } from 'node:path';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
 import type { z } from 'zod';
 import { ConfigError, type ConfigProblem } from '../shared/errors.js';
 import { credentialValues } from '../shared/scrub.js';
-import { readEnvFile } from './env-file.js';
-import { formatPath, inputEnvName, inputsUsed, interpolate, type ConfigInput } from './interpolate.js';
-import { configSchema, RESERVED_SERVER_NAMES, SERVER_KEY, serverKind, type Config } from './schema.js';
+import { readEnvFile, withEnvFile } from './env-file.js';
+import { crossFieldProblems, declaredInputs, fillConfig, isObject } from './fill.js';
+import { formatPath, inputEnvName, inputsUsed, type ConfigInput } from './interpolate.js';
+import { configSchema, serverKind, type Config } from './schema.js';
 
 /** A loaded config plus where it came from. */
 export interface LoadedConfig extends Config {
@@ -104,25 +104,13 @@ function parseErrorText(error: ParseError): string {
 export function parseConfig(raw: unknown, options: ParseOptions = {}): LoadedConfig {
   const env = options.env ?? process.env;
   const baseDir = options.baseDir ?? process.cwd();
-  const filled = interpolate(raw, {
-    env,
-    configDir: baseDir,
-    workspaceFolder: workspaceFolderOf(baseDir),
-    userHome: options.userHome ?? homedir(),
-    inputs: declaredInputs(raw),
-    answers: options.answers ?? {},
-  });
-  const secrets = filled.secrets;
+  const filled = fillConfig(raw, { env, baseDir, answers: options.answers, userHome: options.userHome });
+  const { secrets, serversKey } = filled;
   const problems: ConfigProblem[] = [...filled.problems];
-  const serversKey = isObject(raw) && raw.servers !== undefined && raw.mcpServers === undefined ? 'servers' : 'mcpServers';
-  if (isObject(raw) && raw.servers !== undefined && raw.mcpServers !== undefined) {
-    problems.push({ path: 'servers', message: 'give either "mcpServers" or "servers" (VS Code), not both' });
-  }
-  if (isObject(raw) && isObject(raw[serversKey])) problems.push(...keyProblems(Object.keys(raw[serversKey]), serversKey));
   const parsed = configSchema.safeParse(filled.value);
   if (!parsed.success) {
     // A string whose placeholder failed is kept as written: its schema issues would only repeat that.
-    const failed = filled.problems.map((p) => p.path);
+    const failed = filled.placeholderProblems.map((p) => p.path);
     const covered = (path: string) => failed.some((f) => path === f || path.startsWith(`${f}.`) || path.startsWith(`${f}[`));
     for (const issue of parsed.error.issues) {
       const problem = fromZod(issue, filled.value);
@@ -152,9 +140,9 @@ export function parseConfig(raw: unknown, options: ParseOptions = {}): LoadedCon
     const kind = serverKind(server);
     if (kind === 'stdio' && 'command' in server) {
       if (server.envFile !== undefined) {
-        const read = readEnvFile(resolvePath(baseDir, server.envFile), server.envFile, `${at}.envFile`);
-        if ('problem' in read) problems.push(read.problem);
-        else server.env = { ...read.vars, ...server.env };
+        const merged = withEnvFile(server.env, server.envFile, baseDir, at);
+        if ('problem' in merged) problems.push(merged.problem);
+        else server.env = merged.env;
         delete server.envFile;
       }
       server.cwd = resolve(baseDir, server.cwd ?? '.');
@@ -177,69 +165,8 @@ export function parseConfig(raw: unknown, options: ParseOptions = {}): LoadedCon
   return Object.assign(config, { file: options.file, baseDir, secrets: [...new Set(secrets)] });
 }
 
-/** `${workspaceFolder}`: the config's folder, or the project folder above a `.vscode` or `.cursor` folder. */
-function workspaceFolderOf(configDir: string): string {
-  return ['.vscode', '.cursor'].includes(basename(configDir)) ? dirname(configDir) : configDir;
-}
-
-/** The well-formed entries of the top-level `inputs`, by id (the schema reports the others). */
-function declaredInputs(raw: unknown): Map<string, ConfigInput> {
-  const inputs = new Map<string, ConfigInput>();
-  if (!isObject(raw) || !Array.isArray(raw.inputs)) return inputs;
-  for (const input of raw.inputs) {
-    if (isObject(input) && typeof input.id === 'string') inputs.set(input.id, input as unknown as ConfigInput);
-  }
-  return inputs;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 function resolvePath(baseDir: string, p: string): string {
   return isAbsolute(p) ? p : resolve(baseDir, p);
-}
-
-/** Problems of the server keys themselves (checked even when the schema refuses the file). */
-function keyProblems(keys: readonly string[], serversKey: string): ConfigProblem[] {
-  const problems: ConfigProblem[] = [];
-  for (const key of keys) {
-    const at = `${serversKey}.${key}`;
-    if (!SERVER_KEY.test(key)) problems.push({ path: at, message: 'server key must match ^[A-Za-z0-9][A-Za-z0-9_-]*$' });
-    else if (key.includes('__')) problems.push({ path: at, message: 'server key may not contain "__" (the name delimiter)' });
-    else if ((RESERVED_SERVER_NAMES as readonly string[]).includes(key.toLowerCase())) {
-      problems.push({ path: at, message: `"${key}" is reserved for the broker's own tools` });
-    }
-  }
-  return problems;
-}
-
-/** Prefixes that collide or are reserved, the reserved principal, and shared tokens. */
-function crossFieldProblems(config: Config, serversKey: string): ConfigProblem[] {
-  const problems: ConfigProblem[] = [];
-  const prefixes = new Map<string, string>();
-  for (const [key, server] of Object.entries(config.mcpServers)) {
-    const at = `${serversKey}.${key}`;
-    if (server.disabled) continue;
-    const prefix = server.prefix === false ? '' : (server.prefix ?? key);
-    if (prefix !== key && prefix.includes('__')) {
-      problems.push({ path: `${at}.prefix`, message: 'may not contain "__" (the name delimiter)' });
-    } else if (prefix !== key && (RESERVED_SERVER_NAMES as readonly string[]).includes(prefix.toLowerCase())) {
-      problems.push({ path: `${at}.prefix`, message: `"${prefix}" is reserved for the broker's own tools` });
-    } else if (prefix !== '') {
-      const other = prefixes.get(prefix);
-      if (other) problems.push({ path: `${at}.prefix`, message: `prefix "${prefix}" is already used by ${serversKey}.${other}` });
-      else prefixes.set(prefix, key);
-    }
-  }
-  if (Object.hasOwn(config.principals, 'local')) problems.push({ path: 'principals.local', message: '"local" is reserved for the stdio client' });
-  const tokens = new Map<string, string>();
-  for (const [name, principal] of Object.entries(config.principals)) {
-    const other = tokens.get(principal.token);
-    if (other) problems.push({ path: `principals.${name}.token`, message: `is the same as principals.${other}.token` });
-    else tokens.set(principal.token, name);
-  }
-  return problems;
 }
 
 /** Shortest secret treated as one when redacting messages (shorter ones would garble them). */

@@ -1,24 +1,25 @@
 /**
  * The early start of the stdio upstreams (cold start, issue 6): which command lines start them,
- * that the specs guessed from the raw file are the ones the validated config starts, and that
- * settling against the validated config keeps, starts and ends the right children.
+ * that the specs read from the raw file (the loader's fill, the validator generated from the
+ * schema) are the ones the validated config starts, and that settling against the validated
+ * config keeps, starts and ends the right children.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { STDIO_SERVER_FIELDS } from '../../src/config/constants.js';
-import { serverKind, stdioServerSchema, type StdioServerConfig } from '../../src/config/schema.js';
+import { serverKind, type StdioServerConfig } from '../../src/config/schema.js';
+import { serveConfigPath } from '../../src/serve-options.js';
 import { parkedChildren, prespawnChild, releaseSignals, settleParked, type ChildSpawnSpec } from '../../src/upstream/child-transport.js';
-import { earlySpawn, rawStdioSpecs, serveConfigPath } from '../../src/upstream/early-spawn.js';
+import { earlySpawn, earlyStdioSpecs } from '../../src/upstream/early-spawn.js';
 import { stdioSpawnSpec } from '../../src/upstream/spawn-env.js';
 
 const BASE = '/srv/conf';
 
 /** What the validated config starts, in server order. */
-function validatedSpecs(raw: unknown, env: NodeJS.ProcessEnv): ChildSpawnSpec[] {
-  const config = parseConfig(raw, { baseDir: BASE, env });
+function validatedSpecs(raw: unknown, env: NodeJS.ProcessEnv, baseDir = BASE): ChildSpawnSpec[] {
+  const config = parseConfig(raw, { baseDir, env });
   return Object.values(config.mcpServers)
     .filter((s) => serverKind(s) === 'stdio' && !s.disabled)
     .map((s) => stdioSpawnSpec(s as StdioServerConfig, config.broker.env.inherit));
@@ -26,29 +27,32 @@ function validatedSpecs(raw: unknown, env: NodeJS.ProcessEnv): ChildSpawnSpec[] 
 
 describe('serveConfigPath', () => {
   it('finds the config of a plain serve command line, default servers.json', () => {
-    expect(serveConfigPath([])).toBe('servers.json');
-    expect(serveConfigPath(['serve'])).toBe('servers.json');
-    expect(serveConfigPath(['-c', 'a.json'])).toBe('a.json');
-    expect(serveConfigPath(['serve', '--config', 'b.json', '--transport', 'http', '-p', '0'])).toBe('b.json');
-    expect(serveConfigPath(['--config=c.json', '--log-level=debug', '--host', '127.0.0.1'])).toBe('c.json');
+    expect(serveConfigPath([], {})).toBe('servers.json');
+    expect(serveConfigPath(['serve'], {})).toBe('servers.json');
+    expect(serveConfigPath(['-c', 'a.json'], {})).toBe('a.json');
+    expect(serveConfigPath(['serve', '--config', 'b.json', '--transport', 'http', '-p', '0'], {})).toBe('b.json');
+    expect(serveConfigPath(['--config=c.json', '--log-level=debug', '--host', '127.0.0.1', '--no-watch'], {})).toBe('c.json');
+    // Commander reads these the same way.
+    expect(serveConfigPath(['-cfoo.json'], {})).toBe('foo.json');
+    expect(serveConfigPath(['--config='], {})).toBe('');
   });
 
   it('starts nothing for anything else: another command, help, version, an unknown or incomplete option, a value the CLI refuses', () => {
     const refused = [
-      ['calls'], ['approve', 'x__y'], ['--help'], ['-h'], ['-V'], ['--version'], ['--bogus'], ['-cfoo.json'], ['-c'],
-      ['serve', 'serve'], ['serve', 'extra'], ['--config='], ['--nope=1'], ['-c', 'a.json', 'serve'], ['--', 'serve'],
-      ['--transport', 'bogus'], ['-p', 'abc'], ['--port=70000'], ['--log-level', 'loud'],
+      ['calls'], ['approve', 'x__y'], ['--help'], ['-h'], ['-V'], ['--version'], ['--bogus'], ['-c'], ['--watch'],
+      ['serve', 'serve'], ['serve', 'extra'], ['--nope=1'], ['-c', 'a.json', 'serve'], ['--', 'serve'],
+      ['--transport', 'bogus'], ['-p', 'abc'], ['--port=70000'], ['-p', '-1'], ['--log-level', 'loud'],
     ];
-    for (const argv of refused) expect(serveConfigPath(argv, undefined), argv.join(' ')).toBeUndefined();
+    for (const argv of refused) expect(serveConfigPath(argv, {}), argv.join(' ')).toBeUndefined();
     // MCP_BROKER_LOG_LEVEL counts when --log-level is not given.
-    expect(serveConfigPath([], 'loud')).toBeUndefined();
-    expect(serveConfigPath(['--log-level', 'warn'], 'loud')).toBe('servers.json');
-    expect(serveConfigPath(['-t', 'http', '-p', '0'], 'debug')).toBe('servers.json');
+    expect(serveConfigPath([], { MCP_BROKER_LOG_LEVEL: 'loud' })).toBeUndefined();
+    expect(serveConfigPath(['--log-level', 'warn'], { MCP_BROKER_LOG_LEVEL: 'loud' })).toBe('servers.json');
+    expect(serveConfigPath(['-t', 'http', '-p', '0'], { MCP_BROKER_LOG_LEVEL: 'debug' })).toBe('servers.json');
   });
 });
 
-describe('rawStdioSpecs', () => {
-  it('guesses from the raw file exactly the spawn specs the validated config gives', () => {
+describe('earlyStdioSpecs', () => {
+  it('reads from the raw file exactly the spawn specs the validated config gives', () => {
     const env = { TOKEN: 'secret-token-value', HOME: '/home/u', PATH: '/usr/bin' };
     const raw = {
       mcpServers: {
@@ -67,10 +71,10 @@ describe('rawStdioSpecs', () => {
       },
       broker: { env: { inherit: ['HOME', 'LANG'] } },
     };
-    expect(rawStdioSpecs(raw, BASE, env)).toEqual(validatedSpecs(raw, env));
+    expect(earlyStdioSpecs(raw, BASE, env)).toEqual(validatedSpecs(raw, env));
     const defaults = { mcpServers: { a: { command: 'node', args: ['a.js'] } } };
-    expect(rawStdioSpecs(defaults, BASE, env)).toEqual(validatedSpecs(defaults, env));
-    expect(rawStdioSpecs(raw, BASE, env)[0]!.command).toBe(process.execPath);
+    expect(earlyStdioSpecs(defaults, BASE, env)).toEqual(validatedSpecs(defaults, env));
+    expect(earlyStdioSpecs(raw, BASE, env)?.[0]!.command).toBe(process.execPath);
   });
 
   it('starts nothing from a file the loader would refuse', () => {
@@ -96,32 +100,47 @@ describe('rawStdioSpecs', () => {
       { mcpServers: [] },
       'nonsense',
     ];
-    for (const raw of refused) expect(rawStdioSpecs(raw, BASE, {}), JSON.stringify(raw)).toEqual([]);
+    for (const raw of refused) expect(earlyStdioSpecs(raw, BASE, {}), JSON.stringify(raw)).toBeUndefined();
     // The loader refuses each of them (exit 2).
     for (const raw of refused.slice(0, -1)) expect(() => parseConfig(raw, { baseDir: BASE, env: {} }), JSON.stringify(raw)).toThrow();
     // A disabled server and a non-stdio one are left out; the rest start.
     const mixed = { mcpServers: { ok, off: { command: 'node', disabled: true }, remote: { type: 'sse', url: 'https://example.com/sse' } } };
-    expect(rawStdioSpecs(mixed, BASE, {}).map((s) => s.args)).toEqual([['ok.js']]);
+    expect(earlyStdioSpecs(mixed, BASE, {})?.map((s) => s.args)).toEqual([['ok.js']]);
   });
 
-  it('issue 18 §2: starts nothing from a file the loader reads differently: VS Code servers/inputs, envFile, placeholders beyond ${configDir} and ${env:NAME}', () => {
-    const ok = { command: 'node', args: ['ok.js'] };
-    const env = { A: 'a', HOME: '/home/u' };
-    const declined: unknown[] = [
-      { mcpServers: { ok }, inputs: [{ type: 'promptString', id: 'k' }] },
-      { mcpServers: { ok, s: { command: 'node', args: ['${input:k}'] } }, inputs: [{ type: 'promptString', id: 'k' }] },
-      { servers: { ok } },
-      { mcpServers: { ok, s: { command: 'node', envFile: '.env' } } },
-      { mcpServers: { ok, s: { command: 'node', args: ['${A}'] } } },
-      { mcpServers: { ok, s: { command: 'node', args: ['${UNSET:-x}'] } } },
-      { mcpServers: { ok, s: { command: 'node', env: { K: '${env:A:-x}' } } } },
-      { mcpServers: { ok, s: { command: '${userHome}/bin/x' } } },
-      { mcpServers: { ok, s: { command: 'node', cwd: '${workspaceFolder}' } } },
-      { mcpServers: { ok, s: { command: 'node', args: ['${nonsense:x}'] } } },
-    ];
-    for (const raw of declined) expect(rawStdioSpecs(raw, BASE, env), JSON.stringify(raw)).toEqual([]);
-    // The two it knows still start.
-    expect(rawStdioSpecs({ mcpServers: { s: { command: 'node', args: ['${configDir}/x.js', '${env:A}'] } } }, BASE, env)[0]!.args).toEqual(['/srv/conf/x.js', 'a']);
+  it('issue 18 §2: reads what the loader reads: VS Code servers and inputs, envFile, every placeholder', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-early-fill-'));
+    try {
+      writeFileSync(join(dir, '.env'), 'FROM_FILE=1\nMODE=file\n');
+      const env = { A: 'a', HOME: '/home/u', MCP_BROKER_INPUT_K: 'key-value' };
+      const inputs = [{ type: 'promptString', id: 'k' }];
+      const same: unknown[] = [
+        { mcpServers: { s: { command: 'node', args: ['${input:k}'] } }, inputs },
+        { servers: { s: { command: 'node', args: ['${A}'] } }, inputs },
+        { mcpServers: { s: { command: 'node', envFile: '.env', env: { MODE: 'env' } } } },
+        { mcpServers: { s: { command: 'node', args: ['${UNSET:-x}', '${env:A:-y}', '${userHome}', '${workspaceFolder}/w'] } } },
+        { mcpServers: { s: { command: 'node', cwd: '${workspaceFolder}' } } },
+      ];
+      for (const raw of same) {
+        const specs = earlyStdioSpecs(raw, dir, env);
+        expect(specs, JSON.stringify(raw)).toHaveLength(1);
+        expect(specs, JSON.stringify(raw)).toEqual(validatedSpecs(raw, env, dir));
+      }
+      expect(earlyStdioSpecs(same[2], dir, env)?.[0]!.env).toMatchObject({ FROM_FILE: '1', MODE: 'env' });
+      // What the loader refuses starts nothing: an unset input, an unknown placeholder, a missing envFile, both server maps.
+      const refused: unknown[] = [
+        { mcpServers: { s: { command: 'node', args: ['${input:k}'] } }, inputs },
+        { mcpServers: { s: { command: 'node', args: ['${nonsense:x}'] } } },
+        { mcpServers: { s: { command: 'node', envFile: 'missing.env' } } },
+        { mcpServers: { s: { command: 'node' } }, servers: { t: { command: 'node' } } },
+      ];
+      for (const raw of refused) {
+        expect(earlyStdioSpecs(raw, dir, { HOME: '/home/u' }), JSON.stringify(raw)).toBeUndefined();
+        expect(() => parseConfig(raw, { baseDir: dir, env: { HOME: '/home/u' } }), JSON.stringify(raw)).toThrow();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('issue 18 §2: starts nothing from a config that is JSON with comments or trailing commas', () => {
@@ -139,9 +158,6 @@ describe('rawStdioSpecs', () => {
     }
   });
 
-  it('knows every field of a stdio server the schema knows', () => {
-    expect([...STDIO_SERVER_FIELDS].sort()).toEqual(Object.keys(stdioServerSchema.shape).sort());
-  });
 });
 
 describe('settleParked', () => {
