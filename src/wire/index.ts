@@ -37,3 +37,4 @@ export { callStreamLogFetch, logEventFilter, type ArrivedNotification, type Call
 export { routeToolsCallDirectly, type DirectCallExtra, type DirectCallHandler, type DirectCallParams } from './direct-tools-call.js';
 export { routeModernToolsCallDirectly, type LaneReplay, type ModernCallHandler, type ModernDirectLane, type ModernLaneOptions } from './direct-modern-call.js';
 export { OutputPressure, stdoutPressure } from './output-pressure.js';
+export { StdioEntryLane } from './stdio-entry-lane.js';
