@@ -97,6 +97,8 @@ export class StdioEntryLane {
       this.settleOwed(message);
       const m = message as { id?: unknown; method?: unknown };
       if (!state.pinned && m.method !== undefined && m.method !== 'server/discover' && m.id !== undefined) state.pinned = true;
+      // A cancelled request is not answered: forget it, as the channel's own tracking does.
+      if (m.method === 'notifications/cancelled' && state.direct.size > 0) state.direct.delete((message as { params?: { requestId?: RequestId } }).params?.requestId as RequestId);
       receive?.(message, extra);
     };
     const close = channel.onclose;

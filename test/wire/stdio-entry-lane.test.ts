@@ -35,14 +35,16 @@ const TOOLS: Record<string, (params: DirectCallParams, signal: AbortSignal) => P
   slow: (_params, signal) => new Promise((resolve) => signal.addEventListener('abort', () => resolve({ content: [text('too late')] }), { once: true })),
 };
 
-type Step = { send: object[] } | { answer: string | number } | { end: true };
+/** Write these messages in one chunk; wait for the `nth` answer (default the first) to `answer`; close stdin and wait for the close. */
+type Step = { send: object[] } | { answer: string | number; nth?: number } | { end: true };
 
 async function harness(withLane: boolean) {
   const stdin = new PassThrough();
   const stdout = new PassThrough();
   const lines: string[] = [];
   let buffered = '';
-  const waiters: Array<{ id: string | number; resolve: () => void }> = [];
+  const answered = new Map<unknown, number>();
+  const waiters: Array<{ id: string | number; nth: number; resolve: () => void }> = [];
   stdout.on('data', (chunk: Buffer) => {
     buffered += chunk.toString('utf8');
     let nl: number;
@@ -51,8 +53,9 @@ async function harness(withLane: boolean) {
       buffered = buffered.slice(nl + 1);
       lines.push(line);
       const m = JSON.parse(line) as { id?: unknown; method?: unknown };
+      if (m.method === undefined) answered.set(m.id, (answered.get(m.id) ?? 0) + 1);
       for (const w of [...waiters]) {
-        if (m.method === undefined && m.id === w.id) {
+        if ((answered.get(w.id) ?? 0) >= w.nth) {
           waiters.splice(waiters.indexOf(w), 1);
           w.resolve();
         }
@@ -108,12 +111,8 @@ async function harness(withLane: boolean) {
     for (const step of steps) {
       if ('send' in step) stdin.write(step.send.map((m) => JSON.stringify(m) + '\n').join(''));
       else if ('answer' in step) {
-        const id = step.answer;
-        const seen = lines.some((l) => {
-          const m = JSON.parse(l) as { id?: unknown; method?: unknown };
-          return m.method === undefined && m.id === id;
-        });
-        if (!seen) await new Promise<void>((resolve) => waiters.push({ id, resolve }));
+        const { answer: id, nth = 1 } = step;
+        if ((answered.get(id) ?? 0) < nth) await new Promise<void>((resolve) => waiters.push({ id, nth, resolve }));
       } else {
         stdin.end();
         await closed;
@@ -162,10 +161,14 @@ describe('StdioEntryLane: the same bytes as the SDK entry', () => {
       { answer: 2 },
       { send: [call('3', 'crash')] },
       { answer: '3' },
+      // The second is refused (the id is in flight).
       { send: [call(4, 'slow'), call(4, 'echo')] },
       { answer: 4 },
       { send: [cancel(4), call(5, 'echo', { b: 'x' })] },
       { answer: 5 },
+      // The cancelled call's id, used again.
+      { send: [call(4, 'echo', { again: true })] },
+      { answer: 4, nth: 2 },
       // The list is delivered at once; the ping then waits in the entry's queue, and the call behind it.
       { send: [{ jsonrpc: '2.0', id: 6, method: 'tools/list' }, { jsonrpc: '2.0', id: 9, method: 'ping' }, call(7, 'echo')] },
       { answer: 7 },
@@ -175,7 +178,8 @@ describe('StdioEntryLane: the same bytes as the SDK entry', () => {
       { answer: 8 },
     ]);
     expect(lane.lines).toEqual(sdk.lines);
-    expect(sdk.viaEntry).toEqual([0, 'notifications/initialized', 1, 2, '3', 4, 4, 'notifications/cancelled', 5, 6, 9, 7, 8]);
+    expect(sdk.lines.filter((l) => l.includes('again'))).toHaveLength(1);
+    expect(sdk.viaEntry).toEqual([0, 'notifications/initialized', 1, 2, '3', 4, 4, 'notifications/cancelled', 5, 4, 6, 9, 7, 8]);
     // Taken past the entry: every call once the connection is pinned, unless a message before it was still in the entry.
     expect(lane.viaEntry).toEqual([0, 'notifications/initialized', 'notifications/cancelled', 6, 9, 7]);
   });
