@@ -65,6 +65,7 @@ import type { ServerRequestHandler } from '../upstream/types.js';
 import { supportsFormElicitation, supportsUrlElicitation, type SessionNotify } from '../upstream/url-elicitations.js';
 import { routeToolsCallDirectly, type DirectCallExtra } from '../wire/direct-tools-call.js';
 import { routeModernToolsCallDirectly, type ModernDirectLane } from '../wire/direct-modern-call.js';
+import type { StdioEntryLane } from '../wire/stdio-entry-lane.js';
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
 import { isHeldState, type HeldBinding } from '../broker/held-state.js';
@@ -131,6 +132,8 @@ export interface SessionOptions {
   experimental?: Gateway['experimental'];
   /** Modern only: plain `tools/call` requests take the direct lane (`wire/direct-modern-call.ts`; stdio); default false. */
   directLane?: boolean;
+  /** stdio: `tools/call` requests past the SDK entry once the connection is pinned to this instance (`wire/stdio-entry-lane.ts`); default none. */
+  entryLane?: StdioEntryLane;
 }
 
 /** This server's identity, in `initialize`, `server/discover` and every modern result's `_meta`. */
@@ -300,6 +303,7 @@ export class DownstreamSession {
    * the session.
    */
   private wrapTransport(transport: Transport): void {
+    const watchEntryLane = this.options.entryLane?.attach(transport);
     unprefixErrors(transport);
     if (this.era === 'legacy') routeToolsCallDirectly(this.server, transport, (params, extra) => this.callTool(params, extra));
     else if (this.options.directLane) {
@@ -309,6 +313,7 @@ export class DownstreamSession {
     guardRequestIds(transport, {
       onInitialize: (caps) => this.options.onInitialize?.(caps),
     });
+    watchEntryLane?.();
     const previous = this.server.onclose;
     this.server.onclose = () => {
       previous?.();

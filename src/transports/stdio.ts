@@ -21,6 +21,7 @@ import { serveStdio as serveEras } from '@modelcontextprotocol/server/stdio';
 import type { Gateway } from '../gateway.js';
 import { ShuttingDown } from '../broker/deadline.js';
 import { messageOf } from '../shared/errors.js';
+import { StdioEntryLane } from '../wire/stdio-entry-lane.js';
 import { envelopeCapabilities } from './era.js';
 import { guardRequestShapes } from './request-shape.js';
 import { DownstreamSession } from './session.js';
@@ -55,6 +56,8 @@ export async function serveStdio(
       gateway.broker.drain(DRAIN_GRACE_MS, new ShuttingDown(`stdin closed and broker.drainTimeoutMs (${drainTimeoutMs} ms) passed before the call finished`)),
   });
   let current: DownstreamSession | undefined;
+  // A pinned connection's `tools/call` requests skip the entry's pump and channel checks.
+  const entryLane = new StdioEntryLane(transport);
   serveEras(
     async ({ era }) => {
       // A modern instance answers `server/discover` from the upstreams' surface (extensions,
@@ -66,6 +69,7 @@ export async function serveStdio(
         era,
         experimental: options.experimental,
         directLane: true,
+        entryLane,
         onInitialize: (capabilities) => start(capabilities),
       });
       return current.server;
@@ -94,7 +98,7 @@ export async function serveStdio(
     const deliver = () => {
       subscriptions.observe(message);
       taskListens.observe(message);
-      entry?.(message);
+      entryLane.deliver(message, entry);
     };
     const tasks = listenTaskIds(message) !== undefined;
     if (!held && !tasks && (gateway.readySettled || !namesResources(message))) return deliver();
@@ -108,6 +112,7 @@ export async function serveStdio(
   guardRequestShapes(transport);
   const entryClose = transport.onclose;
   transport.onclose = () => {
+    entryLane.wireClose();
     entryClose?.();
     void subscriptions.close();
     taskListens.close();

@@ -16,7 +16,9 @@
  *    (`direct-modern-call.ts`) when its params are plain and its envelope is one the SDK accepted
  *    on the connection; the lane answers what it can answer as the SDK would (plain results,
  *    errors) and hands any other outcome to the SDK with the request. Over HTTP a modern call
- *    goes through the SDK.
+ *    goes through the SDK. On stdio, once the connection is pinned to an era, a `tools/call`
+ *    request reaches these lanes past the SDK `serveStdio` entry's pump and its channel's
+ *    envelope checks, in the order the entry would keep (`stdio-entry-lane.ts`).
  * 3. **The upstream lane** (`direct-calls.ts`): the broker path sends the call upstream with an
  *    id of its own (`mcp-broker:N`) and takes its answer off the transport before the SDK
  *    `Client` sees it; everything else stays with the `Client`. To a Streamable HTTP upstream,
@@ -37,3 +39,4 @@ export { callStreamLogFetch, logEventFilter, type ArrivedNotification, type Call
 export { routeToolsCallDirectly, type DirectCallExtra, type DirectCallHandler, type DirectCallParams } from './direct-tools-call.js';
 export { routeModernToolsCallDirectly, type LaneReplay, type ModernCallHandler, type ModernDirectLane, type ModernLaneOptions } from './direct-modern-call.js';
 export { OutputPressure, stdoutPressure } from './output-pressure.js';
+export { StdioEntryLane } from './stdio-entry-lane.js';
