@@ -37,8 +37,10 @@ async function answerOf(res: Response): Promise<{ status: number; headers: Recor
   res.headers.forEach((value, key) => {
     if (key !== 'date') headers[key] = value;
   });
-  const body = perCallBlanked(await res.text());
-  return { status: res.status, headers, body };
+  const text = await res.text();
+  // A blanked field can differ in length (an upstream request id of more digits): the length is checked against the body itself.
+  if (headers['content-length'] !== undefined) headers['content-length'] = Number(headers['content-length']) === Buffer.byteLength(text) ? 'of the body' : `${headers['content-length']}, not that of the body`;
+  return { status: res.status, headers, body: perCallBlanked(text) };
 }
 
 describe('modern tools/call HTTP lane, through the CLI', () => {
@@ -54,7 +56,10 @@ describe('modern tools/call HTTP lane, through the CLI', () => {
       const post = (id: string, params: Record<string, unknown>, headers: Record<string, string> = {}, signal?: AbortSignal) =>
         fetch(`${broker.url}/mcp`, {
           method: 'POST',
-          headers: { ...MCP_POST_HEADERS, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': String(params.name), ...headers },
+          // A header given as '' is left out.
+          headers: Object.fromEntries(
+            Object.entries({ ...MCP_POST_HEADERS, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': String(params.name), ...headers }).filter(([, v]) => v !== ''),
+          ),
           body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }),
           signal,
         });
@@ -67,6 +72,9 @@ describe('modern tools/call HTTP lane, through the CLI', () => {
         ['progress', { name: 'fx__echo', arguments: { text: 'p' } }, { progressToken: 'tok' }],
         ['logs', { name: 'fx__echo', arguments: { text: 'l' } }, { 'io.modelcontextprotocol/logLevel': 'debug' }],
         ['mismatch', { name: 'fx__echo', arguments: { text: 'm' } }, {}, { 'mcp-name': 'fx__fail' }],
+        ['no accept', { name: 'fx__echo', arguments: { text: 'a' } }, {}, { accept: '' }],
+        ['no version header', { name: 'fx__echo', arguments: { text: 'v' } }, {}, { 'mcp-protocol-version': '' }],
+        ['text/plain', { name: 'fx__echo', arguments: { text: 'c' } }, {}, { 'content-type': 'text/plain' }],
       ];
       const outcomes: unknown[] = [];
       for (const [id, params, more, headers] of cases) {
@@ -86,6 +94,9 @@ describe('modern tools/call HTTP lane, through the CLI', () => {
         ['progress', 200, 'text/event-stream', 'ok'],
         ['logs', 200, 'text/event-stream', 'ok'],
         ['mismatch', 400, 'application/json', -32020],
+        ['no accept', 200, 'application/json', 'ok'],
+        ['no version header', 400, 'application/json', -32020],
+        ['text/plain', 415, 'application/json', -32000],
       ]);
 
       // Closing the response of a call the lane runs cancels it upstream: recorded cancelled.
@@ -103,7 +114,7 @@ describe('modern tools/call HTTP lane, through the CLI', () => {
       await broker.close();
     }
     const summary = await waitFor(() => (existsSync(timing) ? (JSON.parse(readFileSync(timing, 'utf8')) as { segments: Array<{ to: string; count: number }> }) : undefined), 'the timing file');
-    // The second call of ok, tool_error, refusal and unknown took the lane (the last handed back to the SDK); a cancelled call is not timed.
-    expect(summary.segments.filter((s) => s.to === 'modern http lane').reduce((n, s) => n + s.count, 0)).toBeGreaterThanOrEqual(4);
+    // The second call of ok, tool_error, refusal, unknown and no accept took the lane (unknown handed back to the SDK); a cancelled call is not timed.
+    expect(summary.segments.filter((s) => s.to === 'modern http lane').reduce((n, s) => n + s.count, 0)).toBeGreaterThanOrEqual(5);
   }, 90_000);
 });
