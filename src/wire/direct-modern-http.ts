@@ -11,16 +11,14 @@
  *   `name`, `arguments`, `_meta`), a `name` of roster characters (`[A-Za-z0-9_-]{1,64}`), no
  *   `progressToken` and no `logLevel` in the envelope: such a call sends nothing before its
  *   result, so the SDK answers it with one JSON body (`responseMode: "auto"`), never a stream;
- * - no `Mcp-Session-Id`, a JSON `Content-Type` (the SDK's `isJsonContentType`), and the standard
- *   headers mirroring the body exactly: `MCP-Protocol-Version` the envelope's version,
- *   `Mcp-Method: tools/call`, `Mcp-Name` the tool name;
+ * - a JSON `Content-Type` (the SDK's `isJsonContentType`), and the standard headers mirroring the
+ *   body exactly: `MCP-Protocol-Version` the envelope's version, `Mcp-Method: tools/call`,
+ *   `Mcp-Name` the tool name;
  * - an envelope deep-equal to one the SDK accepted, with headers mirroring its body the same way,
  *   for the same principal ({@link ModernHttpLane.learn}, from the SDK-served handler): the
- *   SDK's routing of the request to its modern handler (`classifyInboundRequest`) and its checks
- *   before the handler (the envelope with `progressToken`, the claimed revision, the standard
- *   headers against the body, the request schema) are a pure function of those, so its verdict is
- *   reused, never re-implemented; the lane is tried before that routing (`http/streamable.ts`).
- *   The first call with a new envelope is served by the SDK.
+ *   SDK's checks before the handler (the envelope, the claimed revision, the standard headers
+ *   against the body, the request schema) are a pure function of those, so its verdict is reused,
+ *   never re-implemented. The first call with a new envelope is served by the SDK.
  *
  * The call runs on one long-lived modern {@link LaneSession} per principal (`callTool` of a
  * `DownstreamSession`: its caller is built from this request alone, as on stdio, where one
@@ -108,8 +106,6 @@ function plainHttpCall(req: IncomingMessage, body: unknown): PlainHttpCall | und
   if (!lifted || !PLAIN_NAME.test(lifted.params.name)) return undefined;
   if (lifted.params._meta?.progressToken !== undefined || LOG_LEVEL_META_KEY in lifted.envelope) return undefined;
   const { headers } = req;
-  // With a session id it is a legacy session's request (`transports/era.ts`).
-  if (headers['mcp-session-id']) return undefined;
   const version = lifted.envelope[PROTOCOL_VERSION_META_KEY];
   if (typeof version !== 'string' || headers['mcp-protocol-version'] !== version) return undefined;
   if (headers['mcp-method'] !== 'tools/call' || headers['mcp-name'] !== lifted.params.name) return undefined;

@@ -102,7 +102,6 @@ describe('modern HTTP lane', () => {
       ['name header differs', request(headers({ 'mcp-name': 'fx__fail' })), body()],
       ['method header missing', request(headers({ 'mcp-method': undefined as unknown as string })), body()],
       ['not json', request(headers({ 'content-type': 'text/plain' })), body()],
-      ['a legacy session', request(headers({ 'mcp-session-id': 's-1' })), body()],
       ['other envelope', request(), body({ _meta: { ...envelope, 'io.modelcontextprotocol/clientCapabilities': { sampling: {} } } })],
     ];
     for (const [what, req, b] of cases) expect(lane.take('alice', req, response() as unknown as ServerResponse, b), what).toBeUndefined();

@@ -36,12 +36,6 @@ import { serveWeb } from './web-adapter.js';
 
 /** The modern face of `/mcp`: {@link ModernHttp.serve} one request; {@link ModernHttp.close} ends open streams. */
 export interface ModernHttp {
-  /**
-   * Serves a `POST /mcp` on the HTTP lane when the lane takes it (`wire/direct-modern-http.ts`:
-   * a plain modern `tools/call` under an envelope the SDK accepted before); resolves once
-   * answered. Undefined, with nothing done, for any other request. Try it before the era routing.
-   */
-  direct(principal: Principal, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> | undefined;
   serve(principal: Principal, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void>;
   close(): Promise<void>;
 }
@@ -95,8 +89,9 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
   };
 
   return {
-    direct: (principal, req, res, body) => lane.take(principal.name, req, res, body),
     async serve(principal, req, res, body) {
+      const direct = lane.take(principal.name, req, res, body);
+      if (direct) return direct;
       const listens = new ListenSubscriptions(gateway, principal.name);
       listens.observe(body);
       // Every listen holds a stream slot while it is open, whatever it listens for.

@@ -82,9 +82,6 @@ export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (re
       // A malformed request is answered with its id (request-shape.ts), not the SDK's id-less -32700.
       const malformed = malformedBodyErrors(body);
       if (malformed) return sendJson(res, 400, malformed);
-      // A plain modern tools/call the SDK routed and accepted before is answered by the HTTP lane, without routing it again.
-      const direct = modern.direct(principal, req, res, body);
-      if (direct) return direct;
       if (await isModernPost(req.headers, body)) return modern.serve(principal, req, res, body);
     } else if (isModernSessionOperation(req.headers)) {
       // 2026-07-28 has no standalone stream and no session to end.
