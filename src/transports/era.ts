@@ -13,7 +13,7 @@
  *   it with -32602 / -32020 / -32022); {@link isModernSessionOperation} picks out the `GET` and
  *   `DELETE` of a modern client (405).
  */
-import { CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY, isLegacyRequest } from '@modelcontextprotocol/server';
+import { CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY, classifyInboundRequest } from '@modelcontextprotocol/server';
 import type { ClientCapabilities } from '@modelcontextprotocol/server';
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -49,22 +49,31 @@ export function isModernVersionHeader(value: string | string[] | undefined): boo
 /** The first modern revision. */
 export const MODERN_REVISION = '2026-07-28';
 
+/** A header as the web `Headers` the SDK reads would give it: repeated values joined with `, `. */
+function headerOf(value: string | string[] | undefined): string | undefined {
+  return typeof value === 'string' ? value : Array.isArray(value) ? value.join(', ') : undefined;
+}
+
 /**
  * Whether a `POST /mcp` goes to the modern handler. `headers` as Node gives them (lower-case
  * names); `body` the parsed JSON body. A request with `Mcp-Session-Id` is legacy; otherwise the
- * SDK's `isLegacyRequest` decides (the body's claim, and an `MCP-Protocol-Version` header naming
- * a modern revision without one).
+ * SDK's classification decides (`classifyInboundRequest`, the step its `isLegacyRequest` runs on a
+ * parsed body: the body's claim, and an `MCP-Protocol-Version` header naming a modern revision
+ * without one), given the three headers it reads, without building a web `Request`.
  */
 export async function isModernPost(headers: Record<string, string | string[] | undefined>, body: unknown): Promise<boolean> {
   if (typeof headers['mcp-session-id'] === 'string' && headers['mcp-session-id'] !== '') return false;
-  // The common legacy case without building a web Request.
+  // The common legacy case without classifying.
   if (!Array.isArray(body) && !hasModernClaim(body) && !isModernVersionHeader(headers['mcp-protocol-version'])) return false;
-  const flat = new Headers();
-  for (const [name, value] of Object.entries(headers)) {
-    if (typeof value === 'string') flat.set(name, value);
-    else if (Array.isArray(value)) flat.set(name, value.join(', '));
-  }
-  return !(await isLegacyRequest(new Request('http://broker.invalid/mcp', { method: 'POST', headers: flat }), body));
+  if (body === undefined) return false;
+  const route = classifyInboundRequest({
+    httpMethod: 'POST',
+    protocolVersionHeader: headerOf(headers['mcp-protocol-version']),
+    mcpMethodHeader: headerOf(headers['mcp-method']),
+    mcpNameHeader: headerOf(headers['mcp-name']),
+    body,
+  });
+  return route.kind !== 'legacy';
 }
 
 /**

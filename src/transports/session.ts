@@ -63,8 +63,8 @@ import { modernUnit, UNIT_META_KEY } from './unit.js';
 import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
 import { supportsFormElicitation, supportsUrlElicitation, type SessionNotify } from '../upstream/url-elicitations.js';
-import { routeToolsCallDirectly, type DirectCallExtra } from '../wire/direct-tools-call.js';
-import { routeModernToolsCallDirectly, type ModernDirectLane } from '../wire/direct-modern-call.js';
+import { routeToolsCallDirectly, type DirectCallExtra, type DirectCallParams } from '../wire/direct-tools-call.js';
+import { routeModernToolsCallDirectly, type LaneReplay, type ModernDirectLane } from '../wire/direct-modern-call.js';
 import type { StdioEntryLane } from '../wire/stdio-entry-lane.js';
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
@@ -134,10 +134,16 @@ export interface SessionOptions {
   directLane?: boolean;
   /** stdio: `tools/call` requests past the SDK entry once the connection is pinned to this instance (`wire/stdio-entry-lane.ts`); default none. */
   entryLane?: StdioEntryLane;
+  /**
+   * Modern only, one HTTP request's instance (`http/modern.ts`): `replay` gives the outcome of a
+   * call the HTTP lane ran and handed to the SDK (`wire/direct-modern-http.ts`), which its
+   * `tools/call` handler answers with; `learn` is told the envelope of a call the SDK served.
+   */
+  handoff?: { replay(): LaneReplay | undefined; learn(envelope: Record<string, unknown> | undefined): void };
 }
 
 /** This server's identity, in `initialize`, `server/discover` and every modern result's `_meta`. */
-const SERVER_INFO = { name: 'mcp-broker', version: VERSION };
+export const SERVER_INFO = { name: 'mcp-broker', version: VERSION };
 
 /** Merged `experimental` capabilities; undefined when there are none. */
 function experimentalOf(...sources: (Gateway['experimental'] | undefined)[]): Gateway['experimental'] | undefined {
@@ -487,6 +493,14 @@ export class DownstreamSession {
     void Promise.resolve(send).catch(() => undefined);
   }
 
+  /**
+   * A modern `tools/call` run by the HTTP lane outside the SDK (`wire/direct-modern-http.ts`), as
+   * the SDK-served handler runs it: `ctx` carries the request's envelope and signal.
+   */
+  directCall(params: DirectCallParams, extra: DirectCallExtra, ctx: ServerContext): Promise<unknown> {
+    return this.callTool(params, extra, ctx);
+  }
+
   /** Serves one `tools/call` through the broker; the SDK handler and the direct lane both land here. */
   private async callTool(
     params: z.infer<typeof CallToolRequestLight>['params'],
@@ -819,9 +833,10 @@ export class DownstreamSession {
       server.setRequestHandler('tools/call', (req, ctx) => {
         // A call the direct lane ran and handed back is answered from its outcome; an envelope
         // the SDK accepted here lets the lane take the next calls that carry it.
-        const replay = this.lane?.takeReplay(ctx.mcpReq.id);
+        const replay = this.lane?.takeReplay(ctx.mcpReq.id) ?? this.options.handoff?.replay();
         if (replay) return (replay.ok ? Promise.resolve(replay.value) : Promise.reject(replay.err)) as never;
         this.lane?.learn(ctx.mcpReq.envelope as Record<string, unknown> | undefined);
+        this.options.handoff?.learn(ctx.mcpReq.envelope as Record<string, unknown> | undefined);
         return this.callTool(req.params, extraOf(ctx), ctx) as never;
       });
       this.installModernTasks();

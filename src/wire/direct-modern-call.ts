@@ -168,7 +168,7 @@ export function routeModernToolsCallDirectly(server: Server, transport: Transpor
   };
 }
 
-interface PlainCall {
+export interface PlainCall {
   /** The params as the SDK's handler would see them: envelope keys lifted out of `_meta`. */
   params: DirectCallParams;
   /** The reserved `_meta` keys the request carried. */
@@ -180,7 +180,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
 }
 
 /** The call's params and envelope when the params are ones the lane takes (module doc); undefined otherwise. */
-function liftPlainCall(params: unknown): PlainCall | undefined {
+export function liftPlainCall(params: unknown): PlainCall | undefined {
   if (!isObject(params) || typeof params.name !== 'string' || !isObject(params._meta)) return undefined;
   for (const key in params) if (key !== 'name' && key !== 'arguments' && key !== '_meta') return undefined;
   if (params.arguments !== undefined && !isObject(params.arguments)) return undefined;
@@ -216,7 +216,7 @@ const RESULT_KEYS = ['_meta', 'content', 'structuredContent', 'isError'] as cons
  * The result as the SDK's dispatch leaves it (its result schema's parse, then `resultType` and
  * the server identity stamped), for a plain result (module doc); undefined for any other.
  */
-function encodePlainResult(result: unknown, serverInfo: ModernLaneOptions['serverInfo']): Record<string, unknown> | undefined {
+export function encodePlainResult(result: unknown, serverInfo: ModernLaneOptions['serverInfo']): Record<string, unknown> | undefined {
   if (!isObject(result) || 'resultType' in result || 'capabilities' in result) return undefined;
   const { _meta: meta, content, isError } = result;
   if (!Array.isArray(content) || !content.every(isPlainText)) return undefined;

@@ -12,6 +12,9 @@
  *   so the upstream gets their values with the arguments; the headers themselves are not sent on.
  * - Closing the response stream aborts the request (the web `Request`'s signal), which cancels
  *   the call upstream (recorded `cancelled`).
+ * - A plain `tools/call` whose envelope the SDK accepted before for the principal is answered by
+ *   the HTTP lane (`wire/direct-modern-http.ts`) as the SDK would, on one long-lived instance per
+ *   principal, without the per-request instance; anything else it hands back to the SDK here.
  * - `subscriptions/listen`: the handler's notifier carries the gateway's `list_changed` and
  *   `resources/updated` to open listen streams; each stream holds one `http.maxStreams` slot
  *   and subscribes the broker upstream for its `resourceSubscriptions` (`subscriptions.ts`). A
@@ -22,7 +25,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/server';
 import { messageOf } from '../../shared/errors.js';
 import type { ListKind } from '../../upstream/registry.js';
-import { DownstreamSession } from '../session.js';
+import { modernHttpLane } from '../../wire/direct-modern-http.js';
+import { DownstreamSession, SERVER_INFO } from '../session.js';
 import { ListenSubscriptions } from '../subscriptions.js';
 import type { Principal } from './auth.js';
 import { answerOverCap } from './caps.js';
@@ -38,9 +42,29 @@ export interface ModernHttp {
 
 export function modernHttp(ctx: HttpContext): ModernHttp {
   const { gateway } = ctx;
+  /** Each SDK-served request's Node request, by the web `Request` the SDK's factory is handed. */
+  const nodeRequests = new WeakMap<Request, { req: IncomingMessage; body: unknown }>();
+  /** The HTTP lane's instance of each principal (never connected; closed with the face). */
+  const laneSessions = new Map<string, DownstreamSession>();
+  const newSession = (principal: string, handoff?: ConstructorParameters<typeof DownstreamSession>[1]['handoff']) =>
+    new DownstreamSession(gateway, { principal, era: 'modern', relayEvents: false, experimental: ctx.experimental, handoff });
+  const lane = modernHttpLane({
+    serverInfo: SERVER_INFO,
+    sessionFor(principal) {
+      let session = laneSessions.get(principal);
+      if (!session) laneSessions.set(principal, (session = newSession(principal)));
+      return session;
+    },
+    handOff: (principal, req, res, body) => serveSdk(principal, req, res, body),
+    onerror: (err) => ctx.logger.debug({ err: messageOf(err) }, 'modern http lane: answer not written'),
+  });
   const handler: McpHttpHandler = createMcpHandler(
-    ({ authInfo }) =>
-      new DownstreamSession(gateway, { principal: authInfo?.clientId ?? 'local', era: 'modern', relayEvents: false, experimental: ctx.experimental }).server,
+    ({ authInfo, requestInfo }) => {
+      const principal = authInfo?.clientId ?? 'local';
+      const from = requestInfo && nodeRequests.get(requestInfo);
+      const handoff = from && { replay: () => lane.takeReplay(from.req), learn: (envelope: Record<string, unknown> | undefined) => lane.learn(principal, from.req, from.body, envelope) };
+      return newSession(principal, handoff).server;
+    },
     {
       legacy: 'reject',
       keepAliveMs: ctx.settings.keepAliveMs,
@@ -54,8 +78,20 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
   gateway.on('listChanged', onList);
   gateway.on('resourceUpdated', onUpdated);
 
+  /** Serves one request through the SDK's handler (`mixed`: a listen for tasks and other kinds, with the task status added). */
+  const serveSdk = (principal: string, req: IncomingMessage, res: ServerResponse, body: unknown, mixed?: { id: string | number; honoured: string[] }) => {
+    const authInfo = { token: '', clientId: principal, scopes: [] };
+    return serveWeb(async (request) => {
+      nodeRequests.set(request, { req, body });
+      const response = await handler.fetch(request, { parsedBody: body, authInfo });
+      return mixed ? withTaskStatus(response, gateway, principal, mixed.id, mixed.honoured) : response;
+    }, req, res);
+  };
+
   return {
     async serve(principal, req, res, body) {
+      const direct = lane.take(principal.name, req, res, body);
+      if (direct) return direct;
       const listens = new ListenSubscriptions(gateway, principal.name);
       listens.observe(body);
       // Every listen holds a stream slot while it is open, whatever it listens for.
@@ -73,18 +109,17 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
       }
       // Task status (the tasks extension) is served beside the SDK's listen router (task-listen.ts).
       if (isTaskListen(body)) return serveTaskListen(gateway, principal.name, body, req, res);
-      const authInfo = { token: '', clientId: principal.name, scopes: [] };
       // A listen for tasks and other kinds: the SDK's stream, with the task status added.
       const mixed = listen ? await mixedTaskListen(gateway, principal.name, body) : undefined;
       if (mixed && 'refused' in mixed) return serveWeb(async () => mixed.refused, req, res);
-      await serveWeb(async (request) => {
-        const response = await handler.fetch(request, { parsedBody: body, authInfo });
-        return mixed ? withTaskStatus(response, gateway, principal.name, mixed.id, mixed.honoured) : response;
-      }, req, res);
+      await serveSdk(principal.name, req, res, body, mixed);
     },
     async close() {
       gateway.off('listChanged', onList);
       gateway.off('resourceUpdated', onUpdated);
+      lane.close();
+      await Promise.all([...laneSessions.values()].map((session) => session.close()));
+      laneSessions.clear();
       await handler.close();
     },
   };
