@@ -12,7 +12,7 @@ import type { LoadedConfig } from './config/load.js';
 import type { Gateway } from './gateway.js';
 import type { Logger } from './shared/logger.js';
 import { shellQuote } from './shared/shell-quote.js';
-import { releaseSignals } from './upstream/child-transport.js';
+import { handOverSignals } from './upstream/child-transport.js';
 import { earlySpawn } from './upstream/early-spawn.js';
 import { SERVE_OPTIONS, type ServeOption } from './serve-options.js';
 
@@ -79,7 +79,8 @@ program
     const beforeStop: (() => Promise<void>)[] = [];
     const shutdown = installShutdown(gateway, logger, beforeStop);
     const { watchConfig } = await import('./config/watch.js');
-    const watching = watchConfig(gateway, { file: opts.config, watch: opts.watch, logger });
+    let watching!: ReturnType<typeof watchConfig>;
+    handOverSignals(['SIGHUP'], () => (watching = watchConfig(gateway, { file: opts.config, watch: opts.watch, logger })));
     beforeStop.push(async () => watching.close());
     if (opts.transport === 'http') {
       const { serveHttp } = await import('./transports/http.js');
@@ -277,7 +278,6 @@ function fail(err: unknown, logger: Logger): never {
 type Shutdown = ((why: string) => Promise<void>) & { readonly started: boolean };
 
 function installShutdown(gateway: Gateway, logger: Logger, beforeStop: readonly (() => Promise<void>)[] = []): Shutdown {
-  releaseSignals();
   let stopping: Promise<void> | undefined;
   const shutdown = (why: string) => {
     stopping ??= (async () => {
@@ -296,8 +296,10 @@ function installShutdown(gateway: Gateway, logger: Logger, beforeStop: readonly 
     })();
     return stopping;
   };
-  process.on('SIGINT', () => void shutdown('SIGINT'));
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  handOverSignals(['SIGINT', 'SIGTERM'], () => {
+    process.on('SIGINT', () => void shutdown('SIGINT'));
+    process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  });
   process.stdout.on('error', () => void shutdown('stdout closed'));
   return Object.defineProperty(shutdown, 'started', { get: () => stopping !== undefined }) as Shutdown;
 }

@@ -121,14 +121,32 @@ const exitNow = () => process.exit(0);
 function holdSignals(): void {
   if (signalsHeld) return;
   signalsHeld = true;
-  for (const signal of SHUTDOWN_SIGNALS) process.on(signal, exitNow);
+  for (const signal of SHUTDOWN_SIGNALS) {
+    held.add(signal);
+    process.on(signal, exitNow);
+  }
 }
 
-/** Removes what {@link prespawnChild} did for signals; the CLI calls this as it installs its own handlers. */
-export function releaseSignals(): void {
-  if (!signalsHeld) return;
-  signalsHeld = false;
-  for (const signal of SHUTDOWN_SIGNALS) process.off(signal, exitNow);
+/** The signals still held by {@link prespawnChild}'s handler. */
+const held = new Set<NodeJS.Signals>();
+
+/** Removes what {@link prespawnChild} did for `signals` (default: all three); see {@link handOverSignals}. */
+export function releaseSignals(signals: readonly NodeJS.Signals[] = SHUTDOWN_SIGNALS): void {
+  for (const signal of signals) if (held.delete(signal)) process.off(signal, exitNow);
+  if (held.size === 0) signalsHeld = false;
+}
+
+/**
+ * Hands `signals` from {@link prespawnChild}'s handler to the CLI's: `install` adds the CLI's
+ * listeners, and only then is the early one removed. A signal the process has taken in but not
+ * yet dispatched (it waits for the next turn of the event loop) goes to the listeners of Node's
+ * signal handle at that turn; removing the last listener first closes the handle and loses the
+ * signal: a SIGTERM in the turn the CLI swapped its handlers was dropped, and the broker went on
+ * serving (test/e2e/signal-handover.test.ts).
+ */
+export function handOverSignals(signals: readonly NodeJS.Signals[], install: () => void): void {
+  install();
+  releaseSignals(signals);
 }
 
 /** Children started ahead of their first dial, by spawn spec, oldest first. */
