@@ -12,6 +12,8 @@
 export interface McpHeaderDeclaration {
   readonly path: readonly string[];
   readonly headerName: string;
+  /** The marked property's JSON Schema type. */
+  readonly type: 'string' | 'integer' | 'boolean';
 }
 
 export type McpHeaderScan = { valid: true; declarations: McpHeaderDeclaration[] } | { valid: false; reason: string };
@@ -48,7 +50,7 @@ export function scanMcpHeaders(inputSchema: unknown): McpHeaderScan {
       const prior = seen.get(raw.toLowerCase());
       if (prior !== undefined) return `x-mcp-header "${raw}" is declared twice (also as "${prior}")`;
       seen.set(raw.toLowerCase(), raw);
-      declarations.push({ path, headerName: raw });
+      declarations.push({ path, headerName: raw, type: type as McpHeaderDeclaration['type'] });
     }
     const properties = schema.properties;
     if (properties && typeof properties === 'object') {
@@ -72,6 +74,21 @@ export function scanMcpHeaders(inputSchema: unknown): McpHeaderScan {
   return fault ? { valid: false, reason: fault } : { valid: true, declarations };
 }
 
+/** An argument's value at `path`, or undefined. */
+function valueAt(args: unknown, path: readonly string[]): unknown {
+  let value = args;
+  for (const key of path) value = value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[key] : undefined;
+  return value;
+}
+
+/** A primitive argument as its header text; undefined for one no header mirrors (absent, null, another kind). */
+function headerText(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'boolean') return String(value);
+  if (typeof value === 'number' && Number.isFinite(value) && (!Number.isInteger(value) || Number.isSafeInteger(value))) return String(value);
+  return undefined;
+}
+
 /**
  * The `Mcp-Param-<Name>` headers of one `tools/call`: for each declaration whose argument is a
  * string, finite number or boolean (absent and null: no header), its text (`true`/`false` for
@@ -81,19 +98,66 @@ export function scanMcpHeaders(inputSchema: unknown): McpHeaderScan {
 export function mcpParamHeaders(declarations: readonly McpHeaderDeclaration[], args: Record<string, unknown> | undefined): Record<string, string> {
   const out: Record<string, string> = {};
   for (const { path, headerName } of declarations) {
-    let value: unknown = args;
-    for (const key of path) value = value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[key] : undefined;
-    const text =
-      typeof value === 'string'
-        ? value
-        : typeof value === 'boolean'
-          ? String(value)
-          : typeof value === 'number' && Number.isFinite(value) && (!Number.isInteger(value) || Number.isSafeInteger(value))
-            ? String(value)
-            : undefined;
+    const text = headerText(valueAt(args, path));
     if (text !== undefined) out[`Mcp-Param-${headerName}`] = encodeFieldValue(text);
   }
   return out;
+}
+
+const SENTINEL_PREFIX = '=?base64?';
+const SENTINEL_SUFFIX = '?=';
+const CANONICAL_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const CANONICAL_DECIMAL = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$/;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A header value as the text it carries: the Base64 sentinel decoded; undefined when it is malformed or holds characters a plain value may not. */
+function decodeFieldValue(value: string): string | undefined {
+  if (value.startsWith(SENTINEL_PREFIX) && value.endsWith(SENTINEL_SUFFIX) && value.length >= SENTINEL_PREFIX.length + SENTINEL_SUFFIX.length) {
+    const payload = value.slice(SENTINEL_PREFIX.length, value.length - SENTINEL_SUFFIX.length);
+    if (!CANONICAL_BASE64.test(payload)) return undefined;
+    try {
+      return utf8.decode(Buffer.from(payload, 'base64'));
+    } catch {
+      return undefined;
+    }
+  }
+  return /^[\t\x20-\x7e]*$/.test(value) ? value : undefined;
+}
+
+/** Why a request's `Mcp-Param-*` headers and its body disagree: the header and what is wrong. */
+export interface ParamHeaderMismatch {
+  readonly header: string;
+  readonly problem: string;
+}
+
+/**
+ * Checks a 2026-07-28 `tools/call`'s `Mcp-Param-<Name>` headers against its body (spec
+ * `basic/transports/streamable-http.mdx` "Server Behavior for Custom Headers"): for each
+ * declaration whose argument has a value, the header must be present and carry that value
+ * (after Base64 decoding; integers compared as numbers, `42.0` is `42`); a null or absent
+ * argument expects no header, and a header of it is ignored. Undefined when they agree.
+ *
+ * @param header a request header's value by its lower-case name (Node's `req.headers`)
+ */
+export function paramHeaderMismatch(
+  declarations: readonly McpHeaderDeclaration[],
+  args: unknown,
+  header: (lowerName: string) => string | undefined,
+): ParamHeaderMismatch | undefined {
+  for (const decl of declarations) {
+    const value = valueAt(args, decl.path);
+    const text = headerText(value);
+    if (text === undefined) continue;
+    const name = `Mcp-Param-${decl.headerName}`;
+    const raw = header(name.toLowerCase());
+    const at = decl.path.join('.');
+    if (raw === undefined) return { header: name, problem: `the body carries ${at}=${JSON.stringify(value)} but the ${name} header is absent` };
+    const decoded = decodeFieldValue(raw);
+    if (decoded === undefined) return { header: name, problem: `the ${name} header carries invalid characters or a malformed Base64 value` };
+    const same = decl.type === 'integer' && typeof value === 'number' && CANONICAL_DECIMAL.test(decoded) ? Number(decoded) === value : decoded === text;
+    if (!same) return { header: name, problem: `the ${name} header carries ${JSON.stringify(decoded)} but the body carries ${at}=${JSON.stringify(value)}` };
+  }
+  return undefined;
 }
 
 function encodeFieldValue(text: string): string {

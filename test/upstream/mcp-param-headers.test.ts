@@ -3,14 +3,14 @@
  * valid, and the `Mcp-Param-*` headers a call gets. Cases from the spec's rules.
  */
 import { describe, expect, it } from 'vitest';
-import { mcpParamHeaders, scanMcpHeaders } from '../../src/upstream/mcp-param-headers.js';
+import { mcpParamHeaders, paramHeaderMismatch, scanMcpHeaders } from '../../src/upstream/mcp-param-headers.js';
 
 const obj = (properties: Record<string, unknown>, more: Record<string, unknown> = {}) => ({ type: 'object', properties, ...more });
 
 describe('scanMcpHeaders', () => {
   it('collects marks on primitive properties reached through properties, at any depth', () => {
     const scan = scanMcpHeaders(obj({ region: { type: 'string', 'x-mcp-header': 'Region' }, opts: obj({ dry: { type: 'boolean', 'x-mcp-header': 'Dry-Run' } }) }));
-    expect(scan).toEqual({ valid: true, declarations: [{ path: ['region'], headerName: 'Region' }, { path: ['opts', 'dry'], headerName: 'Dry-Run' }] });
+    expect(scan).toEqual({ valid: true, declarations: [{ path: ['region'], headerName: 'Region', type: 'string' }, { path: ['opts', 'dry'], headerName: 'Dry-Run', type: 'boolean' }] });
     expect(scanMcpHeaders(obj({ a: { type: 'string' } }))).toEqual({ valid: true, declarations: [] });
   });
 
@@ -32,11 +32,11 @@ describe('scanMcpHeaders', () => {
 
 describe('mcpParamHeaders', () => {
   const declarations = [
-    { path: ['s'], headerName: 'S' },
-    { path: ['i'], headerName: 'I' },
-    { path: ['b'], headerName: 'B' },
-    { path: ['deep', 'x'], headerName: 'X' },
-  ];
+    { path: ['s'], headerName: 'S', type: 'string' },
+    { path: ['i'], headerName: 'I', type: 'integer' },
+    { path: ['b'], headerName: 'B', type: 'boolean' },
+    { path: ['deep', 'x'], headerName: 'X', type: 'string' },
+  ] as const;
 
   it('sends strings, integers and booleans as text; absent and null values send no header', () => {
     expect(mcpParamHeaders(declarations, { s: 'eu-west', i: 42, b: false, deep: { x: null } })).toEqual({ 'Mcp-Param-S': 'eu-west', 'Mcp-Param-I': '42', 'Mcp-Param-B': 'false' });
@@ -54,5 +54,34 @@ describe('mcpParamHeaders', () => {
 
   it('sends no header for a value that is not a primitive, or an unsafe integer', () => {
     expect(mcpParamHeaders(declarations, { s: { no: 1 }, i: 2 ** 60, b: [true] })).toEqual({});
+  });
+});
+
+describe('paramHeaderMismatch (downstream check)', () => {
+  const declarations = [
+    { path: ['s'], headerName: 'S', type: 'string' },
+    { path: ['i'], headerName: 'I', type: 'integer' },
+    { path: ['b'], headerName: 'B', type: 'boolean' },
+  ] as const;
+  const headersOf = (headers: Record<string, string>) => (name: string) => headers[name];
+
+  it('agrees with the headers mcpParamHeaders makes, for any value it mirrors', () => {
+    for (const args of [{ s: 'eu-west', i: 42, b: true }, { s: 'zürich\n', i: -7 }, { s: ' padded ', b: false }, {}]) {
+      const sent = Object.fromEntries(Object.entries(mcpParamHeaders(declarations, args)).map(([k, v]) => [k.toLowerCase(), v]));
+      expect(paramHeaderMismatch(declarations, args, headersOf(sent)), JSON.stringify(args)).toBeUndefined();
+    }
+  });
+
+  it('compares integers as numbers, everything else as text', () => {
+    expect(paramHeaderMismatch(declarations, { i: 42 }, headersOf({ 'mcp-param-i': '42.0' }))).toBeUndefined();
+    expect(paramHeaderMismatch(declarations, { i: 42 }, headersOf({ 'mcp-param-i': '43' }))?.header).toBe('Mcp-Param-I');
+    expect(paramHeaderMismatch(declarations, { s: '42' }, headersOf({ 'mcp-param-s': '42.0' }))?.header).toBe('Mcp-Param-S');
+  });
+
+  it('refuses a missing header, a malformed Base64 value and raw characters outside printable ASCII; null expects none', () => {
+    expect(paramHeaderMismatch(declarations, { b: true }, headersOf({}))?.problem).toMatch(/absent/);
+    expect(paramHeaderMismatch(declarations, { s: 'x' }, headersOf({ 'mcp-param-s': '=?base64?eA?=' }))?.problem).toMatch(/invalid characters or a malformed Base64/);
+    expect(paramHeaderMismatch(declarations, { s: 'é' }, headersOf({ 'mcp-param-s': 'é' }))?.header).toBe('Mcp-Param-S');
+    expect(paramHeaderMismatch(declarations, { s: null }, headersOf({ 'mcp-param-s': 'stale' }))).toBeUndefined();
   });
 });

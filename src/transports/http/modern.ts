@@ -7,9 +7,11 @@
  *   era `modern`) for the authenticated principal, so any broker process can answer it.
  * - The SDK validates the envelope (-32602 missing field, -32022 unknown version with the
  *   supported list, HTTP 400) and the standard headers against the body (`Mcp-Method`,
- *   `Mcp-Name`, `MCP-Protocol-Version`, and `Mcp-Param-*` against the tool's `x-mcp-header`
- *   arguments: -32020, HTTP 400). `Mcp-Param-*` mirror arguments the call carries in its body,
- *   so the upstream gets their values with the arguments; the headers themselves are not sent on.
+ *   `Mcp-Name`, `MCP-Protocol-Version`: -32020, HTTP 400). `Mcp-Param-*` headers are checked here,
+ *   before the lane and the SDK (whose own check runs only for an `McpServer`), against the
+ *   `x-mcp-header` marks of the tool as the roster advertises it (-32020, HTTP 400). They mirror
+ *   arguments the call carries in its body, so the upstream gets their values with the arguments;
+ *   the headers themselves are not sent on (the upstream leg makes its own).
  * - Closing the response stream aborts the request (the web `Request`'s signal), which cancels
  *   the call upstream (recorded `cancelled`).
  * - A plain `tools/call` whose envelope the SDK accepted before for the principal is answered by
@@ -24,6 +26,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/server';
 import { messageOf } from '../../shared/errors.js';
+import { paramHeaderMismatch, scanMcpHeaders, type McpHeaderDeclaration } from '../../upstream/mcp-param-headers.js';
 import type { ListKind } from '../../upstream/registry.js';
 import { modernHttpLane } from '../../wire/direct-modern-http.js';
 import { DownstreamSession, SERVER_INFO } from '../session.js';
@@ -38,6 +41,20 @@ import { serveWeb } from './web-adapter.js';
 export interface ModernHttp {
   serve(principal: Principal, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void>;
   close(): Promise<void>;
+}
+
+/** -32020 HeaderMismatch (2026-07-28). */
+const HEADER_MISMATCH = -32020;
+
+/** A tool definition's valid `x-mcp-header` marks (none when they break the rules: a client leaves such a tool out), by definition. */
+const marks = new WeakMap<object, readonly McpHeaderDeclaration[]>();
+function markedHeaders(definition: { inputSchema?: unknown }): readonly McpHeaderDeclaration[] {
+  let found = marks.get(definition);
+  if (!found) {
+    const scan = scanMcpHeaders(definition.inputSchema);
+    marks.set(definition, (found = scan.valid ? scan.declarations : []));
+  }
+  return found;
 }
 
 export function modernHttp(ctx: HttpContext): ModernHttp {
@@ -88,8 +105,36 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
     }, req, res);
   };
 
+  /**
+   * Answers 400 / -32020 (HeaderMismatch) when a `tools/call`'s `Mcp-Param-*` headers disagree
+   * with its arguments, for the tool's `x-mcp-header` marks as the roster advertises them; true
+   * when it did. The SDK's own check runs only for an `McpServer`, and ours is a `Server`.
+   */
+  const refusedParamHeaders = (req: IncomingMessage, res: ServerResponse, body: unknown): boolean => {
+    if (typeof body !== 'object' || body === null) return false;
+    const { method, params, id } = body as { method?: unknown; params?: { name?: unknown; arguments?: unknown }; id?: unknown };
+    if (method !== 'tools/call' || typeof params?.name !== 'string') return false;
+    const tool = gateway.registry.roster.tools.get(params.name);
+    if (!tool) return false;
+    const declarations = markedHeaders(tool.definition);
+    if (!declarations.length) return false;
+    const mismatch = paramHeaderMismatch(declarations, params.arguments, (name) => {
+      const value = req.headers[name];
+      return Array.isArray(value) ? value.join(', ') : value;
+    });
+    if (!mismatch) return false;
+    const answer = {
+      jsonrpc: '2.0',
+      id: typeof id === 'string' || typeof id === 'number' ? id : null,
+      error: { code: HEADER_MISMATCH, message: `Bad Request: the request headers and body disagree: ${mismatch.problem}`, data: { mismatch: { header: mismatch.header, body: mismatch.problem } } },
+    };
+    res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+    return true;
+  };
+
   return {
     async serve(principal, req, res, body) {
+      if (refusedParamHeaders(req, res, body)) return;
       const direct = lane.take(principal.name, req, res, body);
       if (direct) return direct;
       const listens = new ListenSubscriptions(gateway, principal.name);
