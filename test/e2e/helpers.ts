@@ -163,13 +163,17 @@ export async function startBroker(options: BrokerOptions): Promise<StartedBroker
   };
 }
 
-/** Polls `check` until it returns a truthy value or `timeoutMs` passes (then throws `what`). */
+/**
+ * Polls `check` until it returns a truthy value or `timeoutMs` passes (then throws `what`). The
+ * time is the monotonic clock's: this VM's wall clock has been seen to step forward by seconds,
+ * which ended a wait of 20 s after 6.
+ */
 export async function waitFor<T>(check: () => T | Promise<T>, what: string, timeoutMs = 10_000, everyMs = 25): Promise<NonNullable<T>> {
-  const until = Date.now() + timeoutMs;
+  const until = performance.now() + timeoutMs;
   for (;;) {
     const v = await check();
     if (v) return v as NonNullable<T>;
-    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (performance.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }

@@ -167,12 +167,12 @@ export async function readStream(
   if (!res.body) return { status: res.status, headers: res.headers, text };
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   try {
-    while (!until(text) && Date.now() < deadline) {
+    while (!until(text) && performance.now() < deadline) {
       const next = await Promise.race([
         reader.read(),
-        new Promise<{ done: true; value: undefined }>((r) => setTimeout(() => r({ done: true, value: undefined }), Math.max(1, deadline - Date.now()))),
+        new Promise<{ done: true; value: undefined }>((r) => setTimeout(() => r({ done: true, value: undefined }), Math.max(1, deadline - performance.now()))),
       ]);
       if (next.done) break;
       text += decoder.decode(next.value, { stream: true });
