@@ -61,7 +61,7 @@ program
     }
     const config = await loadOrExit(opts.config);
     prespawnUpstreams(config);
-    const { Gateway } = await import('./gateway.js');
+    const { Gateway, otlpTracer } = await import('./gateway.js');
     const scrubber = new Scrubber(config.secrets);
     const logger = createLogger({ level: opts.logLevel, scrubber, stream: await logStream() });
     if (opts.transport === 'stdio') {
@@ -70,7 +70,7 @@ program
     }
     let gateway: Gateway;
     try {
-      gateway = new Gateway(config, { logger, scrubber, cliPath: realpathSync(process.argv[1]!) });
+      gateway = new Gateway(config, { logger, scrubber, cliPath: realpathSync(process.argv[1]!), tracer: await otlpTracer(config) });
       // Function modules and OpenAPI documents load now, so a bad one exits 2 before serving.
       await gateway.prepare();
     } catch (err) {

@@ -47,10 +47,21 @@ import { RestUpstream } from './upstream/rest/index.js';
 import type { Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
 import { BrokerMetrics } from './observability/metrics.js';
-import { CallTracer } from './observability/tracing.js';
+import type { CallTracer } from './observability/tracing.js';
 
 /** The package version, for `serverInfo` and `clientInfo` (src/version.ts). */
 export { VERSION } from './version.js';
+
+/**
+ * The tracer `observability.otlp` asks for (an OTLP/HTTP exporter to its endpoint), or none when
+ * it is not set. OpenTelemetry (some 270 modules) is imported here, on demand, so a broker without
+ * tracing never loads it (issue 19: cold start).
+ */
+export async function otlpTracer(config: LoadedConfig): Promise<CallTracer | undefined> {
+  if (!config.observability.otlp) return undefined;
+  const { CallTracer } = await import('./observability/tracing.js');
+  return CallTracer.otlp(config.observability.otlp, VERSION);
+}
 
 export interface GatewayDeps {
   logger: Logger;
@@ -64,7 +75,10 @@ export interface GatewayDeps {
   store?: Store;
   /** Where `MCP_BROKER_CALL_BUDGET` is read; default `process.env`. */
   env?: NodeJS.ProcessEnv;
-  /** Traces the call path (tests: one with an in-memory exporter); default one for `observability.otlp`, else none. */
+  /**
+   * Traces the call path; none by default. For `observability.otlp` the CLI passes
+   * {@link otlpTracer}'s (OpenTelemetry loads only then); tests pass one with an in-memory exporter.
+   */
   tracer?: CallTracer;
 }
 
@@ -192,8 +206,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       budgets: () => this.budgets.entries(),
     });
     this.publisher.subscribe((record) => this.metrics.observeRecord(record));
-    // An injected tracer (tests) or one exporting to the configured OTLP endpoint; none when not configured.
-    this.tracer = deps.tracer ?? (config.observability.otlp ? CallTracer.otlp(config.observability.otlp, VERSION) : undefined);
+    this.tracer = deps.tracer;
     this.broker = new Broker(this.buildStages(), this.clock);
     this.tasks = new TaskEngine({
       store: this.store,

@@ -3,13 +3,18 @@
  * `GET /metrics` by the HTTP face. One prom-client `Registry` per gateway (never the global one),
  * so two gateways in one process count apart.
  *
- * Counted as they happen: calls by outcome, tool and principal (from every published record),
- * call latency, attempts, records written and refused, upstream restarts. Read at scrape time
- * (gauges with `collect`): breaker states, upstream states, budget use, and what a transport
- * registers with {@link BrokerMetrics.gauge} (sessions and streams open per era).
- * Process metrics (`process_*`, `nodejs_*`) come from prom-client's defaults.
+ * Counted as they happen, in plain tallies: calls by outcome, tool and principal (from every
+ * published record), call latency, attempts, records written and refused, upstream restarts.
+ * Read at scrape time (gauges with `collect`): breaker states, upstream states, budget use, and
+ * what a transport registers with {@link BrokerMetrics.gauge} (sessions and streams open per
+ * era). Process metrics (`process_*`, `nodejs_*`) come from prom-client's defaults, from
+ * {@link BrokerMetrics.open} on.
+ *
+ * prom-client itself is loaded by {@link BrokerMetrics.open} (the HTTP face calls it when it
+ * mounts `/metrics`; {@link BrokerMetrics.scrape} does if nobody did), never on stdio, where
+ * nothing serves the series: it is some 35 modules of the broker's start (issue 19).
  */
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { BreakerState } from '../broker/breaker.js';
 import type { CallRecord } from '../broker/types.js';
 import type { UpstreamState } from '../upstream/types.js';
@@ -19,9 +24,6 @@ export const METRIC_PREFIX = 'mcp_broker_';
 
 /** Upper bounds of the call latency buckets, in seconds. */
 export const LATENCY_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
-
-/** Label combinations kept bound (a bound child is only a shortcut: dropping them loses no count). */
-const MAX_BOUND = 4096;
 
 const UPSTREAM_STATES: readonly UpstreamState[] = ['idle', 'connecting', 'ready', 'backoff', 'failed', 'closed', 'disabled'];
 
@@ -36,14 +38,95 @@ export interface MetricsSources {
 }
 
 export class BrokerMetrics {
-  readonly registry = new Registry();
-  private readonly records: Counter<'result'>;
-  private readonly restarts: Counter<'upstream'>;
+  /** Per label set of (outcome, tool, principal, kind): calls, attempts and latency. Bounded by the roster, the principals and the outcomes. */
+  private readonly tallies = new Map<string, Tally>();
+  /** Records written and refused ({@link recordWritten}). */
+  private readonly records = { written: 0, refused: 0 };
+  /** Re-dials per upstream ({@link upstreamRestarted}). */
+  private readonly restarts = new Map<string, number>();
+  /** Gauges a transport added ({@link gauge}), by full name. */
+  private readonly gauges = new Map<string, GaugeSpec>();
+  private registry?: Promise<Registry>;
+  /** prom-client's `Gauge`, once {@link open} has loaded it. */
+  private Gauge?: typeof import('prom-client').Gauge;
 
-  constructor(sources: MetricsSources) {
-    const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry });
-    const tallies = this.tallies;
+  constructor(private readonly sources: MetricsSources) {}
+
+  /**
+   * Counts one published record (the publisher's subscriber). On the call path, so it only adds
+   * to plain per-label-set tallies; prom-client reads them at scrape time. (Its labelled
+   * `inc`/`observe` validate and hash the labels on every call: measured here at 6–10 µs a
+   * record with three series, against under 1 µs for this, on a loaded 2-core machine.)
+   */
+  observeRecord(record: CallRecord): void {
+    const tool = toolLabel(record);
+    // Tool calls (no `kind`, the hot case) get a three-part key; a template over a possibly
+    // undefined `kind` measured about ten times slower on Node 20.
+    const key = record.kind === undefined ? `${record.outcome}\0${tool}\0${record.principal}` : `${record.outcome}\0${tool}\0${record.principal}\0${record.kind}`;
+    let tally = this.tallies.get(key);
+    if (!tally) {
+      const kind = record.kind ?? 'tool';
+      tally = { outcome: record.outcome, tool, principal: record.principal, kind, calls: 0, attempts: 0, buckets: new Float64Array(LATENCY_BUCKETS_SECONDS.length), sum: 0 };
+      this.tallies.set(key, tally);
+    }
+    tally.calls++;
+    tally.attempts += record.attempts;
+    const seconds = record.durationMs / 1000;
+    tally.sum += seconds;
+    // Non-cumulative here; made cumulative when scraped. Past the last bound: only in the count (+Inf).
+    for (let i = 0; i < LATENCY_BUCKETS_SECONDS.length; i++) {
+      if (seconds <= LATENCY_BUCKETS_SECONDS[i]!) {
+        tally.buckets[i]!++;
+        break;
+      }
+    }
+  }
+
+  /** Counts a record written, or one that could not be written. */
+  recordWritten(written: boolean): void {
+    if (written) this.records.written++;
+    else this.records.refused++;
+  }
+
+  /** Counts a re-dial of `upstream` after it had been ready. */
+  upstreamRestarted(upstream: string): void {
+    this.restarts.set(upstream, (this.restarts.get(upstream) ?? 0) + 1);
+  }
+
+  /**
+   * Adds a gauge read at scrape time, e.g. a transport's open sessions: `read` returns each
+   * label set with its value. A name registered twice keeps the first (one HTTP face per gateway).
+   */
+  gauge(name: string, help: string, labelNames: readonly string[], read: () => readonly { labels: Record<string, string>; value: number }[]): void {
+    const fullName = `${METRIC_PREFIX}${name}`;
+    if (this.gauges.has(fullName)) return;
+    const spec: GaugeSpec = { name: fullName, help, labelNames, read };
+    this.gauges.set(fullName, spec);
+    void this.registry?.then((registry) => registerGauge(registry, spec, this.Gauge!));
+  }
+
+  /**
+   * Loads prom-client and builds the registry (once; later calls return the same promise).
+   * Process metrics are sampled from here on; every tally above counts from the gateway's start.
+   */
+  open(): Promise<Registry> {
+    return (this.registry ??= import('prom-client').then((client) => {
+      this.Gauge = client.Gauge;
+      return this.build(client);
+    }));
+  }
+
+  /** The Prometheus text exposition of every series, and its content type. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    const registry = await this.open();
+    return { contentType: registry.contentType, body: await registry.metrics() };
+  }
+
+  private build({ collectDefaultMetrics, Counter, Gauge, Registry }: typeof import('prom-client')): Registry {
+    const registry = new Registry();
+    const registers = [registry];
+    const { tallies, records, restarts, sources } = this;
+    collectDefaultMetrics({ register: registry });
     new Counter({
       name: `${METRIC_PREFIX}calls_total`,
       help: 'Judged calls, by outcome, tool (advertised name; for resources, subscriptions and completions the server; ? for an unknown name), principal and kind (tool, resource, prompt, completion, subscribe).',
@@ -66,14 +149,27 @@ export class BrokerMetrics {
         for (const [tool, n] of byTool) this.inc({ tool }, n);
       },
     });
-    this.registry.registerMetric(latencyHistogram(tallies) as never);
-    this.records = new Counter({
+    registry.registerMetric(latencyHistogram(tallies) as never);
+    new Counter({
       name: `${METRIC_PREFIX}records_total`,
       help: 'Call records: written, or refused (could not be written; the call was answered guard_error or kept its refusal).',
       labelNames: ['result'],
       registers,
+      collect() {
+        this.reset();
+        for (const result of ['written', 'refused'] as const) if (records[result] > 0) this.inc({ result }, records[result]);
+      },
     });
-    this.restarts = new Counter({ name: `${METRIC_PREFIX}upstream_restarts_total`, help: 'Times an upstream was dialled again after it had been ready.', labelNames: ['upstream'], registers });
+    new Counter({
+      name: `${METRIC_PREFIX}upstream_restarts_total`,
+      help: 'Times an upstream was dialled again after it had been ready.',
+      labelNames: ['upstream'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [upstream, n] of restarts) this.inc({ upstream }, n);
+      },
+    });
     new Gauge({
       name: `${METRIC_PREFIX}upstream_state`,
       help: 'Each upstream state: 1 for the state it is in, 0 for the others.',
@@ -118,73 +214,31 @@ export class BrokerMetrics {
         this.set(sources.budgets().length);
       },
     });
+    for (const spec of this.gauges.values()) registerGauge(registry, spec, Gauge);
+    return registry;
   }
+}
 
-  /**
-   * Counts one published record (the publisher's subscriber). On the call path, so it only adds
-   * to plain per-label-set tallies; prom-client reads them at scrape time. (Its labelled
-   * `inc`/`observe` validate and hash the labels on every call: measured here at 6–10 µs a
-   * record with three series, against under 1 µs for this, on a loaded 2-core machine.)
-   */
-  observeRecord(record: CallRecord): void {
-    const tool = toolLabel(record);
-    // Tool calls (no `kind`, the hot case) get a three-part key; a template over a possibly
-    // undefined `kind` measured about ten times slower on Node 20.
-    const key = record.kind === undefined ? `${record.outcome}\0${tool}\0${record.principal}` : `${record.outcome}\0${tool}\0${record.principal}\0${record.kind}`;
-    let tally = this.tallies.get(key);
-    if (!tally) {
-      const kind = record.kind ?? 'tool';
-      tally = { outcome: record.outcome, tool, principal: record.principal, kind, calls: 0, attempts: 0, buckets: new Float64Array(LATENCY_BUCKETS_SECONDS.length), sum: 0 };
-      this.tallies.set(key, tally);
-    }
-    tally.calls++;
-    tally.attempts += record.attempts;
-    const seconds = record.durationMs / 1000;
-    tally.sum += seconds;
-    // Non-cumulative here; made cumulative when scraped. Past the last bound: only in the count (+Inf).
-    for (let i = 0; i < LATENCY_BUCKETS_SECONDS.length; i++) {
-      if (seconds <= LATENCY_BUCKETS_SECONDS[i]!) {
-        tally.buckets[i]!++;
-        break;
-      }
-    }
-  }
-  /** Per label set of (outcome, tool, principal, kind): calls, attempts and latency. Bounded by the roster, the principals and the outcomes. */
-  private readonly tallies = new Map<string, Tally>();
+interface GaugeSpec {
+  readonly name: string;
+  readonly help: string;
+  readonly labelNames: readonly string[];
+  readonly read: () => readonly { labels: Record<string, string>; value: number }[];
+}
 
-  /** Counts a record written, or one that could not be written. */
-  recordWritten(written: boolean): void {
-    this.records.inc({ result: written ? 'written' : 'refused' });
-  }
-
-  /** Counts a re-dial of `upstream` after it had been ready. */
-  upstreamRestarted(upstream: string): void {
-    this.restarts.inc({ upstream });
-  }
-
-  /**
-   * Adds a gauge read at scrape time, e.g. a transport's open sessions: `read` returns each
-   * label set with its value. A name registered twice keeps the first (one HTTP face per gateway).
-   */
-  gauge(name: string, help: string, labelNames: readonly string[], read: () => readonly { labels: Record<string, string>; value: number }[]): void {
-    const fullName = `${METRIC_PREFIX}${name}`;
-    if (this.registry.getSingleMetric(fullName)) return;
-    new Gauge({
-      name: fullName,
-      help,
-      labelNames: [...labelNames],
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const { labels, value } of read()) this.set(labels, value);
-      },
-    });
-  }
-
-  /** The Prometheus text exposition of every series, and its content type. */
-  async scrape(): Promise<{ contentType: string; body: string }> {
-    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
-  }
+/** Registers a transport's gauge ({@link BrokerMetrics.gauge}) in `registry`. */
+function registerGauge(registry: Registry, spec: GaugeSpec, Gauge: typeof import('prom-client').Gauge): void {
+  if (registry.getSingleMetric(spec.name)) return;
+  new Gauge({
+    name: spec.name,
+    help: spec.help,
+    labelNames: [...spec.labelNames],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const { labels, value } of spec.read()) this.set(labels, value);
+    },
+  });
 }
 
 /** Label of a name no roster entry has: callers choose such names, so each would be a new series. */

@@ -39,12 +39,9 @@ import type { Stage } from '../broker/runner.js';
 import type { BrokerCall } from '../broker/types.js';
 import { callerTrace, traceCarrierOf, type TraceCarrier } from '../shared/trace-context.js';
 
-/** `_meta` key a 2026-07-28 request names its protocol version with (PROTOCOL-2026.md). */
-export const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
-/** The era of a request without that key: the `initialize` era. */
-export const LEGACY_ERA = '2025-11-25';
-/** The era of a sessionless (2026-07-28) request. */
-export const MODERN_ERA = '2026-07-28';
+import { LEGACY_ERA, MODERN_ERA, PROTOCOL_VERSION_META_KEY } from './eras.js';
+
+export { LEGACY_ERA, MODERN_ERA, PROTOCOL_VERSION_META_KEY };
 /** Longest wait for the last export at shutdown, in ms ({@link CallTracer.shutdown}). */
 export const TRACE_SHUTDOWN_TIMEOUT_MS = 2000;
 /** Name of the stage whose every run is one upstream attempt (broker/invoke.ts). */

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CallerSession } from '../../src/broker/types.js';
 import { parseConfig } from '../../src/config/load.js';
-import { Gateway } from '../../src/gateway.js';
+import { Gateway, otlpTracer } from '../../src/gateway.js';
 import { TRACE_SHUTDOWN_TIMEOUT_MS } from '../../src/observability/tracing.js';
 import { silentLogger } from '../../src/shared/logger.js';
 
@@ -39,7 +39,7 @@ describe('trace export at shutdown', () => {
     await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
     const endpoint = `http://127.0.0.1:${(collector.address() as AddressInfo).port}/v1/traces`;
     const config = parseConfig({ estate: { enabled: false }, broker: { dataDir: join(dir, 'data'), records: { path: join(dir, 'calls.ndjson') } }, observability: { otlp: { endpoint, exportDelayMs: 600_000 } } }, { baseDir: dir });
-    const gateway = new Gateway(config, { logger: silentLogger() });
+    const gateway = new Gateway(config, { logger: silentLogger(), tracer: await otlpTracer(config) });
     await gateway.start();
     expect((await gateway.broker.call({ name: 'no_such_tool', args: {}, signal: new AbortController().signal }, caller)).outcome).toBe('unregistered');
     const started = performance.now();

@@ -7,13 +7,15 @@
  */
 import { MODERN_REVISION } from '../era.js';
 import type { Express, Request, Response } from 'express';
-import { LEGACY_ERA } from '../../observability/tracing.js';
+import { LEGACY_ERA } from '../../observability/eras.js';
 import type { HttpContext } from './context.js';
 
 export const METRICS_PATH = '/metrics';
 
 export function mountMetrics(app: Express, ctx: HttpContext): void {
   const { metrics } = ctx.gateway;
+  // Process metrics are sampled from here on (prom-client loads now; a failure shows at the first scrape).
+  metrics.open().catch(() => undefined);
   // Every HTTP session is a legacy (initialize) session: the modern era has none (its streams are counted below).
   metrics.gauge('sessions_open', 'Downstream sessions open, by transport (streamable, sse) and era.', ['transport', 'era'], () => {
     const counts = { streamable: 0, sse: 0 };

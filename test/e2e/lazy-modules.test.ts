@@ -1,0 +1,61 @@
+/**
+ * What the broker loads at start (issue 19: cold start). OpenTelemetry (some 270 modules) loads
+ * only when `observability.otlp` is set, prom-client only when the HTTP face mounts `/metrics`.
+ * Each case spawns the CLI with a resolve hook that logs every module URL (fixtures/hooks), and
+ * the positive cases show the hook sees both packages when they are used.
+ */
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startHttpBroker } from '../transports/harness.js';
+import { fixture, nodeServer, startBroker, waitFor, writeConfig, type StartedBroker } from './helpers.js';
+
+const HOOK = pathToFileURL(join(fixture('hooks'), 'module-log.mjs')).href;
+
+const loaded = (log: string) => readFileSync(log, 'utf8').split('\n');
+const count = (urls: string[], pkg: string) => urls.filter((u) => u.includes(`/node_modules/${pkg}`)).length;
+
+describe('modules loaded at start', () => {
+  let broker: StartedBroker | undefined;
+  const dirs: string[] = [];
+  afterEach(async () => {
+    await broker?.close();
+    broker = undefined;
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+
+  async function stdioBroker(extra: Record<string, unknown> = {}): Promise<string[]> {
+    const { dir } = writeConfig({});
+    dirs.push(dir);
+    const log = join(dir, 'modules.log');
+    broker = await startBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, extra, env: { MODULE_LOG: log, NODE_OPTIONS: `--import=${HOOK}` } });
+    const { tools } = await broker.client.listTools();
+    expect(tools.length).toBeGreaterThan(0);
+    return loaded(log);
+  }
+
+  it('stdio without otlp loads neither OpenTelemetry nor prom-client', async () => {
+    const urls = await stdioBroker();
+    expect(count(urls, '@modelcontextprotocol/server')).toBeGreaterThan(0); // the hook saw the broker's imports
+    expect(count(urls, '@opentelemetry/')).toBe(0);
+    expect(count(urls, 'prom-client')).toBe(0);
+  });
+
+  it('observability.otlp set: OpenTelemetry loads', async () => {
+    const urls = await stdioBroker({ observability: { otlp: { endpoint: 'http://127.0.0.1:9/v1/traces' } } });
+    expect(count(urls, '@opentelemetry/')).toBeGreaterThan(0);
+  });
+
+  it('the HTTP face loads prom-client for /metrics', async () => {
+    const { dir } = writeConfig({});
+    dirs.push(dir);
+    const log = join(dir, 'modules.log');
+    const http = await startHttpBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, env: { MODULE_LOG: log, NODE_OPTIONS: `--import=${HOOK}` } });
+    try {
+      await waitFor(() => count(loaded(log), 'prom-client') > 0 || undefined, 'prom-client to load');
+    } finally {
+      await http.close();
+    }
+  });
+});
