@@ -25,28 +25,31 @@ const envelope = {
 };
 const b64 = (text: string) => `=?base64?${Buffer.from(text, 'utf8').toString('base64')}?=`;
 
+/** One 2026-07-28 `tools/call` of `md__region_lookup` over HTTP with `headers`; its status and JSON-RPC body. */
+const caller = (url: string) => async (id: string, args: Record<string, unknown>, headers: Record<string, string | undefined>) => {
+  const res = await fetch(`${url}/mcp`, {
+    method: 'POST',
+    headers: Object.fromEntries(
+      Object.entries({ ...MCP_POST_HEADERS, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'md__region_lookup', ...headers }).filter(
+        (entry): entry is [string, string] => entry[1] !== undefined,
+      ),
+    ),
+    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'md__region_lookup', arguments: args, _meta: envelope } }),
+  });
+  const text = await res.text();
+  const body = (text.startsWith('{') ? JSON.parse(text) : JSON.parse(text.split('\n').find((l) => l.startsWith('data: {'))!.slice(6))) as {
+    result?: { content?: Array<{ text: string }>; isError?: boolean };
+    error?: { code: number; message: string; data?: { mismatch?: { header: string } } };
+  };
+  return { status: res.status, body };
+};
+
 describe('Mcp-Param-* headers checked downstream (2026-07-28 HTTP)', () => {
   it('missing, disagreeing or malformed: 400 / -32020, nothing sent upstream; matching (plain or Base64): served', async () => {
     const log = join(dir, 'fixture.ndjson');
     const broker = await startHttpBroker({ servers: { md: nodeServer(fixture('modern-upstream.mjs'), { env: { FIXTURE_LOG: log } }) } });
     try {
-      const call = async (id: string, args: Record<string, unknown>, headers: Record<string, string | undefined>) => {
-        const res = await fetch(`${broker.url}/mcp`, {
-          method: 'POST',
-          headers: Object.fromEntries(
-            Object.entries({ ...MCP_POST_HEADERS, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'md__region_lookup', ...headers }).filter(
-              (entry): entry is [string, string] => entry[1] !== undefined,
-            ),
-          ),
-          body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'md__region_lookup', arguments: args, _meta: envelope } }),
-        });
-        const text = await res.text();
-        const body = (text.startsWith('{') ? JSON.parse(text) : JSON.parse(text.split('\n').find((l) => l.startsWith('data: {'))!.slice(6))) as {
-          result?: { content?: Array<{ text: string }>; isError?: boolean };
-          error?: { code: number; message: string; data?: { mismatch?: { header: string } } };
-        };
-        return { status: res.status, body };
-      };
+      const call = caller(broker.url);
       const calls = () => (existsSync(log) ? readNdjson<{ event: string; tool?: string }>(log).filter((e) => e.event === 'call' && e.tool === 'region_lookup').length : 0);
 
       // Served twice: the first by the SDK's per-request instance, the second by the HTTP lane (the envelope is known then).
@@ -76,6 +79,24 @@ describe('Mcp-Param-* headers checked downstream (2026-07-28 HTTP)', () => {
       const absent = await call('absent', {}, { 'mcp-param-region': 'anything' });
       expect(absent.body.error?.code).not.toBe(-32020);
       expect(calls()).toBe(served + 1);
+    } finally {
+      await broker.close();
+    }
+  }, 60_000);
+
+  it('a tool the caller may not see: the call is denied as any call to it, never -32020 (the check tells nothing about its arguments)', async () => {
+    const log = join(dir, 'fixture-hidden.ndjson');
+    const broker = await startHttpBroker({
+      servers: { md: nodeServer(fixture('modern-upstream.mjs'), { env: { FIXTURE_LOG: log } }) },
+      extra: { policy: { rules: [{ tools: ['md__region_lookup'], action: 'deny' }] } },
+    });
+    try {
+      const call = caller(broker.url);
+      const hidden = await call('hidden', { region: 'eu-west' }, { 'mcp-param-region': undefined });
+      expect(hidden.body.error?.code).not.toBe(-32020);
+      expect(JSON.stringify(hidden.body)).toMatch(/denied/);
+      const served = existsSync(log) ? readNdjson<{ event: string; tool?: string }>(log).filter((e) => e.event === 'call' && e.tool === 'region_lookup').length : 0;
+      expect(served).toBe(0);
     } finally {
       await broker.close();
     }

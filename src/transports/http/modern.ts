@@ -25,6 +25,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/server';
+import { visibleTools } from '../../broker/visible-tools.js';
 import { messageOf } from '../../shared/errors.js';
 import { paramHeaderMismatch, scanMcpHeaders, type McpHeaderDeclaration } from '../../upstream/mcp-param-headers.js';
 import type { ListKind } from '../../upstream/registry.js';
@@ -110,12 +111,15 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
    * with its arguments, for the tool's `x-mcp-header` marks as the roster advertises them; true
    * when it did. The SDK's own check runs only for an `McpServer`, and ours is a `Server`.
    */
-  const refusedParamHeaders = (req: IncomingMessage, res: ServerResponse, body: unknown): boolean => {
+  const refusedParamHeaders = (principal: string, req: IncomingMessage, res: ServerResponse, body: unknown): boolean => {
     if (typeof body !== 'object' || body === null) return false;
     const { method, params, id } = body as { method?: unknown; params?: { name?: unknown; arguments?: unknown }; id?: unknown };
     if (method !== 'tools/call' || typeof params?.name !== 'string') return false;
     const tool = gateway.registry.roster.tools.get(params.name);
     if (!tool) return false;
+    // A tool the caller's policy hides is answered as the broker path answers any call to it
+    // (denied), so that the header check tells nothing about its arguments.
+    if (!visibleTools([{ ...tool.definition, name: params.name }], principal, gateway.toolVisibility).length) return false;
     const declarations = markedHeaders(tool.definition);
     if (!declarations.length) return false;
     const mismatch = paramHeaderMismatch(declarations, params.arguments, (name) => {
@@ -134,7 +138,7 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
 
   return {
     async serve(principal, req, res, body) {
-      if (refusedParamHeaders(req, res, body)) return;
+      if (refusedParamHeaders(principal.name, req, res, body)) return;
       const direct = lane.take(principal.name, req, res, body);
       if (direct) return direct;
       const listens = new ListenSubscriptions(gateway, principal.name);
