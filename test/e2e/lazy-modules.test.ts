@@ -4,12 +4,13 @@
  * Each case spawns the CLI with a resolve hook that logs every module URL (fixtures/hooks), and
  * the positive cases show the hook sees both packages when they are used.
  */
-import { readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startHttpBroker } from '../transports/harness.js';
-import { fixture, nodeServer, startBroker, waitFor, writeConfig, type StartedBroker } from './helpers.js';
+import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
 
 const HOOK = pathToFileURL(join(fixture('hooks'), 'module-log.mjs')).href;
 
@@ -25,10 +26,15 @@ describe('modules loaded at start', () => {
     for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
   });
 
-  async function stdioBroker(extra: Record<string, unknown> = {}): Promise<string[]> {
-    const { dir } = writeConfig({});
+  /** A fresh temp file for the module log, removed after the test. */
+  function logFile(): string {
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-modules-'));
     dirs.push(dir);
-    const log = join(dir, 'modules.log');
+    return join(dir, 'modules.log');
+  }
+
+  async function stdioBroker(extra: Record<string, unknown> = {}): Promise<string[]> {
+    const log = logFile();
     broker = await startBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, extra, env: { MODULE_LOG: log, NODE_OPTIONS: `--import=${HOOK}` } });
     const { tools } = await broker.client.listTools();
     expect(tools.length).toBeGreaterThan(0);
@@ -48,9 +54,7 @@ describe('modules loaded at start', () => {
   });
 
   it('the HTTP face loads prom-client for /metrics', async () => {
-    const { dir } = writeConfig({});
-    dirs.push(dir);
-    const log = join(dir, 'modules.log');
+    const log = logFile();
     const http = await startHttpBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, env: { MODULE_LOG: log, NODE_OPTIONS: `--import=${HOOK}` } });
     try {
       await waitFor(() => count(loaded(log), 'prom-client') > 0 || undefined, 'prom-client to load');

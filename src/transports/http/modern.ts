@@ -117,9 +117,6 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
     if (method !== 'tools/call' || typeof params?.name !== 'string') return false;
     const tool = gateway.registry.roster.tools.get(params.name);
     if (!tool) return false;
-    // A tool the caller's policy hides is answered as the broker path answers any call to it
-    // (denied), so that the header check tells nothing about its arguments.
-    if (!visibleTools([{ ...tool.definition, name: params.name }], principal, gateway.toolVisibility).length) return false;
     const declarations = markedHeaders(tool.definition);
     if (!declarations.length) return false;
     const mismatch = paramHeaderMismatch(declarations, params.arguments, (name) => {
@@ -127,6 +124,9 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
       return Array.isArray(value) ? value.join(', ') : value;
     });
     if (!mismatch) return false;
+    // A tool the caller's policy hides is answered as the broker path answers any call to it
+    // (denied), so that the header check tells nothing about its arguments.
+    if (!visibleTools([{ ...tool.definition, name: params.name }], principal, gateway.toolVisibility).length) return false;
     const answer = {
       jsonrpc: '2.0',
       id: typeof id === 'string' || typeof id === 'number' ? id : null,
