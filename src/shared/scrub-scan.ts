@@ -54,56 +54,48 @@ export class AnchorScanner {
   private readonly outputs: Array<number[] | undefined>;
 
   constructor(readonly anchors: readonly Anchor[]) {
-    const gotos: Array<Map<number, number>> = [new Map()];
+    // The trie: per state, its own transitions, and the anchors that end there.
+    const gotos: Array<Array<[symbol: number, next: number]>> = [[]];
     const own: number[][] = [[]];
     anchors.forEach((anchor, index) => {
       if (anchor.text.length === 0) throw new Error('an anchor cannot be empty');
       let state = 0;
       for (let i = 0; i < anchor.text.length; i++) {
         const c = fold(anchor.text.charCodeAt(i));
-        let next = gotos[state]!.get(c);
+        let next = gotos[state]!.find(([symbol]) => symbol === c)?.[1];
         if (next === undefined) {
           next = gotos.length;
-          gotos.push(new Map());
+          gotos.push([]);
           own.push([]);
-          gotos[state]!.set(c, next);
+          gotos[state]!.push([c, next]);
         }
         state = next;
       }
       own[state]!.push(index);
     });
-    const states = gotos.length;
-    const delta = new Int32Array(states * ALPHABET);
-    const fail = new Int32Array(states);
-    const outputs: Array<number[] | undefined> = new Array(states);
-    const queue: number[] = [];
-    for (let c = 0; c < ALPHABET; c++) {
-      const next = gotos[0]!.get(c);
-      if (next !== undefined) {
-        delta[c] = next;
+    // Breadth first, so a state's fail state (shallower) is complete before it: its row starts as
+    // a copy of its fail state's row (every symbol it has no transition of its own for), then
+    // takes its own transitions. A state's outputs are its own anchors and its fail state's,
+    // known when it is first reached.
+    const table = new Int32Array(gotos.length * ALPHABET);
+    const outputs: Array<number[] | undefined> = new Array(gotos.length).fill(undefined);
+    const fail = new Int32Array(gotos.length);
+    const queue = [0];
+    for (let q = 0; q < queue.length; q++) {
+      const state = queue[q]!;
+      const row = state * ALPHABET;
+      const failRow = fail[state]! * ALPHABET;
+      if (state !== 0) table.copyWithin(row, failRow, failRow + ALPHABET);
+      for (const [c, next] of gotos[state]!) {
+        fail[next] = state === 0 ? 0 : (table[failRow + c]! & (ACCEPTS - 1)) / ALPHABET;
+        const inherited = outputs[fail[next]!];
+        outputs[next] = own[next]!.length ? [...own[next]!, ...(inherited ?? [])] : inherited;
+        // One load per character: the next row's offset and whether it accepts, in one entry.
+        table[row + c] = (next * ALPHABET) | (outputs[next] ? ACCEPTS : 0);
         queue.push(next);
       }
     }
-    outputs[0] = undefined;
-    for (let q = 0; q < queue.length; q++) {
-      const state = queue[q]!;
-      const inherited = outputs[fail[state]!];
-      const mine = own[state]!;
-      outputs[state] = mine.length ? [...mine, ...(inherited ?? [])] : inherited;
-      for (let c = 0; c < ALPHABET; c++) {
-        const next = gotos[state]!.get(c);
-        if (next === undefined) {
-          delta[state * ALPHABET + c] = delta[fail[state]! * ALPHABET + c]!;
-        } else {
-          fail[next] = delta[fail[state]! * ALPHABET + c]!;
-          delta[state * ALPHABET + c] = next;
-          queue.push(next);
-        }
-      }
-    }
-    // One load per character: the next row's offset and whether it accepts, in one entry.
-    this.table = new Int32Array(delta.length);
-    for (let i = 0; i < delta.length; i++) this.table[i] = (delta[i]! * ALPHABET) | (outputs[delta[i]!] ? ACCEPTS : 0);
+    this.table = table;
     this.outputs = outputs;
   }
 
