@@ -1,7 +1,7 @@
-#!/usr/bin/env node
 /**
- * `mcp-broker`: argv → config → gateway → transport. The only place that exits the process.
- * Exit codes (DESIGN.md "Contract"): 0 clean shutdown, 2 bad config or options, 1 anything else.
+ * The `mcp-broker` program: argv → config → gateway → transport. The only place that exits the
+ * process. Exit codes (DESIGN.md "Contract"): 0 clean shutdown, 2 bad config or options, 1
+ * anything else. Started by the bin (`cli.ts`), from the CLI bundle or from this module.
  */
 import { Console } from 'node:console';
 import { realpathSync } from 'node:fs';
@@ -10,18 +10,29 @@ import type { CommanderError } from 'commander';
 import type { CallsOptions } from './commands/calls.js';
 import type { LoadedConfig } from './config/load.js';
 import type { Gateway } from './gateway.js';
+import type { ModuleImporter } from './router/modules.js';
 import type { Logger } from './shared/logger.js';
+import { cliStart } from './cli-bundle.js';
 import { shellQuote } from './shared/shell-quote.js';
 import { handOverSignals } from './upstream/child-transport.js';
 import { earlySpawn } from './upstream/early-spawn.js';
 import { SERVE_OPTIONS, type ServeOption } from './serve-options.js';
 
-// Cold start (issue 6): the stdio upstreams of a `serve` command line start before anything
-// heavy loads, so they boot on the other core while the CLI loads commander, zod and pino
-// (upstream/early-spawn.ts). The gateway, the transports and the commands load when used.
-earlySpawn(process.argv.slice(2));
-const [{ Command, InvalidArgumentError, Option }, { loadConfigFile, loadConfigFileAsking }, { ConfigError, messageOf, problemLine }, { createLogger, LOG_LEVELS }, { Scrubber }, { prespawnUpstreams }, { VERSION }] =
-  await Promise.all([
+/** What the bin hands the program. */
+export interface CliOptions {
+  /** The command line, shaped as `process.argv`; default `process.argv`. */
+  readonly argv?: readonly string[];
+  /**
+   * How user function modules are imported; default the native `import()`. The bin passes its
+   * own, which also works when the program runs from the CLI bundle (a `vm.Script`, which has no
+   * `import()` of its own).
+   */
+  readonly importModule?: ModuleImporter;
+}
+
+/** The modules loaded once the early start has begun (commander, the config loader with zod, pino). */
+async function loadLibraries() {
+  const [commander, load, errors, logger, scrub, prespawn, version] = await Promise.all([
     import('commander'),
     import('./config/load.js'),
     import('./shared/errors.js'),
@@ -30,171 +41,203 @@ const [{ Command, InvalidArgumentError, Option }, { loadConfigFile, loadConfigFi
     import('./upstream/prespawn.js'),
     import('./version.js'),
   ]);
+  return {
+    Command: commander.Command,
+    InvalidArgumentError: commander.InvalidArgumentError,
+    Option: commander.Option,
+    loadConfigFile: load.loadConfigFile,
+    loadConfigFileAsking: load.loadConfigFileAsking,
+    ConfigError: errors.ConfigError,
+    messageOf: errors.messageOf,
+    problemLine: errors.problemLine,
+    createLogger: logger.createLogger,
+    LOG_LEVELS: logger.LOG_LEVELS,
+    Scrubber: scrub.Scrubber,
+    prespawnUpstreams: prespawn.prespawnUpstreams,
+    VERSION: version.VERSION,
+  };
+}
+
+/** Set by {@link main} before anything else reads it. */
+let lib!: Awaited<ReturnType<typeof loadLibraries>>;
 const processIo = async () => (await import('./commands/io.js')).processIo;
 
-const program = new Command('mcp-broker')
-  .description('An MCP gateway: serves the upstream MCP servers of servers.json as one server, every tool call judged and recorded.')
-  .version(VERSION)
-  .showHelpAfterError()
-  // A bad option is exit 2 like a bad config; help and version stay 0.
-  .exitOverride((err: CommanderError) => {
-    if (err.exitCode === 0) process.exit(0);
-    process.exit(2);
-  });
+/** Runs the command line; resolves once the command's action has run (serving goes on after). */
+export async function main(options: CliOptions = {}): Promise<void> {
+  const argv = options.argv ?? process.argv;
+  // Cold start (issue 6): the stdio upstreams of a `serve` command line start before anything
+  // heavy loads, so they boot on the other core while the CLI loads commander, zod and pino
+  // (upstream/early-spawn.ts). The gateway, the transports and the commands load when used.
+  earlySpawn(argv.slice(2));
+  lib = await loadLibraries();
+  const { Command, InvalidArgumentError, LOG_LEVELS, Option, Scrubber, VERSION, createLogger, prespawnUpstreams } = lib;
+  const importModule = options.importModule;
 
-program
-  .command('serve', { isDefault: true })
-  .description('serve the merged roster (default command)')
-  // A word that is no command lands here (serve is the default): say so instead of "too many arguments".
-  .argument('[command]')
-  .addOption(serveOption(SERVE_OPTIONS.config))
-  .addOption(serveOption(SERVE_OPTIONS.transport))
-  .addOption(serveOption(SERVE_OPTIONS.host))
-  .addOption(serveOption(SERVE_OPTIONS.port))
-  .addOption(serveOption(SERVE_OPTIONS.logLevel))
-  .addOption(serveOption(SERVE_OPTIONS.watch))
-  .action(async (word: string | undefined, opts: { config: string; transport: 'stdio' | 'http'; host: string; port: number; logLevel: string; watch: boolean }) => {
-    if (word !== undefined) {
-      const known = program.commands.map((c) => c.name()).join(', ');
-      process.stderr.write(`mcp-broker: unknown command ${JSON.stringify(word)} (commands: ${known}; see mcp-broker --help)\n`);
+  const program = new Command('mcp-broker')
+    .description('An MCP gateway: serves the upstream MCP servers of servers.json as one server, every tool call judged and recorded.')
+    .version(VERSION)
+    .showHelpAfterError()
+    // A bad option is exit 2 like a bad config; help and version stay 0.
+    .exitOverride((err: CommanderError) => {
+      if (err.exitCode === 0) process.exit(0);
       process.exit(2);
-    }
-    const config = await loadOrExit(opts.config);
-    prespawnUpstreams(config);
-    const { Gateway, otlpTracer } = await import('./gateway.js');
-    const scrubber = new Scrubber(config.secrets);
-    const logger = createLogger({ level: opts.logLevel, scrubber, stream: await logStream() });
-    if (opts.transport === 'stdio') {
-      // stdout carries the protocol: console output of function modules goes to stderr instead.
-      globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });
-    }
-    let gateway: Gateway;
-    try {
-      gateway = new Gateway(config, { logger, scrubber, cliPath: realpathSync(process.argv[1]!), tracer: await otlpTracer(config) });
-      // Function modules and OpenAPI documents load now, so a bad one exits 2 before serving.
-      await gateway.prepare();
-    } catch (err) {
-      fail(err, logger);
-    }
-    const beforeStop: (() => Promise<void>)[] = [];
-    const shutdown = installShutdown(gateway, logger, beforeStop);
-    const { watchConfig } = await import('./config/watch.js');
-    let watching!: ReturnType<typeof watchConfig>;
-    handOverSignals(['SIGHUP'], () => (watching = watchConfig(gateway, { file: opts.config, watch: opts.watch, logger })));
-    beforeStop.push(async () => watching.close());
-    if (opts.transport === 'http') {
-      const { serveHttp } = await import('./transports/http.js');
-      try {
-        // serveHttp checks --host, starts the upstreams with http.clientCapabilities, then listens.
-        const serving = await serveHttp(gateway, { host: opts.host, port: opts.port });
-        beforeStop.push(() => serving.close());
-        process.stderr.write(`mcp-broker ${VERSION} serving ${serving.url}/mcp (legacy SSE at /sse, admin API at /api/v1/)\n`);
-      } catch (err) {
-        fail(err, logger);
+    });
+
+  program
+    .command('serve', { isDefault: true })
+    .description('serve the merged roster (default command)')
+    // A word that is no command lands here (serve is the default): say so instead of "too many arguments".
+    .argument('[command]')
+    .addOption(serveOption(SERVE_OPTIONS.config))
+    .addOption(serveOption(SERVE_OPTIONS.transport))
+    .addOption(serveOption(SERVE_OPTIONS.host))
+    .addOption(serveOption(SERVE_OPTIONS.port))
+    .addOption(serveOption(SERVE_OPTIONS.logLevel))
+    .addOption(serveOption(SERVE_OPTIONS.watch))
+    .action(async (word: string | undefined, opts: { config: string; transport: 'stdio' | 'http'; host: string; port: number; logLevel: string; watch: boolean }) => {
+      if (word !== undefined) {
+        const known = program.commands.map((c) => c.name()).join(', ');
+        process.stderr.write(`mcp-broker: unknown command ${JSON.stringify(word)} (commands: ${known}; see mcp-broker --help)\n`);
+        process.exit(2);
       }
-      return;
-    }
-    const { serveStdio } = await import('./transports/stdio.js');
-    const serving = await serveStdio(gateway, { onStartError: (err) => fail(err, logger) });
-    void serving.closed.then(() => shutdown('stdin closed'));
-    if (process.stdin.isTTY) {
-      try {
-        await gateway.start();
-      } catch (err) {
-        fail(err, logger);
-      }
-      if (!shutdown.started) printBanner(gateway);
-    }
-  });
-
-program
-  .command('calls')
-  .description('print call records as a table, oldest first')
-  .option('-c, --config <file>', 'servers.json whose records to read', 'servers.json')
-  .option('--outcome <list>', 'only these outcomes (comma-separated, e.g. denied,timeout)')
-  .option('--tool <glob>', 'only tools whose advertised name matches the glob')
-  .option('--since <when>', 'only calls since an ISO-8601 time or a duration back (90s, 15m, 2h, 7d)')
-  .option('--limit <n>', 'the last n matching calls (default 100; 0 = all)', parseCount)
-  .option('--id <callId>', 'only the call with this callId')
-  .option('--json', 'print the matching records as ndjson instead of a table')
-  .option('-f, --follow', 'keep printing matching calls as they are recorded (Ctrl-C to stop)')
-  .action((opts: CallsOptions & { config: string }) =>
-    runCommand(async () => {
-      const stop = new AbortController();
-      process.once('SIGINT', () => stop.abort());
-      process.once('SIGTERM', () => stop.abort());
-      return (await import('./commands/calls.js')).callsCommand(await loadOrExit(opts.config), opts, await processIo(), Date.now(), stop.signal);
-    }),
-  );
-
-program
-  .command('approve <tool>')
-  .description('approve a tool (advertised name): satisfies "ask", and re-pins a tool whose definition changed')
-  .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
-  .option('--principal <name>', 'approve for this principal only (default: every principal)')
-  .option('--force', 'approve a tool the broker has not seen yet')
-  .action((tool: string, opts: { config: string; principal?: string; force?: boolean }) =>
-    runCommand(async () =>
-      (await import('./commands/approve.js')).approveCommand(await loadOrExit(opts.config), tool, { principal: opts.principal, force: opts.force }, await processIo()),
-    ),
-  );
-
-program
-  .command('revoke <tool>')
-  .description('revoke a tool\'s approval: it needs approval again before it runs')
-  .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
-  .option('--principal <name>', 'revoke for this principal only (default: every principal)')
-  .action((tool: string, opts: { config: string; principal?: string }) =>
-    runCommand(async () => (await import('./commands/approve.js')).revokeCommand(await loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
-  );
-
-const approvals = program.command('approvals').description('the approval inbox: calls parked on an "ask" (policy.askMode "park", or calls made as tasks)');
-approvals
-  .command('list')
-  .description('list parked calls waiting for a decision, newest first')
-  .option('-c, --config <file>', 'servers.json whose store to read', 'servers.json')
-  .option('--json', 'print one JSON object per line instead of the table')
-  .action((opts: { config: string; json?: boolean }) =>
-    runCommand(async () => (await import('./commands/approvals.js')).approvalsListCommand(await loadOrExit(opts.config), { json: opts.json }, await processIo())),
-  );
-approvals
-  .command('approve <id>')
-  .description('approve a parked call: it resumes through the rest of the broker path')
-  .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
-  .action((id: string, opts: { config: string }) =>
-    runCommand(async () => (await import('./commands/approvals.js')).approvalsDecideCommand(await loadOrExit(opts.config), id, true, {}, await processIo())),
-  );
-approvals
-  .command('reject <id>')
-  .description('reject a parked call: it fails with the reason')
-  .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
-  .option('--reason <text>', 'why (shown to the caller)')
-  .action((id: string, opts: { config: string; reason?: string }) =>
-    runCommand(async () =>
-      (await import('./commands/approvals.js')).approvalsDecideCommand(await loadOrExit(opts.config), id, false, { reason: opts.reason }, await processIo()),
-    ),
-  );
-
-program
-  .command('check')
-  .description('start every upstream of the config (serving nothing), print each one\'s state, tools and error, exit 0 when the required ones are ready')
-  .option('-c, --config <file>', 'servers.json to check', 'servers.json')
-  .option('--json', 'print one JSON document instead of the table')
-  .addOption(new Option('--log-level <level>', 'log level (stderr)').choices([...LOG_LEVELS]).default('silent'))
-  .action((opts: { config: string; json?: boolean; logLevel: string }) =>
-    runCommand(async () => {
       const config = await loadOrExit(opts.config);
-      const logger = createLogger({ level: opts.logLevel, scrubber: new Scrubber(config.secrets), stream: await logStream() });
-      const code = await (await import('./commands/check.js')).checkCommand(config, { json: opts.json }, await processIo(), { logger });
-      logger.flush?.();
-      return code;
-    }).then(() => {
-      // Exit once the answer is out, whatever an upstream left behind (a socket, a straggler).
-      process.stdout.write('', () => process.exit());
-    }),
-  );
+      prespawnUpstreams(config);
+      const { Gateway, otlpTracer } = await import('./gateway.js');
+      const scrubber = new Scrubber(config.secrets);
+      const logger = createLogger({ level: opts.logLevel, scrubber, stream: await logStream() });
+      logger.debug({ start: cliStart() }, 'program started');
+      if (opts.transport === 'stdio') {
+        // stdout carries the protocol: console output of function modules goes to stderr instead.
+        globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });
+      }
+      let gateway: Gateway;
+      try {
+        gateway = new Gateway(config, { logger, scrubber, cliPath: realpathSync(argv[1]!), tracer: await otlpTracer(config), importModule });
+        // Function modules and OpenAPI documents load now, so a bad one exits 2 before serving.
+        await gateway.prepare();
+      } catch (err) {
+        fail(err, logger);
+      }
+      const beforeStop: (() => Promise<void>)[] = [];
+      const shutdown = installShutdown(gateway, logger, beforeStop);
+      const { watchConfig } = await import('./config/watch.js');
+      let watching!: ReturnType<typeof watchConfig>;
+      handOverSignals(['SIGHUP'], () => (watching = watchConfig(gateway, { file: opts.config, watch: opts.watch, logger })));
+      beforeStop.push(async () => watching.close());
+      if (opts.transport === 'http') {
+        const { serveHttp } = await import('./transports/http.js');
+        try {
+          // serveHttp checks --host, starts the upstreams with http.clientCapabilities, then listens.
+          const serving = await serveHttp(gateway, { host: opts.host, port: opts.port });
+          beforeStop.push(() => serving.close());
+          process.stderr.write(`mcp-broker ${VERSION} serving ${serving.url}/mcp (legacy SSE at /sse, admin API at /api/v1/)\n`);
+        } catch (err) {
+          fail(err, logger);
+        }
+        return;
+      }
+      const { serveStdio } = await import('./transports/stdio.js');
+      const serving = await serveStdio(gateway, { onStartError: (err) => fail(err, logger) });
+      void serving.closed.then(() => shutdown('stdin closed'));
+      if (process.stdin.isTTY) {
+        try {
+          await gateway.start();
+        } catch (err) {
+          fail(err, logger);
+        }
+        if (!shutdown.started) printBanner(gateway);
+      }
+    });
 
-await program.parseAsync(process.argv);
+  program
+    .command('calls')
+    .description('print call records as a table, oldest first')
+    .option('-c, --config <file>', 'servers.json whose records to read', 'servers.json')
+    .option('--outcome <list>', 'only these outcomes (comma-separated, e.g. denied,timeout)')
+    .option('--tool <glob>', 'only tools whose advertised name matches the glob')
+    .option('--since <when>', 'only calls since an ISO-8601 time or a duration back (90s, 15m, 2h, 7d)')
+    .option('--limit <n>', 'the last n matching calls (default 100; 0 = all)', parseCount)
+    .option('--id <callId>', 'only the call with this callId')
+    .option('--json', 'print the matching records as ndjson instead of a table')
+    .option('-f, --follow', 'keep printing matching calls as they are recorded (Ctrl-C to stop)')
+    .action((opts: CallsOptions & { config: string }) =>
+      runCommand(async () => {
+        const stop = new AbortController();
+        process.once('SIGINT', () => stop.abort());
+        process.once('SIGTERM', () => stop.abort());
+        return (await import('./commands/calls.js')).callsCommand(await loadOrExit(opts.config), opts, await processIo(), Date.now(), stop.signal);
+      }),
+    );
+
+  program
+    .command('approve <tool>')
+    .description('approve a tool (advertised name): satisfies "ask", and re-pins a tool whose definition changed')
+    .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
+    .option('--principal <name>', 'approve for this principal only (default: every principal)')
+    .option('--force', 'approve a tool the broker has not seen yet')
+    .action((tool: string, opts: { config: string; principal?: string; force?: boolean }) =>
+      runCommand(async () =>
+        (await import('./commands/approve.js')).approveCommand(await loadOrExit(opts.config), tool, { principal: opts.principal, force: opts.force, importModule }, await processIo()),
+      ),
+    );
+
+  program
+    .command('revoke <tool>')
+    .description('revoke a tool\'s approval: it needs approval again before it runs')
+    .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
+    .option('--principal <name>', 'revoke for this principal only (default: every principal)')
+    .action((tool: string, opts: { config: string; principal?: string }) =>
+      runCommand(async () => (await import('./commands/approve.js')).revokeCommand(await loadOrExit(opts.config), tool, { principal: opts.principal }, await processIo())),
+    );
+
+  const approvals = program.command('approvals').description('the approval inbox: calls parked on an "ask" (policy.askMode "park", or calls made as tasks)');
+  approvals
+    .command('list')
+    .description('list parked calls waiting for a decision, newest first')
+    .option('-c, --config <file>', 'servers.json whose store to read', 'servers.json')
+    .option('--json', 'print one JSON object per line instead of the table')
+    .action((opts: { config: string; json?: boolean }) =>
+      runCommand(async () => (await import('./commands/approvals.js')).approvalsListCommand(await loadOrExit(opts.config), { json: opts.json }, await processIo())),
+    );
+  approvals
+    .command('approve <id>')
+    .description('approve a parked call: it resumes through the rest of the broker path')
+    .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
+    .action((id: string, opts: { config: string }) =>
+      runCommand(async () => (await import('./commands/approvals.js')).approvalsDecideCommand(await loadOrExit(opts.config), id, true, {}, await processIo())),
+    );
+  approvals
+    .command('reject <id>')
+    .description('reject a parked call: it fails with the reason')
+    .option('-c, --config <file>', 'servers.json whose store to write', 'servers.json')
+    .option('--reason <text>', 'why (shown to the caller)')
+    .action((id: string, opts: { config: string; reason?: string }) =>
+      runCommand(async () =>
+        (await import('./commands/approvals.js')).approvalsDecideCommand(await loadOrExit(opts.config), id, false, { reason: opts.reason }, await processIo()),
+      ),
+    );
+
+  program
+    .command('check')
+    .description('start every upstream of the config (serving nothing), print each one\'s state, tools and error, exit 0 when the required ones are ready')
+    .option('-c, --config <file>', 'servers.json to check', 'servers.json')
+    .option('--json', 'print one JSON document instead of the table')
+    .addOption(new Option('--log-level <level>', 'log level (stderr)').choices([...LOG_LEVELS]).default('silent'))
+    .action((opts: { config: string; json?: boolean; logLevel: string }) =>
+      runCommand(async () => {
+        const config = await loadOrExit(opts.config);
+        const logger = createLogger({ level: opts.logLevel, scrubber: new Scrubber(config.secrets), stream: await logStream() });
+        const code = await (await import('./commands/check.js')).checkCommand(config, { json: opts.json }, await processIo(), { logger });
+        logger.flush?.();
+        return code;
+      }).then(() => {
+        // Exit once the answer is out, whatever an upstream left behind (a socket, a straggler).
+        process.stdout.write('', () => process.exit());
+      }),
+    );
+
+  await program.parseAsync([...argv]);
+}
 
 /**
  * Where logs go: readable lines (pino-pretty, to stderr) when stderr is a terminal, JSON lines
@@ -214,20 +257,20 @@ async function runCommand(body: () => Promise<number>): Promise<void> {
   try {
     process.exitCode = await body();
   } catch (err) {
-    process.stderr.write(`mcp-broker: ${messageOf(err)}\n`);
+    process.stderr.write(`mcp-broker: ${lib.messageOf(err)}\n`);
     process.exitCode = 1;
   }
 }
 
 function parseCount(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a non-negative integer');
+  if (!Number.isInteger(n) || n < 0) throw new lib.InvalidArgumentError('must be a non-negative integer');
   return n;
 }
 
 /** The commander option of one entry of {@link SERVE_OPTIONS} (the table the early start reads too). */
-function serveOption(spec: ServeOption): InstanceType<typeof Option> {
-  const option = new Option(spec.flags, spec.description);
+function serveOption(spec: ServeOption): InstanceType<typeof lib.Option> {
+  const option = new lib.Option(spec.flags, spec.description);
   if (spec.choices) option.choices([...spec.choices]);
   if (spec.env) option.env(spec.env);
   const parse = spec.parse;
@@ -236,7 +279,7 @@ function serveOption(spec: ServeOption): InstanceType<typeof Option> {
       try {
         return parse(value);
       } catch (err) {
-        throw new InvalidArgumentError(messageOf(err));
+        throw new lib.InvalidArgumentError(lib.messageOf(err));
       }
     });
   }
@@ -251,12 +294,12 @@ function serveOption(spec: ServeOption): InstanceType<typeof Option> {
  */
 async function loadOrExit(file: string): Promise<LoadedConfig> {
   try {
-    if (!process.stdin.isTTY || !process.stderr.isTTY) return loadConfigFile(file);
+    if (!process.stdin.isTTY || !process.stderr.isTTY) return lib.loadConfigFile(file);
     const { terminalAsker } = await import('./config/ask.js');
-    return await loadConfigFileAsking(file, terminalAsker());
+    return await lib.loadConfigFileAsking(file, terminalAsker());
   } catch (err) {
-    if (err instanceof ConfigError) {
-      for (const problem of err.problems) process.stderr.write(`mcp-broker: bad config: ${problemLine(problem)}\n`);
+    if (err instanceof lib.ConfigError) {
+      for (const problem of err.problems) process.stderr.write(`mcp-broker: bad config: ${lib.problemLine(problem)}\n`);
       process.exit(2);
     }
     throw err;
@@ -264,14 +307,14 @@ async function loadOrExit(file: string): Promise<LoadedConfig> {
 }
 
 function fail(err: unknown, logger: Logger): never {
-  if (err instanceof ConfigError) {
-    for (const problem of err.problems) process.stderr.write(`mcp-broker: bad config: ${problemLine(problem)}\n`);
+  if (err instanceof lib.ConfigError) {
+    for (const problem of err.problems) process.stderr.write(`mcp-broker: bad config: ${lib.problemLine(problem)}\n`);
     logger.flush?.();
     process.exit(2);
   }
   // One plain line, like a config error: what a person reads first when the broker will not start.
   logger.flush?.();
-  process.stderr.write(`mcp-broker: ${messageOf(err)}\n`);
+  process.stderr.write(`mcp-broker: ${lib.messageOf(err)}\n`);
   process.exit(1);
 }
 
@@ -309,7 +352,7 @@ function printBanner(gateway: Gateway): void {
   const cli = realpathSync(process.argv[1]!);
   const root = dirname(dirname(cli));
   const config = gateway.config.file ?? resolve('servers.json');
-  const lines = ['', `mcp-broker ${VERSION} is serving ${gateway.config.file ?? 'servers.json'} on stdio.`, ''];
+  const lines = ['', `mcp-broker ${lib.VERSION} is serving ${gateway.config.file ?? 'servers.json'} on stdio.`, ''];
   for (const u of gateway.registry.upstreams) {
     const tools = [...gateway.registry.roster.tools.values()].filter((t) => t.server === u.name).length;
     const state = u.status.state === 'ready' ? `ready, ${tools} tools` : `${u.status.state}${u.status.message ? `: ${u.status.message}` : ''}`;

@@ -31,7 +31,7 @@ import { SqliteStore, type Store } from './store/index.js';
 import { TaskEngine } from './tasks/index.js';
 import type { LoadedConfig } from './config/load.js';
 import { serverKind, type RestServerConfig, type ServerConfig } from './config/schema.js';
-import { assertNoRosterCollision, loadFunctionModules, ToolRouter } from './router/index.js';
+import { assertNoRosterCollision, loadFunctionModules, ToolRouter, type ModuleImporter } from './router/index.js';
 import { registerBuiltins, type Builtins, type ExperimentalCapabilities } from './builtins/index.js';
 import { systemClock, type Clock } from './shared/clock.js';
 import { ConfigError, messageOf } from './shared/errors.js';
@@ -65,6 +65,8 @@ export async function otlpTracer(config: LoadedConfig): Promise<CallTracer | und
 
 export interface GatewayDeps {
   logger: Logger;
+  /** How user function modules (`functions`) are imported; default the native `import()` (router/modules.ts {@link ModuleImporter}). */
+  importModule?: ModuleImporter;
   /** The CLI script that started this broker (absolute), so refusals name an approve command that runs as printed. */
   cliPath?: string;
   clock?: Clock;
@@ -116,6 +118,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly records: RecordSink;
   /** The CLI script that started this broker, when it was the CLI ({@link GatewayDeps.cliPath}). */
   private readonly cliPath?: string;
+  private readonly importModule?: ModuleImporter;
   readonly publisher: RecordPublisher<CallRecord>;
   /** Pins, approvals, first uses (issue 3); closed by `stop()`. */
   readonly store: Store;
@@ -173,6 +176,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.policy = livePolicy(config.policy);
     this.env = deps.env ?? process.env;
     this.cliPath = deps.cliPath;
+    this.importModule = deps.importModule;
     this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
     this.registry = new Registry(this.logger, this.scrubber);
     this.sealedStates = new SealedStates({ store: this.store, clock: this.clock });
@@ -457,7 +461,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
    */
   prepare(): Promise<void> {
     this.prepared ??= (async () => {
-      this.router.register(await loadFunctionModules(this.config.functions), { server: 'functions' });
+      this.router.register(await loadFunctionModules(this.config.functions, this.importModule), { server: 'functions' });
       for (const u of this.registry.upstreams) await u.prepare?.();
     })();
     return this.prepared;

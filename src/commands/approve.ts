@@ -21,6 +21,7 @@ import { ESTATE_TOOL_NAMES } from '../builtins/estate/index.js';
 import { RECONNECT_TOOL } from '../builtins/reconnect.js';
 import { APPROVALS_DECIDE_TOOL, APPROVALS_LIST_TOOL } from '../builtins/approvals.js';
 import type { LoadedConfig } from '../config/load.js';
+import type { ModuleImporter } from '../router/modules.js';
 import { RESERVED_SERVER_NAMES } from '../config/schema.js';
 import { EVERY_PRINCIPAL, SqliteStore, type Store } from '../store/index.js';
 import { NAME_PATTERN } from '../upstream/naming.js';
@@ -34,11 +35,13 @@ export interface DecisionOptions {
   now?: number;
   /** `approve` a tool the broker has not seen (yet). */
   force?: boolean;
+  /** How function modules are imported to look for the tool; default the native `import()` (router/modules.ts). */
+  importModule?: ModuleImporter;
 }
 
 export async function approveCommand(config: LoadedConfig, tool: string, options: DecisionOptions, io: CommandIo): Promise<number> {
   return withStore(config, tool, options, io, async (store, at, principal) => {
-    if (!options.force && !(await isKnownTool(config, store, tool))) {
+    if (!options.force && !(await isKnownTool(config, store, tool, options.importModule))) {
       io.stderr.write(
         `mcp-broker: no tool ${JSON.stringify(tool)} is known to this broker (never listed by an upstream, not a built-in or function tool); check the name (an advertised name such as fs__write_file), or pass --force to approve it ahead of time\n`,
       );
@@ -55,13 +58,13 @@ export async function approveCommand(config: LoadedConfig, tool: string, options
 }
 
 /** Whether the broker has seen `tool`: an upstream listed it (the store), or it is ours. */
-async function isKnownTool(config: LoadedConfig, store: Store, tool: string): Promise<boolean> {
+async function isKnownTool(config: LoadedConfig, store: Store, tool: string, importModule?: ModuleImporter): Promise<boolean> {
   if (tool === RECONNECT_TOOL || tool === APPROVALS_LIST_TOOL || tool === APPROVALS_DECIDE_TOOL || ESTATE_TOOL_NAMES.includes(tool)) return true;
   if (await store.getSeen(tool)) return true;
   if ((await store.listPins()).some((p) => p.tool === tool)) return true;
   if (!config.functions.length) return false;
   const { loadFunctionModules } = await import('../router/modules.js');
-  return (await loadFunctionModules(config.functions)).some((t) => t.name === tool);
+  return (await loadFunctionModules(config.functions, importModule)).some((t) => t.name === tool);
 }
 
 /** The first `policy.rules` entry that denies `tool` to `principal` (to someone, for every principal), named as in refusals. */

@@ -12,4 +12,4 @@ export {
   type FunctionToolContext,
   type FunctionToolReturn,
 } from './function-tool.js';
-export { loadFunctionModules, assertNoRosterCollision } from './modules.js';
+export { loadFunctionModules, assertNoRosterCollision, type ModuleImporter } from './modules.js';

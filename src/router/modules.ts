@@ -14,15 +14,24 @@ import { RESERVED_SERVER_NAMES } from '../config/schema.js';
 import { ConfigError, messageOf } from '../shared/errors.js';
 import { isFunctionTool, TOOL_NAME, type FunctionTool } from './function-tool.js';
 
-/** Imports every module in order; returns their function tools. Throws {@link ConfigError}. */
-export async function loadFunctionModules(paths: readonly string[]): Promise<FunctionTool[]> {
+/** Imports an ES module by its URL (`import()`), resolving to its namespace. */
+export type ModuleImporter = (url: string) => Promise<Record<string, unknown>>;
+
+/** The native `import()`, which code run from the CLI bundle (a `vm.Script`) does not have: the bin hands its own. */
+const nativeImport: ModuleImporter = (url) => import(url) as Promise<Record<string, unknown>>;
+
+/**
+ * Imports every module in order; returns their function tools. Throws {@link ConfigError}.
+ * @param importModule how a module is imported; default the native `import()` (see {@link ModuleImporter}).
+ */
+export async function loadFunctionModules(paths: readonly string[], importModule: ModuleImporter = nativeImport): Promise<FunctionTool[]> {
   const tools: FunctionTool[] = [];
   const owner = new Map<string, string>();
   for (const [index, path] of paths.entries()) {
     const at = `functions[${index}]`;
     let module: Record<string, unknown>;
     try {
-      module = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+      module = await importModule(pathToFileURL(path).href);
     } catch (err) {
       throw new ConfigError(at, `cannot load function module ${path}: ${messageOf(err).slice(0, 300)}`);
     }

@@ -1,0 +1,115 @@
+#!/usr/bin/env node
+// Bundles the CLI program (dist/cli-main.js, after tsc) and its dependencies into one CommonJS
+// file, dist/cli.bundle.cjs, then trains its V8 code cache, dist/cli.bundle.cache, by running the
+// built CLI once: a stdio client lists the tools of one upstream (scripts/code-cache-upstream.mjs)
+// and calls one a few times, and the bin writes the cache of what ran as it exits
+// (MCP_BROKER_CODE_CACHE_OUT; src/cli-bundle.ts loads both). Run by `npm run build` after tsc.
+//
+// The bundle is ASCII (one-byte strings load and hash fastest), whitespace-minified, with names
+// kept. Left outside it, and required when used: better-sqlite3 (native), and what only some
+// configs load: OpenTelemetry (observability.otlp), prom-client (/metrics), swagger-parser
+// (OpenAPI upstreams), pino-pretty (a terminal). Its first line names the build (a hash of the
+// bundle); the cache carries the same id, so a cache is only ever used with its own bundle.
+// A failed training run leaves no cache (a warning): the bundle then compiles from source.
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync, existsSync, renameSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const dist = join(root, 'dist');
+const bundleFile = join(dist, 'cli.bundle.cjs');
+const cacheFile = join(dist, 'cli.bundle.cache');
+
+const result = await build({
+  entryPoints: [join(dist, 'cli-main.js')],
+  bundle: true,
+  platform: 'node',
+  format: 'cjs',
+  target: 'node20',
+  // jsonc-parser's "main" is a UMD build with dynamic requires; its "module" build bundles.
+  mainFields: ['module', 'main'],
+  charset: 'ascii',
+  minifyWhitespace: true,
+  minifySyntax: true,
+  legalComments: 'none',
+  external: ['better-sqlite3', '@apidevtools/swagger-parser', 'prom-client', '@opentelemetry/*', 'pino-pretty'],
+  // The bundle runs as a vm.Script, which has no import(): a dynamic import of a package left
+  // outside becomes a require (they are all CommonJS). User function modules (ES modules) are
+  // imported through the bin's own import() (src/cli.ts).
+  supported: { 'dynamic-import': false },
+  // The bundle sits in dist/ as version.js does, so `new URL('../package.json', import.meta.url)` still finds package.json.
+  define: { 'import.meta.url': '__bundleUrl' },
+  banner: { js: "const __bundleUrl = require('node:url').pathToFileURL(__filename).href;" },
+  write: false,
+  logLevel: 'warning',
+});
+const body = result.outputFiles[0].text;
+const buildId = createHash('sha256').update(body).digest('hex').slice(0, 32);
+writeFileSync(bundleFile, `/* mcp-broker cli bundle ${buildId} */\n${body}`);
+rmSync(cacheFile, { force: true });
+
+try {
+  await train();
+  process.stderr.write(`bundle-cli: dist/cli.bundle.cjs (${(body.length / 1048576).toFixed(1)} MiB) and its code cache, build ${buildId}\n`);
+} catch (err) {
+  rmSync(cacheFile, { force: true });
+  process.stderr.write(`bundle-cli: warning: no code cache (the bundle compiles from source at each start): ${err?.message ?? err}\n`);
+}
+
+/** Serves a few calls through the built CLI; its bin writes the code cache as it exits. */
+async function train() {
+  const { Client } = await import('@modelcontextprotocol/client');
+  const { StdioClientTransport } = await import('@modelcontextprotocol/client/stdio');
+  const tmp = mkdtempSync(join(tmpdir(), 'mcp-broker-code-cache-'));
+  try {
+    const config = join(tmp, 'servers.json');
+    const upstream = join(root, 'scripts/code-cache-upstream.mjs');
+    writeFileSync(
+      config,
+      JSON.stringify({ mcpServers: { train: { command: process.execPath, args: [upstream] } }, broker: { records: { path: join(tmp, 'data/calls.ndjson') }, dataDir: join(tmp, 'data') } }),
+    );
+    const out = join(tmp, 'cli.bundle.cache');
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [join(dist, 'cli.js'), '--config', config],
+      env: { ...process.env, MCP_BROKER_CODE_CACHE_OUT: out, MCP_BROKER_NO_BUNDLE: '' },
+      stderr: 'pipe',
+    });
+    let stderr = '';
+    transport.stderr?.on('data', (chunk) => (stderr = (stderr + chunk).slice(-2000)));
+    const client = new Client({ name: 'mcp-broker-build', version: '1.0.0' });
+    try {
+      await client.connect(transport);
+      const { tools } = await client.listTools();
+      const echo = tools.find((t) => t.name.endsWith('__echo'));
+      if (!echo) throw new Error(`the training upstream's echo tool is not listed (${tools.map((t) => t.name).join(', ')})`);
+      for (let i = 0; i < 20; i++) {
+        const result = await client.callTool({ name: echo.name, arguments: { text: `call ${i}` } });
+        if (result.isError) throw new Error(`a training call failed: ${JSON.stringify(result.content).slice(0, 200)}`);
+      }
+    } catch (err) {
+      throw new Error(`${err.message}${stderr ? ` (stderr: ${stderr.trim().split('\n').slice(-3).join(' | ')})` : ''}`);
+    } finally {
+      await client.close();
+    }
+    // The bin writes the cache in its exit hook; wait for the process to be gone.
+    const pid = transport.pid;
+    for (let i = 0; i < 200 && pid !== null && alive(pid); i++) await new Promise((r) => setTimeout(r, 50));
+    if (!existsSync(out)) throw new Error('the training run wrote no code cache');
+    renameSync(out, cacheFile);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

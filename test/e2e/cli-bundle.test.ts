@@ -1,0 +1,56 @@
+/**
+ * Issue 19 (cold start): the built CLI runs from its bundle (dist/cli.bundle.cjs) with the code
+ * cache the build trained (dist/cli.bundle.cache), which V8 accepts on the Node that built it;
+ * what only the module tree could do still works from the bundle: a user function module is
+ * imported (through the bin's own `import()`), and `MCP_BROKER_NO_BUNDLE=1` runs the modules.
+ */
+import { join } from 'node:path';
+import type { CallToolResult } from '@modelcontextprotocol/server';
+import { afterEach, describe, expect, it } from 'vitest';
+import { fixture, nodeServer, ROOT, startBroker, waitFor, type StartedBroker } from './helpers.js';
+
+const outcome = (r: { _meta?: unknown }) => (r._meta as Record<string, unknown> | undefined)?.['mcp-broker/outcome'];
+
+/** The `start` of the CLI's "program started" debug line. */
+function startOf(stderr: string): unknown {
+  for (const line of stderr.split('\n')) {
+    if (!line.includes('"program started"')) continue;
+    return (JSON.parse(line) as { start?: unknown }).start;
+  }
+  return undefined;
+}
+
+let broker: StartedBroker | undefined;
+afterEach(async () => {
+  await broker?.close();
+  broker = undefined;
+});
+
+describe('the CLI bundle (e2e)', () => {
+  it('the built CLI runs from its bundle, with the code cache the build trained, and serves', async () => {
+    broker = await startBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, args: ['--log-level', 'debug'], env: { MCP_BROKER_LOG_FORMAT: 'json' } });
+    const result = (await broker.client.callTool({ name: 'echo__echo', arguments: { text: 'hi' } })) as CallToolResult;
+    expect(outcome(result)).toBe('ok');
+    const start = await waitFor(() => startOf(broker!.stderr()), 'the program started line');
+    expect(start).toEqual({ from: 'bundle', cache: 'accepted' });
+  });
+
+  it('a user function module is imported and served when the CLI runs from the bundle', async () => {
+    broker = await startBroker({ servers: {}, extra: { functions: [join(ROOT, 'tools/weather.js')] }, args: ['--log-level', 'debug'], env: { MCP_BROKER_LOG_FORMAT: 'json' } });
+    expect(await waitFor(() => startOf(broker!.stderr()), 'the program started line')).toMatchObject({ from: 'bundle' });
+    const result = (await broker.client.callTool({ name: 'get_weather', arguments: { city: 'Oslo' } })) as CallToolResult;
+    expect(outcome(result)).toBe('ok');
+    expect(broker.stderr()).not.toContain('ExperimentalWarning');
+  });
+
+  it('MCP_BROKER_NO_BUNDLE=1 runs the module tree, which serves the same', async () => {
+    broker = await startBroker({
+      servers: { echo: nodeServer(fixture('echo.mjs')) },
+      args: ['--log-level', 'debug'],
+      env: { MCP_BROKER_LOG_FORMAT: 'json', MCP_BROKER_NO_BUNDLE: '1' },
+    });
+    const result = (await broker.client.callTool({ name: 'echo__echo', arguments: { text: 'hi' } })) as CallToolResult;
+    expect(outcome(result)).toBe('ok');
+    expect(await waitFor(() => startOf(broker!.stderr()), 'the program started line')).toEqual({ from: 'modules', why: 'disabled' });
+  });
+});

@@ -1,0 +1,102 @@
+/**
+ * Issue 19 (cold start): which program the bin runs (src/cli-bundle.ts). The bundle when it is
+ * there and not older than the modules, with its code cache only when the cache was made for
+ * that very bundle and V8 takes it; the module tree otherwise. Each case builds a small bundle
+ * of its own in a temp folder (the real one is exercised by every end-to-end test and by
+ * test/e2e/cli-bundle.test.ts).
+ */
+import { mkdtempSync, rmSync, utimesSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Script } from 'node:vm';
+import { afterEach, describe, expect, it } from 'vitest';
+import { BUNDLE_FILE, CODE_CACHE_FILE, cliStart, loadCliBundle, writeCodeCache } from '../../src/cli-bundle.js';
+
+const ID = '0123456789abcdef0123456789abcdef';
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** A folder with cli-main.js (modules) and a bundle whose main() resolves to its own name. */
+function folder(options: { id?: string; bundleAgeMs?: number } = {}): string {
+  const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-cli-bundle-'));
+  dirs.push(dir);
+  writeFileSync(join(dir, 'cli-main.js'), 'export async function main() {}\n');
+  writeFileSync(
+    join(dir, BUNDLE_FILE),
+    `/* mcp-broker cli bundle ${options.id ?? ID} */\nconst path = require('node:path');\nmodule.exports = { main: async () => 'bundle:' + path.basename(__filename) };\n`,
+  );
+  const now = Date.now() / 1000;
+  utimesSync(join(dir, 'cli-main.js'), now - 10, now - 10);
+  const bundleAt = now - 10 + (options.bundleAgeMs ?? 1000) / 1000;
+  utimesSync(join(dir, BUNDLE_FILE), bundleAt, bundleAt);
+  return dir;
+}
+
+/** The V8 code cache of the bundle in `dir`, compiled as the loader compiles it. */
+function trainedCache(dir: string): Buffer {
+  const source = readFileSync(join(dir, BUNDLE_FILE), 'utf8');
+  const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: join(dir, BUNDLE_FILE) });
+  return script.createCachedData();
+}
+
+describe('the CLI bundle loader', () => {
+  it('runs the bundle, as CommonJS in its own folder, when it is not older than the modules', async () => {
+    const dir = folder();
+    const program = loadCliBundle(dir, {});
+    expect(await program?.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    expect(cliStart()).toEqual({ from: 'bundle', cache: 'absent' });
+  });
+
+  it('takes a code cache made for the same build, and V8 accepts it', async () => {
+    const dir = folder();
+    writeCodeCache(join(dir, CODE_CACHE_FILE), ID, trainedCache(dir));
+    expect(await loadCliBundle(dir, {})?.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    expect(cliStart()).toEqual({ from: 'bundle', cache: 'accepted' });
+  });
+
+  it('ignores a cache made for another build, and runs the bundle from source', async () => {
+    const dir = folder();
+    writeCodeCache(join(dir, CODE_CACHE_FILE), 'ffffffffffffffffffffffffffffffff', trainedCache(dir));
+    expect(await loadCliBundle(dir, {})?.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    expect(cliStart()).toEqual({ from: 'bundle', cache: 'absent' });
+  });
+
+  it('runs the bundle from source when V8 refuses the cache (another V8, or damaged)', async () => {
+    const dir = folder();
+    writeCodeCache(join(dir, CODE_CACHE_FILE), ID, Buffer.from('not a V8 code cache at all'));
+    expect(await loadCliBundle(dir, {})?.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    expect(cliStart()).toEqual({ from: 'bundle', cache: 'rejected' });
+  });
+
+  it('leaves a bundle older than the modules alone (tsc ran after the build): the module tree runs', () => {
+    const dir = folder({ bundleAgeMs: -5000 });
+    expect(loadCliBundle(dir, {})).toBeUndefined();
+    expect(cliStart()).toEqual({ from: 'modules', why: 'stale' });
+  });
+
+  it('runs the module tree without a bundle, and with MCP_BROKER_NO_BUNDLE=1', () => {
+    const dir = folder();
+    expect(loadCliBundle(dir, { MCP_BROKER_NO_BUNDLE: '1' })).toBeUndefined();
+    expect(cliStart()).toEqual({ from: 'modules', why: 'disabled' });
+    rmSync(join(dir, BUNDLE_FILE));
+    expect(loadCliBundle(dir, {})).toBeUndefined();
+    expect(cliStart()).toEqual({ from: 'modules', why: 'no_bundle' });
+  });
+
+  it('MCP_BROKER_CODE_CACHE_OUT: the code cache of the bundle as run is written as the process exits, for this build only', async () => {
+    const dir = folder();
+    const out = join(dir, 'trained.cache');
+    const listeners = process.listeners('exit');
+    loadCliBundle(dir, { MCP_BROKER_CODE_CACHE_OUT: out });
+    const added = process.listeners('exit').filter((l) => !listeners.includes(l));
+    expect(added).toHaveLength(1);
+    process.off('exit', added[0]!);
+    (added[0] as () => void)();
+    expect(existsSync(out)).toBe(true);
+    writeFileSync(join(dir, CODE_CACHE_FILE), readFileSync(out));
+    expect(await loadCliBundle(dir, {})?.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    expect(cliStart()).toEqual({ from: 'bundle', cache: 'accepted' });
+  });
+});
