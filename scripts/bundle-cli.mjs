@@ -1,18 +1,19 @@
 #!/usr/bin/env node
 // Bundles the CLI program (dist/cli-main.js, after tsc) and its dependencies into one CommonJS
-// file, dist/cli.bundle.cjs, then trains its V8 code cache, dist/cli.bundle.cache, by running the
+// file, dist/cli.bundle.cjs, and the early start (dist/cli-early.js) into dist/cli.early.cjs,
+// then trains their V8 code caches (dist/cli.bundle.cache, dist/cli.early.cache) by running the
 // built CLI once: a stdio client lists the tools of one upstream (scripts/code-cache-upstream.mjs)
 // and calls one a few times, and the bin writes the cache of what ran as it exits
-// (MCP_BROKER_CODE_CACHE_OUT; src/cli-bundle.ts loads both). Run by `npm run build` after tsc.
+// (MCP_BROKER_CODE_CACHE_OUT; src/cli-bundle.ts loads them). Run by `npm run build` after tsc.
 //
 // The bundle is ASCII (one-byte strings load and hash fastest), whitespace-minified, with names
 // kept. Left outside it, and required when used: better-sqlite3 (native), and what only some
 // configs load: OpenTelemetry (observability.otlp), prom-client (/metrics), swagger-parser
-// (OpenAPI upstreams), pino-pretty (a terminal). Its first line names the build (a hash of the
-// bundle); the cache carries the same id, so a cache is only ever used with its own bundle.
+// (OpenAPI upstreams), pino-pretty (a terminal). The first line of each names its build (a hash
+// of the bundle); its cache carries the same id, so a cache is only ever used with its own bundle.
 // A failed training run leaves no cache (a warning): the bundle then compiles from source.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync, existsSync, renameSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,43 +21,50 @@ import { build } from 'esbuild';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
-const bundleFile = join(dist, 'cli.bundle.cjs');
-const cacheFile = join(dist, 'cli.bundle.cache');
+/** The early start (starts the stdio upstreams before the program loads), then the program. */
+const BUNDLES = [
+  { entry: 'cli-early.js', name: 'cli.early' },
+  { entry: 'cli-main.js', name: 'cli.bundle' },
+];
 
-const result = await build({
-  entryPoints: [join(dist, 'cli-main.js')],
-  bundle: true,
-  platform: 'node',
-  format: 'cjs',
-  target: 'node20',
-  // jsonc-parser's "main" is a UMD build with dynamic requires; its "module" build bundles.
-  mainFields: ['module', 'main'],
-  charset: 'ascii',
-  minifyWhitespace: true,
-  minifySyntax: true,
-  legalComments: 'none',
-  external: ['better-sqlite3', '@apidevtools/swagger-parser', 'prom-client', '@opentelemetry/*', 'pino-pretty'],
-  // The bundle runs as a vm.Script, which has no import(): a dynamic import of a package left
-  // outside becomes a require (they are all CommonJS). User function modules (ES modules) are
-  // imported through the bin's own import() (src/cli.ts).
-  supported: { 'dynamic-import': false },
-  // The bundle sits in dist/ as version.js does, so `new URL('../package.json', import.meta.url)` still finds package.json.
-  define: { 'import.meta.url': '__bundleUrl' },
-  banner: { js: "const __bundleUrl = require('node:url').pathToFileURL(__filename).href;" },
-  write: false,
-  logLevel: 'warning',
-});
-const body = result.outputFiles[0].text;
-const buildId = createHash('sha256').update(body).digest('hex').slice(0, 32);
-writeFileSync(bundleFile, `/* mcp-broker cli bundle ${buildId} */\n${body}`);
-rmSync(cacheFile, { force: true });
+const built = [];
+for (const { entry, name } of BUNDLES) {
+  const result = await build({
+    entryPoints: [join(dist, entry)],
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    // jsonc-parser's "main" is a UMD build with dynamic requires; its "module" build bundles.
+    mainFields: ['module', 'main'],
+    charset: 'ascii',
+    minifyWhitespace: true,
+    minifySyntax: true,
+    legalComments: 'none',
+    external: ['better-sqlite3', '@apidevtools/swagger-parser', 'prom-client', '@opentelemetry/*', 'pino-pretty'],
+    // A bundle runs as a vm.Script, which has no import(): a dynamic import of a package left
+    // outside becomes a require (they are all CommonJS). User function modules (ES modules) are
+    // imported through the bin's own import() (src/cli.ts).
+    supported: { 'dynamic-import': false },
+    // The bundles sit in dist/ as version.js does, so `new URL('../package.json', import.meta.url)` still finds package.json.
+    define: { 'import.meta.url': '__bundleUrl' },
+    banner: { js: "const __bundleUrl = require('node:url').pathToFileURL(__filename).href;" },
+    write: false,
+    logLevel: 'warning',
+  });
+  const body = result.outputFiles[0].text;
+  const buildId = createHash('sha256').update(body).digest('hex').slice(0, 32);
+  writeFileSync(join(dist, `${name}.cjs`), `/* mcp-broker cli bundle ${buildId} */\n${body}`);
+  rmSync(join(dist, `${name}.cache`), { force: true });
+  built.push(`${name}.cjs (${(body.length / 1048576).toFixed(2)} MiB, build ${buildId.slice(0, 12)})`);
+}
 
 try {
   await train();
-  process.stderr.write(`bundle-cli: dist/cli.bundle.cjs (${(body.length / 1048576).toFixed(1)} MiB) and its code cache, build ${buildId}\n`);
+  process.stderr.write(`bundle-cli: dist/${built.join(', ')}, with their code caches\n`);
 } catch (err) {
-  rmSync(cacheFile, { force: true });
-  process.stderr.write(`bundle-cli: warning: no code cache (the bundle compiles from source at each start): ${err?.message ?? err}\n`);
+  for (const { name } of BUNDLES) rmSync(join(dist, `${name}.cache`), { force: true });
+  process.stderr.write(`bundle-cli: warning: no code cache (the bundles compile from source at each start): ${err?.message ?? err}\n`);
 }
 
 /** Serves a few calls through the built CLI; its bin writes the code cache as it exits. */
@@ -71,7 +79,8 @@ async function train() {
       config,
       JSON.stringify({ mcpServers: { train: { command: process.execPath, args: [upstream] } }, broker: { records: { path: join(tmp, 'data/calls.ndjson') }, dataDir: join(tmp, 'data') } }),
     );
-    const out = join(tmp, 'cli.bundle.cache');
+    const out = join(tmp, 'caches');
+    mkdirSync(out);
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: [join(dist, 'cli.js'), '--config', config],
@@ -98,8 +107,10 @@ async function train() {
     // The bin writes the cache in its exit hook; wait for the process to be gone.
     const pid = transport.pid;
     for (let i = 0; i < 200 && pid !== null && alive(pid); i++) await new Promise((r) => setTimeout(r, 50));
-    if (!existsSync(out)) throw new Error('the training run wrote no code cache');
-    renameSync(out, cacheFile);
+    for (const { name } of BUNDLES) {
+      if (!existsSync(join(out, `${name}.cache`))) throw new Error(`the training run wrote no code cache for ${name}.cjs`);
+    }
+    for (const { name } of BUNDLES) renameSync(join(out, `${name}.cache`), join(dist, `${name}.cache`));
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }

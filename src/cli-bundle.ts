@@ -1,14 +1,16 @@
 /**
- * The CLI bundle (issue 19: cold start). `npm run build` bundles the program (`cli-main.ts`) and
- * its dependencies into one CommonJS file, `dist/cli.bundle.cjs` (scripts/bundle-cli.mjs), and
- * trains a V8 code cache for it, `dist/cli.bundle.cache`, by serving a few calls once. Loaded
- * through `vm.Script` with that cache, a stdio start compiles almost nothing and resolves, reads
- * and links one file instead of some 300 ES modules: its CPU to the first `tools/list` fell by
- * about half on the 2-core machine of bench/README.md.
+ * The CLI bundles (issue 19: cold start). `npm run build` bundles the program (`cli-main.ts`)
+ * and its dependencies into one CommonJS file, `dist/cli.bundle.cjs`, and the early start of the
+ * stdio upstreams (`cli-early.ts`: the config read and checked without zod, the children
+ * started) into a small one, `dist/cli.early.cjs` (scripts/bundle-cli.mjs); it then trains a V8
+ * code cache for each (`.cache` beside it) by serving a few calls once. The bin runs the early
+ * bundle first, so the upstreams start about as soon as Node has booted, then the program's.
+ * Loaded through `vm.Script` with its cache, a start compiles almost nothing and reads two files
+ * instead of resolving, compiling and linking some 300 ES modules.
  *
- * The bundle is used only when it is at least as new as `cli-main.js` (a `tsc` run after the
- * build leaves it stale, and the module tree runs instead) and `MCP_BROKER_NO_BUNDLE` is not
- * `1`. Its cache is used only when it was trained on this very bundle (the build id in both
+ * The bundles are used only when they are at least as new as `cli-main.js` (a `tsc` run after
+ * the build leaves them stale, and the module tree runs instead) and `MCP_BROKER_NO_BUNDLE` is
+ * not `1`. A cache is used only when it was trained on that very bundle (the build id in both
  * headers) and V8 accepts it (same V8 version and flags); otherwise the bundle is compiled from
  * its source, which is still faster than the module tree. Nothing is written at run time, except
  * by the build's training run (`MCP_BROKER_CODE_CACHE_OUT`).
@@ -19,34 +21,40 @@ import { join } from 'node:path';
 import { Script } from 'node:vm';
 import type { CliOptions } from './cli-main.js';
 
-/** The bundle's file name, beside this module in `dist/`. */
-export const BUNDLE_FILE = 'cli.bundle.cjs';
-/** The code cache's file name, beside the bundle. */
-export const CODE_CACHE_FILE = 'cli.bundle.cache';
-/** The module the bundle is made from, whose age tells a stale bundle. */
+/** The program's bundle, beside this module in `dist/` (`.cjs`, and its code cache `.cache`). */
+export const PROGRAM_BUNDLE = 'cli.bundle';
+/** The early start's bundle, beside it. */
+export const EARLY_BUNDLE = 'cli.early';
+/** The module the bundles are made from, whose age tells a stale bundle. */
 const MAIN_FILE = 'cli-main.js';
-/** `1`: never the bundle, always the module tree (stack traces name the source modules). */
+/** `1`: never the bundles, always the module tree (stack traces name the source modules). */
 export const NO_BUNDLE_ENV = 'MCP_BROKER_NO_BUNDLE';
-/** A file path: when the process exits, the code cache of the bundle as run is written there (the build's training run). */
+/** A folder: when the process exits, the code cache of each bundle as run is written there (the build's training run). */
 export const CODE_CACHE_OUT_ENV = 'MCP_BROKER_CODE_CACHE_OUT';
 
 /** The first line of a bundle: `/* mcp-broker cli bundle <build id> *\/`. */
 const BUNDLE_HEADER = /^\/\* mcp-broker cli bundle ([0-9a-f]{16,64}) \*\//;
-/** The code cache file starts with this and the build id, then a newline, then V8's data. */
+/** A code cache file starts with this and the build id, then a newline, then V8's data. */
 const CACHE_MAGIC = 'mcp-broker code cache ';
-/** The bundle runs as a CommonJS module body. */
+/** A bundle runs as a CommonJS module body. */
 const WRAP_HEAD = '(function (exports, require, module, __filename, __dirname) {';
 const WRAP_TAIL = '\n})';
 
-/** What the bundle exports (cli-main.ts). */
+/** What the program's bundle exports (cli-main.ts). */
 export interface CliProgram {
   main(options?: CliOptions): Promise<void>;
 }
 
-/** How the program was started, for the debug log: from the bundle (and what became of its cache) or the module tree. */
-export type CliStart = { from: 'modules'; why: 'no_bundle' | 'stale' | 'disabled' } | { from: 'bundle'; cache: 'accepted' | 'rejected' | 'absent' };
+/** What became of a bundle's code cache: V8 took it, refused it, or there was none for this build. */
+export type CacheState = 'accepted' | 'rejected' | 'absent';
 
-/** Where {@link loadCliBundle} leaves its {@link CliStart} (one per process). */
+/**
+ * How the program was started, for the debug log: from the bundles (what became of each cache;
+ * `early` is absent when the early bundle was not there), or from the module tree and why.
+ */
+export type CliStart = { from: 'modules'; why: 'no_bundle' | 'stale' | 'disabled' } | { from: 'bundle'; cache: CacheState; early?: CacheState };
+
+/** Where {@link loadCliBundle} leaves its {@link CliStart} (one per process, whichever copy of this module reads it). */
 const START_KEY = Symbol.for('mcp-broker/cli-start');
 
 /** How this process's program was started; undefined when it was not started by the bin. */
@@ -55,30 +63,48 @@ export function cliStart(): CliStart | undefined {
 }
 
 /**
- * The program from the bundle in `dir`, evaluated with its code cache when that fits; undefined
- * when the module tree is to run instead (no bundle, a stale one, or `MCP_BROKER_NO_BUNDLE=1`).
- * Throws what evaluating the bundle throws.
+ * Runs the early bundle of `dir` (which starts the stdio upstreams of a `serve` command line),
+ * then evaluates the program's bundle, each with its code cache when that fits. Undefined when
+ * the module tree is to run instead (no program bundle, a stale one, or `MCP_BROKER_NO_BUNDLE=1`);
+ * `earlyStarted` tells whether the early bundle ran (then the program skips its own early start).
+ * Throws what evaluating a bundle throws.
  */
-export function loadCliBundle(dir: string, env: NodeJS.ProcessEnv = process.env): CliProgram | undefined {
+export function loadCliBundle(dir: string, env: NodeJS.ProcessEnv = process.env): { program: CliProgram; earlyStarted: boolean } | undefined {
   const note = (start: CliStart) => ((globalThis as Record<symbol, CliStart>)[START_KEY] = start);
   if (env[NO_BUNDLE_ENV] === '1') return void note({ from: 'modules', why: 'disabled' });
-  const file = join(dir, BUNDLE_FILE);
-  let source: string;
+  let mainAt: number;
+  let programAt: number;
   try {
-    if (statSync(file).mtimeMs < statSync(join(dir, MAIN_FILE)).mtimeMs) return void note({ from: 'modules', why: 'stale' });
-    source = readFileSync(file, 'utf8');
+    mainAt = statSync(join(dir, MAIN_FILE)).mtimeMs;
+    programAt = statSync(join(dir, `${PROGRAM_BUNDLE}.cjs`)).mtimeMs;
   } catch {
     return void note({ from: 'modules', why: 'no_bundle' });
   }
+  if (programAt < mainAt) return void note({ from: 'modules', why: 'stale' });
+  const cacheOut = env[CODE_CACHE_OUT_ENV] || undefined;
+  let early: CacheState | undefined;
+  try {
+    if (statSync(join(dir, `${EARLY_BUNDLE}.cjs`)).mtimeMs >= mainAt) early = runBundle(dir, EARLY_BUNDLE, cacheOut).cache;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const { exports, cache } = runBundle(dir, PROGRAM_BUNDLE, cacheOut);
+  note({ from: 'bundle', cache, ...(early !== undefined && { early }) });
+  return { program: exports as CliProgram, earlyStarted: early !== undefined };
+}
+
+/** Evaluates `dir/<name>.cjs` as a CommonJS module with its code cache when that fits; writes the cache to `cacheOut` at exit when given. */
+function runBundle(dir: string, name: string, cacheOut: string | undefined): { exports: unknown; cache: CacheState } {
+  const file = join(dir, `${name}.cjs`);
+  const source = readFileSync(file, 'utf8');
   const buildId = BUNDLE_HEADER.exec(source)?.[1];
-  const cachedData = buildId === undefined ? undefined : readCodeCache(join(dir, CODE_CACHE_FILE), buildId);
+  const cachedData = buildId === undefined ? undefined : readCodeCache(join(dir, `${name}.cache`), buildId);
   const script = new Script(WRAP_HEAD + source + WRAP_TAIL, { filename: file, cachedData });
-  note({ from: 'bundle', cache: cachedData === undefined ? 'absent' : script.cachedDataRejected ? 'rejected' : 'accepted' });
-  const out = env[CODE_CACHE_OUT_ENV];
-  if (out && buildId !== undefined) process.once('exit', () => writeCodeCache(out, buildId, script.createCachedData()));
-  const module = { exports: {} as CliProgram };
+  const cache: CacheState = cachedData === undefined ? 'absent' : script.cachedDataRejected ? 'rejected' : 'accepted';
+  if (cacheOut && buildId !== undefined) process.once('exit', () => writeCodeCache(join(cacheOut, `${name}.cache`), buildId, script.createCachedData()));
+  const module = { exports: {} as unknown };
   (script.runInThisContext() as (...args: unknown[]) => void)(module.exports, createRequire(file), module, file, dir);
-  return module.exports;
+  return { exports: module.exports, cache };
 }
 
 /** The V8 data of the cache at `path` when it was made for build `buildId`; undefined otherwise. */

@@ -28,6 +28,8 @@ export interface CliOptions {
    * `import()` of its own).
    */
   readonly importModule?: ModuleImporter;
+  /** The stdio upstreams were started early already (the bin ran the early bundle): the program does not start them again. */
+  readonly earlyStarted?: boolean;
 }
 
 /** The modules loaded once the early start has begun (commander, the config loader with zod, pino). */
@@ -68,7 +70,7 @@ export async function main(options: CliOptions = {}): Promise<void> {
   // Cold start (issue 6): the stdio upstreams of a `serve` command line start before anything
   // heavy loads, so they boot on the other core while the CLI loads commander, zod and pino
   // (upstream/early-spawn.ts). The gateway, the transports and the commands load when used.
-  earlySpawn(argv.slice(2));
+  if (!options.earlyStarted) earlySpawn(argv.slice(2));
   lib = await loadLibraries();
   const { Command, InvalidArgumentError, LOG_LEVELS, Option, Scrubber, VERSION, createLogger, prespawnUpstreams } = lib;
   const importModule = options.importModule;

@@ -41,13 +41,36 @@ export interface ChildTransportOptions {
   outputPressure?: OutputPressure;
 }
 
-/** Every live child's pid, so a last-resort exit hook can end their process groups. */
-const liveGroups = new Set<number>();
-let exitHookInstalled = false;
+/**
+ * What this module keeps for the whole process, shared by every copy of it the process loads: the
+ * CLI's early start runs from a small bundle of its own before the program's bundle loads
+ * (cli-bundle.ts), and both must see the same children, exit hook and held signals.
+ */
+interface ProcessChildren {
+  /** Every live child's pid, so a last-resort exit hook can end their process groups. */
+  readonly liveGroups: Set<number>;
+  exitHookInstalled: boolean;
+  /** Children started ahead of their first dial, by spawn spec, oldest first. */
+  readonly parked: Map<string, ParkedChild[]>;
+  /** The signals still held by {@link prespawnChild}'s handler. */
+  readonly held: Set<NodeJS.Signals>;
+  /** That handler (one function, so any copy can remove it). */
+  readonly exitNow: () => void;
+}
+
+const PROCESS_CHILDREN = Symbol.for('mcp-broker/child-transport');
+const shared = ((globalThis as Record<symbol, ProcessChildren | undefined>)[PROCESS_CHILDREN] ??= {
+  liveGroups: new Set(),
+  exitHookInstalled: false,
+  parked: new Map(),
+  held: new Set(),
+  exitNow: () => process.exit(0),
+});
+const { liveGroups, parked, held } = shared;
 
 function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
+  if (shared.exitHookInstalled) return;
+  shared.exitHookInstalled = true;
   process.on('exit', () => {
     for (const pid of liveGroups) killGroup(pid, 'SIGKILL');
   });
@@ -110,8 +133,6 @@ interface ParkedChild {
 
 /** The signals the CLI shuts down on; until its handlers are in, they end the process at once. */
 const SHUTDOWN_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-let signalsHeld = false;
-const exitNow = () => process.exit(0);
 
 /**
  * Until the CLI installs its shutdown: a shutdown signal ends the process through `exit`, whose
@@ -119,21 +140,16 @@ const exitNow = () => process.exit(0);
  * process groups).
  */
 function holdSignals(): void {
-  if (signalsHeld) return;
-  signalsHeld = true;
+  if (held.size > 0) return;
   for (const signal of SHUTDOWN_SIGNALS) {
     held.add(signal);
-    process.on(signal, exitNow);
+    process.on(signal, shared.exitNow);
   }
 }
 
-/** The signals still held by {@link prespawnChild}'s handler. */
-const held = new Set<NodeJS.Signals>();
-
 /** Removes what {@link prespawnChild} did for `signals` (default: all three); see {@link handOverSignals}. */
 export function releaseSignals(signals: readonly NodeJS.Signals[] = SHUTDOWN_SIGNALS): void {
-  for (const signal of signals) if (held.delete(signal)) process.off(signal, exitNow);
-  if (held.size === 0) signalsHeld = false;
+  for (const signal of signals) if (held.delete(signal)) process.off(signal, shared.exitNow);
 }
 
 /**
@@ -149,8 +165,6 @@ export function handOverSignals(signals: readonly NodeJS.Signals[], install: () 
   releaseSignals(signals);
 }
 
-/** Children started ahead of their first dial, by spawn spec, oldest first. */
-const parked = new Map<string, ParkedChild[]>();
 const specKey = (spec: ChildSpawnSpec) => JSON.stringify([spec.command, spec.args, spec.cwd ?? null, spec.env]);
 
 /**
@@ -213,7 +227,7 @@ export function settleParked(specs: readonly ChildSpawnSpec[]): void {
 
 /** The parked children's process ids by spawn spec (diagnostics and tests). */
 export function parkedChildren(): Array<{ spec: string; pids: number[] }> {
-  return [...parked].map(([spec, list]) => ({ spec, pids: list.filter(alive).map((e) => e.child.pid!).filter(Boolean) }));
+  return [...parked].map(([spec, list]) => ({ spec, pids: list.filter(alive).map((e: ParkedChild) => e.child.pid!).filter(Boolean) }));
 }
 
 /** A parked child for `spec` that is still alive, if any. */

@@ -1,6 +1,7 @@
 /**
- * Issue 19 (cold start): the built CLI runs from its bundle (dist/cli.bundle.cjs) with the code
- * cache the build trained (dist/cli.bundle.cache), which V8 accepts on the Node that built it;
+ * Issue 19 (cold start): the built CLI runs from its bundles (dist/cli.early.cjs, which starts the
+ * stdio upstreams, then dist/cli.bundle.cjs) with the code caches the build trained, which V8
+ * accepts on the Node that built them;
  * what only the module tree could do still works from the bundle: a user function module is
  * imported (through the bin's own `import()`), and `MCP_BROKER_NO_BUNDLE=1` runs the modules.
  */
@@ -27,12 +28,12 @@ afterEach(async () => {
 });
 
 describe('the CLI bundle (e2e)', () => {
-  it('the built CLI runs from its bundle, with the code cache the build trained, and serves', async () => {
+  it('the built CLI runs from its bundles, with the code caches the build trained, and serves', async () => {
     broker = await startBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, args: ['--log-level', 'debug'], env: { MCP_BROKER_LOG_FORMAT: 'json' } });
     const result = (await broker.client.callTool({ name: 'echo__echo', arguments: { text: 'hi' } })) as CallToolResult;
     expect(outcome(result)).toBe('ok');
     const start = await waitFor(() => startOf(broker!.stderr()), 'the program started line');
-    expect(start).toEqual({ from: 'bundle', cache: 'accepted' });
+    expect(start).toEqual({ from: 'bundle', cache: 'accepted', early: 'accepted' });
   });
 
   it('a user function module is imported and served when the CLI runs from the bundle', async () => {

@@ -10,7 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Script } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
-import { BUNDLE_FILE, CODE_CACHE_FILE, cliStart, loadCliBundle, writeCodeCache } from '../../src/cli-bundle.js';
+import { cliStart, EARLY_BUNDLE, loadCliBundle, PROGRAM_BUNDLE, writeCodeCache } from '../../src/cli-bundle.js';
+
+const BUNDLE_FILE = `${PROGRAM_BUNDLE}.cjs`;
+const CODE_CACHE_FILE = `${PROGRAM_BUNDLE}.cache`;
 
 const ID = '0123456789abcdef0123456789abcdef';
 const dirs: string[] = [];
@@ -44,30 +47,49 @@ function trainedCache(dir: string): Buffer {
 describe('the CLI bundle loader', () => {
   it('runs the bundle, as CommonJS in its own folder, when it is not older than the modules', async () => {
     const dir = folder();
-    const program = loadCliBundle(dir, {});
-    expect(await program?.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    const loaded = loadCliBundle(dir, {});
+    expect(await loaded?.program.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    expect(loaded?.earlyStarted).toBe(false);
     expect(cliStart()).toEqual({ from: 'bundle', cache: 'absent' });
   });
 
   it('takes a code cache made for the same build, and V8 accepts it', async () => {
     const dir = folder();
     writeCodeCache(join(dir, CODE_CACHE_FILE), ID, trainedCache(dir));
-    expect(await loadCliBundle(dir, {})?.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    expect(await loadCliBundle(dir, {})?.program.main()).toBe(`bundle:${BUNDLE_FILE}`);
     expect(cliStart()).toEqual({ from: 'bundle', cache: 'accepted' });
   });
 
   it('ignores a cache made for another build, and runs the bundle from source', async () => {
     const dir = folder();
     writeCodeCache(join(dir, CODE_CACHE_FILE), 'ffffffffffffffffffffffffffffffff', trainedCache(dir));
-    expect(await loadCliBundle(dir, {})?.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    expect(await loadCliBundle(dir, {})?.program.main()).toBe(`bundle:${BUNDLE_FILE}`);
     expect(cliStart()).toEqual({ from: 'bundle', cache: 'absent' });
   });
 
   it('runs the bundle from source when V8 refuses the cache (another V8, or damaged)', async () => {
     const dir = folder();
     writeCodeCache(join(dir, CODE_CACHE_FILE), ID, Buffer.from('not a V8 code cache at all'));
-    expect(await loadCliBundle(dir, {})?.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    expect(await loadCliBundle(dir, {})?.program.main()).toBe(`bundle:${BUNDLE_FILE}`);
     expect(cliStart()).toEqual({ from: 'bundle', cache: 'rejected' });
+  });
+
+  it('runs the early bundle first (for its effect), then the program; each with its own cache; a stale early bundle is skipped', async () => {
+    const dir = folder();
+    const early = join(dir, `${EARLY_BUNDLE}.cjs`);
+    writeFileSync(early, `/* mcp-broker cli bundle ${'e'.repeat(32)} */\nglobalThis.__earlyRan = (globalThis.__earlyRan ?? 0) + 1;\n`);
+    const g = globalThis as { __earlyRan?: number };
+    g.__earlyRan = 0;
+    const loaded = loadCliBundle(dir, {});
+    expect(g.__earlyRan).toBe(1);
+    expect(loaded?.earlyStarted).toBe(true);
+    expect(await loaded?.program.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    expect(cliStart()).toEqual({ from: 'bundle', cache: 'absent', early: 'absent' });
+    const old = Date.now() / 1000 - 3600;
+    utimesSync(early, old, old);
+    expect(loadCliBundle(dir, {})?.earlyStarted).toBe(false);
+    expect(g.__earlyRan).toBe(1);
+    expect(cliStart()).toEqual({ from: 'bundle', cache: 'absent' });
   });
 
   it('leaves a bundle older than the modules alone (tsc ran after the build): the module tree runs', () => {
@@ -87,16 +109,17 @@ describe('the CLI bundle loader', () => {
 
   it('MCP_BROKER_CODE_CACHE_OUT: the code cache of the bundle as run is written as the process exits, for this build only', async () => {
     const dir = folder();
-    const out = join(dir, 'trained.cache');
+    const out = mkdtempSync(join(tmpdir(), 'mcp-broker-cli-cache-out-'));
+    dirs.push(out);
     const listeners = process.listeners('exit');
     loadCliBundle(dir, { MCP_BROKER_CODE_CACHE_OUT: out });
     const added = process.listeners('exit').filter((l) => !listeners.includes(l));
     expect(added).toHaveLength(1);
     process.off('exit', added[0]!);
     (added[0] as () => void)();
-    expect(existsSync(out)).toBe(true);
-    writeFileSync(join(dir, CODE_CACHE_FILE), readFileSync(out));
-    expect(await loadCliBundle(dir, {})?.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    expect(existsSync(join(out, CODE_CACHE_FILE))).toBe(true);
+    writeFileSync(join(dir, CODE_CACHE_FILE), readFileSync(join(out, CODE_CACHE_FILE)));
+    expect(await loadCliBundle(dir, {})?.program.main()).toBe(`bundle:${BUNDLE_FILE}`);
     expect(cliStart()).toEqual({ from: 'bundle', cache: 'accepted' });
   });
 });
