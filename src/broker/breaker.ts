@@ -16,7 +16,7 @@
  */
 import type { Clock } from '../shared/clock.js';
 import { isUpstreamFailure, type Outcome } from './outcomes.js';
-import type { Stage } from './runner.js';
+import { SETTLED, splitStage, type Stage } from './runner.js';
 import { refuse } from './types.js';
 
 export type BreakerState = 'closed' | 'open' | 'half_open';
@@ -102,28 +102,28 @@ export class Breakers {
 }
 
 export function breakerStage(breakers: Breakers): Stage {
-  return {
-    name: 'breaker',
-    async run(call, next) {
+  return splitStage(
+    'breaker',
+    (call) => {
       const key = call.target?.name ?? call.request.name;
       const admitted = breakers.admit(key);
       if (!admitted.ok) {
         call.notes.breaker = admitted.state;
         const wait = admitted.retryInMs !== undefined ? `; it half-opens in ${Math.max(0, Math.ceil(admitted.retryInMs))} ms` : '; a trial call is in flight';
-        return refuse(call, 'breaker_open', `the breaker of "${key}" is ${admitted.state === 'open' ? 'open' : 'half-open'}${wait}`);
+        refuse(call, 'breaker_open', `the breaker of "${key}" is ${admitted.state === 'open' ? 'open' : 'half-open'}${wait}`);
+        return SETTLED;
       }
-      try {
-        await next();
-      } finally {
-        if (call.attempts > 0) {
-          // A lost session, or an upstream asking for a URL elicitation (-32042): not failing.
-          const lostSession = call.outcome === 'upstream_error' && (call.sessionLost === true || call.wireError !== undefined);
-          call.notes.breaker = breakers.settle(key, lostSession ? undefined : call.outcome, admitted.trial);
-        } else {
-          if (admitted.trial) breakers.abandon(key);
-          call.notes.breaker = breakers.state(key);
-        }
+      return { key, trial: admitted.trial };
+    },
+    (call, { key, trial }) => {
+      if (call.attempts > 0) {
+        // A lost session, or an upstream asking for a URL elicitation (-32042): not failing.
+        const lostSession = call.outcome === 'upstream_error' && (call.sessionLost === true || call.wireError !== undefined);
+        call.notes.breaker = breakers.settle(key, lostSession ? undefined : call.outcome, trial);
+      } else {
+        if (trial) breakers.abandon(key);
+        call.notes.breaker = breakers.state(key);
       }
     },
-  };
+  );
 }

@@ -22,7 +22,7 @@
 import { DEFAULT_BUDGET_WINDOW_MS } from '../config/schema.js';
 import { ConfigError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
-import type { Stage } from './runner.js';
+import { SETTLED, splitStage, type Stage } from './runner.js';
 import { refuse, type BrokerCall } from './types.js';
 
 /** The environment variable that overrides `broker.budgetPerUnit`. */
@@ -135,15 +135,14 @@ export function budgetStage(deps: BudgetDeps): Stage & { readonly ledger: Budget
   const ledger = deps.ledger ?? new BudgetLedger();
   const windowMs = deps.windowMs ?? DEFAULT_BUDGET_WINDOW_MS;
   const now = deps.now ?? Date.now;
-  return {
-    name: 'budget',
-    ledger,
-    async run(call, next) {
+  const stage = splitStage<{ reserved?: string }>(
+    'budget',
+    (call) => {
       const unit = call.session.unit;
       const limit = deps.limitFor(call);
       // A flow's inverse undoes a call that was charged already; charging it too would leave a
       // flow that ran out of budget unable to roll back what landed.
-      if (limit === 'unlimited' || call.request.flow?.phase === 'rollback') return next();
+      if (limit === 'unlimited' || call.request.flow?.phase === 'rollback') return NOTHING_RESERVED;
       const at = call.session.sessionless ? now() : undefined;
       const windowEnd = at === undefined ? undefined : ledger.renew(unit, at, windowMs);
       if (!ledger.reserve(unit, limit)) {
@@ -154,7 +153,8 @@ export function budgetStage(deps: BudgetDeps): Stage & { readonly ledger: Budget
         if (ledger.flag(unit, 'exhausted')) {
           deps.logger?.warn({ unit, principal: call.session.principal, limit, event: 'budget_exhausted' }, `${spent}; ${RAISE_HINT}`);
         }
-        return refuse(call, 'budget_exhausted', `${spent}; ${RAISE_HINT}`);
+        refuse(call, 'budget_exhausted', `${spent}; ${RAISE_HINT}`);
+        return SETTLED;
       }
       const used = ledger.used(unit);
       if (used >= Math.ceil(limit * BUDGET_WARN_SHARE) && used < limit && ledger.flag(unit, 'warned')) {
@@ -163,11 +163,15 @@ export function budgetStage(deps: BudgetDeps): Stage & { readonly ledger: Budget
           `unit "${unit}" has spent ${used} of its ${limit} calls; ${RAISE_HINT}`,
         );
       }
-      try {
-        await next();
-      } finally {
-        if (call.attempts === 0) ledger.refund(unit);
-      }
+      return { reserved: unit };
     },
-  };
+    // A call that sent nothing upstream gives its reservation back.
+    (call, { reserved }) => {
+      if (reserved !== undefined && call.attempts === 0) ledger.refund(reserved);
+    },
+  );
+  return Object.assign(stage, { ledger });
 }
+
+/** The budget stage's ticket when the call was not charged. */
+const NOTHING_RESERVED: { reserved?: string } = {};

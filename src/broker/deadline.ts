@@ -7,7 +7,7 @@
  * began (time spent before it, such as an approval prompt, does not count).
  */
 import type { Clock } from '../shared/clock.js';
-import type { Stage } from './runner.js';
+import { splitStage, type Stage } from './runner.js';
 import { refuse, type BrokerCall } from './types.js';
 
 export interface DeadlineDeps {
@@ -38,10 +38,22 @@ export class ShuttingDown extends Error {
   }
 }
 
+/** What the deadline stage hands from its way in to its way out. */
+interface DeadlineTicket {
+  /** The signal the call ran under (the deadline aborts it). */
+  readonly signal: AbortSignal;
+  /** Clears the timer armed last (progress re-arms it). */
+  cancelTimer: () => void;
+  /** Stops following the downstream signal (a bare call's own controller only). */
+  readonly detach: () => void;
+}
+
+const NOTHING = () => {};
+
 export function deadlineStage(deps: DeadlineDeps): Stage {
-  return {
-    name: 'deadline',
-    async run(call, next) {
+  return splitStage<DeadlineTicket>(
+    'deadline',
+    (call) => {
       const timeoutMs = deps.timeoutFor(call);
       // Counted from here, not from `call.startedAt`: time spent asking for approval is not the upstream's.
       const start = deps.clock.now();
@@ -50,7 +62,7 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
       // The broker hands us a signal we may abort (call.abort); a bare call gets one of its own.
       let signal = call.signal;
       let abort = call.abort;
-      let detach = () => {};
+      let detach = NOTHING;
       if (!abort) {
         const controller = new AbortController();
         const downstream = call.request.signal;
@@ -63,13 +75,13 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
       }
       const abortAt = abort;
 
-      let cancelTimer = () => {};
+      const ticket: DeadlineTicket = { signal, cancelTimer: NOTHING, detach };
       const arm = (at: number) => {
-        cancelTimer();
+        ticket.cancelTimer();
         call.deadline = Math.min(at, cap);
         const capped = at > cap ? deps.maxTotalTimeoutMs : undefined;
         const delay = Math.max(0, call.deadline - deps.clock.now());
-        cancelTimer = deps.clock.setTimer(delay, () => abortAt(new DeadlineExceeded(timeoutMs, capped)));
+        ticket.cancelTimer = deps.clock.setTimer(delay, () => abortAt(new DeadlineExceeded(timeoutMs, capped)));
       };
       arm(deps.clock.now() + timeoutMs);
       call.signal = signal;
@@ -81,12 +93,12 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
           forward?.(update);
         };
       }
-      try {
-        await next();
-      } finally {
-        cancelTimer();
-        detach();
-      }
+      return ticket;
+    },
+    (call, ticket) => {
+      ticket.cancelTimer();
+      ticket.detach();
+      const { signal } = ticket;
       if (signal.aborted && ((call.outcome !== 'ok' && call.outcome !== 'tool_error') || call.endedAs !== undefined)) {
         const reason = signal.reason ?? new Error('cancelled by the client');
         const after = call.endedAs !== undefined ? `; ${call.endedAs}` : '';
@@ -96,7 +108,5 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
         else refuse(call, 'cancelled', `${reason instanceof ShuttingDown ? reason.message : 'cancelled by the client'}${after}`);
       }
     },
-  };
+  );
 }
-
-

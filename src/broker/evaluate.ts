@@ -10,7 +10,7 @@ import type { CallToolResult } from '@modelcontextprotocol/server';
 import { ConfigError } from '../shared/errors.js';
 import { carriesResult } from './outcomes.js';
 import { approximateJsonBytes } from './record.js';
-import type { Stage } from './runner.js';
+import { splitStage, type Stage } from './runner.js';
 import { refuse } from './types.js';
 
 export interface EvaluateDeps {
@@ -33,10 +33,10 @@ export function compileDenyPatterns(patterns: readonly string[]): RegExp[] {
 
 export function evaluateStage(deps: EvaluateDeps): Stage {
   const deny = compileDenyPatterns(deps.deny);
-  return {
-    name: 'evaluate',
-    async run(call, next) {
-      await next();
+  return splitStage(
+    'evaluate',
+    () => true,
+    (call) => {
       if (!call.result || !call.outcome || !carriesResult(call.outcome)) return;
       const bytes = approximateJsonBytes(call.result);
       if (bytes > deps.maxBytes) {
@@ -47,7 +47,7 @@ export function evaluateStage(deps: EvaluateDeps): Stage {
         if (hit !== undefined) return refuse(call, 'withheld', `the result matched policy.output.deny[${hit}]`);
       }
     },
-  };
+  );
 }
 
 /** Index of the first pattern any text of the result matches. */

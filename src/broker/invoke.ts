@@ -21,7 +21,7 @@ import type { CallToolResult } from '@modelcontextprotocol/client';
 import { argumentsProblem } from './arguments.js';
 import { classifyFailure, oneLine } from './failure.js';
 import { handlerFailure } from './handler-failure.js';
-import type { Stage } from './runner.js';
+import { SETTLED, splitStage, type Stage } from './runner.js';
 import type { Dispatcher } from '../router/router.js';
 import { refuse, type BrokerCall } from './types.js';
 
@@ -36,38 +36,43 @@ export interface InvokeDeps {
 }
 
 export function invokeStage(deps: InvokeDeps): Stage {
-  return {
-    name: 'invoke',
-    async run(call) {
-      call.retryable = false;
-      call.retryAfterMs = undefined;
-      call.sessionLost = undefined;
-      call.wireError = undefined;
-      call.outcome = undefined;
-      call.reason = undefined;
-      const problem = call.request.invalidArguments ?? argumentsProblem(call.request.args);
-      if (problem !== undefined) {
-        return refuse(call, 'invalid_arguments', `the arguments of "${call.target?.name ?? call.request.name}" ${problem}; nothing was sent`);
-      }
-      if (call.signal.aborted) return refuse(call, 'cancelled', 'the call ended before it was sent');
-      call.attempts++;
-      let result: CallToolResult;
-      try {
-        result = await deps.router.dispatch(call);
-      } catch (err) {
-        const failure = classifyFailure(err);
-        if (!failure.sent) call.attempts--;
-        refuse(call, failure.outcome, failure.reason);
-        call.retryable = failure.retryable;
-        call.retryAfterMs = failure.retryAfterMs;
-        call.sessionLost = failure.sessionLost;
-        call.wireError = failure.wireError;
-        return;
-      }
-      call.result = result;
-      const failure = handlerFailure(result, { fromText: deps.verdictFromText?.(call) === true });
-      call.outcome = failure === null ? 'ok' : 'tool_error';
-      if (failure !== null) call.reason = oneLine(failure);
-    },
-  };
+  // The inner-most stage: it settles every call it sees (no inner stages, no way out).
+  return splitStage('invoke', attempt);
+
+  async function attempt(call: BrokerCall): Promise<typeof SETTLED> {
+    call.retryable = false;
+    call.retryAfterMs = undefined;
+    call.sessionLost = undefined;
+    call.wireError = undefined;
+    call.outcome = undefined;
+    call.reason = undefined;
+    const problem = call.request.invalidArguments ?? argumentsProblem(call.request.args);
+    if (problem !== undefined) {
+      refuse(call, 'invalid_arguments', `the arguments of "${call.target?.name ?? call.request.name}" ${problem}; nothing was sent`);
+      return SETTLED;
+    }
+    if (call.signal.aborted) {
+      refuse(call, 'cancelled', 'the call ended before it was sent');
+      return SETTLED;
+    }
+    call.attempts++;
+    let result: CallToolResult;
+    try {
+      result = await deps.router.dispatch(call);
+    } catch (err) {
+      const failure = classifyFailure(err);
+      if (!failure.sent) call.attempts--;
+      refuse(call, failure.outcome, failure.reason);
+      call.retryable = failure.retryable;
+      call.retryAfterMs = failure.retryAfterMs;
+      call.sessionLost = failure.sessionLost;
+      call.wireError = failure.wireError;
+      return SETTLED;
+    }
+    call.result = result;
+    const failure = handlerFailure(result, { fromText: deps.verdictFromText?.(call) === true });
+    call.outcome = failure === null ? 'ok' : 'tool_error';
+    if (failure !== null) call.reason = oneLine(failure);
+    return SETTLED;
+  }
 }

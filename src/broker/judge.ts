@@ -35,7 +35,7 @@ import { askApproval, stillLive } from '../router/ask.js';
 import { askThroughInput } from './ask-input.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
 import type { ParkDecision } from './types.js';
-import type { Stage } from './runner.js';
+import { SETTLED, splitStage, type Stage } from './runner.js';
 import { refuse, type BrokerCall, type ToolTarget } from './types.js';
 
 /** Longest argument summary shown in an approval prompt, in characters. */
@@ -77,15 +77,15 @@ export interface JudgeDeps {
 
 export function judgeStage(deps: JudgeDeps): Stage {
   const states = deps.approvalStates ?? new ApprovalStates({ store: deps.store, clock: deps.clock, ttlMs: deps.askTimeoutMs });
-  return {
-    name: 'judge',
-    async run(call, next) {
+  return splitStage(
+    'judge',
+    (call) => {
       const target = call.target ?? deps.resolve(call.request.name);
-      if (!target) return refuse(call, 'unregistered', `no tool named "${call.request.name}"`);
+      if (!target) return settle(call, 'unregistered', `no tool named "${call.request.name}"`);
       call.target = target;
-      if (target.state === 'down') return refuse(call, 'upstream_error', target.reason ?? `upstream "${target.server}" is not running`);
-      if (target.state === 'disabled') return refuse(call, 'unregistered', target.reason ?? `tool "${target.name}" is disabled by configuration`);
-      if (target.state === 'gone') return refuse(call, 'unregistered', `tool "${target.name}" is gone: upstream "${target.server}" is not serving it now`);
+      if (target.state === 'down') return settle(call, 'upstream_error', target.reason ?? `upstream "${target.server}" is not running`);
+      if (target.state === 'disabled') return settle(call, 'unregistered', target.reason ?? `tool "${target.name}" is disabled by configuration`);
+      if (target.state === 'gone') return settle(call, 'unregistered', `tool "${target.name}" is gone: upstream "${target.server}" is not serving it now`);
       call.readOnly = deps.isReadOnly(target);
 
       const { name } = target;
@@ -94,58 +94,88 @@ export function judgeStage(deps: JudgeDeps): Stage {
       // The broker's own tools change only with the broker itself: not pinned.
       const seen = target.source === 'upstream' && target.hash && target.definition ? { hash: target.hash, definition: target.definition } : undefined;
       const read = readFacts(deps.store, { name, principal, at, seen, firstUse: deps.policy.config.firstUse === 'ask' });
-      const { pin, approval, firstUseDone } = isThenable(read) ? await read : read;
-      const verdict = decide(deps.policy, {
-        name,
-        principal,
-        readOnly: call.readOnly,
-        pin,
-        approval,
-        firstUseDone,
-        toolDefault: target.policyDefault,
-        requiresPrivilege: target.requiresPrivilege === true,
-        privilegeReason: target.privilegeReason,
-        privileged: target.requiresPrivilege === true && deps.isPrivileged?.(principal) === true,
-        approveCommand: hint(deps, name, principal, principal),
-      });
-
-      if (verdict.kind === 'refuse') return refuse(call, verdict.outcome, verdict.reason);
-      const asks = verdict.kind === 'ask' || target.requireApproval === true;
-      if (asks && call.request.approvedBy !== undefined) {
-        // Decided in the approval inbox before this run (a parked task taken up again).
-        call.approved = true;
-      } else if (asks && deps.park) {
-        const parked = await deps.park(call, verdict.kind === 'ask' ? verdict.reason : 'the tool requires approval on every call');
-        if (parked) {
-          if (!parked.approved) {
-            if (parked.stillParked) call.recordDeferred = true;
-            return refuse(call, parked.cancelled ? 'cancelled' : 'approval_required', parked.reason);
-          }
-          if (verdict.kind === 'ask' && verdict.ground === 'first_use') await deps.store.markUsed(name, principal, at);
-          call.approved = true;
-        }
-      }
-      if (call.approved) {
-        // Approved in the approval inbox.
-      } else if (verdict.kind === 'ask') {
-        const refusal = await ask(call, target, verdict.reason, deps, states);
-        if (refusal) return settleRefusal(call, refusal);
-        if (verdict.ground === 'first_use') await deps.store.markUsed(name, principal, at);
-        call.approved = true;
-      } else if (target.requireApproval) {
-        // The tool demands approval on every call (seed 003); asked here, outside the deadline.
-        const refusal = await ask(call, target, 'the tool requires approval on every call', deps, states, false);
-        if (refusal) return settleRefusal(call, refusal);
-        call.approved = true;
-      }
-      // Seed 003: after an approval, nothing runs for a caller that can no longer hear the answer.
-      // Checked here, before budget and deadline, so the round trip is not the tool's time.
-      if (call.approved && call.request.approvedBy === undefined && !(await stillLive(call.session, call.request.signal))) {
-        return refuse(call, 'cancelled', `approved, but the caller's connection closed before "${name}" ran; it did not run`);
-      }
-      await next();
+      return isThenable(read) ? Promise.resolve(read).then((facts) => judge(call, target, facts, at)) : judge(call, target, read, at);
     },
-  };
+  );
+
+  /** The verdict on the facts: at once when the call is allowed outright; a promise when someone must approve it. */
+  function judge(call: BrokerCall, target: ToolTarget, facts: Facts, at: string): typeof GO | typeof SETTLED | Promise<typeof GO | typeof SETTLED> {
+    const { name } = target;
+    const principal = call.session.principal;
+    const verdict = decide(deps.policy, {
+      name,
+      principal,
+      readOnly: call.readOnly === true,
+      pin: facts.pin,
+      approval: facts.approval,
+      firstUseDone: facts.firstUseDone,
+      toolDefault: target.policyDefault,
+      requiresPrivilege: target.requiresPrivilege === true,
+      privilegeReason: target.privilegeReason,
+      privileged: target.requiresPrivilege === true && deps.isPrivileged?.(principal) === true,
+      // Named only by the refusal of a changed pin.
+      ...(facts.pin === 'changed' && { approveCommand: hint(deps, name, principal, principal) }),
+    });
+    if (verdict.kind === 'refuse') return settle(call, verdict.outcome, verdict.reason);
+    const asks = verdict.kind === 'ask' || target.requireApproval === true;
+    // The common case: allowed, nobody to ask; the call goes on in the same turn (issue 6).
+    if (!asks && !call.approved) return GO;
+    return approve(call, target, verdict, asks, at);
+  }
+
+  /** A call someone must approve (or approved already): parked, asked, and checked to be still heard. */
+  async function approve(call: BrokerCall, target: ToolTarget, verdict: Verdict, asks: boolean, at: string): Promise<typeof GO | typeof SETTLED> {
+    const { name } = target;
+    const principal = call.session.principal;
+    if (asks && call.request.approvedBy !== undefined) {
+      // Decided in the approval inbox before this run (a parked task taken up again).
+      call.approved = true;
+    } else if (asks && deps.park) {
+      const parked = await deps.park(call, verdict.kind === 'ask' ? verdict.reason : 'the tool requires approval on every call');
+      if (parked) {
+        if (!parked.approved) {
+          if (parked.stillParked) call.recordDeferred = true;
+          return settle(call, parked.cancelled ? 'cancelled' : 'approval_required', parked.reason);
+        }
+        if (verdict.kind === 'ask' && verdict.ground === 'first_use') await deps.store.markUsed(name, principal, at);
+        call.approved = true;
+      }
+    }
+    if (call.approved) {
+      // Approved in the approval inbox.
+    } else if (verdict.kind === 'ask') {
+      const refusal = await ask(call, target, verdict.reason, deps, states);
+      if (refusal) {
+        settleRefusal(call, refusal);
+        return SETTLED;
+      }
+      if (verdict.ground === 'first_use') await deps.store.markUsed(name, principal, at);
+      call.approved = true;
+    } else if (target.requireApproval) {
+      // The tool demands approval on every call (seed 003); asked here, outside the deadline.
+      const refusal = await ask(call, target, 'the tool requires approval on every call', deps, states, false);
+      if (refusal) {
+        settleRefusal(call, refusal);
+        return SETTLED;
+      }
+      call.approved = true;
+    }
+    // Seed 003: after an approval, nothing runs for a caller that can no longer hear the answer.
+    // Checked here, before budget and deadline, so the round trip is not the tool's time.
+    if (call.approved && call.request.approvedBy === undefined && !(await stillLive(call.session, call.request.signal))) {
+      return settle(call, 'cancelled', `approved, but the caller's connection closed before "${name}" ran; it did not run`);
+    }
+    return GO;
+  }
+}
+
+/** The judge's ticket: the call goes on (nothing is handed to the way out). */
+const GO = true;
+
+/** Refuses `call` and settles it at the judge. */
+function settle(call: BrokerCall, outcome: Parameters<typeof refuse>[1], reason: string): typeof SETTLED {
+  refuse(call, outcome, reason);
+  return SETTLED;
 }
 
 /** Why an ask did not approve: the call's reason, and whether it was cancelled or is to be answered with an input request. */

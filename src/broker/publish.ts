@@ -10,7 +10,7 @@
 import type { RecordPublisher } from '../audit/publisher.js';
 import { messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
-import type { Stage } from './runner.js';
+import { splitStage, type Stage } from './runner.js';
 import type { CallRecord } from './types.js';
 
 export interface PublishDeps {
@@ -19,10 +19,10 @@ export interface PublishDeps {
 }
 
 export function publishStage(deps: PublishDeps): Stage {
-  return {
-    name: 'publish',
-    async run(call, next) {
-      await next();
+  return splitStage(
+    'publish',
+    () => true,
+    (call) => {
       const record = call.record;
       if (!record) return;
       try {
@@ -36,5 +36,5 @@ export function publishStage(deps: PublishDeps): Stage {
         deps.logger?.debug({ callId: call.callId, err: messageOf(err) }, 'record notification failed');
       }
     },
-  };
+  );
 }

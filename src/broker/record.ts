@@ -11,7 +11,7 @@ import { messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { knownJsonBytes } from '../wire/raw-json.js';
 import { carriesResult, OUTCOME_STATUS } from './outcomes.js';
-import type { Stage } from './runner.js';
+import { splitStage, type Stage } from './runner.js';
 import { refuse, type BrokerCall, type CallRecord } from './types.js';
 
 export interface RecordDeps {
@@ -31,10 +31,10 @@ export interface RecordDeps {
 }
 
 export function recordStage(deps: RecordDeps): Stage {
-  return {
-    name: 'record',
-    async run(call, next) {
-      await next();
+  return splitStage(
+    'record',
+    () => true,
+    async (call) => {
       if (!call.outcome) refuse(call, 'guard_error', 'the call path ended without an outcome');
       // Still parked: not settled yet; its one record comes when the row settles.
       if (call.recordDeferred && call.outcome === 'cancelled') return;
@@ -58,7 +58,7 @@ export function recordStage(deps: RecordDeps): Stage {
         }
       }
     },
-  };
+  );
 }
 
 export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | 'scrubArgs' | 'scrubText'>): CallRecord {

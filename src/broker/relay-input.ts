@@ -36,10 +36,10 @@
 import { randomUUID } from 'node:crypto';
 import type { InputRequiredResult } from '@modelcontextprotocol/server';
 import type { InputRelay } from '../upstream/types.js';
-import type { Stage } from './runner.js';
+import { SETTLED, splitStage, type Stage } from './runner.js';
 import { supportsUrlElicitation } from '../upstream/url-elicitations.js';
 import { argumentsDigest, type SealedStates } from './sealed-state.js';
-import { refuse, type CallerSession } from './types.js';
+import { refuse, type BrokerCall, type CallerSession } from './types.js';
 import { isUrlState, openUrlRetry, urlInputRequired } from './url-input.js';
 
 /** The broker's own namespace of input request keys (and `_meta` keys). */
@@ -62,6 +62,12 @@ export function upstreamResponses(server: string, responses: Record<string, unkn
     else if (!key.startsWith(BROKER_KEY_NAMESPACE)) out[key] = value;
   }
   return out;
+}
+
+/** The caller's answers that go to `binding`'s upstream (none: `{}`). */
+function answersFor(session: CallerSession, binding: RelayBinding): InputRelay {
+  const inputResponses = upstreamResponses(binding.server, session.inputResponses);
+  return inputResponses && Object.keys(inputResponses).length ? { inputResponses } : {};
 }
 
 /** What a relayed request is bound to. */
@@ -88,8 +94,7 @@ export type RelayOpening = { readonly kind: 'relay'; readonly input: InputRelay 
  * refused here, as one that does not verify.
  */
 export async function openRelay(states: SealedStates, session: CallerSession, binding: RelayBinding): Promise<RelayOpening> {
-  const inputResponses = upstreamResponses(binding.server, session.inputResponses);
-  const answers = inputResponses && Object.keys(inputResponses).length ? { inputResponses } : {};
+  const answers = answersFor(session, binding);
   if (session.requestState === undefined) return { kind: 'relay', input: answers };
   const opened = await states.open(session.requestState);
   // A held-request state belongs to the held call it names (transports/held-calls.ts), a
@@ -152,39 +157,73 @@ export interface RelayDeps {
  * requests the same way, and its retry is opened here too (broker/url-input.ts).
  */
 export function relayStage(deps: RelayDeps): Stage {
-  return {
-    name: 'relay',
-    async run(call, next) {
-      // A refused held retry (transports/held-calls.ts), of whatever tool: refused and recorded as any refused state.
-      if (call.request.heldStateRefused !== undefined) return refuse(call, 'invalid_arguments', call.request.heldStateRefused);
-      const target = call.target;
-      if (call.session.era !== 'modern' || !target || target.source !== 'upstream') return next();
-      const binding = { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };
-      // The retry of a round a legacy upstream answered -32042 (url-input.ts): sent again, ended, or refused.
-      const opening = isUrlState(call.session.requestState)
-        ? await openUrlRetry(deps.states, call.session, binding).then((retry) => (retry.kind === 'send' ? ({ kind: 'relay', input: {} } as const) : retry))
-        : await openRelay(deps.states, call.session, binding);
-      if (opening.kind === 'ended') return refuse(call, 'cancelled', opening.reason);
-      if (opening.kind === 'refused') {
-        refuse(call, 'invalid_arguments', opening.reason);
-        call.requestError = { code: -32602, message: opening.reason };
-        return;
-      }
-      call.inputRelay = opening.input;
-      await next();
-      if (call.outcome === 'upstream_error' && call.wireError && supportsUrlElicitation(call.session.clientCapabilities)) {
-        const asked = await urlInputRequired(deps.states, call.wireError, binding, { callId: call.callId, ttlMs: deps.ttlMs, approved: call.approved === true });
-        if (!asked) return;
-        call.outcome = 'ok';
-        call.reason = undefined;
-        call.wireError = undefined;
-        call.inputRequired = asked;
-        return;
-      }
-      const result = call.result as Record<string, unknown> | undefined;
-      if (call.outcome !== 'ok' || result?.resultType !== 'input_required') return;
-      call.inputRequired = await relayInputRequired(deps.states, result, binding, { callId: call.callId, ttlMs: deps.ttlMs, approved: call.approved === true });
-      call.result = undefined;
-    },
+  /** The call goes on with what `opening` says reaches the upstream, or is settled here. */
+  const opened = (call: BrokerCall, binding: RelayBinding, opening: RelayOpening | { kind: 'ended'; reason: string }): RelayTicket | typeof SETTLED => {
+    if (opening.kind === 'ended') {
+      refuse(call, 'cancelled', opening.reason);
+      return SETTLED;
+    }
+    if (opening.kind === 'refused') {
+      refuse(call, 'invalid_arguments', opening.reason);
+      call.requestError = { code: -32602, message: opening.reason };
+      return SETTLED;
+    }
+    call.inputRelay = opening.input;
+    return { binding };
   };
+  return splitStage<RelayTicket>(
+    'relay',
+    (call) => {
+      // A refused held retry (transports/held-calls.ts), of whatever tool: refused and recorded as any refused state.
+      if (call.request.heldStateRefused !== undefined) {
+        refuse(call, 'invalid_arguments', call.request.heldStateRefused);
+        return SETTLED;
+      }
+      const target = call.target;
+      if (call.session.era !== 'modern' || !target || target.source !== 'upstream') return NOT_RELAYED;
+      const binding = { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };
+      const state = call.session.requestState;
+      // No state: only the caller's answers go on, decided at once (the call keeps its turn).
+      if (state === undefined) return opened(call, binding, { kind: 'relay', input: answersFor(call.session, binding) });
+      // The retry of a round a legacy upstream answered -32042 (url-input.ts): sent again, ended, or refused.
+      const opening = isUrlState(state)
+        ? openUrlRetry(deps.states, call.session, binding).then((retry) => (retry.kind === 'send' ? ({ kind: 'relay', input: {} } as const) : retry))
+        : openRelay(deps.states, call.session, binding);
+      return opening.then((o) => opened(call, binding, o));
+    },
+    // Only a relayed call that the upstream asked, or answered -32042, has anything to do on the
+    // way out; the others keep their turn.
+    (call, { binding }) => (binding && (asksUrl(call) || asksInput(call)) ? relayOut(call, binding) : undefined),
+  );
+
+  function asksUrl(call: BrokerCall): boolean {
+    return call.outcome === 'upstream_error' && call.wireError !== undefined && supportsUrlElicitation(call.session.clientCapabilities);
+  }
+
+  function asksInput(call: BrokerCall): boolean {
+    return call.outcome === 'ok' && (call.result as Record<string, unknown> | undefined)?.resultType === 'input_required';
+  }
+
+  /** An upstream's `input_required` (or a legacy upstream's -32042 to a URL-mode caller) becomes the broker's own. */
+  async function relayOut(call: BrokerCall, binding: RelayBinding): Promise<void> {
+    if (asksUrl(call)) {
+      const asked = await urlInputRequired(deps.states, call.wireError!, binding, { callId: call.callId, ttlMs: deps.ttlMs, approved: call.approved === true });
+      if (!asked) return;
+      call.outcome = 'ok';
+      call.reason = undefined;
+      call.wireError = undefined;
+      call.inputRequired = asked;
+      return;
+    }
+    if (!asksInput(call)) return;
+    call.inputRequired = await relayInputRequired(deps.states, call.result as Record<string, unknown>, binding, { callId: call.callId, ttlMs: deps.ttlMs, approved: call.approved === true });
+    call.result = undefined;
+  }
 }
+
+/** The relay stage's ticket: the binding of a modern caller's call to an upstream tool; none for any other call. */
+interface RelayTicket {
+  readonly binding?: RelayBinding;
+}
+
+const NOT_RELAYED: RelayTicket = {};

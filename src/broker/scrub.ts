@@ -14,7 +14,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { JsonSchemas } from '../shared/json-schemas.js';
 import type { Scrubber } from '../shared/scrub.js';
-import type { Stage } from './runner.js';
+import { splitStage, type Stage } from './runner.js';
 import { carriesResult } from './outcomes.js';
 import { refuse } from './types.js';
 
@@ -86,13 +86,15 @@ export interface ScrubDeps {
 
 export function scrubStage(deps: ScrubDeps): Stage {
   const schemas = deps.schemas ?? new JsonSchemas();
-  return {
-    name: 'scrub',
-    async run(call, next) {
+  return splitStage(
+    'scrub',
+    (call) => {
       // Progress goes toward the client while the call runs, from any lane: its message is scrubbed on the way.
       const forward = call.onProgress;
       if (forward) call.onProgress = (update) => forward(update.message === undefined ? update : { ...update, message: deps.scrubber.text(update.message) });
-      await next();
+      return true;
+    },
+    (call) => {
       if (call.reason !== undefined) call.reason = deps.scrubber.text(call.reason);
       if (!call.result || !call.outcome || !carriesResult(call.outcome)) return;
       const { result, structuredChanged } = scrubResult(deps.scrubber, call.result);
@@ -105,5 +107,5 @@ export function scrubStage(deps: ScrubDeps): Stage {
         }
       }
     },
-  };
+  );
 }

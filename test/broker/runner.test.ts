@@ -1,6 +1,6 @@
 /** The runner's contract (src/broker/runner.ts): order in and out, one error boundary, `next()` rules. */
 import { describe, expect, it } from 'vitest';
-import { compose, type Stage } from '../../src/broker/runner.js';
+import { compose, SETTLED, splitStage, type Stage } from '../../src/broker/runner.js';
 import { call } from './support.js';
 
 /** A stage that logs its way in and out around `next()`. */
@@ -64,5 +64,88 @@ describe('compose', () => {
     await compose([twice, { name: 'end', run: async () => void inner++ }])(c);
     expect(inner).toBe(2);
     expect(c.outcome).toBeUndefined();
+  });
+
+  describe('split stages (enter / leave)', () => {
+    /** A split stage that logs its halves; `ticket` tells leave what enter saw. */
+    function split(name: string, log: string[], options: { settle?: boolean; throwIn?: boolean; throwOut?: boolean; later?: boolean } = {}): Stage {
+      return splitStage(
+        name,
+        (c) => {
+          log.push(`${name} in`);
+          if (options.throwIn) throw new Error(`${name} broke`);
+          if (options.settle) {
+            c.outcome = 'denied';
+            return SETTLED;
+          }
+          const ticket = { seen: name };
+          return options.later ? Promise.resolve(ticket) : ticket;
+        },
+        (_c, ticket) => {
+          log.push(`${name} out (${ticket.seen})`);
+          if (options.throwOut) throw new Error(`${name} broke on the way out`);
+        },
+      );
+    }
+
+    it('keep the order in and out, hand each ticket from enter to its own leave, and mix with stages that call next()', async () => {
+      const log: string[] = [];
+      const c = call();
+      await compose([split('a', log), logged('b', log), split('c', log, { later: true }), split('d', log), { name: 'end', run: async (x) => void (x.outcome = 'ok') }])(c);
+      expect(log).toEqual(['a in', 'b in', 'c in', 'd in', 'd out (d)', 'c out (c)', 'b out', 'a out (a)']);
+      expect(c.outcome).toBe('ok');
+    });
+
+    it('an enter that settles the call: nothing inside runs, nor its own leave; the stages outside still leave', async () => {
+      const log: string[] = [];
+      const c = call();
+      await compose([split('a', log), split('gate', log, { settle: true }), split('never', log)])(c);
+      expect(log).toEqual(['a in', 'gate in', 'a out (a)']);
+      expect(c.outcome).toBe('denied');
+    });
+
+    it.each([
+      ['enter', { throwIn: true }, ['a in', 'x in', 'a out (a)']],
+      ['leave', { throwOut: true }, ['a in', 'x in', 'never in', 'never out (never)', 'x out (x)', 'a out (a)']],
+    ] as const)('a throw in %s is guard_error naming the stage, at that stage; the stages around it still finish', async (_half, options, expected) => {
+      const log: string[] = [];
+      const c = call();
+      await expect(compose([split('a', log), split('x', log, options), split('never', log)])(c)).resolves.toBeUndefined();
+      expect(log).toEqual(expected);
+      expect(c.outcome).toBe('guard_error');
+      expect(c.reason).toMatch(/^x failed: x broke/);
+    });
+
+    it('inside a stage that calls next() twice (retry), the split stages run again each time', async () => {
+      const log: string[] = [];
+      const twice: Stage = {
+        name: 'twice',
+        async run(_c, next) {
+          await next();
+          await next();
+        },
+      };
+      await compose([twice, split('in', log)])(call());
+      expect(log).toEqual(['in in', 'in out (in)', 'in in', 'in out (in)']);
+    });
+
+    it('halves that answer at once reach the innermost stage in the same turn, through compose and through the derived run', async () => {
+      let reached = false;
+      const stages = [split('a', []), split('b', []), { name: 'end', run: async () => void (reached = true) }];
+      const running = compose(stages)(call());
+      expect(reached).toBe(true);
+      await running;
+      reached = false;
+      const byHand = stages[0]!.run(call(), async () => void (reached = true));
+      expect(reached).toBe(true);
+      await byHand;
+    });
+
+    it('the derived run(call, next) is enter, next(), leave; a settling enter never calls next()', async () => {
+      const log: string[] = [];
+      await split('s', log).run(call(), async () => void log.push('next'));
+      await split('t', log, { settle: true }).run(call(), async () => void log.push('never'));
+      expect(log).toEqual(['s in', 'next', 's out (s)', 't in']);
+    });
   });
 });
