@@ -88,11 +88,14 @@ interface Waiter {
 }
 
 const NEWLINE = 0x0a;
+const MAX_EXACT = BigInt(Number.MAX_SAFE_INTEGER);
 
 export class NdjsonRecordSink implements RecordSink {
   private queue: Waiter[] = [];
   private scheduled = false;
   private fd?: number;
+  /** Device and inode of `fd` when it was opened; `exact` when both fit a number exactly. */
+  private opened?: { dev: bigint; ino: bigint; devNumber: number; inoNumber: number; exact: boolean };
   /** Bytes in the file before the next batch (from `fstat`, so an outside truncation is seen). */
   private size = 0;
   /** The file may end in a fragment: the next write starts with a newline. */
@@ -169,7 +172,7 @@ export class NdjsonRecordSink implements RecordSink {
   /** Makes `fd` the file the path names now, reopening when it was deleted or replaced. */
   private ensureOpen(): void {
     if (this.fd !== undefined) {
-      const size = this.sizeIfStillAtPath(this.fd);
+      const size = this.sizeIfStillAtPath();
       if (size !== undefined) {
         this.size = size;
         return;
@@ -180,12 +183,20 @@ export class NdjsonRecordSink implements RecordSink {
     this.open();
   }
 
-  /** The file's size when `fd` still is the file at the path; undefined when it is not. */
-  private sizeIfStillAtPath(fd: number): number | undefined {
+  /**
+   * The file's size when the open descriptor still is the file at the path; undefined when it is
+   * not. One `stat` of the path, compared with the device and inode the descriptor had when it was
+   * opened (as numbers while they are exact, else as bigints).
+   */
+  private sizeIfStillAtPath(): number | undefined {
+    const opened = this.opened!;
     try {
-      const open = fstatSync(fd, { bigint: true });
-      const now = statSync(this.path, { bigint: true });
-      return open.dev === now.dev && open.ino === now.ino ? Number(open.size) : undefined;
+      if (opened.exact) {
+        const now = statSync(this.path, { throwIfNoEntry: false });
+        return now !== undefined && now.ino === opened.inoNumber && now.dev === opened.devNumber ? now.size : undefined;
+      }
+      const now = statSync(this.path, { bigint: true, throwIfNoEntry: false });
+      return now !== undefined && now.ino === opened.ino && now.dev === opened.dev ? Number(now.size) : undefined;
     } catch {
       return undefined;
     }
@@ -211,10 +222,12 @@ export class NdjsonRecordSink implements RecordSink {
       }
     }
     try {
-      const stat = fstatSync(fd);
+      const stat = fstatSync(fd, { bigint: true });
       if (!stat.isFile()) throw new BrokerError('records_unwritable', 'the records path is not a regular file');
-      this.size = stat.size;
-      this.torn = stat.size > 0 && (!readable || lastByte(fd, stat.size) !== NEWLINE);
+      const size = Number(stat.size);
+      this.size = size;
+      this.torn = size > 0 && (!readable || lastByte(fd, size) !== NEWLINE);
+      this.opened = { dev: stat.dev, ino: stat.ino, devNumber: Number(stat.dev), inoNumber: Number(stat.ino), exact: stat.dev <= MAX_EXACT && stat.ino <= MAX_EXACT };
     } catch (err) {
       closeSync(fd);
       throw err;

@@ -217,8 +217,12 @@ export class ToolRouter implements Dispatcher {
    * the abort reason of a call aborted by its deadline or the client → rethrown as is.
    */
   async dispatch(call: RoutedCall): Promise<CallToolResult> {
-    const [answer] = await this.dispatchBatch([call]);
-    switch (answer!.outcome) {
+    // A batch of one, without the batch's arrays (issue 19: every tools/call passes here).
+    const route = this.route(call);
+    const answer: RouterOutcome = route
+      ? await this.runOne(call, route)
+      : { outcome: 'denied', code: 'unknown_tool', message: `no tool named "${call.request.name}"; the batch of 1 call(s) is refused` };
+    switch (answer.outcome) {
       case 'ok':
         return answer.result;
       case 'denied':
@@ -339,7 +343,10 @@ export class ToolRouter implements Dispatcher {
       ...(call.session.era === 'modern' && { inputRelay: call.inputRelay ?? {} }),
     };
     const trace = call.traceMeta;
-    if (!trace) return withCapabilityError(call, upstream.callTool(toolName, call.request.args, options));
+    if (!trace) {
+      const pending = upstream.callTool(toolName, call.request.args, options);
+      return call.session.era === 'modern' ? withCapabilityError(call, pending) : pending;
+    }
     // Tracing: the attempt's own context replaces the caller's, in `_meta` for every upstream and as headers for HTTP ones.
     options.meta = { ...call.request.meta, ...trace };
     return withCapabilityError(call, withUpstreamTrace(trace, () => upstream.callTool(toolName, call.request.args, options)));
@@ -390,6 +397,7 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
  * we passed on the caller's own) reaches a modern caller as that error (`call.requestError`), as
  * the spec's versioning page says; the call is still settled and recorded `upstream_error`.
  */
+/** A modern caller's missing capability (-32021) is noted for the caller's error answer (`requestError`). */
 async function withCapabilityError(call: RoutedCall, pending: Promise<CallToolResult>): Promise<CallToolResult> {
   try {
     return await pending;

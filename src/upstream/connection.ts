@@ -287,18 +287,23 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    * again. A session lost before it answered any call rejects with `upstream_session_lost`
    * instead: an upstream that loses every session it opens is failing.
    */
-  async callTool(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<CallToolResult> {
-    await this.untilRenewed(options.signal);
+  callTool(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<CallToolResult> {
+    // Nothing to wait for (no session renewal, a free or no gate): sent in this very turn.
+    const renewal = this.renewal;
+    if (renewal && !renewal.settled) return this.untilRenewed(options.signal).then(() => this.callToolNow(toolName, args, options));
+    return this.callToolNow(toolName, args, options);
+  }
+
+  /** {@link callTool} once no session renewal is under way. */
+  private callToolNow(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<CallToolResult> {
     const routeId = ++this.routeSeq;
     const owner = ownerOf(options.onServerRequest, routeId);
+    if (!this.gated()) return this.sendToolCall(toolName, args, options, routeId, owner);
     // Every tools/call passes the gate, with a handler or without: its tool may ask, and a request
     // with no handler of its own must not be taken for another caller's.
-    const release = this.gated() ? (this.gate.tryEnter(owner) ?? (await this.gateTurn(owner, options.signal, 'tools/call'))) : undefined;
-    try {
-      return await this.sendToolCall(toolName, args, options, routeId, owner);
-    } finally {
-      release?.();
-    }
+    const release = this.gate.tryEnter(owner);
+    if (release) return this.sendToolCall(toolName, args, options, routeId, owner).finally(release);
+    return this.gateTurn(owner, options.signal, 'tools/call').then((turn) => this.sendToolCall(toolName, args, options, routeId, owner).finally(turn));
   }
 
   /** {@link callTool} once its turn at the gate came. */
