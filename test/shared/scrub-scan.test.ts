@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { PATTERN, REDACTED, redact, Scrubber } from '../../src/shared/scrub.js';
-import { AnchorScanner, replaceAtStarts } from '../../src/shared/scrub-scan.js';
+import { AnchorScanner, replaceAtStarts, SKIP_MIN_CHARS } from '../../src/shared/scrub-scan.js';
 
 /**
  * The one-pass scrub (scrub-scan.ts) must give exactly what the plain two-regex scrub gives:
@@ -123,6 +123,35 @@ describe('one-pass scrubbing (scrub-scan)', () => {
     );
   });
 
+  it('property: a text past SKIP_MIN_CHARS (the skip expression, then the automaton) gives exactly the hits of the automaton alone', () => {
+    const alphabet = fc.constantFrom('a', 'b', 'A', 'B', '-', '_', '.', '/', ' ', 'é', '😀');
+    const word = fc.array(fc.constantFrom('a', 'b', 'A', 'B', '-', '_', '.', '/'), { minLength: 1, maxLength: 5 }).map((cs) => cs.join(''));
+    const anchors = fc.array(fc.record({ text: word, caseSensitive: fc.boolean() }), { minLength: 1, maxLength: 8 });
+    const filler = 'x'.repeat(SKIP_MIN_CHARS);
+    fc.assert(
+      fc.property(anchors, fc.array(fc.tuple(fc.nat({ max: 3 }), fc.array(alphabet, { maxLength: 12 })), { maxLength: 12 }), (set, pieces) => {
+        // Stretches with no anchor between the pieces, so the expression has places to skip.
+        const text = filler + pieces.map(([gap, chars]) => 'x'.repeat(gap * 500) + chars.join('')).join('');
+        const scanner = new AnchorScanner(set.map((a) => ({ text: a.text, lead: 'none' as const, caseSensitive: a.caseSensitive })));
+        const skipped: string[] = [];
+        scanner.scan(text, (i, at) => skipped.push(`${i}@${at}`));
+        // The same scanner over the same text in pieces shorter than SKIP_MIN_CHARS is walked character by character.
+        const walked: string[] = [];
+        scanner.scan(text.slice(0, SKIP_MIN_CHARS - 1), () => undefined);
+        (scanner as unknown as { walk(t: string, f: number, to: number, h: (i: number, at: number) => void): number }).walk(text, 0, text.length, (i, at) => walked.push(`${i}@${at}`));
+        expect(skipped).toEqual(walked);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a text with a non-ASCII anchor is walked character by character (the expression would not find every place it folds to)', () => {
+    const scanner = new AnchorScanner([{ text: 'sécret', lead: 'flag', caseSensitive: true }]);
+    const hits: number[] = [];
+    scanner.scan('x'.repeat(SKIP_MIN_CHARS) + 'sécret', (_i, at) => hits.push(at));
+    expect(hits).toEqual([SKIP_MIN_CHARS]);
+  });
+
   it('replaceAtStarts equals a global replace when the starts cover every match', () => {
     const text = 'a1 b22 c333 d4444';
     const starts = [0, 3, 7, 12];
@@ -148,6 +177,22 @@ describe('one-pass scrubbing (scrub-scan)', () => {
         expect(bare.text(text)).toBe(reference(text, []));
       }),
       { numRuns: 3000 },
+    );
+  });
+
+  it('property: equals the plain scrub on long texts too (past SKIP_MIN_CHARS), secrets planted anywhere', () => {
+    const secrets = ['supersecretvalue123', 'p@ss w0rd"x'];
+    const scrubber = new Scrubber(secrets);
+    const bare = new Scrubber();
+    const prose = 'The quick brown fox jumps over the lazy dog; key_name=value pairs and e-mail@example.org. ';
+    const piece = fc.oneof(fc.constantFrom(...PLANTED), fc.constantFrom(...NOISE), fc.constantFrom(...PLANTED).map((p) => p.toUpperCase()));
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.nat({ max: 80 }), piece), { maxLength: 10 }), (pieces) => {
+        const text = prose.repeat(50) + pieces.map(([n, p]) => prose.repeat(n) + p).join('');
+        expect(scrubber.text(text)).toBe(reference(text, secrets));
+        expect(bare.text(text)).toBe(reference(text, []));
+      }),
+      { numRuns: 200 },
     );
   });
 
