@@ -105,6 +105,6 @@ export function approximateJsonBytes(value: unknown, depth = 0): number {
     for (const v of value) total += approximateJsonBytes(v, depth + 1) + 1;
     return total;
   }
-  for (const [k, v] of Object.entries(value)) total += k.length + 4 + approximateJsonBytes(v, depth + 1);
+  for (const k of Object.keys(value)) total += k.length + 4 + approximateJsonBytes((value as Record<string, unknown>)[k], depth + 1);
   return total;
 }

@@ -71,8 +71,9 @@ function scrubBlock(scrubber: Scrubber, block: Block): Block {
 /** Scrubs every field of `obj` except `keep`; the same reference when nothing changed. */
 function scrubOthers<T extends object>(scrubber: Scrubber, obj: T, keep: readonly string[]): T {
   let out: Record<string, unknown> | undefined;
-  for (const [key, value] of Object.entries(obj)) {
+  for (const key of Object.keys(obj)) {
     if (keep.includes(key)) continue;
+    const value = (obj as Record<string, unknown>)[key];
     const next = scrubber.value(value);
     if (next !== value) (out ??= { ...(obj as Record<string, unknown>) })[key] = next;
   }

@@ -47,6 +47,11 @@ const USER_PART = /[^\s/:@]+/y;
 /** Bit set in a {@link AnchorScanner} table entry whose target state ends an anchor. */
 const ACCEPTS = 1 << 30;
 
+const FOUND = () => {};
+
+/** {@link AnchorScanner.starts} for a text where nothing can match (frozen: shared by every caller). */
+const NOTHING = Object.freeze({ starts: Object.freeze([] as number[]), flagged: false });
+
 /** Texts this long or longer are scanned with {@link AnchorScanner}'s skip expression; shorter ones character by character. */
 export const SKIP_MIN_CHARS = 4096;
 
@@ -144,7 +149,7 @@ export class AnchorScanner {
    * stops after the first character that leaves it at its root past `from` (nothing half
    * matched). Returns where it stopped (the next character to look at).
    */
-  private walk(text: string, from: number, to: number, hit: (anchor: number, at: number) => void, untilRoot = false): number {
+  private walk(text: string, from: number, to: number, hit: (anchor: number, at: number) => void, untilRoot = false, firstOnly = false): number {
     const { table, outputs, anchors } = this;
     let row = 0;
     for (let i = from; i < to; i++) {
@@ -159,24 +164,38 @@ export class AnchorScanner {
         const anchor = anchors[index]!;
         const at = i + 1 - anchor.text.length;
         if (anchor.caseSensitive && !text.startsWith(anchor.text, at)) continue;
+        // Asked only whether one occurs: stop at the first (-1).
+        if (firstOnly) return -1;
         hit(index, at);
       }
     }
     return to;
   }
 
-  /** Whether any anchor occurs in `text`. */
+  /** Whether any anchor occurs in `text` (as written, for case-sensitive ones). */
   occursIn(text: string): boolean {
-    let found = false;
-    if (text.length) this.scan(text, () => (found = true));
-    return found;
+    if (text.length === 0) return false;
+    const skip = this.skip;
+    if (!skip || text.length < SKIP_MIN_CHARS) return this.walk(text, 0, text.length, FOUND, false, true) < 0;
+    let from = 0;
+    while (from < text.length) {
+      skip.lastIndex = from;
+      const found = skip.exec(text);
+      if (!found) return false;
+      from = this.walk(text, found.index, text.length, FOUND, true, true);
+      if (from < 0) return true;
+    }
+    return false;
   }
 
   /**
    * Sorted positions where a match can start (see {@link AnchorLead}), empty when no anchor
    * occurs (no match anywhere); `flagged` when a `flag` anchor occurs.
    */
-  starts(text: string): { starts: number[]; flagged: boolean } {
+  starts(text: string): { readonly starts: readonly number[]; readonly flagged: boolean } {
+    // Almost every text holds no anchor: told by one pass that keeps nothing, and answered with
+    // one shared result (nothing allocated per text).
+    if (!this.occursIn(text)) return NOTHING;
     const starts: number[] = [];
     let flagged = false;
     let sorted = true;

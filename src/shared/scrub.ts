@@ -336,8 +336,19 @@ function normalise(name: string): string {
 
 /** Whether a field name names a credential (`apiKey`, `X-Api-Key`, `client_secret`, `Cookie`, …). */
 export function isCredentialField(name: string): boolean {
-  return CREDENTIAL_FIELD.test(normalise(name));
+  // Field names are few and recur on every call (`text`, `type`, `content`…): remembered.
+  let credential = credentialNames.get(name);
+  if (credential === undefined) {
+    credential = CREDENTIAL_FIELD.test(normalise(name));
+    if (credentialNames.size >= CREDENTIAL_NAMES_KEPT) credentialNames.clear();
+    credentialNames.set(name, credential);
+  }
+  return credential;
 }
+
+/** Field names already judged by {@link isCredentialField}, at most {@link CREDENTIAL_NAMES_KEPT}. */
+const credentialNames = new Map<string, boolean>();
+const CREDENTIAL_NAMES_KEPT = 4096;
 
 /**
  * The literal values of a configured `env` or `headers` map to scrub by exact value (issues 3
