@@ -6,12 +6,14 @@
  * accepted), the second time the lane does; the bytes written to stdout must be the same.
  */
 import { PassThrough } from 'node:stream';
+import { isDeepStrictEqual } from 'node:util';
+import fc from 'fast-check';
 import { ProtocolError, Server } from '@modelcontextprotocol/server';
 import type { ServerContext } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StdioServerTransport } from '../../src/transports/stdio-server.js';
-import { routeModernToolsCallDirectly, type ModernDirectLane } from '../../src/wire/direct-modern-call.js';
+import { routeModernToolsCallDirectly, sameJson, type ModernDirectLane } from '../../src/wire/direct-modern-call.js';
 import type { DirectCallExtra, DirectCallParams } from '../../src/wire/direct-tools-call.js';
 import { parseResponseLine, RAW_MIN_BYTES, withMeta } from '../../src/wire/raw-json.js';
 
@@ -272,5 +274,26 @@ describe('routeModernToolsCallDirectly: the lane answers byte for byte what the 
     expect(JSON.parse(sdk)).toMatchObject({ error: { code: -32602 } });
     expect(lane).toBe(sdk);
     expect(h.ran).toEqual([]);
+  });
+});
+
+describe('sameJson (the lane\'s envelope check)', () => {
+  /** `value` rebuilt with every object's keys in reverse order. */
+  const reordered = (value: unknown): unknown =>
+    Array.isArray(value)
+      ? value.map(reordered)
+      : value !== null && typeof value === 'object'
+        ? Object.fromEntries(Object.keys(value).reverse().map((k) => [k, reordered((value as Record<string, unknown>)[k])]))
+        : value;
+
+  it('property: says what isDeepStrictEqual says of JSON values, whatever the order of their keys', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.jsonValue(), (a, b) => {
+        const copy = JSON.parse(JSON.stringify(a)) as unknown;
+        expect(sameJson(a, reordered(copy), 0)).toBe(isDeepStrictEqual(a, copy));
+        expect(sameJson(a, b, 0)).toBe(isDeepStrictEqual(a, b));
+      }),
+      { numRuns: 3000 },
+    );
   });
 });
