@@ -33,7 +33,6 @@
  * {@link ModernHttpLane.close} aborts every call in flight.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isDeepStrictEqual } from 'node:util';
 import {
   LOG_LEVEL_META_KEY,
   PROTOCOL_VERSION_META_KEY,
@@ -45,7 +44,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, ServerContext } from '@modelcontextprotocol/server';
 import { CALL_TIMING, markCall } from '../shared/call-timing.js';
-import { encodePlainResult, liftPlainCall, type LaneReplay, type ModernCallHandler } from './direct-modern-call.js';
+import { encodePlainResult, liftPlainCall, sameJson, type LaneReplay, type ModernCallHandler } from './direct-modern-call.js';
 import type { DirectCallExtra } from './direct-tools-call.js';
 
 /** How many accepted envelopes are remembered per principal (a client sends one, or a few). */
@@ -180,15 +179,15 @@ export function modernHttpLane(options: ModernHttpLaneOptions): ModernHttpLane {
       const call = plainHttpCall(req, body);
       if (!call) return undefined;
       const known = learned.get(principal);
-      if (!known?.some((envelope) => isDeepStrictEqual(envelope, call.params.envelope))) return undefined;
+      if (!known?.some((envelope) => sameJson(envelope, call.params.envelope, 0))) return undefined;
       return run(principal, req, res, body, call);
     },
     learn(principal, req, body, envelope) {
       if (!envelope) return;
       const call = plainHttpCall(req, body);
-      if (!call || !isDeepStrictEqual(call.params.envelope, envelope)) return;
+      if (!call || !sameJson(call.params.envelope, envelope, 0)) return;
       const known = learned.get(principal) ?? [];
-      if (known.some((e) => isDeepStrictEqual(e, envelope))) return;
+      if (known.some((e) => sameJson(e, envelope, 0))) return;
       if (known.length >= LEARNED_ENVELOPES) known.shift();
       known.push(envelope);
       learned.set(principal, known);
