@@ -1,6 +1,7 @@
 /**
  * Live config (issue 18 §5): `servers.json` is reloaded on SIGHUP and, unless `watch` is off,
- * when the file changes (its folder is watched, so an editor's save-by-rename is seen; changes
+ * when the file changes (the file is watched, and its folder only while it is away from its path,
+ * so an editor's save-by-rename is seen and nothing else in the folder wakes the broker; changes
  * are debounced by {@link WATCH_DEBOUNCE_MS} and a save that leaves the bytes as they were is
  * ignored). A new config that does not load, or that a transport refuses, is logged with its
  * reason and the running one is kept. What applies live and what needs a restart is the
@@ -29,7 +30,7 @@ export interface ConfigWatching {
   close(): void;
 }
 
-export function watchConfig(gateway: Reloadable, options: { file: string; watch: boolean; logger: Logger }): ConfigWatching {
+export function watchConfig(gateway: Reloadable, options: { file: string; watch: boolean; logger: Logger; watchFs?: WatchFs }): ConfigWatching {
   const file = resolve(options.file);
   const logger = options.logger;
   // A config given as a pipe or device was read once at start; it is never read again.
@@ -66,32 +67,90 @@ export function watchConfig(gateway: Reloadable, options: { file: string; watch:
   const onSighup = () => void reload('SIGHUP');
   process.on('SIGHUP', onSighup);
 
-  let watcher: FSWatcher | undefined;
-  if (options.watch && regular) {
-    try {
-      watcher = watch(dirname(file), { persistent: false }, (_event, name) => {
-        if (name !== null && name !== basename(file)) return;
-        clearTimeout(timer);
-        timer = setTimeout(() => {
-          const digest = digestOf(file);
-          if (digest === undefined || digest === lastDigest) return;
-          lastDigest = digest;
-          void reload('file changed');
-        }, WATCH_DEBOUNCE_MS);
-        timer.unref();
-      });
-      watcher.on('error', (err) => logger.warn({ err: messageOf(err) }, 'watching the config file failed; SIGHUP still reloads'));
-    } catch (err) {
-      logger.warn({ err: messageOf(err) }, 'cannot watch the config file; SIGHUP still reloads');
-    }
-  }
+  const changed = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      const digest = digestOf(file);
+      if (digest === undefined || digest === lastDigest) return;
+      lastDigest = digest;
+      void reload('file changed');
+    }, WATCH_DEBOUNCE_MS);
+    timer.unref();
+  };
+  const watching = options.watch && regular ? watchFile(file, changed, logger, options.watchFs ?? watch) : undefined;
 
   return {
     reload,
     close() {
       clearTimeout(timer);
-      watcher?.close();
+      watching?.close();
       process.off('SIGHUP', onSighup);
+    },
+  };
+}
+
+/** `fs.watch` as {@link watchFile} uses it (tests count the events it delivers). */
+export type WatchFs = (path: string, options: { persistent: boolean }, listener: (event: string, name: string | null) => void) => FSWatcher;
+
+/**
+ * Calls `changed` whenever the file at `path` may have changed. The file itself is watched, so
+ * nothing else in its folder wakes the broker (a records file or a database beside
+ * `servers.json` is written on every call). When it leaves its path (an editor's save by rename,
+ * or a delete before the next write), its folder is watched until a file is at the path again,
+ * which is then watched in turn. Failures are logged; SIGHUP still reloads.
+ */
+function watchFile(path: string, changed: () => void, logger: Logger, fsWatch: WatchFs): { close(): void } {
+  const name = basename(path);
+  let file: FSWatcher | undefined;
+  let folder: FSWatcher | undefined;
+  let closed = false;
+  const warn = (err: unknown) => logger.warn({ err: messageOf(err) }, 'watching the config file failed; SIGHUP still reloads');
+  /** Watches the file at the path now; true when there is one. */
+  const watchTheFile = (): boolean => {
+    try {
+      file = fsWatch(path, { persistent: false }, (event) => {
+        changed();
+        if (event === 'rename') {
+          // Moved, replaced or deleted: this watch follows the old file, not the path.
+          file?.close();
+          file = undefined;
+          untilBack();
+        }
+      });
+      file.on('error', warn);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') warn(err);
+      return false;
+    }
+  };
+  /** Watches the folder until a file is at the path again, then watches that file. */
+  const untilBack = () => {
+    if (closed || folder) return;
+    const back = () => {
+      if (!isRegularFile(path) || !watchTheFile()) return;
+      folder?.close();
+      folder = undefined;
+      changed();
+    };
+    try {
+      folder = fsWatch(dirname(path), { persistent: false }, (_event, entry) => {
+        if (entry === null || entry === name) back();
+      });
+      folder.on('error', warn);
+    } catch (err) {
+      warn(err);
+      return;
+    }
+    // The new file may be in place already (a save by rename lands before this runs).
+    back();
+  };
+  if (!watchTheFile()) untilBack();
+  return {
+    close() {
+      closed = true;
+      file?.close();
+      folder?.close();
     },
   };
 }

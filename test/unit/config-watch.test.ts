@@ -1,0 +1,117 @@
+/**
+ * The live config's file watch (src/config/watch.ts): saves in place, by rename, and by delete
+ * then write are each seen and reloaded; and the file itself is watched, so writes to other files
+ * in its folder (a records file or the store beside servers.json, written on every call; issue 19)
+ * deliver nothing to the broker. Real files and real `fs.watch` events; the debounce runs on fake
+ * timers once an event has arrived.
+ */
+import { mkdtempSync, renameSync, rmSync, unlinkSync, watch, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { LoadedConfig } from '../../src/config/load.js';
+import { WATCH_DEBOUNCE_MS, watchConfig, type WatchFs } from '../../src/config/watch.js';
+import { createLogger } from '../../src/shared/logger.js';
+
+const logger = createLogger({ level: 'silent' });
+
+/** `fs.watch`, counting the events it delivers; `next()` resolves at the next one. */
+function countingWatch() {
+  const events: string[] = [];
+  let wake: (() => void) | undefined;
+  const fsWatch: WatchFs = (path, options, listener) =>
+    watch(path, options, (event, name) => {
+      events.push(`${event} ${name}`);
+      listener(event, name as string | null);
+      wake?.();
+    });
+  const next = () => new Promise<void>((resolve) => (wake = resolve));
+  return { fsWatch, events, next };
+}
+
+describe('the live config file watch', () => {
+  let dir: string;
+  let file: string;
+  const reloads: LoadedConfig[] = [];
+  let close: (() => void) | undefined;
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-watch-'));
+    file = join(dir, 'servers.json');
+    writeFileSync(file, JSON.stringify({ mcpServers: {}, broker: { timeoutMs: 1000 } }));
+    reloads.length = 0;
+  });
+  afterEach(() => {
+    close?.();
+    close = undefined;
+    vi.useRealTimers();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function start() {
+    const counted = countingWatch();
+    const gateway = {
+      reload: async (next: LoadedConfig) => {
+        reloads.push(next);
+        return { added: [], removed: [], changed: [], policyChanged: false, principalsChanged: [], principalsAdded: [], needsRestart: [] };
+      },
+    };
+    close = watchConfig(gateway, { file, watch: true, logger, watchFs: counted.fsWatch }).close;
+    return counted;
+  }
+
+  /** Waits for the watch to deliver an event, then runs the debounce out. */
+  async function settle(next: Promise<void>) {
+    await next;
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    await vi.advanceTimersByTimeAsync(WATCH_DEBOUNCE_MS + 1);
+    vi.useRealTimers();
+    await vi.waitFor(() => expect(reloads.length).toBeGreaterThan(0));
+  }
+
+  const timeout = (config: LoadedConfig) => config.broker.timeoutMs;
+
+  it('a save in place is reloaded', async () => {
+    const w = start();
+    const event = w.next();
+    writeFileSync(file, JSON.stringify({ mcpServers: {}, broker: { timeoutMs: 2000 } }));
+    await settle(event);
+    expect(timeout(reloads.at(-1)!)).toBe(2000);
+  });
+
+  it('a save by rename (an editor writing a temp file over it) is reloaded, and so is the next save of the new file', async () => {
+    const w = start();
+    let event = w.next();
+    writeFileSync(join(dir, 'servers.json.tmp'), JSON.stringify({ mcpServers: {}, broker: { timeoutMs: 3000 } }));
+    renameSync(join(dir, 'servers.json.tmp'), file);
+    await settle(event);
+    expect(timeout(reloads.at(-1)!)).toBe(3000);
+    reloads.length = 0;
+    event = w.next();
+    writeFileSync(file, JSON.stringify({ mcpServers: {}, broker: { timeoutMs: 4000 } }));
+    await settle(event);
+    expect(timeout(reloads.at(-1)!)).toBe(4000);
+  });
+
+  it('a delete, then a write later: reloaded once the file is back', async () => {
+    const w = start();
+    const gone = w.next();
+    unlinkSync(file);
+    await gone;
+    const back = w.next();
+    writeFileSync(file, JSON.stringify({ mcpServers: {}, broker: { timeoutMs: 5000 } }));
+    await settle(back);
+    expect(timeout(reloads.at(-1)!)).toBe(5000);
+  });
+
+  it('writes to other files in the folder wake nothing (issue 19: records beside servers.json)', async () => {
+    const w = start();
+    for (let i = 0; i < 50; i++) writeFileSync(join(dir, 'calls.ndjson'), `line ${i}\n`, { flag: 'a' });
+    // An event for the config itself, after those: every event queued before it has been delivered by then.
+    const event = w.next();
+    writeFileSync(file, JSON.stringify({ mcpServers: {}, broker: { timeoutMs: 6000 } }));
+    await settle(event);
+    expect(w.events.every((e) => !e.includes('calls.ndjson'))).toBe(true);
+    expect(w.events.length).toBeLessThan(5);
+  });
+});
