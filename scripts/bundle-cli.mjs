@@ -6,11 +6,10 @@
 // and calls one a few times, and the bin writes the cache of what ran as it exits
 // (MCP_BROKER_CODE_CACHE_OUT; src/cli-bundle.ts loads them). Run by `npm run build` after tsc.
 //
-// The bundle is ASCII (one-byte strings load and hash fastest), whitespace-minified, with names
-// kept. Left outside it, and required when used: better-sqlite3 (native), and what only some
-// configs load: OpenTelemetry (observability.otlp), prom-client (/metrics), swagger-parser
-// (OpenAPI upstreams), pino-pretty (a terminal). The first line of each names its build (a hash
-// of the bundle); its cache carries the same id, so a cache is only ever used with its own bundle.
+// The bundles are ASCII (one-byte strings load and hash fastest), whitespace-minified, with names
+// kept; what is left outside them is listed at OUTSIDE. The first line of each names its build (a
+// hash of the bundle); its cache carries the same id, so a cache is only ever used with its own
+// bundle.
 // A failed training run leaves no cache (a warning): the bundle then compiles from source.
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -27,6 +26,26 @@ const BUNDLES = [
   { entry: 'cli-main.js', name: 'cli.bundle' },
 ];
 
+/**
+ * Packages left outside the bundles and required when used: better-sqlite3 (native), and what
+ * only some configs or transports load, so a stdio start neither reads nor compiles them:
+ * OpenTelemetry (observability.otlp), prom-client (/metrics), swagger-parser (OpenAPI upstreams),
+ * pino-pretty (a terminal), and the HTTP face's express, @hono/node-server, raw-body and the
+ * SDK's legacy SSE transport (with iconv-lite, mime-db and the rest they bring: ~1.2 MB).
+ */
+const OUTSIDE = [
+  'better-sqlite3',
+  '@apidevtools/swagger-parser',
+  'prom-client',
+  '@opentelemetry/*',
+  'pino-pretty',
+  'express',
+  '@hono/node-server',
+  'raw-body',
+  '@modelcontextprotocol/server-legacy',
+  '@modelcontextprotocol/server-legacy/*',
+];
+
 const built = [];
 for (const { entry, name } of BUNDLES) {
   const result = await build({
@@ -41,7 +60,7 @@ for (const { entry, name } of BUNDLES) {
     minifyWhitespace: true,
     minifySyntax: true,
     legalComments: 'none',
-    external: ['better-sqlite3', '@apidevtools/swagger-parser', 'prom-client', '@opentelemetry/*', 'pino-pretty'],
+    external: [...OUTSIDE],
     // A bundle runs as a vm.Script, which has no import(): a dynamic import of a package left
     // outside becomes a require (they are all CommonJS). User function modules (ES modules) are
     // imported through the bin's own import() (src/cli.ts).
