@@ -35,6 +35,7 @@ import { BoundedEventStore } from './event-store.js';
 import { authenticateRequest, jsonRpcError, refuseHostOrigin, sendJson } from './guards.js';
 import { sessionTag } from './session-table.js';
 import type { ModernHttp } from './modern.js';
+import { serveLegacyCall } from './legacy-call-lane.js';
 import { serveWebTransport } from './web-adapter.js';
 
 /** The path of the Streamable HTTP endpoint. */
@@ -107,7 +108,8 @@ export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (re
     }
     const done = ctx.sessions.begin(entry);
     whenClosed(res, done);
-    await serveWebTransport(transport, req, res, body);
+    // A plain tools/call: answered on its stream without the web-standard adaptation (legacy-call-lane.ts).
+    await ((method === 'POST' ? serveLegacyCall(transport, req, res, body) : undefined) ?? serveWebTransport(transport, req, res, body));
   };
   return async (req, res) => {
     try {

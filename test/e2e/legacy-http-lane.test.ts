@@ -1,0 +1,116 @@
+/**
+ * The legacy Streamable HTTP `tools/call` lane (src/transports/http/legacy-call-lane.ts) through
+ * the CLI: raw POSTs on a legacy session of two brokers, one with the lane and one with
+ * `MCP_BROKER_NO_HTTP_CALL_LANE=1` (every request on the SDK's path). Each answer must be the
+ * same status, headers and bytes but for what differs per broker and per call (session and stream
+ * ids, call ids, the upstream's request id). Also: a call whose stream the client drops is
+ * answered on the stream it resumes with `Last-Event-ID`, and a request the lane declines is
+ * answered by the SDK as before.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, nodeServer } from './helpers.js';
+import { MCP_POST_HEADERS, openRawSession, readStream, sseMessages, startHttpBroker, type HttpBroker } from '../transports/harness.js';
+
+const servers = { fx: nodeServer(fixture('echo.mjs')) };
+const extra = { policy: { rules: [{ tools: ['fx__emit'], action: 'deny' }] } };
+
+/** What differs per broker and per call, blanked. */
+const blanked = (text: string) =>
+  text
+    .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, '<uuid>')
+    .replace(/"mcp-broker:\d+"/g, '"mcp-broker:*"')
+    .replace(/"(ts)":"[^"]*"/g, '"$1":"*"')
+    .replace(/"durationMs":\d+/g, '"durationMs":0');
+
+interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** A raw POST of `body` on `session`, read to its end. */
+async function post(broker: HttpBroker, session: string, body: unknown, headers: Record<string, string> = {}): Promise<Answer> {
+  const res = await fetch(`${broker.url}/mcp`, {
+    method: 'POST',
+    headers: { ...MCP_POST_HEADERS, 'mcp-session-id': session, ...headers },
+    body: JSON.stringify(body),
+  });
+  const out: Record<string, string> = {};
+  res.headers.forEach((value, key) => {
+    if (key !== 'date') out[key] = blanked(value);
+  });
+  return { status: res.status, headers: out, body: blanked(await res.text()) };
+}
+
+describe('legacy Streamable HTTP tools/call lane, through the CLI', () => {
+  let lane: HttpBroker;
+  let sdk: HttpBroker;
+  beforeAll(async () => {
+    [lane, sdk] = await Promise.all([
+      startHttpBroker({ servers, extra }),
+      startHttpBroker({ servers, extra, env: { MCP_BROKER_NO_HTTP_CALL_LANE: '1' } }),
+    ]);
+  });
+  afterAll(async () => {
+    await Promise.all([lane?.close(), sdk?.close()]);
+  });
+
+  it.each([
+    ['ok', { name: 'fx__echo', arguments: { text: 'hi' } }],
+    ['a tool error', { name: 'fx__fail', arguments: {} }],
+    ['a refusal (policy deny)', { name: 'fx__emit', arguments: {} }],
+    ['an unknown tool (-32602)', { name: 'fx__nope', arguments: {} }],
+    ['progress during the call', { name: 'fx__echo', arguments: { text: 'p' }, _meta: { progressToken: 'tok' } }],
+    ['a string id and no arguments', { name: 'fx__fail' }],
+  ])('%s: the same answer as the SDK path, at 2025-06-18 and at 2025-11-25 (with the priming event)', async (_what, params) => {
+    for (const version of ['2025-06-18', '2025-11-25']) {
+      const [a, b] = await Promise.all([openRawSession(lane.url), openRawSession(sdk.url)]);
+      const headers = { 'mcp-protocol-version': version };
+      const id = typeof params.arguments === 'object' ? 7 : 'seven';
+      const body = { jsonrpc: '2.0', id, method: 'tools/call', params };
+      const [viaLane, viaSdk] = await Promise.all([post(lane, a, body, headers), post(sdk, b, body, headers)]);
+      expect(viaLane).toEqual(viaSdk);
+      expect(viaLane.status).toBe(200);
+      expect(sseMessages(viaLane.body).at(-1)).toMatchObject({ jsonrpc: '2.0', id });
+      // The priming event (an id with empty data) only from 2025-11-25 on.
+      expect(/^id: <uuid>\|\d+\ndata: \n\n/m.test(viaLane.body)).toBe(version === '2025-11-25');
+    }
+  });
+
+  it('requests the lane declines are answered by the SDK as before: a batch, a notification, Accept without JSON, an unsupported version', async () => {
+    const [a, b] = await Promise.all([openRawSession(lane.url), openRawSession(sdk.url)]);
+    const call = { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'fx__echo', arguments: { text: 'x' } } };
+    const cases: Array<[unknown, Record<string, string>]> = [
+      [[call], {}],
+      [{ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 99 } }, {}],
+      [call, { accept: 'text/event-stream' }],
+      [call, { 'mcp-protocol-version': '1999-01-01' }],
+      [{ ...call, id: 1.5 }, {}],
+    ];
+    for (const [body, headers] of cases) {
+      const [viaLane, viaSdk] = await Promise.all([post(lane, a, body, headers), post(sdk, b, body, headers)]);
+      expect(viaLane).toEqual(viaSdk);
+    }
+  });
+
+  it('a client that drops the stream mid-call gets the answer on the stream it resumes with Last-Event-ID', async () => {
+    const session = await openRawSession(lane.url);
+    const headers = { ...MCP_POST_HEADERS, 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' };
+    // The first read stops at the priming event; the call is still running (delayMs).
+    const first = await readStream(
+      `${lane.url}/mcp`,
+      { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 21, method: 'tools/call', params: { name: 'fx__echo', arguments: { text: 'later', delayMs: 600 } } }) },
+      (text) => /^id: /m.test(text),
+    );
+    const primed = /^id: (.+)$/m.exec(first.text)?.[1];
+    expect(primed).toBeDefined();
+    expect(first.text).not.toContain('"result"');
+    const resumed = await readStream(
+      `${lane.url}/mcp`,
+      { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25', 'last-event-id': primed! } },
+      (text) => text.includes('"result"'),
+    );
+    expect(resumed.status).toBe(200);
+    expect(sseMessages(resumed.text).find((m) => m.id === 21)).toMatchObject({ result: { content: [{ type: 'text', text: 'later' }] } });
+  });
+});
