@@ -85,6 +85,15 @@ function stateOf(transport: WebStandardStreamableHTTPServerTransport): Transport
   return state;
 }
 
+/**
+ * Whether the lane can serve `transport` at all: its state has the shape the lane knows (the
+ * installed SDK's, checked in test/transports/legacy-call-lane.test.ts, so an SDK upgrade that
+ * moves it fails there instead of only making the lane stand aside unseen).
+ */
+export function laneFits(transport: WebStandardStreamableHTTPServerTransport): boolean {
+  return stateOf(transport) !== undefined;
+}
+
 const ENCODER = new TextEncoder();
 
 /**
