@@ -113,7 +113,6 @@ export function serveLegacyCall(transport: WebStandardStreamableHTTPServerTransp
 
 async function serve(t: TransportState, res: ServerResponse, message: PlainRequest, protocolVersion: string): Promise<void> {
   t._hasHandledRequest = true;
-  const closed = new Promise<void>((resolve) => res.once('close', resolve));
   // The answer's headers, as the transport's Response and the web adapter wrote them.
   const headers: Record<string, string> = { 'cache-control': 'no-cache, no-transform', connection: 'keep-alive', 'content-type': 'text/event-stream' };
   if (t.sessionId !== undefined) headers['mcp-session-id'] = t.sessionId;
@@ -142,13 +141,18 @@ async function serve(t: TransportState, res: ServerResponse, message: PlainReque
     },
   });
   t._requestToStreamMapping.set(message.id, streamId);
-  // The client went away before the answer: the stream is no longer written, as when the
-  // transport's ReadableStream is cancelled (the call goes on; its answer stays in the event store).
-  res.once('close', () => {
-    if (res.writableFinished) return;
-    if (keepAlive !== undefined) clearInterval(keepAlive);
-    if (t._streamMapping.get(streamId)?.controller === controller) t._streamMapping.delete(streamId);
-  });
+  // Resolves when the response closes. A client gone before the answer: the stream is no longer
+  // written, as when the transport's ReadableStream is cancelled (the call goes on; its answer stays
+  // in the event store).
+  const closed = new Promise<void>((resolve) =>
+    res.once('close', () => {
+      if (!res.writableFinished) {
+        if (keepAlive !== undefined) clearInterval(keepAlive);
+        if (t._streamMapping.get(streamId)?.controller === controller) t._streamMapping.delete(streamId);
+      }
+      resolve();
+    }),
+  );
   await t.writePrimingEvent(controller, ENCODER, streamId, protocolVersion);
   t.onmessage?.(message as JSONRPCMessage, {});
   if (t._streamMapping.get(streamId)?.controller === controller) keepAlive = t.startKeepAlive(controller, ENCODER);
