@@ -69,6 +69,8 @@ describe('estate relay (e2e)', () => {
     const missing = join(base, 'no-such-root');
     broker = await start({ estate: { root: missing } });
     expect((await broker.client.listTools()).tools.filter((t) => t.name.startsWith('estate__'))).toEqual([]);
+    // Logged once: awaited (stderr is a pipe read as it comes), then counted exactly.
+    await waitFor(() => broker.stderr().includes(missing), 'the missing root logged');
     expect(broker.stderr().split('\n').filter((line) => line.includes(missing))).toHaveLength(1);
   });
 

@@ -162,6 +162,8 @@ describe('a restarted inner broker (HTTP 404 for the session we hold)', () => {
     expect(outcomeOf(after)).toBe('ok');
     expect(JSON.stringify(after.content)).toContain('after');
     expect(await outerRecord('after')).toMatchObject({ outcome: 'ok', attempts: 2, breaker: 'closed' });
+    // The re-dial's ready line can reach stderr after the answer: awaited, then counted exactly.
+    await waitFor(() => readyLines() > dials, 'the re-dial ready line');
     expect(readyLines()).toBe(dials + 1);
     // The inner broker ran it once, on the new session.
     expect(inner!.records().filter((r) => (r.args as { text?: string }).text === 'after')).toHaveLength(1);

@@ -93,23 +93,51 @@ describe('legacy Streamable HTTP tools/call lane, through the CLI', () => {
     }
   });
 
-  it('a client that drops the stream mid-call gets the answer on the stream it resumes with Last-Event-ID', async () => {
-    const session = await openRawSession(lane.url);
+  it.each([
+    ['the lane', () => lane],
+    ['the SDK path', () => sdk],
+  ])('%s: a resume while the call stream is open is refused (409) and harms nothing; once dropped, the resume with Last-Event-ID gets the answer', async (_path, broker) => {
+    const url = `${broker().url}/mcp`;
+    const session = await openRawSession(broker().url);
     const headers = { ...MCP_POST_HEADERS, 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' };
-    // The first read stops at the priming event; the call is still running (delayMs).
-    const first = await readStream(
-      `${lane.url}/mcp`,
-      { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 21, method: 'tools/call', params: { name: 'fx__echo', arguments: { text: 'later', delayMs: 600 } } }) },
-      (text) => /^id: /m.test(text),
-    );
-    const primed = /^id: (.+)$/m.exec(first.text)?.[1];
+    // The call's stream, read up to its priming event and held open; the call is still running (delayMs).
+    const aborter = new AbortController();
+    const res = await fetch(url, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ jsonrpc: '2.0', id: 21, method: 'tools/call', params: { name: 'fx__echo', arguments: { text: 'later', delayMs: 2000 } } }),
+      signal: aborter.signal,
+    });
+    const reader = res.body!.getReader();
+    let first = '';
+    while (!/^id: .+$/m.test(first)) {
+      const next = await reader.read();
+      if (next.done) break;
+      first += new TextDecoder().decode(next.value);
+    }
+    const primed = /^id: (.+)$/m.exec(first)?.[1];
     expect(primed).toBeDefined();
-    expect(first.text).not.toContain('"result"');
-    const resumed = await readStream(
-      `${lane.url}/mcp`,
-      { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25', 'last-event-id': primed! } },
-      (text) => text.includes('"result"'),
-    );
+    expect(first).not.toContain('"result"');
+    const resume = () =>
+      readStream(
+        url,
+        { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25', 'last-event-id': primed! } },
+        (text) => text.includes('"result"'),
+      );
+    // Still open: the stream has an active connection.
+    const refused = await resume();
+    expect(refused.status).toBe(409);
+    expect(refused.text).toContain('Stream already has an active connection');
+    // Dropped. The broker may take the next GET before it has seen that close (two sockets, one
+    // event loop), and answer 409 again; a client resumes again, as the SDK client's reconnection
+    // does, and so does this one (bounded).
+    aborter.abort();
+    await reader.cancel().catch(() => undefined);
+    let resumed = await resume();
+    for (let tries = 1; resumed.status === 409 && tries < 40; tries++) {
+      await new Promise((r) => setTimeout(r, 25));
+      resumed = await resume();
+    }
     expect(resumed.status).toBe(200);
     expect(sseMessages(resumed.text).find((m) => m.id === 21)).toMatchObject({ result: { content: [{ type: 'text', text: 'later' }] } });
   });

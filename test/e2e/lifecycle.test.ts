@@ -179,7 +179,7 @@ describe('upstream lifecycle', () => {
       const starts = readNdjson<{ event: string; first: boolean }>(join(broker.dir, 'flaky.log')).filter((e) => e.event === 'start');
       expect(starts[0]!.first).toBe(true);
       expect(starts.length).toBeGreaterThanOrEqual(2);
-      expect(broker.stderr()).toContain('catalog not ready');
+      await waitFor(() => broker.stderr().includes('catalog not ready'), 'catalog not ready logged');
     } finally {
       await broker.close();
     }

@@ -39,7 +39,7 @@ describe('editing servers.json takes effect without a restart (stdio)', () => {
     expect(listChanges(broker)).toBeGreaterThan(seen);
     expect((await callTool(broker, 'two__echo', { text: 'new' })).text).toBe('new');
     expect((await callTool(broker, 'fx__read', { text: 'still here' })).outcome).toBe('ok');
-    expect(broker.stderr()).toContain('config reloaded');
+    await waitFor(() => broker.stderr().includes('config reloaded'), 'config reloaded logged');
   });
 
   it('the policy applies at once: a new deny rule hides the tool and refuses it', async () => {

@@ -5,7 +5,7 @@
  * with one logged warning per clash.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, nodeServer, startBroker, type StartedBroker } from './helpers.js';
+import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
 
 const FORMS = ['tpl://search{?q,limit}', 'tpl://files{/path*}', 'tpl://doc{#frag}', 'tpl://file{.ext}', 'tpl://matrix{;p}', 'tpl://plain/{id}'];
 
@@ -56,7 +56,9 @@ describe('resource templates of every RFC 6570 form', () => {
 describe('one resource URI or template from two upstreams', () => {
   const a = (more: Record<string, unknown> = {}) => templates('a', ['shared://item/{id}'], ['shared://doc'], more);
   const b = (more: Record<string, unknown> = {}) => templates('b', ['shared://item/{id}', 'shared://item/b-{id}'], ['shared://doc'], more);
-  const warnings = (broker: StartedBroker) => broker.stderr().split('\n').filter((l) => l.includes('two upstreams serve one resource'));
+  const warningsNow = (broker: StartedBroker) => broker.stderr().split('\n').filter((l) => l.includes('two upstreams serve one resource'));
+  /** The clash warnings, once two have arrived on the broker's stderr (a pipe read as it comes, so after the answers that followed them). */
+  const warnings = (broker: StartedBroker) => waitFor(() => (warningsNow(broker).length >= 2 ? warningsNow(broker) : undefined), 'two clash warnings on stderr');
 
   it('the earlier server in config order serves it, the copy is withheld from the lists, and each clash is logged once', async () => {
     const broker = await startBroker({ servers: { a: a(), b: b() } });
@@ -70,7 +72,7 @@ describe('one resource URI or template from two upstreams', () => {
       const { completion } = await broker.client.complete({ ref: { type: 'ref/resource', uri: 'shared://item/{id}' }, argument: { name: 'id', value: '' } });
       expect(completion.values).toEqual(['a-value']);
       // The rule never looks at list order: several rebuilds at start, one warning per clash, naming both servers.
-      const lines = warnings(broker);
+      const lines = await warnings(broker);
       expect(lines).toHaveLength(2);
       expect(lines.filter((l) => l.includes('"uri":"shared://doc"'))).toHaveLength(1);
       expect(lines.filter((l) => l.includes('"uriTemplate":"shared://item/{id}"'))).toHaveLength(1);
@@ -87,7 +89,7 @@ describe('one resource URI or template from two upstreams', () => {
       expect(await readText(broker, 'shared://item/7')).toBe('b read shared://item/7');
       const { completion } = await broker.client.complete({ ref: { type: 'ref/resource', uri: 'shared://item/{id}' }, argument: { name: 'id', value: '' } });
       expect(completion.values).toEqual(['b-value']);
-      const lines = warnings(broker);
+      const lines = await warnings(broker);
       expect(lines).toHaveLength(2);
       for (const l of lines) expect(l).toMatch(/"kept":"b".*"withheld":"a"/);
     } finally {

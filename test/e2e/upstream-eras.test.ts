@@ -123,7 +123,7 @@ describe('upstream eras', () => {
     expect(tools.tools.map((t) => t.name)).toContain('up__echo');
     expect(text(await broker.client.callTool({ name: 'up__echo', arguments: { text: 'still here' } }))).toBe('still here');
     expect(await readyEra(broker, 'up')).toBe('legacy');
-    expect(broker.stderr()).toContain('probing its era again');
+    await waitFor(() => broker.stderr().includes('probing its era again'), 'the era probed again, logged');
   });
 
   it('a legacy client answers a modern upstream\'s input_required: the request reaches its session live and the answer goes back as the retry', async () => {
@@ -217,7 +217,7 @@ describe('upstream eras', () => {
     const names = (await broker.client.listTools()).tools.map((t) => t.name);
     expect(names).toEqual(expect.arrayContaining(['modern__whoami', 'modern__ask', 'modern__region_lookup']));
     expect(names).not.toContain('modern__bad_header');
-    expect(broker.stderr()).toMatch(/"tool":"bad_header".*invalid x-mcp-header/);
+    await waitFor(() => /"tool":"bad_header".*invalid x-mcp-header/.test(broker.stderr()), 'the bad x-mcp-header tool logged');
   });
 });
 
@@ -243,7 +243,7 @@ describe('a modern upstream over Streamable HTTP', () => {
     expect(call.headers).toMatchObject({ 'mcp-method': 'tools/call', 'mcp-name': 'region_lookup', 'mcp-param-region': 'eu-west', 'mcp-protocol-version': '2026-07-28' });
     const names = (await broker.client.listTools()).tools.map((t) => t.name);
     expect(names).not.toContain('remote__bad_header');
-    expect(broker.stderr()).toMatch(/"tool":"bad_header".*invalid x-mcp-header/);
+    await waitFor(() => /"tool":"bad_header".*invalid x-mcp-header/.test(broker.stderr()), 'the bad x-mcp-header tool logged');
   });
 
   it('a downstream cancel reaches the modern upstream\'s request over HTTP', async () => {
