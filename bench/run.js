@@ -14,7 +14,9 @@
  *   --only ids           configurations to run (direct, byte-pipe, broker-stdio, sdk-floor, broker-http,
  *                        mcp-proxy, supergateway, direct-modern, broker-stdio-modern, sdk-floor-modern,
  *                        broker-http-modern); the baseline of each chosen row's family is kept
- *   --out file           where the JSON goes (default bench/results/latest.json)
+ *   --out file           where the JSON goes (default bench/results/latest.json for a full run;
+ *                        bench/results/partial.json when --only, --phases, --no-cold, --timing,
+ *                        --scale or --rounds narrows or changes it)
  *   --broker-node-args   node flags for the broker process, e.g. ="--cpu-prof --cpu-prof-dir=/tmp/p"
  *   --no-cold            skip the cold-start figure
  *   --phases list        only these load phases: latency,c1,c16,c64,mib1,mib8 (for profiling)
@@ -61,8 +63,10 @@ const counts = opts.smoke
   : Object.fromEntries(Object.entries(FULL).map(([k, v]) => [k, Math.max(1, Math.round(v * scale))]));
 const rounds = Number(opts.rounds ?? (opts.smoke ? 1 : 5));
 const coldRounds = opts['no-cold'] ? 0 : opts.smoke ? 1 : rounds;
-const out = resolve(opts.out ?? join(ROOT, 'bench/results', opts.smoke ? 'smoke.json' : 'latest.json'));
 const phases = new Set((opts.phases ?? 'latency,c1,c16,c64,mib1,mib8').split(','));
+// A partial run (some rows, phases or figures, or timing on) never overwrites the full run's JSON.
+const partial = opts.only !== undefined || opts.phases !== undefined || opts['no-cold'] || opts.timing || opts.scale !== undefined || opts.rounds !== undefined;
+const out = resolve(opts.out ?? join(ROOT, 'bench/results', opts.smoke ? 'smoke.json' : partial ? 'partial.json' : 'latest.json'));
 const log = (text) => process.stderr.write(`bench: ${text}\n`);
 
 const cli = join(ROOT, 'dist/cli.js');
@@ -88,7 +92,7 @@ const stdioConfig = writeConfig('broker-stdio', ['echo']);
 const httpConfig = writeConfig('broker-http', ['echo']);
 const modernStdioConfig = writeConfig('broker-stdio-modern', ['echo']);
 const modernHttpConfig = writeConfig('broker-http-modern', ['echo']);
-const coldConfig = writeConfig('cold', ['echo1', 'echo2', 'echo3']);
+const coldConfig = writeConfig('cold', ['echo']);
 
 const only = opts.only ? new Set(opts.only.split(',').map((s) => s.trim())) : undefined;
 const recordsOf = {
@@ -281,6 +285,7 @@ try {
     smoke: opts.smoke,
     seconds,
     counts: { ...counts, cold: coldRounds },
+    partial,
   };
   const result = { meta, rows, targets };
   const printed = render(result) + (opts.timing ? '\n\n' + renderTiming(rows) : '');
