@@ -16,7 +16,8 @@
  *                        broker-http-modern); the baseline of each chosen row's family is kept
  *   --out file           where the JSON goes (default bench/results/latest.json for a full run;
  *                        bench/results/partial.json when --only, --phases, --no-cold, --timing,
- *                        --scale or --rounds narrows or changes it)
+ *                        --broker-node-args, or a --scale or --rounds other than the default
+ *                        narrows or changes it)
  *   --broker-node-args   node flags for the broker process, e.g. ="--cpu-prof --cpu-prof-dir=/tmp/p"
  *   --no-cold            skip the cold-start figure
  *   --phases list        only these load phases: latency,c1,c16,c64,mib1,mib8 (for profiling)
@@ -64,8 +65,11 @@ const counts = opts.smoke
 const rounds = Number(opts.rounds ?? (opts.smoke ? 1 : 5));
 const coldRounds = opts['no-cold'] ? 0 : opts.smoke ? 1 : rounds;
 const phases = new Set((opts.phases ?? 'latency,c1,c16,c64,mib1,mib8').split(','));
-// A partial run (some rows, phases or figures, or timing on) never overwrites the full run's JSON.
-const partial = opts.only !== undefined || opts.phases !== undefined || opts['no-cold'] || opts.timing || opts.scale !== undefined || opts.rounds !== undefined;
+// A partial run (some rows, phases or figures; other counts; timing or node flags on the broker)
+// never overwrites the full run's JSON.
+const partial =
+  !opts.smoke &&
+  (opts.only !== undefined || opts.phases !== undefined || opts['no-cold'] || opts.timing || scale !== 1 || rounds !== 5 || opts['broker-node-args'] !== '');
 const out = resolve(opts.out ?? join(ROOT, 'bench/results', opts.smoke ? 'smoke.json' : partial ? 'partial.json' : 'latest.json'));
 const log = (text) => process.stderr.write(`bench: ${text}\n`);
 

@@ -108,12 +108,25 @@ function table(title, rows) {
   return [line(header), line(widths.map((w) => '─'.repeat(w))), ...body.map(line)].join('\n');
 }
 
+/**
+ * A target's ratio as printed: two decimals, or more when two would round it onto the other
+ * side of its bound (1.2504 against 1.25 prints 1.2504, not 1.25), so the printed figure always
+ * agrees with the verdict (met: ratio ≤ max).
+ */
+export function verdictRatio(ratio, max) {
+  for (let digits = 2; digits < 8; digits++) {
+    const shown = ratio.toFixed(digits);
+    if (Number(shown) <= max === ratio <= max) return shown;
+  }
+  return String(ratio);
+}
+
 /** The whole printout: header, the stdio and HTTP tables, notes, targets. */
 export function render(result) {
   const { rows, targets, meta } = result;
   const out = [];
   out.push(
-    `mcp-broker benchmark${meta.smoke ? ' (SMOKE: tiny counts, figures meaningless)' : ''} · ${meta.date} · node ${meta.node} · ${meta.cpus} cpus · ${meta.rounds} interleaved rounds · ${meta.seconds.toFixed(0)} s`,
+    `mcp-broker benchmark${meta.smoke ? ' (SMOKE: tiny counts, figures meaningless)' : ''}${meta.partial ? ' (partial run)' : ''} · ${meta.date} · node ${meta.node} · ${meta.cpus} cpus · ${meta.rounds} interleaved rounds · ${meta.seconds.toFixed(0)} s`,
   );
   out.push(
     `load: ${meta.counts.latency} sequential echo calls of 100 B; ${meta.counts.throughput} calls at each concurrency; ${meta.counts.mib1} × 1 MiB and ${meta.counts.mib8} × 8 MiB results (median); cold start median of ${meta.counts.cold}`,
@@ -138,9 +151,7 @@ export function render(result) {
   out.push('');
   out.push('targets (mcp-broker, default policy, records on)');
   for (const t of targets) {
-    // Within 0.005 of the bound two decimals would round across it: three are printed there.
-    const digits = t.ratio !== undefined && Math.abs(t.ratio - t.max) < 0.005 ? 3 : 2;
-    const got = t.maxAbsolute !== undefined ? (t.value === undefined ? '—' : `${t.value.toFixed(1)} MiB`) : t.ratio === undefined ? '—' : `${t.ratio.toFixed(digits)}×`;
+    const got = t.maxAbsolute !== undefined ? (t.value === undefined ? '—' : `${t.value.toFixed(1)} MiB`) : t.ratio === undefined ? '—' : `${verdictRatio(t.ratio, t.max)}×`;
     const want = t.maxAbsolute !== undefined ? `≤ ${t.maxAbsolute} MiB` : `≤ ${t.max.toFixed(2)}×`;
     out.push(`  ${t.status.padEnd(6)}  ${t.text.padEnd(54)} ${got.padStart(10)}  (${want})`);
   }

@@ -110,8 +110,14 @@ describe('legacy Streamable HTTP tools/call lane, through the CLI', () => {
     });
     const reader = res.body!.getReader();
     let first = '';
+    const deadline = performance.now() + 10_000;
     while (!/^id: .+$/m.test(first)) {
-      const next = await reader.read();
+      const left = deadline - performance.now();
+      if (left <= 0) throw new Error(`no priming event within 10 s; read so far: ${JSON.stringify(first)}`);
+      const next = await Promise.race([
+        reader.read(),
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no priming event within 10 s; read so far: ${JSON.stringify(first)}`)), left)),
+      ]);
       if (next.done) break;
       first += new TextDecoder().decode(next.value);
     }
@@ -128,6 +134,12 @@ describe('legacy Streamable HTTP tools/call lane, through the CLI', () => {
     const refused = await resume();
     expect(refused.status).toBe(409);
     expect(refused.text).toContain('Stream already has an active connection');
+    // Harmless: the session serves another call meanwhile, on a stream of its own.
+    const other = await post(broker(), session, { jsonrpc: '2.0', id: 22, method: 'tools/call', params: { name: 'fx__echo', arguments: { text: 'meanwhile' } } }, {
+      'mcp-protocol-version': '2025-11-25',
+    });
+    expect(other.status).toBe(200);
+    expect(sseMessages(other.body).find((m) => m.id === 22)).toMatchObject({ result: { content: [{ type: 'text', text: 'meanwhile' }] } });
     // Dropped. The broker may take the next GET before it has seen that close (two sockets, one
     // event loop), and answer 409 again; a client resumes again, as the SDK client's reconnection
     // does, and so does this one (bounded).
