@@ -62,14 +62,15 @@ const scale = Number(opts.scale ?? 1);
 const counts = opts.smoke
   ? SMOKE
   : Object.fromEntries(Object.entries(FULL).map(([k, v]) => [k, Math.max(1, Math.round(v * scale))]));
-const rounds = Number(opts.rounds ?? (opts.smoke ? 1 : 5));
+const DEFAULT_ROUNDS = 5;
+const rounds = Number(opts.rounds ?? (opts.smoke ? 1 : DEFAULT_ROUNDS));
 const coldRounds = opts['no-cold'] ? 0 : opts.smoke ? 1 : rounds;
 const phases = new Set((opts.phases ?? 'latency,c1,c16,c64,mib1,mib8').split(','));
 // A partial run (some rows, phases or figures; other counts; timing or node flags on the broker)
 // never overwrites the full run's JSON.
 const partial =
   !opts.smoke &&
-  (opts.only !== undefined || opts.phases !== undefined || opts['no-cold'] || opts.timing || scale !== 1 || rounds !== 5 || opts['broker-node-args'] !== '');
+  (opts.only !== undefined || opts.phases !== undefined || opts['no-cold'] || opts.timing || scale !== 1 || rounds !== DEFAULT_ROUNDS || opts['broker-node-args'] !== '');
 const out = resolve(opts.out ?? join(ROOT, 'bench/results', opts.smoke ? 'smoke.json' : partial ? 'partial.json' : 'latest.json'));
 const log = (text) => process.stderr.write(`bench: ${text}\n`);
 

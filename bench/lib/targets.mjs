@@ -141,7 +141,6 @@ export function configurations(ctx) {
       family: 'stdio',
       baseline: true,
       launch: () => stdioConnection([ctx.echo]),
-      coldNote: '1 upstream',
     },
     {
       id: 'byte-pipe',
@@ -157,7 +156,6 @@ export function configurations(ctx) {
       family: 'stdio',
       launch: () => stdioConnection(broker(ctx.stdioConfig), { env: timing('broker-stdio') }),
       launchCold: () => stdioConnection(broker(ctx.coldConfig)),
-      coldNote: '1 upstream',
     },
     {
       id: 'sdk-floor',
@@ -173,14 +171,12 @@ export function configurations(ctx) {
       family: 'http',
       launch: overHttp(brokerHttp(ctx.httpConfig), undefined, timing('broker-http')),
       launchCold: overHttp(brokerHttp(ctx.coldConfig)),
-      coldNote: '1 upstream',
     },
     {
       id: 'mcp-proxy',
       label: 'mcp-proxy',
       family: 'http',
       launch: overHttp((port) => [mcpProxy, '--host', '127.0.0.1', '--port', String(port), '--server', 'stream', '--', process.execPath, ctx.echo]),
-      coldNote: '1 upstream',
     },
     {
       id: 'supergateway',
@@ -201,7 +197,6 @@ export function configurations(ctx) {
         '--logLevel',
         'none',
       ]),
-      coldNote: '1 upstream',
     },
     {
       id: 'direct-modern',
@@ -210,7 +205,6 @@ export function configurations(ctx) {
       baseline: true,
       // The same echo tools through the SDK's serveStdio, which serves the modern opening.
       launch: () => stdioConnection([ctx.echo, '--modern'], modern),
-      coldNote: '1 upstream',
     },
     {
       id: 'broker-stdio-modern',
@@ -218,7 +212,6 @@ export function configurations(ctx) {
       family: 'stdio-modern',
       launch: () => stdioConnection(broker(ctx.modernStdioConfig), { ...modern, env: timing('broker-stdio-modern') }),
       launchCold: () => stdioConnection(broker(ctx.coldConfig), modern),
-      coldNote: '1 upstream',
     },
     {
       id: 'sdk-floor-modern',
@@ -234,11 +227,12 @@ export function configurations(ctx) {
       family: 'http-modern',
       launch: overHttp(brokerHttp(ctx.modernHttpConfig), modern, timing('broker-http-modern')),
       launchCold: overHttp(brokerHttp(ctx.coldConfig), modern),
-      coldNote: '1 upstream',
     },
   ];
   return rows.map((row) => ({
     ...row,
+    // Every cold start dials one echo upstream, but the floors', which host the tools.
+    coldNote: row.noCold ? undefined : (row.coldNote ?? '1 upstream'),
     start: row.launch,
     /** One cold start in ms: spawn → first `tools/list` answered (launch lists); everything closed after. */
     cold: row.noCold ? undefined : () => timed(row.launchCold ?? row.launch),

@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer } from './helpers.js';
-import { MCP_POST_HEADERS, openRawSession, readStream, sseMessages, startHttpBroker, type HttpBroker } from '../transports/harness.js';
+import { MCP_POST_HEADERS, openRawSession, openStream, readStream, sseMessages, startHttpBroker, type HttpBroker } from '../transports/harness.js';
 
 const servers = { fx: nodeServer(fixture('echo.mjs')) };
 const extra = { policy: { rules: [{ tools: ['fx__emit'], action: 'deny' }] } };
@@ -101,26 +101,12 @@ describe('legacy Streamable HTTP tools/call lane, through the CLI', () => {
     const session = await openRawSession(broker().url);
     const headers = { ...MCP_POST_HEADERS, 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' };
     // The call's stream, read up to its priming event and held open; the call is still running (delayMs).
-    const aborter = new AbortController();
-    const res = await fetch(url, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ jsonrpc: '2.0', id: 21, method: 'tools/call', params: { name: 'fx__echo', arguments: { text: 'later', delayMs: 2000 } } }),
-      signal: aborter.signal,
-    });
-    const reader = res.body!.getReader();
-    let first = '';
-    const deadline = performance.now() + 10_000;
-    while (!/^id: .+$/m.test(first)) {
-      const left = deadline - performance.now();
-      if (left <= 0) throw new Error(`no priming event within 10 s; read so far: ${JSON.stringify(first)}`);
-      const next = await Promise.race([
-        reader.read(),
-        new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no priming event within 10 s; read so far: ${JSON.stringify(first)}`)), left)),
-      ]);
-      if (next.done) break;
-      first += new TextDecoder().decode(next.value);
-    }
+    const held = await openStream(
+      url,
+      { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 21, method: 'tools/call', params: { name: 'fx__echo', arguments: { text: 'later', delayMs: 2000 } } }) },
+      (text) => /^id: .+$/m.test(text),
+    );
+    const first = held.text;
     const primed = /^id: (.+)$/m.exec(first)?.[1];
     expect(primed).toBeDefined();
     expect(first).not.toContain('"result"');
@@ -143,8 +129,7 @@ describe('legacy Streamable HTTP tools/call lane, through the CLI', () => {
     // Dropped. The broker may take the next GET before it has seen that close (two sockets, one
     // event loop), and answer 409 again; a client resumes again, as the SDK client's reconnection
     // does, and so does this one (bounded).
-    aborter.abort();
-    await reader.cancel().catch(() => undefined);
+    await held.close();
     let resumed = await resume();
     for (let tries = 1; resumed.status === 409 && tries < 40; tries++) {
       await new Promise((r) => setTimeout(r, 25));

@@ -154,18 +154,25 @@ export function sseMessages(text: string): any[] {
     .map((l) => JSON.parse(l));
 }
 
-/** A streaming response read as text until `until(text)` holds or `timeoutMs` passes, then cancelled. */
-export async function readStream(
+/**
+ * A streaming response read as text until `until(text)` holds or `timeoutMs` passes, and left
+ * open: `close()` aborts the request and cancels the body (the client drops the stream).
+ */
+export async function openStream(
   url: string,
   init: RequestInit,
   until: (text: string) => boolean,
   timeoutMs = 10_000,
-): Promise<{ status: number; headers: Headers; text: string }> {
+): Promise<{ status: number; headers: Headers; text: string; close: () => Promise<void> }> {
   const aborter = new AbortController();
   const res = await fetch(url, { ...init, signal: aborter.signal });
   let text = '';
-  if (!res.body) return { status: res.status, headers: res.headers, text };
-  const reader = res.body.getReader();
+  const reader = res.body?.getReader();
+  const close = async () => {
+    aborter.abort();
+    await reader?.cancel().catch(() => undefined);
+  };
+  if (!reader) return { status: res.status, headers: res.headers, text, close };
   const decoder = new TextDecoder();
   const deadline = performance.now() + timeoutMs;
   try {
@@ -177,11 +184,23 @@ export async function readStream(
       if (next.done) break;
       text += decoder.decode(next.value, { stream: true });
     }
-  } finally {
-    aborter.abort();
-    await reader.cancel().catch(() => undefined);
+  } catch (err) {
+    await close();
+    throw err;
   }
-  return { status: res.status, headers: res.headers, text };
+  return { status: res.status, headers: res.headers, text, close };
+}
+
+/** A streaming response read as text until `until(text)` holds or `timeoutMs` passes, then cancelled. */
+export async function readStream(
+  url: string,
+  init: RequestInit,
+  until: (text: string) => boolean,
+  timeoutMs = 10_000,
+): Promise<{ status: number; headers: Headers; text: string }> {
+  const { close, ...read } = await openStream(url, init, until, timeoutMs);
+  await close();
+  return read;
 }
 
 /** Opens a raw Streamable HTTP session (initialize + initialized); returns its id. */
