@@ -12,11 +12,12 @@
 // bundle.
 // A failed training run leaves no cache (a warning): the bundle then compiles from source.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { bundleText } from '../dist/cli-bundle.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
@@ -46,6 +47,42 @@ const OUTSIDE = [
   '@modelcontextprotocol/server-legacy/*',
 ];
 
+/**
+ * zod's namespaces re-export every locale (`locales`: some 300 KB of messages in 40 languages);
+ * the CLI uses the English messages zod configures by default and no other, so the bundles get
+ * a `locales` with English alone.
+ */
+const zodEnglishOnly = {
+  name: 'zod-english-only',
+  setup(b) {
+    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+      /[\\/]node_modules[\\/]zod[\\/]/.test(args.importer) ? { path: join(dirname(args.importer), '../locales/en.js'), namespace: 'zod-locales' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'zod-locales' }, (args) => ({
+      contents: `export { default as en } from ${JSON.stringify(args.path)};`,
+      resolveDir: dirname(args.path),
+    }));
+  },
+};
+
+/**
+ * The SDK's client and server packages each carry the same Ajv provider chunk (~220 KB: Ajv and
+ * ajv-formats); the bundles take the server's for both when the two files are the same but for
+ * their chunk names, and keep both otherwise.
+ */
+const oneAjvProvider = {
+  name: 'one-ajv-provider',
+  setup(b) {
+    const sdk = join(root, 'node_modules/@modelcontextprotocol');
+    const chunk = (pkg) => readdirSync(join(sdk, pkg, 'dist')).find((f) => /^ajvProvider-[\w-]+\.mjs$/.test(f));
+    const [client, server] = [chunk('client'), chunk('server')];
+    if (!client || !server) return;
+    const unnamed = (pkg, file) => readFileSync(join(sdk, pkg, 'dist', file), 'utf8').replace(/-[\w-]{8}\.mjs/g, '.mjs');
+    if (unnamed('client', client) !== unnamed('server', server)) return;
+    b.onResolve({ filter: new RegExp(`^\\./${client.replace(/[.-]/g, '\\$&')}$`) }, () => ({ path: join(sdk, 'server/dist', server) }));
+  },
+};
+
 const built = [];
 for (const { entry, name } of BUNDLES) {
   const result = await build({
@@ -61,6 +98,7 @@ for (const { entry, name } of BUNDLES) {
     minifySyntax: true,
     legalComments: 'none',
     external: [...OUTSIDE],
+    plugins: [zodEnglishOnly, oneAjvProvider],
     // A bundle runs as a vm.Script, which has no import(): a dynamic import of a package left
     // outside becomes a require (they are all CommonJS). User function modules (ES modules) are
     // imported through the bin's own import() (src/cli.ts).
@@ -73,7 +111,7 @@ for (const { entry, name } of BUNDLES) {
   });
   const body = result.outputFiles[0].text;
   const buildId = createHash('sha256').update(body).digest('hex').slice(0, 32);
-  writeFileSync(join(dist, `${name}.cjs`), `/* mcp-broker cli bundle ${buildId} */\n${body}`);
+  writeFileSync(join(dist, `${name}.cjs`), bundleText(buildId, body));
   rmSync(join(dist, `${name}.cache`), { force: true });
   built.push(`${name}.cjs (${(body.length / 1048576).toFixed(2)} MiB, build ${buildId.slice(0, 12)})`);
 }

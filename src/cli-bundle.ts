@@ -36,9 +36,20 @@ export const CODE_CACHE_OUT_ENV = 'MCP_BROKER_CODE_CACHE_OUT';
 const BUNDLE_HEADER = /^\/\* mcp-broker cli bundle ([0-9a-f]{16,64}) \*\//;
 /** A code cache file starts with this and the build id, then a newline, then V8's data. */
 const CACHE_MAGIC = 'mcp-broker code cache ';
-/** A bundle runs as a CommonJS module body. */
+/** A bundle is a CommonJS module body inside this function expression, in the file itself (see {@link bundleText}). */
 const WRAP_HEAD = '(function (exports, require, module, __filename, __dirname) {';
 const WRAP_TAIL = '\n})';
+
+/**
+ * The text of a bundle file: its header line naming build `buildId`, then `body` (CommonJS,
+ * ASCII only) inside the module function the loader calls. The wrapper is in the file so that
+ * the loader compiles the file's text as read: a 2.6 MiB bundle read as a Buffer and decoded as
+ * Latin-1 becomes one external one-byte string, with no UTF-8 decode and no concatenated copy
+ * for V8 to flatten (each fresh page of memory costs at start).
+ */
+export function bundleText(buildId: string, body: string): string {
+  return `/* mcp-broker cli bundle ${buildId} */\n${WRAP_HEAD}${body}${WRAP_TAIL}\n`;
+}
 
 /** What the program's bundle exports (cli-main.ts). */
 export interface CliProgram {
@@ -66,7 +77,7 @@ export function cliStart(): CliStart | undefined {
  * Runs the early bundle of `dir` (which starts the stdio upstreams of a `serve` command line),
  * then evaluates the program's bundle, each with its code cache when that fits. Undefined when
  * the module tree is to run instead (no program bundle, a stale one, or `MCP_BROKER_NO_BUNDLE=1`);
- * `earlyStarted` tells whether the early bundle ran (then the program skips its own early start).
+ * `earlyStarted` tells whether the early bundle ran (else the bin starts them from the module).
  * Throws what evaluating a bundle throws.
  */
 export function loadCliBundle(dir: string, env: NodeJS.ProcessEnv = process.env): { program: CliProgram; earlyStarted: boolean } | undefined {
@@ -96,10 +107,11 @@ export function loadCliBundle(dir: string, env: NodeJS.ProcessEnv = process.env)
 /** Evaluates `dir/<name>.cjs` as a CommonJS module with its code cache when that fits; writes the cache to `cacheOut` at exit when given. */
 function runBundle(dir: string, name: string, cacheOut: string | undefined): { exports: unknown; cache: CacheState } {
   const file = join(dir, `${name}.cjs`);
-  const source = readFileSync(file, 'utf8');
+  // ASCII by construction (bundleText): Latin-1 is the same text, decoded without a UTF-8 pass.
+  const source = readFileSync(file).toString('latin1');
   const buildId = BUNDLE_HEADER.exec(source)?.[1];
   const cachedData = buildId === undefined ? undefined : readCodeCache(join(dir, `${name}.cache`), buildId);
-  const script = new Script(WRAP_HEAD + source + WRAP_TAIL, { filename: file, cachedData });
+  const script = new Script(source, { filename: file, cachedData });
   const cache: CacheState = cachedData === undefined ? 'absent' : script.cachedDataRejected ? 'rejected' : 'accepted';
   if (cacheOut && buildId !== undefined) process.once('exit', () => writeCodeCache(join(cacheOut, `${name}.cache`), buildId, script.createCachedData()));
   const module = { exports: {} as unknown };

@@ -15,7 +15,6 @@ import type { Logger } from './shared/logger.js';
 import { cliStart } from './cli-bundle.js';
 import { shellQuote } from './shared/shell-quote.js';
 import { handOverSignals } from './upstream/child-transport.js';
-import { earlySpawn } from './upstream/early-spawn.js';
 import { SERVE_OPTIONS, type ServeOption } from './serve-options.js';
 
 /** What the bin hands the program. */
@@ -28,8 +27,6 @@ export interface CliOptions {
    * `import()` of its own).
    */
   readonly importModule?: ModuleImporter;
-  /** The stdio upstreams were started early already (the bin ran the early bundle): the program does not start them again. */
-  readonly earlyStarted?: boolean;
 }
 
 /** The modules loaded once the early start has begun (commander, the config loader with zod, pino). */
@@ -67,10 +64,9 @@ const processIo = async () => (await import('./commands/io.js')).processIo;
 /** Runs the command line; resolves once the command's action has run (serving goes on after). */
 export async function main(options: CliOptions = {}): Promise<void> {
   const argv = options.argv ?? process.argv;
-  // Cold start (issue 6): the stdio upstreams of a `serve` command line start before anything
-  // heavy loads, so they boot on the other core while the CLI loads commander, zod and pino
-  // (upstream/early-spawn.ts). The gateway, the transports and the commands load when used.
-  if (!options.earlyStarted) earlySpawn(argv.slice(2));
+  // The stdio upstreams of a `serve` command line were started by the bin before this program
+  // loaded (cli.ts, upstream/early-spawn.ts). The gateway, the transports and the commands load
+  // when used.
   lib = await loadLibraries();
   const { Command, InvalidArgumentError, LOG_LEVELS, Option, Scrubber, VERSION, createLogger, prespawnUpstreams } = lib;
   const importModule = options.importModule;

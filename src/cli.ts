@@ -11,5 +11,9 @@ import { loadCliBundle } from './cli-bundle.js';
 // imported through this one.
 const importModule = (url: string) => import(url) as Promise<Record<string, unknown>>;
 const bundled = loadCliBundle(fileURLToPath(new URL('.', import.meta.url)));
+// Cold start (issue 6): the stdio upstreams of a `serve` command line start before the program
+// loads, so they boot on the other core meanwhile (upstream/early-spawn.ts); the early bundle
+// did it when it ran, the module of the same code does it otherwise.
+if (!bundled?.earlyStarted) (await import('./upstream/early-spawn.js')).earlySpawn(process.argv.slice(2));
 const program = bundled?.program ?? (await import('./cli-main.js'));
-await program.main({ importModule, earlyStarted: bundled?.earlyStarted });
+await program.main({ importModule });

@@ -5,6 +5,7 @@
  * what only the module tree could do still works from the bundle: a user function module is
  * imported (through the bin's own `import()`), and `MCP_BROKER_NO_BUNDLE=1` runs the modules.
  */
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -28,6 +29,21 @@ afterEach(async () => {
 });
 
 describe('the CLI bundle (e2e)', () => {
+  it('carries one copy of what it needs: no zod locale but English, one Ajv provider, no early start of its own', () => {
+    const program = readFileSync(join(ROOT, 'dist/cli.bundle.cjs'), 'latin1');
+    const early = readFileSync(join(ROOT, 'dist/cli.early.cjs'), 'latin1');
+    // zod's French messages (charset ascii escapes the é); its English ones stay.
+    expect(program).not.toContain('Entr\\xE9e invalide');
+    expect(program).toContain('Invalid input');
+    // The Ajv provider of the SDK's server package serves its client package too: one class.
+    const count = (text: string, what: RegExp) => text.match(what)?.length ?? 0;
+    expect(count(program, /\bAjvJsonSchemaValidator\d*=class\b/g)).toBe(1);
+    // The early start is the early bundle's (the bin runs it), not the program's.
+    expect(count(early, /\bfunction earlyStdioSpecs\(/g)).toBe(1);
+    expect(count(program, /\bfunction earlyStdioSpecs\(/g)).toBe(0);
+  });
+
+
   it('the built CLI runs from its bundles, with the code caches the build trained, and serves', async () => {
     broker = await startBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, args: ['--log-level', 'debug'], env: { MCP_BROKER_LOG_FORMAT: 'json' } });
     const result = (await broker.client.callTool({ name: 'echo__echo', arguments: { text: 'hi' } })) as CallToolResult;

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Script } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cliStart, EARLY_BUNDLE, loadCliBundle, PROGRAM_BUNDLE, writeCodeCache } from '../../src/cli-bundle.js';
+import { bundleText, cliStart, EARLY_BUNDLE, loadCliBundle, PROGRAM_BUNDLE, writeCodeCache } from '../../src/cli-bundle.js';
 
 const BUNDLE_FILE = `${PROGRAM_BUNDLE}.cjs`;
 const CODE_CACHE_FILE = `${PROGRAM_BUNDLE}.cache`;
@@ -28,7 +28,7 @@ function folder(options: { id?: string; bundleAgeMs?: number } = {}): string {
   writeFileSync(join(dir, 'cli-main.js'), 'export async function main() {}\n');
   writeFileSync(
     join(dir, BUNDLE_FILE),
-    `/* mcp-broker cli bundle ${options.id ?? ID} */\nconst path = require('node:path');\nmodule.exports = { main: async () => 'bundle:' + path.basename(__filename) };\n`,
+    bundleText(options.id ?? ID, `const path = require('node:path');\nmodule.exports = { main: async () => 'bundle:' + path.basename(__filename) };`),
   );
   const now = Date.now() / 1000;
   utimesSync(join(dir, 'cli-main.js'), now - 10, now - 10);
@@ -39,8 +39,7 @@ function folder(options: { id?: string; bundleAgeMs?: number } = {}): string {
 
 /** The V8 code cache of the bundle in `dir`, compiled as the loader compiles it. */
 function trainedCache(dir: string): Buffer {
-  const source = readFileSync(join(dir, BUNDLE_FILE), 'utf8');
-  const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: join(dir, BUNDLE_FILE) });
+  const script = new Script(readFileSync(join(dir, BUNDLE_FILE), 'latin1'), { filename: join(dir, BUNDLE_FILE) });
   return script.createCachedData();
 }
 
@@ -77,7 +76,7 @@ describe('the CLI bundle loader', () => {
   it('runs the early bundle first (for its effect), then the program; each with its own cache; a stale early bundle is skipped', async () => {
     const dir = folder();
     const early = join(dir, `${EARLY_BUNDLE}.cjs`);
-    writeFileSync(early, `/* mcp-broker cli bundle ${'e'.repeat(32)} */\nglobalThis.__earlyRan = (globalThis.__earlyRan ?? 0) + 1;\n`);
+    writeFileSync(early, bundleText('e'.repeat(32), 'globalThis.__earlyRan = (globalThis.__earlyRan ?? 0) + 1;'));
     const g = globalThis as { __earlyRan?: number };
     g.__earlyRan = 0;
     const loaded = loadCliBundle(dir, {});
