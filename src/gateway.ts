@@ -42,6 +42,7 @@ import { IsolatedUpstream } from './upstream/isolated.js';
 import { offeredCapabilities } from './upstream/modern-call.js';
 import { Registry, type ListKind } from './upstream/registry.js';
 import { ResourceRouter } from './upstream/resources.js';
+import { liveSurface, surfaceKey, type UpstreamSurface } from './upstream/surface.js';
 import { UpstreamLogLevel } from './upstream/log-level.js';
 import { RestUpstream } from './upstream/rest/index.js';
 import type { Upstream } from './upstream/types.js';
@@ -149,6 +150,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return this.settled;
   }
   private settled = false;
+  /** The surface remembered for these upstream definitions, once looked up (undefined: none). */
+  private rememberedSurface?: Promise<UpstreamSurface | undefined>;
+  /** That surface, while the first dial has not settled (what {@link surface} answers with then). */
+  private knownSurface?: UpstreamSurface;
   private markReady!: () => void;
   private started = false;
   private isReady = false;
@@ -443,6 +448,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.isReady = true;
     this.settled = true;
     this.markReady();
+    void this.rememberSurface();
     if (roster.collisions.length) {
       const c = roster.collisions[0]!;
       throw new ConfigError(
@@ -451,6 +457,44 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       );
     }
     assertNoRosterCollision(this.router.localNames(), roster.tools.keys());
+  }
+
+  /**
+   * The upstreams' part of a modern `server/discover` answer (upstream/surface.ts): what the
+   * ready upstreams declare once the first dial has settled; before that, the surface remembered
+   * for these upstream definitions (looked up by {@link surfaceKnown}), else what is ready so far.
+   */
+  surface(): UpstreamSurface {
+    if (this.settled || !this.knownSurface) return liveSurface(this.registry.upstreams);
+    return this.knownSurface;
+  }
+
+  /**
+   * Resolves once {@link surface} answers for these upstreams: at once when the first dial has
+   * settled or a surface is remembered for their definitions, else when {@link ready} settles.
+   * A store that cannot be read counts as nothing remembered (logged at warn).
+   */
+  async surfaceKnown(): Promise<void> {
+    if (this.settled) return;
+    this.rememberedSurface ??= this.store.getSurface(surfaceKey(this.config.mcpServers)).then(
+      (found) => found as UpstreamSurface | undefined,
+      (err: unknown) => {
+        this.logger.warn({ err: messageOf(err) }, 'remembered discover surface could not be read; waiting for the upstreams');
+        return undefined;
+      },
+    );
+    const remembered = await this.rememberedSurface;
+    if (remembered && !this.settled) this.knownSurface = remembered;
+    else await this.ready;
+  }
+
+  /** Stores the live surface for these upstream definitions (a failure is logged, never thrown). */
+  private async rememberSurface(): Promise<void> {
+    try {
+      await this.store.setSurface(surfaceKey(this.config.mcpServers), liveSurface(this.registry.upstreams), new Date(this.clock.now()).toISOString());
+    } catch (err) {
+      this.logger.warn({ err: messageOf(err) }, 'discover surface could not be remembered');
+    }
   }
 
   /**

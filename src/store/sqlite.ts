@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import {
   EVERY_PRINCIPAL,
+  SURFACES_KEPT,
   type Approval,
   type BrokerInstance,
   type TaskChange,
@@ -117,6 +118,13 @@ CREATE TABLE IF NOT EXISTS era_verdicts (
   era             TEXT NOT NULL CHECK (era IN ('modern', 'legacy')),
   discover        TEXT,
   at              TEXT NOT NULL
+);
+-- The upstreams' server/discover surface per set of upstream definitions (upstream/surface.ts).
+-- Added without a schema version bump, as era_verdicts.
+CREATE TABLE IF NOT EXISTS surfaces (
+  key     TEXT PRIMARY KEY,
+  surface TEXT NOT NULL,
+  at      TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS first_uses (
   tool      TEXT NOT NULL,
@@ -277,6 +285,11 @@ export class SqliteStore implements Store {
          ON CONFLICT (upstream) DO UPDATE SET definition_hash = excluded.definition_hash, era = excluded.era, discover = excluded.discover, at = excluded.at`,
       ),
       forgetEra: db.prepare<[string]>('DELETE FROM era_verdicts WHERE upstream = ?'),
+      getSurface: db.prepare<[string], { surface: string }>('SELECT surface FROM surfaces WHERE key = ?'),
+      putSurface: db.prepare<[string, string, string]>(
+        'INSERT INTO surfaces (key, surface, at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET surface = excluded.surface, at = excluded.at',
+      ),
+      trimSurfaces: db.prepare<[number]>('DELETE FROM surfaces WHERE key NOT IN (SELECT key FROM surfaces ORDER BY at DESC, key LIMIT ?)'),
       applyProposal: db.prepare<[string, string, string]>(
         "UPDATE proposals SET status = 'applied', applied_at = ?, applied_by = ? WHERE id = ? AND status = 'pending'",
       ),
@@ -551,6 +564,18 @@ export class SqliteStore implements Store {
 
   async forgetEraVerdict(upstream: string): Promise<boolean> {
     return this.stmt.forgetEra.run(upstream).changes === 1;
+  }
+
+  async getSurface(key: string): Promise<object | undefined> {
+    const row = this.stmt.getSurface.get(key);
+    return row ? (JSON.parse(row.surface) as object) : undefined;
+  }
+
+  async setSurface(key: string, surface: object, at: string): Promise<void> {
+    this.db.transaction(() => {
+      this.stmt.putSurface.run(key, JSON.stringify(surface), at);
+      this.stmt.trimSurfaces.run(SURFACES_KEPT);
+    })();
   }
 
   async close(): Promise<void> {

@@ -196,6 +196,14 @@ export interface Store {
   /** Forgets the verdict of `upstream`; true when there was one. */
   forgetEraVerdict(upstream: string): Promise<boolean>;
 
+  /**
+   * The upstreams' `server/discover` surface (JSON: `extensions`, `instructions`) last stored
+   * under `key` (a hash of the upstream definitions it was found for, upstream/surface.ts).
+   */
+  getSurface(key: string): Promise<object | undefined>;
+  /** Stores `surface` under `key` at `at` (ISO-8601); only the {@link SURFACES_KEPT} most recent keys are kept. */
+  setSurface(key: string, surface: object, at: string): Promise<void>;
+
   /** Closes the store; later calls reject. */
   close(): Promise<void>;
 }
@@ -305,6 +313,9 @@ export interface Proposal {
   /** Principal that applied it. */
   readonly appliedBy?: string;
 }
+
+/** How many remembered `server/discover` surfaces (one per set of upstream definitions) the store keeps. */
+export const SURFACES_KEPT = 16;
 
 /**
  * What probing an upstream found (`server/discover`, then `initialize` on a legacy answer), so a

@@ -160,21 +160,6 @@ function extraOf(ctx: ServerContext): Pick<DirectCallExtra, 'signal' | 'sendNoti
   };
 }
 
-/** Capabilities (`extensions`) every ready upstream declares, and their `instructions`, for a modern `server/discover`. */
-function upstreamSurface(gateway: Gateway): { extensions?: ServerCapabilities['extensions']; instructions?: string } {
-  const ready = gateway.registry.upstreams.filter((u) => u.status.state === 'ready' && u.kind !== 'rest');
-  let extensions: NonNullable<ServerCapabilities['extensions']> | undefined;
-  for (const u of ready) {
-    const own = u.capabilities?.extensions ?? {};
-    extensions = extensions === undefined ? { ...own } : Object.fromEntries(Object.entries(extensions).filter(([key]) => key in own));
-  }
-  const instructions = ready.filter((u) => u.instructions).map((u) => `${u.name}: ${u.instructions}`);
-  return {
-    ...(extensions && Object.keys(extensions).length > 0 && { extensions }),
-    ...(instructions.length > 0 && { instructions: instructions.join('\n\n') }),
-  };
-}
-
 /** A forwarded upstream result without what the SDK must author for a modern caller: cache fields, server identity. */
 function ownedByUs<T>(result: T): T {
   if (typeof result !== 'object' || result === null) return result;
@@ -226,7 +211,7 @@ export class DownstreamSession {
     this.era = options.era ?? 'legacy';
     this.sessionId = this.era === 'legacy' ? (options.sessionId ?? newSessionId()) : null;
     this.principal = options.principal;
-    const surface = this.era === 'modern' ? upstreamSurface(gateway) : {};
+    const surface = this.era === 'modern' ? gateway.surface() : {};
     // Modern: tasks are the extension (`io.modelcontextprotocol/tasks`), not the 2025-11-25 `tasks` capability.
     const { tasks: legacyTasks, ...shared } = SERVER_CAPABILITIES;
     this.server = new Server(

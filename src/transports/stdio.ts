@@ -60,9 +60,10 @@ export async function serveStdio(
   const entryLane = new StdioEntryLane(transport);
   serveEras(
     async ({ era }) => {
-      // A modern instance answers `server/discover` from the upstreams' surface (extensions,
-      // instructions): its opening request has started them (below), so wait until they settle.
-      if (era === 'modern') await gateway.ready;
+      // A modern instance answers `server/discover` with the upstreams' surface (extensions,
+      // instructions; upstream/surface.ts): the one remembered for these upstreams, else the one
+      // found once the dial its opening request started (below) has settled.
+      if (era === 'modern') await gateway.surfaceKnown();
       // A probe's instance is discarded when the client falls back to `initialize`; the last one built serves.
       current = new DownstreamSession(gateway, {
         principal: 'local',

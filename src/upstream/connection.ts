@@ -267,6 +267,14 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   async close(): Promise<void> {
     this.autoRestart = false;
     this.cancelRestart?.();
+    // A child whose first dial has not finished is not in use; one still booting would not see its
+    // stdin close until it has loaded (a Node server: ~100 ms or more), so it is ended at once
+    // instead of after the grace a served child gets. (A negotiating client's disposable probe
+    // process shuts the broker down right after `server/discover`, while its children boot.)
+    if (this.status.state === 'connecting' && this.transport instanceof ChildProcessTransport) {
+      this.options.logger.debug('upstream not ready at close: ended at once (SIGTERM)');
+      this.transport.kill('SIGTERM');
+    }
     await this.teardown('close');
     this.setStatus({ state: 'closed' });
   }
@@ -690,8 +698,10 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.era = era;
       // Modern calls go through the SDK, which adds the per-request envelope and headers.
       this.direct = era === 'legacy' ? new DirectCalls(transport) : undefined;
-      this.capabilities = client.getServerCapabilities();
-      this.instructions = client.getInstructions();
+      // Both reach modern clients in the broker's `server/discover` (upstream/surface.ts): scrubbed like a catalog.
+      this.capabilities = this.scrub.scrubber.value(client.getServerCapabilities());
+      const instructions = client.getInstructions();
+      this.instructions = instructions === undefined ? undefined : this.scrub.scrubber.text(instructions);
       const catalog = await this.fetchCatalog(client, timeoutMs);
       if (generation !== this.generation) return 'superseded';
       if (remember) await this.eraMemory.remember(era === 'modern' ? client.getDiscoverResult() : undefined);

@@ -216,8 +216,13 @@ export interface RawBroker {
  * Spawns the CLI with raw pipes. stdout lines that do not parse as JSON are kept in `stdout()`
  * and also pushed to `messages` as `{__unparsed: line}`, so a test can assert there are none.
  */
-export function spawnRawBroker(options: Omit<BrokerOptions, 'capabilities' | 'connectTimeoutMs'>): RawBroker {
-  const { dir, configPath, recordsPath } = writeConfig(options.servers, options.extra);
+export function spawnRawBroker(
+  options: Omit<BrokerOptions, 'capabilities' | 'connectTimeoutMs'> & {
+    /** A config {@link writeConfig} wrote, run again as it is (`servers` and `extra` are then unused); the caller removes its folder. */
+    written?: ReturnType<typeof writeConfig>;
+  },
+): RawBroker {
+  const { dir, configPath, recordsPath } = options.written ?? writeConfig(options.servers, options.extra);
   const child = spawn(process.execPath, [CLI, '--config', configPath, ...(options.args ?? [])], {
     cwd: dir,
     env: { ...process.env, ...(options.env ?? {}) },
@@ -298,7 +303,7 @@ export function spawnRawBroker(options: Omit<BrokerOptions, 'capabilities' | 'co
         const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
         await exited;
         clearTimeout(timer);
-        rmSync(dir, { recursive: true, force: true });
+        if (!options.written) rmSync(dir, { recursive: true, force: true });
       })();
       return closing;
     },

@@ -1,0 +1,54 @@
+/**
+ * The upstreams' part of the broker's modern `server/discover` answer, its surface: the
+ * capability `extensions` every ready upstream declares (an extension is offered only when each
+ * of them can honour it) and their `instructions`, one paragraph per upstream.
+ *
+ * A stdio connection's modern instance is built once, with the surface as it is then, so its
+ * opening `server/discover` used to wait for every upstream's first dial. The surface is now also
+ * remembered in the store, under {@link surfaceKey} (the set of upstream definitions it was found
+ * for), when that dial settles; a later start with the same definitions answers at once with the
+ * remembered one (issue 19: a negotiating SDK client probes a disposable sibling process before
+ * its real one, so each of its connections used to cost two whole upstream boots). A changed
+ * definition is a new key, found afresh; an upstream that changed what it declares under the same
+ * definition is seen at the next start.
+ */
+import { createHash } from 'node:crypto';
+import type { ServerCapabilities } from '@modelcontextprotocol/server';
+import type { ServerConfig } from '../config/schema.js';
+import { upstreamDefinitionHash } from './era-memory.js';
+import type { Upstream } from './types.js';
+
+export interface UpstreamSurface {
+  readonly extensions?: ServerCapabilities['extensions'];
+  readonly instructions?: string;
+}
+
+/** The surface of the upstreams that are ready now (rest upstreams have none). */
+export function liveSurface(upstreams: readonly Upstream[]): UpstreamSurface {
+  const ready = upstreams.filter((u) => u.status.state === 'ready' && u.kind !== 'rest');
+  let extensions: NonNullable<ServerCapabilities['extensions']> | undefined;
+  for (const u of ready) {
+    const own = u.capabilities?.extensions ?? {};
+    extensions = extensions === undefined ? { ...own } : Object.fromEntries(Object.entries(extensions).filter(([key]) => key in own));
+  }
+  const instructions = ready.filter((u) => u.instructions).map((u) => `${u.name}: ${u.instructions}`);
+  return {
+    ...(extensions && Object.keys(extensions).length > 0 && { extensions }),
+    ...(instructions.length > 0 && { instructions: instructions.join('\n\n') }),
+  };
+}
+
+/**
+ * sha256 (hex) over the MCP upstreams of `servers`: each one's key, whether it is disabled, and
+ * its definition hash (era-memory.ts: what decides which server answers). A surface is
+ * remembered and looked up under it.
+ */
+export function surfaceKey(servers: Readonly<Record<string, ServerConfig>>): string {
+  const parts = Object.keys(servers)
+    .sort()
+    .flatMap((name) => {
+      const server = servers[name]!;
+      return server.type === 'rest' ? [] : [`${name}\n${server.disabled === true}\n${upstreamDefinitionHash(server)}`];
+    });
+  return createHash('sha256').update(parts.join('\n\n')).digest('hex');
+}
