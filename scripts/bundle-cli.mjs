@@ -12,7 +12,7 @@
 // bundle.
 // A failed training run leaves no cache (a warning): the bundle then compiles from source.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -73,7 +73,8 @@ const zodEnglishOnly = {
 const oneAjvProvider = {
   name: 'one-ajv-provider',
   setup(b) {
-    const sdk = join(root, 'node_modules/@modelcontextprotocol');
+    // The real path: esbuild resolves through symlinks, and a second path would be a second copy.
+    const sdk = realpathSync(join(root, 'node_modules/@modelcontextprotocol'));
     const chunk = (pkg) => readdirSync(join(sdk, pkg, 'dist')).find((f) => /^ajvProvider-[\w-]+\.mjs$/.test(f));
     const [client, server] = [chunk('client'), chunk('server')];
     if (!client || !server) return;
