@@ -68,19 +68,28 @@ const zodEnglishOnly = {
 /**
  * The SDK's client and server packages each carry the same Ajv provider chunk (~220 KB: Ajv and
  * ajv-formats); the bundles take the server's for both when the two files are the same but for
- * their chunk names, and keep both otherwise.
+ * their chunk names, and keep both otherwise (or when the packages are not where this looks).
  */
 const oneAjvProvider = {
   name: 'one-ajv-provider',
   setup(b) {
-    // The real path: esbuild resolves through symlinks, and a second path would be a second copy.
-    const sdk = realpathSync(join(root, 'node_modules/@modelcontextprotocol'));
-    const chunk = (pkg) => readdirSync(join(sdk, pkg, 'dist')).find((f) => /^ajvProvider-[\w-]+\.mjs$/.test(f));
-    const [client, server] = [chunk('client'), chunk('server')];
+    // Each package's dist by its real path: esbuild resolves through symlinks (npm link, pnpm,
+    // workspaces), and the server's chunk reached by a second path would be a second copy.
+    const distOf = (pkg) => {
+      try {
+        return realpathSync(join(root, 'node_modules/@modelcontextprotocol', pkg, 'dist'));
+      } catch {
+        return undefined;
+      }
+    };
+    const [clientDist, serverDist] = [distOf('client'), distOf('server')];
+    if (!clientDist || !serverDist) return;
+    const chunk = (dir) => readdirSync(dir).find((f) => /^ajvProvider-[\w-]+\.mjs$/.test(f));
+    const [client, server] = [chunk(clientDist), chunk(serverDist)];
     if (!client || !server) return;
-    const unnamed = (pkg, file) => readFileSync(join(sdk, pkg, 'dist', file), 'utf8').replace(/-[\w-]{8}\.mjs/g, '.mjs');
-    if (unnamed('client', client) !== unnamed('server', server)) return;
-    b.onResolve({ filter: new RegExp(`^\\./${client.replace(/[.-]/g, '\\$&')}$`) }, () => ({ path: join(sdk, 'server/dist', server) }));
+    const unnamed = (dir, file) => readFileSync(join(dir, file), 'utf8').replace(/-[\w-]{8}\.mjs/g, '.mjs');
+    if (unnamed(clientDist, client) !== unnamed(serverDist, server)) return;
+    b.onResolve({ filter: new RegExp(`^\\./${client.replace(/[.-]/g, '\\$&')}$`) }, () => ({ path: join(serverDist, server) }));
   },
 };
 
@@ -111,6 +120,9 @@ for (const { entry, name } of BUNDLES) {
     logLevel: 'warning',
   });
   const body = result.outputFiles[0].text;
+  // The loader reads a bundle as Latin-1 (src/cli-bundle.ts): that is its text only when it is ASCII.
+  const wide = /[^\x00-\x7f]/.exec(body);
+  if (wide) throw new Error(`bundle-cli: ${name}.cjs is not ASCII (character U+${wide[0].codePointAt(0).toString(16).padStart(4, '0')} at ${wide.index})`);
   const buildId = createHash('sha256').update(body).digest('hex').slice(0, 32);
   writeFileSync(join(dist, `${name}.cjs`), bundleText(buildId, body));
   rmSync(join(dist, `${name}.cache`), { force: true });

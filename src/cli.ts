@@ -11,9 +11,10 @@ import { loadCliBundle } from './cli-bundle.js';
 // imported through this one.
 const importModule = (url: string) => import(url) as Promise<Record<string, unknown>>;
 const bundled = loadCliBundle(fileURLToPath(new URL('.', import.meta.url)));
-// Cold start (issue 6): the stdio upstreams of a `serve` command line start before the program
-// loads, so they boot on the other core meanwhile (upstream/early-spawn.ts); the early bundle
-// did it when it ran, the module of the same code does it otherwise.
+// The stdio upstreams of a `serve` command line start as early as can be, so they boot on the
+// other core while the program loads (upstream/early-spawn.ts): the early bundle started them
+// before the program's bundle was read; without it the module of the same code does it here,
+// before the program runs.
 if (!bundled?.earlyStarted) (await import('./upstream/early-spawn.js')).earlySpawn(process.argv.slice(2));
 const program = bundled?.program ?? (await import('./cli-main.js'));
 await program.main({ importModule });

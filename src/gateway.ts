@@ -484,12 +484,19 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       },
     );
     const remembered = await this.rememberedSurface;
-    if (remembered && !this.settled) this.knownSurface = remembered;
+    // Scrubbed again as it is served: the secrets known now may not be the ones known when it was stored.
+    if (remembered && !this.settled) this.knownSurface = this.scrubber.value(remembered);
     else await this.ready;
   }
 
-  /** Stores the live surface for these upstream definitions (a failure is logged, never thrown). */
+  /**
+   * Stores the live surface for these upstream definitions, only when every enabled MCP upstream
+   * is ready (a dial cut short by shutdown, or an upstream that failed, would store less than
+   * these upstreams offer). A failure is logged, never thrown.
+   */
   private async rememberSurface(): Promise<void> {
+    const mcp = this.registry.upstreams.filter((u) => u.kind !== 'rest' && u.status.state !== 'disabled');
+    if (mcp.some((u) => u.status.state !== 'ready')) return;
     try {
       await this.store.setSurface(surfaceKey(this.config.mcpServers), liveSurface(this.registry.upstreams), new Date(this.clock.now()).toISOString());
     } catch (err) {

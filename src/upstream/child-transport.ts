@@ -427,10 +427,17 @@ export class ChildProcessTransport implements Transport {
     await this.reaped;
   }
 
-  /** Ends the child's whole process group at once (shutdown path). */
-  kill(signal: NodeJS.Signals = 'SIGKILL'): void {
+  /**
+   * Ends the child's whole process group at once (shutdown path). True when a running child was
+   * signalled; false when there is none, or it has exited or been killed already (its pid may be
+   * another process's by now).
+   */
+  kill(signal: NodeJS.Signals = 'SIGKILL'): boolean {
     this.closed = true;
-    if (this.child?.pid && this.child.exitCode === null) killGroup(this.child.pid, signal);
+    const child = this.child;
+    if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return false;
+    killGroup(child.pid, signal);
+    return true;
   }
 
   private waitExit(ms: number): Promise<boolean> {

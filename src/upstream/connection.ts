@@ -267,13 +267,12 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   async close(): Promise<void> {
     this.autoRestart = false;
     this.cancelRestart?.();
-    // A child whose first dial has not finished is not in use; one still booting would not see its
+    // A child whose dial has not finished is not in use; one still booting would not see its
     // stdin close until it has loaded (a Node server: ~100 ms or more), so it is ended at once
-    // instead of after the grace a served child gets. (A negotiating client's disposable probe
-    // process shuts the broker down right after `server/discover`, while its children boot.)
-    if (this.status.state === 'connecting' && this.transport instanceof ChildProcessTransport) {
+    // instead of after the grace a served child gets. A negotiating client's disposable probe
+    // process shuts the broker down right after `server/discover`, while its children boot.
+    if (this.status.state === 'connecting' && this.transport instanceof ChildProcessTransport && this.transport.kill('SIGTERM')) {
       this.options.logger.debug('upstream not ready at close: ended at once (SIGTERM)');
-      this.transport.kill('SIGTERM');
     }
     await this.teardown('close');
     this.setStatus({ state: 'closed' });

@@ -3,14 +3,15 @@
  * capability `extensions` every ready upstream declares (an extension is offered only when each
  * of them can honour it) and their `instructions`, one paragraph per upstream.
  *
- * A stdio connection's modern instance is built once, with the surface as it is then, so its
- * opening `server/discover` used to wait for every upstream's first dial. The surface is now also
- * remembered in the store, under {@link surfaceKey} (the set of upstream definitions it was found
- * for), when that dial settles; a later start with the same definitions answers at once with the
- * remembered one (issue 19: a negotiating SDK client probes a disposable sibling process before
- * its real one, so each of its connections used to cost two whole upstream boots). A changed
- * definition is a new key, found afresh; an upstream that changed what it declares under the same
- * definition is seen at the next start.
+ * A stdio connection's modern instance is built once, with the surface as it is then. So that its
+ * opening `server/discover` need not wait for every upstream's first dial, the surface is
+ * remembered in the store under {@link surfaceKey} (the set of upstream definitions it was found
+ * for) when a first dial leaves every enabled MCP upstream ready, and a later start with the same
+ * definitions answers with the remembered one at once. A negotiating SDK client starts a stdio
+ * server twice (a disposable probe process for `server/discover`, then the real one), so without
+ * it each connection pays two whole upstream boots. A changed definition is a new key, found
+ * afresh; an upstream that changed what it declares under the same definition is seen from the
+ * next start on.
  */
 import { createHash } from 'node:crypto';
 import type { ServerCapabilities } from '@modelcontextprotocol/server';
@@ -18,8 +19,11 @@ import type { ServerConfig } from '../config/schema.js';
 import { upstreamDefinitionHash } from './era-memory.js';
 import type { Upstream } from './types.js';
 
+/** What the upstreams add to a modern `server/discover` answer; both fields absent when they add nothing. */
 export interface UpstreamSurface {
+  /** Extension ids (with the first upstream's settings) that every ready upstream declares. */
   readonly extensions?: ServerCapabilities['extensions'];
+  /** Each ready upstream's instructions as `<server>: <text>`, separated by a blank line. */
   readonly instructions?: string;
 }
 

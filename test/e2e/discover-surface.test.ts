@@ -5,7 +5,8 @@
  * finds it by waiting for the upstreams' first dial and remembers it in the store; a later start
  * with the same upstream definitions answers at once with the remembered one, while its upstream
  * is still loading (here: held back by a gate file), and a child that never became ready is
- * ended at once when stdin closes, not after the grace a served child gets.
+ * ended at once when stdin closes, not after the grace a served child gets; such a cut-short
+ * dial leaves the remembered surface alone.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -66,12 +67,18 @@ describe('the upstreams in a modern server/discover (stdio)', () => {
     expect(remembered.result.capabilities.extensions).toEqual({ [WIDGETS]: {}, [TASKS]: {} });
     expect(remembered.result.instructions).toBe('md: call whoami first (token [REDACTED])');
     const gated = await waitFor(() => readNdjson<{ event: string; pid: number }>(log).find((e) => e.event === 'gated'), 'the upstream held at its gate');
-    expect(readNdjson<{ event: string; pid: number }>(log).filter((e) => e.pid === gated.pid && e.event === 'message')).toEqual([]);
 
     // stdin closes before the upstream ever became ready: it is ended at once, and the broker exits.
     second.child.stdin!.end();
     expect(await second.exited).toBe(0);
     expect(second.stderr()).toContain('upstream not ready at close: ended at once (SIGTERM)');
     expect(isAlive(gated.pid)).toBe(false);
+
+    // That start's dial, cut short, left the remembered surface as it was (a disposable probe
+    // process is shut down that way by every negotiating client).
+    const third = start();
+    const again = await discover(third);
+    expect(again.result.capabilities.extensions).toEqual({ [WIDGETS]: {}, [TASKS]: {} });
+    expect(again.result.instructions).toBe('md: call whoami first (token [REDACTED])');
   });
 });
