@@ -11,9 +11,10 @@
  *                        figures mean nothing. Writes bench/results/smoke.json unless --out.
  *   --rounds N           rounds to split each figure's calls into (default 5)
  *   --scale F            multiplies the full run's call counts (default 1; e.g. 0.25 on a busy machine)
- *   --only ids           configurations to run (direct, byte-pipe, broker-stdio, sdk-floor, broker-http,
- *                        mcp-proxy, supergateway, direct-modern, broker-stdio-modern, sdk-floor-modern,
- *                        broker-http-modern); the baseline of each chosen row's family is kept
+ *   --only ids           configurations to run (direct, byte-pipe, naive, broker-stdio, sdk-floor,
+ *                        broker-http, mcp-proxy, supergateway, direct-modern, naive-modern,
+ *                        broker-stdio-modern, sdk-floor-modern, broker-http-modern); the baseline of
+ *                        each chosen row's family is kept
  *   --out file           where the JSON goes (default bench/results/latest.json for a full run;
  *                        bench/results/partial.json when --only, --phases, --no-cold, --timing,
  *                        --broker-node-args, or a --scale or --rounds other than the default
@@ -36,7 +37,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { concurrentEcho, percentile, sequentialBlob, sequentialEcho, warmUp } from './lib/load.mjs';
 import { childPids, cpuMs, rssMiB } from './lib/procs.mjs';
-import { evaluate, render, renderTiming } from './lib/report.mjs';
+import { evaluate, render, renderTiming, versusNaive } from './lib/report.mjs';
 import { configurations } from './lib/targets.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -112,6 +113,7 @@ const all = configurations({
   floor: join(ROOT, 'bench/sdk-http-floor.mjs'),
   bindLoopback: join(ROOT, 'bench/bind-loopback.mjs'),
   bytePipe: join(ROOT, 'bench/byte-pipe.mjs'),
+  naive: join(ROOT, 'bench/naive-aggregator.mjs'),
   stdioConfig: stdioConfig.file,
   httpConfig: httpConfig.file,
   modernStdioConfig: modernStdioConfig.file,
@@ -292,7 +294,7 @@ try {
     counts: { ...counts, cold: coldRounds },
     partial,
   };
-  const result = { meta, rows, targets };
+  const result = { meta, rows, targets, versusNaive: versusNaive(rows) };
   const printed = render(result) + (opts.timing ? '\n\n' + renderTiming(rows) : '');
   process.stdout.write(printed + '\n');
   mkdirSync(dirname(out), { recursive: true });
@@ -317,6 +319,7 @@ try {
           timing: r.timing,
         })),
         targets,
+        versusNaive: result.versusNaive,
         table: printed,
       },
       null,

@@ -14,6 +14,7 @@ interface SmokeResult {
   meta: { smoke: boolean };
   configurations: Array<{ id: string; status: 'ok' | 'failed' | 'unavailable'; error?: string; figures: Record<string, number | undefined>; calls: number; records?: number }>;
   targets: Array<{ status: string; text: string }>;
+  versusNaive: Array<{ id: string; ratios: Record<string, number | undefined> }>;
   table: string;
 }
 
@@ -48,11 +49,13 @@ describe('bench smoke', () => {
       'direct',
       'direct-modern',
       'mcp-proxy',
+      'naive',
+      'naive-modern',
       'sdk-floor',
       'sdk-floor-modern',
       'supergateway',
     ]);
-    for (const id of ['direct', 'broker-stdio', 'broker-http', 'sdk-floor', 'direct-modern', 'broker-stdio-modern', 'sdk-floor-modern', 'broker-http-modern']) {
+    for (const id of ['direct', 'naive', 'broker-stdio', 'broker-http', 'sdk-floor', 'direct-modern', 'naive-modern', 'broker-stdio-modern', 'sdk-floor-modern', 'broker-http-modern']) {
       const c = byId.get(id)!;
       expect(c.status, `${id}: ${c.error}`).toBe('ok');
       for (const key of ['p50', 'c64', 'mib8', 'cold']) expect(c.figures[key], `${id} ${key}`).toBeGreaterThan(0);
@@ -63,5 +66,9 @@ describe('bench smoke', () => {
     expect(stdout).toContain(result.table);
     expect(stdout).toContain('targets (mcp-broker');
     expect(stdout).toContain('stdio, 2026-07-28 client');
+    // Each stdio broker row against the naive SDK aggregator of its era, same run.
+    expect(result.versusNaive.map((v) => v.id)).toEqual(['broker-stdio', 'broker-stdio-modern']);
+    for (const v of result.versusNaive) for (const key of ['p50', 'c64', 'mib8', 'cold']) expect(v.ratios[key], `${v.id} ${key}`).toBeGreaterThan(0);
+    expect(stdout).toContain('against the naive SDK aggregator');
   }, 300_000);
 });

@@ -42,6 +42,38 @@ export const TARGETS = [
   { id: 'broker-http-modern', key: 'c64', max: 1.25, text: 'modern http c64 time per call ≤ 1.25× SDK modern floor' },
 ];
 
+/**
+ * The issue's other yardstick: each stdio broker row against the naive SDK aggregator of its
+ * family (`bench/naive-aggregator.mjs`: Client + Server forwarding calls, no policy, no records),
+ * same run, same client. Not targets; printed beside them.
+ */
+export const VERSUS_NAIVE = [
+  { id: 'broker-stdio', naive: 'naive', text: 'mcp-broker stdio' },
+  { id: 'broker-stdio-modern', naive: 'naive-modern', text: 'mcp-broker stdio modern' },
+];
+const VERSUS_FIGURES = ['p50', 'c64', 'mib8', 'cpu64', 'cold'];
+const VERSUS_LABELS = { p50: 'p50', c64: 'c64 time per call', mib8: '8 MiB', cpu64: 'CPU per call c64', cold: 'cold start' };
+
+/**
+ * Cost of each broker row against its naive aggregator, per figure of {@link VERSUS_FIGURES}
+ * (1.00× = the same; below 1, the broker costs less): `[{id, naive, text, ratios: {p50, …}}]`,
+ * a figure left out when either row lacks it; rows whose naive aggregator did not run are left out.
+ */
+export function versusNaive(rows) {
+  const ok = (id) => rows.find((r) => r.id === id && r.status === 'ok');
+  return VERSUS_NAIVE.flatMap((v) => {
+    const broker = ok(v.id);
+    const naive = ok(v.naive);
+    if (!broker || !naive) return [];
+    const ratios = {};
+    for (const key of VERSUS_FIGURES) {
+      const r = ratioOf(FIGURES.find((f) => f.key === key), broker.figures?.[key], naive.figures?.[key]);
+      if (r !== undefined) ratios[key] = r;
+    }
+    return [{ ...v, ratios }];
+  });
+}
+
 /** The printed tables: one per family, in this order. */
 const FAMILIES = [
   { family: 'stdio', title: 'stdio' },
@@ -154,6 +186,15 @@ export function render(result) {
     const got = t.maxAbsolute !== undefined ? (t.value === undefined ? '—' : `${t.value.toFixed(1)} MiB`) : t.ratio === undefined ? '—' : `${verdictRatio(t.ratio, t.max)}×`;
     const want = t.maxAbsolute !== undefined ? `≤ ${t.maxAbsolute} MiB` : `≤ ${t.max.toFixed(2)}×`;
     out.push(`  ${t.status.padEnd(6)}  ${t.text.padEnd(54)} ${got.padStart(10)}  (${want})`);
+  }
+  const versus = result.versusNaive ?? [];
+  if (versus.length) {
+    out.push('');
+    out.push('against the naive SDK aggregator (same run, same client; below 1.00× the broker costs less)');
+    for (const v of versus) {
+      const figures = VERSUS_FIGURES.filter((k) => v.ratios[k] !== undefined).map((k) => `${VERSUS_LABELS[k]} ${fmtRatio(v.ratios[k])}`);
+      out.push(`  ${v.text.padEnd(24)} ${figures.join(' · ')}`);
+    }
   }
   return out.join('\n');
 }

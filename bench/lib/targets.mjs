@@ -116,7 +116,7 @@ async function timed(start) {
 }
 
 /**
- * @param ctx {{ echo: string, cli: string, floor: string, bindLoopback: string, bytePipe: string, stdioConfig: string,
+ * @param ctx {{ echo: string, cli: string, floor: string, bindLoopback: string, bytePipe: string, naive: string, stdioConfig: string,
  *   httpConfig: string, modernStdioConfig: string, modernHttpConfig: string, coldConfig: string, brokerNodeArgs: string[],
  *   timingFile?: (id: string) => string }} `timingFile`: where a warm broker row writes its call timing (--timing)
  *   files are absolute paths; the configs are servers.json files (one echo upstream, records to a
@@ -149,6 +149,13 @@ export function configurations(ctx) {
       // Copies bytes and parses nothing: the least any stdio proxy can cost.
       launch: () => stdioConnection([ctx.bytePipe, process.execPath, ctx.echo]),
       noCold: true,
+    },
+    {
+      id: 'naive',
+      label: 'naive aggregator (reference)',
+      family: 'stdio',
+      // SDK Client + Server forwarding calls: no policy, no records (the issue's naive aggregator).
+      launch: () => stdioConnection([ctx.naive, '--', process.execPath, ctx.echo]),
     },
     {
       id: 'broker-stdio',
@@ -205,6 +212,12 @@ export function configurations(ctx) {
       baseline: true,
       // The same echo tools through the SDK's serveStdio, which serves the modern opening.
       launch: () => stdioConnection([ctx.echo, '--modern'], modern),
+    },
+    {
+      id: 'naive-modern',
+      label: 'naive aggregator modern (reference)',
+      family: 'stdio-modern',
+      launch: () => stdioConnection([ctx.naive, '--modern', '--', process.execPath, ctx.echo], modern),
     },
     {
       id: 'broker-stdio-modern',
