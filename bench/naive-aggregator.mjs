@@ -3,8 +3,9 @@
  * The naive aggregator (reference row): what a gateway is when it only aggregates. One SDK
  * `Client` dials the upstream over stdio at start; one SDK `Server` over stdio lists the
  * upstream's tools under a `<name>__` prefix and forwards each `tools/call` with
- * `client.callTool`. No policy, no records, no scrubbing, no budget, breaker, deadline or retry:
- * the issue's "naive SDK Client+Server aggregator", on the SDK's v2 line like the other rows.
+ * `client.callTool`. No policy, no records, no scrubbing, no budget, breaker or retry, no deadline
+ * but the SDK's default request timeout: the issue's "naive SDK Client+Server aggregator", on the
+ * SDK's v2 line like the other rows.
  *
  *   node bench/naive-aggregator.mjs [--modern] -- <command> [args…]
  *
@@ -28,7 +29,8 @@ const [command, ...args] = argv.slice(dash + 1);
 const modern = argv.slice(0, dash).includes('--modern');
 
 const upstream = new Client({ name: 'naive-aggregator', version: '1.0.0' }, { capabilities: {} });
-const dialled = upstream.connect(new StdioClientTransport({ command, args, stderr: 'inherit' }));
+// The whole environment, as the direct row's upstream and the broker's get it (the SDK's default passes only a few variables).
+const dialled = upstream.connect(new StdioClientTransport({ command, args, env: process.env, stderr: 'inherit' }));
 
 /** A fresh `Server` forwarding to the one upstream client. */
 function aggregator() {

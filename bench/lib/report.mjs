@@ -67,6 +67,8 @@ export function versusNaive(rows) {
     if (!broker || !naive) return [];
     const ratios = {};
     for (const key of VERSUS_FIGURES) {
+      // A cold start that failed in some round prints "failed" in the table: no ratio from the rest.
+      if (key === 'cold' && (broker.coldError || naive.coldError)) continue;
       const r = ratioOf(FIGURES.find((f) => f.key === key), broker.figures?.[key], naive.figures?.[key]);
       if (r !== undefined) ratios[key] = r;
     }
