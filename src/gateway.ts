@@ -495,8 +495,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
    * these upstreams offer). A failure is logged, never thrown.
    */
   private async rememberSurface(): Promise<void> {
-    const mcp = this.registry.upstreams.filter((u) => u.kind !== 'rest' && u.status.state !== 'disabled');
-    if (mcp.some((u) => u.status.state !== 'ready')) return;
+    if (this.registry.upstreams.some((u) => u.kind !== 'rest' && u.status.state !== 'disabled' && u.status.state !== 'ready')) return;
     try {
       await this.store.setSurface(surfaceKey(this.config.mcpServers), liveSurface(this.registry.upstreams), new Date(this.clock.now()).toISOString());
     } catch (err) {

@@ -47,16 +47,16 @@ export const TARGETS = [
  * family (`bench/naive-aggregator.mjs`: Client + Server forwarding calls, no policy, no records),
  * same run, same client. Not targets; printed beside them.
  */
-export const VERSUS_NAIVE = [
-  { id: 'broker-stdio', naive: 'naive', text: 'mcp-broker stdio' },
-  { id: 'broker-stdio-modern', naive: 'naive-modern', text: 'mcp-broker stdio modern' },
+const VERSUS_NAIVE = [
+  { id: 'broker-stdio', naive: 'naive' },
+  { id: 'broker-stdio-modern', naive: 'naive-modern' },
 ];
 const VERSUS_FIGURES = ['p50', 'c64', 'mib8', 'cpu64', 'cold'];
 const VERSUS_LABELS = { p50: 'p50', c64: 'c64 time per call', mib8: '8 MiB', cpu64: 'CPU per call c64', cold: 'cold start' };
 
 /**
  * Cost of each broker row against its naive aggregator, per figure of {@link VERSUS_FIGURES}
- * (1.00× = the same; below 1, the broker costs less): `[{id, naive, text, ratios: {p50, …}}]`,
+ * (1.00× = the same; below 1, the broker costs less): `[{id, naive, label, ratios: {p50, …}}]`,
  * a figure left out when either row lacks it; rows whose naive aggregator did not run are left out.
  */
 export function versusNaive(rows) {
@@ -72,7 +72,7 @@ export function versusNaive(rows) {
       const r = ratioOf(FIGURES.find((f) => f.key === key), broker.figures?.[key], naive.figures?.[key]);
       if (r !== undefined) ratios[key] = r;
     }
-    return [{ ...v, ratios }];
+    return [{ ...v, label: broker.label, ratios }];
   });
 }
 
@@ -195,7 +195,7 @@ export function render(result) {
     out.push('against the naive SDK aggregator (same run, same client; below 1.00× the broker costs less)');
     for (const v of versus) {
       const figures = VERSUS_FIGURES.filter((k) => v.ratios[k] !== undefined).map((k) => `${VERSUS_LABELS[k]} ${fmtRatio(v.ratios[k])}`);
-      out.push(`  ${v.text.padEnd(24)} ${figures.join(' · ')}`);
+      out.push(`  ${v.label.padEnd(24)} ${figures.join(' · ')}`);
     }
   }
   return out.join('\n');
