@@ -211,6 +211,29 @@ function write(stream: NodeJS.WritableStream, encoded: string | readonly (string
       for (const part of encoded) ok = stream.write(part, done) && ok;
     }
     if (ok) resolve();
-    else stream.once('drain', () => resolve());
+    else void nextDrain(stream).then(resolve);
   });
+}
+
+/** Each stream's one pending wait for `drain`, shared by every write that found its buffer full. */
+const drains = new WeakMap<NodeJS.WritableStream, Promise<void>>();
+
+/**
+ * Resolves at the stream's next `drain`. Every message written while the buffer is over its
+ * high-water mark waits on the same listener: one per stream, not one per message, so a burst
+ * of concurrent answers never trips Node's listener-leak warning (which would print to stderr
+ * and cost an `Error` with its stack each time).
+ */
+function nextDrain(stream: NodeJS.WritableStream): Promise<void> {
+  let drained = drains.get(stream);
+  if (drained === undefined) {
+    drained = new Promise<void>((resolve) =>
+      stream.once('drain', () => {
+        drains.delete(stream);
+        resolve();
+      }),
+    );
+    drains.set(stream, drained);
+  }
+  return drained;
 }

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { LineFramer, serializeMessage } from '../../src/wire/framing.js';
+import { LineFramer, serializeMessage, writeMessage } from '../../src/wire/framing.js';
 import { knownJsonBytes, RAW_MIN_BYTES, type MessageEnds } from '../../src/wire/raw-json.js';
 import { OutputPressure } from '../../src/wire/output-pressure.js';
 import { StdioServerTransport, type StdioServerOptions } from '../../src/transports/stdio-server.js';
@@ -295,5 +295,39 @@ describe('StdioServerTransport', () => {
     stdout.resume(); // the client reads again
     await vi.waitFor(() => expect(pressure.congested).toBe(false));
     await vi.waitFor(() => expect(received).toEqual([{ jsonrpc: '2.0', id: 3, method: 'ping' }]));
+  });
+});
+
+describe('writeMessage', () => {
+  it('a burst of answers over a full buffer waits on one drain listener, without the listener-leak warning, and each settles at the drain', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const stdout = new PassThrough({ highWaterMark: 256 });
+      stdout.pause(); // nobody reads yet: every write past the mark reports a full buffer
+      const message = (id: number) => ({ jsonrpc: '2.0' as const, id, result: { text: 'x'.repeat(200) } });
+      let settled = 0;
+      const writes = Array.from({ length: 64 }, (_, i) => writeMessage(stdout, message(i)).then(() => settled++));
+      await new Promise((r) => setImmediate(r)); // the corked burst leaves
+      expect(stdout.writableNeedDrain).toBe(true);
+      expect(stdout.listenerCount('drain')).toBe(1);
+      expect(settled).toBeLessThan(64);
+      stdout.resume();
+      await Promise.all(writes);
+      expect(settled).toBe(64);
+      expect(stdout.listenerCount('drain')).toBe(0);
+      // The next burst over a full buffer waits again, on a fresh listener.
+      stdout.pause();
+      const again = Array.from({ length: 16 }, (_, i) => writeMessage(stdout, message(100 + i)));
+      await new Promise((r) => setImmediate(r));
+      expect(stdout.listenerCount('drain')).toBe(1);
+      stdout.resume();
+      await Promise.all(again);
+      await new Promise((r) => setImmediate(r)); // a warning is emitted on the next tick
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 });
