@@ -11,6 +11,13 @@ import { EventEmitter } from 'node:events';
 export class OutputPressure extends EventEmitter<{ change: [congested: boolean] }> {
   private state = false;
 
+  constructor() {
+    super();
+    // One listener per live stdio upstream child (every stdio upstream, and each principal's
+    // child of an isolated one): more than ten is a normal gateway, not a leak to warn about.
+    this.setMaxListeners(0);
+  }
+
   /** Whether the output is congested now. */
   get congested(): boolean {
     return this.state;
