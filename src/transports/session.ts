@@ -277,6 +277,14 @@ export class DownstreamSession {
       await connect(transport);
       this.wrapTransport(transport);
     };
+    // Closing the instance ends the session even when it was never connected: the SDK's HTTP
+    // entry builds one per request and closes it unconnected when its own router serves the
+    // request (a modern `subscriptions/listen`), and that close reaches no transport `onclose`.
+    const closeServer = this.server.close.bind(this.server);
+    this.server.close = async () => {
+      await closeServer();
+      await this.close();
+    };
   }
 
   /** Connects the session to a transport and starts serving it (legacy Streamable HTTP and SSE sessions). */
