@@ -267,7 +267,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       else if (status.state === 'connecting' && wasReady) this.metrics.upstreamRestarted(name);
     });
     upstream.on('state', (status) => {
-      if (status.message && (status.state === 'failed' || status.state === 'backoff')) this.lastErrors.set(name, { at: this.clock.now(), message: status.message });
+      if (status.message && (status.state === 'failed' || status.state === 'backoff')) this.lastErrors.set(name, { at: this.clock.now(), message: this.scrubber.text(status.message) });
     });
     return upstream;
   }

@@ -1,0 +1,52 @@
+/**
+ * The status page's last error line of an upstream (`GET /api/v1/status`, issue 20) is scrubbed
+ * like every other path to a client: an upstream that dies printing its injected secret to stderr
+ * shows the line with the secret redacted. A real gateway serving HTTP in this process.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { Gateway } from '../../src/gateway.js';
+import { silentLogger } from '../../src/shared/logger.js';
+import { serveHttp, type HttpServing } from '../../src/transports/http.js';
+
+const SECRET = `dying-${randomBytes(8).toString('hex')}`;
+
+describe('status page: last error line', () => {
+  let dir: string;
+  let gateway: Gateway | undefined;
+  let serving: HttpServing | undefined;
+  afterEach(async () => {
+    await serving?.close();
+    await gateway?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("an upstream that fails printing its secret shows the line with the secret redacted (regression: the line was shown as the upstream wrote it)", async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-last-error-'));
+    const dying = "console.error('cannot start with key ' + process.env.API_TOKEN); process.exit(3)";
+    const config = parseConfig(
+      {
+        mcpServers: { dying: { command: process.execPath, args: ['-e', dying], env: { API_TOKEN: '${env:DYING_TOKEN}' } } },
+        estate: { enabled: false },
+      },
+      { baseDir: dir, env: { DYING_TOKEN: SECRET } },
+    );
+    gateway = new Gateway(config, { logger: silentLogger() });
+    serving = await serveHttp(gateway, { host: '127.0.0.1', port: 0 });
+    const status = async () => (await (await fetch(`${serving!.url}/api/v1/status`)).json()) as { upstreams: Array<{ name: string; lastError?: { message: string } }> };
+    const row = await vi.waitFor(
+      async () => {
+        const found = (await status()).upstreams.find((u) => u.name === 'dying');
+        expect(found?.lastError?.message).toContain('cannot start with key');
+        return found!;
+      },
+      { timeout: 20_000, interval: 100 },
+    );
+    expect(row.lastError!.message).not.toContain(SECRET);
+    expect(row.lastError!.message).toContain('[REDACTED]');
+  });
+});
