@@ -1,10 +1,12 @@
 /**
  * The scrub stage (seed 002_7bce204a86c1c7ba.txt step 8; issue 3 §6; case F17): on the way out,
  * before evaluate, record and publish see anything, every secret in the result becomes
- * `[REDACTED]` ({@link Scrubber}): text blocks, embedded resource text, resource links,
- * `structuredContent` and `_meta`. Binary `data` and `blob` are left alone. The refusal or
- * failure reason is scrubbed too, and so is the `message` of every progress update the call sends
- * toward the client while it runs. A result that needed no change keeps its reference, so it is
+ * `[REDACTED]` ({@link Scrubber}): every member of it ({@link scrubResult}), text blocks, embedded
+ * resources (a base64 `blob` holding UTF-8 text too), resource links, `structuredContent`, `_meta`
+ * and whatever else the upstream put there. Binary `data` and `blob` are left alone. The refusal or
+ * failure reason is scrubbed too, so are the JSON-RPC error a modern caller is answered with
+ * (`requestError`) and the relayed `input_required` answer (`inputRequired`), and so is the
+ * `message` of every progress update the call sends toward the client while it runs. A result that needed no change keeps its reference, so it is
  * never copied or re-serialised.
  *
  * When scrubbing changed `structuredContent` and the tool declares an `outputSchema`, the
@@ -16,7 +18,7 @@ import { JsonSchemas } from '../shared/json-schemas.js';
 import type { Scrubber } from '../shared/scrub.js';
 import { splitStage, type Stage } from './runner.js';
 import { carriesResult } from './outcomes.js';
-import { refuse } from './types.js';
+import { refuse, type BrokerCall } from './types.js';
 
 /** Checks `structuredContent` against a tool's `outputSchema`; validators are compiled once per schema. */
 export { JsonSchemas as OutputSchemas };
@@ -28,44 +30,56 @@ export interface ScrubbedResult {
   readonly structuredChanged: boolean;
 }
 
-/** Scrubs the parts of a result that can carry text; leaves binary data untouched. */
+/**
+ * Scrubs every member of a result: `content` block by block ({@link scrubBlock}), `structuredContent`
+ * with {@link Scrubber.value} (reported in `structuredChanged`), and every other member, `_meta`
+ * or any the upstream added (a `toolResult`, a `debug` field), keys included, with
+ * {@link Scrubber.value}; `isError` is left only while it is a boolean. A `content` that is not an
+ * array is scrubbed as a value. Nothing an upstream puts in a result reaches the client unscrubbed,
+ * whether the result is re-serialised or passed on as the bytes it arrived in (`wire/raw-json.ts`:
+ * only a result this returns unchanged is).
+ */
 export function scrubResult(scrubber: Scrubber, result: CallToolResult): ScrubbedResult {
-  let content = result.content;
-  if (Array.isArray(content)) {
-    let copy: typeof content | undefined;
-    for (let i = 0; i < content.length; i++) {
-      const block = content[i]!;
-      const next = scrubBlock(scrubber, block);
-      if (next !== block) (copy ??= content.slice())[i] = next;
-    }
-    content = copy ?? content;
-  }
-  const structured = result.structuredContent === undefined ? undefined : scrubber.value(result.structuredContent);
-  const meta = result._meta === undefined ? undefined : scrubber.value(result._meta);
-  const structuredChanged = structured !== result.structuredContent;
-  if (content === result.content && !structuredChanged && meta === result._meta) return { result, structuredChanged };
-  const out: CallToolResult = { ...result, content };
-  if (structuredChanged) out.structuredContent = structured;
-  if (meta !== result._meta) out._meta = meta;
-  return { result: out, structuredChanged };
+  const { content, structuredContent, isError, ...others } = result as CallToolResult & Record<string, unknown>;
+  const scrubbedContent = Array.isArray(content) ? scrubBlocks(scrubber, content) : scrubber.value(content);
+  const structured = scrubber.value(structuredContent);
+  const flag = typeof isError === 'boolean' ? isError : scrubber.value(isError);
+  const rest = scrubber.value(others);
+  const structuredChanged = structured !== structuredContent;
+  if (scrubbedContent === content && !structuredChanged && flag === isError && rest === others) return { result, structuredChanged };
+  const out: Record<string, unknown> = { ...rest };
+  if ('content' in result) out.content = scrubbedContent;
+  if ('structuredContent' in result) out.structuredContent = structured;
+  if ('isError' in result) out.isError = flag;
+  return { result: out as CallToolResult, structuredChanged };
 }
 
-type Block = CallToolResult['content'][number];
+/** The blocks scrubbed; the same array when nothing changed. */
+function scrubBlocks(scrubber: Scrubber, content: unknown[]): unknown[] {
+  let copy: unknown[] | undefined;
+  for (let i = 0; i < content.length; i++) {
+    const block = content[i];
+    const next = scrubBlock(scrubber, block);
+    if (next !== block) (copy ??= content.slice())[i] = next;
+  }
+  return copy ?? content;
+}
 
-function scrubBlock(scrubber: Scrubber, block: Block): Block {
-  if (block.type === 'text') {
-    const text = scrubber.text(block.text);
+/**
+ * A text block: its `text` and every other field. Any other block with {@link Scrubber.media}:
+ * an embedded resource's `blob` decoded and scrubbed when it holds UTF-8 text (as `resources/read`
+ * is), the base64 `data` of an image or audio block left as it is, every other string scrubbed.
+ * Something that is not a block at all (a bare string) is scrubbed as a value.
+ */
+function scrubBlock(scrubber: Scrubber, block: unknown): unknown {
+  if (typeof block !== 'object' || block === null || Array.isArray(block)) return scrubber.value(block);
+  const typed = block as { type?: unknown; text?: unknown };
+  if (typed.type === 'text' && typeof typed.text === 'string') {
+    const text = scrubber.text(typed.text);
     const rest = scrubOthers(scrubber, block, ['type', 'text']);
-    return text === block.text && rest === block ? block : ({ ...rest, text } as Block);
+    return text === typed.text && rest === block ? block : { ...rest, text };
   }
-  if (block.type === 'resource') {
-    const resource = block.resource as Record<string, unknown>;
-    const inner = scrubOthers(scrubber, resource, ['blob']);
-    const outer = scrubOthers(scrubber, block, ['type', 'resource']);
-    return inner === resource && outer === block ? block : ({ ...outer, resource: inner } as Block);
-  }
-  // image, audio (binary `data`), resource_link, and block types this build does not know.
-  return scrubOthers(scrubber, block, ['type', 'data', 'blob']);
+  return scrubber.media(block);
 }
 
 /** Scrubs every field of `obj` except `keep`; the same reference when nothing changed. */
@@ -78,6 +92,31 @@ function scrubOthers<T extends object>(scrubber: Scrubber, obj: T, keep: readonl
     if (next !== value) (out ??= { ...(obj as Record<string, unknown>) })[key] = next;
   }
   return (out as T | undefined) ?? obj;
+}
+
+/**
+ * The JSON-RPC error a modern caller is answered with instead of a result (an upstream's -32021
+ * passed on, `router/router.ts`): its `message` and `data` scrubbed, the code kept.
+ */
+function scrubRequestError(scrubber: Scrubber, error: NonNullable<BrokerCall['requestError']>): NonNullable<BrokerCall['requestError']> {
+  const message = scrubber.text(error.message);
+  const data = scrubber.value(error.data);
+  return message === error.message && data === error.data ? error : { code: error.code, message, ...(data !== undefined && { data }) };
+}
+
+/**
+ * The `input_required` answer relayed to a modern caller (`relay-input.ts`): its input requests
+ * with every string and key scrubbed and their schemas kept ({@link Scrubber.strings}: a
+ * `password` property of a `requestedSchema` names a field, it is no secret), every other member
+ * (`_meta`, any the upstream added) as a value; the sealed `requestState` is the broker's own and
+ * left as it is.
+ */
+function scrubInputRequired(scrubber: Scrubber, answer: NonNullable<BrokerCall['inputRequired']>): NonNullable<BrokerCall['inputRequired']> {
+  const { inputRequests, requestState, resultType, ...others } = answer as unknown as Record<string, unknown>;
+  const requests = scrubber.strings(inputRequests);
+  const rest = scrubber.value(others);
+  if (requests === inputRequests && rest === others) return answer;
+  return { ...rest, resultType, inputRequests: requests, ...(requestState !== undefined && { requestState }) } as unknown as NonNullable<BrokerCall['inputRequired']>;
 }
 
 export interface ScrubDeps {
@@ -97,6 +136,8 @@ export function scrubStage(deps: ScrubDeps): Stage {
     },
     (call) => {
       if (call.reason !== undefined) call.reason = deps.scrubber.text(call.reason);
+      if (call.requestError !== undefined) call.requestError = scrubRequestError(deps.scrubber, call.requestError);
+      if (call.inputRequired !== undefined) call.inputRequired = scrubInputRequired(deps.scrubber, call.inputRequired);
       if (!call.result || !call.outcome || !carriesResult(call.outcome)) return;
       const { result, structuredChanged } = scrubResult(deps.scrubber, call.result);
       call.result = result;

@@ -41,6 +41,76 @@ describe('scrub stage', () => {
     expect(result.structuredContent).toEqual({ value: SECRET, n: 1 }); // input untouched
   });
 
+  it('scrubs every member an upstream puts in a result, keys included, not only content, structuredContent and _meta; non-array content and bare strings in content; a text blob of an embedded resource', async () => {
+    const b64 = (t: string) => Buffer.from(t, 'utf8').toString('base64');
+    const binary = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0xff, 0xfe, 0x00, 0x01]).toString('base64');
+    const result = {
+      content: [
+        { type: 'resource', resource: { uri: 'file:///a', blob: b64(`key ${SECRET}`), mimeType: 'text/plain' } },
+        { type: 'resource', resource: { uri: 'file:///b', blob: binary, mimeType: 'application/octet-stream' } },
+        `bare ${SECRET}`,
+        { type: 'future-kind', data: `future ${SECRET}` },
+      ],
+      toolResult: `legacy ${SECRET}`,
+      debug: { trace: [`deep ${SECRET}`] },
+      [`key-${SECRET}`]: 1,
+      isError: false,
+    } as unknown as CallToolResult;
+    const { result: out } = scrubResult(scrubber, result);
+    const json = JSON.stringify(out);
+    expect(json).not.toContain(SECRET);
+    const blocks = out.content as unknown as Array<Record<string, any>>;
+    expect(Buffer.from(blocks[0]!.resource.blob, 'base64').toString('utf8')).toBe(`key ${REDACTED}`);
+    expect(blocks[1]).toBe(result.content[1]); // binary: untouched
+    expect(blocks[2]).toBe(`bare ${REDACTED}`);
+    expect(blocks[3]).toEqual({ type: 'future-kind', data: `future ${REDACTED}` });
+    expect((out as any).toolResult).toBe(`legacy ${REDACTED}`);
+    expect((out as any).debug).toEqual({ trace: [`deep ${REDACTED}`] });
+    expect(out.isError).toBe(false);
+    expect(Object.keys(out)).toContain(`key-${REDACTED}`);
+
+    const flat = scrubResult(scrubber, { content: `not an array ${SECRET}` } as unknown as CallToolResult).result;
+    expect(flat).toEqual({ content: `not an array ${REDACTED}` });
+    const oddFlag = scrubResult(scrubber, { content: [], isError: `yes ${SECRET}` } as unknown as CallToolResult).result;
+    expect(oddFlag.isError).toBe(`yes ${REDACTED}`);
+  });
+
+  it("a modern caller's JSON-RPC error (an upstream's -32021 passed on) and a relayed input_required answer are scrubbed; the input request's schema and the sealed requestState are kept", async () => {
+    const inputRequired = {
+      resultType: 'input_required',
+      inputRequests: {
+        [`up__ask-${SECRET}`]: {
+          method: 'elicitation/create',
+          params: { message: 'confirm', requestedSchema: { type: 'object', properties: { password: { type: 'string', description: 'the password' } } } },
+          note: `extra ${SECRET}`,
+        },
+      },
+      requestState: 'sealed.state.of.ours',
+      _meta: { trace: `meta ${SECRET}` },
+      hint: `hint ${SECRET}`,
+    };
+    const run = compose([
+      scrubStage({ scrubber }),
+      fakeInvoke((c) => {
+        c.outcome = 'upstream_error';
+        c.requestError = { code: -32021, message: `needs a capability, ${SECRET}`, data: { detail: SECRET, requiredCapabilities: { sampling: {} } } };
+        c.inputRequired = inputRequired as never;
+      }),
+    ]);
+    const c = call({ target: target() });
+    await run(c);
+    expect(JSON.stringify([c.requestError, c.inputRequired])).not.toContain(SECRET);
+    expect(c.requestError).toEqual({ code: -32021, message: `needs a capability, ${REDACTED}`, data: { detail: REDACTED, requiredCapabilities: { sampling: {} } } });
+    const relayed = c.inputRequired as unknown as typeof inputRequired;
+    expect(relayed.requestState).toBe('sealed.state.of.ours');
+    expect(relayed.resultType).toBe('input_required');
+    expect(relayed._meta).toEqual({ trace: `meta ${REDACTED}` });
+    expect(relayed.hint).toBe(`hint ${REDACTED}`);
+    const asked = relayed.inputRequests[`up__ask-${REDACTED}`]!;
+    expect(asked.params.requestedSchema).toEqual(inputRequired.inputRequests[`up__ask-${SECRET}`]!.params.requestedSchema);
+    expect(asked.note).toBe(`extra ${REDACTED}`);
+  });
+
   it('a result that needs no change keeps its reference (no copy, no re-serialising)', async () => {
     const result = text('nothing secret', { structuredContent: { a: 1 } });
     expect(scrubResult(scrubber, result).result).toBe(result);

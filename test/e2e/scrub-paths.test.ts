@@ -121,6 +121,18 @@ describe('issue 12: nothing an upstream sends around tools/call carries its inje
     expect(JSON.stringify([failed, big])).not.toContain(SECRET);
   });
 
+  it("a result's members of the upstream's own and an embedded text blob carry no secret, small and over 16 KiB (raw-bytes lane)", async () => {
+    for (const big of [false, true]) {
+      const { result } = await request('tools/call', { name: 'leaky__members', arguments: { big } });
+      expect(JSON.stringify(result)).not.toContain(SECRET);
+      expect(result.toolResult).toBe(`legacy ${REDACTED}`);
+      expect(result.debug).toEqual({ note: REDACTED });
+      expect(result[`key-${REDACTED}`]).toBe(true);
+      expect(decode(result.content[1].resource.blob)).toBe(`blob ${REDACTED}`);
+      expect(result.content[0].text).toBe(big ? 'y'.repeat(20_000) : 'clean');
+    }
+  });
+
   it('the secret appears nowhere: not on the wire, not in the records, not on stderr', async () => {
     expect(broker.messages.length).toBeGreaterThan(10);
     expect(broker.stdout().toString('utf8')).not.toContain(SECRET);
