@@ -22,7 +22,7 @@ export const URL_ELICITATION_REQUIRED = -32042;
 /** A failed attempt, classified. */
 export interface AttemptFailure {
   readonly outcome: Exclude<Outcome, 'ok' | 'tool_error'>;
-  /** One line that names a JSON-RPC code at most once; an upstream's JSON-RPC message is cut at {@link MAX_REASON_CHARS}. */
+  /** One line that names a JSON-RPC code at most once; cut at {@link MAX_REASON_CHARS} once scrubbed ({@link cutReason}). */
   readonly reason: string;
   /**
    * Whether the request went out to the upstream (or may have: a transport fault mid-request).
@@ -130,9 +130,15 @@ export function sayOnce(line: string): string {
 
 /**
  * Text from an upstream as a reason: one line, a repeated `MCP error <code>: ` prefix said
- * once, cut at {@link MAX_REASON_CHARS}.
+ * once. Not cut: a secret the cut ran through would lose what the scrubber knows it by, so the
+ * reason is cut ({@link cutReason}) only once it has been scrubbed (the scrub stage, a
+ * primitive's record).
  */
 export function oneLine(text: string): string {
-  const line = sayOnce(text.replace(/\s*\n\s*/g, ' ').trim());
-  return line.length > MAX_REASON_CHARS ? `${line.slice(0, MAX_REASON_CHARS - 3)}...` : line;
+  return sayOnce(text.replace(/\s*\n\s*/g, ' ').trim());
+}
+
+/** A scrubbed reason cut at {@link MAX_REASON_CHARS} (`...` at the end when cut). */
+export function cutReason(text: string): string {
+  return text.length > MAX_REASON_CHARS ? `${text.slice(0, MAX_REASON_CHARS - 3)}...` : text;
 }

@@ -28,7 +28,7 @@ import type { Logger } from '../shared/logger.js';
 import { askApproval } from '../router/ask.js';
 import { askThroughInput } from './ask-input.js';
 import type { ApprovalStates } from './approval-state.js';
-import { oneLine } from './failure.js';
+import { cutReason, oneLine } from './failure.js';
 import { CALL_ID_META_KEY, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
 import { decidePrimitive, type CompiledPolicy, type Verdict } from './policy.js';
 import { approximateJsonBytes } from './record.js';
@@ -147,7 +147,7 @@ export class PrimitiveGuard {
       bytesOut,
       args: deps.scrubArgs(request.args),
     };
-    if (reason !== undefined) record.reason = deps.scrubText(reason);
+    if (reason !== undefined) record.reason = cutReason(deps.scrubText(reason));
     if (outcome === 'ok' && (result as { resultType?: unknown } | undefined)?.resultType === 'input_required') record.resultType = 'input_required';
     try {
       await deps.records.append(record);

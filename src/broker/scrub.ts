@@ -17,6 +17,7 @@ import type { CallToolResult } from '@modelcontextprotocol/server';
 import { JsonSchemas } from '../shared/json-schemas.js';
 import type { Scrubber } from '../shared/scrub.js';
 import { splitStage, type Stage } from './runner.js';
+import { cutReason } from './failure.js';
 import { carriesResult } from './outcomes.js';
 import { refuse, type BrokerCall } from './types.js';
 
@@ -135,7 +136,8 @@ export function scrubStage(deps: ScrubDeps): Stage {
       return true;
     },
     (call) => {
-      if (call.reason !== undefined) call.reason = deps.scrubber.text(call.reason);
+      // Scrubbed whole, then cut: a cut through a secret would leave the part before it unrecognised.
+      if (call.reason !== undefined) call.reason = cutReason(deps.scrubber.text(call.reason));
       if (call.requestError !== undefined) call.requestError = scrubRequestError(deps.scrubber, call.requestError);
       if (call.inputRequired !== undefined) call.inputRequired = scrubInputRequired(deps.scrubber, call.inputRequired);
       if (!call.result || !call.outcome || !carriesResult(call.outcome)) return;

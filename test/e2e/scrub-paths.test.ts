@@ -121,6 +121,17 @@ describe('issue 12: nothing an upstream sends around tools/call carries its inje
     expect(JSON.stringify([failed, big])).not.toContain(SECRET);
   });
 
+  it('a failure reason is scrubbed before it is cut: a secret running across the cut leaves no part of itself', async () => {
+    const failed = await request('tools/call', { name: 'leaky__longfail', arguments: {} });
+    const reason: string = failed.result.content[0].text;
+    expect(failed.result.isError).toBe(true);
+    expect(reason).toContain(REDACTED);
+    expect(reason).not.toContain(SECRET.slice(0, 8));
+    const record = readNdjson(broker.recordsPath).find((r) => String(r.name).endsWith('longfail'));
+    expect(String(record?.reason)).not.toContain(SECRET.slice(0, 8));
+    expect(String(record?.reason).length).toBeLessThanOrEqual(300);
+  });
+
   it("a result's members of the upstream's own and an embedded text blob carry no secret, small and over 16 KiB (raw-bytes lane)", async () => {
     for (const big of [false, true]) {
       const { result } = await request('tools/call', { name: 'leaky__members', arguments: { big } });
