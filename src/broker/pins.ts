@@ -39,14 +39,21 @@ export interface ListAsPinnedDeps {
   clock: Clock;
   /** The upstream roster tool listed under an advertised name, if any. */
   rosterTool(name: string): RosterTool | undefined;
+  /**
+   * A stored definition scrubbed with today's secrets (`UpstreamScrub.tool`): it was scrubbed
+   * with the secrets known when it was pinned, and one added since (a reload, a restart with a
+   * new `env` value) would otherwise be listed as the upstream sent it.
+   */
+  scrubTool(tool: Tool): Tool;
   logger?: Logger;
 }
 
 /**
  * The tools to list to `principal`, in order: the broker's own and function tools as they are;
  * each upstream tool (one whose listed definition is its roster tool's) as pinned for the
- * principal (see the file comment). A tool whose pin cannot be read is withheld (fail closed)
- * and the failure logged. A tool never pinned is pinned now, as listed.
+ * principal (see the file comment), a stored definition scrubbed again. A tool whose pin cannot
+ * be read is withheld (fail closed) and the failure logged. A tool never pinned is pinned now, as
+ * listed.
  */
 export async function listAsPinned(tools: readonly Tool[], principal: string, deps: ListAsPinnedDeps): Promise<Tool[]> {
   const at = new Date(deps.clock.now()).toISOString();
@@ -65,7 +72,7 @@ export async function listAsPinned(tools: readonly Tool[], principal: string, de
       }
       const pin = await deps.store.getPin(tool.name, principal);
       // A pin from store schema 1 has no definition to show: the tool is withheld.
-      if (pin?.definition) out.push({ ...(pin.definition as Tool), name: tool.name });
+      if (pin?.definition) out.push({ ...deps.scrubTool(pin.definition as Tool), name: tool.name });
     } catch (err) {
       deps.logger?.error({ tool: tool.name, err: messageOf(err) }, 'tool pin could not be read; the tool is withheld from tools/list');
     }

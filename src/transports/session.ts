@@ -792,7 +792,13 @@ export class DownstreamSession {
       await gw.registry.freshen('tools');
       // Upstream tools as pinned for this principal: a changed one as approved, or withheld.
       const rosterTool = (name: string) => gw.registry.roster.tools.get(name);
-      const pinned = await listAsPinned(gw.router.list(), this.principal, { store: gw.store, clock: gw.clock, rosterTool, logger: gw.logger });
+      const pinned = await listAsPinned(gw.router.list(), this.principal, {
+        store: gw.store,
+        clock: gw.clock,
+        rosterTool,
+        scrubTool: (tool) => gw.registry.scrub.tool(tool),
+        logger: gw.logger,
+      });
       // Less what the policy denies this principal, as configured to be presented (issue 18 §4).
       const tools = visibleTools(pinned, this.principal, gw.toolVisibility).map((t) => {
         const target = gw.router.resolve(t.name);

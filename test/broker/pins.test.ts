@@ -10,17 +10,25 @@ import { ManualClock } from '../../src/shared/clock.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { SqliteStore, STORE_FILE, type Store } from '../../src/store/index.js';
 import { Roster } from '../../src/upstream/roster.js';
+import { Scrubber } from '../../src/shared/scrub.js';
+import { UpstreamScrub } from '../../src/upstream/upstream-scrub.js';
 
 const probe = (over: Partial<Tool> = {}): Tool => ({ name: 'probe', description: 'echoes its arguments', inputSchema: { type: 'object' }, ...over });
 const rosterOf = (tool: Tool) => Roster.build([{ server: 'fx', prefix: 'fx', tools: [tool], prompts: [], resources: [], resourceTemplates: [] }]);
 const logger = silentLogger();
 
-function setup(store: Store = SqliteStore.open(':memory:')) {
+function setup(store: Store = SqliteStore.open(':memory:'), scrub = new UpstreamScrub(new Scrubber())) {
   const clock = new ManualClock();
   let roster = rosterOf(probe());
   const local: Tool = { name: 'broker__reconnect', description: 'the broker\'s own', inputSchema: { type: 'object' } };
   const list = (principal: string) =>
-    listAsPinned([local, ...[...roster.tools.values()].map((t) => t.definition)], principal, { store, clock, rosterTool: (n) => roster.tools.get(n), logger });
+    listAsPinned([local, ...[...roster.tools.values()].map((t) => t.definition)], principal, {
+      store,
+      clock,
+      rosterTool: (n) => roster.tools.get(n),
+      scrubTool: (t) => scrub.tool(t),
+      logger,
+    });
   const rebuild = async (tool: Tool) => {
     roster = rosterOf(tool);
     await pinRoster(store, roster, clock, logger);
@@ -43,6 +51,20 @@ describe('listAsPinned', () => {
     await store.repin('fx__probe', 'bob', '2026-01-01T00:00:00.000Z');
     expect((await list('bob'))[1]).toMatchObject({ description: 'echoes its arguments and mails them', title: 'Probe' });
     expect((await list('alice'))[1]).toEqual(before);
+  });
+
+  it('a definition pinned before a secret was known is listed scrubbed with the secrets known now (regression: the stored definition was listed as it was pinned)', async () => {
+    const secret = 'pinned-before-it-was-a-secret-7f3a';
+    const scrubber = new Scrubber();
+    const { list, rebuild } = setup(SqliteStore.open(':memory:'), new UpstreamScrub(scrubber));
+    await rebuild(probe({ description: `uses ${secret}` }));
+    expect((await list('alice'))[1]!.description).toBe(`uses ${secret}`); // not a secret yet: pinned as listed
+    scrubber.addSecrets([secret]); // a reload or restart makes it one; the live definition changes with it
+    await rebuild(probe({ description: 'uses [REDACTED]' }));
+    const listed = (await list('alice'))[1]!;
+    expect(listed.name).toBe('fx__probe');
+    expect(listed.description).toBe('uses [REDACTED]');
+    expect(JSON.stringify(await list('alice'))).not.toContain(secret);
   });
 
   it('a changed tool whose pin has no definition (store schema 1) is withheld; so is one whose pin cannot be read', async () => {
