@@ -465,7 +465,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
    * for these upstream definitions (looked up by {@link surfaceKnown}), else what is ready so far.
    */
   surface(): UpstreamSurface {
-    if (this.settled || !this.knownSurface) return liveSurface(this.registry.upstreams);
+    if (this.settled || !this.knownSurface) {
+      const live = liveSurface(this.registry.upstreams);
+      // Instructions were scrubbed when each upstream was dialled; a reload may have added secrets since.
+      return live.instructions === undefined ? live : { ...live, instructions: this.scrubber.text(live.instructions) };
+    }
     return this.knownSurface;
   }
 

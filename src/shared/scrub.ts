@@ -155,6 +155,7 @@ export class Scrubber {
   private exact: RegExp | undefined;
   /** {@link PATTERN_ANCHORS} plus the spellings of {@link exact} (flagged), found in one pass. */
   private scanner: AnchorScanner = PATTERN_SCANNER;
+  private secretsAdded = 0;
 
   constructor(secrets: Iterable<string> = []) {
     for (const s of secrets) this.addOne(s);
@@ -168,7 +169,18 @@ export class Scrubber {
   addSecrets(values: Iterable<string>): void {
     let changed = false;
     for (const v of values) changed = this.addOne(v) || changed;
-    if (changed) this.exact = this.compile();
+    if (changed) {
+      this.exact = this.compile();
+      this.secretsAdded++;
+    }
+  }
+
+  /**
+   * How many times {@link addSecrets} added a secret: what was scrubbed before it changed may
+   * hold the new one (a cache of scrubbed values keys on this).
+   */
+  get generation(): number {
+    return this.secretsAdded;
   }
 
   /** Whether `text` holds anything this scrubber would redact. */

@@ -37,7 +37,8 @@ export interface LogParams {
 
 export class UpstreamScrub {
   /** Scrubbed copy of each catalog list, by the list's identity (an upstream replaces a list when it changes). */
-  private readonly lists = new WeakMap<readonly object[], readonly object[]>();
+  /** Each upstream list scrubbed, with the scrubber's {@link Scrubber.generation} it was scrubbed at: a secret added since scrubs it anew. */
+  private readonly lists = new WeakMap<readonly object[], { readonly generation: number; readonly items: readonly object[] }>();
 
   constructor(readonly scrubber: Scrubber) {}
 
@@ -103,14 +104,14 @@ export class UpstreamScrub {
 
   private list<T extends object>(items: readonly T[], scrub: (item: T) => T): T[] {
     const known = this.lists.get(items);
-    if (known) return known as T[];
+    if (known && known.generation === this.scrubber.generation) return known.items as T[];
     let out: T[] | undefined;
     for (let i = 0; i < items.length; i++) {
       const next = scrub(items[i]!);
       if (next !== items[i]) (out ??= items.slice())[i] = next;
     }
     const scrubbed = out ?? (items as T[]);
-    this.lists.set(items, scrubbed);
+    this.lists.set(items, { generation: this.scrubber.generation, items: scrubbed });
     return scrubbed;
   }
 }

@@ -65,6 +65,19 @@ describe('Registry scrubs what upstreams send toward clients', () => {
     expect(registry.rebuild().prompts.get('up__p')!.definition.description).toBe(`p ${REDACTED}`);
   });
 
+  it('a secret added later (a reload) is scrubbed from lists scrubbed and cached before it, at the next rebuild (regression: the cached lists were served as scrubbed then)', () => {
+    const later = 'became-a-secret-on-reload-91c2';
+    const own = new Scrubber([SECRET]);
+    const registry = new Registry(silentLogger(), own);
+    const up = new FakeUpstream('up', { tools: [{ name: 'use', description: `d ${later}`, inputSchema: { type: 'object' } }], prompts: [{ name: 'p', description: `p ${later}` }], resources: [], resourceTemplates: [] });
+    registry.add({ upstream: up as unknown as Upstream, prefix: 'up' });
+    expect(registry.rebuild().tools.get('up__use')!.definition.description).toBe(`d ${later}`);
+    own.addSecrets([later]);
+    const roster = registry.rebuild();
+    expect(roster.tools.get('up__use')!.definition.description).toBe(`d ${REDACTED}`);
+    expect(roster.prompts.get('up__p')!.definition.description).toBe(`p ${REDACTED}`);
+  });
+
   it('issue 12: a relayed notifications/message has its logger and data scrubbed', () => {
     const { registry, up } = setup();
     const seen: unknown[] = [];
