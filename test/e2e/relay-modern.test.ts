@@ -45,6 +45,22 @@ function modernUpstream(dir?: string) {
 const upstreamCalls = (dir: string, tool: string) => readNdjson<{ event: string; tool?: string }>(join(dir, 'fixture.ndjson')).filter((e) => e.event === 'call' && e.tool === tool);
 
 describe('a modern upstream asks a modern caller (input_required relayed)', () => {
+  it("the relayed answer's members other than the input requests are scrubbed too (regression: its _meta and the upstream's own members reached the caller as sent)", async () => {
+    const secret = `relay-secret-${process.pid}-4b7d`;
+    const { dir, configPath } = writeConfig({ up: nodeServer(MODERN, { env: { FIXTURE_SECRET: '${env:RELAY_SECRET}', FIXTURE_LOG: '${configDir}/fixture.ndjson' } }) });
+    const client = new Client({ name: 'relay-scrub', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' }, capabilities: { elicitation: { form: {} } }, inputRequired: { autoFulfill: false } });
+    await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, '--config', configPath], cwd: dir, stderr: 'ignore', env: { ...process.env, RELAY_SECRET: secret } as Record<string, string> }), { timeout: 30_000 });
+    cleanups.push(async () => {
+      await client.close().catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const first = (await client.request({ method: 'tools/call', params: { name: 'up__ask', arguments: { question: 'colour?' } } }, { allowInputRequired: true })) as InputRequiredResult;
+    expect(isInputRequiredResult(first)).toBe(true);
+    expect(JSON.stringify(first)).not.toContain(secret);
+    expect(first._meta?.hint).toBe('hint [REDACTED]');
+    expect(first.inputRequests!.answer).toMatchObject({ method: 'elicitation/create', params: { message: 'colour?' } });
+  });
+
   it("relays the upstream's input request with its key, seals its state, and the retry reaches the same upstream tool with its own state", async () => {
     const b = await start({ up: modernUpstream() });
     expect(b.client.getProtocolEra()).toBe('modern');
