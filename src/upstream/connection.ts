@@ -70,6 +70,7 @@ import { isSessionNotFound, sessionLostError, sessionLostInFlightError, untilAbo
 import { createUpstreamTransport, dialFailure } from './upstream-transport.js';
 import { acceptTaskResults, declaresTasksExtension } from './upstream-task.js';
 import { UpstreamScrub } from './upstream-scrub.js';
+import { shownStderrLine } from './stderr-line.js';
 import { elicitationIdsOf, UrlElicitations } from './url-elicitations.js';
 import type {
   CallOptions,
@@ -753,7 +754,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
 
   /** Records a failed dial (status `failed`, tools withdrawn) and schedules the next one. */
   private dialFailed(err: unknown, transport?: Transport): void {
-    const status = dialFailure(err, transport);
+    const status = dialFailure(err, transport, (text) => this.scrub.scrubber.text(text));
     this.logFailure('error', status, 'upstream dial failed');
     this.withdraw();
     this.setStatus(status);
@@ -944,7 +945,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private onLost(generation: number): void {
     if (generation !== this.generation) return;
     const child = this.transport instanceof ChildProcessTransport ? this.transport : undefined;
-    const line = child?.stderrLine;
+    const stderr = child?.stderrLine;
+    const line = stderr === undefined ? undefined : shownStderrLine(stderr, (text) => this.scrub.scrubber.text(text));
     const exit = child?.exitDescription;
     this.client = undefined;
     this.generation++;

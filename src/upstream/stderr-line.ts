@@ -4,8 +4,11 @@
  * version trailer or a stack frame; and a way to show such a line without host paths.
  */
 
-/** Longest line {@link meaningfulStderrLine} returns, in characters. */
+/** Longest stderr line shown ({@link shownStderrLine}), in characters. */
 export const STDERR_LINE_MAX_CHARS = 300;
+
+/** Longest line {@link meaningfulStderrLine} returns, in characters: kept whole for the scrubber, cut to {@link STDERR_LINE_MAX_CHARS} after it. */
+export const STDERR_LINE_KEPT_CHARS = 2048;
 
 /**
  * Lines that state an error: `Error: …`, `TypeError: …`, `Error [ERR_X]: …`, Python's
@@ -27,15 +30,17 @@ export function isErrorLine(line: string): boolean {
  * The line of `stderr` (a child's output, any size) that best says why it failed: the first
  * line that states an error ({@link isErrorLine}); else the last non-empty line that is not a
  * stack frame, caret marker, object dump or Node's version trailer; undefined when there is
- * none. Trimmed and cut at {@link STDERR_LINE_MAX_CHARS}.
+ * none. Trimmed, at most {@link STDERR_LINE_KEPT_CHARS}; not yet cut to be shown: a cut through a
+ * secret would leave its first characters unrecognised, so it is cut once scrubbed
+ * ({@link shownStderrLine}).
  */
 export function meaningfulStderrLine(stderr: string): string | undefined {
   const lines = stderr.split(/\r?\n/);
   const error = lines.find(isErrorLine);
-  if (error !== undefined) return cut(error.trim());
+  if (error !== undefined) return error.trim().slice(0, STDERR_LINE_KEPT_CHARS);
   for (let i = lines.length - 1; i >= 0; i--) {
     const line = lines[i]!;
-    if (line.trim() && !NOISE_LINE.test(line)) return cut(line.trim());
+    if (line.trim() && !NOISE_LINE.test(line)) return line.trim().slice(0, STDERR_LINE_KEPT_CHARS);
   }
   return undefined;
 }
@@ -52,6 +57,8 @@ export function withoutHostPaths(text: string): string {
   return text.replace(HOST_PATH, '…/');
 }
 
-function cut(line: string): string {
-  return line.length > STDERR_LINE_MAX_CHARS ? `${line.slice(0, STDERR_LINE_MAX_CHARS - 1)}…` : line;
+/** A line of {@link meaningfulStderrLine} as it is shown (in an upstream's status): scrubbed whole, then cut at {@link STDERR_LINE_MAX_CHARS}. */
+export function shownStderrLine(line: string, scrub: (text: string) => string): string {
+  const clean = scrub(line);
+  return clean.length > STDERR_LINE_MAX_CHARS ? `${clean.slice(0, STDERR_LINE_MAX_CHARS - 1)}…` : clean;
 }

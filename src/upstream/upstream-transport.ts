@@ -12,6 +12,7 @@ import { ChildProcessTransport } from './child-transport.js';
 import { FallbackTransport } from './fallback-transport.js';
 import { isolatedAbortFetch } from './isolated-fetch.js';
 import { stdioSpawnSpec } from './spawn-env.js';
+import { shownStderrLine } from './stderr-line.js';
 import type { UpstreamStatus } from './types.js';
 import { traceHeaderFetch } from '../shared/trace-context.js';
 
@@ -72,9 +73,10 @@ export async function createUpstreamTransport(options: UpstreamTransportOptions)
  * status of an HTTP upstream's refusal, else `connect_failed`. For a stdio child the message
  * says why from the child's side: `exited with code 1 before it was ready: <line>` when it died,
  * else the dial's error followed by `(stderr: <line>)`, where `<line>` is the stderr line that
- * states the error ({@link ChildProcessTransport.stderrLine}), not merely the last one.
+ * states the error ({@link ChildProcessTransport.stderrLine}), not merely the last one, scrubbed
+ * with `scrub` and then cut ({@link shownStderrLine}).
  */
-export function dialFailure(err: unknown, transport: Transport | undefined): UpstreamStatus {
+export function dialFailure(err: unknown, transport: Transport | undefined, scrub: (text: string) => string): UpstreamStatus {
   const message = messageOf(err);
   if (err instanceof BrokerError) {
     const httpStatus = undefined;
@@ -85,7 +87,8 @@ export function dialFailure(err: unknown, transport: Transport | undefined): Ups
     return { state: 'failed', errorCode: 'http_status', httpStatus, message };
   }
   if (!(transport instanceof ChildProcessTransport)) return { state: 'failed', errorCode: 'connect_failed', message };
-  const line = transport.stderrLine;
+  const stderr = transport.stderrLine;
+  const line = stderr === undefined ? undefined : shownStderrLine(stderr, scrub);
   const exit = transport.exitDescription;
   if (exit) return { state: 'failed', errorCode: 'exited', message: `${exit} before it was ready${line ? `: ${line}` : ` (${message})`}` };
   return { state: 'failed', errorCode: 'connect_failed', message: line ? `${message} (stderr: ${line})` : message };

@@ -7,7 +7,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isErrorLine, meaningfulStderrLine, STDERR_LINE_MAX_CHARS, withoutHostPaths } from '../../src/upstream/stderr-line.js';
+import { Scrubber } from '../../src/shared/scrub.js';
+import { isErrorLine, meaningfulStderrLine, shownStderrLine, STDERR_LINE_KEPT_CHARS, STDERR_LINE_MAX_CHARS, withoutHostPaths } from '../../src/upstream/stderr-line.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-stderr-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -58,10 +59,19 @@ describe('meaningfulStderrLine on other outputs', () => {
     expect(meaningfulStderrLine(py)).toBe("ModuleNotFoundError: No module named 'nope'");
   });
 
-  it('no output, or only noise, is undefined; a long line is cut', () => {
+  it('no output, or only noise, is undefined; a long line is kept for the scrubber and cut only as it is shown', () => {
     expect(meaningfulStderrLine('')).toBeUndefined();
     expect(meaningfulStderrLine('\n    at x (y.js:1:1)\n\nNode.js v20.0.0\n')).toBeUndefined();
-    expect(meaningfulStderrLine(`Error: ${'x'.repeat(1000)}`)!.length).toBe(STDERR_LINE_MAX_CHARS);
+    expect(meaningfulStderrLine(`Error: ${'x'.repeat(5000)}`)!.length).toBe(STDERR_LINE_KEPT_CHARS);
+    expect(shownStderrLine(`Error: ${'x'.repeat(1000)}`, (t) => t).length).toBe(STDERR_LINE_MAX_CHARS);
+  });
+
+  it('a secret running across the cut is scrubbed before the line is cut (regression: its first characters were shown)', () => {
+    const secret = 'stderr-secret-5d1e9a0c';
+    const line = meaningfulStderrLine(`Error: ${'x'.repeat(285)} ${secret} and more`)!;
+    const shown = shownStderrLine(line, (t) => new Scrubber([secret]).text(t));
+    expect(shown.length).toBeLessThanOrEqual(STDERR_LINE_MAX_CHARS);
+    expect(shown).not.toContain(secret.slice(0, 6));
   });
 
   it('isErrorLine: frames and ordinary chatter are not errors', () => {
