@@ -4,10 +4,10 @@
  * `[REDACTED]` ({@link Scrubber}): every member of it ({@link scrubResult}), text blocks, embedded
  * resources (a base64 `blob` holding UTF-8 text too), resource links, `structuredContent`, `_meta`
  * and whatever else the upstream put there. Binary `data` and `blob` are left alone. The refusal or
- * failure reason is scrubbed too, so are the JSON-RPC error a modern caller is answered with
- * (`requestError`) and the relayed `input_required` answer (`inputRequired`), and so is the
- * `message` of every progress update the call sends toward the client while it runs. A result that needed no change keeps its reference, so it is
- * never copied or re-serialised.
+ * failure reason is scrubbed too (whole, then cut), so are the JSON-RPC error a modern caller is
+ * answered with (`requestError`) and the relayed `input_required` answer (`inputRequired`), and
+ * so is the `message` of every progress update the call sends toward the client while it runs. A
+ * result that needed no change keeps its reference, so it is never copied or re-serialised.
  *
  * When scrubbing changed `structuredContent` and the tool declares an `outputSchema`, the
  * scrubbed value is validated against it ({@link JsonSchemas}: Ajv, as the SDK's clients do):

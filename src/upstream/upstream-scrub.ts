@@ -36,8 +36,11 @@ export interface LogParams {
 }
 
 export class UpstreamScrub {
-  /** Scrubbed copy of each catalog list, by the list's identity (an upstream replaces a list when it changes). */
-  /** Each upstream list scrubbed, with the scrubber's {@link Scrubber.generation} it was scrubbed at: a secret added since scrubs it anew. */
+  /**
+   * Scrubbed copy of each catalog list, by the list's identity (an upstream replaces a list when
+   * it changes), with the scrubber's {@link Scrubber.generation} it was scrubbed at: a secret
+   * added since scrubs it anew.
+   */
   private readonly lists = new WeakMap<readonly object[], { readonly generation: number; readonly items: readonly object[] }>();
 
   constructor(readonly scrubber: Scrubber) {}
