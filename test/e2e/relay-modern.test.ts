@@ -45,7 +45,7 @@ function modernUpstream(dir?: string) {
 const upstreamCalls = (dir: string, tool: string) => readNdjson<{ event: string; tool?: string }>(join(dir, 'fixture.ndjson')).filter((e) => e.event === 'call' && e.tool === tool);
 
 describe('a modern upstream asks a modern caller (input_required relayed)', () => {
-  it("the relayed answer's members other than the input requests are scrubbed too (regression: its _meta and the upstream's own members reached the caller as sent)", async () => {
+  it("the relayed answer's members other than the input requests, and an upstream's -32021 passed on, are scrubbed too (regression: both reached the caller as sent)", async () => {
     const secret = `relay-secret-${process.pid}-4b7d`;
     const { dir, configPath } = writeConfig({ up: nodeServer(MODERN, { env: { FIXTURE_SECRET: '${env:RELAY_SECRET}', FIXTURE_LOG: '${configDir}/fixture.ndjson' } }) });
     const client = new Client({ name: 'relay-scrub', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' }, capabilities: { elicitation: { form: {} } }, inputRequired: { autoFulfill: false } });
@@ -59,6 +59,17 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
     expect(JSON.stringify(first)).not.toContain(secret);
     expect(first._meta?.hint).toBe('hint [REDACTED]');
     expect(first.inputRequests!.answer).toMatchObject({ method: 'elicitation/create', params: { message: 'colour?' } });
+    // An upstream's -32021 reaches the modern caller as that error, its message and data scrubbed.
+    const refused = await client.request({ method: 'tools/call', params: { name: 'up__needs_sampling', arguments: {} } }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(ProtocolError.isInstance(refused)).toBe(true);
+    const error = refused as ProtocolError;
+    expect(error.code).toBe(-32021);
+    expect(JSON.stringify({ message: error.message, data: error.data })).not.toContain(secret);
+    expect(error.message).toContain('needs sampling, [REDACTED]');
+    expect(error.data).toMatchObject({ requiredCapabilities: { sampling: {} } });
   });
 
   it("relays the upstream's input request with its key, seals its state, and the retry reaches the same upstream tool with its own state", async () => {
