@@ -124,6 +124,21 @@ function ownerOf(handler: ServerRequestHandler | undefined, routeId: number): st
   return handler?.sessionId !== undefined ? `session:${handler.sessionId}` : `call:${routeId}`;
 }
 
+/**
+ * The route of a call made with no way to answer an upstream's request (an admin API call, a
+ * parked call run after its approval, a flow started over the API): an owner of its own whose
+ * requests are refused. Without it such a call had no route, so a request it caused went to
+ * whichever other caller's call was in flight (another principal's client saw its prompt, and
+ * the answer came back from there); and while it is in flight, a request that names no call is
+ * ambiguous, as with any two owners.
+ */
+function unanswerable(owner: string): ServerRequestHandler {
+  const refuse = async (request: { method: string }): Promise<Record<string, unknown>> => {
+    throw new BrokerError('no_caller', `${request.method} was asked during a call whose caller cannot answer it (no client session)`);
+  };
+  return Object.assign(refuse, { sessionId: owner });
+}
+
 export interface McpUpstreamOptions {
   name: string;
   config: StdioServerConfig | HttpServerConfig | SseServerConfig;
@@ -325,7 +340,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.progress.set(token, options.onProgress);
       meta.progressToken = token;
     }
-    if (options.onServerRequest) this.requestRoutes.set(routeId, { handler: options.onServerRequest, owner });
+    const answering = options.onServerRequest ?? unanswerable(owner);
+    this.requestRoutes.set(routeId, { handler: answering, owner });
     const params: Record<string, unknown> = { name: toolName, arguments: args ?? {} };
     const modern = this.era === 'modern';
     if (modern) Object.assign(meta, callerMeta(options.caller, this.followsTasks(options)));
@@ -340,8 +356,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
         const scrubbed = { ...options, onServerRequest: this.scrubbedRoute(options.onServerRequest), scrubRequest: (p: Record<string, unknown> | undefined) => this.scrub.serverRequest(p), sleep: this.options.clock.sleep.bind(this.options.clock) };
         result = (await callModern(client, this.name, 'tools/call', params, scrubbed, options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, headers)) as CallToolResult;
       } else if (this.direct) {
-        const owner = options.onServerRequest?.sessionId;
-        result = (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, owner })) as CallToolResult;
+        // A request on this call's own response stream is this call's route's.
+        result = (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, owner: answering.sessionId })) as CallToolResult;
       } else {
         result = (await client.request({ method: 'tools/call', params }, AnyObject, {
           signal: options.signal,
@@ -418,7 +434,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       release = await this.gateTurn(owner, options.signal ? AbortSignal.any([options.signal, bound]) : bound, method);
       sent = { ...options, timeoutMs: Math.max(1, options.timeoutMs - (this.options.clock.now() - started)) };
     }
-    if (options.onServerRequest) this.requestRoutes.set(routeId, { handler: options.onServerRequest, owner });
+    this.requestRoutes.set(routeId, { handler: options.onServerRequest ?? unanswerable(owner), owner });
     try {
       return await this.sendRequest(method, params, sent);
     } finally {

@@ -159,4 +159,36 @@ describe('held input requests over HTTP, two principals on one upstream', () => 
     expect(err?.data).toMatchObject({ requiredCapabilities: { sampling: {} } });
     expect(broker.records().slice(before)).toHaveLength(1);
   });
+  it("a call made over the admin API (no client session) never has its upstream's request routed to another principal's call in flight (regression: bob's client was asked alice's prompt)", async () => {
+    // Bob: a 2025-11-25 session whose sampling answer is held, so his call stays in flight.
+    const bob = new Client({ name: 'held-http-bob', version: '1.0.0' }, { capabilities: { sampling: {} } });
+    const prompts: string[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let asked!: () => void;
+    const bobAsked = new Promise<void>((resolve) => (asked = resolve));
+    bob.setRequestHandler('sampling/createMessage', async (req) => {
+      prompts.push(JSON.stringify(req.params.messages));
+      asked();
+      if (prompts.length === 1) await released; // his own call's question waits; any other is answered at once
+      return { role: 'assistant', content: { type: 'text', text: 'from bob' }, model: 'm' };
+    });
+    await bob.connect(new StreamableHTTPClientTransport(new URL(`${broker.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${TOKENS.BOB_TOKEN}` } } }), { timeout: 20_000 });
+    clients.push(bob);
+    const bobCall = bob.callTool({ name: 'ask__sample', arguments: { text: 'bob-question' } });
+    await bobAsked;
+    // Alice over the admin API while bob's call waits: her call's sampling request must not reach bob.
+    const res = await fetch(`${broker.url}/api/v1/mcp/call`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKENS.ALICE_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ subject: 'ask__sample', args: { text: 'alice-private-question' } }),
+    });
+    const alice = (await res.json()) as { outcome: string; result?: unknown };
+    expect(JSON.stringify(alice)).not.toContain('from bob');
+    expect(alice.outcome).not.toBe('ok');
+    release();
+    expect(textOf(await bobCall)).toContain('from bob');
+    expect(prompts.join('\n')).not.toContain('alice-private-question');
+    expect(prompts).toHaveLength(1);
+  });
 });
