@@ -134,6 +134,14 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   /** Input requests our running tasks wait on (a task created with `holdInputs`). */
   readonly inputs = new TaskInputs();
 
+  /**
+   * `policy.askMode` now: under `park` a parked call waits for an operator's decision only (its
+   * caller is not asked); under `elicit` a task's caller may answer the approval question.
+   */
+  get askMode(): 'elicit' | 'park' {
+    return this.deps.askMode();
+  }
+
   constructor(private readonly deps: TaskEngineDeps) {
     super();
     this.timing = { heartbeatMs: TASK_HEARTBEAT_MS, staleMs: TASK_STALE_MS, pollMs: TASK_POLL_MS, ...deps.timing };

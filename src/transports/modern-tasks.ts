@@ -28,7 +28,7 @@
  *   through `tasks/update`); `parked` (an `ask`) is `input_required` with one approval question
  *   (`elicitation/create`, key `mcp-broker/approval`): the caller's accept approves it (as a
  *   modern ask's answer does), decline or cancel rejects it, and the operator inbox can decide
- *   it too. A settled call is `completed` with its tool result, refusals included (they are
+ *   it too; under `policy.askMode` `park` only the inbox decides (no question, `working`). A settled call is `completed` with its tool result, refusals included (they are
  *   results), except an upstream's protocol fault (`upstream_error`), a broker fault
  *   (`guard_error`) and a rejected approval (`approval_required`: declined by the caller, rejected
  *   in the inbox), which are `failed` with a JSON-RPC `error` (-32603, `data.outcome`) and the
@@ -136,7 +136,7 @@ export class ModernTasks {
   /** `tasks/update`: answers the outstanding input requests named; an empty acknowledgement. */
   async update(taskId: string, inputResponses: Record<string, unknown>): Promise<Record<string, unknown>> {
     const row = await this.own(taskId);
-    if (row.status === 'parked' && row.approvedBy === null) {
+    if (this.asksCaller(row)) {
       const answer = inputResponses[APPROVAL_INPUT_KEY] as { action?: unknown } | undefined;
       if (answer && typeof answer === 'object') {
         const approve = answer.action === 'accept';
@@ -157,6 +157,15 @@ export class ModernTasks {
       if (!(err instanceof TaskError && err.code === 'terminal')) throw err;
     }
     return {};
+  }
+
+  /**
+   * Whether the caller is asked to approve its parked row: only while it waits for a decision and
+   * `policy.askMode` is `elicit`. Under `park` the decision is an operator's (the inbox), so the
+   * question is not offered and an answer to it is ignored.
+   */
+  private asksCaller(row: TaskRow): boolean {
+    return row.status === 'parked' && row.approvedBy === null && this.tasks.askMode === 'elicit';
   }
 
   /** The row of `taskId` if this principal owns it, else -32602. */
@@ -185,10 +194,9 @@ export class ModernTasks {
     const status = mcpTaskStatus(this.tasks.a2a(row));
     const message = row.reason ? { statusMessage: row.reason } : {};
     if (row.status === 'parked') {
-      const inputRequests =
-        row.approvedBy === null
-          ? { [APPROVAL_INPUT_KEY]: { method: 'elicitation/create', params: approvalRequestParams(`Allow the broker to run "${row.name}" (${row.subject})?`) } }
-          : undefined;
+      const inputRequests = this.asksCaller(row)
+        ? { [APPROVAL_INPUT_KEY]: { method: 'elicitation/create', params: approvalRequestParams(`Allow the broker to run "${row.name}" (${row.subject})?`) } }
+        : undefined;
       return inputRequests ? { ...base, ...message, status: 'input_required', inputRequests } : { ...base, ...message, status: 'working' };
     }
     if (row.status === 'running') {

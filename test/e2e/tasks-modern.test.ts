@@ -132,6 +132,22 @@ describe('tasks extension (2026-07-28) through the broker', () => {
     expect(done).toMatchObject({ status: 'completed', result: { content: [{ type: 'text', text: expect.stringContaining('computed parked') }] } });
   });
 
+  it('under policy.askMode "park" a parked task offers its caller no approval question and ignores an answer to it: only the inbox decides (regression: the caller could approve its own call)', async () => {
+    const b = modern(
+      { c: { command: 'node', args: [fixture('conformance-server.mjs'), '--legacy'] } },
+      { extra: { policy: { askMode: 'park', rules: [{ tools: ['c__slow_compute'], action: 'ask' }] } } },
+    );
+    const created = await b.request('tools/call', { name: 'c__slow_compute', arguments: { seconds: 0, label: 'parked' } });
+    const parked = await b.poll(created.taskId, (t) => (t.statusMessage ?? '').includes('waiting for approval') || t.status !== 'working');
+    expect(parked.status).toBe('working');
+    expect(parked.inputRequests).toBeUndefined();
+    expect(parked.statusMessage).toContain('waiting for approval');
+    await b.request('tasks/update', { taskId: created.taskId, inputResponses: { 'mcp-broker/approval': { action: 'accept', content: {} } } });
+    const after = await b.request('tasks/get', { taskId: created.taskId });
+    expect(after).toMatchObject({ status: 'working', statusMessage: expect.stringContaining('waiting for approval') });
+    expect(after.result).toBeUndefined();
+  });
+
   it("over HTTP: Mcp-Name must be the task id (-32020, 400); another principal's task id is unknown to it (-32602); subscriptions/listen taskIds acknowledges the owner's and notifies each change (-32021 without the extension)", async () => {
     const tokens = { alice: 'alice-token-0123456789', bob: 'bob-token-0123456789ab' };
     const broker = await startHttpBroker({
