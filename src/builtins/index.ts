@@ -70,9 +70,9 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
     if (isInputRequiredResult(answer.result)) throw new Error('a flow step was answered with an input request');
     return { ...answer, result: answer.result };
   };
-  host.router.register([flowTool({ call: callBroker, estateRoot: host.config.estate.root })], { server: 'broker' });
+  const isPrivileged = (principal: string) => isPrivilegedPrincipal(host.config.principals, principal);
+  host.router.register([flowTool({ call: callBroker, estateRoot: host.config.estate.root, mayRestoreEstate: isPrivileged })], { server: 'broker' });
   if (estateServed(host.config.estate, host.logger)) {
-    const isPrivileged = (principal: string) => isPrivilegedPrincipal(host.config.principals, principal);
     host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock, isPrivileged }), { server: 'estate' });
   }
   const experimental: ExperimentalCapabilities = {};

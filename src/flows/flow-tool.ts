@@ -23,7 +23,7 @@ import type { CallerSession, CallRequest } from '../broker/types.js';
 import type { Outcome } from '../broker/outcomes.js';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { bubbledMeta, runFlow } from './flow.js';
-import { FlowAnswerSchema, FlowArgsSchema } from './schema.js';
+import { FlowAnswerSchema, FlowArgsSchema, type FlowAnswer } from './schema.js';
 
 /** The advertised name of the tool. */
 export const FLOW_TOOL = 'broker__flow_run';
@@ -33,6 +33,12 @@ export interface FlowToolDeps {
   call(request: CallRequest, session: CallerSession): Promise<{ callId: string; outcome: Outcome; reason?: string; result: CallToolResult; attempts?: number; rollback?: unknown }>;
   /** `estate.root` (absolute), for `snapshot: "estate"`. */
   readonly estateRoot: string;
+  /**
+   * Whether `principal` may ask for `snapshot: "estate"` (an operator, or `local`): its restore
+   * puts back every file of the shared root, other principals' changes made meanwhile included,
+   * and judges none of it.
+   */
+  mayRestoreEstate(principal: string): boolean;
 }
 
 /** The `broker__flow_run` function tool (registered under server `broker`). */
@@ -50,6 +56,11 @@ export function flowTool(deps: FlowToolDeps): FunctionTool {
     async handler(flow, context) {
       // A flow run as a task runs its steps in that task: a step's `ask` parks the task (tasks/engine.ts).
       const { meta, onServerRequest, taskId } = context.request;
+      if (flow.snapshot === 'estate' && !deps.mayRestoreEstate(context.session.principal)) {
+        const error = `snapshot "estate" restores the whole estate root, other principals' changes included: only an operator may ask for it; no step ran`;
+        const refused: FlowAnswer = { success: false, flowId: context.callId, steps: [], rolledBack: [], unapplied: [], error };
+        return { content: [{ type: 'text', text: error }, { type: 'text', text: JSON.stringify(refused) }], structuredContent: refused, isError: true } satisfies CallToolResult;
+      }
       const { answer, bubbled } = await runFlow(flow, context.callId, context.signal, {
         call: (c) =>
           deps.call({ name: c.name, args: c.args, signal: c.signal, flow: c.flow, meta, onServerRequest, ...(taskId !== undefined ? { taskId } : {}), ...(c.invalidArguments ? { invalidArguments: c.invalidArguments } : {}) }, context.session),

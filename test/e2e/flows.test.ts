@@ -13,6 +13,7 @@ import { dirname, join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, npmServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
+import { connectHttp, startHttpBroker, type ConnectedClient } from '../transports/harness.js';
 
 let broker: StartedBroker | undefined;
 const dirs: string[] = [];
@@ -310,6 +311,45 @@ describe('flows over server-filesystem', () => {
       if (kind === 'git') expect(execFileSync('git', ['-C', root, 'status', '--porcelain']).toString()).toBe('?? keep.txt\n');
     });
   }
+});
+
+describe('flows: snapshot "estate" is an operator\'s', () => {
+  it('a user principal asking for snapshot "estate" is refused before any step runs; an operator may (regression: any caller could restore the shared root over other principals\' changes)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'mcp-broker-flow-fs-'));
+    dirs.push(root);
+    writeFileSync(join(root, 'keep.txt'), 'before');
+    const tokens = { USER_TOKEN: 'user-token-0123456789abcdef', OPS_TOKEN: 'ops-token-0123456789abcdef0' };
+    const http = await startHttpBroker({
+      servers: { fs: { command: 'node', args: [npmServer('server-filesystem'), root] } },
+      extra: { estate: { root }, principals: { user: { token: '${env:USER_TOKEN}' }, ops: { token: '${env:OPS_TOKEN}', role: 'operator' } } },
+      env: tokens,
+    });
+    const clients: ConnectedClient[] = [];
+    try {
+      const steps = [
+        { id: 'change', tool: 'fs__write_file', args: { path: join(root, 'keep.txt'), content: 'after' } },
+        { id: 'missing', tool: 'fs__read_text_file', args: { path: join(root, 'no-such-file.txt') } },
+      ];
+      const run = async (token: string) => {
+        const c = await connectHttp(http.url, 'streamable', { token });
+        clients.push(c);
+        const result = (await c.client.callTool({ name: 'broker__flow_run', arguments: { steps, snapshot: 'estate' } })) as CallToolResult;
+        return { result, answer: result.structuredContent as Answer };
+      };
+      const user = await run(tokens.USER_TOKEN);
+      expect(user.result.isError).toBe(true);
+      expect(user.answer).toMatchObject({ success: false, steps: [] });
+      expect(user.answer.error).toContain('only an operator may ask for it');
+      expect(readFileSync(join(root, 'keep.txt'), 'utf8')).toBe('before'); // no step ran
+      const ops = await run(tokens.OPS_TOKEN);
+      expect(ops.answer.failedStep).toBe('missing');
+      expect(ops.answer.snapshot).toMatchObject({ restored: true });
+      expect(readFileSync(join(root, 'keep.txt'), 'utf8')).toBe('before');
+    } finally {
+      for (const c of clients) await c.close();
+      await http.close();
+    }
+  });
 });
 
 describe('flows: what a newcomer found (issue 16 D1-D7)', () => {
