@@ -28,8 +28,8 @@
  *   through `tasks/update`); `parked` (an `ask`) is `input_required` with one approval question
  *   (`elicitation/create`, key `mcp-broker/approval`): the caller's accept approves it (as a
  *   modern ask's answer does), decline or cancel rejects it, and the operator inbox can decide
- *   it too; under `policy.askMode` `park` only the inbox decides (no question, `working`). A settled call is `completed` with its tool result, refusals included (they are
- *   results), except an upstream's protocol fault (`upstream_error`), a broker fault
+ *   it too; under `policy.askMode` `park` only the inbox decides (no question, `working`). A
+ *   settled call is `completed` with its tool result, refusals included (they are results), except an upstream's protocol fault (`upstream_error`), a broker fault
  *   (`guard_error`) and a rejected approval (`approval_required`: declined by the caller, rejected
  *   in the inbox), which are `failed` with a JSON-RPC `error` (-32603, `data.outcome`) and the
  *   reason as `statusMessage`, as the 2025-11-25 status and the A2A state (`failed`) read the same
