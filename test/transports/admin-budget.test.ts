@@ -4,51 +4,36 @@
  * until a restart (issue 13 §4). A real
  * gateway serving HTTP in this process, with the echo fixture upstream and a manual clock.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config/load.js';
-import { Gateway } from '../../src/gateway.js';
 import { ManualClock } from '../../src/shared/clock.js';
-import { silentLogger } from '../../src/shared/logger.js';
-import { serveHttp, type HttpServing } from '../../src/transports/http.js';
 import { fixture, nodeServer } from '../e2e/helpers.js';
+import { serveInProcess, type InProcessHttp } from './in-process.js';
 
 const TOKEN = 'alice-budget-token-0123456789';
 
 describe('sessionless budget windows', () => {
-  let dir: string;
-  let gateway: Gateway | undefined;
-  let serving: HttpServing | undefined;
-  afterEach(async () => {
-    await serving?.close();
-    await gateway?.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  let served: InProcessHttp | undefined;
+  afterEach(async () => served?.close());
 
   /** A gateway serving HTTP: alice's budget is 2 calls per 60 s window, on the returned manual clock. */
   const start = async (): Promise<ManualClock> => {
-    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-budget-'));
-    const config = parseConfig(
+    const clock = new ManualClock();
+    served = await serveInProcess(
       {
         mcpServers: { echo: nodeServer(fixture('echo.mjs'), { required: true }) },
         broker: { budgetPerUnit: 2, budgetWindowMs: 60_000 },
         principals: { alice: { token: '${env:ALICE_TOKEN}' } },
         estate: { enabled: false },
       },
-      { baseDir: dir, env: { ALICE_TOKEN: TOKEN } },
+      { env: { ALICE_TOKEN: TOKEN }, clock },
     );
-    const clock = new ManualClock();
-    gateway = new Gateway(config, { logger: silentLogger(), clock });
-    serving = await serveHttp(gateway, { host: '127.0.0.1', port: 0 });
     return clock;
   };
 
   it('api:<principal> renews after broker.budgetWindowMs (regression: it never renewed, refusing every API call until restart)', async () => {
     const clock = await start();
     const callOnce = async () => {
-      const res = await fetch(`${serving!.url}/api/v1/mcp/call`, {
+      const res = await fetch(`${served!.serving.url}/api/v1/mcp/call`, {
         method: 'POST',
         headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
         body: JSON.stringify({ subject: 'echo__echo', args: { text: 'hi' } }),
@@ -69,7 +54,7 @@ describe('sessionless budget windows', () => {
     const clock = await start();
     let id = 0;
     const callOnce = async () => {
-      const res = await fetch(`${serving!.url}/mcp`, {
+      const res = await fetch(`${served!.serving.url}/mcp`, {
         method: 'POST',
         headers: {
           authorization: `Bearer ${TOKEN}`,

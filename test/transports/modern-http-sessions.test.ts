@@ -3,36 +3,19 @@
  * every one of them must let go of the gateway when the request is done. A real gateway serving
  * HTTP in this process, with the echo fixture upstream, and a 2026-07-28 SDK client.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { parseConfig } from '../../src/config/load.js';
-import { Gateway } from '../../src/gateway.js';
-import { silentLogger } from '../../src/shared/logger.js';
-import { serveHttp, type HttpServing } from '../../src/transports/http.js';
 import { fixture, nodeServer } from '../e2e/helpers.js';
+import { serveInProcess, type InProcessHttp } from './in-process.js';
 
 describe('modern HTTP: per-request sessions', () => {
-  let dir: string;
-  let gateway: Gateway | undefined;
-  let serving: HttpServing | undefined;
-  afterEach(async () => {
-    await serving?.close();
-    await gateway?.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  let served: InProcessHttp | undefined;
+  afterEach(async () => served?.close());
 
   it('a subscriptions/listen leaves no session listening on the gateway once it closes (regression: the instance the SDK closed unconnected kept its log and task-status listeners)', async () => {
-    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-modern-sessions-'));
-    const config = parseConfig(
-      { mcpServers: { echo: nodeServer(fixture('echo.mjs'), { required: true }) }, estate: { enabled: false } },
-      { baseDir: dir, env: {} },
-    );
-    gateway = new Gateway(config, { logger: silentLogger() });
-    serving = await serveHttp(gateway, { host: '127.0.0.1', port: 0 });
-    const listening = () => ({ log: gateway!.listenerCount('log'), status: gateway!.tasks.listenerCount('status') });
+    served = await serveInProcess({ mcpServers: { echo: nodeServer(fixture('echo.mjs'), { required: true }) }, estate: { enabled: false } });
+    const { gateway, serving } = served;
+    const listening = () => ({ log: gateway.listenerCount('log'), status: gateway.tasks.listenerCount('status') });
     const before = listening();
 
     const client = new Client({ name: 'listen-sessions', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });

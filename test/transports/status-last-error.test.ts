@@ -4,41 +4,27 @@
  * shows the line with the secret redacted. A real gateway serving HTTP in this process.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { parseConfig } from '../../src/config/load.js';
-import { Gateway } from '../../src/gateway.js';
-import { silentLogger } from '../../src/shared/logger.js';
-import { serveHttp, type HttpServing } from '../../src/transports/http.js';
+import { serveInProcess, type InProcessHttp } from './in-process.js';
 
 const SECRET = `dying-${randomBytes(8).toString('hex')}`;
 
 describe('status page: last error line', () => {
-  let dir: string;
-  let gateway: Gateway | undefined;
-  let serving: HttpServing | undefined;
-  afterEach(async () => {
-    await serving?.close();
-    await gateway?.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  let served: InProcessHttp | undefined;
+  afterEach(async () => served?.close());
 
   it("an upstream that fails printing its secret shows the line with the secret redacted, scrubbed before it is cut (regression: the line was shown as the upstream wrote it, cut first)", async () => {
-    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-last-error-'));
     // The secret runs across the 300th character of the line, where a shown line is cut.
     const dying = "console.error('cannot start with key ' + 'x'.repeat(260) + ' ' + process.env.API_TOKEN); process.exit(3)";
-    const config = parseConfig(
+    served = await serveInProcess(
       {
         mcpServers: { dying: { command: process.execPath, args: ['-e', dying], env: { API_TOKEN: '${env:DYING_TOKEN}' } } },
         estate: { enabled: false },
       },
-      { baseDir: dir, env: { DYING_TOKEN: SECRET } },
+      { env: { DYING_TOKEN: SECRET } },
     );
-    gateway = new Gateway(config, { logger: silentLogger() });
-    serving = await serveHttp(gateway, { host: '127.0.0.1', port: 0 });
-    const status = async () => (await (await fetch(`${serving!.url}/api/v1/status`)).json()) as { upstreams: Array<{ name: string; lastError?: { message: string } }> };
+    const { serving } = served;
+    const status = async () => (await (await fetch(`${serving.url}/api/v1/status`)).json()) as { upstreams: Array<{ name: string; lastError?: { message: string } }> };
     const row = await vi.waitFor(
       async () => {
         const found = (await status()).upstreams.find((u) => u.name === 'dying');
