@@ -47,6 +47,8 @@ describe('a changed tool over stdio', () => {
   let broker: StartedBroker;
   beforeAll(async () => {
     broker = await startBroker({ servers: { rug: rugPull() }, env: { FIXTURE_LOG: log } });
+    // The broker answers before its upstreams are up; a tool is pinned (known to `approve`) once listed.
+    await waitFor(() => listed(broker.client), 'rug__probe listed');
   });
   afterAll(() => broker?.close());
 
@@ -116,6 +118,7 @@ describe('pins per principal over HTTP', () => {
     });
     alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN });
     bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN });
+    await waitFor(() => listed(alice.client), 'rug__probe listed');
   });
   afterAll(async () => {
     await alice?.close();
