@@ -4,7 +4,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     testTimeout: 30_000,
-    hookTimeout: 30_000,
+    // Above startHttpBroker's own 30 s wait for "serving", so a slow start fails with its stderr, not a bare hook timeout.
+    hookTimeout: 45_000,
     pool: 'forks',
     maxWorkers: 2,
   },

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, waitFor } from './helpers.js';
-import { http, MCP_POST_HEADERS, openRawSession, readStream, startHttpBroker, type HttpBroker } from '../transports/harness.js';
+import { http, MCP_POST_HEADERS, openRawSession, readEvents, startHttpBroker, type HttpBroker } from '../transports/harness.js';
 
 const TOKENS = { ALICE_TOKEN: 'alice-admin-token-0123456789', BOB_TOKEN: 'bob-admin-token-01234567890', OPS_TOKEN: 'ops-admin-token-01234567890' };
 const as = (token: string) => ({ authorization: `Bearer ${token}` });
@@ -114,13 +114,12 @@ describe('admin API', () => {
   });
 
   it('GET /api/v1/events streams published records to the principal they belong to', async () => {
-    const bobStream = readStream(`${broker.url}/api/v1/events`, { headers: BOB }, (t) => t.includes('bob-after-alice'), 15_000);
-    const aliceStream = readStream(`${broker.url}/api/v1/events`, { headers: ALICE }, (t) => t.includes('"principal":"alice"'), 15_000);
-    // Give both subscriptions a moment to be in place.
-    await new Promise((r) => setTimeout(r, 300));
+    const bobEvents = readEvents(broker.url, BOB, (t) => t.includes('bob-after-alice'));
+    const aliceEvents = readEvents(broker.url, ALICE, (t) => t.includes('"principal":"alice"'));
+    await Promise.all([bobEvents.subscribed, aliceEvents.subscribed]);
     const a = await call(ALICE, { subject: 'echo__echo', args: { text: 'alice-event' } });
     await call(BOB, { subject: 'echo__echo', args: { text: 'bob-after-alice' } });
-    const [bobSeen, aliceSeen] = await Promise.all([bobStream, aliceStream]);
+    const [bobSeen, aliceSeen] = await Promise.all([bobEvents.read, aliceEvents.read]);
     expect(aliceSeen.status).toBe(200);
     expect(aliceSeen.headers.get('content-type')).toContain('text/event-stream');
     expect(aliceSeen.text).toContain('event: record');

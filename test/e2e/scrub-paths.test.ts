@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, readNdjson, spawnRawBroker, waitFor, type RawBroker } from './helpers.js';
-import { http, readStream, startHttpBroker, type HttpBroker } from '../transports/harness.js';
+import { http, readEvents, startHttpBroker, type HttpBroker } from '../transports/harness.js';
 
 const SECRET = `leak-${randomBytes(8).toString('hex')}`;
 const REDACTED = '[REDACTED]';
@@ -170,8 +170,8 @@ describe('issue 12: an unknown tool name holding a secret, sent to the admin API
   afterAll(async () => broker?.close());
 
   it('POST /api/v1/mcp/call with an unknown subject holding the secret: its answer, record and event carry [REDACTED]', async () => {
-    const events = readStream(`${broker.url}/api/v1/events`, { headers: ALICE }, (t) => t.includes('event: record'), 15_000);
-    await new Promise((r) => setTimeout(r, 300)); // the subscription is in place
+    const events = readEvents(broker.url, ALICE, (t) => t.includes('event: record'));
+    await events.subscribed;
     const answer = await http(`${broker.url}/api/v1/mcp/call`, { headers: ALICE, body: { subject: `nope-${SECRET}`, args: {} } });
     expect(answer.status).toBe(404);
     expect(answer.body.outcome).toBe('unregistered');
@@ -180,7 +180,7 @@ describe('issue 12: an unknown tool name holding a secret, sent to the admin API
     expect(record.name).toBe(`nope-${REDACTED}`);
     expect(record.subject).toBe(`?/nope-${REDACTED}`);
     expect(JSON.stringify(broker.records())).not.toContain(SECRET);
-    const stream = await events;
+    const stream = await events.read;
     expect(stream.text).toContain(answer.body.callId);
     expect(stream.text).not.toContain(SECRET);
     expect(broker.stderr()).not.toContain(SECRET);

@@ -2,8 +2,15 @@
  * Shutdown with calls in flight: every judged call still gets its answer and its one record
  * (DESIGN.md "Contract"), whether the broker is stopped by SIGTERM, SIGINT or stdin EOF.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { callsOf } from './broker-support.js';
 import { fixture, nodeServer, readNdjson, spawnRawBroker, startBroker, waitFor, type RawBroker, type StartedBroker } from './helpers.js';
+
+const tmp = mkdtempSync(join(tmpdir(), 'mcp-broker-shutdown-e2e-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 describe('shutdown with a call in flight', () => {
   let broker: StartedBroker | undefined;
@@ -38,16 +45,20 @@ describe('issue 17 §2: stdin closed with requests pending', () => {
   let b: RawBroker | undefined;
   afterEach(async () => b?.close());
 
-  /** A one-shot pipe: everything written at once, stdin ended right after. */
-  function oneShot(extra: Record<string, unknown>, call: object) {
-    b = spawnRawBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, extra });
-    const lines = [
+  const lines = (call: object) =>
+    [
       { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pipe', version: '1' } } },
       { jsonrpc: '2.0', method: 'notifications/initialized' },
       { jsonrpc: '2.0', id: 2, method: 'tools/list' },
       { jsonrpc: '2.0', id: 3, method: 'tools/call', params: call },
-    ];
-    b.child.stdin!.end(lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+    ]
+      .map((l) => JSON.stringify(l))
+      .join('\n') + '\n';
+
+  /** A one-shot pipe: everything written at once, stdin ended right after. */
+  function oneShot(extra: Record<string, unknown>, call: object) {
+    b = spawnRawBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, extra });
+    b.child.stdin!.end(lines(call));
     return b;
   }
 
@@ -65,7 +76,17 @@ describe('issue 17 §2: stdin closed with requests pending', () => {
   }, 40_000);
 
   it('a call still running at broker.drainTimeoutMs is cancelled, answered and recorded with the drain as its reason, then exit 0', async () => {
-    const broker = oneShot({ broker: { drainTimeoutMs: 1500 } }, { name: 'echo__slow', arguments: { ms: 60_000 } });
+    // The same pipe, ended once the call runs upstream: the drain window starts at the end of
+    // input, and on a slow machine the upstream may still be starting 1.5 s after the spawn.
+    const log = join(tmp, 'drain.log');
+    const broker = (b = spawnRawBroker({
+      servers: { echo: nodeServer(fixture('echo.mjs'), { inheritEnv: ['FIXTURE_LOG'] }) },
+      extra: { broker: { drainTimeoutMs: 1500 } },
+      env: { FIXTURE_LOG: log },
+    }));
+    broker.child.stdin!.write(lines({ name: 'echo__slow', arguments: { ms: 60_000 } }));
+    await waitFor(() => callsOf(log, 'slow') === 1, 'the slow call running upstream');
+    broker.child.stdin!.end();
     expect(await broker.exited).toBe(0);
     const answer = broker.messages.find((m) => m.id === 3) as Record<string, any> | undefined;
     expect(answer?.result?._meta?.['mcp-broker/outcome']).toBe('cancelled');

@@ -203,6 +203,24 @@ export async function readStream(
   return read;
 }
 
+/**
+ * `GET /api/v1/events` read as {@link readStream} does; `subscribed` resolves once the broker
+ * says the subscription is in place (its `: subscribed` comment), so a test publishes only then.
+ */
+export function readEvents(
+  url: string,
+  headers: Record<string, string>,
+  until: (text: string) => boolean,
+  timeoutMs = 15_000,
+): { subscribed: Promise<void>; read: Promise<{ status: number; headers: Headers; text: string }> } {
+  let inPlace!: () => void;
+  const subscribed = new Promise<void>((resolve) => (inPlace = resolve));
+  const read = readStream(`${url}/api/v1/events`, { headers }, (text) => (text.includes(': subscribed') && inPlace(), until(text)), timeoutMs);
+  // A stream that ended or failed before subscribing settles `subscribed` too; `read` tells why.
+  void read.then(inPlace, inPlace);
+  return { subscribed, read };
+}
+
 /** Opens a raw Streamable HTTP session (initialize + initialized); returns its id. */
 export async function openRawSession(url: string, headers: Record<string, string> = {}): Promise<string> {
   const init = await readStream(
