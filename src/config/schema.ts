@@ -567,8 +567,8 @@ export const DEFAULT_EXPORT_DELAY_MS = 5000;
 
 /**
  * Traces, metrics and the status page (issue 20; README "Observability"). Traces are off unless
- * `otlp.endpoint` is set; `/metrics` and the status page `/` are served over HTTP behind the
- * same bearer auth as `/mcp` (unless `metricsPublic`).
+ * `otlp.endpoint` is set; the status page `/` is served over HTTP behind the same bearer auth as
+ * `/mcp`, and `/metrics` to an operator's token (to anyone with `metricsPublic`).
  */
 export const observabilitySchema = z
   .object({
@@ -588,7 +588,7 @@ export const observabilitySchema = z
       })
       .strict()
       .optional(),
-    /** Serve `GET /metrics` without authentication (for a scraper without a token). Default false. */
+    /** Serve `GET /metrics` without authentication (for a scraper without a token); default false: an operator's token only. */
     metricsPublic: z.boolean().default(false),
   })
   .strict();

@@ -74,6 +74,15 @@ describe('GET /metrics', () => {
     expect((await http(`${broker.url}/metrics`, { headers: { authorization: 'Bearer wrong-token-0123456789' } })).status).toBe(401);
   });
 
+  it("is an operator's: a user, whose series would show every principal's calls, is refused 403", async () => {
+    expect((await call(ALICE, 'echo__echo', { text: 'counted' })).status).toBe(200);
+    const refused = await http(`${broker.url}/metrics`, { headers: { authorization: `Bearer ${ALICE}` } });
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.code).toBe('forbidden');
+    expect(refused.text).not.toContain('mcp_broker_calls_total');
+    expect(value(await scrape(OP), 'mcp_broker_calls_total', { outcome: 'ok', tool: 'echo__echo', principal: 'alice', kind: 'tool' })).toBeGreaterThan(0);
+  });
+
   it('shows upstream states, and calls, latency, attempts, records, breakers, restarts and budget moving', async () => {
     const before = await scrape();
     expect(value(before, 'mcp_broker_upstream_state', { upstream: 'echo', state: 'ready' })).toBe(1);

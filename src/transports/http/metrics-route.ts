@@ -1,7 +1,9 @@
 /**
  * `GET /metrics`: the gateway's Prometheus series in the text exposition format
- * (observability/metrics.ts), behind the same bearer auth as `/mcp` unless
- * `observability.metricsPublic` (then {@link mountPublicMetrics} serves it before the auth guard).
+ * (observability/metrics.ts), to an operator (role `operator`, or `local`): its series count every
+ * principal's calls by principal and tool, which a user may not see of another (403 `forbidden`
+ * for one, 401 without a valid token). With `observability.metricsPublic` it is served to anyone,
+ * before the auth guard ({@link mountPublicMetrics}): the operator's explicit choice.
  * Registers the HTTP face's own gauges on first mount: sessions open per kind and era, and event
  * streams open.
  */
@@ -9,6 +11,7 @@ import { MODERN_REVISION } from '../era.js';
 import type { Express, Request, Response } from 'express';
 import { LEGACY_ERA } from '../../observability/eras.js';
 import type { HttpContext } from './context.js';
+import { principalOf } from './guards.js';
 
 export const METRICS_PATH = '/metrics';
 
@@ -26,7 +29,13 @@ export function mountMetrics(app: Express, ctx: HttpContext): void {
     { labels: { era: LEGACY_ERA }, value: ctx.streams.sizeOf('legacy') },
     { labels: { era: MODERN_REVISION }, value: ctx.streams.sizeOf('modern') },
   ]);
+  const open = ctx.gateway.config.observability.metricsPublic;
   app.get(METRICS_PATH, async (_req: Request, res: Response) => {
+    if (!open && principalOf(res).role !== 'operator') {
+      return void res.status(403).json({
+        error: { code: 'forbidden', message: 'GET /metrics needs the operator role (its series count every principal\'s calls); or set observability.metricsPublic' },
+      });
+    }
     const { contentType, body } = await metrics.scrape();
     res.setHeader('Cache-Control', 'no-store');
     res.type(contentType).send(body);
