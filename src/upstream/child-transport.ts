@@ -39,7 +39,21 @@ export interface ChildTransportOptions {
   closeGraceMs?: number;
   /** While congested, the child's stdout is not read (its answers wait in its pipe); default the process's {@link stdoutPressure}. */
   outputPressure?: OutputPressure;
+  /**
+   * Scrubs a stray stdout line or a stderr line whole before anything cuts it: the log line
+   * ({@link LOGGED_LINE_CHARS}), the stderr tail and error line kept for the status (the
+   * gateway's scrubber). The logger and the status scrub again, but a cut through a secret
+   * leaves a part they no longer recognise; absent, lines are kept as they came.
+   */
+  scrub?: (text: string) => string;
 }
+
+/** Longest stray stdout or stderr line logged, in characters (scrubbed first, then cut). */
+export const LOGGED_LINE_CHARS = 2000;
+/** How much of the child's last stderr lines is kept for its status and errors, in characters. */
+const STDERR_TAIL_CHARS = 2048;
+/** How much of a stderr line not yet ended is kept (its last characters). */
+const STDERR_PARTIAL_CHARS = 8192;
 
 /**
  * What this module keeps for the whole process, shared by every copy of it the process loads: the
@@ -277,7 +291,10 @@ export class ChildProcessTransport implements Transport {
   /** Settles once the child's process group is gone, leader and stragglers alike. */
   private reaped: Promise<void> = Promise.resolve();
   private readonly framer: LineFramer;
+  /** The last {@link STDERR_TAIL_CHARS} of the child's ended stderr lines, each scrubbed whole. */
   private stderrTail = '';
+  /** The stderr line still being written (no newline yet), as it came. */
+  private stderrPartial = '';
   /** The first stderr line that states an error ({@link isErrorLine}), kept even when the tail moves on. */
   private errorLine?: string;
   private exit?: { code: number | null; signal: NodeJS.Signals | null };
@@ -287,7 +304,7 @@ export class ChildProcessTransport implements Transport {
     this.framer = new LineFramer(
       {
         message: (m) => this.onmessage?.(m),
-        noise: (line) => log.warn({ line: line.slice(0, 2000) }, 'upstream wrote a non-JSON line to stdout; skipped'),
+        noise: (line) => log.warn({ line: this.loggedLine(line) }, 'upstream wrote a non-JSON line to stdout; skipped'),
         oversize: (bytes, ends) => {
           log.error({ bytes, maxMessageBytes: this.maxBytes }, 'upstream sent a message over maxMessageBytes; dropped');
           // A dropped response becomes an error response, so the request it answers fails now, not at its deadline.
@@ -302,14 +319,24 @@ export class ChildProcessTransport implements Transport {
     return this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   }
 
+  private scrubbed(text: string): string {
+    return this.options.scrub ? this.options.scrub(text) : text;
+  }
+
+  /** A line as logged: scrubbed whole (stdout noise here; stderr lines come scrubbed), then cut at {@link LOGGED_LINE_CHARS}. */
+  private loggedLine(line: string, clean = this.scrubbed(line)): string {
+    return clean.length > LOGGED_LINE_CHARS ? `${clean.slice(0, LOGGED_LINE_CHARS - 1)}…` : clean;
+  }
+
   /** The child's pid once started. */
   get pid(): number | undefined {
     return this.child?.pid;
   }
 
-  /** The last lines the child wrote to stderr (up to 2 KB), for error messages. */
+  /** The last lines the child wrote to stderr (up to 2 KB), scrubbed, for error messages. */
   get stderr(): string {
-    return this.stderrTail;
+    if (!this.stderrPartial) return this.stderrTail;
+    return (this.stderrTail + this.scrubbed(this.stderrPartial)).slice(-STDERR_TAIL_CHARS);
   }
 
   /**
@@ -317,7 +344,7 @@ export class ChildProcessTransport implements Transport {
    * last meaningful one of the tail ({@link meaningfulStderrLine}); undefined when it wrote none.
    */
   get stderrLine(): string | undefined {
-    return this.errorLine ?? meaningfulStderrLine(this.stderrTail);
+    return this.errorLine ?? meaningfulStderrLine(this.stderr);
   }
 
   /** How the child ended (`exited with code 1`, `killed by SIGTERM`); undefined while it runs. */
@@ -360,7 +387,7 @@ export class ChildProcessTransport implements Transport {
           }
           this.exit = { code, signal };
           // The upstream's status says why, logged once per distinct reason (connection.ts).
-          if (!this.closed) this.options.logger.debug({ code, signal, stderr: this.stderrTail.slice(-500) }, 'upstream process exited');
+          if (!this.closed) this.options.logger.debug({ code, signal, stderr: this.stderr.slice(-500) }, 'upstream process exited');
           this.closed = true;
           this.framer.reset();
           this.onclose?.();
@@ -381,17 +408,18 @@ export class ChildProcessTransport implements Transport {
         // EPIPE after the child died: the close handler reports it.
         if ((err as NodeJS.ErrnoException).code !== 'EPIPE') this.onerror?.(err);
       });
-      let partial = '';
       child.stderr!.setEncoding('utf8');
       child.stderr!.on('data', (text: string) => {
-        this.stderrTail = (this.stderrTail + text).slice(-2048);
-        const lines = (partial + text).split('\n');
-        partial = lines.pop() ?? '';
-        if (partial.length > 8192) partial = '';
+        const lines = (this.stderrPartial + text).split('\n');
+        // An unended line is kept by its last 8 KiB: far more than the tail shows of it.
+        this.stderrPartial = (lines.pop() ?? '').slice(-STDERR_PARTIAL_CHARS);
         for (const line of lines) {
-          if (!line.trim()) continue;
-          if (this.errorLine === undefined && isErrorLine(line)) this.errorLine = meaningfulStderrLine(line);
-          this.options.logger.debug({ stderr: line.slice(0, 2000) }, 'upstream stderr');
+          // Scrubbed whole before anything cuts it (the tail, the error line, the log line).
+          const clean = this.scrubbed(line);
+          this.stderrTail = (this.stderrTail + clean + '\n').slice(-STDERR_TAIL_CHARS);
+          if (!clean.trim()) continue;
+          if (this.errorLine === undefined && isErrorLine(clean)) this.errorLine = meaningfulStderrLine(clean);
+          if (this.options.logger.isLevelEnabled('debug')) this.options.logger.debug({ stderr: this.loggedLine(line, clean) }, 'upstream stderr');
         }
       });
     });

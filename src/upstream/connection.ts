@@ -676,7 +676,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const log = this.options.logger;
     let transport: Transport;
     try {
-      transport = await createUpstreamTransport({ ...this.options, callStreamLogs: (requestId) => this.callStreamLogSink(requestId) });
+      transport = await createUpstreamTransport({ ...this.options, scrubber: this.scrub.scrubber, callStreamLogs: (requestId) => this.callStreamLogSink(requestId) });
     } catch (err) {
       // The SDK's HTTP transport modules failed to load: a failed dial like any other.
       return generation === this.generation ? { err } : 'superseded';

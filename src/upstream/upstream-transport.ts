@@ -4,6 +4,7 @@
  */
 import { SSEClientTransport, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
+import type { Scrubber } from '../shared/scrub.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { httpStatusOf } from '../shared/sdk-errors.js';
@@ -27,6 +28,8 @@ export interface UpstreamTransportOptions {
   maxMessageBytes: number;
   /** Injected `fetch` for HTTP kinds (tests). */
   fetch?: typeof fetch;
+  /** The gateway's scrubber: a stdio child's stray lines are scrubbed before they are cut for the log. */
+  scrubber?: Scrubber;
   /** Streamable HTTP: where log messages on a tool call's own response stream go (call-stream-logs.ts). */
   callStreamLogs?: CallStreamLogSinks;
 }
@@ -48,6 +51,7 @@ export async function createUpstreamTransport(options: UpstreamTransportOptions)
       ...stdioSpawnSpec(config, options.inheritEnv, options.nodePath),
       logger: options.logger,
       maxMessageBytes: options.maxMessageBytes,
+      scrub: options.scrubber && ((text) => options.scrubber!.text(text)),
     });
   }
   const requestInit: RequestInit = { headers: config.headers };
