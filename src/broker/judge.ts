@@ -83,26 +83,33 @@ export function judgeStage(deps: JudgeDeps): Stage {
       const target = call.target ?? deps.resolve(call.request.name);
       if (!target) return settle(call, 'unregistered', `no tool named "${call.request.name}"`);
       call.target = target;
-      if (target.state === 'down') return settle(call, 'upstream_error', target.reason ?? `upstream "${target.server}" is not running`);
-      if (target.state === 'disabled') return settle(call, 'unregistered', target.reason ?? `tool "${target.name}" is disabled by configuration`);
-      if (target.state === 'gone') return settle(call, 'unregistered', `tool "${target.name}" is gone: upstream "${target.server}" is not serving it now`);
-      call.readOnly = deps.isReadOnly(target);
-
-      const { name } = target;
-      const principal = call.session.principal;
+      if (!runnable(call, target)) return SETTLED;
       const at = new Date(deps.clock.now()).toISOString();
-      // The broker's own tools change only with the broker itself: not pinned.
-      const seen = target.source === 'upstream' && target.hash && target.definition ? { hash: target.hash, definition: target.definition } : undefined;
-      const read = readFacts(deps.store, { name, principal, at, seen, firstUse: deps.policy.config.firstUse === 'ask' });
+      const read = factsOf(call, target, at, deps.policy.config.firstUse === 'ask');
       return isThenable(read) ? Promise.resolve(read).then((facts) => judge(call, target, facts, at)) : judge(call, target, read, at);
     },
   );
 
-  /** The verdict on the facts: at once when the call is allowed outright; a promise when someone must approve it. */
-  function judge(call: BrokerCall, target: ToolTarget, facts: Facts, at: string): typeof GO | typeof SETTLED | Promise<typeof GO | typeof SETTLED> {
+  /** Whether the registry lets `target` run (else the call is settled: `down` → `upstream_error`, `disabled` or `gone` → `unregistered`); sets `call.readOnly`. */
+  function runnable(call: BrokerCall, target: ToolTarget): boolean {
+    if (target.state === 'down') return settle(call, 'upstream_error', target.reason ?? `upstream "${target.server}" is not running`);
+    if (target.state === 'disabled') return settle(call, 'unregistered', target.reason ?? `tool "${target.name}" is disabled by configuration`);
+    if (target.state === 'gone') return settle(call, 'unregistered', `tool "${target.name}" is gone: upstream "${target.server}" is not serving it now`);
+    call.readOnly = deps.isReadOnly(target);
+    return true;
+  }
+
+  /** The store's facts on `target` for the caller (the broker's own tools change only with the broker itself: not pinned). */
+  function factsOf(call: BrokerCall, target: ToolTarget, at: string, firstUse: boolean): Facts | Promise<Facts> {
+    const seen = target.source === 'upstream' && target.hash && target.definition ? { hash: target.hash, definition: target.definition } : undefined;
+    return readFacts(deps.store, { name: target.name, principal: call.session.principal, at, seen, firstUse });
+  }
+
+  /** The policy's verdict on `target` for the caller, given the store's facts. */
+  function verdictOn(call: BrokerCall, target: ToolTarget, facts: Facts): Verdict {
     const { name } = target;
     const principal = call.session.principal;
-    const verdict = decide(deps.policy, {
+    return decide(deps.policy, {
       name,
       principal,
       readOnly: call.readOnly === true,
@@ -116,6 +123,25 @@ export function judgeStage(deps: JudgeDeps): Stage {
       // Named only by the refusal of a changed pin.
       ...(facts.pin === 'changed' && { approveCommand: hint(deps, name, principal, principal) }),
     });
+  }
+
+  /**
+   * After a wait for a human or the inbox, the call is judged again on what holds now: a `deny`
+   * a reload added, a pin that changed, a tool disabled or gone meanwhile refuses it; an `ask`
+   * that still stands is the approval just given. Settles the call and returns false when refused.
+   */
+  async function stillAllowed(call: BrokerCall, at: string): Promise<boolean> {
+    const target = deps.resolve(call.request.name);
+    if (!target) return settle(call, 'unregistered', `no tool named "${call.request.name}" any more after the approval; it did not run`);
+    call.target = target;
+    if (!runnable(call, target)) return false;
+    const verdict = verdictOn(call, target, await factsOf(call, target, at, false));
+    return verdict.kind !== 'refuse' || settle(call, verdict.outcome, `${verdict.reason} (judged again after the approval; it did not run)`);
+  }
+
+  /** The verdict on the facts: at once when the call is allowed outright; a promise when someone must approve it. */
+  function judge(call: BrokerCall, target: ToolTarget, facts: Facts, at: string): typeof GO | typeof SETTLED | Promise<typeof GO | typeof SETTLED> {
+    const verdict = verdictOn(call, target, facts);
     if (verdict.kind === 'refuse') return settle(call, verdict.outcome, verdict.reason);
     const asks = verdict.kind === 'ask' || target.requireApproval === true;
     // The common case: allowed, nobody to ask; the call goes on in the same turn (issue 6).
@@ -141,6 +167,8 @@ export function judgeStage(deps: JudgeDeps): Stage {
         call.approved = true;
       }
     }
+    // Whether the approval came after a wait in this run (the inbox's or a human's), during which what it judged may have changed.
+    let waited = call.approved && call.request.approvedBy === undefined;
     if (call.approved) {
       // Approved in the approval inbox.
     } else if (verdict.kind === 'ask') {
@@ -150,7 +178,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
         return SETTLED;
       }
       if (verdict.ground === 'first_use') await deps.store.markUsed(name, principal, at);
-      call.approved = true;
+      call.approved = waited = true;
     } else if (target.requireApproval) {
       // The tool demands approval on every call (seed 003); asked here, outside the deadline.
       const refusal = await ask(call, target, 'the tool requires approval on every call', deps, states, false);
@@ -158,8 +186,9 @@ export function judgeStage(deps: JudgeDeps): Stage {
         settleRefusal(call, refusal);
         return SETTLED;
       }
-      call.approved = true;
+      call.approved = waited = true;
     }
+    if (waited && !(await stillAllowed(call, new Date(deps.clock.now()).toISOString()))) return SETTLED;
     // Seed 003: after an approval, nothing runs for a caller that can no longer hear the answer.
     // Checked here, before budget and deadline, so the round trip is not the tool's time.
     if (call.approved && call.request.approvedBy === undefined && !(await stillLive(call.session, call.request.signal))) {

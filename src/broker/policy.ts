@@ -25,9 +25,13 @@
  * lets them through: they are reads); then the first rule that covers the primitive (its
  * `prompts` or `resources` globs, or `tools` globs that cover the server's whole namespace, see
  * {@link namespaceName}) gives the action, else `policy.default`; `deny` → `denied`, `ask` → ask.
+ * A resource URI is judged as sent and with its percent-encoded unreserved characters decoded
+ * (the stricter action wins), and one with a `.` or `..` path segment is denied while any rule
+ * has `resources` globs ({@link DOT_SEGMENT_SOURCE}). Globs match names starting with `.` too
+ * (shared/glob.ts).
  */
 import { plainApproveCommand } from './approve-hint.js';
-import picomatch from 'picomatch';
+import { globMatcher } from '../shared/glob.js';
 import type { PolicyConfig, PrincipalConfig } from '../config/schema.js';
 import type { PinState } from '../store/store.js';
 
@@ -118,7 +122,7 @@ export function namespaceName(prefix: string): string {
 }
 
 type Matcher = (name: string) => boolean;
-const compile = (globs: readonly string[] | undefined): Matcher | undefined => (globs ? picomatch([...globs]) : undefined);
+const compile = (globs: readonly string[] | undefined): Matcher | undefined => (globs ? globMatcher(globs) : undefined);
 
 export function compilePolicy(config: PolicyConfig): CompiledPolicy {
   const rules = config.rules.map((rule, index) => ({
@@ -131,7 +135,8 @@ export function compilePolicy(config: PolicyConfig): CompiledPolicy {
     literal: new Set(rule.tools ?? []),
     label: [...(rule.tools ?? []), ...(rule.prompts ?? []), ...(rule.resources ?? [])].join(', '),
   }));
-  const readOnly = config.readOnly.length ? picomatch(config.readOnly) : () => false;
+  const readOnly = config.readOnly.length ? globMatcher(config.readOnly) : () => false;
+  const judgesResources = rules.some((rule) => rule.resources !== undefined);
   // `labelled`: the source shows the rule's globs; not for prompts and resources, whose URI globs may name host paths.
   type Rule = (typeof rules)[number];
   const first = (principal: string, labelled: boolean, covers: (rule: Rule) => boolean | undefined): (PolicyAction & { rule: Rule }) | undefined => {
@@ -152,11 +157,52 @@ export function compilePolicy(config: PolicyConfig): CompiledPolicy {
     },
     primitiveAction(subject, principal) {
       const whole = namespaceName(subject.prefix);
-      const own = subject.type === 'prompt' ? 'prompts' : 'resources';
-      const ruled = first(principal, false, (rule) => rule[own]?.(subject.name) || rule.tools?.(whole));
-      return ruled ? { action: ruled.action, source: ruled.source, ground: ruled.ground } : { action: config.default, source: 'policy.default', ground: 'default' };
+      const actionOn = (name: string, own: 'prompts' | 'resources'): PolicyAction => {
+        const ruled = first(principal, false, (rule) => rule[own]?.(name) || rule.tools?.(whole));
+        return ruled ? { action: ruled.action, source: ruled.source, ground: ruled.ground } : { action: config.default, source: 'policy.default', ground: 'default' };
+      };
+      if (subject.type === 'prompt') return actionOn(subject.name, 'prompts');
+      const decoded = decodeUnreserved(subject.name);
+      if (judgesResources && hasDotSegment(decoded)) return { action: 'deny', source: DOT_SEGMENT_SOURCE, ground: 'rule' };
+      // The URI as sent and with its unreserved characters decoded name the same resource: the stricter action of the two.
+      const asSent = actionOn(subject.name, 'resources');
+      return decoded === subject.name ? asSent : stricter(asSent, actionOn(decoded, 'resources'));
     },
   };
+}
+
+/**
+ * Why a resource URI with a `.` or `..` path segment is refused while any rule has `resources`
+ * globs: a glob never matches `..`, and what the URI names depends on how its upstream resolves
+ * it (`file:///srv/public/../secrets/key` is under no `file:///srv/secrets/**`), so no rule can be
+ * said to cover it or not.
+ */
+export const DOT_SEGMENT_SOURCE = 'a resource URI with "." or ".." path segments (refused while policy.rules judge resources; send the URI without them)';
+
+/** RFC 3986 §2.3: these characters mean the same percent-encoded or not. */
+const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
+
+/** `uri` with its percent-encoded unreserved characters decoded (RFC 3986 §6.2.2.2): `%2e` → `.`, `%73` → `s`. */
+function decodeUnreserved(uri: string): string {
+  if (!uri.includes('%')) return uri;
+  return uri.replace(/%([0-9A-Fa-f]{2})/g, (encoded, hex: string) => {
+    const c = String.fromCharCode(Number.parseInt(hex, 16));
+    return UNRESERVED.test(c) ? c : encoded;
+  });
+}
+
+/** Whether the path of `uri` (after its scheme, before any query or fragment) has a `.` or `..` segment. */
+function hasDotSegment(uri: string): boolean {
+  const colon = uri.indexOf(':');
+  const rest = uri.slice(colon + 1);
+  const end = rest.search(/[?#]/);
+  return /(^|\/)\.\.?(\/|$)/.test(end === -1 ? rest : rest.slice(0, end));
+}
+
+const STRICTNESS = { allow: 0, ask: 1, deny: 2 } as const;
+
+function stricter(a: PolicyAction, b: PolicyAction): PolicyAction {
+  return STRICTNESS[b.action] > STRICTNESS[a.action] ? b : a;
 }
 
 /** Decides one call. Pure: no I/O, no clock. */

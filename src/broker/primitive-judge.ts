@@ -136,9 +136,10 @@ export class PrimitiveGuard {
       callId,
       sessionId: caller.sessionId,
       principal: caller.principal,
-      unit: caller.unit,
-      subject: `${request.server}/${request.ownName}`,
-      name: request.name,
+      // As a tool call's record (record.ts): a name or URI the caller sent may hold a secret.
+      unit: deps.scrubText(caller.unit),
+      subject: deps.scrubText(`${request.server}/${request.ownName}`),
+      name: deps.scrubText(request.name),
       kind: request.kind,
       outcome,
       status: OUTCOME_STATUS[outcome],
@@ -175,10 +176,7 @@ export class PrimitiveGuard {
     caller: CallerSession,
     callId: string,
   ): Promise<{ outcome: Outcome; reason: string; inputRequired?: InputRequiredResult } | undefined | null> {
-    const prefix = this.deps.prefixOf(request.server);
-    if (prefix === undefined) return { outcome: 'unregistered', reason: `upstream "${request.server}" is not configured` };
-    const what = request.type === 'prompt' ? `the prompt "${request.name}"` : `the resources of upstream "${request.server}"`;
-    const verdict: Verdict = decidePrimitive(this.deps.policy, { type: request.type, name: request.name, prefix }, caller.principal, what);
+    const verdict = this.verdictOn(request, caller.principal);
     if (verdict.kind === 'allow') return undefined;
     if (verdict.kind === 'refuse') return { outcome: verdict.outcome, reason: verdict.reason };
     const states = this.deps.approvalStates;
@@ -201,9 +199,21 @@ export class PrimitiveGuard {
       return { outcome: 'approval_required', reason: `${verdict.reason}; ${asked.reason}` };
     }
     const answer = await askApproval(caller, { message: askMessage(request, verdict.reason), timeoutMs: this.deps.askTimeoutMs, signal: request.signal });
-    if (answer.approved) return null;
+    if (answer.approved) {
+      // Judged again on the policy as it is now: a reload may have added a deny while the human was asked.
+      const now = this.verdictOn(request, caller.principal);
+      return now.kind === 'refuse' ? { outcome: now.outcome, reason: `${now.reason} (judged again after the approval)` } : null;
+    }
     if (request.signal.aborted) return { outcome: 'cancelled', reason: 'cancelled by the client while waiting for approval' };
     return { outcome: 'approval_required', reason: `${verdict.reason}; ${answer.reason}` };
+  }
+
+  /** The policy's verdict on `request` for `principal` (an upstream not configured: `unregistered`). */
+  private verdictOn(request: PrimitiveRequest, principal: string): Verdict {
+    const prefix = this.deps.prefixOf(request.server);
+    if (prefix === undefined) return { kind: 'refuse', outcome: 'unregistered', reason: `upstream "${request.server}" is not configured` };
+    const what = request.type === 'prompt' ? `the prompt "${request.name}"` : `the resources of upstream "${request.server}"`;
+    return decidePrimitive(this.deps.policy, { type: request.type, name: request.name, prefix }, principal, what);
   }
 
   private publish(record: CallRecord, caller: CallerSession): void {

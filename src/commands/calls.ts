@@ -10,7 +10,7 @@
  */
 import { alignedTable, cut } from './table.js';
 import { statSync } from 'node:fs';
-import picomatch from 'picomatch';
+import { globMatcher } from '../shared/glob.js';
 import { followRecords } from '../audit/follow.js';
 import { parseSince, readRecords, recordFiles } from '../audit/query.js';
 import { OUTCOMES, type Outcome } from '../broker/outcomes.js';
@@ -70,7 +70,7 @@ export async function callsCommand(
     io.stderr.write('mcp-broker calls: --limit must be a non-negative integer\n');
     return EXIT_USAGE;
   }
-  const toolMatches = options.tool ? picomatch(options.tool) : undefined;
+  const toolMatches = options.tool ? globMatcher(options.tool) : undefined;
 
   const matches = (record: CallRecord) =>
     isCallRecord(record) &&

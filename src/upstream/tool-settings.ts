@@ -4,7 +4,7 @@
  * either. Every matching entry applies, later ones winning field by field: globs in config order,
  * then the advertised name, then the upstream's own name (the most specific last).
  */
-import picomatch from 'picomatch';
+import { globMatcher } from '../shared/glob.js';
 import type { Tool } from '@modelcontextprotocol/client';
 
 /** What a `tools` entry may set (the schema's `toolOverride`). */
@@ -28,7 +28,7 @@ export class ToolSettingsTable {
   constructor(entries: Readonly<Record<string, ToolSettings>>) {
     const exact = new Map<string, ToolSettings>();
     for (const [key, settings] of Object.entries(entries)) {
-      if (GLOB_CHARS.test(key)) this.globs.push({ matches: picomatch(key), settings });
+      if (GLOB_CHARS.test(key)) this.globs.push({ matches: globMatcher(key), settings });
       else exact.set(key, settings);
     }
     this.exact = exact;

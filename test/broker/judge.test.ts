@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { judgeStage, type JudgeDeps } from '../../src/broker/judge.js';
 import { compilePolicy } from '../../src/broker/policy.js';
 import { compose } from '../../src/broker/runner.js';
-import type { CallerSession, ToolTarget } from '../../src/broker/types.js';
+import type { BrokerCall, CallerSession, ToolTarget } from '../../src/broker/types.js';
 import { policySchema } from '../../src/config/schema.js';
 import { ManualClock } from '../../src/shared/clock.js';
 import { Scrubber } from '../../src/shared/scrub.js';
@@ -26,7 +26,12 @@ function setup(policy: unknown = {}, over: Partial<JudgeDeps> = {}) {
     ...over,
   };
   const invoke = fakeInvoke();
-  const run = compose([judgeStage(deps), invoke]);
+  const path = compose([judgeStage(deps), invoke]);
+  // The registry knows a target a call was handed (the judge resolves again after an approval).
+  const run = (c: BrokerCall) => {
+    if (c.target && !known.has(c.target.name)) known.set(c.target.name, c.target);
+    return path(c);
+  };
   return { clock, store, known, invoke, run, deps };
 }
 

@@ -42,13 +42,15 @@ function build(options: { policy?: unknown; budget?: number; caller?: CallerSess
   /** Backoffs the retry stage waited, in ms. */
   const sleeps: number[] = [];
   const store = SqliteStore.open(':memory:');
+  const known = new Map<string, ToolTarget>();
   const stages = orderStages({
     publish: publishStage({ publisher }),
     record: recordStage({ records, clock, logger: silentLogger(), scrubArgs: (a) => scrubber.value(a), scrubText: (t) => scrubber.text(t) }),
     evaluate: evaluateStage({ maxBytes: policyConfig.output.maxBytes, deny: policyConfig.output.deny }),
     scrub: scrubStage({ scrubber }),
     judge: judgeStage({
-      resolve: () => undefined,
+      // The registry: what callTool was handed (the judge resolves again after an approval).
+      resolve: (name) => known.get(name),
       isReadOnly: (t) => t.definition?.annotations?.readOnlyHint === true,
       policy: compilePolicy(policyConfig),
       store,
@@ -71,6 +73,7 @@ function build(options: { policy?: unknown; budget?: number; caller?: CallerSess
   });
   const broker = new Broker(stages, clock);
   const callTool = (t: ToolTarget, args: Record<string, unknown> = {}) =>
+    known.set(t.name, t) &&
     broker.call({ name: t.name, args, signal: new AbortController().signal }, options.caller ?? session(), t);
   return { callTool, written, published, dispatched, sleeps, ledger, breakers, store, clock };
 }

@@ -169,3 +169,38 @@ describe('decidePrimitive (policy.ts): prompts and resources', () => {
     expect(policySchema.safeParse({ rules: [{ prompts: ['x__*'], resources: ['x://**'], action: 'allow' }] }).success).toBe(true);
   });
 });
+
+describe('resource URIs: every spelling of a name under a rule is covered', () => {
+  const policy = (rules: unknown[]) => compilePolicy(policySchema.parse({ rules }));
+  const action = (p: ReturnType<typeof policy>, name: string) => p.primitiveAction({ type: 'resource', name, prefix: 'fs' }, 'bob').action;
+  const denyHome = policy([{ resources: ['file:///home/u/**'], action: 'deny' }]);
+
+  it('a glob covers names that start with "." (picomatch skips them unless told)', () => {
+    expect(action(denyHome, 'file:///home/u/.ssh/id_rsa')).toBe('deny');
+    expect(action(denyHome, 'file:///home/u/a/.git/config')).toBe('deny');
+  });
+
+  it('percent-encoded unreserved characters are judged decoded too; the stricter action wins', () => {
+    expect(action(denyHome, 'file:///home/u/%2essh/id_rsa')).toBe('deny');
+    expect(action(policy([{ resources: ['file:///srv/secret/**'], action: 'ask' }]), 'file:///srv/%73ecret/k')).toBe('ask');
+    // A reserved character stays encoded: %2F is not a path separator.
+    expect(action(policy([{ resources: ['file:///a/b'], action: 'deny' }]), 'file:///a%2Fb')).toBe('allow');
+  });
+
+  it('a "." or ".." path segment is denied while any rule judges resources, whatever it would resolve to', () => {
+    for (const uri of ['file:///srv/public/../secret/k', 'file:///home/u/./x', 'file:///x/%2e%2e/y', 'prims:..', 'file:///a/..']) {
+      const p = policy([{ resources: ['file:///srv/secret/**'], action: 'deny' }]);
+      expect(p.primitiveAction({ type: 'resource', name: uri, prefix: 'fs' }, 'bob')).toMatchObject({ action: 'deny', source: expect.stringContaining('".."') });
+    }
+    // Dots that are no segment of their own, and a query, are not.
+    expect(action(denyHome, 'file:///srv/a..b/c.d')).toBe('allow');
+    expect(action(denyHome, 'file:///srv/x?path=../y')).toBe('allow');
+  });
+
+  it('without rules on resources, a ".." changes nothing (no rule could be dodged) and prompts are names, not paths', () => {
+    expect(action(policy([{ tools: ['fs__write'], action: 'deny' }]), 'file:///srv/../etc/passwd')).toBe('allow');
+    expect(action(policy([{ tools: ['fs__*'], action: 'deny' }]), 'file:///srv/../etc/passwd')).toBe('deny');
+    const prompts = policy([{ resources: ['file:///x/**'], action: 'deny' }]);
+    expect(prompts.primitiveAction({ type: 'prompt', name: 'fs__..', prefix: 'fs' }, 'bob').action).toBe('allow');
+  });
+});

@@ -144,6 +144,13 @@ describe('issue 12: nothing an upstream sends around tools/call carries its inje
     }
   });
 
+  it('a resources/read of a URI holding the secret (the caller sent it): its record names the URI scrubbed, as a tool call record does', async () => {
+    await request('resources/read', { uri: `leaky://t/${SECRET}` });
+    const record = await waitFor(() => readNdjson(broker.recordsPath).find((r) => r.kind === 'resource' && String(r.name).startsWith('leaky://t/')), 'the record of the read');
+    expect(record.name).toBe(`leaky://t/${REDACTED}`);
+    expect(record.subject).toBe(`leaky/leaky://t/${REDACTED}`);
+  });
+
   it('the secret appears nowhere: not on the wire, not in the records, not on stderr', async () => {
     expect(broker.messages.length).toBeGreaterThan(10);
     expect(broker.stdout().toString('utf8')).not.toContain(SECRET);

@@ -3,7 +3,7 @@
  * `.1` … `.N` files, oldest first) line by line and keeps the last `limit` records that match.
  * Memory is bounded by `limit`, whatever the size of the files.
  */
-import picomatch from 'picomatch';
+import { globMatcher as compileGlob } from '../../shared/glob.js';
 import { parseSince, readRecords, recordFiles } from '../../audit/query.js';
 import { OUTCOMES } from '../../broker/outcomes.js';
 import type { CallRecord } from '../../broker/types.js';
@@ -72,7 +72,7 @@ function globMatcher(glob: string): (text: string) => boolean {
   let matcher = compiled.get(glob);
   if (!matcher) {
     if (compiled.size >= MAX_COMPILED) compiled.clear();
-    compiled.set(glob, (matcher = picomatch(glob)));
+    compiled.set(glob, (matcher = compileGlob(glob)));
   }
   return matcher;
 }

@@ -1,0 +1,147 @@
+/**
+ * Found by a review hunting for paths around the policy: a call approved after a wait (parked in
+ * the approval inbox, or a human asked through elicitation) ran on the verdict taken before the
+ * wait, so a `deny` a config reload added meanwhile did not stop it (README "Approvals": "a deny
+ * added meanwhile still denies"). It is judged again after the approval now. And resource rules
+ * covered neither names starting with `.` nor URIs with `..` or percent-encoded segments.
+ * Through the real CLI over stdio, with the reload read from the file as a user would edit it.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { CallToolResult } from '@modelcontextprotocol/client';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { callsOf } from './broker-support.js';
+import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
+
+const tmp = mkdtempSync(join(tmpdir(), 'mcp-broker-judged-again-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** What the primitives fixture logged of one kind (`read`, `get`). */
+const logged = (log: string, event: string): Array<{ event: string; uri?: string }> =>
+  existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((e) => e.event === event) : [];
+
+const outcome = (r: unknown) => (r as CallToolResult)._meta?.['mcp-broker/outcome'];
+const text = (r: unknown) => ((r as CallToolResult).content as Array<{ text?: string }>).map((c) => c.text ?? '').join(' ');
+
+/** Rewrites the policy in the broker's servers.json and waits for the reload. */
+async function reloadPolicy(broker: StartedBroker, policy: Record<string, unknown>): Promise<void> {
+  const path = join(broker.dir, 'servers.json');
+  const seen = broker.stderr().split('config reloaded').length;
+  writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, 'utf8')), policy }, null, 2));
+  await waitFor(() => broker.stderr().split('config reloaded').length > seen, 'config reloaded', 20_000, 50);
+}
+
+describe('a deny added by a reload while a call waits for approval', () => {
+  let broker: StartedBroker | undefined;
+  afterEach(async () => broker?.close());
+
+  it('parked in the inbox, then approved: denied, and it never reached the upstream', async () => {
+    const log = join(tmp, 'park.log');
+    broker = await startBroker({
+      servers: { e: nodeServer(fixture('echo.mjs'), { inheritEnv: ['FIXTURE_LOG'] }) },
+      env: { FIXTURE_LOG: log },
+      extra: { policy: { askMode: 'park', rules: [{ tools: ['e__echo'], action: 'ask' }] } },
+    });
+    const client = broker.client;
+    const pending = client.callTool({ name: 'e__echo', arguments: { text: 'ran-after-deny' } }, undefined, { timeout: 60_000 });
+    const id = await waitFor(async () => {
+      const listed = (await client.callTool({ name: 'broker__approvals_list', arguments: {} })) as CallToolResult;
+      return (listed.structuredContent as { approvals?: Array<{ id: string }> } | undefined)?.approvals?.[0]?.id;
+    }, 'the call parked', 10_000, 50);
+    await reloadPolicy(broker, { askMode: 'park', rules: [{ tools: ['e__echo'], action: 'deny' }] });
+
+    expect(outcome(await client.callTool({ name: 'broker__approvals_decide', arguments: { id, approve: true } }))).toBe('ok');
+    const answer = await pending;
+    expect(outcome(answer)).toBe('denied');
+    expect(text(answer)).toContain('judged again after the approval');
+    expect(callsOf(log, 'echo')).toBe(0);
+    const records = (await broker.records()).filter((r) => r.name === 'e__echo');
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({ outcome: 'denied', status: 403 });
+  });
+
+  it('asked through elicitation, then accepted: denied, and it never reached the upstream', async () => {
+    const log = join(tmp, 'elicit.log');
+    broker = await startBroker({
+      servers: { e: nodeServer(fixture('echo.mjs'), { inheritEnv: ['FIXTURE_LOG'] }) },
+      env: { FIXTURE_LOG: log },
+      extra: { policy: { rules: [{ tools: ['e__echo'], action: 'ask' }] } },
+      capabilities: { elicitation: {} },
+    });
+    const b = broker;
+    let asked!: () => void;
+    const wasAsked = new Promise<void>((resolve) => (asked = resolve));
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    b.client.setRequestHandler('elicitation/create', async () => {
+      asked();
+      await answered;
+      return { action: 'accept', content: {} };
+    });
+    const pending = b.client.callTool({ name: 'e__echo', arguments: { text: 'ran-after-deny' } }, undefined, { timeout: 60_000 });
+    await wasAsked;
+    await reloadPolicy(b, { rules: [{ tools: ['e__echo'], action: 'deny' }] });
+    answer();
+    const result = await pending;
+    expect(outcome(result)).toBe('denied');
+    expect(callsOf(log, 'echo')).toBe(0);
+  });
+
+  it('a prompt asked about through elicitation, then accepted: refused, the upstream never asked', async () => {
+    const log = join(tmp, 'prompt.log');
+    broker = await startBroker({
+      servers: { prims: nodeServer(fixture('primitives.mjs'), { inheritEnv: ['FIXTURE_LOG'] }) },
+      env: { FIXTURE_LOG: log },
+      extra: { policy: { rules: [{ prompts: ['prims__greet'], action: 'ask' }] } },
+      capabilities: { elicitation: {} },
+    });
+    const b = broker;
+    let asked!: () => void;
+    const wasAsked = new Promise<void>((resolve) => (asked = resolve));
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    b.client.setRequestHandler('elicitation/create', async () => {
+      asked();
+      await answered;
+      return { action: 'accept', content: {} };
+    });
+    const pending = b.client.getPrompt({ name: 'prims__greet', arguments: { who: 'ada' } }).then(
+      () => 'served',
+      (e: Error) => e.message,
+    );
+    await wasAsked;
+    await reloadPolicy(b, { rules: [{ prompts: ['prims__greet'], action: 'deny' }] });
+    answer();
+    expect(await pending).toMatch(/^.*denied.*judged again after the approval/);
+    expect(logged(log, 'get')).toHaveLength(0);
+  });
+});
+
+describe('resource rules cover every spelling of a URI under them', () => {
+  let broker: StartedBroker | undefined;
+  afterAll(async () => broker?.close());
+
+  it('names starting with ".", ".." segments and percent-encoded names under a denied tree are refused and never read', async () => {
+    const log = join(tmp, 'dots.log');
+    broker = await startBroker({
+      servers: { prims: nodeServer(fixture('primitives.mjs'), { inheritEnv: ['FIXTURE_LOG'] }) },
+      env: { FIXTURE_LOG: log },
+      extra: { policy: { rules: [{ resources: ['prims://item/**'], action: 'deny' }] } },
+    });
+    const read = (uri: string) =>
+      broker!.client.readResource({ uri }).then(
+        () => 'served',
+        (e: Error) => e.message,
+      );
+    for (const uri of ['prims://item/1', 'prims://item/.secret', 'prims://item/a/.git/config', 'prims://item/%2esecret', 'prims://item/%31']) {
+      expect(await read(uri), uri).toMatch(/denied/);
+    }
+    // Where a ".." leads depends on the upstream: refused while rules judge resources.
+    for (const uri of ['prims://item/../item/1', 'prims://doc/../item/1', 'prims://item/%2e%2e/x', 'prims://other/./x']) {
+      expect(await read(uri), uri).toMatch(/denied.*"\." or "\.\." path segments/);
+    }
+    expect(await read('prims://doc')).toBe('served');
+    expect(logged(log, 'read').map((e) => e.uri)).toEqual(['prims://doc']);
+  });
+});
