@@ -37,6 +37,7 @@ import { systemClock, type Clock } from './shared/clock.js';
 import { ConfigError, messageOf } from './shared/errors.js';
 import type { Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
+import { scrubbedTaskRow } from './tasks/scrubbed-row.js';
 import { McpUpstream, type McpUpstreamOptions } from './upstream/connection.js';
 import { IsolatedUpstream } from './upstream/isolated.js';
 import { offeredCapabilities } from './upstream/modern-call.js';
@@ -224,6 +225,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       run: (request, session, target) => this.broker.call(request, session, target),
       record: (record) => this.writeRecord(record),
       scrubArgs: (a) => this.scrubber.value(a),
+      shown: (row) => scrubbedTaskRow(this.scrubber, row),
       ttlMs: config.broker.taskTtlMs,
       maxTtlMs: config.broker.maxTaskTtlMs,
       timing: { heartbeatMs: config.broker.taskHeartbeatMs, staleMs: config.broker.taskStaleMs, pollMs: config.broker.taskPollMs },

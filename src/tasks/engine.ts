@@ -69,6 +69,12 @@ export interface TaskEngineDeps {
   record?(record: CallRecord): Promise<void>;
   /** Makes arguments safe to store: the scrubber's `value`. */
   scrubArgs(args: unknown): unknown;
+  /**
+   * A stored row as {@link TaskEngine.get} and {@link TaskEngine.list} hand it to a reader: its
+   * arguments, result and reason scrubbed again with today's secrets (it was scrubbed with those
+   * known when it was stored; a reload may have added one since). Default: as stored.
+   */
+  shown?(row: TaskRow): TaskRow;
   /** Default and longest TTL, in ms (`broker.taskTtlMs`, `broker.maxTaskTtlMs`). */
   ttlMs: number;
   maxTtlMs: number;
@@ -224,15 +230,20 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     };
   }
 
-  /** The task `id` if `principal` owns it (every principal when undefined: operators, the CLI). */
+  /** The task `id` if `principal` owns it (every principal when undefined: operators, the CLI), as readers are shown it ({@link TaskEngineDeps.shown}). */
   async get(id: string, principal: string | undefined): Promise<TaskRow | undefined> {
     const row = await this.deps.store.getTask(id, this.deps.clock.now());
-    return row && (principal === undefined || row.principal === principal) ? row : undefined;
+    return row && (principal === undefined || row.principal === principal) ? this.shown(row) : undefined;
   }
 
-  /** `principal`'s tasks (every principal's when undefined), newest first, optionally one status only. */
-  list(principal: string | undefined, status?: TaskStatus): Promise<TaskRow[]> {
-    return this.deps.store.listTasks({ principal, status, now: this.deps.clock.now(), limit: TASK_LIST_LIMIT });
+  /** `principal`'s tasks (every principal's when undefined), newest first, optionally one status only, as readers are shown them. */
+  async list(principal: string | undefined, status?: TaskStatus): Promise<TaskRow[]> {
+    const rows = await this.deps.store.listTasks({ principal, status, now: this.deps.clock.now(), limit: TASK_LIST_LIMIT });
+    return rows.map((row) => this.shown(row));
+  }
+
+  private shown(row: TaskRow): TaskRow {
+    return this.deps.shown ? this.deps.shown(row) : row;
   }
 
   /**
