@@ -328,18 +328,61 @@ export class Scrubber {
 
   private compile(): RegExp | undefined {
     const spellings = new Set<string>();
-    for (const s of this.secrets) {
-      spellings.add(s);
-      const json = JSON.stringify(s).slice(1, -1);
-      if (json.length >= MIN_SECRET_LENGTH) spellings.add(json);
-      const url = encodeURIComponent(s);
-      if (url.length >= MIN_SECRET_LENGTH) spellings.add(url);
-    }
+    for (const s of this.secrets) for (const spelling of secretSpellings(s)) if (spelling.length >= MIN_SECRET_LENGTH) spellings.add(spelling);
     if (!spellings.size) return undefined;
     this.scanner = new AnchorScanner([...PATTERN_ANCHORS, ...[...spellings].map((text) => ({ text, lead: 'flag' as const, caseSensitive: true }))]);
     const parts = [...spellings].sort((a, b) => b.length - a.length).map(escapeRegExp);
     return new RegExp(parts.join('|'), 'g');
   }
+}
+
+/** Characters JSON writers escape as `\uXXXX` besides control characters: every one past ASCII (Python's `ensure_ascii`, PHP), `<>&` (Go), `<>&'` (HTML-safe writers). */
+const JSON_ESCAPE_SETS: readonly ((code: number) => boolean)[] = [
+  (c) => c > 0x7e,
+  (c) => c === 0x3c || c === 0x3e || c === 0x26,
+  (c) => c > 0x7e || c === 0x3c || c === 0x3e || c === 0x26 || c === 0x27,
+];
+
+/**
+ * The ways `secret` may be written in text an upstream sends: as it is; inside a JSON string as
+ * `JSON.stringify` writes it, with `/` escaped as `\/` (PHP), and with the characters of each
+ * {@link JSON_ESCAPE_SETS} escaped as `\uXXXX` in lower- or upper-case hex; and percent-encoded
+ * (`encodeURIComponent`) in upper- or lower-case hex. A text that is itself JSON (a REST body
+ * passed on as text, a tool's JSON in a text block) is scanned as it is, not decoded, so each
+ * spelling must be known. Includes spellings shorter than a secret's minimum; callers filter.
+ */
+export function secretSpellings(secret: string): string[] {
+  const out = new Set<string>([secret]);
+  const json = JSON.stringify(secret).slice(1, -1);
+  const jsons = [json];
+  for (const escapes of JSON_ESCAPE_SETS) {
+    let lower = '';
+    let upper = '';
+    for (const ch of json) {
+      const code = ch.charCodeAt(0);
+      // One code unit at a time: a character past the BMP is two escapes, as JSON writers do it.
+      const units = ch.length === 1 ? [code] : [code, ch.charCodeAt(1)];
+      if (!escapes(code)) {
+        lower += ch;
+        upper += ch;
+        continue;
+      }
+      for (const u of units) {
+        const hex = u.toString(16).padStart(4, '0');
+        lower += `\\u${hex}`;
+        upper += `\\u${hex.toUpperCase()}`;
+      }
+    }
+    jsons.push(lower, upper);
+  }
+  for (const form of jsons) {
+    out.add(form);
+    if (form.includes('/')) out.add(form.replaceAll('/', '\\/'));
+  }
+  const url = encodeURIComponent(secret);
+  out.add(url);
+  out.add(url.replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()));
+  return [...out];
 }
 
 function normalise(name: string): string {

@@ -164,3 +164,33 @@ describe('property: no planted secret survives', () => {
     );
   });
 });
+
+describe('a secret in the other spellings JSON and URL writers use (found by a review subagent)', () => {
+  const SLASHED = 'Zq8/rT4+kL2/vN6xW0pQ3yH5';
+  const ACCENTED = 'päss<w>0rd-xyz-😀';
+  const s = new Scrubber([SLASHED, ACCENTED]);
+
+  it('"/" escaped as "\\/" (PHP json_encode)', () => {
+    expect(s.text(`{"seen":"${SLASHED.replaceAll('/', '\\/')}"}`)).toBe(`{"seen":"${REDACTED}"}`);
+  });
+
+  it('\\uXXXX escapes, lower- and upper-case: every non-ASCII character (Python ensure_ascii), <>& (Go), both', () => {
+    const escape = (text: string, which: (c: number) => boolean, upper: boolean) =>
+      [...text]
+        .map((ch) => (which(ch.charCodeAt(0)) ? [...Array(ch.length).keys()].map((i) => `\\u${ch.charCodeAt(i).toString(16).padStart(4, '0')}`).join('') : ch))
+        .join('')
+        .replace(/\\u[0-9a-f]{4}/g, (e) => (upper ? `\\u${e.slice(2).toUpperCase()}` : e));
+    for (const which of [(c: number) => c > 0x7e, (c: number) => '<>&'.includes(String.fromCharCode(c)), (c: number) => c > 0x7e || '<>&'.includes(String.fromCharCode(c))]) {
+      for (const upper of [false, true]) {
+        const written = escape(ACCENTED, which, upper);
+        expect(written).not.toBe(ACCENTED);
+        expect(s.text(`a ${written} b`)).toBe(`a ${REDACTED} b`);
+      }
+    }
+  });
+
+  it('percent-encoded in lower-case hex as well as upper', () => {
+    expect(s.text(encodeURIComponent(SLASHED))).toBe(REDACTED);
+    expect(s.text(encodeURIComponent(SLASHED).replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()))).toBe(REDACTED);
+  });
+});

@@ -10,7 +10,7 @@
  * The exact header values injected into the request are masked in everything returned.
  */
 import type { CallToolResult } from '@modelcontextprotocol/client';
-import { REDACTED } from '../../shared/scrub.js';
+import { REDACTED, secretSpellings } from '../../shared/scrub.js';
 
 /** A response body read up to a bound. */
 export interface BoundedBody {
@@ -45,7 +45,7 @@ export interface SecretMask {
 
 /** A mask for `secrets` (values shorter than 4 characters are ignored, as the scrubber does). */
 export function secretMask(secrets: readonly string[]): SecretMask {
-  const forms = [...new Set(secrets.filter((s) => s.length >= 4).flatMap((s) => [s, JSON.stringify(s).slice(1, -1)]))].sort(
+  const forms = [...new Set(secrets.filter((s) => s.length >= 4).flatMap((s) => secretSpellings(s).filter((f) => f.length >= 4)))].sort(
     (a, b) => b.length - a.length,
   );
   const text = (s: string) => (forms.length === 0 ? s : forms.reduce((acc, f) => acc.split(f).join(REDACTED), s));
