@@ -94,6 +94,15 @@ const ASKS_THROUGH_INPUT: ReadonlySet<PrimitiveKind> = new Set(['prompt', 'resou
 export class PrimitiveGuard {
   constructor(private readonly deps: PrimitiveGuardDeps) {}
 
+  /**
+   * Whether `principal` may have `item` with nobody asked (the verdict is `allow`, run mode
+   * included): for what cannot ask, such as the resources a 2026-07-28 `subscriptions/listen`
+   * names, where an `ask` is as good as a refusal.
+   */
+  allowedOutright(principal: string, item: { server: string; type: 'prompt' | 'resource'; name: string }): boolean {
+    return this.verdictOn({ server: item.server, type: item.type, name: item.name }, principal).kind === 'allow';
+  }
+
   /** Whether a list shows a prompt (advertised name) or resource (URI or `uriTemplate`) to `principal`: not when its action is `deny`. */
   visible(principal: string, item: { server: string; type: 'prompt' | 'resource'; name: string }): boolean {
     const prefix = this.deps.prefixOf(item.server);
@@ -209,7 +218,7 @@ export class PrimitiveGuard {
   }
 
   /** The policy's verdict on `request` for `principal` (an upstream not configured: `unregistered`). */
-  private verdictOn(request: PrimitiveRequest, principal: string): Verdict {
+  private verdictOn(request: Pick<PrimitiveRequest, 'server' | 'type' | 'name'>, principal: string): Verdict {
     const prefix = this.deps.prefixOf(request.server);
     if (prefix === undefined) return { kind: 'refuse', outcome: 'unregistered', reason: `upstream "${request.server}" is not configured` };
     const what = request.type === 'prompt' ? `the prompt "${request.name}"` : `the resources of upstream "${request.server}"`;

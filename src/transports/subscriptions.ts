@@ -3,8 +3,8 @@
  * The SDK entry acknowledges it (the honoured subset: what our capabilities declare), tags every
  * notification with `io.modelcontextprotocol/subscriptionId` and ends it; this module makes
  * `resourceSubscriptions` real: before the entry sees the request, each URI is checked (a URI no
- * upstream serves, or one the policy denies the principal, is taken out, so the acknowledgement
- * leaves it out too), and the broker subscribes upstream (`Gateway.subscribe`, counted across
+ * upstream serves, or one the policy denies the principal or would ask about, which a listen
+ * cannot, is taken out, so the acknowledgement leaves it out too), and the broker subscribes upstream (`Gateway.subscribe`, counted across
  * sessions) for the rest while the listen is open. It ends on `notifications/cancelled` naming
  * the listen's id (stdio), its response stream closing (HTTP), or {@link ListenSubscriptions.close}.
  *
@@ -67,7 +67,8 @@ export class ListenSubscriptions {
 
   private allowed(uri: string): boolean {
     const upstream = this.gateway.resources.upstreamFor(uri);
-    return upstream !== undefined && this.gateway.primitives.visible(this.principal, { server: upstream.name, type: 'resource', name: uri });
+    // A listen cannot ask: a URI the policy would ask about is left out as a denied one is.
+    return upstream !== undefined && this.gateway.primitives.allowedOutright(this.principal, { server: upstream.name, type: 'resource', name: uri });
   }
 }
 

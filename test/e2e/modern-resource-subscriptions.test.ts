@@ -87,3 +87,21 @@ describe('a modern client listening on a modern upstream resource', () => {
     }
   }, 60_000);
 });
+
+describe('a modern listen naming resources the policy denies or would ask about', () => {
+  it('leaves out both (a listen cannot ask): the acknowledgement and the upstream listen name only the allowed one', async () => {
+    const { dir, configPath } = writeConfig(servers, { policy: { rules: [{ resources: ['note://asked'], action: 'ask' }, { resources: ['note://denied'], action: 'deny' }] } });
+    const client = new Client({ name: 'listen-policy', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    try {
+      await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, '--config', configPath], cwd: dir, stderr: 'ignore' }), { timeout: 30_000 });
+      const subscription = await client.listen({ resourceSubscriptions: ['note://a', 'note://asked', 'note://denied'] });
+      expect(subscription.honoredFilter).toEqual({ resourceSubscriptions: ['note://a'] });
+      await waitFor(() => resourceListens(dir).some((uris) => uris?.includes('note://a')), 'the upstream listen naming note://a');
+      for (const uris of resourceListens(dir)) expect(uris).toEqual(['note://a']);
+      await subscription.close();
+    } finally {
+      await client.close().catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
