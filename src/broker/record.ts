@@ -3,7 +3,8 @@
  * settled the call, writes exactly one record and only then lets the answer go. When the record
  * cannot be written, a call that carried a result is refused `guard_error` and the result
  * withheld (the upstream side effect may have happened); a call already refused keeps its
- * outcome (a deny is never re-labelled), and the failure is logged.
+ * outcome (a deny is never re-labelled) but loses the `input_required` question it would have
+ * carried (an `approval_required` first round answers as a plain refusal), and the failure is logged.
  */
 import type { RecordSink } from '../audit/records.js';
 import type { Clock } from '../shared/clock.js';
@@ -54,6 +55,11 @@ export function recordStage(deps: RecordDeps): Stage {
             'guard_error',
             `the call record could not be written (${messageOf(err)}); the result is withheld, and the upstream side effect may have happened`,
           );
+          call.bytesOut = 0;
+        } else if (call.inputRequired) {
+          // The approval question (an input request, its sealed state) would let the caller go on
+          // from a round with no record: refused without it, as prompts and resources are.
+          call.inputRequired = undefined;
           call.bytesOut = 0;
         }
       }

@@ -57,6 +57,15 @@ describe('record stage', () => {
     expect(c.outcome).toBe('denied');
   });
 
+  it('an approval question (input_required) whose record cannot be written is not sent: the plain refusal is', async () => {
+    const question = { resultType: 'input_required', inputRequests: { approve: { method: 'elicitation/create', params: {} } }, requestState: 'sealed' };
+    const run = compose([stage(failing), fakeInvoke((c) => (refuse(c, 'approval_required', 'policy says ask'), (c.inputRequired = question as never)))]);
+    const c = call({ target: target() });
+    await run(c);
+    expect(c.outcome).toBe('approval_required');
+    expect(c.inputRequired).toBeUndefined();
+  });
+
   it('carries the breaker state', async () => {
     const path = join(root, 'breaker', 'calls.ndjson');
     const sink = new NdjsonRecordSink({ path });
