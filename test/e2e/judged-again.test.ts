@@ -32,6 +32,20 @@ async function reloadPolicy(broker: StartedBroker, policy: Record<string, unknow
   await waitFor(() => broker.stderr().split('config reloaded').length > seen, 'config reloaded', 20_000, 50);
 }
 
+/** Answers the broker's approval question (elicitation) with accept once `answer()` is called; `wasAsked` resolves when it is asked. */
+function acceptWhenTold(broker: StartedBroker): { wasAsked: Promise<void>; answer: () => void } {
+  let asked!: () => void;
+  const wasAsked = new Promise<void>((resolve) => (asked = resolve));
+  let answer!: () => void;
+  const answered = new Promise<void>((resolve) => (answer = resolve));
+  broker.client.setRequestHandler('elicitation/create', async () => {
+    asked();
+    await answered;
+    return { action: 'accept', content: {} };
+  });
+  return { wasAsked, answer };
+}
+
 describe('a deny added by a reload while a call waits for approval', () => {
   let broker: StartedBroker | undefined;
   afterEach(async () => broker?.close());
@@ -70,15 +84,7 @@ describe('a deny added by a reload while a call waits for approval', () => {
       capabilities: { elicitation: {} },
     });
     const b = broker;
-    let asked!: () => void;
-    const wasAsked = new Promise<void>((resolve) => (asked = resolve));
-    let answer!: () => void;
-    const answered = new Promise<void>((resolve) => (answer = resolve));
-    b.client.setRequestHandler('elicitation/create', async () => {
-      asked();
-      await answered;
-      return { action: 'accept', content: {} };
-    });
+    const { wasAsked, answer } = acceptWhenTold(b);
     const pending = b.client.callTool({ name: 'e__echo', arguments: { text: 'ran-after-deny' } }, undefined, { timeout: 60_000 });
     await wasAsked;
     await reloadPolicy(b, { rules: [{ tools: ['e__echo'], action: 'deny' }] });
@@ -97,15 +103,7 @@ describe('a deny added by a reload while a call waits for approval', () => {
       capabilities: { elicitation: {} },
     });
     const b = broker;
-    let asked!: () => void;
-    const wasAsked = new Promise<void>((resolve) => (asked = resolve));
-    let answer!: () => void;
-    const answered = new Promise<void>((resolve) => (answer = resolve));
-    b.client.setRequestHandler('elicitation/create', async () => {
-      asked();
-      await answered;
-      return { action: 'accept', content: {} };
-    });
+    const { wasAsked, answer } = acceptWhenTold(b);
     const pending = b.client.getPrompt({ name: 'prims__greet', arguments: { who: 'ada' } }).then(
       () => 'served',
       (e: Error) => e.message,
