@@ -99,7 +99,8 @@ export class StdioServerTransport implements Transport {
       else this.asked.set(key(m.id), m.id);
     }
     // A write error (the client went away) is the stream's 'error' event; the send itself settles.
-    const written = writeMessage(this.stdout, message).catch(() => undefined);
+    // With other requests still to answer, the client is not waiting on this message alone: it joins the turn's one write.
+    const written = writeMessage(this.stdout, message, this.pending.size > 0).catch(() => undefined);
     if (CALL_TIMING && m.method === undefined) markCall('stdout write', 'end');
     if (!this.congested && this.stdout.writableLength > this.maxPendingOutputBytes) this.congest();
     return written;

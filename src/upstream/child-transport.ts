@@ -295,6 +295,8 @@ export class ChildProcessTransport implements Transport {
   private stderrTail = '';
   /** The stderr line still being written (no newline yet), as it came. */
   private stderrPartial = '';
+  /** Ids of our requests the child has not answered (nor been told to cancel): while any are, it is busy. */
+  private readonly inFlight = new Set<unknown>();
   /** The first stderr line that states an error ({@link isErrorLine}), kept even when the tail moves on. */
   private errorLine?: string;
   private exit?: { code: number | null; signal: NodeJS.Signals | null };
@@ -303,7 +305,11 @@ export class ChildProcessTransport implements Transport {
     const log = options.logger;
     this.framer = new LineFramer(
       {
-        message: (m) => this.onmessage?.(m),
+        message: (m) => {
+          const id = (m as { id?: unknown; method?: unknown }).id;
+          if (id !== undefined && !('method' in m)) this.inFlight.delete(id);
+          this.onmessage?.(m);
+        },
         noise: (line) => log.warn({ line: this.loggedLine(line) }, 'upstream wrote a non-JSON line to stdout; skipped'),
         oversize: (bytes, ends) => {
           log.error({ bytes, maxMessageBytes: this.maxBytes }, 'upstream sent a message over maxMessageBytes; dropped');
@@ -386,6 +392,7 @@ export class ChildProcessTransport implements Transport {
             this.reaped = reapGroup(pid, this.options.closeGraceMs ?? 2000).finally(() => liveGroups.delete(pid));
           }
           this.exit = { code, signal };
+          this.inFlight.clear();
           // The upstream's status says why, logged once per distinct reason (connection.ts).
           if (!this.closed) this.options.logger.debug({ code, signal, stderr: this.stderr.slice(-500) }, 'upstream process exited');
           this.closed = true;
@@ -430,7 +437,13 @@ export class ChildProcessTransport implements Transport {
     if (!stdin || this.closed || stdin.destroyed) {
       return Promise.reject(new BrokerError('upstream_closed', 'upstream process is not running'));
     }
-    const written = writeMessage(stdin, message);
+    const m = message as { id?: unknown; method?: unknown; params?: { requestId?: unknown } };
+    // With requests of ours in flight the child has work: this message joins the turn's one write.
+    const written = writeMessage(stdin, message, this.inFlight.size > 0);
+    if (m.method === undefined) {
+      // Our answer to one of the child's requests.
+    } else if (m.id !== undefined) this.inFlight.add(m.id);
+    else if (m.method === 'notifications/cancelled') this.inFlight.delete(m.params?.requestId);
     if (CALL_TIMING) markCall('upstream write');
     return written;
   }

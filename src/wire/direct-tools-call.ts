@@ -47,7 +47,8 @@ export function routeToolsCallDirectly(server: Server, transport: Transport, han
   const sdkMessage = transport.onmessage;
   transport.onmessage = (message, extra) => {
     const m = message as { id?: unknown; method?: unknown; params?: unknown };
-    if (m.method === 'tools/call' && (typeof m.id === 'string' || typeof m.id === 'number') && isPlainCall(m.params) && !inflight.has(m.id)) {
+    // An id the client cancelled is free again at once (its answer is never sent), whether or not its call has unwound yet.
+    if (m.method === 'tools/call' && (typeof m.id === 'string' || typeof m.id === 'number') && isPlainCall(m.params) && inflight.get(m.id)?.cancelled !== false) {
       return run(m.id, m.params);
     }
     cancelNamedCall(m, inflight);

@@ -181,12 +181,20 @@ export function serializeMessage(message: JSONRPCMessage): string {
  * Writes one message as a line: a result that passes through unchanged goes out as the bytes
  * it arrived in (`raw-json.ts`). The first message of a burst of work leaves at once (a lone
  * call waits for nothing); the ones written after it in the same burst are corked until the
- * event loop's check phase (`setImmediate`) and leave together in one `writev`. Resolves once
+ * event loop's check phase (`setImmediate`) and leave together in one `writev`. With `busy`
+ * (the peer has other requests of ours in flight, or we have other of its requests to answer:
+ * it is not waiting on this message alone), the first waits for that flush too, so a stream
+ * under load takes one system call per event-loop turn instead of two (issue 19). Resolves once
  * the stream took every byte (backpressure); rejects on a write error.
  */
-export function writeMessage(stream: NodeJS.WritableStream & Partial<Writable>, message: JSONRPCMessage): Promise<void> {
+export function writeMessage(stream: NodeJS.WritableStream & Partial<Writable>, message: JSONRPCMessage, busy = false): Promise<void> {
   const encoded = encodeMessage(message);
   if (stream.cork === undefined || stream.writableCorked) return write(stream, encoded);
+  if (busy) {
+    stream.cork();
+    setImmediate(() => stream.uncork!());
+    return write(stream, encoded);
+  }
   let written: Promise<void>;
   if (typeof encoded === 'string') written = write(stream, encoded);
   else {

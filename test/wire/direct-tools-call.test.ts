@@ -216,6 +216,28 @@ describe('routeToolsCallDirectly: cancel, errors, close', () => {
     expect(h.received.filter((m) => 'method' in m && m.method === 'notifications/progress')).toEqual([]);
   });
 
+  it('an id the client cancelled is free at once: a new call with it takes the lane while the cancelled one has not unwound, and only the new one is answered', async () => {
+    const h = await started();
+    const first = h.nextCall();
+    await h.send({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'slow' } });
+    const slow = await first;
+    await h.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 4, reason: 'user stop' } });
+    expect(slow.extra.signal.aborted).toBe(true);
+    // The cancelled call's handler has not settled yet; the id is used again.
+    const second = h.nextCall();
+    await h.send({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'again' } });
+    const again = await second;
+    expect(again.params.name).toBe('again');
+    expect(h.sdkSeen).toEqual([]);
+    slow.resolve({ content: [{ type: 'text', text: 'late' }] });
+    again.resolve({ content: [{ type: 'text', text: 'fresh' }] });
+    const answer = (await h.next(answerTo(4))) as { result: { content: Array<{ text: string }> } };
+    expect(answer.result.content[0]!.text).toBe('fresh');
+    await h.send({ jsonrpc: '2.0', id: 5, method: 'prompts/list', params: {} });
+    await h.next(answerTo(5));
+    expect(h.received.filter(answerTo(4))).toHaveLength(1);
+  });
+
   it('a cancel of a call the SDK serves still reaches the SDK', async () => {
     const h = await started();
     const aborted = deferred();

@@ -113,4 +113,46 @@ describe('large messages (issue 6)', () => {
     await new Promise((r) => setImmediate(r));
     expect(writes).toEqual([1, 3, 3]);
   });
+
+  it('busy (the peer has other work of ours in flight): the first message waits for the burst too, one write in all', async () => {
+    const writes: number[] = [];
+    const sink = new Writable({
+      write(_chunk: Buffer, _enc, done) {
+        writes.push(1);
+        done();
+      },
+      writev(chunks, done) {
+        writes.push(chunks.length);
+        done();
+      },
+    });
+    const ping = (id: number) => ({ jsonrpc: '2.0', id, method: 'ping' }) as JSONRPCMessage;
+    const written = [writeMessage(sink, ping(1), true), writeMessage(sink, ping(2), true), writeMessage(sink, ping(3))];
+    expect(writes).toEqual([]);
+    await new Promise((r) => setImmediate(r));
+    await Promise.all(written);
+    expect(writes).toEqual([3]);
+  });
+
+  it('the stdio server writes an answer at once when nothing else is to be answered, else with the burst', async () => {
+    const stdin = new PassThrough();
+    let bytes = 0;
+    const stdout = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        bytes += chunk.length;
+        done();
+      },
+    });
+    const wire = new StdioServerTransport(stdin, stdout);
+    await wire.start();
+    stdin.write('{"jsonrpc":"2.0","id":1,"method":"ping"}\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n');
+    void wire.send({ jsonrpc: '2.0', id: 1, result: {} } as JSONRPCMessage);
+    expect(bytes).toBe(0); // request 2 is still to be answered: the client is not waiting on this one alone
+    await new Promise((r) => setImmediate(r));
+    expect(bytes).toBeGreaterThan(0);
+    const before = bytes;
+    void wire.send({ jsonrpc: '2.0', id: 2, result: {} } as JSONRPCMessage);
+    expect(bytes).toBeGreaterThan(before); // the last one leaves at once
+    await wire.close();
+  });
 });
