@@ -19,6 +19,22 @@ function collect(max?: number) {
   return { framer, out };
 }
 
+/** A stream that records each system-call-sized write it takes: 1 for a lone write, n for a writev of n chunks. */
+function countingSink(): { writes: number[]; sink: Writable } {
+  const writes: number[] = [];
+  const sink = new Writable({
+    write(_chunk: Buffer, _enc, done) {
+      writes.push(1);
+      done();
+    },
+    writev(chunks, done) {
+      writes.push(chunks.length);
+      done();
+    },
+  });
+  return { writes, sink };
+}
+
 function feed(framer: LineFramer, text: string, chunk = 4096): void {
   const bytes = Buffer.from(text);
   for (let i = 0; i < bytes.length; i += chunk) framer.push(bytes.subarray(i, i + chunk));
@@ -86,17 +102,7 @@ describe('large messages (issue 6)', () => {
   });
 
   it('the first message of a burst leaves at once, the rest of the burst in one write', async () => {
-    const writes: number[] = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        writes.push(1);
-        done();
-      },
-      writev(chunks, done) {
-        writes.push(chunks.length);
-        done();
-      },
-    });
+    const { writes, sink } = countingSink();
     const ping = (id: number) => ({ jsonrpc: '2.0', id, method: 'ping' }) as JSONRPCMessage;
     const first = writeMessage(sink, ping(1));
     // A lone call waits for nothing: its message was written before writeMessage returned.
@@ -115,17 +121,7 @@ describe('large messages (issue 6)', () => {
   });
 
   it('busy (the peer has other work of ours in flight): the first message waits for the burst too, one write in all', async () => {
-    const writes: number[] = [];
-    const sink = new Writable({
-      write(_chunk: Buffer, _enc, done) {
-        writes.push(1);
-        done();
-      },
-      writev(chunks, done) {
-        writes.push(chunks.length);
-        done();
-      },
-    });
+    const { writes, sink } = countingSink();
     const ping = (id: number) => ({ jsonrpc: '2.0', id, method: 'ping' }) as JSONRPCMessage;
     const written = [writeMessage(sink, ping(1), true), writeMessage(sink, ping(2), true), writeMessage(sink, ping(3))];
     expect(writes).toEqual([]);
