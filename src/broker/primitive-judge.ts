@@ -31,7 +31,7 @@ import type { ApprovalStates } from './approval-state.js';
 import { cutReason, oneLine } from './failure.js';
 import { CALL_ID_META_KEY, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
 import { decidePrimitive, type CompiledPolicy, type Verdict } from './policy.js';
-import { approximateJsonBytes } from './record.js';
+import { approximateJsonBytes, cutName } from './record.js';
 import type { CallerSession, CallRecord } from './types.js';
 
 /** What a judged request was, as the record's `kind` says. */
@@ -147,8 +147,8 @@ export class PrimitiveGuard {
       principal: caller.principal,
       // As a tool call's record (record.ts): a name or URI the caller sent may hold a secret.
       unit: deps.scrubText(caller.unit),
-      subject: deps.scrubText(`${request.server}/${request.ownName}`),
-      name: deps.scrubText(request.name),
+      subject: cutName(deps.scrubText(`${request.server}/${request.ownName}`)),
+      name: cutName(deps.scrubText(request.name)),
       kind: request.kind,
       outcome,
       status: OUTCOME_STATUS[outcome],

@@ -67,6 +67,14 @@ export function recordStage(deps: RecordDeps): Stage {
   );
 }
 
+/** Longest `name` and `subject` kept in a record, in characters: a caller's unknown name may be megabytes long. */
+export const RECORD_NAME_MAX_CHARS = 1024;
+
+/** A name as recorded: cut (after scrubbing) at {@link RECORD_NAME_MAX_CHARS}, marked with `…`. */
+export function cutName(name: string): string {
+  return name.length > RECORD_NAME_MAX_CHARS ? `${name.slice(0, RECORD_NAME_MAX_CHARS - 1)}…` : name;
+}
+
 export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | 'scrubArgs' | 'scrubText'>): CallRecord {
   const outcome = call.outcome!;
   const text = deps.scrubText ?? ((t: string) => t);
@@ -76,8 +84,8 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
     sessionId: call.session.sessionId,
     principal: call.session.principal,
     unit: text(call.session.unit),
-    subject: text(call.target ? `${call.target.server}/${call.target.toolName}` : `?/${call.request.name}`),
-    name: text(call.request.name),
+    subject: cutName(text(call.target ? `${call.target.server}/${call.target.toolName}` : `?/${call.request.name}`)),
+    name: cutName(text(call.request.name)),
     outcome,
     status: OUTCOME_STATUS[outcome],
     durationMs: Math.max(0, deps.clock.now() - call.startedAt),

@@ -11,3 +11,48 @@ import picomatch from 'picomatch';
 export function globMatcher(globs: string | readonly string[]): (text: string) => boolean {
   return picomatch(typeof globs === 'string' ? globs : [...globs], { dot: true });
 }
+
+/**
+ * Whether `pattern` is a plain wildcard pattern {@link wildcardMatcher} takes: literal characters,
+ * `*` and `?` only (no brackets, braces, parentheses, `!`, `+`, `@` or escapes).
+ */
+export function isWildcardPattern(pattern: string): boolean {
+  return !/[[\](){}!+@\\]/.test(pattern);
+}
+
+/**
+ * A matcher for a pattern a caller sent (`GET /api/v1/calls?tool=`): `*` is any run of characters
+ * within one `/` segment, `?` one character but `/`, everything else itself. Runs in
+ * O(pattern × text) with no regular expression: picomatch compiles `*(*?)x` or many stars to an
+ * expression that backtracks exponentially or polynomially on a long name, and one request would
+ * stall the event loop for every caller. Operators' own globs (the config) use {@link globMatcher}.
+ */
+export function wildcardMatcher(pattern: string): (text: string) => boolean {
+  const parts = pattern.split('/');
+  return (text) => {
+    const segments = text.split('/');
+    return segments.length === parts.length && parts.every((p, i) => matchSegment(p, segments[i]!));
+  };
+}
+
+/** One segment, greedy with a single backtrack point (the last `*`): linear in practice, O(p × t) at worst. */
+function matchSegment(p: string, t: string): boolean {
+  let i = 0;
+  let j = 0;
+  let star = -1;
+  let mark = 0;
+  while (j < t.length) {
+    if (i < p.length && (p[i] === '?' || p[i] === t[j])) {
+      i++;
+      j++;
+    } else if (i < p.length && p[i] === '*') {
+      star = i++;
+      mark = j;
+    } else if (star >= 0) {
+      i = star + 1;
+      j = ++mark;
+    } else return false;
+  }
+  while (i < p.length && p[i] === '*') i++;
+  return i === p.length;
+}

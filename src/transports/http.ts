@@ -79,11 +79,18 @@ export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Pr
   const streams = new StreamCaps({ maxStreams, maxStreamsPerPrincipal });
   const ctx: HttpContext = { gateway, settings: config.http, sessions, streams, auth, logger };
   // A reload may not open a non-loopback face by removing every principal; one that changes a
-  // principal's token or role ends that principal's sessions (issue 18 §5).
+  // principal's token or role ends that principal's sessions and closes its streams (issue 18 §5).
   gateway.reloadChecks.push((next) => checkServeOptions({ host: options.host, principalsConfigured: Object.keys(next.principals).length > 0 }));
   const onReload = (diff: ConfigDiff) => {
+    const wasOpen = !ctx.auth.enabled;
     ctx.auth = new PrincipalAuthenticator(gateway.config.principals);
-    if (diff.principalsChanged.length) void sessions.endPrincipals(new Set(diff.principalsChanged));
+    const revoked = new Set(diff.principalsChanged);
+    // Principals configured where there were none: the tokenless `local` caller is gone too.
+    if (wasOpen && ctx.auth.enabled) revoked.add('local');
+    if (revoked.size) {
+      void sessions.endPrincipals(revoked);
+      streams.closePrincipals(revoked);
+    }
   };
   gateway.on('reloaded', onReload);
   const modern = modernHttp(ctx);

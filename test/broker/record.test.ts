@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { NdjsonRecordSink, type RecordSink } from '../../src/audit/records.js';
-import { recordStage } from '../../src/broker/record.js';
+import { RECORD_NAME_MAX_CHARS, recordStage } from '../../src/broker/record.js';
 import { compose } from '../../src/broker/runner.js';
 import { refuse } from '../../src/broker/types.js';
 import { ManualClock } from '../../src/shared/clock.js';
@@ -64,6 +64,19 @@ describe('record stage', () => {
     await run(c);
     expect(c.outcome).toBe('approval_required');
     expect(c.inputRequired).toBeUndefined();
+  });
+
+  it('a name megabytes long is recorded cut at RECORD_NAME_MAX_CHARS, after scrubbing', async () => {
+    const path = join(root, 'long', 'calls.ndjson');
+    const sink = new NdjsonRecordSink({ path });
+    const run = compose([stage(sink), fakeInvoke((c) => refuse(c, 'unregistered', 'no such tool'))]);
+    await run(call({ request: { name: `${'n'.repeat(RECORD_NAME_MAX_CHARS - 5)}planted-9c1d${'n'.repeat(1_000_000)}` } }));
+    await sink.close();
+    const rec = JSON.parse(readFileSync(path, 'utf8'));
+    expect(rec.name).toHaveLength(RECORD_NAME_MAX_CHARS);
+    expect(rec.name.endsWith('…')).toBe(true);
+    expect(rec.name).not.toContain('plant');
+    expect(rec.subject.length).toBeLessThanOrEqual(RECORD_NAME_MAX_CHARS);
   });
 
   it('carries the breaker state', async () => {

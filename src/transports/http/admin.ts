@@ -58,6 +58,9 @@ export function mountAdminApi(app: Express, ctx: HttpContext): void {
     if (typeof subject !== 'string' || subject === '' || typeof args !== 'object' || args === null || Array.isArray(args)) {
       return void res.status(400).json({ error: { code: 'bad_request', message: 'the body must be {"subject": "<tool or server/tool>", "args": {…}}' } });
     }
+    if (subject.length > MAX_SUBJECT_CHARS) {
+      return void res.status(400).json({ error: { code: 'bad_request', message: `subject is ${subject.length} characters; no tool name is longer than ${MAX_SUBJECT_CHARS}` } });
+    }
     await gateway.ready;
     const target = resolveSubject(gateway, subject);
     const aborter = new AbortController();
@@ -98,7 +101,7 @@ export function mountAdminApi(app: Express, ctx: HttpContext): void {
     const query = parseCallsQuery(req.query as Record<string, unknown>);
     if ('error' in query) return void res.status(400).json({ error: { code: 'bad_request', message: query.error } });
     if (principal.role !== 'operator') query.principal = principal.name;
-    const stream = ctx.streams.acquire(principal);
+    const stream = ctx.streams.acquire(principal, 'legacy', () => res.destroy());
     if (!stream.ok) return answerOverCap(res, stream.refusal, principal, ctx.logger);
     whenClosed(res, stream.release);
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache, no-transform', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
@@ -124,6 +127,9 @@ export function requiredNotReady(gateway: Gateway): number {
   }
   return waiting;
 }
+
+/** Longest `subject` `POST /api/v1/mcp/call` takes, in characters (an advertised name, or a server key, `/` and a tool's own name). */
+export const MAX_SUBJECT_CHARS = 512;
 
 /** An advertised tool name, or `server/tool` (the record's `subject`), as a call target. */
 export function resolveSubject(gateway: Gateway, subject: string): ToolTarget | undefined {

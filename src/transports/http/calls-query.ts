@@ -3,8 +3,8 @@
  * `.1` … `.N` files, oldest first) line by line and keeps the last `limit` records that match.
  * Memory is bounded by `limit`, whatever the size of the files.
  */
-import { globMatcher as compileGlob } from '../../shared/glob.js';
 import { parseSince, readRecords, recordFiles } from '../../audit/query.js';
+import { isWildcardPattern, wildcardMatcher } from '../../shared/glob.js';
 import { OUTCOMES } from '../../broker/outcomes.js';
 import type { CallRecord } from '../../broker/types.js';
 
@@ -38,6 +38,8 @@ export function parseCallsQuery(query: Record<string, unknown>, now = Date.now()
   const unknown = outcomes.filter((o) => !(OUTCOMES as readonly string[]).includes(o));
   if (unknown.length) return { error: `unknown outcome ${unknown.map((o) => JSON.stringify(o)).join(', ')}; expected one of ${OUTCOMES.join(', ')}` };
   const tool = typeof query.tool === 'string' && query.tool ? query.tool : undefined;
+  // A caller's pattern is matched in linear time, never by a backtracking regular expression (a ReDoS would stall every caller).
+  if (tool !== undefined && !isWildcardPattern(tool)) return { error: 'tool may hold only literal characters and the wildcards * and ? (no other glob syntax)' };
   let since: number | undefined;
   if (query.since !== undefined) {
     const raw = String(query.since);
@@ -57,22 +59,22 @@ export function matchesCallsQuery(record: CallRecord, q: CallsQuery): boolean {
   if (q.principal !== undefined && record.principal !== q.principal) return false;
   if (q.outcomes.length && !q.outcomes.includes(record.outcome)) return false;
   if (q.tool !== undefined) {
-    const matches = globMatcher(q.tool);
+    const matches = matcherFor(q.tool);
     if (!matches(record.name) && !matches(record.subject)) return false;
   }
   if (q.since !== undefined && !(Date.parse(record.ts) >= q.since)) return false;
   return true;
 }
 
-/** Compiled globs, by pattern: a query is matched against many records, and the events stream keeps one query. */
+/** Matchers by pattern: a query is matched against many records, and the events stream keeps one query. */
 const compiled = new Map<string, (text: string) => boolean>();
 const MAX_COMPILED = 64;
 
-function globMatcher(glob: string): (text: string) => boolean {
+function matcherFor(glob: string): (text: string) => boolean {
   let matcher = compiled.get(glob);
   if (!matcher) {
     if (compiled.size >= MAX_COMPILED) compiled.clear();
-    compiled.set(glob, (matcher = compileGlob(glob)));
+    compiled.set(glob, (matcher = wildcardMatcher(glob)));
   }
   return matcher;
 }

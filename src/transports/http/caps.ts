@@ -60,6 +60,8 @@ export type StreamAdmission = { readonly ok: true; release(): void } | { readonl
  */
 export class StreamCaps {
   private readonly byPrincipal = new Map<string, number>();
+  /** How to close each open stream, by principal (a reload that revokes a principal closes its streams). */
+  private readonly closers = new Map<string, Set<() => void>>();
   private total = 0;
   private modern = 0;
 
@@ -83,9 +85,10 @@ export class StreamCaps {
   /**
    * Takes a slot for one stream of `principal`; `release()` (idempotent) gives it back: call it
    * when the response closes. Refused (and nothing taken) at either cap. `era` only labels it
-   * (metrics); both eras share the caps. Default `legacy`.
+   * (metrics); both eras share the caps. Default `legacy`. `close` ends the stream (destroys its
+   * response) when {@link closePrincipals} names its principal.
    */
-  acquire(principal: Principal, era: 'legacy' | 'modern' = 'legacy'): StreamAdmission {
+  acquire(principal: Principal, era: 'legacy' | 'modern' = 'legacy', close?: () => void): StreamAdmission {
     const name = principal.name;
     const mine = this.countOf(name);
     if (mine >= this.limits.maxStreamsPerPrincipal) return { ok: false, refusal: capRefusal('http.maxStreamsPerPrincipal', this.limits.maxStreamsPerPrincipal) };
@@ -93,12 +96,18 @@ export class StreamCaps {
     this.byPrincipal.set(name, mine + 1);
     this.total++;
     if (era === 'modern') this.modern++;
+    if (close) {
+      let set = this.closers.get(name);
+      if (!set) this.closers.set(name, (set = new Set()));
+      set.add(close);
+    }
     let released = false;
     return {
       ok: true,
       release: () => {
         if (released) return;
         released = true;
+        if (close) this.closers.get(name)?.delete(close);
         this.total--;
         if (era === 'modern') this.modern--;
         const left = this.countOf(name) - 1;
@@ -106,5 +115,10 @@ export class StreamCaps {
         else this.byPrincipal.delete(name);
       },
     };
+  }
+
+  /** Closes every open stream of the named principals (their token or role changed, or they were removed). */
+  closePrincipals(names: ReadonlySet<string>): void {
+    for (const name of names) for (const close of [...(this.closers.get(name) ?? [])]) close();
   }
 }

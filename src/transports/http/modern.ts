@@ -146,7 +146,7 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
       // Every listen holds a stream slot while it is open, whatever it listens for.
       const listen = typeof body === 'object' && body !== null && (body as { method?: unknown }).method === 'subscriptions/listen';
       if (listen) {
-        const stream = ctx.streams.acquire(principal, 'modern');
+        const stream = ctx.streams.acquire(principal, 'modern', () => res.destroy());
         if (!stream.ok) {
           await listens.close();
           return answerOverCap(res, stream.refusal, principal, ctx.logger);

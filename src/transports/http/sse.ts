@@ -41,7 +41,7 @@ export function mountLegacySse(app: Express, ctx: HttpContext): void {
     const principal = principalOf(res);
     if (res.destroyed) return;
     // The stream caps first: a refused stream must not end an idle session for nothing.
-    const stream = ctx.streams.acquire(principal);
+    const stream = ctx.streams.acquire(principal, 'legacy', () => res.destroy());
     if (!stream.ok) return answerOverCap(res, stream.refusal, principal, ctx.logger);
     const refusal = ctx.sessions.admit(principal);
     if (refusal) {

@@ -102,7 +102,7 @@ export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (re
       return;
     }
     if (method === 'GET') {
-      const stream = ctx.streams.acquire(principal);
+      const stream = ctx.streams.acquire(principal, 'legacy', () => res.destroy());
       if (!stream.ok) return answerOverCap(res, stream.refusal, principal, ctx.logger);
       whenClosed(res, stream.release);
     }

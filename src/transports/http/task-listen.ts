@@ -13,7 +13,7 @@
  * SDK's events (the stream stays open for them when the SDK honours none of the other kinds).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CLIENT_CAPABILITIES_META_KEY, SUBSCRIPTION_ID_META_KEY } from '@modelcontextprotocol/server';
+import { CLIENT_CAPABILITIES_META_KEY, isJsonContentType, SUBSCRIPTION_ID_META_KEY } from '@modelcontextprotocol/server';
 import type { ClientCapabilities } from '@modelcontextprotocol/server';
 import type { Gateway } from '../../gateway.js';
 import type { TaskRow } from '../../store/store.js';
@@ -37,6 +37,13 @@ export function isTaskListen(body: unknown): body is ListenBody {
 
 /** Serves a task listen (see the module doc) for `principal` until the client closes it. */
 export async function serveTaskListen(gateway: Gateway, principal: string, body: ListenBody, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  // Served beside the SDK's handler, so its checks are made here: a POST body that is not JSON is 415, as the SDK answers.
+  const contentType = req.headers['content-type'];
+  if (!isJsonContentType((Array.isArray(contentType) ? contentType[0] : contentType) ?? null)) {
+    res.writeHead(415, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Unsupported Media Type: Content-Type must be application/json' } }));
+    return;
+  }
   const capabilities = body.params._meta?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined;
   if (!declaresTasks(capabilities)) {
     const err = tasksExtensionRequired('subscriptions/listen for taskIds needs the "io.modelcontextprotocol/tasks" extension, which this request did not declare');
