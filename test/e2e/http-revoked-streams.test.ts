@@ -7,6 +7,7 @@
  * a name, a task listen past the SDK's content-type check.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, waitFor } from './helpers.js';
@@ -104,6 +105,33 @@ describe('what a caller sends the admin API and /mcp', () => {
     expect(stars.body.calls).toEqual([]);
     const found = await http(`${broker.url}/api/v1/calls?tool=${encodeURIComponent('?/aaa*')}`, { headers: ALICE });
     expect(found.body.calls.map((r: { callId: string }) => r.callId)).toEqual([made.body.callId]);
+  });
+
+  it('an events stream whose reader stops reading is closed once it falls 8 MiB behind, and the broker serves on', async () => {
+    const { hostname, port } = new URL(broker.url);
+    const socket = connect(Number(port), hostname);
+    let head = '';
+    const subscribed = new Promise<void>((resolve) =>
+      socket.on('data', (chunk: Buffer) => {
+        head += chunk.toString('utf8');
+        if (head.includes(': subscribed')) {
+          socket.pause(); // from here on nothing is read
+          resolve();
+        }
+      }),
+    );
+    socket.on('error', () => undefined);
+    socket.write(`GET /api/v1/events HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: ${ALICE.authorization}\r\n\r\n`);
+    await subscribed;
+    // About 26 MB of records: more than the kernel's buffers and the 8 MiB the broker keeps.
+    const fellBehind = () => broker.stderr().includes('events stream closed: its reader fell behind');
+    for (let i = 0; i < 100 && !fellBehind(); i++) {
+      const call = await http(`${broker.url}/api/v1/mcp/call`, { headers: ALICE, body: { subject: 'echo__echo', args: { text: 'x'.repeat(256 * 1024) } } });
+      expect(call.status).toBe(200);
+    }
+    await waitFor(fellBehind, 'the broker to close the stream');
+    socket.destroy();
+    expect((await http(`${broker.url}/healthz`)).status).toBe(200);
   });
 
   it('a subject longer than any tool name is 400, and nothing is recorded for it', async () => {

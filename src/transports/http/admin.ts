@@ -107,8 +107,14 @@ export function mountAdminApi(app: Express, ctx: HttpContext): void {
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache, no-transform', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
     res.write(': subscribed\n\n');
     const unsubscribe = gateway.publisher.subscribe((record: CallRecord) => {
-      if (!matchesCallsQuery(record, query) || res.writableEnded) return;
+      if (!matchesCallsQuery(record, query) || res.writableEnded || res.destroyed) return;
       res.write(`event: record\nid: ${record.callId}\ndata: ${JSON.stringify(record)}\n\n`);
+      // A reader that does not read would hold every record published in our memory: closed
+      // instead (it can reconnect and catch up with GET /api/v1/calls?since=).
+      if (res.writableLength > EVENTS_MAX_PENDING_BYTES) {
+        ctx.logger.warn({ principal: principal.name, pendingBytes: res.writableLength }, 'events stream closed: its reader fell behind');
+        res.destroy();
+      }
     });
     keepStreamAlive(res, ctx.settings.keepAliveMs);
     res.once('close', unsubscribe);
@@ -127,6 +133,9 @@ export function requiredNotReady(gateway: Gateway): number {
   }
   return waiting;
 }
+
+/** Bytes of an events stream written and not yet taken by its reader past which the stream is closed (8 MiB). */
+export const EVENTS_MAX_PENDING_BYTES = 8 * 1024 * 1024;
 
 /** Longest `subject` `POST /api/v1/mcp/call` takes, in characters (an advertised name, or a server key, `/` and a tool's own name). */
 export const MAX_SUBJECT_CHARS = 512;
