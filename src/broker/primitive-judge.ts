@@ -100,7 +100,7 @@ export class PrimitiveGuard {
    * names, where an `ask` is as good as a refusal.
    */
   allowedOutright(principal: string, item: { server: string; type: 'prompt' | 'resource'; name: string }): boolean {
-    return this.verdictOn({ server: item.server, type: item.type, name: item.name }, principal).kind === 'allow';
+    return this.verdictOn(item, principal).kind === 'allow';
   }
 
   /** Whether a list shows a prompt (advertised name) or resource (URI or `uriTemplate`) to `principal`: not when its action is `deny`. */

@@ -8,6 +8,7 @@
  */
 import type { RecordSink } from '../audit/records.js';
 import type { Clock } from '../shared/clock.js';
+import { cut } from '../shared/cut.js';
 import { messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { knownJsonBytes } from '../wire/raw-json.js';
@@ -72,7 +73,7 @@ export const RECORD_NAME_MAX_CHARS = 1024;
 
 /** A name as recorded: cut (after scrubbing) at {@link RECORD_NAME_MAX_CHARS}, marked with `…`. */
 export function cutName(name: string): string {
-  return name.length > RECORD_NAME_MAX_CHARS ? `${name.slice(0, RECORD_NAME_MAX_CHARS - 1)}…` : name;
+  return cut(name, RECORD_NAME_MAX_CHARS);
 }
 
 export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | 'scrubArgs' | 'scrubText'>): CallRecord {

@@ -14,7 +14,4 @@ export function alignedTable(header: readonly string[], body: readonly (readonly
   return [header, ...body].map(line).join('');
 }
 
-/** `text` cut to at most `width` characters, an ellipsis marking the cut. */
-export function cut(text: string, width: number): string {
-  return text.length > width ? `${text.slice(0, width - 1)}…` : text;
-}
+export { cut } from '../shared/cut.js';

@@ -21,6 +21,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Transport, JSONRPCMessage } from '@modelcontextprotocol/client';
 import { BrokerError } from '../shared/errors.js';
+import { cut } from '../shared/cut.js';
 import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import { LineFramer, oversizeError, writeMessage, DEFAULT_MAX_MESSAGE_BYTES } from '../wire/framing.js';
 import type { Logger } from '../shared/logger.js';
@@ -331,7 +332,7 @@ export class ChildProcessTransport implements Transport {
 
   /** A line as logged: scrubbed whole (stdout noise here; stderr lines come scrubbed), then cut at {@link LOGGED_LINE_CHARS}. */
   private loggedLine(line: string, clean = this.scrubbed(line)): string {
-    return clean.length > LOGGED_LINE_CHARS ? `${clean.slice(0, LOGGED_LINE_CHARS - 1)}…` : clean;
+    return cut(clean, LOGGED_LINE_CHARS);
   }
 
   /** The child's pid once started. */

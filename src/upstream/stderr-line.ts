@@ -3,6 +3,7 @@
  * stack trace (`Error: Cannot find module '…'`, `SyntaxError: …`, `fatal: …`), never the Node
  * version trailer or a stack frame; and a way to show such a line without host paths.
  */
+import { cut } from '../shared/cut.js';
 
 /** Longest stderr line shown ({@link shownStderrLine}), in characters. */
 export const STDERR_LINE_MAX_CHARS = 300;
@@ -59,6 +60,5 @@ export function withoutHostPaths(text: string): string {
 
 /** A line of {@link meaningfulStderrLine} as it is shown (in an upstream's status): scrubbed whole, then cut at {@link STDERR_LINE_MAX_CHARS}. */
 export function shownStderrLine(line: string, scrub: (text: string) => string): string {
-  const clean = scrub(line);
-  return clean.length > STDERR_LINE_MAX_CHARS ? `${clean.slice(0, STDERR_LINE_MAX_CHARS - 1)}…` : clean;
+  return cut(scrub(line), STDERR_LINE_MAX_CHARS);
 }
