@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { PATTERN, REDACTED, redact, Scrubber } from '../../src/shared/scrub.js';
-import { AnchorScanner, replaceAtStarts, SKIP_MIN_CHARS } from '../../src/shared/scrub-scan.js';
+import { AnchorScanner, BYTE_SCAN_MIN_CHARS, BYTE_SCAN_STEP, replaceAtStarts } from '../../src/shared/scrub-scan.js';
 
 /**
  * The one-pass scrub (scrub-scan.ts) must give exactly what the plain two-regex scrub gives:
@@ -123,33 +123,81 @@ describe('one-pass scrubbing (scrub-scan)', () => {
     );
   });
 
-  it('property: a text past SKIP_MIN_CHARS (the skip expression, then the automaton) gives exactly the hits of the automaton alone', () => {
-    const alphabet = fc.constantFrom('a', 'b', 'A', 'B', '-', '_', '.', '/', ' ', 'é', '😀');
-    const word = fc.array(fc.constantFrom('a', 'b', 'A', 'B', '-', '_', '.', '/'), { minLength: 1, maxLength: 5 }).map((cs) => cs.join(''));
+  const walkOf = (scanner: AnchorScanner) =>
+    (scanner as unknown as { walk(t: string, f: number, to: number, h: (i: number, at: number) => void): boolean }).walk.bind(scanner);
+
+  it('property: a text past BYTE_SCAN_MIN_CHARS (walked as bytes) gives exactly the hits of the character walk, and occursIn says whether there are any', () => {
+    // Characters past U+00FF whose low byte is an anchor's letter ('š' → a, 'Ł' → A, '本' → ',', '╟' → b): bytes find false occurrences there.
+    const alphabet = fc.constantFrom('a', 'b', 'A', 'B', '-', '_', '.', '/', ' ', 'é', '😀', '\u0161', '\u0141', '\u672c', '\u2562');
+    const word = fc.array(fc.constantFrom('a', 'b', 'A', 'B', '-', '_', '.', '/', ','), { minLength: 1, maxLength: 5 }).map((cs) => cs.join(''));
     const anchors = fc.array(fc.record({ text: word, caseSensitive: fc.boolean() }), { minLength: 1, maxLength: 8 });
-    const filler = 'x'.repeat(SKIP_MIN_CHARS);
+    const filler = 'x'.repeat(BYTE_SCAN_MIN_CHARS);
     fc.assert(
-      fc.property(anchors, fc.array(fc.tuple(fc.nat({ max: 3 }), fc.array(alphabet, { maxLength: 12 })), { maxLength: 12 }), (set, pieces) => {
-        // Stretches with no anchor between the pieces, so the expression has places to skip.
-        const text = filler + pieces.map(([gap, chars]) => 'x'.repeat(gap * 500) + chars.join('')).join('');
+      fc.property(anchors, fc.array(fc.tuple(fc.nat({ max: 40 }), fc.array(alphabet, { maxLength: 12 })), { maxLength: 12 }), (set, pieces) => {
+        // Gaps up to 40 × 1,000 characters: pieces land on either side of the byte scan's steps and halves.
+        const text = filler + pieces.map(([gap, chars]) => 'x'.repeat(gap * 1000) + chars.join('')).join('');
         const scanner = new AnchorScanner(set.map((a) => ({ text: a.text, lead: 'none' as const, caseSensitive: a.caseSensitive })));
-        const skipped: string[] = [];
-        scanner.scan(text, (i, at) => skipped.push(`${i}@${at}`));
-        // The same scanner over the same text in pieces shorter than SKIP_MIN_CHARS is walked character by character.
+        const asBytes: string[] = [];
+        scanner.scan(text, (i, at) => asBytes.push(`${i}@${at}`));
         const walked: string[] = [];
-        scanner.scan(text.slice(0, SKIP_MIN_CHARS - 1), () => undefined);
-        (scanner as unknown as { walk(t: string, f: number, to: number, h: (i: number, at: number) => void): number }).walk(text, 0, text.length, (i, at) => walked.push(`${i}@${at}`));
-        expect(skipped).toEqual(walked);
+        walkOf(scanner)(text, 0, text.length, (i, at) => walked.push(`${i}@${at}`));
+        expect(asBytes).toEqual(walked);
+        expect(scanner.occursIn(text)).toBe(walked.length > 0);
       }),
       { numRuns: 300 },
     );
   });
 
+  it('finds an occurrence at every place around the seams of a byte scan (steps, and the two walks of occursIn)', () => {
+    const scanner = new AnchorScanner([
+      { text: 'password', lead: 'name' },
+      { text: 'SK', lead: 'none', caseSensitive: true },
+    ]);
+    const length = 3 * BYTE_SCAN_STEP;
+    const seams = [1, 2, 3, 4, 5].map((k) => (k * BYTE_SCAN_STEP) / 2);
+    for (const seam of seams) {
+      for (let at = seam - 10; at <= seam + 3; at++) {
+        for (const [word, index] of [['PassWord', 0], ['SK', 1]] as const) {
+          const text = 'x'.repeat(at) + word + 'x'.repeat(length - at - word.length);
+          const hits: string[] = [];
+          scanner.scan(text, (i, p) => hits.push(`${i}@${p}`));
+          expect(hits, `${word} at ${at}`).toEqual([`${index}@${at}`]);
+          expect(scanner.occursIn(text), `${word} at ${at}`).toBe(true);
+          // As the case-sensitive anchor is not written, nothing.
+          if (index === 1) expect(scanner.occursIn(text.toLowerCase())).toBe(false);
+        }
+      }
+    }
+  });
+
+  it('a character past U+00FF whose low byte spells an anchor is no occurrence, in bytes as in characters', () => {
+    const scanner = new AnchorScanner([{ text: 'ab', lead: 'none' }]);
+    const text = 'x'.repeat(BYTE_SCAN_MIN_CHARS) + '\u0161\u0162' + 'x'.repeat(10) + 'aB';
+    const hits: number[] = [];
+    scanner.scan(text, (_i, at) => hits.push(at));
+    expect(hits).toEqual([BYTE_SCAN_MIN_CHARS + 12]);
+    expect(scanner.occursIn(text.slice(0, -2))).toBe(false);
+  });
+
+  it('a hit may scan another text with the same scanner (it takes its own buffer)', () => {
+    const scanner = new AnchorScanner([{ text: 'key', lead: 'none' }]);
+    const text = 'x'.repeat(BYTE_SCAN_STEP - 2) + 'key' + 'x'.repeat(BYTE_SCAN_STEP) + 'KEY';
+    const hits: number[] = [];
+    // A first scan leaves its buffer with the scanner.
+    expect(scanner.occursIn(text)).toBe(true);
+    scanner.scan(text, (_i, at) => {
+      hits.push(at);
+      // Fills a buffer with `key`s: had it been the outer scan's, the rest of its step would be read as `key`s too.
+      expect(scanner.occursIn('key'.repeat(BYTE_SCAN_STEP))).toBe(true);
+    });
+    expect(hits).toEqual([BYTE_SCAN_STEP - 2, 2 * BYTE_SCAN_STEP + 1]);
+  });
+
   it('a text with a non-ASCII anchor is walked character by character (the expression would not find every place it folds to)', () => {
     const scanner = new AnchorScanner([{ text: 'sécret', lead: 'flag', caseSensitive: true }]);
     const hits: number[] = [];
-    scanner.scan('x'.repeat(SKIP_MIN_CHARS) + 'sécret', (_i, at) => hits.push(at));
-    expect(hits).toEqual([SKIP_MIN_CHARS]);
+    scanner.scan('x'.repeat(BYTE_SCAN_MIN_CHARS) + 'sécret', (_i, at) => hits.push(at));
+    expect(hits).toEqual([BYTE_SCAN_MIN_CHARS]);
   });
 
   it('replaceAtStarts equals a global replace when the starts cover every match', () => {
@@ -180,7 +228,7 @@ describe('one-pass scrubbing (scrub-scan)', () => {
     );
   });
 
-  it('property: equals the plain scrub on long texts too (past SKIP_MIN_CHARS), secrets planted anywhere', () => {
+  it('property: equals the plain scrub on long texts too (past BYTE_SCAN_MIN_CHARS), secrets planted anywhere', () => {
     const secrets = ['supersecretvalue123', 'p@ss w0rd"x'];
     const scrubber = new Scrubber(secrets);
     const bare = new Scrubber();
