@@ -216,14 +216,23 @@ export function renderTiming(rows) {
       continue;
     }
     const byPair = new Map(t.segments.map((s) => [`${s.from}\u0000${s.to}`, s]));
-    const steps = t.path.slice(1).map((to, i) => byPair.get(`${t.path[i]}\u0000${to}`) ?? { from: t.path[i], to, medianUs: 0, count: 0 });
-    const total = steps.reduce((a, s) => a + s.medianUs, 0);
+    // A step repeated in a row (an upstream answer read in many chunks) is one line: ×n, its median n times.
+    const steps = [];
+    for (let i = 1; i < t.path.length; i++) {
+      const step = byPair.get(`${t.path[i - 1]}\u0000${t.path[i]}`) ?? { from: t.path[i - 1], to: t.path[i], medianUs: 0 };
+      const last = steps[steps.length - 1];
+      if (last && last.from === step.from && last.to === step.to) last.times++;
+      else steps.push({ from: step.from, to: step.to, medianUs: step.medianUs, times: 1 });
+    }
+    const label = (s) => `${s.from} → ${s.to}${s.times > 1 ? ` ×${s.times}` : ''}`;
+    const total = steps.reduce((a, s) => a + s.medianUs * s.times, 0);
     out.push('');
     out.push(`  ${row.label}: ${t.calls - t.overlapped} calls timed alone (${t.overlapped} overlapped, not timed); sum of medians ${total.toFixed(0)} µs`);
-    const width = Math.max(...steps.map((s) => `${s.from} → ${s.to}`.length));
+    const width = Math.max(...steps.map((s) => label(s).length));
     for (const s of steps) {
-      const share = total > 0 ? ((100 * s.medianUs) / total).toFixed(0) : '0';
-      out.push(`    ${`${s.from} → ${s.to}`.padEnd(width)}  ${s.medianUs.toFixed(1).padStart(7)} µs  ${share.padStart(3)} %`);
+      const us = s.medianUs * s.times;
+      const share = total > 0 ? ((100 * us) / total).toFixed(0) : '0';
+      out.push(`    ${label(s).padEnd(width)}  ${us.toFixed(1).padStart(7)} µs  ${share.padStart(3)} %`);
     }
   }
   return out.join('\n');
