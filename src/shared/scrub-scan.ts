@@ -54,12 +54,34 @@ const NOTHING = Object.freeze({ starts: Object.freeze([] as number[]), flagged: 
 /** Texts this long or longer are scanned as bytes ({@link AnchorScanner}); shorter ones character by character. */
 export const BYTE_SCAN_MIN_CHARS = 4096;
 
-/** Characters converted to bytes per step of a long scan: the size of the scanner's scratch buffer. */
+/** Characters converted to bytes per step of a long scan: the size of the scratch buffer. */
 export const BYTE_SCAN_STEP = 64 * 1024;
+
+/**
+ * The scratch buffer every scanner shares (one scan at a time on the thread; a scan inside
+ * another's `hit` takes a fresh one). Allocated when the module loads, while the heap is small: a
+ * long-lived buffer malloc'd later, after large results, can sit above their freed memory and keep
+ * the allocator from giving it back (RSS after the bench's run rose 107 → 114–124 MiB with one
+ * per scanner).
+ */
+let scratch: Buffer | undefined = Buffer.allocUnsafeSlow(BYTE_SCAN_STEP);
 
 /** A byte to the automaton's symbol: ASCII folded to lower case, every byte from 0x80 one symbol (127). */
 const FOLD_BYTE = new Uint8Array(256);
 for (let b = 0; b < 256; b++) FOLD_BYTE[b] = b < ALPHABET ? FOLD[b]! : 127;
+
+/** The shared scratch buffer, taken (a fresh one while a scan is using it); give it back with `scratch = bytes`. */
+function takeScratch(): Buffer {
+  const bytes = scratch ?? Buffer.allocUnsafe(BYTE_SCAN_STEP);
+  scratch = undefined;
+  return bytes;
+}
+
+/** `text[from, min(to, from + bytes.length))` into `bytes` as Latin-1; returns the count. */
+function fill(bytes: Buffer, text: string, from: number, to: number): number {
+  const end = Math.min(text.length, to, from + bytes.length);
+  return bytes.write(from === 0 && end === text.length ? text : text.substring(from, end), 0, 'latin1');
+}
 
 /** Whether `text[from, to)` is all ASCII. */
 function isAscii(text: string, from: number, to: number): boolean {
@@ -72,15 +94,14 @@ export class AnchorScanner {
   /** Per (state, symbol): the next state times the alphabet size, plus {@link ACCEPTS} when it ends an anchor. */
   private readonly table: Int32Array;
   /**
-   * Whether a long text may be scanned as bytes: every anchor is ASCII. A text's characters are
+   * Whether a long text may be scanned as bytes: every anchor is ASCII and at most a quarter of
+   * {@link BYTE_SCAN_STEP} long. A text's characters are
    * then taken one byte each (Latin-1, a character past U+00FF as its low byte), which keeps every
    * occurrence (an ASCII character is its own byte) and can add false ones, checked at each hit.
    */
   private readonly asBytes: boolean;
   /** The longest anchor, in characters. */
   private readonly longest: number;
-  /** Reused per long scan; a fresh one when a scan runs inside another's `hit`. */
-  private scratch?: Buffer;
   /** Per state: indices of the anchors that end there (its own and via fail links), or undefined. */
   private readonly outputs: Array<number[] | undefined>;
 
@@ -128,8 +149,9 @@ export class AnchorScanner {
     }
     this.table = table;
     this.outputs = outputs;
-    this.asBytes = anchors.every((a) => /^[\x00-\x7f]+$/.test(a.text));
     this.longest = Math.max(...anchors.map((a) => a.text.length));
+    // An anchor must fit a step with room to move on (occursIn's steps overlap by its length).
+    this.asBytes = this.longest <= BYTE_SCAN_STEP / 4 && anchors.every((a) => /^[\x00-\x7f]+$/.test(a.text));
   }
 
   /**
@@ -137,7 +159,7 @@ export class AnchorScanner {
    * (case-sensitive anchors only where they occur as written). `hit` may scan again (a scan
    * inside another takes its own buffer).
    *
-   * A text of {@link BYTE_SCAN_MIN_CHARS} or more, when every anchor is ASCII, is copied
+   * A text of {@link BYTE_SCAN_MIN_CHARS} or more, when the anchors allow it ({@link asBytes}), is copied
    * {@link BYTE_SCAN_STEP} characters at a time into a byte buffer and walked there (issue 19: a
    * typed-array load per byte instead of `charCodeAt` and a fold; with the automaton's state
    * carried from one step to the next, the hits are the same).
@@ -147,15 +169,15 @@ export class AnchorScanner {
       this.walk(text, 0, text.length, hit);
       return;
     }
-    const bytes = this.takeScratch();
+    const bytes = takeScratch();
     try {
       let row = 0;
       for (let from = 0; from < text.length; from += BYTE_SCAN_STEP) {
-        const n = this.fill(bytes, text, from);
+        const n = fill(bytes, text, from, from + BYTE_SCAN_STEP);
         row = this.walkBytes(bytes, n, from, row, text, hit);
       }
     } finally {
-      this.scratch = bytes;
+      scratch = bytes;
     }
   }
 
@@ -180,39 +202,27 @@ export class AnchorScanner {
    *
    * A long text (see {@link scan}) is walked as bytes by two automata at once, one from each half
    * of every step, the second starting {@link longest} − 1 bytes before the middle, as each step
-   * starts that far before its own first character: every occurrence lies whole in one walk.
+   * starts that far before the last one's end: every occurrence lies whole in one walk.
    * The two walks do not wait on each other's table loads (about a third less time over text
    * with no anchor than one walk, issue 19).
    */
   occursIn(text: string): boolean {
     if (text.length === 0) return false;
     if (!this.asBytes || text.length < BYTE_SCAN_MIN_CHARS) return this.walk(text, 0, text.length, FOUND, true);
-    const bytes = this.takeScratch();
+    const bytes = takeScratch();
     try {
       const overlap = this.longest - 1;
-      for (let from = 0; from < text.length; from += BYTE_SCAN_STEP) {
-        // Each step from `overlap` characters back (the first from 0), so an occurrence across a step's start is whole in it.
-        const start = Math.max(0, from - overlap);
-        const n = this.fill(bytes, text, start, from + BYTE_SCAN_STEP);
+      // Steps of BYTE_SCAN_STEP bytes, each from `overlap` characters before the last one's end,
+      // so an occurrence across a step's start is whole in it.
+      const advance = BYTE_SCAN_STEP - overlap;
+      for (let start = 0; ; start += advance) {
+        const n = fill(bytes, text, start, start + BYTE_SCAN_STEP);
         if (this.anyInBytes(bytes, n, start, overlap, text)) return true;
+        if (start + n >= text.length) return false;
       }
-      return false;
     } finally {
-      this.scratch = bytes;
+      scratch = bytes;
     }
-  }
-
-  /** The scratch buffer, taken (a fresh one if a scan is already using it). */
-  private takeScratch(): Buffer {
-    const bytes = this.scratch ?? Buffer.allocUnsafe(BYTE_SCAN_STEP + this.longest);
-    this.scratch = undefined;
-    return bytes;
-  }
-
-  /** `text[from, to)` (at most `bytes.length` characters, to the end by default) into `bytes` as Latin-1; returns the count. */
-  private fill(bytes: Buffer, text: string, from: number, to = from + BYTE_SCAN_STEP): number {
-    const end = Math.min(text.length, to, from + bytes.length);
-    return bytes.write(from === 0 && end === text.length ? text : text.substring(from, end), 0, 'latin1');
   }
 
   /**
@@ -221,11 +231,15 @@ export class AnchorScanner {
    */
   private walkBytes(bytes: Buffer, n: number, base: number, row: number, text: string, hit: (anchor: number, at: number) => void): number {
     const { table } = this;
-    for (let i = 0; i < n; i++) {
-      row = table[row + FOLD_BYTE[bytes[i]!]!]!;
-      if (row >= ACCEPTS) this.report((row &= ACCEPTS - 1), base + i, text, hit, false, true);
+    // As in anyInBytes: the inner loop stops at a byte that ends an anchor, reported outside it.
+    for (let i = 0; ; i++) {
+      for (; i < n; i++) {
+        row = table[row + FOLD_BYTE[bytes[i]!]!]!;
+        if (row >= ACCEPTS) break;
+      }
+      if (i >= n) return row;
+      this.report((row &= ACCEPTS - 1), base + i, text, hit, false, true);
     }
-    return row;
   }
 
   /** Whether a real occurrence lies in `bytes[0, n)`, the characters of `text` from `base` (see {@link occursIn}). */

@@ -154,9 +154,16 @@ describe('one-pass scrubbing (scrub-scan)', () => {
       { text: 'SK', lead: 'none', caseSensitive: true },
     ]);
     const length = 3 * BYTE_SCAN_STEP;
-    const seams = [1, 2, 3, 4, 5].map((k) => (k * BYTE_SCAN_STEP) / 2);
+    // scan's steps start at multiples of BYTE_SCAN_STEP; occursIn's every BYTE_SCAN_STEP − 7 (the
+    // longest anchor, 8, less one), its second walk 7 before each step's middle.
+    const overlap = 'password'.length - 1;
+    const seams = [1, 2].map((k) => k * BYTE_SCAN_STEP);
+    for (let k = 0; k < 3; k++) {
+      const start = k * (BYTE_SCAN_STEP - overlap);
+      seams.push(start, start + BYTE_SCAN_STEP / 2 - overlap, start + BYTE_SCAN_STEP / 2, start + BYTE_SCAN_STEP);
+    }
     for (const seam of seams) {
-      for (let at = seam - 10; at <= seam + 3; at++) {
+      for (let at = Math.max(0, seam - 10); at <= seam + 3; at++) {
         for (const [word, index] of [['PassWord', 0], ['SK', 1]] as const) {
           const text = 'x'.repeat(at) + word + 'x'.repeat(length - at - word.length);
           const hits: string[] = [];
@@ -170,6 +177,17 @@ describe('one-pass scrubbing (scrub-scan)', () => {
     }
   });
 
+  it('an anchor longer than a byte scan step is still found (walked character by character)', () => {
+    const long = 'k'.repeat(BYTE_SCAN_STEP) + 'ey';
+    const scanner = new AnchorScanner([{ text: long, lead: 'flag', caseSensitive: true }]);
+    const at = BYTE_SCAN_STEP - 100;
+    const text = 'x'.repeat(at) + long + 'x'.repeat(BYTE_SCAN_STEP);
+    expect(scanner.occursIn(text)).toBe(true);
+    const hits: number[] = [];
+    scanner.scan(text, (_i, p) => hits.push(p));
+    expect(hits).toEqual([at]);
+  });
+
   it('a character past U+00FF whose low byte spells an anchor is no occurrence, in bytes as in characters', () => {
     const scanner = new AnchorScanner([{ text: 'ab', lead: 'none' }]);
     const text = 'x'.repeat(BYTE_SCAN_MIN_CHARS) + '\u0161\u0162' + 'x'.repeat(10) + 'aB';
@@ -179,7 +197,7 @@ describe('one-pass scrubbing (scrub-scan)', () => {
     expect(scanner.occursIn(text.slice(0, -2))).toBe(false);
   });
 
-  it('a hit may scan another text with the same scanner (it takes its own buffer)', () => {
+  it('a hit may scan another text, with the same scanner or another (it takes its own buffer)', () => {
     const scanner = new AnchorScanner([{ text: 'key', lead: 'none' }]);
     const text = 'x'.repeat(BYTE_SCAN_STEP - 2) + 'key' + 'x'.repeat(BYTE_SCAN_STEP) + 'KEY';
     const hits: number[] = [];
