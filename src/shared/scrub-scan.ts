@@ -4,9 +4,10 @@
  *
  * Every alternative of the scrubber's combined pattern contains a literal anchor (a credential
  * name such as `password`, or a shape's prefix such as `AKIA` or `-----BEGIN `). An
- * Aho-Corasick automaton over case-folded characters finds every anchor occurrence in one pass;
+ * Aho-Corasick automaton over case-folded characters finds every anchor occurrence (one pass says
+ * whether there is any, a second where they are);
  * the pattern is then tried (sticky) only at the few positions where a match containing that
- * occurrence can start. A text with no anchor is returned untouched after that one pass, which
+ * occurrence can start. A text with no anchor is returned untouched after the first pass, which
  * is what almost every large result is. The replacement equals `text.replace(pattern, …)`
  * exactly: the pattern is tried at every position where the global scan could find a match, in
  * the same order, against the same original text.
@@ -92,8 +93,8 @@ export class AnchorScanner {
   /** Per (state, symbol): the next state times the alphabet size, plus {@link ACCEPTS} when it ends an anchor. */
   private readonly table: Int32Array;
   /**
-   * Whether a long text may be scanned as bytes: every anchor is ASCII and at most a quarter of
-   * {@link BYTE_SCAN_STEP} long. A text's characters are then taken one byte each (Latin-1, a
+   * Whether a long text may be scanned as bytes: every anchor is ASCII below U+007F and at most a
+   * quarter of {@link BYTE_SCAN_STEP} long. A text's characters are then taken one byte each (Latin-1, a
    * character past U+00FF as its low byte), which keeps every occurrence (an ASCII character is
    * its own byte) and can add false ones, checked at each hit.
    */
@@ -147,9 +148,14 @@ export class AnchorScanner {
     }
     this.table = table;
     this.outputs = outputs;
-    this.longest = Math.max(...anchors.map((a) => a.text.length));
-    // An anchor must fit a step with room to move on (occursIn's steps overlap by its length).
-    this.asBytes = this.longest <= BYTE_SCAN_STEP / 4 && anchors.every((a) => /^[\x00-\x7f]+$/.test(a.text));
+    // A loop, not Math.max(...): a spread of some 125,000 anchors overflows the stack.
+    let longest = 0;
+    for (const anchor of anchors) longest = Math.max(longest, anchor.text.length);
+    this.longest = longest;
+    // An anchor must fit a step with room to move on (occursIn's steps overlap by its length less
+    // one). U+007F is left out with the rest of non-ASCII: the character walk reads it as the
+    // symbol every non-ASCII character folds to, so an anchor holding it matches them too there.
+    this.asBytes = longest <= BYTE_SCAN_STEP / 4 && anchors.every((a) => /^[\x00-\x7e]+$/.test(a.text));
   }
 
   /**
@@ -157,10 +163,11 @@ export class AnchorScanner {
    * (case-sensitive anchors only where they occur as written). `hit` may scan again (a scan
    * inside another takes its own buffer).
    *
-   * A text of {@link BYTE_SCAN_MIN_CHARS} or more, when the anchors allow it ({@link asBytes}), is copied
-   * {@link BYTE_SCAN_STEP} characters at a time into a byte buffer and walked there (issue 19: a
-   * typed-array load per byte instead of `charCodeAt` and a fold; with the automaton's state
-   * carried from one step to the next, the hits are the same).
+   * A text of {@link BYTE_SCAN_MIN_CHARS} or more, when the anchors allow it ({@link asBytes}), is
+   * copied {@link BYTE_SCAN_STEP} characters at a time into a byte buffer and walked there (issue
+   * 19: a typed-array load per byte instead of `charCodeAt` and a fold). The automaton's state is
+   * carried from one step to the next and every hit is checked against the text, so the hits are
+   * those of the character walk.
    */
   scan(text: string, hit: (anchor: number, at: number) => void): void {
     if (!this.asBytes || text.length < BYTE_SCAN_MIN_CHARS) {

@@ -188,6 +188,24 @@ describe('one-pass scrubbing (scrub-scan)', () => {
     expect(hits).toEqual([at]);
   });
 
+  it('an anchor holding U+007F matches any non-ASCII character there, in a long text as in a short one', () => {
+    const scanner = new AnchorScanner([{ text: 'a\x7f', lead: 'none' }]);
+    for (const ch of ['\x7f', 'é', 'š', 'ſ']) {
+      for (const text of [`a${ch}`, 'x'.repeat(BYTE_SCAN_MIN_CHARS) + `a${ch}`]) {
+        const hits: number[] = [];
+        scanner.scan(text, (_i, at) => hits.push(at));
+        expect(hits, JSON.stringify(ch)).toEqual([text.length - 2]);
+        expect(scanner.occursIn(text)).toBe(true);
+      }
+    }
+  });
+
+  it('a scanner takes some 200,000 anchors (the longest one found without a spread of them all)', () => {
+    const anchors = Array.from({ length: 200_000 }, (_, i) => ({ text: `k${i.toString(36)}`, lead: 'flag' as const, caseSensitive: true }));
+    const scanner = new AnchorScanner(anchors);
+    expect(scanner.occursIn('x'.repeat(BYTE_SCAN_MIN_CHARS) + 'k4c91')).toBe(true);
+  });
+
   it('a character past U+00FF whose low byte spells an anchor is no occurrence, in bytes as in characters', () => {
     const scanner = new AnchorScanner([{ text: 'ab', lead: 'none' }]);
     const text = 'x'.repeat(BYTE_SCAN_MIN_CHARS) + '\u0161\u0162' + 'x'.repeat(10) + 'aB';
@@ -201,7 +219,7 @@ describe('one-pass scrubbing (scrub-scan)', () => {
     const scanner = new AnchorScanner([{ text: 'key', lead: 'none' }]);
     const text = 'x'.repeat(BYTE_SCAN_STEP - 2) + 'key' + 'x'.repeat(BYTE_SCAN_STEP) + 'KEY';
     const hits: number[] = [];
-    // A first scan leaves its buffer with the scanner.
+    // A first scan leaves the module's one buffer free again.
     expect(scanner.occursIn(text)).toBe(true);
     scanner.scan(text, (_i, at) => {
       hits.push(at);
@@ -211,7 +229,7 @@ describe('one-pass scrubbing (scrub-scan)', () => {
     expect(hits).toEqual([BYTE_SCAN_STEP - 2, 2 * BYTE_SCAN_STEP + 1]);
   });
 
-  it('a text with a non-ASCII anchor is walked character by character (the expression would not find every place it folds to)', () => {
+  it('a text with a non-ASCII anchor is walked character by character (bytes would not find every place it folds to)', () => {
     const scanner = new AnchorScanner([{ text: 'sécret', lead: 'flag', caseSensitive: true }]);
     const hits: number[] = [];
     scanner.scan('x'.repeat(BYTE_SCAN_MIN_CHARS) + 'sécret', (_i, at) => hits.push(at));
