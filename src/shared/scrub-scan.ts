@@ -94,9 +94,9 @@ export class AnchorScanner {
   private readonly table: Int32Array;
   /**
    * Whether a long text may be scanned as bytes: every anchor is ASCII below U+007F and at most a
-   * quarter of {@link BYTE_SCAN_STEP} long. A text's characters are then taken one byte each (Latin-1, a
-   * character past U+00FF as its low byte), which keeps every occurrence (an ASCII character is
-   * its own byte) and can add false ones, checked at each hit.
+   * quarter of {@link BYTE_SCAN_STEP} long. A text's characters are then taken one byte each
+   * (Latin-1, a character past U+00FF as its low byte), which keeps every occurrence (an ASCII
+   * character is its own byte) and can add false ones, checked at each hit.
    */
   private readonly asBytes: boolean;
   /** The longest anchor, in characters. */
