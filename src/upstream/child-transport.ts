@@ -441,9 +441,8 @@ export class ChildProcessTransport implements Transport {
     const m = message as { id?: unknown; method?: unknown; params?: { requestId?: unknown } };
     // With requests of ours in flight the child has work: this message joins the turn's one write.
     const written = writeMessage(stdin, message, this.inFlight.size > 0);
-    if (m.method === undefined) {
-      // Our answer to one of the child's requests.
-    } else if (m.id !== undefined) this.inFlight.add(m.id);
+    // A request of ours is in flight until answered or cancelled (our answers to the child's requests have no method).
+    if (m.method !== undefined && m.id !== undefined) this.inFlight.add(m.id);
     else if (m.method === 'notifications/cancelled') this.inFlight.delete(m.params?.requestId);
     if (CALL_TIMING) markCall('upstream write');
     return written;
