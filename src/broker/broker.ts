@@ -13,6 +13,7 @@
 import type { CallToolResult, InputRequiredResult } from '@modelcontextprotocol/server';
 import type { Clock } from '../shared/clock.js';
 import { newCallId } from '../shared/ids.js';
+import { InflightTable } from '../shared/inflight.js';
 import { MemoryRelief } from '../shared/memory-relief.js';
 import { withMeta } from '../wire/raw-json.js';
 import { ShuttingDown } from './deadline.js';
@@ -62,9 +63,12 @@ export class Broker {
   get draining(): boolean {
     return this.closing.signal.aborted;
   }
-  private readonly inflight = new Set<Promise<unknown>>();
-  /** How to abort each call in flight (its signal), for `drain()`. */
-  private readonly aborts = new Set<(reason: unknown) => void>();
+  /**
+   * Each call in flight, by a number of ours: its answer to come, and how to abort it (its
+   * signal), for `drain()`. An {@link InflightTable}: a settled call leaves nothing behind in it.
+   */
+  private readonly inflight = new InflightTable<number, { running?: Promise<unknown>; abort: (reason: unknown) => void }>();
+  private callSeq = 0;
   /** Collects the garbage of large results once the broker goes quiet (shared/memory-relief.ts). */
   private readonly relief = new MemoryRelief();
 
@@ -99,12 +103,13 @@ export class Broker {
       request = { ...request, signal: controller.signal, abort };
     }
     if (this.closing.signal.aborted) abort(this.closing.signal.reason);
-    this.aborts.add(abort);
+    const key = ++this.callSeq;
+    const entry: { running?: Promise<unknown>; abort: (reason: unknown) => void } = { abort };
+    this.inflight.set(key, entry);
     const running = this.run(request, session, target);
-    this.inflight.add(running);
+    entry.running = running;
     void running.finally(() => {
-      this.inflight.delete(running);
-      this.aborts.delete(abort);
+      this.inflight.delete(key);
       done();
     });
     void running.then((answer) => this.relief.noteLarge(answer.record?.bytesOut ?? 0));
@@ -119,11 +124,11 @@ export class Broker {
   async drain(timeoutMs: number, reason: ShuttingDown = new ShuttingDown()): Promise<void> {
     this.closing.abort(reason);
     this.relief.stop();
-    for (const abort of this.aborts) abort(this.closing.signal.reason);
+    for (const { abort } of this.inflight.values()) abort(this.closing.signal.reason);
     if (!this.inflight.size) return;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
-      Promise.allSettled([...this.inflight]),
+      Promise.allSettled(this.inflight.values().map((c) => c.running)),
       new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
     ]);
     clearTimeout(timer);

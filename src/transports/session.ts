@@ -59,6 +59,7 @@ import { isTerminal } from '../tasks/status.js';
 import { VERSION, type Gateway } from '../gateway.js';
 import { messageOf } from '../shared/errors.js';
 import { newCallId, newSessionId } from '../shared/ids.js';
+import { InflightTable } from '../shared/inflight.js';
 import { modernUnit, UNIT_META_KEY } from './unit.js';
 import type { ListKind } from '../upstream/registry.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
@@ -193,8 +194,8 @@ export class DownstreamSession {
   readonly principal: string;
   readonly era: Era;
   readonly server: Server;
-  /** Modern requests in flight, by the owner tag their upstream calls carry (log routing). */
-  private readonly requests = new Map<string, ServerContext>();
+  /** Modern requests in flight, by the owner tag their upstream calls carry (log routing); an {@link InflightTable}. */
+  private readonly requests = new InflightTable<string, ServerContext>();
   private level: LoggingLevel | undefined;
   private readonly subscribed = new Set<string>();
   private closed = false;

@@ -55,6 +55,7 @@ import type { Transport, CallToolResult, ClientCapabilities, McpSubscription, Pr
 import { z } from 'zod';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
+import { InflightTable } from '../shared/inflight.js';
 import { credentialValues, Scrubber } from '../shared/scrub.js';
 import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
@@ -191,9 +192,14 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private cancelRestart?: () => void;
   private autoRestart = true;
   private progressSeq = 0;
-  private readonly progress = new Map<string, NonNullable<CallOptions['onProgress']>>();
-  /** Calls in flight with a handler for upstream→client requests, newest last, with their owner ({@link ownerOf}). */
-  private readonly requestRoutes = new Map<number, { handler: ServerRequestHandler; owner: string }>();
+  /** Each call's progress route, by the token sent upstream (an {@link InflightTable}, as the next). */
+  private readonly progress = new InflightTable<string, NonNullable<CallOptions['onProgress']>>();
+  /**
+   * Calls in flight with a handler for upstream→client requests, newest last, with their owner
+   * ({@link ownerOf}). An {@link InflightTable}: a finished call's handler (its session's
+   * closures) is not kept past it.
+   */
+  private readonly requestRoutes = new InflightTable<number, { handler: ServerRequestHandler; owner: string }>();
   private routeSeq = 0;
   /**
    * Lets one caller's calls be in flight at a time while upstream→client requests cannot be

@@ -20,6 +20,7 @@
 import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import { BrokerError } from '../shared/errors.js';
+import { InflightTable } from '../shared/inflight.js';
 
 /** Prefix of every request id sent here. */
 export const DIRECT_ID_PREFIX = 'mcp-broker:';
@@ -34,7 +35,8 @@ interface Pending {
 
 export class DirectCalls {
   private seq = 0;
-  private readonly pending = new Map<string, Pending>();
+  /** An {@link InflightTable}: a settled request leaves nothing behind in it. */
+  private readonly pending = new InflightTable<string, Pending>();
   private closed = false;
 
   /** Attaches to a transport the SDK `Client` is already connected to (its handlers are wrapped, not replaced). */
@@ -108,7 +110,7 @@ export class DirectCalls {
   /** Rejects every pending request with `error`; later requests reject at once. */
   failAll(error: unknown): void {
     this.closed = true;
-    const all = [...this.pending.values()];
+    const all = this.pending.values();
     this.pending.clear();
     for (const p of all) {
       p.cleanup();

@@ -41,6 +41,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, LoggingLevel, Server, ServerContext, Transport } from '@modelcontextprotocol/server';
 import { CALL_TIMING, markCall } from '../shared/call-timing.js';
+import { InflightTable } from '../shared/inflight.js';
 import { abortOnClose, cancelNamedCall, type DirectCallExtra, type DirectCallParams, type LaneCalls } from './direct-tools-call.js';
 import { withTail } from './raw-json.js';
 
@@ -80,9 +81,9 @@ export interface ModernDirectLane {
  */
 export function routeModernToolsCallDirectly(server: Server, transport: Transport, handler: ModernCallHandler, options: ModernLaneOptions): ModernDirectLane {
   const learned: Record<string, unknown>[] = [];
-  const replays = new Map<string | number, LaneReplay>();
+  const replays = new InflightTable<string | number, LaneReplay>();
   /** Calls in flight: their controller, and whether the client cancelled (then nothing is answered). */
-  const inflight: LaneCalls = new Map();
+  const inflight: LaneCalls = new InflightTable();
   const sdkMessage = transport.onmessage;
   transport.onmessage = (message, extra) => {
     const m = message as { id?: unknown; method?: unknown; params?: unknown };

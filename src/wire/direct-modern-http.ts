@@ -44,6 +44,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, ServerContext } from '@modelcontextprotocol/server';
 import { CALL_TIMING, markCall } from '../shared/call-timing.js';
+import { InflightTable } from '../shared/inflight.js';
 import { encodePlainResult, liftPlainCall, sameJson, type LaneReplay, type ModernCallHandler } from './direct-modern-call.js';
 import type { DirectCallExtra } from './direct-tools-call.js';
 
@@ -122,15 +123,17 @@ function encodeResult(result: unknown, serverInfo: ModernHttpLaneOptions['server
 export function modernHttpLane(options: ModernHttpLaneOptions): ModernHttpLane {
   const learned = new Map<string, Record<string, unknown>[]>();
   const replays = new WeakMap<IncomingMessage, LaneReplay>();
-  /** Calls in flight: their controller, and whether their client went away (then nothing is answered). */
-  const inflight = new Set<{ controller: AbortController; gone: boolean }>();
+  /** Calls in flight, by a number of the lane's: their controller, and whether their client went away (then nothing is answered). */
+  const inflight = new InflightTable<number, { controller: AbortController; gone: boolean }>();
+  let seq = 0;
   const closed = () => new SdkError(SdkErrorCode.ConnectionClosed, 'Connection closed');
 
   function run(principal: string, req: IncomingMessage, res: ServerResponse, body: unknown, { id, params: { params, envelope } }: PlainHttpCall): Promise<void> {
     if (CALL_TIMING) markCall('modern http lane');
     const controller = new AbortController();
     const state = { controller, gone: false };
-    inflight.add(state);
+    const key = ++seq;
+    inflight.set(key, state);
     // As the SDK's request signal: the client going away before the answer cancels the call.
     const onClose = () => {
       if (res.writableFinished) return;
@@ -149,7 +152,7 @@ export function modernHttpLane(options: ModernHttpLaneOptions): ModernHttpLane {
       http: { authInfo: { token: '', clientId: principal, scopes: [] } },
     } as unknown as ServerContext;
     const settle = (outcome: LaneReplay): Promise<void> | void => {
-      inflight.delete(state);
+      inflight.delete(key);
       res.off('close', onClose);
       if (state.gone) {
         // Closed by the broker (shutdown) with the response still open: as the SDK answers a closed exchange.
@@ -198,7 +201,7 @@ export function modernHttpLane(options: ModernHttpLaneOptions): ModernHttpLane {
       return replay;
     },
     close() {
-      for (const state of inflight) {
+      for (const state of inflight.values()) {
         state.gone = true;
         state.controller.abort(closed());
       }

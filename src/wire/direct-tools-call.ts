@@ -15,6 +15,7 @@
  */
 import { ProtocolErrorCode, RELATED_TASK_META_KEY, SdkError, SdkErrorCode } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, Server, Transport } from '@modelcontextprotocol/server';
+import { InflightTable } from '../shared/inflight.js';
 
 /** The `tools/call` params the direct lane accepts (what the session's zod schema accepts, minus tasks). */
 export interface DirectCallParams {
@@ -43,7 +44,7 @@ export type DirectCallHandler = (params: DirectCallParams, extra: DirectCallExtr
  */
 export function routeToolsCallDirectly(server: Server, transport: Transport, handler: DirectCallHandler): void {
   /** Calls in flight: their controller, and whether the client cancelled (then nothing is answered). */
-  const inflight: LaneCalls = new Map();
+  const inflight: LaneCalls = new InflightTable();
   const sdkMessage = transport.onmessage;
   transport.onmessage = (message, extra) => {
     const m = message as { id?: unknown; method?: unknown; params?: unknown };
@@ -109,8 +110,11 @@ function isPlainCall(params: unknown): params is DirectCallParams {
   return token === undefined || typeof token === 'string' || typeof token === 'number';
 }
 
-/** A direct lane's calls in flight, by request id: aborting one marks it cancelled (no answer is sent). */
-export type LaneCalls = Map<string | number, { controller: AbortController; cancelled: boolean }>;
+/**
+ * A direct lane's calls in flight, by request id: aborting one marks it cancelled (no answer is
+ * sent). An {@link InflightTable}: a finished call leaves nothing behind in it.
+ */
+export type LaneCalls = InflightTable<string | number, { controller: AbortController; cancelled: boolean }>;
 
 /** `notifications/cancelled` naming a call of `inflight`: aborts it with the client's reason, no answer sent. */
 export function cancelNamedCall(m: { method?: unknown; params?: unknown }, inflight: LaneCalls): void {
