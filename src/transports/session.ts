@@ -518,7 +518,6 @@ export class DownstreamSession {
     }
     // Modern: the request's own tag routes the call's upstream logs back to it.
     const owner = modern ? `request:${++modernRequests}` : this.sessionId;
-    if (modern && owner) this.requests.set(owner, ctx);
     const meta = this.era === 'modern' ? (withoutUnitKey(sent) ?? {}) : sent;
     // A modern caller declaring the tasks extension, calling a tool of an upstream with tasks of its own:
     // sent plainly, and answered with a broker task only if the upstream answers with one (upstreamTask).
@@ -538,6 +537,9 @@ export class DownstreamSession {
     // progress to whichever request is following it now.
     const held = modern ? this.newHeldCall(target.server, extra) : undefined;
     let notify = extra.sendNotification;
+    // Registered here, where the `finally` below removes it: a request answered before (a broker
+    // task, a refusal) would otherwise stay in the table for the session's life.
+    if (modern && owner) this.requests.set(owner, ctx);
     try {
       const answer = gw.broker.call(
         {
