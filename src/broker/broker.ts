@@ -65,7 +65,7 @@ export class Broker {
   }
   /**
    * Each call in flight, by a number of ours: its answer to come, and how to abort it (its
-   * signal), for `drain()`. An {@link InflightTable}: a settled call leaves nothing behind in it.
+   * signal), for `drain()`. An {@link InflightTable}: it keeps nothing of a settled call.
    */
   private readonly inflight = new InflightTable<number, { running?: Promise<unknown>; abort: (reason: unknown) => void }>();
   private callSeq = 0;

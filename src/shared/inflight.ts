@@ -5,13 +5,14 @@
  * Why not a plain `Map`: V8 moves a `Map`'s entries to a new backing table whenever its deleted
  * entries have filled the old one, and the old table goes on pointing at every entry it held.
  * Once a backing table has lived long enough to sit in the old generation, each table made from
- * it is put there too, and a scavenge cannot tell such a table is garbage: whatever its entries reach (a call's
- * signal, the promise it awaits, through that its whole object graph) survives every scavenge
- * and is promoted, until the next full collection. A table of calls in flight churns one entry
- * per call, so under load that was most of what the broker promoted (bench/README.md, "What
- * remains": at 64 concurrent calls ~13 % of all it allocated). Here each entry is a box emptied
- * when the entry is removed; a stale table then holds empty boxes (the stale tables themselves
- * are still old garbage until a full collection: ~70 bytes a call per table, not the call).
+ * it is put there too, and a scavenge cannot tell such a table is garbage: whatever its entries
+ * reach (a call's signal, the promise it awaits, through that its whole object graph) survives
+ * every scavenge and is promoted, until the next full collection. A table of calls in flight
+ * churns one entry per call, so under load that was most of what the broker promoted
+ * (bench/README.md, "What each change bought": at 64 concurrent calls ~11 % of all it
+ * allocated). Here each entry is a box emptied when the entry is removed; a stale table then
+ * holds empty boxes (the stale tables themselves are still old garbage until a full collection:
+ * ~70 bytes a call per table, not the call).
  *
  * Keys are kept as they are: use numbers or strings (ids), never the objects of a call.
  * `has`, `get`, `set`, `delete`, `clear` and `size` are the `Map`'s; {@link values} returns an

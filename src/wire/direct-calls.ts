@@ -35,7 +35,7 @@ interface Pending {
 
 export class DirectCalls {
   private seq = 0;
-  /** An {@link InflightTable}: a settled request leaves nothing behind in it. */
+  /** An {@link InflightTable}: it keeps nothing of a settled request. */
   private readonly pending = new InflightTable<string, Pending>();
   private closed = false;
 

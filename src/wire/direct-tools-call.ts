@@ -112,7 +112,7 @@ function isPlainCall(params: unknown): params is DirectCallParams {
 
 /**
  * A direct lane's calls in flight, by request id: aborting one marks it cancelled (no answer is
- * sent). An {@link InflightTable}: a finished call leaves nothing behind in it.
+ * sent). An {@link InflightTable}: it keeps nothing of a finished call.
  */
 export type LaneCalls = InflightTable<string | number, { controller: AbortController; cancelled: boolean }>;
 
