@@ -76,9 +76,9 @@ function takeScratch(): Buffer {
   return bytes;
 }
 
-/** `text[from, min(to, from + bytes.length))` into `bytes` as Latin-1; returns the count. */
-function fill(bytes: Buffer, text: string, from: number, to: number): number {
-  const end = Math.min(text.length, to, from + bytes.length);
+/** `text[from, from + bytes.length)` (or to its end) into `bytes` as Latin-1; returns the count. */
+function fill(bytes: Buffer, text: string, from: number): number {
+  const end = Math.min(text.length, from + bytes.length);
   return bytes.write(from === 0 && end === text.length ? text : text.substring(from, end), 0, 'latin1');
 }
 
@@ -178,7 +178,7 @@ export class AnchorScanner {
     try {
       let row = 0;
       for (let from = 0; from < text.length; from += BYTE_SCAN_STEP) {
-        const n = fill(bytes, text, from, from + BYTE_SCAN_STEP);
+        const n = fill(bytes, text, from);
         row = this.walkBytes(bytes, n, from, row, text, hit);
       }
     } finally {
@@ -221,7 +221,7 @@ export class AnchorScanner {
       // so an occurrence across a step's start is whole in it.
       const advance = BYTE_SCAN_STEP - overlap;
       for (let start = 0; ; start += advance) {
-        const n = fill(bytes, text, start, start + BYTE_SCAN_STEP);
+        const n = fill(bytes, text, start);
         if (this.anyInBytes(bytes, n, start, overlap, text)) return true;
         if (start + n >= text.length) return false;
       }
