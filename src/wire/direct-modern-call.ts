@@ -41,6 +41,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, LoggingLevel, Server, ServerContext, Transport } from '@modelcontextprotocol/server';
 import { CALL_TIMING, markCall } from '../shared/call-timing.js';
+import { extend } from '../shared/extend.js';
 import { InflightTable } from '../shared/inflight.js';
 import { abortOnClose, cancelNamedCall, type DirectCallExtra, type DirectCallParams, type LaneCalls } from './direct-tools-call.js';
 import { withTail } from './raw-json.js';
@@ -250,7 +251,7 @@ export function encodePlainResult(result: unknown, serverInfo: ModernLaneOptions
   for (const key of RESULT_KEYS) if (key in result) out[key] = result[key];
   for (const key in result) if (!(RESULT_KEYS as readonly string[]).includes(key)) out[key] = result[key];
   out.resultType = 'complete';
-  out._meta = { ...(meta as Record<string, unknown> | undefined), [SERVER_INFO_META_KEY]: serverInfo };
+  out._meta = extend(meta as Record<string, unknown> | undefined, { [SERVER_INFO_META_KEY]: serverInfo });
   // A large result that passed through unchanged is written as the bytes it arrived in (raw-json.ts).
   return withTail(out, result, { resultType: 'complete' });
 }

@@ -13,6 +13,7 @@
  * edit silently dropped on the wire. Stages copy on write (see `broker/scrub.ts`).
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/server';
+import { extend } from '../shared/extend.js';
 
 /** Smallest response line whose result bytes are remembered, in bytes: 16 KiB. Below it serialising is cheaper than the bookkeeping. */
 export const RAW_MIN_BYTES = 16 * 1024;
@@ -73,7 +74,7 @@ export function parseResponseLine(line: Buffer): JSONRPCMessage | undefined {
  * `_meta` of its own, the new object is written as those bytes with `_meta` put in front.
  */
 export function withMeta<T extends { _meta?: Record<string, unknown> }>(result: T, meta: Record<string, unknown>): T {
-  const out = { ...result, _meta: { ...result._meta, ...meta } };
+  const out = extend(result, { _meta: extend(result._meta, meta) }) as T;
   if (result._meta === undefined && rawBytes.has(result)) extensions.set(out, { base: result as Record<string, unknown>, meta });
   return out;
 }
