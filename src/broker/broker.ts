@@ -85,7 +85,7 @@ export class Broker {
     this.path = compose(stages);
   }
 
-  /** Runs one call through every stage. Never throws. */
+  /** Runs one call through every stage. Never throws; a throw escaping the path (a bug) rejects the returned promise only. */
   call(request: CallRequest, session: CallerSession, target?: ToolTarget): Promise<BrokerAnswer> {
     // The call's signal: the request's own when its owner lets us abort it, else one of ours that
     // follows it. Either way `drain()` can abort it. (Not `AbortSignal.any`: on Node 20 that took
@@ -108,11 +108,19 @@ export class Broker {
     this.inflight.set(key, entry);
     const running = this.run(request, session, target);
     entry.running = running;
-    void running.finally(() => {
+    // Both sides of `running` handled here: a throw that escaped `run` (a bug) reaches the caller
+    // through `running`, never this process as an unhandled rejection.
+    const settle = () => {
       this.inflight.delete(key);
       done();
-    });
-    void running.then((answer) => this.relief.noteLarge(answer.record?.bytesOut ?? 0));
+    };
+    running.then(
+      (answer) => {
+        settle();
+        this.relief.noteLarge(answer.record?.bytesOut ?? 0);
+      },
+      settle,
+    );
     return running;
   }
 

@@ -54,6 +54,7 @@ import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/core';
 import type { Transport, CallToolResult, ClientCapabilities, McpSubscription, PriorDiscovery, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import { z } from 'zod';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
+import { extend } from '../shared/extend.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import { InflightTable } from '../shared/inflight.js';
 import { credentialValues, Scrubber } from '../shared/scrub.js';
@@ -359,7 +360,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       } else if (modern) {
         const declarations = this.headerDeclarations.get(toolName);
         const headers = declarations?.length ? mcpParamHeaders(declarations, args) : undefined;
-        const scrubbed = { ...options, onServerRequest: this.scrubbedRoute(options.onServerRequest), scrubRequest: (p: Record<string, unknown> | undefined) => this.scrub.serverRequest(p), sleep: this.options.clock.sleep.bind(this.options.clock) };
+        const scrubbed = extend(options, {
+          onServerRequest: this.scrubbedRoute(options.onServerRequest),
+          scrubRequest: (p: Record<string, unknown> | undefined) => this.scrub.serverRequest(p),
+          sleep: this.options.clock.sleep.bind(this.options.clock),
+        });
         result = (await callModern(client, this.name, 'tools/call', params, scrubbed, options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, headers)) as CallToolResult;
       } else if (this.direct) {
         // A request on this call's own response stream is this call's route's.

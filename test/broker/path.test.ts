@@ -93,6 +93,15 @@ describe('the call path in seed order', () => {
     expect(p.ledger.used('s-1')).toBe(0);
   });
 
+  it("an upstream result whose _meta is null is answered with the broker's _meta, not a failure", async () => {
+    const p = build({ answer: async () => ({ content: [{ type: 'text', text: 'ok' }], _meta: null }) as unknown as CallToolResult });
+    const answer = await p.callTool(read);
+    expect(answer.outcome).toBe('ok');
+    expect(answer.result.content).toEqual([{ type: 'text', text: 'ok' }]);
+    expect(answer.result._meta).toMatchObject({ 'mcp-broker/outcome': 'ok', 'mcp-broker/callId': answer.callId });
+    expect(p.written).toHaveLength(1);
+  });
+
   it('scrub runs before evaluate, record and publish: no secret in the answer, the record or the published record', async () => {
     const p = build({ policy: { output: { deny: [SECRET] } }, answer: async () => text(`value ${SECRET}`, { structuredContent: { v: SECRET } }) });
     const answer = await p.callTool(read, { q: SECRET });
