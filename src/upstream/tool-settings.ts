@@ -23,7 +23,8 @@ const GLOB_CHARS = /[*?[\]{}!()+@]/;
 export class ToolSettingsTable {
   private readonly globs: { matches: (name: string) => boolean; settings: ToolSettings }[] = [];
   private readonly exact: ReadonlyMap<string, ToolSettings>;
-  private readonly cache = new Map<string, ToolSettings>();
+  /** Merged settings by the upstream's tool name, then the advertised name (no key built per lookup: this runs three or four times a call). */
+  private readonly cache = new Map<string, Map<string, ToolSettings>>();
 
   constructor(entries: Readonly<Record<string, ToolSettings>>) {
     const exact = new Map<string, ToolSettings>();
@@ -36,8 +37,9 @@ export class ToolSettingsTable {
 
   /** The merged settings of the tool the upstream calls `toolName`, advertised as `advertised`. */
   for(toolName: string, advertised: string): ToolSettings {
-    const key = `${toolName}\u0000${advertised}`;
-    let merged = this.cache.get(key);
+    let byAdvertised = this.cache.get(toolName);
+    if (!byAdvertised) this.cache.set(toolName, (byAdvertised = new Map()));
+    let merged = byAdvertised.get(advertised);
     if (!merged) {
       const parts = [
         ...this.globs.filter((g) => g.matches(toolName) || g.matches(advertised)).map((g) => g.settings),
@@ -45,7 +47,7 @@ export class ToolSettingsTable {
         this.exact.get(toolName),
       ];
       merged = Object.assign({}, ...parts.filter(Boolean)) as ToolSettings;
-      this.cache.set(key, merged);
+      byAdvertised.set(advertised, merged);
     }
     return merged;
   }
