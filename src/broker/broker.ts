@@ -12,6 +12,7 @@
  */
 import type { CallToolResult, InputRequiredResult } from '@modelcontextprotocol/server';
 import type { Clock } from '../shared/clock.js';
+import { extend } from '../shared/extend.js';
 import { newCallId } from '../shared/ids.js';
 import { InflightTable } from '../shared/inflight.js';
 import { MemoryRelief } from '../shared/memory-relief.js';
@@ -55,6 +56,12 @@ export interface BrokerAnswer {
   readonly wireError?: WireError;
 }
 
+/** A call in flight: its answer to come (set once `run` has begun), and how to abort it. */
+interface CallInFlight {
+  running?: Promise<unknown>;
+  abort: (reason: unknown) => void;
+}
+
 export class Broker {
   private readonly path: (call: BrokerCall) => Promise<void>;
   /** Aborted by `drain()`: every call in flight is cancelled, answered and recorded. */
@@ -67,7 +74,7 @@ export class Broker {
    * Each call in flight, by a number of ours: its answer to come, and how to abort it (its
    * signal), for `drain()`. An {@link InflightTable}: it keeps nothing of a settled call.
    */
-  private readonly inflight = new InflightTable<number, { running?: Promise<unknown>; abort: (reason: unknown) => void }>();
+  private readonly inflight = new InflightTable<number, CallInFlight>();
   private callSeq = 0;
   /** Collects the garbage of large results once the broker goes quiet (shared/memory-relief.ts). */
   private readonly relief = new MemoryRelief();
@@ -100,11 +107,11 @@ export class Broker {
       else downstream.addEventListener('abort', onCancel, { once: true });
       done = () => downstream.removeEventListener('abort', onCancel);
       abort = (reason) => controller.abort(reason);
-      request = { ...request, signal: controller.signal, abort };
+      request = extend(request, { signal: controller.signal, abort });
     }
     if (this.closing.signal.aborted) abort(this.closing.signal.reason);
     const key = ++this.callSeq;
-    const entry: { running?: Promise<unknown>; abort: (reason: unknown) => void } = { abort };
+    const entry: CallInFlight = { abort };
     this.inflight.set(key, entry);
     const running = this.run(request, session, target);
     entry.running = running;
