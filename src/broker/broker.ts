@@ -12,6 +12,7 @@
  */
 import type { CallToolResult, InputRequiredResult } from '@modelcontextprotocol/server';
 import type { Clock } from '../shared/clock.js';
+import { Cancellation } from '../shared/cancel.js';
 import { extend } from '../shared/extend.js';
 import { newCallId } from '../shared/ids.js';
 import { InflightTable } from '../shared/inflight.js';
@@ -100,14 +101,14 @@ export class Broker {
     let abort = request.abort;
     let done = () => {};
     if (!abort) {
-      const controller = new AbortController();
+      const own = new Cancellation();
       const downstream = request.signal;
-      const onCancel = () => controller.abort(downstream.reason);
+      const onCancel = () => own.abort(downstream.reason);
       if (downstream.aborted) onCancel();
       else downstream.addEventListener('abort', onCancel, { once: true });
       done = () => downstream.removeEventListener('abort', onCancel);
-      abort = (reason) => controller.abort(reason);
-      request = extend(request, { signal: controller.signal, abort });
+      abort = (reason) => own.abort(reason);
+      request = extend(request, { signal: own, abort });
     }
     if (this.closing.signal.aborted) abort(this.closing.signal.reason);
     const key = ++this.callSeq;

@@ -6,6 +6,7 @@
  * update moves the deadline to `now + timeoutMs`, never past `maxTotalTimeoutMs` after this stage
  * began (time spent before it, such as an approval prompt, does not count).
  */
+import { Cancellation, type CancelSignal } from '../shared/cancel.js';
 import type { Clock } from '../shared/clock.js';
 import { splitStage, type Stage } from './runner.js';
 import { refuse, type BrokerCall } from './types.js';
@@ -41,7 +42,7 @@ export class ShuttingDown extends Error {
 /** What the deadline stage hands from its way in to its way out. */
 interface DeadlineTicket {
   /** The signal the call ran under (the deadline aborts it). */
-  readonly signal: AbortSignal;
+  readonly signal: CancelSignal;
   /** Clears the timer armed last (progress re-arms it). */
   cancelTimer: () => void;
   /** Stops following the downstream signal (a bare call's own controller only). */
@@ -64,14 +65,14 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
       let abort = call.abort;
       let detach = NOTHING;
       if (!abort) {
-        const controller = new AbortController();
+        const own = new Cancellation();
         const downstream = call.request.signal;
-        const onCancel = () => controller.abort(downstream.reason ?? new Error('cancelled by the client'));
+        const onCancel = () => own.abort(downstream.reason ?? new Error('cancelled by the client'));
         if (downstream.aborted) onCancel();
         else downstream.addEventListener('abort', onCancel, { once: true });
         detach = () => downstream.removeEventListener('abort', onCancel);
-        abort = (reason) => controller.abort(reason);
-        signal = controller.signal;
+        abort = (reason) => own.abort(reason);
+        signal = own;
       }
       const abortAt = abort;
 

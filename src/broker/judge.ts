@@ -32,6 +32,7 @@ import type { Approval, ObservedTool, PinState, Store } from '../store/store.js'
 import { plainApproveCommand, type ApproveHint } from './approve-hint.js';
 import { ApprovalStates } from './approval-state.js';
 import { askApproval, stillLive } from '../router/ask.js';
+import { toAbortSignal } from '../shared/cancel.js';
 import { askThroughInput } from './ask-input.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
 import type { ParkDecision } from './types.js';
@@ -191,7 +192,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
     if (waited && !(await stillAllowed(call, new Date(deps.clock.now()).toISOString()))) return SETTLED;
     // Seed 003: after an approval, nothing runs for a caller that can no longer hear the answer.
     // Checked here, before budget and deadline, so the round trip is not the tool's time.
-    if (call.approved && call.request.approvedBy === undefined && !(await stillLive(call.session, call.request.signal))) {
+    if (call.approved && call.request.approvedBy === undefined && !(await stillLive(call.session, toAbortSignal(call.request.signal)))) {
       return settle(call, 'cancelled', `approved, but the caller's connection closed before "${name}" ran; it did not run`);
     }
     return GO;
@@ -261,7 +262,7 @@ async function ask(
     }
     return { reason: `${why}; ${verdict.reason}${verdict.why === 'unavailable' ? how : ''}` };
   }
-  const answer = await askApproval(call.session, { message: await message(), timeoutMs: deps.askTimeoutMs, signal: call.request.signal });
+  const answer = await askApproval(call.session, { message: await message(), timeoutMs: deps.askTimeoutMs, signal: toAbortSignal(call.request.signal) });
   if (answer.approved) return undefined;
   if (call.request.signal.aborted) return { reason: 'cancelled by the client while waiting for approval', cancelled: true };
   if (answer.why === 'failed') deps.logger?.warn({ callId: call.callId, tool: target.name, err: answer.reason }, 'approval prompt failed');

@@ -18,11 +18,12 @@
  */
 import type { Stage } from './runner.js';
 import type { BrokerCall } from './types.js';
+import type { CancelSignal } from '../shared/cancel.js';
 
 export interface RetryDeps {
   now(): number;
   /** Resolves after `ms`; rejects when `signal` aborts first (`Clock.sleep`). */
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  sleep(ms: number, signal?: CancelSignal): Promise<void>;
   /** Retries after the first attempt (`broker.retry.maxRetries`, 0–2). */
   maxRetries: number;
   /** First backoff, in ms (`broker.retry.baseDelayMs`). */

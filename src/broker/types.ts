@@ -4,6 +4,7 @@
  */
 import type { CallToolResult, InputRequiredResult } from '@modelcontextprotocol/server';
 import type { FlowRef, RouteNotes, RoutedCall, RoutedRequest } from '../router/call.js';
+import type { CancelSignal } from '../shared/cancel.js';
 import type { ProgressUpdate } from '../upstream/types.js';
 import { ROLLBACK_META_KEY, type Outcome } from './outcomes.js';
 
@@ -16,7 +17,7 @@ export type { CallerSession, FlowRef, ToolTarget } from '../router/call.js';
  */
 export interface CallRequest extends RoutedRequest {
   /** Aborted when the downstream client cancels. */
-  readonly signal: AbortSignal;
+  readonly signal: CancelSignal;
   /**
    * Aborts `signal`: given by a caller that owns it and lets the broker abort it too (deadline,
    * shutdown), so a call needs no second signal; absent, the broker wraps `signal` in its own.

@@ -5,6 +5,7 @@
  * the broker hands its calls to the router (`ToolRouter.dispatch`, router.ts) as they are.
  */
 import type { ClientCapabilities, ElicitRequest, ElicitResult, LoggingLevel, Tool } from '@modelcontextprotocol/server';
+import type { CancelSignal } from '../shared/cancel.js';
 import type { TraceCarrier } from '../shared/trace-context.js';
 import type { CallOptions, InputRelay, ProgressUpdate, ServerRequestHandler } from '../upstream/types.js';
 
@@ -186,7 +187,7 @@ export interface RoutedCall {
    */
   requestError?: { readonly code: number; readonly message: string; readonly data?: unknown };
   /** Aborted at the deadline or on downstream cancel; what the invoke stage passes upstream. */
-  signal: AbortSignal;
+  signal: CancelSignal;
   /** Extra fields for the record. */
   notes: RouteNotes;
   /**

@@ -30,6 +30,7 @@ import { z } from 'zod';
 import { askApproval, stillLive } from './ask.js';
 import type { RoutedCall, ToolTarget } from './call.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
+import { toAbortSignal, type CancelSignal } from '../shared/cancel.js';
 import type { Clock } from '../shared/clock.js';
 import type { Registry } from '../upstream/registry.js';
 import type { CallOptions } from '../upstream/types.js';
@@ -303,14 +304,14 @@ export class ToolRouter implements Dispatcher {
         const verdict = await askApproval(call.session, {
           message: `Allow the tool "${tool.name}" to run${names.length ? ` (arguments: ${names.join(', ')})` : ''}?`,
           timeoutMs: this.askTimeoutMs,
-          signal: call.signal,
+          signal: toAbortSignal(call.signal),
         });
         if (!verdict.approved) return { outcome: 'denied', code: 'approval_required', message: verdict.reason };
       }
       // Seed 003: the wire may have died during the approval round trip; then nothing runs. The
       // judge already pinged the caller after its approval (outside the deadline); here the
       // connection only has to be still open.
-      const live = call.approved ? call.session.isLive() : await stillLive(call.session, call.signal);
+      const live = call.approved ? call.session.isLive() : await stillLive(call.session, toAbortSignal(call.signal));
       if (!live) {
         return { outcome: 'error', code: 'connection_lost', message: `approved, but the caller's connection closed before "${tool.name}" ran; it did not run` };
       }
@@ -356,7 +357,8 @@ export class ToolRouter implements Dispatcher {
 function contextOf(call: RoutedCall): FunctionToolContext {
   return {
     callId: call.callId,
-    signal: call.signal,
+    // A real AbortSignal for the handler (the call's own is a Cancellation; shared/cancel.ts).
+    signal: toAbortSignal(call.signal),
     session: call.session,
     notes: call.notes,
     request: call.request,
@@ -374,7 +376,7 @@ function isFunctionToolLike(value: unknown): value is FunctionTool {
 }
 
 /** Settles with `work`, or rejects with the signal's reason as soon as it aborts (the work is left to finish on its own). */
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+function untilAborted<T>(work: Promise<T>, signal: CancelSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(signal.reason ?? new Error('aborted'));

@@ -2,11 +2,12 @@
  * Time as a dependency. Every stage and connection takes a `Clock` so tests drive time
  * through {@link ManualClock} instead of sleeping.
  */
+import type { CancelSignal } from './cancel.js';
 export interface Clock {
   /** Milliseconds since the epoch. */
   now(): number;
   /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  sleep(ms: number, signal?: CancelSignal): Promise<void>;
   /** Runs `fn` after `ms`; returns a function that cancels it. */
   setTimer(ms: number, fn: () => void): () => void;
 }
@@ -58,7 +59,7 @@ export class ManualClock implements Clock {
     return () => this.timers.delete(id);
   }
 
-  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  sleep(ms: number, signal?: CancelSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
       const cancel = this.setTimer(ms, () => {

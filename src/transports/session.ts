@@ -57,6 +57,7 @@ import type { CallerSession, ToolTarget } from '../broker/types.js';
 import type { TaskRow } from '../store/store.js';
 import { isTerminal } from '../tasks/status.js';
 import { VERSION, type Gateway } from '../gateway.js';
+import { Cancellation, toAbortSignal, type CancelSignal } from '../shared/cancel.js';
 import { messageOf } from '../shared/errors.js';
 import { newCallId, newSessionId } from '../shared/ids.js';
 import { InflightTable } from '../shared/inflight.js';
@@ -663,8 +664,8 @@ export class DownstreamSession {
    * first asks. A call that is never asked allocates neither.
    */
   private newHeldCall(server: string, extra: Pick<DirectCallExtra, 'signal'> & Partial<Pick<DirectCallExtra, 'abort'>>) {
-    const own = extra.abort ? undefined : new AbortController();
-    const signal = own?.signal ?? extra.signal;
+    const own = extra.abort ? undefined : new Cancellation();
+    const signal: CancelSignal = own ?? extra.signal;
     const abort = own ? (reason: unknown) => own.abort(reason) : extra.abort!;
     let detach = () => {};
     let call: HeldCall | undefined;
@@ -709,7 +710,7 @@ export class DownstreamSession {
           if (call) onAsk();
         }),
       /** Cancels the call when `signal` aborts (the request following it closed its stream); undefined: none follows. */
-      follow: (following: AbortSignal | undefined) => {
+      follow: (following: CancelSignal | undefined) => {
         detach();
         detach = () => {};
         // The lane's own signal is the call's: following it is being it.
@@ -784,7 +785,7 @@ export class DownstreamSession {
    * refused state: outcome `invalid_arguments` with `reason`, 0 attempts, nothing sent (the relay
    * stage refuses it: broker/relay-input.ts). Answered with the refusal result.
    */
-  private async refuseHeld(request: { name: string; args: Record<string, unknown>; signal: AbortSignal }, caller: CallerSession, target: ToolTarget, reason: string): Promise<unknown> {
+  private async refuseHeld(request: { name: string; args: Record<string, unknown>; signal: CancelSignal }, caller: CallerSession, target: ToolTarget, reason: string): Promise<unknown> {
     const answer = await this.gateway.broker.call({ ...request, heldStateRefused: reason }, caller, target);
     return answer.result;
   }
@@ -985,7 +986,7 @@ export class DownstreamSession {
     forward: (context: { approved: boolean }) => Promise<T>,
   ): Promise<T> {
     const extra = extraOf(ctx);
-    return this.gateway.primitives.serve({ ...request, signal: extra.signal }, this.callerOf(ctx, meta, extra), forward);
+    return this.gateway.primitives.serve({ ...request, signal: toAbortSignal(extra.signal) }, this.callerOf(ctx, meta, extra), forward);
   }
 
   /**
@@ -1018,7 +1019,7 @@ export class DownstreamSession {
     const opening = binding && caller ? await openRelay(gw.sealedStates, caller, binding) : undefined;
     if (opening?.kind === 'refused') throw new ProtocolError(ProtocolErrorCode.InvalidParams, opening.reason);
     const result = await gw.registry.request(server, method, sent, {
-      signal: extra.signal,
+      signal: toAbortSignal(extra.signal),
       timeoutMs: gw.config.broker.timeoutMs,
       caller: modern
         ? { clientCapabilities: caller?.clientCapabilities, logLevel: caller?.logLevel }
@@ -1073,7 +1074,7 @@ export class DownstreamSession {
     });
     const settled = gw.registry
       .request(server, method, params, {
-        signal: held.signal,
+        signal: toAbortSignal(held.signal),
         timeoutMs: gw.config.broker.timeoutMs,
         caller: { clientCapabilities: caller.clientCapabilities, logLevel: caller.logLevel },
         onServerRequest: route,

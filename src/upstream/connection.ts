@@ -54,6 +54,7 @@ import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/core';
 import type { Transport, CallToolResult, ClientCapabilities, McpSubscription, PriorDiscovery, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import { z } from 'zod';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
+import { toAbortSignal, type CancelSignal } from '../shared/cancel.js';
 import { extend } from '../shared/extend.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import { InflightTable } from '../shared/inflight.js';
@@ -361,6 +362,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
         const declarations = this.headerDeclarations.get(toolName);
         const headers = declarations?.length ? mcpParamHeaders(declarations, args) : undefined;
         const scrubbed = extend(options, {
+          // The SDK's request takes a real AbortSignal (the broker's is a Cancellation: shared/cancel.ts).
+          signal: toAbortSignal(options.signal),
           onServerRequest: this.scrubbedRoute(options.onServerRequest),
           scrubRequest: (p: Record<string, unknown> | undefined) => this.scrub.serverRequest(p),
           sleep: this.options.clock.sleep.bind(this.options.clock),
@@ -371,7 +374,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
         result = (await this.direct.request('tools/call', params, { signal: options.signal, timeoutMs: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS, owner: answering.sessionId })) as CallToolResult;
       } else {
         result = (await client.request({ method: 'tools/call', params }, AnyObject, {
-          signal: options.signal,
+          signal: toAbortSignal(options.signal),
           timeout: options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS,
         })) as CallToolResult;
       }
@@ -409,19 +412,20 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    */
   private async callAsTask(client: Client, params: Record<string, unknown>, options: CallOptions): Promise<CallToolResult> {
     const timeout = options.timeoutMs + SDK_TIMEOUT_HEADROOM_MS;
+    const signal = toAbortSignal(options.signal);
     const created = (await client.request({ method: 'tools/call', params: { ...params, task: { ttl: options.timeoutMs } } } as never, AnyObject, {
-      signal: options.signal,
+      signal,
       timeout,
     })) as { task?: { taskId?: unknown } };
     const taskId = created.task?.taskId;
     if (typeof taskId !== 'string') return created as CallToolResult; // answered at once, not as a task
     const onAbort = () => void client.request({ method: 'tasks/cancel', params: { taskId } } as never, AnyObject, { timeout: 5_000 }).catch(() => undefined);
-    options.signal.addEventListener('abort', onAbort, { once: true });
+    signal.addEventListener('abort', onAbort, { once: true });
     try {
-      const result = (await client.request({ method: 'tasks/result', params: { taskId } } as never, AnyObject, { signal: options.signal, timeout })) as CallToolResult;
+      const result = (await client.request({ method: 'tasks/result', params: { taskId } } as never, AnyObject, { signal, timeout })) as CallToolResult;
       return withoutRelatedTask(result);
     } finally {
-      options.signal.removeEventListener('abort', onAbort);
+      signal.removeEventListener('abort', onAbort);
     }
   }
 
@@ -575,7 +579,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    * call's deadline, a cancel, shutdown) with `BrokerError` `owner_gate_wait` marked not sent, the
    * reason as its `cause`.
    */
-  private async gateTurn(owner: string, signal: AbortSignal | undefined, method: string): Promise<GateRelease> {
+  private async gateTurn(owner: string, signal: CancelSignal | undefined, method: string): Promise<GateRelease> {
     this.options.logger.debug({ method, waiting: this.gate.waiting + 1 }, 'call waits for its turn: calls of another caller are in flight on this upstream');
     try {
       return await this.gate.enter(owner, signal);
@@ -602,7 +606,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   }
 
   /** Waits for a session renewal in progress, if any (rejects only when `signal` aborts). */
-  private async untilRenewed(signal: AbortSignal | undefined): Promise<void> {
+  private async untilRenewed(signal: CancelSignal | undefined): Promise<void> {
     const renewal = this.renewal;
     if (renewal && !renewal.settled) await untilAborted(renewal.done, signal);
   }
@@ -611,7 +615,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    * The upstream answered 404 for session `lost`: opens a new session (one re-dial for every
    * call that met the 404 of one session) and returns the error the failed call rejects with.
    */
-  private async sessionLost(lost: string, signal: AbortSignal | undefined): Promise<BrokerError> {
+  private async sessionLost(lost: string, signal: CancelSignal | undefined): Promise<BrokerError> {
     const renewal = this.renewSession(lost);
     await untilAborted(renewal.done, signal);
     return sessionLostError(this.name, renewal.answered, this.status);

@@ -19,6 +19,7 @@
  * it made to the same upstream has answered) waits until that call's deadline; the gate does not
  * let a holder's new call overtake a waiting owner.
  */
+import type { CancelSignal } from '../shared/cancel.js';
 
 /** Ends one call's turn at the gate; calling it again does nothing. */
 export type GateRelease = () => void;
@@ -62,7 +63,7 @@ export class OwnerGate {
    * has ended (answered, failed or abandoned). Rejects with `signal.reason` when `signal` aborts
    * before the turn came (at once when it is aborted already); the call then holds nothing.
    */
-  enter(owner: string, signal?: AbortSignal): Promise<GateRelease> {
+  enter(owner: string, signal?: CancelSignal): Promise<GateRelease> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     const now = this.tryEnter(owner);
     if (now) return Promise.resolve(now);

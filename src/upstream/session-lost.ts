@@ -9,6 +9,7 @@ import { ProtocolError } from '@modelcontextprotocol/client';
 import { BrokerError } from '../shared/errors.js';
 import { httpStatusOf } from '../shared/sdk-errors.js';
 import type { UpstreamStatus } from './types.js';
+import type { CancelSignal } from '../shared/cancel.js';
 
 /**
  * Whether `err` is the SDK Streamable HTTP transport's rejection of a POST answered HTTP 404
@@ -47,7 +48,7 @@ export function sessionLostInFlightError(upstream: string): BrokerError {
 }
 
 /** `promise`, or a rejection with the abort reason of `signal` once it aborts first. */
-export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+export function untilAborted<T>(promise: Promise<T>, signal: CancelSignal | undefined): Promise<T> {
   if (!signal) return promise;
   if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<T>((resolve, reject) => {

@@ -6,6 +6,7 @@
 import type { EventEmitter } from 'node:events';
 import type { CallToolResult, ClientCapabilities, LoggingLevel, LoggingMessageNotification, Prompt, Resource, ResourceTemplateType, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import type { SessionNotify } from './url-elicitations.js';
+import type { CancelSignal } from '../shared/cancel.js';
 
 /** `connecting` → `ready`; a crash or failed dial → `failed` (and `backoff` until the restart); `closed` after close(). */
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'failed' | 'closed' | 'disabled';
@@ -51,8 +52,8 @@ export type ServerRequestHandler = ((request: { method: string; params?: Record<
 };
 
 export interface CallOptions {
-  /** Aborting sends `notifications/cancelled` upstream for exactly this request. */
-  signal: AbortSignal;
+  /** Aborting sends `notifications/cancelled` upstream for exactly this request (a `Cancellation` on the broker path: shared/cancel.ts). */
+  signal: CancelSignal;
   /** Upper bound for this attempt, in ms; the broker's deadline stage owns the real deadline. */
   timeoutMs: number;
   onProgress?: (update: ProgressUpdate) => void;

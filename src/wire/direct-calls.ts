@@ -21,6 +21,7 @@ import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode } from '@model
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import { BrokerError } from '../shared/errors.js';
 import { InflightTable } from '../shared/inflight.js';
+import type { CancelSignal } from '../shared/cancel.js';
 
 /** Prefix of every request id sent here. */
 export const DIRECT_ID_PREFIX = 'mcp-broker:';
@@ -70,7 +71,7 @@ export class DirectCalls {
    * @param timeoutMs rejects with `SdkError` `RequestTimeout` after this long, in ms (the caller's deadline plus headroom).
    * @param owner who the request is for (a downstream session id), answered by {@link ownerOf} while it is in flight.
    */
-  request(method: string, params: Record<string, unknown>, options: { signal?: AbortSignal; timeoutMs: number; owner?: string }): Promise<Record<string, unknown>> {
+  request(method: string, params: Record<string, unknown>, options: { signal?: CancelSignal; timeoutMs: number; owner?: string }): Promise<Record<string, unknown>> {
     const { signal, timeoutMs, owner } = options;
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.closed) return Promise.reject(new SdkError(SdkErrorCode.ConnectionClosed, 'Connection closed'));

@@ -41,6 +41,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, LoggingLevel, Server, ServerContext, Transport } from '@modelcontextprotocol/server';
 import { CALL_TIMING, markCall } from '../shared/call-timing.js';
+import { Cancellation } from '../shared/cancel.js';
 import { extend } from '../shared/extend.js';
 import { InflightTable } from '../shared/inflight.js';
 import { abortOnClose, cancelNamedCall, type DirectCallExtra, type DirectCallParams, type LaneCalls } from './direct-tools-call.js';
@@ -99,31 +100,19 @@ export function routeModernToolsCallDirectly(server: Server, transport: Transpor
 
   function run(message: JSONRPCMessage, id: string | number, { params, envelope }: PlainCall): void {
     if (CALL_TIMING) markCall('modern lane');
-    const controller = new AbortController();
+    const controller = new Cancellation();
     const state = { controller, cancelled: false };
     inflight.set(id, state);
     const notify = (notification: Parameters<Server['notification']>[0], opts?: Parameters<Server['notification']>[1]) =>
       server.notification(notification, { ...opts, relatedRequestId: id });
     const send = ((request: never, schema: never, opts?: object) => server.request(request, schema, { ...opts, relatedRequestId: id })) as Server['request'];
-    const extra: DirectCallExtra = { signal: controller.signal, abort: (reason) => controller.abort(reason), requestId: id, _meta: params._meta, sendNotification: notify, sendRequest: send };
-    const ctx = {
-      sessionId: transport.sessionId,
-      mcpReq: {
-        id,
-        method: 'tools/call',
-        _meta: params._meta,
-        envelope,
-        requestState: () => undefined,
-        signal: controller.signal,
-        send,
-        notify,
-        log: (level: LoggingLevel, data: unknown, logger?: string) => {
-          const threshold = envelope[LOG_LEVEL_META_KEY] as string | undefined;
-          if (!options.logging || threshold === undefined || SEVERITY.get(level)! < SEVERITY.get(threshold)!) return Promise.resolve();
-          return notify({ method: 'notifications/message', params: { level, data, logger } });
-        },
-      },
-    } as unknown as ServerContext;
+    const extra: DirectCallExtra = { signal: controller, abort: (reason) => controller.abort(reason), requestId: id, _meta: params._meta, sendNotification: notify, sendRequest: send };
+    const log = (level: LoggingLevel, data: unknown, logger?: string) => {
+      const threshold = envelope[LOG_LEVEL_META_KEY] as string | undefined;
+      if (!options.logging || threshold === undefined || SEVERITY.get(level)! < SEVERITY.get(threshold)!) return Promise.resolve();
+      return notify({ method: 'notifications/message', params: { level, data, logger } });
+    };
+    const ctx = { sessionId: transport.sessionId, mcpReq: new LaneRequestContext(id, params._meta, envelope, controller, send, notify, log) } as unknown as ServerContext;
     handler(params, extra, ctx)
       .then(
         (result) => {
@@ -174,6 +163,34 @@ export interface PlainCall {
   params: DirectCallParams;
   /** The reserved `_meta` keys the request carried. */
   envelope: Record<string, unknown>;
+}
+
+/**
+ * The SDK's `ctx.mcpReq` for a call a modern lane serves (what the session's handler reads of
+ * it). Its `signal` is a real `AbortSignal` made from the call's {@link Cancellation} only when
+ * read (shared/cancel.ts): the broker path itself uses the cancellation (issue 19).
+ */
+export class LaneRequestContext {
+  readonly method = 'tools/call';
+
+  constructor(
+    readonly id: string | number,
+    readonly _meta: Record<string, unknown> | undefined,
+    readonly envelope: Record<string, unknown>,
+    private readonly cancellation: Cancellation,
+    readonly send: Server['request'],
+    readonly notify: (notification: Parameters<Server['notification']>[0], options?: Parameters<Server['notification']>[1]) => Promise<void>,
+    readonly log: (level: LoggingLevel, data: unknown, logger?: string) => Promise<void>,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.cancellation.signal;
+  }
+
+  /** A plain call carries no `requestState` (those go to the SDK). */
+  requestState(): undefined {
+    return undefined;
+  }
 }
 
 /**

@@ -44,8 +44,9 @@ import {
 } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, ServerContext } from '@modelcontextprotocol/server';
 import { CALL_TIMING, markCall } from '../shared/call-timing.js';
+import { Cancellation } from '../shared/cancel.js';
 import { InflightTable } from '../shared/inflight.js';
-import { encodePlainResult, liftPlainCall, sameJson, type LaneReplay, type ModernCallHandler } from './direct-modern-call.js';
+import { encodePlainResult, LaneRequestContext, liftPlainCall, sameJson, type LaneReplay, type ModernCallHandler } from './direct-modern-call.js';
 import type { DirectCallExtra } from './direct-tools-call.js';
 
 /** How many accepted envelopes are remembered per principal (a client sends one, or a few). */
@@ -124,13 +125,13 @@ export function modernHttpLane(options: ModernHttpLaneOptions): ModernHttpLane {
   const learned = new Map<string, Record<string, unknown>[]>();
   const replays = new WeakMap<IncomingMessage, LaneReplay>();
   /** Calls in flight, by a number of the lane's: their controller, and whether their client went away (then nothing is answered). */
-  const inflight = new InflightTable<number, { controller: AbortController; gone: boolean }>();
+  const inflight = new InflightTable<number, { controller: Cancellation; gone: boolean }>();
   let seq = 0;
   const closed = () => new SdkError(SdkErrorCode.ConnectionClosed, 'Connection closed');
 
   function run(principal: string, req: IncomingMessage, res: ServerResponse, body: unknown, { id, params: { params, envelope } }: PlainHttpCall): Promise<void> {
     if (CALL_TIMING) markCall('modern http lane');
-    const controller = new AbortController();
+    const controller = new Cancellation();
     const state = { controller, gone: false };
     const key = ++seq;
     inflight.set(key, state);
@@ -145,10 +146,10 @@ export function modernHttpLane(options: ModernHttpLaneOptions): ModernHttpLane {
     const notify = () => Promise.resolve();
     const send = (() => Promise.reject(new ProtocolError(ProtocolErrorCode.MethodNotFound, 'the 2026-07-28 era has no server-to-client requests'))) as never;
     // `abort` is the broker's (its deadline): the answer is still sent.
-    const extra: DirectCallExtra = { signal: controller.signal, abort: (reason) => controller.abort(reason), requestId: id, _meta: params._meta, sendNotification: notify, sendRequest: send };
+    const extra: DirectCallExtra = { signal: controller, abort: (reason) => controller.abort(reason), requestId: id, _meta: params._meta, sendNotification: notify, sendRequest: send };
     const ctx = {
       sessionId: undefined,
-      mcpReq: { id, method: 'tools/call', _meta: params._meta, envelope, requestState: () => undefined, signal: controller.signal, send, notify, log: () => Promise.resolve() },
+      mcpReq: new LaneRequestContext(id, params._meta, envelope, controller, send, notify, () => Promise.resolve()),
       http: { authInfo: { token: '', clientId: principal, scopes: [] } },
     } as unknown as ServerContext;
     const settle = (outcome: LaneReplay): Promise<void> | void => {

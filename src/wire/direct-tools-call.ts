@@ -16,6 +16,7 @@
 import { ProtocolErrorCode, RELATED_TASK_META_KEY, SdkError, SdkErrorCode } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, Server, Transport } from '@modelcontextprotocol/server';
 import { InflightTable } from '../shared/inflight.js';
+import { Cancellation, type CancelSignal } from '../shared/cancel.js';
 
 /** The `tools/call` params the direct lane accepts (what the session's zod schema accepts, minus tasks). */
 export interface DirectCallParams {
@@ -27,7 +28,8 @@ export interface DirectCallParams {
 
 /** What a tools/call handler uses of a request's context (the SDK's `ctx.mcpReq`, flat: `signal`, `id`, `_meta`, `notify`, `send`). */
 export interface DirectCallExtra {
-  signal: AbortSignal;
+  /** Aborted on `notifications/cancelled` and when the transport closes (a {@link Cancellation} on the lanes; the SDK's `AbortSignal` otherwise). */
+  signal: CancelSignal;
   /** Aborts `signal` (the broker's deadline and shutdown use it); the answer is still sent. */
   abort: (reason: unknown) => void;
   requestId: string | number;
@@ -58,20 +60,20 @@ export function routeToolsCallDirectly(server: Server, transport: Transport, han
   abortOnClose(transport, inflight);
 
   function run(id: string | number, params: DirectCallParams): void {
-    const controller = new AbortController();
+    const controller = new Cancellation();
     const state = { controller, cancelled: false };
     inflight.set(id, state);
     const extra: DirectCallExtra = {
-      signal: controller.signal,
+      signal: controller,
       abort: (reason) => controller.abort(reason),
       requestId: id,
       _meta: params._meta,
       // As the SDK's: nothing more is sent for a call the client cancelled.
       sendNotification: async (notification, options) => {
-        if (!controller.signal.aborted) await server.notification(notification, { ...options, relatedRequestId: id });
+        if (!controller.aborted) await server.notification(notification, { ...options, relatedRequestId: id });
       },
       sendRequest: (async (request: never, schema: never, options?: object) => {
-        if (controller.signal.aborted) throw new SdkError(SdkErrorCode.ConnectionClosed, 'Request was cancelled');
+        if (controller.aborted) throw new SdkError(SdkErrorCode.ConnectionClosed, 'Request was cancelled');
         return server.request(request, schema, { ...options, relatedRequestId: id });
       }) as Server['request'],
     };
@@ -114,7 +116,7 @@ function isPlainCall(params: unknown): params is DirectCallParams {
  * A direct lane's calls in flight, by request id: aborting one marks it cancelled (no answer is
  * sent). An {@link InflightTable}: it keeps nothing of a finished call.
  */
-export type LaneCalls = InflightTable<string | number, { controller: AbortController; cancelled: boolean }>;
+export type LaneCalls = InflightTable<string | number, { controller: Cancellation; cancelled: boolean }>;
 
 /** `notifications/cancelled` naming a call of `inflight`: aborts it with the client's reason, no answer sent. */
 export function cancelNamedCall(m: { method?: unknown; params?: unknown }, inflight: LaneCalls): void {

@@ -29,6 +29,7 @@
 import { EventEmitter } from 'node:events';
 import type { CallToolResult, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import type { RestServerConfig } from '../../config/schema.js';
+import type { CancelSignal } from '../../shared/cancel.js';
 import type { Clock } from '../../shared/clock.js';
 import { BrokerError, ConfigError, messageOf } from '../../shared/errors.js';
 import { JsonSchemas } from '../../shared/json-schemas.js';
@@ -208,7 +209,7 @@ export class RestUpstream extends EventEmitter<UpstreamEvents> implements Upstre
     const controller = new AbortController();
     const timeoutMs = options.timeoutMs + this.headroomMs;
     const attempt: AttemptSignal = { signal: controller.signal, callSignal: options.signal, timeoutMs, timedOut: false, dispose: () => {} };
-    const unlink = [options.signal, this.lifetime.signal].map((source) => {
+    const unlink = [options.signal, this.lifetime.signal].map((source: CancelSignal) => {
       const onAbort = () => controller.abort(source.reason);
       if (source.aborted) onAbort();
       else source.addEventListener('abort', onAbort, { once: true });
@@ -289,7 +290,7 @@ export class RestUpstream extends EventEmitter<UpstreamEvents> implements Upstre
 
 interface AttemptSignal {
   signal: AbortSignal;
-  callSignal: AbortSignal;
+  callSignal: CancelSignal;
   timeoutMs: number;
   timedOut: boolean;
   dispose(): void;
