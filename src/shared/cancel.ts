@@ -11,10 +11,15 @@
  * code reads it through {@link CancelSignal}, and a real `AbortSignal` is made only when code
  * that needs one (a function tool's handler, the SDK, `fetch`) reads {@link Cancellation.signal}.
  *
- * Behaviour matches `AbortController`: `abort()` once (later calls do nothing), the reason
- * defaults to a `DOMException` named `AbortError`, listeners run in the order they were added,
- * each once, and one that throws does not stop the others (its error is thrown on the next tick,
- * as `EventTarget` does). A listener added after the abort never runs, as with `AbortSignal`.
+ * Behaviour matches `AbortController` (model test against one): `abort()` once (later calls,
+ * a listener's included, do nothing), the reason defaults to a `DOMException` named `AbortError`,
+ * listeners run in the order they were added, each once, one removed by an earlier listener does
+ * not run, and one that throws does not stop the others (its error is thrown on the next tick, as
+ * `EventTarget` does). Two differences, neither relied on: a listener added once the abort has
+ * begun never runs, even when a listener adds it while the others run (the DOM standard's rule;
+ * Node's `EventTarget` runs it unless the adding listener was the last); and where the real
+ * signal was made, its listeners run before this one's. Inside any listener of either, both read
+ * as aborted with the same reason.
  */
 
 /**
@@ -35,7 +40,7 @@ export class Cancellation implements CancelSignal {
   #reason: unknown = undefined;
   /** Listeners not yet run, in the order added; `undefined` until the first is added. */
   #listeners: Array<() => void> | undefined = undefined;
-  /** Made on the first read of {@link signal} before the abort. */
+  /** Made on the first read of {@link signal}. */
   #controller: AbortController | undefined = undefined;
 
   get aborted(): boolean {
@@ -52,6 +57,7 @@ export class Cancellation implements CancelSignal {
 
   /** Runs `listener` once, on abort. `options` is accepted for `AbortSignal`'s shape: every listener here runs once. */
   addEventListener(_type: 'abort', listener: () => void, _options?: { once?: boolean }): void {
+    // Added once the abort has begun, even by a listener while it runs: never runs (module doc).
     if (this.#aborted) return;
     const listeners = (this.#listeners ??= []);
     // As EventTarget: the same listener added twice runs once.
@@ -65,26 +71,29 @@ export class Cancellation implements CancelSignal {
     if (at >= 0) listeners.splice(at, 1);
   }
 
-  /** Aborts with `reason` (default: a `DOMException` named `AbortError`); does nothing once aborted. */
+  /**
+   * Aborts with `reason` (default: a `DOMException` named `AbortError`); does nothing once
+   * aborted. The real signal, if one was made, aborts first, then this one's listeners run: both
+   * read as aborted, with the same reason, inside every listener.
+   */
   abort(reason?: unknown): void {
     if (this.#aborted) return;
     this.#aborted = true;
     this.#reason = reason === undefined ? new DOMException('This operation was aborted', 'AbortError') : reason;
-    const listeners = this.#listeners;
-    if (listeners !== undefined) {
-      // Taken off one at a time, so a listener removed by an earlier one does not run (as EventTarget).
-      for (let listener = listeners.shift(); listener !== undefined; listener = listeners.shift()) {
-        try {
-          listener();
-        } catch (err) {
-          process.nextTick(() => {
-            throw err;
-          });
-        }
-      }
-      this.#listeners = undefined;
-    }
     this.#controller?.abort(this.#reason);
+    const listeners = this.#listeners;
+    if (listeners === undefined) return;
+    // Taken off one at a time, so a listener removed by an earlier one does not run (as EventTarget).
+    for (let listener = listeners.shift(); listener !== undefined; listener = listeners.shift()) {
+      try {
+        listener();
+      } catch (err) {
+        process.nextTick(() => {
+          throw err;
+        });
+      }
+    }
+    this.#listeners = undefined;
   }
 
   /** A real `AbortSignal` that aborts with this, with the same reason; made on first read. */

@@ -52,7 +52,7 @@ export type ServerRequestHandler = ((request: { method: string; params?: Record<
 };
 
 export interface CallOptions {
-  /** Aborting sends `notifications/cancelled` upstream for exactly this request (a `Cancellation` on the broker path: shared/cancel.ts). */
+  /** Aborting sends `notifications/cancelled` upstream for exactly this request (a `Cancellation` for a call from a direct lane, shared/cancel.ts; a real `AbortSignal` from other callers). */
   signal: CancelSignal;
   /** Upper bound for this attempt, in ms; the broker's deadline stage owns the real deadline. */
   timeoutMs: number;

@@ -3,7 +3,8 @@
  * a `Cancellation` from the lane to the upstream request, and a real `AbortSignal` is made only
  * for code that asks for one. Counted in the CLI's own process by a preload
  * (test/fixtures/count-abort.cjs), for a legacy and a modern client over stdio to a 2025-11-25
- * upstream; a cancelled call still cancels the upstream request.
+ * upstream. A cancelled call still cancels the upstream request, for either era of client and of
+ * upstream (a modern upstream's request goes through the SDK, with the real signal made for it).
  */
 import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -46,7 +47,7 @@ describe('a plain tools/call makes no AbortController', () => {
   it.each([
     ['legacy', 'a 2025-11-25 client (initialize)'],
     ['modern', 'a 2026-07-28 client (per-request _meta)'],
-  ])('%s: %s, calls one at a time and 64 at once', async (era) => {
+  ])('%s: %s, calls one at a time and 100 at once', async (era) => {
     const made = await countedRun(era, async (broker) => {
       const meta = era === 'modern' ? { _meta: envelope } : {};
       if (era === 'legacy') await broker.initialize();
@@ -61,17 +62,27 @@ describe('a plain tools/call makes no AbortController', () => {
     expect(made, `${made} AbortControllers in the CLI for ${CALLS} calls`).toBeLessThan(CALLS / 4);
   });
 
-  it('a cancelled call still cancels its upstream request and is recorded cancelled', async () => {
-    const log = join(dir, 'cancel.ndjson');
-    const broker = spawnRawBroker({ servers: { fx: nodeServer(fixture('echo.mjs'), { env: { FIXTURE_LOG: log } }) } });
+  it.each([
+    ['legacy', 'echo.mjs', 'legacy'],
+    ['legacy', 'modern-upstream.mjs', 'modern'],
+    ['modern', 'echo.mjs', 'legacy'],
+    ['modern', 'modern-upstream.mjs', 'modern'],
+  ])('a %s client cancelling a call to %s (a %s upstream): the upstream request is cancelled, the call recorded cancelled, no answer sent', async (era, upstream, upstreamEra) => {
+    const log = join(dir, `cancel-${era}-${upstreamEra}.ndjson`);
+    const broker = spawnRawBroker({ servers: { fx: nodeServer(fixture(upstream), { env: { FIXTURE_LOG: log } }) } });
     try {
-      await broker.initialize();
-      broker.send({ jsonrpc: '2.0', id: 'slow', method: 'tools/call', params: { name: 'fx__slow', arguments: { ms: 30_000 } } });
+      const meta = era === 'modern' ? { _meta: envelope } : {};
+      if (era === 'legacy') await broker.initialize();
+      else await broker.request('open', 'server/discover', meta);
+      // A first call under the envelope, so the slow one is served by the modern lane (the SDK serves an envelope's first).
+      await broker.request('warm', 'tools/call', { name: 'fx__echo', arguments: { text: 'w' }, ...meta });
+      broker.send({ jsonrpc: '2.0', id: 'slow', method: 'tools/call', params: { name: 'fx__slow', arguments: { ms: 30_000 }, ...meta } });
       await waitFor(() => readLines(log).find((e) => e.event === 'call' && e.tool === 'slow'), 'the upstream call to start');
-      broker.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'slow', reason: 'changed my mind' } });
+      broker.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'slow', reason: 'changed my mind', ...meta } });
       await waitFor(() => readLines(log).find((e) => e.event === 'cancelled'), 'the upstream to see the cancel');
       const record = await waitFor(() => readLines(broker.recordsPath).find((r) => r.name === 'fx__slow'), 'the record');
       expect(record.outcome).toBe('cancelled');
+      expect(readyEras(broker.stderr()).fx).toBe(upstreamEra);
       expect(broker.messages.find((m) => m.id === 'slow')).toBeUndefined();
     } finally {
       await broker.close();

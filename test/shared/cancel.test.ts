@@ -3,13 +3,20 @@ import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { Cancellation, toAbortSignal, type CancelSignal } from '../../src/shared/cancel.js';
 
-/** One step of a model run: add or remove listener `n`, or abort (with a reason, or none). */
-type Step = { op: 'add'; n: number } | { op: 'remove'; n: number } | { op: 'abort'; reason?: string } | { op: 'removeOnRun'; n: number; other: number };
+/**
+ * One step of a model run: add or remove listener `n`; abort (with a reason, or none); or add a
+ * listener `100 + n` that, when it runs, removes listener `other` or aborts again.
+ */
+type Step =
+  | { op: 'add'; n: number }
+  | { op: 'remove'; n: number }
+  | { op: 'abort'; reason?: string }
+  | { op: 'removeOnRun' | 'abortOnRun'; n: number; other: number };
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ op: fc.constant('add' as const), n: fc.nat(4) }),
   fc.record({ op: fc.constant('remove' as const), n: fc.nat(4) }),
-  fc.record({ op: fc.constant('removeOnRun' as const), n: fc.nat(4), other: fc.nat(4) }),
+  fc.record({ op: fc.constantFrom('removeOnRun' as const, 'abortOnRun' as const), n: fc.nat(4), other: fc.nat(4) }),
   fc.record({ op: fc.constant('abort' as const), reason: fc.option(fc.string({ maxLength: 3 }), { nil: undefined }) }),
 );
 
@@ -25,15 +32,17 @@ function play(steps: Step[], signal: CancelSignal, abort: (reason?: unknown) => 
   for (const s of steps) {
     if (s.op === 'add') signal.addEventListener('abort', listener(s.n), { once: true });
     else if (s.op === 'remove') signal.removeEventListener('abort', listener(s.n));
-    else if (s.op === 'removeOnRun') {
-      // A listener that removes another when it runs (the one removed must not run after it).
+    else if (s.op === 'abort') abort(s.reason);
+    else {
+      // A listener that, while the abort runs, removes or adds another or aborts again.
       const own = () => {
         ran.push(100 + s.n);
-        signal.removeEventListener('abort', listener(s.other));
+        if (s.op === 'removeOnRun') signal.removeEventListener('abort', listener(s.other));
+        else abort(`again ${s.other}`);
       };
       listeners.set(100 + s.n, own);
       signal.addEventListener('abort', own, { once: true });
-    } else abort(s.reason);
+    }
   }
   const reason = signal.reason;
   return { ran, aborted: signal.aborted, reason: reason instanceof DOMException ? `${reason.name}: ${reason.message}` : reason };
@@ -52,6 +61,20 @@ describe('Cancellation', () => {
     );
   });
 
+  it('never runs a listener added once the abort has begun, even by a listener while the others run', () => {
+    const c = new Cancellation();
+    const ran: string[] = [];
+    c.addEventListener('abort', () => {
+      ran.push('first');
+      c.addEventListener('abort', () => ran.push('added while running'));
+    });
+    c.addEventListener('abort', () => ran.push('second'));
+    c.abort();
+    c.addEventListener('abort', () => ran.push('added after'));
+    c.abort();
+    expect(ran).toEqual(['first', 'second']);
+  });
+
   it('throws its reason from throwIfAborted once aborted, and defaults the reason to an AbortError', () => {
     const c = new Cancellation();
     expect(() => c.throwIfAborted()).not.toThrow();
@@ -64,6 +87,41 @@ describe('Cancellation', () => {
     d.abort(why);
     d.abort(new Error('later'));
     expect(d.reason).toBe(why);
+  });
+
+  it('makes no AbortController until its signal is read', () => {
+    // Counted through the global cancel.ts constructs from.
+    const Real = globalThis.AbortController;
+    let made = 0;
+    globalThis.AbortController = class extends Real {
+      constructor() {
+        super();
+        made++;
+      }
+    };
+    try {
+      const quiet = Array.from({ length: 10 }, () => new Cancellation());
+      for (const c of quiet) {
+        c.addEventListener('abort', () => undefined);
+        c.abort(new Error('x'));
+      }
+      expect(made).toBe(0);
+      void quiet[0]!.signal;
+      void quiet[0]!.signal;
+      expect(made).toBe(1);
+    } finally {
+      globalThis.AbortController = Real;
+    }
+  });
+
+  it('aborts its real signal first: inside any listener of either, both read as aborted with one reason', () => {
+    const c = new Cancellation();
+    const seen: string[] = [];
+    const look = (who: string) => () => seen.push(`${who}: ${c.aborted} ${c.signal.aborted} ${c.reason === c.signal.reason}`);
+    c.addEventListener('abort', look('own'));
+    c.signal.addEventListener('abort', look('real'));
+    c.abort(new Error('x'));
+    expect(seen).toEqual(['real: true true true', 'own: true true true']);
   });
 
   it('makes a real AbortSignal only when asked, the same one each time, aborted with the same reason', () => {
@@ -95,6 +153,7 @@ describe('Cancellation', () => {
 
   it('runs the other listeners when one throws, and throws that error on the next tick, as an AbortSignal does', () => {
     // In a fresh process: the error surfaces as an uncaught exception, as EventTarget's does.
+    // (It imports the build, dist/: `npm test` builds first.)
     const script = (make: string) => `
       ${make}
       const ran = [];
