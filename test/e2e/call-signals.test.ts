@@ -6,7 +6,7 @@
  * upstream. A cancelled call still cancels the upstream request, for either era of client and of
  * upstream (a modern upstream's request goes through the SDK, with the real signal made for it).
  */
-import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -36,9 +36,11 @@ async function countedRun(name: string, calls: (broker: ReturnType<typeof spawnR
   } finally {
     await broker.close();
   }
+  // The CLI's own line (its upstream, also a Node process, writes one too); argv[1] may be the real path.
+  const cli = [CLI, realpathSync(CLI)];
   const line = readFileSync(counts, 'utf8')
     .split('\n')
-    .find((l) => l.startsWith(`${CLI} `));
+    .find((l) => cli.some((path) => l.startsWith(`${path} `)));
   expect(line, `no count from the CLI's process in ${counts}`).toBeDefined();
   return Number(line!.split(' ').pop());
 }
