@@ -12,7 +12,7 @@
  */
 import type { CallToolResult, InputRequiredResult } from '@modelcontextprotocol/server';
 import type { Clock } from '../shared/clock.js';
-import { Cancellation } from '../shared/cancel.js';
+import { cancellationFollowing } from '../shared/cancel.js';
 import { extend } from '../shared/extend.js';
 import { newCallId } from '../shared/ids.js';
 import { InflightTable } from '../shared/inflight.js';
@@ -101,12 +101,8 @@ export class Broker {
     let abort = request.abort;
     let done = () => {};
     if (!abort) {
-      const own = new Cancellation();
-      const downstream = request.signal;
-      const onCancel = () => own.abort(downstream.reason);
-      if (downstream.aborted) onCancel();
-      else downstream.addEventListener('abort', onCancel, { once: true });
-      done = () => downstream.removeEventListener('abort', onCancel);
+      const { own, detach } = cancellationFollowing(request.signal);
+      done = detach;
       abort = (reason) => own.abort(reason);
       request = extend(request, { signal: own, abort });
     }

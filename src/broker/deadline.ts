@@ -6,7 +6,7 @@
  * update moves the deadline to `now + timeoutMs`, never past `maxTotalTimeoutMs` after this stage
  * began (time spent before it, such as an approval prompt, does not count).
  */
-import { Cancellation, type CancelSignal } from '../shared/cancel.js';
+import { cancellationFollowing, type CancelSignal } from '../shared/cancel.js';
 import type { Clock } from '../shared/clock.js';
 import { splitStage, type Stage } from './runner.js';
 import { refuse, type BrokerCall } from './types.js';
@@ -65,12 +65,9 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
       let abort = call.abort;
       let detach = NOTHING;
       if (!abort) {
-        const own = new Cancellation();
-        const downstream = call.request.signal;
-        const onCancel = () => own.abort(downstream.reason ?? new Error('cancelled by the client'));
-        if (downstream.aborted) onCancel();
-        else downstream.addEventListener('abort', onCancel, { once: true });
-        detach = () => downstream.removeEventListener('abort', onCancel);
+        const followed = cancellationFollowing(call.request.signal, () => new Error('cancelled by the client'));
+        const own = followed.own;
+        detach = followed.detach;
         abort = (reason) => own.abort(reason);
         signal = own;
       }

@@ -110,3 +110,19 @@ export class Cancellation implements CancelSignal {
 export function toAbortSignal(signal: CancelSignal): AbortSignal {
   return signal instanceof Cancellation ? signal.signal : (signal as AbortSignal);
 }
+
+/**
+ * A {@link Cancellation} that aborts when `source` does (at once when it already has), with
+ * `source`'s reason, or `fallback()` when that is undefined. `detach` stops following: call it
+ * once the work is over, so a long-lived `source` keeps nothing of it.
+ */
+export function cancellationFollowing(source: CancelSignal, fallback?: () => unknown): { own: Cancellation; detach: () => void } {
+  const own = new Cancellation();
+  const onAbort = () => own.abort(source.reason ?? fallback?.());
+  if (source.aborted) {
+    onAbort();
+    return { own, detach: () => {} };
+  }
+  source.addEventListener('abort', onAbort, { once: true });
+  return { own, detach: () => source.removeEventListener('abort', onAbort) };
+}

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { Cancellation, toAbortSignal, type CancelSignal } from '../../src/shared/cancel.js';
+import { Cancellation, cancellationFollowing, toAbortSignal, type CancelSignal } from '../../src/shared/cancel.js';
 
 /**
  * One step of a model run: add or remove listener `n`; abort (with a reason, or none); or add a
@@ -168,5 +168,29 @@ describe('Cancellation', () => {
     const ours = run(`const { Cancellation } = await import(${JSON.stringify(new URL('../../dist/shared/cancel.js', import.meta.url).href)}); const target = new Cancellation(); const abort = () => target.abort();`);
     expect(JSON.parse(real)).toEqual(['first', 'second', 'after abort', 'uncaught:boom']);
     expect(JSON.parse(ours)).toEqual(JSON.parse(real));
+  });
+
+  it('cancellationFollowing aborts with its source (its reason, else the fallback) until detached', () => {
+    const source = new AbortController();
+    const { own, detach } = cancellationFollowing(source.signal);
+    const why = new Error('client');
+    source.abort(why);
+    expect(own.reason).toBe(why);
+
+    // A source aborted with no reason (a CancelSignal may have none): the fallback's.
+    const fallback = new Error('cancelled by the client');
+    const reasonless: CancelSignal = { aborted: true, reason: undefined, throwIfAborted: () => undefined, addEventListener: () => undefined, removeEventListener: () => undefined };
+    expect(cancellationFollowing(reasonless, () => fallback).own.reason).toBe(fallback);
+
+    const detached = new AbortController();
+    const after = cancellationFollowing(detached.signal);
+    after.detach();
+    detached.abort();
+    expect(after.own.aborted).toBe(false);
+
+    const already = new AbortController();
+    already.abort(why);
+    expect(cancellationFollowing(already.signal).own.reason).toBe(why);
+    detach();
   });
 });
