@@ -60,4 +60,22 @@ describe('SqliteStore read cache', () => {
     await nextTurn();
     expect(await broker.hasUsed('fx__echo', 'local')).toBe(false);
   });
+
+  it('keeps each (tool, principal) pair apart in the cache, whatever characters the two hold', async () => {
+    const [broker] = twoConnections();
+    // Joined with U+0000 these two pairs would be one key ("a\0b\0c"), as the cache's keys once were.
+    await broker.setApproval({ tool: 'a', principal: 'b\u0000c', decision: 'approved', at: at(0), by: 'cli' });
+    await broker.markUsed('a', 'b\u0000c', at(0));
+    expect((await broker.getApproval('a', 'b\u0000c'))?.decision).toBe('approved');
+    expect(await broker.hasUsed('a', 'b\u0000c')).toBe(true);
+    expect(await broker.getApproval('a\u0000b', 'c')).toBeUndefined();
+    expect(await broker.hasUsed('a\u0000b', 'c')).toBe(false);
+    expect(await broker.observePin('a', 'b\u0000c', seen('h1'), at(1))).toBe('new');
+    await broker.repin('a', 'b\u0000c', at(2), seen('h2'));
+    expect(await broker.observePin('a', 'b\u0000c', seen('h2'), at(3))).toBe('same');
+    // Another principal of the same tool: its own pin (the default one, at h1), its own approval and use.
+    expect(await broker.observePin('a', 'b', seen('h1'), at(4))).toBe('same');
+    expect(await broker.getApproval('a', 'b')).toBeUndefined();
+    expect(await broker.hasUsed('a', 'b')).toBe(false);
+  });
 });
