@@ -19,3 +19,9 @@ export function extend<B extends object, E extends object>(base: B | null | unde
   if (Object.hasOwn(extra, '__proto__') || (base != null && Object.hasOwn(base, '__proto__'))) return { ...base, ...extra } as Omit<B, keyof E> & E;
   return Object.assign({}, base, extra);
 }
+
+/** Whether `value` has an own enumerable string-keyed member (`Object.keys(value).length > 0`, without making the array). */
+export function hasOwnMember(value: object | null | undefined): boolean {
+  for (const key in value) if (Object.hasOwn(value!, key)) return true;
+  return false;
+}

@@ -74,6 +74,7 @@ import { isHeldState, type HeldBinding } from '../broker/held-state.js';
 import { HeldCall, heldCallsOf, heldInputRequired, type HeldEvent } from './held-calls.js';
 import { LEGACY_TASK_METHODS, LegacyTasks, TASKS_CAPABILITY, withTaskSupport } from './legacy-tasks.js';
 import { declaresTasks, ModernTasks, TASKS_EXTENSION, tasksExtensionRequired, upstreamRunsTasks } from './modern-tasks.js';
+import { hasOwnMember } from '../shared/extend.js';
 
 /** What this server declares to every downstream client. */
 export const SERVER_CAPABILITIES: ServerCapabilities = {
@@ -509,7 +510,10 @@ export class DownstreamSession {
     const { name, arguments: args, _meta } = params;
     const target = gw.router.resolve(name);
     if (!target) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}${gw.registry.unknownToolHint()}`);
-    const { progressToken, ...sent } = _meta ?? {};
+    // Most calls carry no `_meta`: then no copies of it are made.
+    let progressToken: string | number | undefined;
+    let sent: Record<string, unknown> | undefined;
+    if (_meta) ({ progressToken, ...sent } = _meta);
     const caller = this.callerOf(ctx, sent, extra);
     const modern = this.era === 'modern' && ctx !== undefined;
     // A retry carrying a held-request state joins the call in flight (held-calls.ts); it never runs the tool again.
@@ -519,7 +523,8 @@ export class DownstreamSession {
     }
     // Modern: the request's own tag routes the call's upstream logs back to it.
     const owner = modern ? `request:${++modernRequests}` : this.sessionId;
-    const meta = this.era === 'modern' ? (withoutUnitKey(sent) ?? {}) : sent;
+    const own = this.era === 'modern' ? withoutUnitKey(sent) : sent;
+    const meta = hasOwnMember(own) ? own : undefined;
     // A modern caller declaring the tasks extension, calling a tool of an upstream with tasks of its own:
     // sent plainly, and answered with a broker task only if the upstream answers with one (upstreamTask).
     let upstreamTask: ReturnType<typeof this.upstreamTaskHook> | undefined;
@@ -528,7 +533,7 @@ export class DownstreamSession {
       const tasks = new ModernTasks(gw.tasks, this.principal);
       const upstreamTasks = this.upstreamTasks(target);
       if (tasks.runsAsTask(target, caller.clientCapabilities, upstreamTasks)) {
-        return tasks.create({ name, args: args ?? {}, meta: Object.keys(meta).length ? meta : undefined }, caller, target);
+        return tasks.create({ name, args: args ?? {}, meta }, caller, target);
       }
       if (upstreamTasks && declaresTasks(caller.clientCapabilities)) upstreamTask = this.upstreamTaskHook();
     }
@@ -546,7 +551,7 @@ export class DownstreamSession {
         {
           name,
           args: args ?? {},
-          meta: Object.keys(meta).length ? meta : undefined,
+          meta,
           signal: held?.signal ?? extra.signal,
           abort: held?.abort ?? extra.abort,
           onProgress:

@@ -55,7 +55,7 @@ import type { Transport, CallToolResult, ClientCapabilities, McpSubscription, Pr
 import { z } from 'zod';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import { toAbortSignal, type CancelSignal } from '../shared/cancel.js';
-import { extend } from '../shared/extend.js';
+import { extend, hasOwnMember } from '../shared/extend.js';
 import { BrokerError, messageOf } from '../shared/errors.js';
 import { InflightTable } from '../shared/inflight.js';
 import { credentialValues, Scrubber } from '../shared/scrub.js';
@@ -341,19 +341,20 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private async sendToolCall(toolName: string, args: Record<string, unknown> | undefined, options: CallOptions, routeId: number, owner: string): Promise<CallToolResult> {
     const client = this.readyClient();
     const session = this.sessionId();
-    const meta: Record<string, unknown> = { ...options.meta };
+    // A copy of the caller's `_meta` only when something is added to it or it has members.
+    let meta: Record<string, unknown> | undefined = options.meta;
     let token: string | undefined;
     if (options.onProgress) {
       token = `${this.name}#${++this.progressSeq}`;
       this.progress.set(token, options.onProgress);
-      meta.progressToken = token;
+      meta = extend(meta, { progressToken: token });
     }
     const answering = options.onServerRequest ?? unanswerable(owner);
     this.requestRoutes.set(routeId, { handler: answering, owner });
     const params: Record<string, unknown> = { name: toolName, arguments: args ?? {} };
     const modern = this.era === 'modern';
-    if (modern) Object.assign(meta, callerMeta(options.caller, this.followsTasks(options)));
-    if (Object.keys(meta).length) params._meta = meta;
+    if (modern) meta = extend(meta, callerMeta(options.caller, this.followsTasks(options)));
+    if (hasOwnMember(meta)) params._meta = meta === options.meta ? extend(meta, {}) : meta;
     try {
       let result: CallToolResult;
       if (options.asTask && !modern) {

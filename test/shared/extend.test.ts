@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { extend } from '../../src/shared/extend.js';
+import { extend, hasOwnMember } from '../../src/shared/extend.js';
 
 /** Own keys in order, each with its value, and the prototype: what tells two copies apart. */
 const shape = (o: object) => ({ keys: Reflect.ownKeys(o), values: Reflect.ownKeys(o).map((k) => (o as Record<PropertyKey, unknown>)[k]), proto: Object.getPrototypeOf(o) });
@@ -45,3 +45,20 @@ describe('extend', () => {
     if (process.versions.v8.startsWith('11.')) expect(counted.spread).toBeGreaterThan(10_000);
   });
 });
+
+describe('hasOwnMember', () => {
+  it('answers as Object.keys(value).length > 0: inherited, symbol-keyed and non-enumerable members do not count', () => {
+    const withSymbol = { [Symbol('s')]: 1 };
+    const hidden = Object.defineProperty({}, 'x', { value: 1, enumerable: false });
+    const inherited = Object.create({ inheritedKey: 1 }) as object;
+    for (const v of [withSymbol, hidden, inherited, {}, { a: undefined }, JSON.parse('{"__proto__":1}') as object, [], [1], null, undefined]) {
+      expect(hasOwnMember(v)).toBe(v != null && Object.keys(v).length > 0);
+    }
+    fc.assert(
+      fc.property(jsonObject, (o) => {
+        expect(hasOwnMember(o)).toBe(Object.keys(o).length > 0);
+      }),
+    );
+  });
+});
+
