@@ -36,7 +36,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { concurrentEcho, percentile, sequentialBlob, sequentialEcho, warmUp } from './lib/load.mjs';
-import { childPids, cpuMs, rssMiB } from './lib/procs.mjs';
+import { childPids, cpuMs, rssMiB, syscalls } from './lib/procs.mjs';
 import { evaluate, render, renderTiming, versusNaive } from './lib/report.mjs';
 import { configurations } from './lib/targets.mjs';
 
@@ -132,7 +132,7 @@ const rows = all
     samples: { latency: [], mib1: [], mib8: [], cold: [] },
     elapsed: { c1: 0, c16: 0, c64: 0 },
     cpu: { ms: 0, calls: 0 },
-    cpu64: { ms: 0, upMs: 0, calls: 0, up: false },
+    cpu64: { ms: 0, upMs: 0, calls: 0, up: false, sys: 0, sysCalls: 0, loadUs: 0, loadCalls: 0 },
     calls: 0,
     recordsPath: recordsOf[c.id],
   }));
@@ -204,11 +204,23 @@ try {
     await interleaved(`c${c}`, async (row, round) => {
       const n = share(counts.throughput, round);
       const upstreams = childPids(row.pid);
+      const sys0 = syscalls(row.pid);
+      const load0 = process.cpuUsage();
       const cpu0 = cpuMs(row.pid);
       const up0 = upstreams.map(cpuMs);
       row.elapsed[`c${c}`] += await concurrentEcho(row.conn, n, c);
       const cpu1 = cpuMs(row.pid);
       const up1 = upstreams.map(cpuMs);
+      const load = process.cpuUsage(load0);
+      const sys1 = syscalls(row.pid);
+      if (c === 64) {
+        row.cpu64.loadUs += load.user + load.system;
+        row.cpu64.loadCalls += n;
+        if (sys0 !== undefined && sys1 !== undefined) {
+          row.cpu64.sys += sys1 - sys0;
+          row.cpu64.sysCalls += n;
+        }
+      }
       if (cpu0 !== undefined && cpu1 !== undefined) {
         row.cpu.ms += cpu1 - cpu0;
         row.cpu.calls += n;
@@ -278,6 +290,8 @@ try {
     f.cpu = row.cpu.calls ? (row.cpu.ms * 1000) / row.cpu.calls : undefined;
     f.cpu64 = row.cpu64.calls ? (row.cpu64.ms * 1000) / row.cpu64.calls : undefined;
     f.upCpu64 = row.cpu64.calls && row.cpu64.up ? (row.cpu64.upMs * 1000) / row.cpu64.calls : undefined;
+    f.sys64 = row.cpu64.sysCalls ? row.cpu64.sys / row.cpu64.sysCalls : undefined;
+    f.loadCpu64 = row.cpu64.loadCalls ? row.cpu64.loadUs / row.cpu64.loadCalls : undefined;
     if (row.recordsPath) row.records = countLines(row.recordsPath);
     if (opts.timing && row.recordsPath) row.timing = await readTiming(join(tmp, `${row.id}.timing.json`));
   }

@@ -60,6 +60,8 @@ describe('bench smoke', () => {
       expect(c.status, `${id}: ${c.error}`).toBe('ok');
       for (const key of ['p50', 'c64', 'mib8', 'cold']) expect(c.figures[key], `${id} ${key}`).toBeGreaterThan(0);
     }
+    // The c64 breakdown beside the ratios: the proxy's system calls and the load's own CPU per call.
+    for (const key of ['sys64', 'loadCpu64']) expect(byId.get('broker-stdio')!.figures[key], `broker-stdio ${key}`).toBeGreaterThan(0);
     // A record per call on the broker rows (the full path ran).
     for (const id of ['broker-stdio', 'broker-http', 'broker-stdio-modern', 'broker-http-modern']) expect(byId.get(id)!.records).toBe(byId.get(id)!.calls);
     expect(result.targets.length).toBeGreaterThan(0);

@@ -43,6 +43,19 @@ export function cpuMs(pid) {
   }
 }
 
+/** Read and write system calls a process has made so far (syscr + syscw of /proc/<pid>/io), or undefined. */
+export function syscalls(pid) {
+  if (!pid) return undefined;
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    const count = (name) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(io)?.[1]);
+    const total = count('syscr') + count('syscw');
+    return Number.isFinite(total) ? total : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The pids of a process's direct children (from /proc/<pid>/task/<tid>/children), or []. */
 export function childPids(pid) {
   if (!pid) return [];

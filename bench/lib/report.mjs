@@ -20,6 +20,8 @@ export const FIGURES = [
   { key: 'cpu', label: 'process CPU per call', unit: 'µs' },
   { key: 'cpu64', label: 'process CPU per call c64', unit: 'µs' },
   { key: 'upCpu64', label: 'its upstream CPU/call c64', unit: 'µs', absolute: true },
+  { key: 'sys64', label: 'process syscalls per call c64', unit: 'calls', absolute: true },
+  { key: 'loadCpu64', label: 'client CPU per call c64', unit: 'µs', absolute: true },
   { key: 'cold', label: 'cold start → tools/list', unit: 'ms' },
 ];
 
@@ -116,6 +118,7 @@ function fmtValue(figure, v) {
   if (figure.unit === '/s') return `${Math.round(v).toLocaleString('en-US')}/s`;
   if (figure.unit === 'MiB') return `${v.toFixed(1)} MiB`;
   if (figure.unit === 'µs') return `${Math.round(v)} µs`;
+  if (figure.unit === 'calls') return v.toFixed(2);
   if (v < 10) return `${v.toFixed(2)} ms`;
   if (v < 100) return `${v.toFixed(1)} ms`;
   return `${Math.round(v)} ms`;
@@ -181,6 +184,7 @@ export function render(result) {
   const notes = rows.filter((r) => r.coldNote && r.status === 'ok').map((r) => `${r.label}: ${r.coldNote}`);
   out.push(`cold start: ${notes.join('; ')}`);
   out.push('process CPU per call: user+system CPU of the proxy process (for direct: the upstream itself; for the floor: the server) over the throughput phases; c64: over that phase alone; its upstream: the child processes it spawned (the echo upstream), same phase');
+  out.push('process syscalls per call c64: the read and write system calls of that process (syscr + syscw of /proc/<pid>/io) over the c64 phase; client CPU per call c64: the benchmark\'s own process (the SDK client making the calls), same phase');
   for (const r of rows) if (r.records !== undefined) out.push(`records: ${r.label} wrote ${r.records} records for ${r.calls} calls`);
   out.push('');
   out.push('targets (mcp-broker, default policy, records on)');
