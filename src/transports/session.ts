@@ -862,7 +862,7 @@ export class DownstreamSession {
         if (req.params.task !== undefined) {
           if (!gw.readySettled) await gw.ready;
           const { progressToken: _, ...meta } = req.params._meta ?? {};
-          const call = { name: req.params.name, args: req.params.arguments ?? {}, meta: Object.keys(meta).length ? meta : undefined };
+          const call = { name: req.params.name, args: req.params.arguments ?? {}, meta: hasOwnMember(meta) ? meta : undefined };
           return tasks.callAsTask(call, req.params.task, this.caller()) as never;
         }
         return this.callTool(req.params, extraOf(ctx)) as never;
