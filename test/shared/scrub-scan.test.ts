@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { PATTERN, REDACTED, redact, Scrubber } from '../../src/shared/scrub.js';
-import { AnchorScanner, BYTE_SCAN_MIN_CHARS, BYTE_SCAN_STEP, replaceAtStarts } from '../../src/shared/scrub-scan.js';
+import { AnchorScanner, BYTE_SCAN_MIN_CHARS, BYTE_SCAN_STEP, BYTE_TABLE_MAX_STATES, replaceAtStarts, type Anchor } from '../../src/shared/scrub-scan.js';
 
 /**
  * The one-pass scrub (scrub-scan.ts) must give exactly what the plain two-regex scrub gives:
@@ -125,8 +125,26 @@ describe('one-pass scrubbing (scrub-scan)', () => {
 
   const walkOf = (scanner: AnchorScanner) =>
     (scanner as unknown as { walk(t: string, f: number, to: number, h: (i: number, at: number) => void): boolean }).walk.bind(scanner);
+  const hasByteTable = (scanner: AnchorScanner) => (scanner as unknown as { byteTable?: Uint16Array }).byteTable !== undefined;
 
-  it('property: a text past BYTE_SCAN_MIN_CHARS (walked as bytes) gives exactly the hits of the character walk, and occursIn says whether there are any', () => {
+  /**
+   * The anchors, or with them enough others (`q…z`, never in the tests' texts) that the scanner
+   * has more than {@link BYTE_TABLE_MAX_STATES} states: no byte table, long texts walked through the folded one.
+   */
+  const withStates = (anchors: Anchor[], many: boolean): Anchor[] =>
+    many ? [...anchors, ...Array.from({ length: BYTE_TABLE_MAX_STATES }, (_, i) => ({ text: `q${i.toString(36)}z`, lead: 'flag' as const, caseSensitive: true }))] : anchors;
+  const TABLES = [
+    ['with its byte table', false],
+    ['without one (too many states)', true],
+  ] as const;
+
+  it('a scanner keeps a byte table up to BYTE_TABLE_MAX_STATES states, none past it, and none when its anchors are not all ASCII', () => {
+    expect(hasByteTable(new AnchorScanner([{ text: 'password', lead: 'name' }]))).toBe(true);
+    expect(hasByteTable(new AnchorScanner(withStates([{ text: 'password', lead: 'name' }], true)))).toBe(false);
+    expect(hasByteTable(new AnchorScanner([{ text: 'pässword', lead: 'name' }]))).toBe(false);
+  });
+
+  it.each(TABLES)('property: a text past BYTE_SCAN_MIN_CHARS (walked as bytes) gives exactly the hits of the character walk, and occursIn says whether there are any, %s', (_name, many) => {
     // Characters past U+00FF whose low byte is an anchor's letter ('š' → a, 'Ł' → A, '本' → ',', '╟' → b): bytes find false occurrences there.
     const alphabet = fc.constantFrom('a', 'b', 'A', 'B', '-', '_', '.', '/', ' ', 'é', '😀', '\u0161', '\u0141', '\u672c', '\u2562');
     const word = fc.array(fc.constantFrom('a', 'b', 'A', 'B', '-', '_', '.', '/', ','), { minLength: 1, maxLength: 5 }).map((cs) => cs.join(''));
@@ -136,7 +154,8 @@ describe('one-pass scrubbing (scrub-scan)', () => {
       fc.property(anchors, fc.array(fc.tuple(fc.nat({ max: 40 }), fc.array(alphabet, { maxLength: 12 })), { maxLength: 12 }), (set, pieces) => {
         // Gaps up to 40 × 1,000 characters: pieces land on either side of the byte scan's steps and halves.
         const text = filler + pieces.map(([gap, chars]) => 'x'.repeat(gap * 1000) + chars.join('')).join('');
-        const scanner = new AnchorScanner(set.map((a) => ({ text: a.text, lead: 'none' as const, caseSensitive: a.caseSensitive })));
+        const scanner = new AnchorScanner(withStates(set.map((a) => ({ text: a.text, lead: 'none' as const, caseSensitive: a.caseSensitive })), many));
+        expect(hasByteTable(scanner)).toBe(!many);
         const asBytes: string[] = [];
         scanner.scan(text, (i, at) => asBytes.push(`${i}@${at}`));
         const walked: string[] = [];
@@ -148,19 +167,27 @@ describe('one-pass scrubbing (scrub-scan)', () => {
     );
   });
 
-  it('finds an occurrence at every place around the seams of a byte scan (steps, and the two walks of occursIn)', () => {
-    const scanner = new AnchorScanner([
-      { text: 'password', lead: 'name' },
-      { text: 'SK', lead: 'none', caseSensitive: true },
-    ]);
+  it.each(TABLES)('finds an occurrence at every place around the seams of a byte scan (steps, and the walks of occursIn), %s', (_name, many) => {
+    const scanner = new AnchorScanner(
+      withStates(
+        [
+          { text: 'password', lead: 'name' },
+          { text: 'SK', lead: 'none', caseSensitive: true },
+        ],
+        many,
+      ),
+    );
     const length = 3 * BYTE_SCAN_STEP;
     // scan's steps start at multiples of BYTE_SCAN_STEP; occursIn's every BYTE_SCAN_STEP − 7 (the
-    // longest anchor, 8, less one), its second walk 7 before each step's middle.
+    // longest anchor, 8, less one, here and padded alike). Within a step, its walks start at each
+    // quarter (four walks, the byte table) or at the middle (two), 7 bytes early.
     const overlap = 'password'.length - 1;
     const seams = [1, 2].map((k) => k * BYTE_SCAN_STEP);
+    const parts = many ? [1 / 2] : [1 / 4, 1 / 2, 3 / 4];
     for (let k = 0; k < 3; k++) {
       const start = k * (BYTE_SCAN_STEP - overlap);
-      seams.push(start, start + BYTE_SCAN_STEP / 2 - overlap, start + BYTE_SCAN_STEP / 2, start + BYTE_SCAN_STEP);
+      seams.push(start, start + BYTE_SCAN_STEP);
+      for (const part of parts) seams.push(start + BYTE_SCAN_STEP * part - overlap, start + BYTE_SCAN_STEP * part);
     }
     for (const seam of seams) {
       for (let at = Math.max(0, seam - 10); at <= seam + 3; at++) {
