@@ -204,6 +204,28 @@ describe('one-pass scrubbing (scrub-scan)', () => {
     }
   });
 
+  it('with the byte table: an occurrence in the last bytes of a step whose length is no multiple of four (the last walk runs on past its quarter), and in a step too short for four walks', () => {
+    const scanner = new AnchorScanner([
+      { text: 'password', lead: 'name' },
+      { text: 'SK', lead: 'none', caseSensitive: true },
+    ]);
+    expect(hasByteTable(scanner)).toBe(true);
+    // One step of 4,099 bytes: four walks of a quarter (1,024) and 7 bytes, then bytes 4,096–4,098 by the last alone.
+    for (const pad of [4096, 4097]) {
+      expect(scanner.occursIn('x'.repeat(pad) + 'SK' + 'x'.repeat(4097 - pad)), `SK at ${pad}`).toBe(true);
+      expect(scanner.occursIn('x'.repeat(pad) + 'Sk' + 'x'.repeat(4097 - pad))).toBe(false);
+    }
+    // An anchor of 3,002 characters makes the overlap longer than a quarter of the 5,000-character text: one walk.
+    const long = 'k'.repeat(3000) + 'ey';
+    const withLong = new AnchorScanner([{ text: long, lead: 'flag' }]);
+    expect(hasByteTable(withLong)).toBe(true);
+    for (const at of [0, 1000, 1998]) {
+      const text = 'x'.repeat(at) + long + 'x'.repeat(5000 - at - long.length);
+      expect(withLong.occursIn(text), `at ${at}`).toBe(true);
+      expect(withLong.occursIn(text.replace('ey', 'ez'))).toBe(false);
+    }
+  });
+
   it('an anchor longer than a byte scan step is still found (walked character by character)', () => {
     const long = 'k'.repeat(BYTE_SCAN_STEP) + 'ey';
     const scanner = new AnchorScanner([{ text: long, lead: 'flag', caseSensitive: true }]);
