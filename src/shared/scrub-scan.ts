@@ -113,12 +113,15 @@ export class AnchorScanner {
   private readonly longest: number;
   /** Per state: indices of the anchors that end there (its own and via fail links), or undefined. */
   private readonly outputs: Array<number[] | undefined>;
+  /** Whether long texts are told clean through {@link byteTable}: with {@link asBytes} and at most {@link BYTE_TABLE_MAX_STATES} states. */
+  private readonly wide: boolean;
   /**
    * Per (state, byte): the next state, plus {@link BYTE_ACCEPTS} when it ends an anchor; the fold
-   * to lower case done in the table, so a step is one load. Only with {@link asBytes} and at most
-   * {@link BYTE_TABLE_MAX_STATES} states.
+   * to lower case done in the table, so a step is one load. Built for the first long text
+   * {@link occursIn} is asked about, not with the scanner (some 3 ms at start-up for the built-in
+   * patterns, and a scanner is made again at each new secret).
    */
-  private readonly byteTable: Uint16Array | undefined;
+  private byteTable: Uint16Array | undefined;
 
   constructor(readonly anchors: readonly Anchor[]) {
     // The trie: per state, its own transitions, and the anchors that end there.
@@ -172,17 +175,22 @@ export class AnchorScanner {
     // one). U+007F is left out with the rest of non-ASCII: the character walk reads it as the
     // symbol every non-ASCII character folds to, so an anchor holding it matches them too there.
     this.asBytes = longest <= BYTE_SCAN_STEP / 4 && anchors.every((a) => /^[\x00-\x7e]+$/.test(a.text));
-    const states = gotos.length;
-    if (this.asBytes && states <= BYTE_TABLE_MAX_STATES) {
-      const byteTable = new Uint16Array(states * 256);
-      for (let state = 0; state < states; state++) {
-        for (let b = 0; b < 256; b++) {
-          const next = table[state * ALPHABET + FOLD_BYTE[b]!]!;
-          byteTable[state * 256 + b] = ((next & (ACCEPTS - 1)) / ALPHABET) | (next >= ACCEPTS ? BYTE_ACCEPTS : 0);
-        }
+    this.wide = this.asBytes && gotos.length <= BYTE_TABLE_MAX_STATES;
+  }
+
+  /** {@link byteTable}, built from the folded table on first use. */
+  private builtByteTable(): Uint16Array {
+    if (this.byteTable) return this.byteTable;
+    const { table } = this;
+    const states = table.length / ALPHABET;
+    const byteTable = new Uint16Array(states * 256);
+    for (let state = 0; state < states; state++) {
+      for (let b = 0; b < 256; b++) {
+        const next = table[state * ALPHABET + FOLD_BYTE[b]!]!;
+        byteTable[state * 256 + b] = ((next & (ACCEPTS - 1)) / ALPHABET) | (next >= ACCEPTS ? BYTE_ACCEPTS : 0);
       }
-      this.byteTable = byteTable;
     }
+    return (this.byteTable = byteTable);
   }
 
   /**
@@ -242,6 +250,7 @@ export class AnchorScanner {
   occursIn(text: string): boolean {
     if (text.length === 0) return false;
     if (!this.asBytes || text.length < BYTE_SCAN_MIN_CHARS) return this.walk(text, 0, text.length, FOUND, true);
+    const byteTable = this.wide ? this.builtByteTable() : undefined;
     const bytes = takeScratch();
     try {
       const overlap = this.longest - 1;
@@ -250,7 +259,7 @@ export class AnchorScanner {
       const advance = BYTE_SCAN_STEP - overlap;
       for (let start = 0; ; start += advance) {
         const n = fill(bytes, text, start);
-        if (this.byteTable ? this.anyInBytesWide(bytes, n, start, overlap, text) : this.anyInBytes(bytes, n, start, overlap, text)) return true;
+        if (byteTable ? this.anyInBytesWide(byteTable, bytes, n, start, overlap, text) : this.anyInBytes(bytes, n, start, overlap, text)) return true;
         if (start + n >= text.length) return false;
       }
     } finally {
@@ -282,8 +291,7 @@ export class AnchorScanner {
    * anchor, a fifth to a quarter less time than two walks through the folded table for prose or
    * base64, about the same for JSON text; one process per variant, three each).
    */
-  private anyInBytesWide(bytes: Buffer, n: number, base: number, overlap: number, text: string): boolean {
-    const table = this.byteTable!;
+  private anyInBytesWide(table: Uint16Array, bytes: Buffer, n: number, base: number, overlap: number, text: string): boolean {
     const quarter = n >>> 2;
     // Too short to split: one walk.
     if (quarter <= overlap) {

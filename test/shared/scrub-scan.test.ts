@@ -125,7 +125,7 @@ describe('one-pass scrubbing (scrub-scan)', () => {
 
   const walkOf = (scanner: AnchorScanner) =>
     (scanner as unknown as { walk(t: string, f: number, to: number, h: (i: number, at: number) => void): boolean }).walk.bind(scanner);
-  const hasByteTable = (scanner: AnchorScanner) => (scanner as unknown as { byteTable?: Uint16Array }).byteTable !== undefined;
+  const hasByteTable = (scanner: AnchorScanner) => (scanner as unknown as { wide: boolean }).wide;
 
   /**
    * The anchors, or with them enough others (`q…z`, never in the tests' texts) that the scanner
