@@ -130,6 +130,27 @@ describe('large messages (issue 6)', () => {
     expect(writes).toEqual([3]);
   });
 
+  it('a burst leaves once the task that wrote it has settled, awaits and all, before the event loop runs anything else', async () => {
+    const { writes, sink } = countingSink();
+    const ping = (id: number) => ({ jsonrpc: '2.0', id, method: 'ping' }) as JSONRPCMessage;
+    const seen = await new Promise<number[]>((resolve) => {
+      // Like a records flush: a check-phase callback whose answers are written along chains of awaits.
+      setImmediate(() => {
+        setImmediate(() => resolve([...writes]));
+        const answer = async (id: number, hops: number) => {
+          for (let i = 0; i < hops; i++) await null;
+          void writeMessage(sink, ping(id), true);
+        };
+        void answer(1, 0);
+        void answer(2, 3);
+        void answer(3, 10);
+        expect(writes).toEqual([]);
+      });
+    });
+    // One write of all three, made before the next callback of the event loop (here the next check phase).
+    expect(seen).toEqual([3]);
+  });
+
   it('the stdio server writes an answer at once when nothing else is to be answered, else with the burst', async () => {
     const stdin = new PassThrough();
     let bytes = 0;
