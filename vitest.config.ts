@@ -1,6 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  // The bin and its bundle loader are CommonJS TypeScript (src/*.cts); Vite's default leaves .cts untransformed.
+  oxc: { include: /\.(m?ts|cts|[jt]sx)$/ },
   test: {
     include: ['test/**/*.test.ts'],
     testTimeout: 30_000,

@@ -75,7 +75,7 @@ const partial =
 const out = resolve(opts.out ?? join(ROOT, 'bench/results', opts.smoke ? 'smoke.json' : partial ? 'partial.json' : 'latest.json'));
 const log = (text) => process.stderr.write(`bench: ${text}\n`);
 
-const cli = join(ROOT, 'dist/cli.js');
+const cli = join(ROOT, 'dist/cli.cjs');
 if (!existsSync(cli)) {
   log(`${cli} is missing: run "npm run build" first (npm run bench does)`);
   process.exit(1);

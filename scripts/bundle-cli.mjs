@@ -4,7 +4,7 @@
 // then trains their V8 code caches (dist/cli.bundle.cache, dist/cli.early.cache) by running the
 // built CLI once: a stdio client lists the tools of one upstream (scripts/code-cache-upstream.mjs)
 // and calls one a few times, and the bin writes the cache of what ran as it exits
-// (MCP_BROKER_CODE_CACHE_OUT; src/cli-bundle.ts loads them). Run by `npm run build` after tsc.
+// (MCP_BROKER_CODE_CACHE_OUT; src/cli-bundle.cts loads them). Run by `npm run build` after tsc.
 //
 // The bundles are ASCII (one-byte strings load and hash fastest), whitespace-minified, with names
 // kept; what is left outside them is listed at OUTSIDE. The first line of each names its build (a
@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
-import { bundleText } from '../dist/cli-bundle.js';
+import { bundleText } from '../dist/cli-bundle.cjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
@@ -111,7 +111,7 @@ for (const { entry, name } of BUNDLES) {
     plugins: [zodEnglishOnly, oneAjvProvider],
     // A bundle runs as a vm.Script, which has no import(): a dynamic import of a package left
     // outside becomes a require (they are all CommonJS). User function modules (ES modules) are
-    // imported through the bin's own import() (src/cli.ts).
+    // imported through the bin's own import() (src/cli.cts).
     supported: { 'dynamic-import': false },
     // The bundles sit in dist/ as version.js does, so `new URL('../package.json', import.meta.url)` still finds package.json.
     define: { 'import.meta.url': '__bundleUrl' },
@@ -120,7 +120,7 @@ for (const { entry, name } of BUNDLES) {
     logLevel: 'warning',
   });
   const body = result.outputFiles[0].text;
-  // The loader reads a bundle as Latin-1 (src/cli-bundle.ts): that is its text only when it is ASCII.
+  // The loader reads a bundle as Latin-1 (src/cli-bundle.cts): that is its text only when it is ASCII.
   const wide = /[^\x00-\x7f]/.exec(body);
   if (wide) throw new Error(`bundle-cli: ${name}.cjs is not ASCII (character U+${wide[0].codePointAt(0).toString(16).padStart(4, '0')} at ${wide.index})`);
   const buildId = createHash('sha256').update(body).digest('hex').slice(0, 32);
@@ -153,7 +153,7 @@ async function train() {
     mkdirSync(out);
     const transport = new StdioClientTransport({
       command: process.execPath,
-      args: [join(dist, 'cli.js'), '--config', config],
+      args: [join(dist, 'cli.cjs'), '--config', config],
       env: { ...process.env, MCP_BROKER_CODE_CACHE_OUT: out, MCP_BROKER_NO_BUNDLE: '' },
       stderr: 'pipe',
     });

@@ -79,7 +79,7 @@ start_broker() {
     config.broker = { ...(config.broker || {}), records: { path: out + "/calls.ndjson" }, dataDir: out + "/data" };
     fs.writeFileSync(out + "/servers.json", JSON.stringify(config, null, 2));
   ' "$ROOT/test/conformance/$name.json" "$ROOT/test/conformance" "$TMP/$name"
-  node dist/cli.js --config "$TMP/$name/servers.json" --transport http --host 127.0.0.1 --port 0 --log-level warn 2>"$BROKER_LOG" &
+  node dist/cli.cjs --config "$TMP/$name/servers.json" --transport http --host 127.0.0.1 --port 0 --log-level warn 2>"$BROKER_LOG" &
   BROKER_PID=$!
   URL=""
   for _ in $(seq 1 300); do

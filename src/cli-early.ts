@@ -1,5 +1,5 @@
 /**
- * The CLI's early start, bundled on its own (`dist/cli.early.cjs`, cli-bundle.ts): the bin runs
+ * The CLI's early start, bundled on its own (`dist/cli.early.cjs`, cli-bundle.cts): the bin runs
  * it before the program's bundle loads, so the stdio upstreams of a `serve` command line start
  * about as soon as Node has booted (upstream/early-spawn.ts). Run for its effect.
  */

@@ -1,7 +1,7 @@
 /**
  * The `mcp-broker` program: argv → config → gateway → transport. The only place that exits the
  * process. Exit codes (DESIGN.md "Contract"): 0 clean shutdown, 2 bad config or options, 1
- * anything else. Started by the bin (`cli.ts`), from the CLI bundle or from this module.
+ * anything else. Started by the bin (`cli.cts`), from the CLI bundle or from this module.
  */
 import { Console } from 'node:console';
 import { realpathSync } from 'node:fs';
@@ -12,7 +12,7 @@ import type { LoadedConfig } from './config/load.js';
 import type { Gateway } from './gateway.js';
 import type { ModuleImporter } from './router/modules.js';
 import type { Logger } from './shared/logger.js';
-import { cliStart } from './cli-bundle.js';
+import { cliStart } from './cli-bundle.cjs';
 import { shellQuote } from './shared/shell-quote.js';
 import { handOverSignals } from './upstream/child-transport.js';
 import { SERVE_OPTIONS, type ServeOption } from './serve-options.js';
@@ -65,7 +65,7 @@ const processIo = async () => (await import('./commands/io.js')).processIo;
 export async function main(options: CliOptions = {}): Promise<void> {
   const argv = options.argv ?? process.argv;
   // The stdio upstreams of a `serve` command line were started by the bin before this program
-  // loaded (cli.ts, upstream/early-spawn.ts). The gateway, the transports and the commands load
+  // loaded (cli.cts, upstream/early-spawn.ts). The gateway, the transports and the commands load
   // when used.
   lib = await loadLibraries();
   const { Command, InvalidArgumentError, LOG_LEVELS, Option, Scrubber, VERSION, createLogger, prespawnUpstreams } = lib;

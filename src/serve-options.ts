@@ -1,6 +1,6 @@
 /**
  * The options of `mcp-broker serve`, declared once. The CLI builds its commander options from
- * {@link SERVE_OPTIONS} (`cli.ts`); the early start of the stdio upstreams reads a command line
+ * {@link SERVE_OPTIONS} (`cli-main.ts`); the early start of the stdio upstreams reads a command line
  * with the same table through `node:util` `parseArgs` ({@link serveConfigPath}), before
  * commander loads. Imports nothing heavy (cold start, issue 6).
  */

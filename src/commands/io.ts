@@ -1,4 +1,4 @@
-/** Where a command writes: stdout for its answer, stderr for problems. Commands never exit; `cli.ts` does. */
+/** Where a command writes: stdout for its answer, stderr for problems. Commands never exit; `cli-main.ts` does. */
 export interface CommandIo {
   readonly stdout: { write(text: string): unknown };
   readonly stderr: { write(text: string): unknown };

@@ -59,7 +59,7 @@ const STDERR_PARTIAL_CHARS = 8192;
 /**
  * What this module keeps for the whole process, shared by every copy of it the process loads: the
  * CLI's early start runs from a small bundle of its own before the program's bundle loads
- * (cli-bundle.ts), and both must see the same children, exit hook and held signals.
+ * (cli-bundle.cts), and both must see the same children, exit hook and held signals.
  */
 interface ProcessChildren {
   /** Every live child's pid, so a last-resort exit hook can end their process groups. */

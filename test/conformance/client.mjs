@@ -6,7 +6,7 @@
 // MCP_CONFORMANCE_PROTOCOL_VERSION and scenario data in MCP_CONFORMANCE_CONTEXT.
 //
 // We put the broker between that test server and a client: the server is the broker's only
-// upstream (Streamable HTTP, `prefix: false`), the broker (dist/cli.js, so build first) is served
+// upstream (Streamable HTTP, `prefix: false`), the broker (dist/cli.cjs, so build first) is served
 // on stdio to an SDK v2 client that performs the scenario. What the test server grades is then
 // what the broker sends upstream. The client's per-scenario steps follow the TypeScript SDK's own
 // conformance client (modelcontextprotocol/typescript-sdk, test/conformance/src/everythingClient.ts,
@@ -177,7 +177,7 @@ async function main() {
       await client.connect(
         new StdioClientTransport({
           command: process.execPath,
-          args: [join(ROOT, 'dist', 'cli.js'), '--config', config, '--log-level', 'warn'],
+          args: [join(ROOT, 'dist', 'cli.cjs'), '--config', config, '--log-level', 'warn'],
           stderr: 'inherit',
         }),
       );

@@ -10,7 +10,7 @@ export function brokerUpstream(more: Record<string, unknown> = {}): Record<strin
   return nodeServer(fixture('broker-upstream.mjs'), { inheritEnv: ['FIXTURE_LOG'], ...more });
 }
 
-/** Runs `node dist/cli.js <args>` to completion. */
+/** Runs `node dist/cli.cjs <args>` to completion. */
 export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, timeout: 30_000 }, (err, stdout, stderr) => {

@@ -4,12 +4,16 @@
  * accepts on the Node that built them;
  * what only the module tree could do still works from the bundle: a user function module is
  * imported (through the bin's own `import()`), and `MCP_BROKER_NO_BUNDLE=1` runs the modules.
+ * The bin is CommonJS (`dist/cli.cjs`): on Node 20 a start from the bundles sets up no ES module
+ * machinery; `dist/cli.js`, the bin's earlier name, runs the same program.
  */
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
-import { fixture, nodeServer, ROOT, startBroker, waitFor, type StartedBroker } from './helpers.js';
+import { CLI, fixture, nodeServer, ROOT, spawnRawBroker, startBroker, waitFor, type StartedBroker } from './helpers.js';
 
 const outcome = (r: { _meta?: unknown }) => (r._meta as Record<string, unknown> | undefined)?.['mcp-broker/outcome'];
 
@@ -69,5 +73,40 @@ describe('the CLI bundle (e2e)', () => {
     const result = (await broker.client.callTool({ name: 'echo__echo', arguments: { text: 'hi' } })) as CallToolResult;
     expect(outcome(result)).toBe('ok');
     expect(await waitFor(() => startOf(broker!.stderr()), 'the program started line')).toEqual({ from: 'modules', why: 'disabled' });
+  });
+
+  // Node 20 sets up its ES module loader (~5 ms) before the first line of an ES module entry runs;
+  // later lines do it for a CommonJS entry as well, so there is nothing to tell apart.
+  it.runIf(Number(process.versions.node.split('.')[0]) === 20)('on Node 20 the bin, a CommonJS file, serves from the bundles without setting up ES modules', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-esm-setup-'));
+    const log = join(dir, 'esm.log');
+    const raw = spawnRawBroker({
+      servers: { echo: nodeServer(fixture('echo.mjs')) },
+      env: { ESM_SETUP_LOG: log, NODE_OPTIONS: `--require=${join(fixture('hooks'), 'esm-setup.cjs')}` },
+    });
+    try {
+      await raw.initialize();
+      const answer = await raw.request(2, 'tools/call', { name: 'echo__echo', arguments: { text: 'hi' } });
+      expect(outcome(answer.result as CallToolResult)).toBe('ok');
+      await raw.close();
+      expect(readFileSync(log, 'utf8')).toBe('cli.cjs: none\n');
+    } finally {
+      await raw.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the bin is dist/cli.cjs; dist/cli.js runs the same program, exit codes and all', () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { bin: Record<string, string> };
+    expect(join(ROOT, pkg.bin['mcp-broker']!)).toBe(CLI);
+    const run = (file: string, args: string[]) => spawnSync(process.execPath, [join(ROOT, 'dist', file), ...args], { encoding: 'utf8', timeout: 20_000 });
+    const version = run('cli.js', ['--version']);
+    expect(version.status).toBe(0);
+    expect(version.stdout).toBe(run('cli.cjs', ['--version']).stdout);
+    const missing = join(tmpdir(), 'mcp-broker-no-such-dir', 'servers.json');
+    const bad = run('cli.js', ['check', '--config', missing]);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('cannot read');
+    expect(bad.stderr).toBe(run('cli.cjs', ['check', '--config', missing]).stderr);
   });
 });

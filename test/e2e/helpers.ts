@@ -1,5 +1,5 @@
 /**
- * Shared end-to-end helpers: spawn the built CLI (`node dist/cli.js --config <tmp servers.json>`)
+ * Shared end-to-end helpers: spawn the built CLI (`node dist/cli.cjs --config <tmp servers.json>`)
  * with a temp config and records file, and connect to it either with an SDK `Client`
  * ({@link startBroker}) or with raw pipes ({@link spawnRawBroker}).
  *
@@ -18,7 +18,7 @@ import type { ClientCapabilities } from '@modelcontextprotocol/client';
 /** The repository root. */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 /** The built CLI. */
-export const CLI = join(ROOT, 'dist/cli.js');
+export const CLI = join(ROOT, 'dist/cli.cjs');
 
 /** Absolute path of `test/fixtures/<name>`. */
 export function fixture(name: string): string {

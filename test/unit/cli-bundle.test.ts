@@ -1,5 +1,5 @@
 /**
- * Issue 19 (cold start): which program the bin runs (src/cli-bundle.ts). The bundle when it is
+ * Issue 19 (cold start): which program the bin runs (src/cli-bundle.cts). The bundle when it is
  * there and not older than the modules, with its code cache only when the cache was made for
  * that very bundle and V8 takes it; the module tree otherwise. Each case builds a small bundle
  * of its own in a temp folder (the real one is exercised by every end-to-end test and by
@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Script } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bundleText, cliStart, EARLY_BUNDLE, loadCliBundle, PROGRAM_BUNDLE, writeCodeCache } from '../../src/cli-bundle.js';
+import { bundleText, cliStart, EARLY_BUNDLE, loadCliBundle, PROGRAM_BUNDLE, writeCodeCache } from '../../src/cli-bundle.cjs';
 
 const BUNDLE_FILE = `${PROGRAM_BUNDLE}.cjs`;
 const CODE_CACHE_FILE = `${PROGRAM_BUNDLE}.cache`;

@@ -99,9 +99,9 @@ export function loadCliBundle(dir: string, env: NodeJS.ProcessEnv = process.env)
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
-  const { exports, cache } = runBundle(dir, PROGRAM_BUNDLE, cacheOut);
+  const { exports: program, cache } = runBundle(dir, PROGRAM_BUNDLE, cacheOut);
   note({ from: 'bundle', cache, ...(early !== undefined && { early }) });
-  return { program: exports as CliProgram, earlyStarted: early !== undefined };
+  return { program: program as CliProgram, earlyStarted: early !== undefined };
 }
 
 /** Evaluates `dir/<name>.cjs` as a CommonJS module with its code cache when that fits; writes the cache to `cacheOut` at exit when given. */
@@ -114,9 +114,10 @@ function runBundle(dir: string, name: string, cacheOut: string | undefined): { e
   const script = new Script(source, { filename: file, cachedData });
   const cache: CacheState = cachedData === undefined ? 'absent' : script.cachedDataRejected ? 'rejected' : 'accepted';
   if (cacheOut && buildId !== undefined) process.once('exit', () => writeCodeCache(join(cacheOut, `${name}.cache`), buildId, script.createCachedData()));
-  const module = { exports: {} as unknown };
-  (script.runInThisContext() as (...args: unknown[]) => void)(module.exports, createRequire(file), module, file, dir);
-  return { exports: module.exports, cache };
+  // Named so as not to hide this CommonJS module's own `exports` and `module`.
+  const bundleModule = { exports: {} as unknown };
+  (script.runInThisContext() as (...args: unknown[]) => void)(bundleModule.exports, createRequire(file), bundleModule, file, dir);
+  return { exports: bundleModule.exports, cache };
 }
 
 /** The V8 data of the cache at `path` when it was made for build `buildId`; undefined otherwise. */
