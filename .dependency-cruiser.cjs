@@ -1,12 +1,12 @@
 /**
  * The one-way arrows of DESIGN.md "Folders", checked by test/architecture.test.ts (`npm test`)
- * and by `npx depcruise src`. Layers, top to bottom: the CLI (`cli.ts`, `cli-main.ts`, `cli-bundle.ts`, `cli-early.ts`, `commands/`, `index.ts`)
+ * and by `npx depcruise src`. Layers, top to bottom: the CLI (`cli.cts` and `cli.ts`, `cli-main.ts`, `cli-bundle.cts`, `cli-early.ts`, `commands/`, `index.ts`)
  * → `transports/` → `gateway.ts` → `builtins/`, `flows/`, `tasks/` (callers of the broker path)
  * → `broker/` → `router/` → `upstream/` → the bottom (`wire/`, `store/`, `audit/`, `config/`,
  * `shared/`). A folder may import its own layer and any
  * below it, never one above. Type-only imports count: a type is a dependency too.
  */
-const TOP = '^src/(cli|cli-main|cli-bundle|cli-early|index)\\.ts$|^src/commands/';
+const TOP = '^src/(cli|cli-main|cli-bundle|cli-early|index)\\.c?ts$|^src/commands/';
 const CALLERS = '^src/(builtins|flows|tasks)/';
 const layers = [
   { name: 'transports', path: '^src/transports/', above: [TOP] },

@@ -25,9 +25,21 @@ async function run(): Promise<void> {
   await program.main({ importModule });
 }
 
-// A rejection ends the process as an uncaught one at the top of an ES module would (exit code 1).
-run().catch((err: unknown) => {
-  process.nextTick(() => {
-    throw err;
-  });
+// Ends as an ES module entry's top-level await would: a rejection as an uncaught exception (exit
+// code 1, the error printed); a program that never settles and leaves nothing to wait for with
+// exit code 13, not as a success.
+let running = true;
+process.once('beforeExit', () => {
+  if (running) process.exitCode ??= 13;
 });
+run().then(
+  () => {
+    running = false;
+  },
+  (err: unknown) => {
+    running = false;
+    process.nextTick(() => {
+      throw err;
+    });
+  },
+);

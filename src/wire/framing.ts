@@ -186,7 +186,9 @@ export function serializeMessage(message: JSONRPCMessage): string {
  * requests to answer: it is not waiting on this message alone), the first waits for that flush
  * too, so a stream under load takes one system call per burst instead of two (issue 19). A burst
  * is what one callback of the event loop writes: the requests one chunk from the client turns
- * into, the answers one records flush releases. Resolves once the stream took every byte
+ * into, the answers one records flush releases. (Writes of several callbacks in one poll phase,
+ * such as many HTTP requests to one stdio upstream, leave in a write each: the trade for answers
+ * that no longer wait for the next check phase.) Resolves once the stream took every byte
  * (backpressure); rejects on a write error.
  */
 export function writeMessage(stream: NodeJS.WritableStream & Partial<Writable>, message: JSONRPCMessage, busy = false): Promise<void> {
@@ -213,9 +215,11 @@ export function writeMessage(stream: NodeJS.WritableStream & Partial<Writable>, 
 
 /**
  * Runs `fn` once the current task (the event loop's callback now running) has settled: after
- * every microtask queued so far and every one they queue in turn (a chain of awaits of any
- * depth), before the event loop runs anything else. A `process.nextTick` queued from a microtask
- * waits until V8's microtask queue is empty. Answers released by a records flush (a
+ * every microtask queued so far and every one they queue in turn (a chain of awaits of promises
+ * settled by microtasks, however deep), before the event loop runs anything else. A
+ * `process.nextTick` queued from a microtask waits until V8's microtask queue is empty. A chain
+ * that waits on a `nextTick` (a stream's write callback, an event emitted in a tick) resumes
+ * after `fn`: its writes then leave in a second `writev` of the same phase. Answers released by a records flush (a
  * `setImmediate`) thus leave in the same check phase, not after the next poll of I/O as a
  * `setImmediate` of their own would (issue 19; measured in bench/README.md).
  */

@@ -8,11 +8,12 @@
  * machinery; `dist/cli.js`, the bin's earlier name, runs the same program.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
+import { bundleText } from '../../src/cli-bundle.cjs';
 import { CLI, fixture, nodeServer, ROOT, spawnRawBroker, startBroker, waitFor, type StartedBroker } from './helpers.js';
 
 const outcome = (r: { _meta?: unknown }) => (r._meta as Record<string, unknown> | undefined)?.['mcp-broker/outcome'];
@@ -82,7 +83,7 @@ describe('the CLI bundle (e2e)', () => {
     const log = join(dir, 'esm.log');
     const raw = spawnRawBroker({
       servers: { echo: nodeServer(fixture('echo.mjs')) },
-      env: { ESM_SETUP_LOG: log, NODE_OPTIONS: `--require=${join(fixture('hooks'), 'esm-setup.cjs')}` },
+      env: { ESM_SETUP_LOG: log, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require=${join(fixture('hooks'), 'esm-setup.cjs')}`.trim() },
     });
     try {
       await raw.initialize();
@@ -108,5 +109,29 @@ describe('the CLI bundle (e2e)', () => {
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain('cannot read');
     expect(bad.stderr).toBe(run('cli.cjs', ['check', '--config', missing]).stderr);
+  });
+
+  it('the bin ends as an ES module entry would: a failing program with its error and exit code 1, one that never settles with 13', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-bin-'));
+    try {
+      // The built bin and its loader, beside bundles of our own (no cache: compiled from their text).
+      for (const file of ['cli.cjs', 'cli-bundle.cjs']) copyFileSync(join(ROOT, 'dist', file), join(dir, file));
+      writeFileSync(join(dir, 'cli-main.js'), '');
+      writeFileSync(join(dir, 'cli.early.cjs'), bundleText('0123456789abcdef', '')); // starts nothing
+      const runWith = (body: string) => {
+        writeFileSync(join(dir, 'cli.bundle.cjs'), bundleText('0123456789abcdef', body));
+        return spawnSync(process.execPath, [join(dir, 'cli.cjs'), '--version'], { encoding: 'utf8', timeout: 20_000 });
+      };
+      const failing = runWith("exports.main = async () => { throw new Error('the program failed here'); };");
+      expect(failing.status).toBe(1);
+      expect(failing.stderr).toContain('Error: the program failed here');
+      const unsettled = runWith('exports.main = () => new Promise(() => {});');
+      expect(unsettled.status).toBe(13);
+      const fine = runWith("exports.main = async () => { process.stdout.write('ran\\n'); };");
+      expect(fine.status).toBe(0);
+      expect(fine.stdout).toBe('ran\n');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

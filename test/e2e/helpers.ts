@@ -3,7 +3,7 @@
  * with a temp config and records file, and connect to it either with an SDK `Client`
  * ({@link startBroker}) or with raw pipes ({@link spawnRawBroker}).
  *
- * Build first (`npx tsc -p .`); every helper here uses `dist/`, never `src/`.
+ * Build first (`npm run build`: tsc, then the CLI bundles); every helper here uses `dist/`, never `src/`.
  * Temp folders live in `os.tmpdir()` and are removed by `close()`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
