@@ -217,11 +217,11 @@ export function writeMessage(stream: NodeJS.WritableStream & Partial<Writable>, 
  * Runs `fn` once the current task (the event loop's callback now running) has settled: after
  * every microtask queued so far and every one they queue in turn (a chain of awaits of promises
  * settled by microtasks, however deep), before the event loop runs anything else. A
- * `process.nextTick` queued from a microtask waits until V8's microtask queue is empty. A chain
- * that waits on a `nextTick` (a stream's write callback, an event emitted in a tick) resumes
- * after `fn`: its writes then leave in a second `writev` of the same phase. Answers released by a records flush (a
- * `setImmediate`) thus leave in the same check phase, not after the next poll of I/O as a
- * `setImmediate` of their own would (issue 19; measured in bench/README.md).
+ * `process.nextTick` queued from a microtask waits until V8's microtask queue is empty. Answers
+ * released by a records flush (a `setImmediate`) thus leave in the same check phase, not after
+ * the next poll of I/O as a `setImmediate` of their own would (issue 19; measured in
+ * bench/README.md). A chain that waits on a `nextTick` (a stream's write callback, an event
+ * emitted in a tick) resumes after `fn`: its writes leave in a second `writev` of the same phase.
  */
 function afterTaskSettles(fn: () => void): void {
   queueMicrotask(() => process.nextTick(fn));
