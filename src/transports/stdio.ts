@@ -4,7 +4,8 @@
  * `initialize` (or any message without the 2026-07-28 `_meta` envelope) pins a legacy session;
  * a request carrying the envelope (`server/discover` first, as a negotiating client probes)
  * pins a modern instance, one for the connection, each request its own caller
- * (`session.ts`). Upstreams are dialled as the client's `initialize`, or its first enveloped
+ * (`session.ts`), each later request refused -32022 when it names a revision not served
+ * (`unsupportedRevisionAnswer`, era.ts). Upstreams are dialled as the client's `initialize`, or its first enveloped
  * request, arrives, offered exactly the capabilities it declared; when stdin is a terminal (no
  * client), they are dialled at once so the banner can report them.
  *
@@ -22,7 +23,7 @@ import type { Gateway } from '../gateway.js';
 import { ShuttingDown } from '../broker/deadline.js';
 import { messageOf } from '../shared/errors.js';
 import { StdioEntryLane } from '../wire/stdio-entry-lane.js';
-import { envelopeCapabilities } from './era.js';
+import { envelopeCapabilities, unsupportedRevisionAnswer } from './era.js';
 import { guardRequestShapes } from './request-shape.js';
 import { DownstreamSession } from './session.js';
 import { StdioServerTransport } from './stdio-server.js';
@@ -94,6 +95,11 @@ export async function serveStdio(
   // naming tasks waits for its ids to be looked up.
   let held: Promise<void> | undefined;
   transport.onmessage = (message) => {
+    // Each request of a modern connection is accepted or refused on its own revision (-32022).
+    if (current?.era === 'modern') {
+      const refusal = unsupportedRevisionAnswer(message);
+      if (refusal) return void send(refusal).catch(() => undefined);
+    }
     const caps = envelopeCapabilities(message);
     if (caps) start(caps);
     const deliver = () => {
