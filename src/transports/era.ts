@@ -13,7 +13,7 @@
  *   it with -32602 / -32020 / -32022); {@link isModernSessionOperation} picks out the `GET` and
  *   `DELETE` of a modern client (405).
  */
-import { CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY, ProtocolErrorCode, classifyInboundRequest } from '@modelcontextprotocol/server';
+import { CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY, UnsupportedProtocolVersionError, classifyInboundRequest } from '@modelcontextprotocol/server';
 import type { ClientCapabilities, JSONRPCMessage } from '@modelcontextprotocol/server';
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -54,24 +54,23 @@ export const MODERN_REVISIONS: readonly string[] = [MODERN_REVISION];
 
 /**
  * The answer to a request whose envelope claim names a revision not served as modern: -32022
- * `Unsupported protocol version` with `data: {supported, requested}`, as the SDK's entry answers a
- * connection's first request. Undefined for a notification, a message without the claim, a claim
- * that is not a string (the envelope check answers that, -32602), or a served revision. The spec
- * (`basic/versioning.mdx`) has the server accept or reject each request on its own; over stdio the
- * SDK's `serveStdio` checks the version at the request that picks the era only, so the stdio
- * face asks this of every later request of a modern connection (`transports/stdio.ts`).
+ * `Unsupported protocol version` with `data: {supported, requested}` (the SDK's
+ * `UnsupportedProtocolVersionError`, as its entries answer). Undefined for a notification or a
+ * response, a message without the claim, a claim that is not a string (the envelope check answers
+ * that, -32602), or a served revision. The spec (`basic/versioning.mdx`) has the server accept or
+ * refuse each request on its own; over stdio the SDK's `serveStdio` checks the requests that open
+ * the connection, until one picks the era, and none after, so the stdio face asks this of every
+ * request after the first (`transports/stdio.ts`). It asks before the envelope is checked: a
+ * request naming a revision not served and missing a field is -32022 there, -32602 as the first.
  */
 export function unsupportedRevisionAnswer(message: unknown): JSONRPCMessage | undefined {
   const claim = claimOf(message);
-  const id = (message as { id?: unknown }).id;
-  if (!claim || (typeof id !== 'string' && typeof id !== 'number')) return undefined;
+  const { id, method } = message as { id?: unknown; method?: unknown };
+  if (!claim || typeof method !== 'string' || (typeof id !== 'string' && typeof id !== 'number')) return undefined;
   const requested = claim[PROTOCOL_VERSION_META_KEY];
   if (typeof requested !== 'string' || MODERN_REVISIONS.includes(requested)) return undefined;
-  return {
-    jsonrpc: '2.0',
-    id,
-    error: { code: ProtocolErrorCode.UnsupportedProtocolVersion, message: `Unsupported protocol version: ${requested}`, data: { supported: [...MODERN_REVISIONS], requested } },
-  } as JSONRPCMessage;
+  const refusal = new UnsupportedProtocolVersionError({ supported: [...MODERN_REVISIONS], requested });
+  return { jsonrpc: '2.0', id, error: { code: refusal.code, message: refusal.message, data: refusal.data } } as JSONRPCMessage;
 }
 
 /** A header as the web `Headers` the SDK reads would give it: repeated values joined with `, `. */

@@ -4,8 +4,8 @@
  * `initialize` (or any message without the 2026-07-28 `_meta` envelope) pins a legacy session;
  * a request carrying the envelope (`server/discover` first, as a negotiating client probes)
  * pins a modern instance, one for the connection, each request its own caller
- * (`session.ts`), each later request refused -32022 when it names a revision not served
- * (`unsupportedRevisionAnswer`, era.ts). Upstreams are dialled as the client's `initialize`, or its first enveloped
+ * (`session.ts`); every request after the first is refused -32022 when it names a revision not
+ * served (`unsupportedRevisionAnswer`, era.ts). Upstreams are dialled as the client's `initialize`, or its first enveloped
  * request, arrives, offered exactly the capabilities it declared; when stdin is a terminal (no
  * client), they are dialled at once so the banner can report them.
  *
@@ -94,11 +94,16 @@ export async function serveStdio(
   // for the start to settle, and what arrives after it waits behind it (order kept). A listen
   // naming tasks waits for its ids to be looked up.
   let held: Promise<void> | undefined;
+  // Every request after the first is accepted or refused on its own revision (-32022): the SDK's
+  // entry checks the ones that open the connection, until one picks the era, and queues the rest
+  // meanwhile (a modern instance is built only once the upstreams' surface is known), then none.
+  let opened = false;
   transport.onmessage = (message) => {
-    // Each request of a modern connection is accepted or refused on its own revision (-32022).
-    if (current?.era === 'modern') {
+    if (opened) {
       const refusal = unsupportedRevisionAnswer(message);
       if (refusal) return void send(refusal).catch(() => undefined);
+    } else if (typeof (message as { method?: unknown }).method === 'string' && (message as { id?: unknown }).id !== undefined) {
+      opened = true;
     }
     const caps = envelopeCapabilities(message);
     if (caps) start(caps);
