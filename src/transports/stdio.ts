@@ -5,9 +5,10 @@
  * a request carrying the envelope (`server/discover` first, as a negotiating client probes)
  * pins a modern instance, one for the connection, each request its own caller
  * (`session.ts`); every request after the first is refused -32022 when it names a revision not
- * served (`unsupportedRevisionAnswer`, era.ts). Upstreams are dialled as the client's `initialize`, or its first enveloped
- * request, arrives, offered exactly the capabilities it declared; when stdin is a terminal (no
- * client), they are dialled at once so the banner can report them.
+ * served (`unsupportedRevisionAnswer`, era.ts). Upstreams are dialled as the client's
+ * `initialize`, or its first enveloped request, arrives, offered exactly the capabilities it
+ * declared; when stdin is a terminal (no client), they are dialled at once so the banner can
+ * report them.
  *
  * Kept for both eras: the transport's BOM handling, backpressure and drain (on stdin EOF the
  * requests received are answered, within `broker.drainTimeoutMs`, before `closed` resolves),
