@@ -294,14 +294,7 @@ export class AnchorScanner {
   private anyInBytesWide(table: Uint16Array, bytes: Buffer, n: number, base: number, overlap: number, text: string): boolean {
     const quarter = n >>> 2;
     // Too short to split: one walk.
-    if (quarter <= overlap) {
-      let s = 0;
-      for (let i = 0; i < n; i++) {
-        s = table[(s << 8) | bytes[i]!]!;
-        if (s >= BYTE_ACCEPTS && this.report((s &= BYTE_ACCEPTS - 1) * ALPHABET, base + i, text, FOUND, true, true)) return true;
-      }
-      return false;
-    }
+    if (quarter <= overlap) return this.walkBytesWide(table, bytes, 0, n, 0, base, text);
     // The walks read bytes [0, length), [s1, s1 + length), [s2, …) and [s3, s3 + length), the last
     // ending at 4 × quarter ≤ n; the last walk then goes on to n.
     const length = quarter + overlap;
@@ -331,9 +324,15 @@ export class AnchorScanner {
       k++;
     }
     // The last walk's rest, past 4 × quarter.
-    for (let j = s3 + length; j < n; j++) {
-      d = table[(d << 8) | bytes[j]!]!;
-      if (d >= BYTE_ACCEPTS && this.report((d &= BYTE_ACCEPTS - 1) * ALPHABET, base + j, text, FOUND, true, true)) return true;
+    return this.walkBytesWide(table, bytes, s3 + length, n, d, base, text);
+  }
+
+  /** One walk through the byte table over `bytes[from, to)` from `state`: whether a real occurrence ends there. */
+  private walkBytesWide(table: Uint16Array, bytes: Buffer, from: number, to: number, state: number, base: number, text: string): boolean {
+    let s = state;
+    for (let i = from; i < to; i++) {
+      s = table[(s << 8) | bytes[i]!]!;
+      if (s >= BYTE_ACCEPTS && this.report((s &= BYTE_ACCEPTS - 1) * ALPHABET, base + i, text, FOUND, true, true)) return true;
     }
     return false;
   }
