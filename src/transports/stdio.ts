@@ -85,6 +85,7 @@ export async function serveStdio(
   const send = transport.send.bind(transport);
   const taskListens = new TaskStatusListens(gateway, 'local', (m) => void send(m));
   transport.send = (message) => {
+    subscriptions.answered(message);
     const { message: out, written } = taskListens.outbound(message);
     const sent = send(out);
     written?.();

@@ -6,7 +6,9 @@
  * upstream serves, or one the policy denies the principal or would ask about, which a listen
  * cannot, is taken out, so the acknowledgement leaves it out too), and the broker subscribes upstream (`Gateway.subscribe`, counted across
  * sessions) for the rest while the listen is open. It ends on `notifications/cancelled` naming
- * the listen's id (stdio), its response stream closing (HTTP), or {@link ListenSubscriptions.close}.
+ * the listen's id or a response to it (stdio: the entry refusing or ending it,
+ * {@link ListenSubscriptions.answered}), its response stream closing (HTTP), or
+ * {@link ListenSubscriptions.close}.
  *
  * `list_changed` needs nothing here: the gateway's events reach the entry's router
  * (`session.ts` on stdio, the handler's notifier over HTTP), which filters per subscription.
@@ -50,6 +52,17 @@ export class ListenSubscriptions {
     this.open.set(key, uris);
     for (const uri of uris) void this.gateway.resources.subscribe(uri).catch(() => undefined);
     return key;
+  }
+
+  /**
+   * Looks at one outbound message: a response to an open listen ends it. The entry answers a
+   * listen it refuses (-32602 for a malformed filter) or has nothing to honour with at once, after
+   * {@link observe} subscribed upstream for it; no cancellation follows such an answer.
+   */
+  answered(message: unknown): void {
+    if (this.open.size === 0 || !isObject(message) || 'method' in message || !('result' in message || 'error' in message)) return;
+    const id = message.id;
+    if (typeof id === 'string' || typeof id === 'number') void this.end(keyOf(id));
   }
 
   /** Closes one listen: the broker's upstream subscriptions for it are dropped. */
