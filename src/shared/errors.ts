@@ -56,3 +56,20 @@ export function messageOf(err: unknown): string {
   const text = err instanceof Error ? err.message : String(err);
   return text.replace(/\s*\n\s*/g, ' ').trim();
 }
+
+/**
+ * {@link messageOf}, followed by what the errors in its `cause` chain (up to four deep) add:
+ * `fetch failed (connect ECONNREFUSED 127.0.0.1:9)` where Node's fetch says only `fetch failed`.
+ * A cause whose message the text already holds adds nothing.
+ */
+export function messageWithCauses(err: unknown): string {
+  const text = messageOf(err);
+  const added: string[] = [];
+  let cause = err instanceof Error ? err.cause : undefined;
+  for (let depth = 0; depth < 4 && cause !== undefined && cause !== null; depth++) {
+    const line = messageOf(cause);
+    if (line && !text.includes(line) && !added.includes(line)) added.push(line);
+    cause = cause instanceof Error ? cause.cause : undefined;
+  }
+  return added.length ? `${text} (${added.join('; ')})` : text;
+}

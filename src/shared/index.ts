@@ -1,4 +1,4 @@
-export { BrokerError, ConfigError, messageOf, problemLine, type ConfigProblem } from './errors.js';
+export { BrokerError, ConfigError, messageOf, messageWithCauses, problemLine, type ConfigProblem } from './errors.js';
 export { type Clock, systemClock, ManualClock } from './clock.js';
 export { newCallId, newSessionId } from './ids.js';
 export { createLogger, silentLogger, LOG_LEVELS, type Logger } from './logger.js';

@@ -5,7 +5,7 @@
 import { SSEClientTransport, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import type { Scrubber } from '../shared/scrub.js';
-import { BrokerError, messageOf } from '../shared/errors.js';
+import { BrokerError, messageOf, messageWithCauses } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { httpStatusOf } from '../shared/sdk-errors.js';
 import { callStreamLogFetch, type CallStreamLogSinks } from '../wire/call-stream-logs.js';
@@ -74,7 +74,9 @@ export async function createUpstreamTransport(options: UpstreamTransportOptions)
 
 /**
  * The status a failed dial leaves: the broker's own error code, `http_status` with the HTTP
- * status of an HTTP upstream's refusal, else `connect_failed`. For a stdio child the message
+ * status of an HTTP upstream's refusal, else `connect_failed`, whose message for a URL upstream
+ * ends with what the error's causes add (the refused connection behind `fetch failed`), scrubbed
+ * with `scrub`. For a stdio child the message
  * says why from the child's side: `exited with code 1 before it was ready: <line>` when it died,
  * else the dial's error followed by `(stderr: <line>)`, where `<line>` is the stderr line that
  * states the error ({@link ChildProcessTransport.stderrLine}), not merely the last one, scrubbed
@@ -90,7 +92,8 @@ export function dialFailure(err: unknown, transport: Transport | undefined, scru
   if (httpStatus !== undefined && transport !== undefined && !(transport instanceof ChildProcessTransport)) {
     return { state: 'failed', errorCode: 'http_status', httpStatus, message };
   }
-  if (!(transport instanceof ChildProcessTransport)) return { state: 'failed', errorCode: 'connect_failed', message };
+  // Node's fetch says only `fetch failed`; the refused or unresolved connection is in its cause.
+  if (!(transport instanceof ChildProcessTransport)) return { state: 'failed', errorCode: 'connect_failed', message: scrub(messageWithCauses(err)) };
   const stderr = transport.stderrLine;
   const line = stderr === undefined ? undefined : shownStderrLine(stderr, scrub);
   const exit = transport.exitDescription;

@@ -5,6 +5,7 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CLI, fixture, nodeServer, writeConfig } from '../e2e/helpers.js';
@@ -45,6 +46,19 @@ describe('mcp-broker check', () => {
     // Nothing was served, so nothing was recorded; the logs stay quiet by default.
     expect(existsSync(run.recordsPath)).toBe(false);
     expect(run.stderr).toBe('');
+  }, 40_000);
+
+  it('a URL with nothing listening names the refused connection, not only fetch failed', async () => {
+    // A port just freed: nothing listens on it.
+    const port = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as AddressInfo;
+        server.close(() => resolve(port));
+      });
+    });
+    const run = await check({ web: { url: `http://127.0.0.1:${port}/mcp` } });
+    expect(run.code).toBe(1);
+    expect(run.stdout).toMatch(new RegExp(`^web\\s+failed\\s+0\\s+.*fetch failed \\(connect ECONNREFUSED 127\\.0\\.0\\.1:${port}\\)$`, 'm'));
   }, 40_000);
 
   it('with only healthy servers it exits 0', async () => {
