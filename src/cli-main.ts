@@ -356,13 +356,16 @@ function printBanner(gateway: Gateway): void {
     const state = u.status.state === 'ready' ? `ready, ${tools} tools` : `${u.status.state}${u.status.message ? `: ${u.status.message}` : ''}`;
     lines.push(`  ${u.name.padEnd(16)} ${state}`);
   }
+  // The total also holds the broker's own tools (reconnect, the estate, tasks, local functions), not listed above.
+  const listed = gateway.router.list();
+  const own = listed.filter((t) => !gateway.registry.roster.tools.has(t.name)).length;
   lines.push(
     '',
-    `  ${gateway.router.list().length} tools in all.`,
+    `  ${listed.length} tools in all: ${listed.length - own} from the servers above, ${own} of the broker's own.`,
     '',
     'stdin is a terminal, so no MCP client is attached. To connect one:',
     `  - Claude Desktop / Cursor: add {"command": "node", "args": [${JSON.stringify(cli)}, "--config", ${JSON.stringify(config)}]}`,
-    `  - MCP inspector:  cd ${shellQuote(join(root, 'node_modules'))} && npx mcp-inspector-cli --cli -- node ${shellQuote(cli)} --config ${shellQuote(config)} --method tools/list`,
+    `  - MCP inspector:  cd ${shellQuote(join(root, 'node_modules'))} && npx mcp-inspector-cli --cli --method tools/list -- node ${shellQuote(cli)} --config ${shellQuote(config)}`,
     '',
     'Press Ctrl-C to stop.',
     '',

@@ -37,7 +37,12 @@ describe('TTY banner', () => {
       expect(out).toMatch(/missing\s+\w+: cannot start "does-not-exist-banner": command not found/);
       // Issue 18 §3: a crashing script shows the line that says why, not `Node.js v…`.
       expect(out).toMatch(/crash\s+\w+: exited with code 1 before it was ready: Error: Cannot find module '[^']*missing-file\.js'/);
-      expect(out).toMatch(/\d+ tools in all\./);
+      // u1's four tools and the broker's own, counted apart (the rows above list only the servers').
+      expect(out).toMatch(/(\d+) tools in all: 4 from the servers above, (\d+) of the broker's own\./);
+      const [, all, own] = /(\d+) tools in all: 4 from the servers above, (\d+) of the broker's own/.exec(out)!;
+      expect(Number(all)).toBe(4 + Number(own));
+      expect(Number(own)).toBeGreaterThan(0);
+      expect(out).toContain('npx mcp-inspector-cli --cli --method tools/list -- node ');
       expect(out).toContain('Claude Desktop');
       // The snippets carry real paths, so they run as printed (issue 18 §6).
       expect(out).not.toContain('<repo>');
