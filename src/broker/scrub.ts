@@ -16,6 +16,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { JsonSchemas } from '../shared/json-schemas.js';
 import type { Scrubber } from '../shared/scrub.js';
+import { rawJsonString } from '../wire/raw-json.js';
 import { splitStage, type Stage } from './runner.js';
 import { cutReason } from './failure.js';
 import { carriesResult } from './outcomes.js';
@@ -75,6 +76,9 @@ function scrubBlocks(scrubber: Scrubber, content: unknown[]): unknown[] {
 function scrubBlock(scrubber: Scrubber, block: unknown): unknown {
   if (typeof block !== 'object' || block === null || Array.isArray(block)) return scrubber.value(block);
   const typed = block as { type?: unknown; text?: unknown };
+  // A large text still in its bytes (wire/raw-json.ts) told clean from them is never decoded.
+  const raw = typed.type === 'text' ? rawJsonString(block, 'text') : undefined;
+  if (raw && scrubber.leavesJsonString(raw.bytes, raw.escaped)) return scrubOthers(scrubber, block, ['type', 'text']);
   if (typed.type === 'text' && typeof typed.text === 'string') {
     const text = scrubber.text(typed.text);
     const rest = scrubOthers(scrubber, block, ['type', 'text']);

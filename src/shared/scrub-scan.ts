@@ -122,6 +122,8 @@ export class AnchorScanner {
    * patterns, and a scanner is made again at each new secret).
    */
   private byteTable: Uint16Array | undefined;
+  /** {@link anchorChars}, made on first use. */
+  private heldChars: Uint8Array | undefined;
 
   constructor(readonly anchors: readonly Anchor[]) {
     // The trie: per state, its own transitions, and the anchors that end there.
@@ -291,7 +293,7 @@ export class AnchorScanner {
    * anchor, a fifth to a quarter less time than two walks through the folded table for prose or
    * base64, about the same for JSON text; one process per variant, three each).
    */
-  private anyInBytesWide(table: Uint16Array, bytes: Buffer, n: number, base: number, overlap: number, text: string): boolean {
+  private anyInBytesWide(table: Uint16Array, bytes: Uint8Array, n: number, base: number, overlap: number, text: string | undefined): boolean {
     const quarter = n >>> 2;
     // Too short to split: one walk.
     if (quarter <= overlap) return this.walkBytesWide(table, bytes, 0, n, 0, base, text);
@@ -317,24 +319,57 @@ export class AnchorScanner {
         if ((a | b | c | d) >= BYTE_ACCEPTS) break;
       }
       if (k >= length) break;
-      if (a >= BYTE_ACCEPTS && this.report((a &= BYTE_ACCEPTS - 1) * ALPHABET, base + k, text, FOUND, true, true)) return true;
-      if (b >= BYTE_ACCEPTS && this.report((b &= BYTE_ACCEPTS - 1) * ALPHABET, base + s1 + k, text, FOUND, true, true)) return true;
-      if (c >= BYTE_ACCEPTS && this.report((c &= BYTE_ACCEPTS - 1) * ALPHABET, base + s2 + k, text, FOUND, true, true)) return true;
-      if (d >= BYTE_ACCEPTS && this.report((d &= BYTE_ACCEPTS - 1) * ALPHABET, base + s3 + k, text, FOUND, true, true)) return true;
+      // Without a text to check against, any anchor's bytes count.
+      if ((a | b | c | d) >= BYTE_ACCEPTS && text === undefined) return true;
+      if (a >= BYTE_ACCEPTS && this.report((a &= BYTE_ACCEPTS - 1) * ALPHABET, base + k, text!, FOUND, true, true)) return true;
+      if (b >= BYTE_ACCEPTS && this.report((b &= BYTE_ACCEPTS - 1) * ALPHABET, base + s1 + k, text!, FOUND, true, true)) return true;
+      if (c >= BYTE_ACCEPTS && this.report((c &= BYTE_ACCEPTS - 1) * ALPHABET, base + s2 + k, text!, FOUND, true, true)) return true;
+      if (d >= BYTE_ACCEPTS && this.report((d &= BYTE_ACCEPTS - 1) * ALPHABET, base + s3 + k, text!, FOUND, true, true)) return true;
       k++;
     }
     // The last walk's rest, past 4 × quarter.
     return this.walkBytesWide(table, bytes, s3 + length, n, d, base, text);
   }
 
-  /** One walk through the byte table over `bytes[from, to)` from `state`: whether a real occurrence ends there. */
-  private walkBytesWide(table: Uint16Array, bytes: Buffer, from: number, to: number, state: number, base: number, text: string): boolean {
+  /**
+   * One walk through the byte table over `bytes[from, to)` from `state`: whether a real occurrence
+   * ends there (without `text`, whether any anchor's bytes do).
+   */
+  private walkBytesWide(table: Uint16Array, bytes: Uint8Array, from: number, to: number, state: number, base: number, text: string | undefined): boolean {
     let s = state;
     for (let i = from; i < to; i++) {
       s = table[(s << 8) | bytes[i]!]!;
-      if (s >= BYTE_ACCEPTS && this.report((s &= BYTE_ACCEPTS - 1) * ALPHABET, base + i, text, FOUND, true, true)) return true;
+      if (s >= BYTE_ACCEPTS && (text === undefined || this.report((s &= BYTE_ACCEPTS - 1) * ALPHABET, base + i, text, FOUND, true, true))) return true;
     }
     return false;
+  }
+
+  /**
+   * Whether the text of a JSON string may hold an anchor occurrence, told from the string's bytes
+   * as written (between its quotes, escapes and all, valid JSON; `escaped` marks the ASCII
+   * characters its escapes stand for, wire/raw-json.ts `RawJsonString`) without decoding it:
+   * false only when the text certainly holds none, so {@link starts} would find nothing in it.
+   *
+   * Every character of an occurrence is one some anchor holds (folded); unless an escape stands
+   * for such a character, each is its own byte in `bytes` (a character past U+007F is bytes from
+   * 0x80, which no anchor holds: {@link asBytes}), so the occurrence's bytes lie together there
+   * and the walk finds them. True (undecided) when an escape stands for a character some anchor
+   * holds, when the scanner keeps no byte table ({@link wide}), and wherever an anchor's bytes
+   * occur, whether or not the text holds it there (the caller then reads the text).
+   */
+  mayOccurInJsonString(bytes: Uint8Array, escaped: Uint8Array): boolean {
+    if (!this.wide) return true;
+    const held = this.anchorChars();
+    for (let c = 0; c < ALPHABET; c++) if (escaped[c] && held[FOLD[c]!]) return true;
+    return bytes.length > 0 && this.anyInBytesWide(this.builtByteTable(), bytes, bytes.length, 0, this.longest - 1, undefined);
+  }
+
+  /** Per folded ASCII character: 1 when some anchor holds it. */
+  private anchorChars(): Uint8Array {
+    if (this.heldChars) return this.heldChars;
+    const held = new Uint8Array(ALPHABET);
+    for (const anchor of this.anchors) for (let i = 0; i < anchor.text.length; i++) held[fold(anchor.text.charCodeAt(i))] = 1;
+    return (this.heldChars = held);
   }
 
   /** Whether a real occurrence lies in `bytes[0, n)`, the characters of `text` from `base` (see {@link occursIn}). */

@@ -33,7 +33,7 @@
  *    congested ({@link stdoutPressure}, `output-pressure.ts`) stdio upstreams are not read.
  */
 export { DEFAULT_MAX_MESSAGE_BYTES, LineFramer, oversizeError, serializeMessage, writeMessage, type FramerEvents } from './framing.js';
-export { encodeMessage, knownJsonBytes, messageIdFromEnds, parseResponseLine, RAW_MIN_BYTES, withMeta, type MessageEnds } from './raw-json.js';
+export { encodeMessage, knownJsonBytes, LAZY_STRING_MIN_BYTES, messageIdFromEnds, parseResponseLine, RAW_MIN_BYTES, rawJsonString, withMeta, type MessageEnds, type RawJsonString } from './raw-json.js';
 export { DIRECT_ID_PREFIX, DirectCalls } from './direct-calls.js';
 export { callStreamLogFetch, logEventFilter, type ArrivedNotification, type CallStreamLogSinks } from './call-stream-logs.js';
 export { routeToolsCallDirectly, type DirectCallExtra, type DirectCallHandler, type DirectCallParams } from './direct-tools-call.js';

@@ -4,6 +4,7 @@ import { compose } from '../../src/broker/runner.js';
 import { scrubResult, scrubStage } from '../../src/broker/scrub.js';
 import { refuse } from '../../src/broker/types.js';
 import { REDACTED, Scrubber } from '../../src/shared/scrub.js';
+import { LAZY_STRING_MIN_BYTES, parseResponseLine, rawJsonString } from '../../src/wire/raw-json.js';
 import { call, fakeInvoke, target, text } from './support.js';
 
 const SECRET = 'upstream-env-secret-42';
@@ -138,5 +139,38 @@ describe('scrub stage', () => {
     const c = call({ target: target() });
     await run(c);
     expect(c.reason).toBe(`connect failed with ${REDACTED}`);
+  });
+});
+
+describe('a large text block still in its bytes (wire/raw-json.ts)', () => {
+  const pad = 'The quick brown fox; \\"quoted\\"\\n'.repeat(Math.ceil(LAZY_STRING_MIN_BYTES / 30));
+  const parsed = (inside: string, others = '') =>
+    (parseResponseLine(Buffer.from(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"${pad}${inside}"${others}}]}}`)) as { result: CallToolResult })
+      .result;
+
+  it('told clean from its bytes: the very same result, the text never read', async () => {
+    const result = parsed(' all clean');
+    const block = result.content[0]!;
+    expect(rawJsonString(block, 'text')).toBeDefined();
+    const c = await through(result);
+    expect(c.result).toBe(result);
+    expect(c.outcome).toBe('ok');
+  });
+
+  it('a secret in it, or one behind an escape, is redacted; so is a secret in the block\'s other members', async () => {
+    for (const [inside, others] of [
+      [` ${SECRET} `, ''],
+      [' AKIA\\u0041BCDEFGHIJKLMNOP ', ''],
+      [' clean ', `,"_meta":{"note":"${SECRET}"}`],
+    ] as const) {
+      const result = parsed(inside, others);
+      const c = await through(result);
+      expect(c.result).not.toBe(result);
+      const out = JSON.stringify(c.result);
+      expect(out).not.toContain(SECRET);
+      expect(out).not.toContain('AKIAABCDEFGHIJKLMNOP');
+      expect(out).toContain(REDACTED);
+      expect((c.result!.content[0] as { text: string }).text.startsWith('The quick brown fox; "quoted"\n')).toBe(true);
+    }
   });
 });

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { PATTERN, REDACTED, redact, Scrubber } from '../../src/shared/scrub.js';
 import { AnchorScanner, BYTE_SCAN_MIN_CHARS, BYTE_SCAN_STEP, BYTE_TABLE_MAX_STATES, replaceAtStarts, type Anchor } from '../../src/shared/scrub-scan.js';
+import { LAZY_STRING_MIN_BYTES, parseResponseLine, rawJsonString } from '../../src/wire/raw-json.js';
 
 /**
  * The one-pass scrub (scrub-scan.ts) must give exactly what the plain two-regex scrub gives:
@@ -332,5 +333,73 @@ describe('one-pass scrubbing (scrub-scan)', () => {
   it('leaves a large text with no anchor as the very same string', () => {
     const text = 'The quick brown fox jumps over the lazy dog; key_name=value pairs. '.repeat(20_000);
     expect(new Scrubber().text(text)).toBe(text);
+  });
+});
+
+describe('a large JSON string told clean from its bytes (issue 19: Scrubber.leavesJsonString)', () => {
+  const prose = 'The quick brown fox jumps over the lazy dog; "quotes", key_name=value pairs and e-mail@example.org.\n';
+  /** `text` written as a JSON string's inside, each character as `how` picks (as JSON.stringify, as \uXXXX, `/` as `\/`). */
+  const encode = (text: string, how: (i: number) => number) =>
+    [...text]
+      .map((ch, i) => {
+        const h = how(i);
+        if (ch.length === 1 && h === 1) return `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`;
+        if (ch === '/' && h === 2) return '\\/';
+        return JSON.stringify(ch).slice(1, -1);
+      })
+      .join('');
+  /** The text block of a response line carrying `inside` as its text, parsed by its parts: its text and bytes. */
+  const held = (inside: string) => {
+    const parsed = parseResponseLine(Buffer.from(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"${inside}"}]}}`));
+    const block = (parsed as { result: { content: Array<{ text: string }> } }).result.content[0]!;
+    return { raw: rawJsonString(block, 'text')!, text: () => block.text };
+  };
+  const bulk = prose.repeat(Math.ceil(LAZY_STRING_MIN_BYTES / prose.length));
+
+  it('clean prose with escaped quotes and newlines is told clean without being read; a secret anywhere is not', () => {
+    const scrubber = new Scrubber(['supersecretvalue123']);
+    const { raw } = held(encode(bulk, () => 0));
+    expect(scrubber.leavesJsonString(raw.bytes, raw.escaped)).toBe(true);
+    for (const secret of ['AKIA' + 'ABCDEFGHIJKLMNOP', 'password=hunter22', 'supersecretvalue123', 'Bearer abcdefgh12345']) {
+      const { raw: dirty, text } = held(encode(bulk + ' ' + secret + ' ' + bulk, () => 0));
+      expect(scrubber.leavesJsonString(dirty.bytes, dirty.escaped)).toBe(false);
+      expect(scrubber.text(text())).not.toContain(secret);
+    }
+  });
+
+  it('an escape standing for a character an anchor holds leaves it undecided: AKIA behind \\u0041, a URL behind \\/', () => {
+    const scrubber = new Scrubber();
+    const key = 'AKIA' + 'ABCDEFGHIJKLMNOP';
+    const hidden = held(encode(bulk + key, (i) => (i === bulk.length ? 1 : 0)));
+    expect(hidden.raw.bytes.includes('KIAABCD')).toBe(true);
+    expect(hidden.raw.bytes.includes(key)).toBe(false);
+    expect(scrubber.leavesJsonString(hidden.raw.bytes, hidden.raw.escaped)).toBe(false);
+    expect(scrubber.text(hidden.text())).toContain(REDACTED);
+    const url = held(encode(bulk + 'https://user:hunter2@example.com/x', () => 2));
+    expect(url.raw.bytes.includes('://')).toBe(false);
+    expect(scrubber.leavesJsonString(url.raw.bytes, url.raw.escaped)).toBe(false);
+    expect(scrubber.text(url.text())).not.toContain('hunter2');
+  });
+
+  it('property: told clean from the bytes means the scrub leaves the text as it is, whatever the escapes', () => {
+    const secrets = ['supersecretvalue123', 'p@ss w0rd"x'];
+    const scrubbers = [new Scrubber(secrets), new Scrubber()];
+    const piece = fc.oneof(fc.constantFrom(...PLANTED), fc.constantFrom(...NOISE), fc.constantFrom(...PLANTED).map((p) => p.toUpperCase()));
+    let told = 0;
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.nat({ max: 3 }), piece), { maxLength: 6 }), fc.array(fc.constantFrom(0, 0, 0, 0, 1, 2), { minLength: 64, maxLength: 64 }), (pieces, hows) => {
+        const text = bulk + pieces.map(([n, p]) => prose.repeat(n) + p).join('');
+        const { raw, text: read } = held(encode(text, (i) => (i < bulk.length ? 0 : hows[i % 64]!)));
+        expect(read()).toBe(text);
+        for (const scrubber of scrubbers) {
+          if (!scrubber.leavesJsonString(raw.bytes, raw.escaped)) continue;
+          told++;
+          expect(scrubber.text(text)).toBe(text);
+        }
+      }),
+      { numRuns: 150 },
+    );
+    // Not vacuous: many texts were told clean from their bytes.
+    expect(told).toBeGreaterThan(20);
   });
 });

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
-import { encodeMessage, knownJsonBytes, parseResponseLine, withMeta, withTail } from '../../src/wire/raw-json.js';
+import { encodeMessage, knownJsonBytes, LAZY_STRING_MIN_BYTES, parseResponseLine, rawJsonString, withMeta, withTail } from '../../src/wire/raw-json.js';
 
 const big = 'x'.repeat(20_000);
 const line = (text: string) => Buffer.from(text);
@@ -161,3 +161,86 @@ describe('raw JSON pass-through', () => {
   });
 });
 
+
+describe('large strings held in their bytes (issue 19)', () => {
+  const pad = 'p'.repeat(LAZY_STRING_MIN_BYTES);
+  /** A response line whose text block is `inside` (JSON string content, escapes as written) after the pad. */
+  const withText = (inside: string, extra = '') => line(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"${pad}${inside}"}]${extra}}}`);
+  const held = (parsed: JSONRPCMessage | undefined) => (parsed as { result: { content: Array<Record<string, unknown>> } }).result.content[0]!;
+
+  it('a large text reads as JSON.parse gives it, its bytes and the characters its escapes stand for kept', () => {
+    const inside = String.raw`line\nquote\" slash\/ tab\t e\u00e9 A\u0041 smile\ud83d\ude00 back\\slash`;
+    const parsed = parseResponseLine(withText(inside));
+    const block = held(parsed);
+    const raw = rawJsonString(block, 'text')!;
+    expect(raw.bytes.toString('utf8')).toBe(pad + inside);
+    expect([...raw.escaped.keys()].filter((c) => raw.escaped[c])).toEqual([0x09, 0x0a, 0x22, 0x2f, 0x41, 0x5c]);
+    expect(parsed).toEqual(JSON.parse(withText(inside).toString('utf8')));
+    expect(block.text).toBe(JSON.parse(`"${pad}${inside}"`));
+    // Frozen like the rest; written as the bytes it came in.
+    expect(() => {
+      block.text = 'edited';
+    }).toThrow(TypeError);
+    const out = written(encodeMessage({ jsonrpc: '2.0', id: 1, result: (parsed as { result: object }).result } as JSONRPCMessage));
+    expect(out).toContain(inside);
+    expect(JSON.parse(out).result).toEqual(JSON.parse(withText(inside).toString('utf8')).result);
+  });
+
+  it('an array element or a key is read at once; a short string is parsed as usual', () => {
+    const text = `{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"list":["${pad}a"],"${pad}k":"short"},"content":[]}}`;
+    const parsed = parseResponseLine(line(text)) as { result: { structuredContent: { list: string[] } } };
+    expect(parsed).toEqual(JSON.parse(text));
+    expect(rawJsonString(parsed.result.structuredContent, 'list')).toBeUndefined();
+    expect(Object.getOwnPropertyDescriptor(parsed.result.structuredContent.list, 0)).toHaveProperty('value', `${pad}a`);
+    expect(rawJsonString(held(parseResponseLine(withText(''))), 'text')).toBeDefined();
+    const small = `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"${big}"}]}}`;
+    expect(rawJsonString(held(parseResponseLine(line(small))), 'text')).toBeUndefined();
+  });
+
+  it('a large string that is no valid JSON string leaves the line to the ordinary parse, which refuses it', () => {
+    for (const inside of ['tab\there', String.raw`bad\q`, String.raw`short\u12`, String.raw`hex\u12G4`, String.raw`nul\u00`, 'ctl\u0001x', 'del\u001fx']) {
+      const bytes = withText(inside);
+      expect(() => JSON.parse(bytes.toString('utf8'))).toThrow(SyntaxError);
+      expect(parseResponseLine(bytes)).toBeUndefined();
+    }
+  });
+
+  it('a duplicated key beside a large value still refuses the pass-through', () => {
+    const secret = 'ghp_' + 'a'.repeat(36);
+    const text = `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"${pad}","text":"${secret}"}]}}`;
+    expect(parseResponseLine(line(text))).toBeUndefined();
+  });
+
+  it('property: a large string written with any escapes reads as JSON.parse gives it, and its escapes are told exactly', () => {
+    const escapeOne = (ch: string, how: number): string => {
+      const code = ch.charCodeAt(0);
+      if (how === 1 || code < 0x20) return `\\u${code.toString(16).padStart(4, '0')}`;
+      if (how === 2 && ch === '/') return '\\/';
+      return JSON.stringify(ch).slice(1, -1);
+    };
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.string({ unit: 'binary', maxLength: 4 }), fc.constantFrom(0, 0, 0, 1, 2)), { maxLength: 40 }), (parts) => {
+        let inside = pad;
+        const expected = new Set<number>();
+        let text = pad;
+        for (const [chunk, how] of parts) {
+          for (const ch of chunk) {
+            const written = ch.length === 1 ? escapeOne(ch, how) : JSON.stringify(ch).slice(1, -1);
+            inside += written;
+            text += ch;
+            if (written.startsWith('\\')) {
+              const stands = JSON.parse(`"${written}"`) as string;
+              if (stands.length === 1 && stands.charCodeAt(0) < 128) expected.add(stands.charCodeAt(0));
+            }
+          }
+        }
+        const parsed = parseResponseLine(withText(inside.slice(pad.length)));
+        const block = held(parsed);
+        const raw = rawJsonString(block, 'text')!;
+        expect([...raw.escaped.keys()].filter((c) => raw.escaped[c])).toEqual([...expected].sort((a, b) => a - b));
+        expect(block.text).toBe(text);
+      }),
+      { numRuns: 150 },
+    );
+  });
+});
