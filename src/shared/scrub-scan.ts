@@ -122,8 +122,8 @@ export class AnchorScanner {
    * patterns, and a scanner is made again at each new secret).
    */
   private byteTable: Uint16Array | undefined;
-  /** {@link anchorChars}, made on first use. */
-  private heldChars: Uint8Array | undefined;
+  /** {@link anchorCharacters}, made on first use. */
+  private anchorCharacterSet: Uint8Array | undefined;
 
   constructor(readonly anchors: readonly Anchor[]) {
     // The trie: per state, its own transitions, and the anchors that end there.
@@ -359,17 +359,17 @@ export class AnchorScanner {
    */
   mayOccurInJsonString(bytes: Uint8Array, escaped: Uint8Array): boolean {
     if (!this.wide) return true;
-    const held = this.anchorChars();
-    for (let c = 0; c < ALPHABET; c++) if (escaped[c] && held[FOLD[c]!]) return true;
+    const inAnchors = this.anchorCharacters();
+    for (let c = 0; c < ALPHABET; c++) if (escaped[c] && inAnchors[FOLD[c]!]) return true;
     return bytes.length > 0 && this.anyInBytesWide(this.builtByteTable(), bytes, bytes.length, 0, this.longest - 1, undefined);
   }
 
   /** Per folded ASCII character: 1 when some anchor holds it. */
-  private anchorChars(): Uint8Array {
-    if (this.heldChars) return this.heldChars;
-    const held = new Uint8Array(ALPHABET);
-    for (const anchor of this.anchors) for (let i = 0; i < anchor.text.length; i++) held[fold(anchor.text.charCodeAt(i))] = 1;
-    return (this.heldChars = held);
+  private anchorCharacters(): Uint8Array {
+    if (this.anchorCharacterSet) return this.anchorCharacterSet;
+    const set = new Uint8Array(ALPHABET);
+    for (const anchor of this.anchors) for (let i = 0; i < anchor.text.length; i++) set[fold(anchor.text.charCodeAt(i))] = 1;
+    return (this.anchorCharacterSet = set);
   }
 
   /** Whether a real occurrence lies in `bytes[0, n)`, the characters of `text` from `base` (see {@link occursIn}). */

@@ -31,9 +31,13 @@ export const LAZY_STRING_MIN_BYTES = 64 * 1024;
 
 /** A string member of a large result parsed by its bytes ({@link parseResponseLine}). */
 export interface RawJsonString {
-  /** The string's bytes between its quotes, escapes as written; valid JSON (checked when parsed). */
+  /**
+   * The string's bytes between its quotes, escapes as written: no control byte and only JSON's
+   * escapes (checked when parsed); UTF-8 as the ordinary parse takes it (an invalid sequence reads
+   * as U+FFFD, and is written on as it came).
+   */
   readonly bytes: Buffer;
-  /** Per ASCII character code: 1 when an escape in {@link bytes} stands for it (`\n`, `\"`, `\u0041`, …). */
+  /** Per ASCII character code: 1 when an escape in {@link bytes} stands for it (`\n`, `\"`, `\u0041`, …). Shared: read only. */
   readonly escaped: Uint8Array;
 }
 
@@ -103,7 +107,14 @@ export function parseResponseLine(line: Buffer): JSONRPCMessage | undefined {
   // A duplicated key survives in the bytes but not in the parsed object (the last one wins), so
   // the bytes would carry what scrubbing and output evaluation never saw: parse as usual then.
   if (strings.keys !== keysInValue(result, 0)) return undefined;
-  if (lazy && placeStrings(result, lazy, 0) !== lazy.length) return undefined;
+  if (lazy) {
+    try {
+      if (placeStrings(result, lazy, 0) !== lazy.length) return undefined;
+    } catch {
+      // An array element read at once that no string can hold (past V8's longest): the ordinary parse refuses it too.
+      return undefined;
+    }
+  }
   rawBytes.set(result, line.subarray(span.start, span.end));
   deepFreeze(result, 0);
   return { jsonrpc: '2.0', id: span.id, result } as JSONRPCMessage;

@@ -198,11 +198,17 @@ describe('large strings held in their bytes (issue 19)', () => {
   });
 
   it('a large string that is no valid JSON string leaves the line to the ordinary parse, which refuses it', () => {
-    for (const inside of ['tab\there', String.raw`bad\q`, String.raw`short\u12`, String.raw`hex\u12G4`, String.raw`nul\u00`, 'ctl\u0001x', 'del\u001fx']) {
+    for (const inside of ['tab\there', String.raw`bad\q`, String.raw`short\u12`, String.raw`hex\u12G4`, String.raw`nul\u00`, 'ctl\u0001x', 'us\u001fx']) {
       const bytes = withText(inside);
       expect(() => JSON.parse(bytes.toString('utf8'))).toThrow(SyntaxError);
       expect(parseResponseLine(bytes)).toBeUndefined();
     }
+  });
+
+  it('DEL (0x7F) and non-ASCII bytes are no control bytes: such a large string is held', () => {
+    const parsed = parseResponseLine(withText('del\u007fx \u00e9 😀'));
+    expect(rawJsonString(held(parsed), 'text')).toBeDefined();
+    expect(held(parsed).text).toBe(`${pad}del\u007fx \u00e9 😀`);
   });
 
   it('a duplicated key beside a large value still refuses the pass-through', () => {
