@@ -45,7 +45,7 @@ import { Cancellation } from '../shared/cancel.js';
 import { extend } from '../shared/extend.js';
 import { InflightTable } from '../shared/inflight.js';
 import { abortOnClose, cancelNamedCall, type DirectCallExtra, type DirectCallParams, type LaneCalls } from './direct-tools-call.js';
-import { withTail } from './raw-json.js';
+import { rawJsonString, withTail } from './raw-json.js';
 
 /** The reserved envelope keys the SDK lifts out of a modern request's `_meta`, in its order. */
 const ENVELOPE_KEYS = [PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY] as const;
@@ -244,9 +244,12 @@ export function liftPlainCall(params: unknown): PlainCall | undefined {
   return { params: lifted, envelope };
 }
 
-/** A text content block exactly as the SDK's schema outputs it: `{type: "text", text}`. */
+/**
+ * A text content block exactly as the SDK's schema outputs it: `{type: "text", text}`. A text
+ * still in its bytes (raw-json.ts) is a string without being read.
+ */
 function isPlainText(block: unknown): boolean {
-  if (!isObject(block) || block.type !== 'text' || typeof block.text !== 'string') return false;
+  if (!isObject(block) || block.type !== 'text' || (rawJsonString(block, 'text') === undefined && typeof block.text !== 'string')) return false;
   const keys = Object.keys(block);
   return keys.length === 2 && keys[0] === 'type';
 }

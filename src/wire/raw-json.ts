@@ -39,10 +39,18 @@ export interface RawJsonString {
   readonly bytes: Buffer;
   /** Per ASCII character code: 1 when an escape in {@link bytes} stands for it (`\n`, `\"`, `\u0041`, …). Shared: read only. */
   readonly escaped: Uint8Array;
+  /** Whether the member has been read (its text decoded) yet. */
+  readonly read: boolean;
+}
+
+/** A {@link RawJsonString} as {@link parseResponseLine} keeps it: with its quotes, and marked when read. */
+interface HeldString extends RawJsonString {
+  readonly literal: Buffer;
+  read: boolean;
 }
 
 /** Holder object → member name → the string it reads from its bytes. */
-const lazyMembers = new WeakMap<object, Map<string, RawJsonString>>();
+const lazyMembers = new WeakMap<object, Map<string, HeldString>>();
 
 /**
  * The bytes of `holder[key]` when it is a string member {@link parseResponseLine} left in its
@@ -90,7 +98,7 @@ export function parseResponseLine(line: Buffer): JSONRPCMessage | undefined {
   const strings = scanStrings(line, span.start, span.end);
   if (!strings) return undefined;
   let result: unknown;
-  let lazy: Array<RawJsonString & { literal: Buffer }> | undefined;
+  let lazy: HeldString[] | undefined;
   try {
     // Parsing the result's bytes on their own proves they are exactly one JSON value (its large
     // strings checked as JSON strings instead, their places held by markers).
@@ -128,8 +136,8 @@ const MARKER = `\u0000mcp-broker-held:${randomUUID()}:`;
  * marker string; undefined when one of them is not a valid JSON string (the full parse then
  * refuses the line, as it would have).
  */
-function parseHoldingStrings(line: Buffer, span: Span, large: readonly StringSpan[]): { result: unknown; lazy: Array<RawJsonString & { literal: Buffer }> } | undefined {
-  const lazy: Array<RawJsonString & { literal: Buffer }> = [];
+function parseHoldingStrings(line: Buffer, span: Span, large: readonly StringSpan[]): { result: unknown; lazy: HeldString[] } | undefined {
+  const lazy: HeldString[] = [];
   let text = '';
   let at = span.start;
   for (const { open, close } of large) {
@@ -138,7 +146,7 @@ function parseHoldingStrings(line: Buffer, span: Span, large: readonly StringSpa
     text += line.toString('utf8', at, open) + JSON.stringify(MARKER + lazy.length);
     at = close + 1;
     const literal = line.subarray(open, close + 1);
-    lazy.push({ literal, bytes: literal.subarray(1, literal.length - 1), escaped });
+    lazy.push({ literal, bytes: literal.subarray(1, literal.length - 1), escaped, read: false });
   }
   text += line.toString('utf8', at, span.end);
   return { result: JSON.parse(text), lazy };
@@ -149,7 +157,7 @@ function parseHoldingStrings(line: Buffer, span: Span, large: readonly StringSpa
  * (an accessor, noted in {@link lazyMembers}), an array element is read at once. Returns how many
  * markers it found (each must be found once).
  */
-function placeStrings(value: object, lazy: ReadonlyArray<RawJsonString & { literal: Buffer }>, depth: number): number {
+function placeStrings(value: object, lazy: readonly HeldString[], depth: number): number {
   if (depth > 256) return 0;
   let placed = 0;
   const take = (v: unknown) => (typeof v === 'string' && v.startsWith(MARKER) ? lazy[Number(v.slice(MARKER.length))] : undefined);
@@ -168,8 +176,12 @@ function placeStrings(value: object, lazy: ReadonlyArray<RawJsonString & { liter
     const v = (value as Record<string, unknown>)[key];
     const held = take(v);
     if (held) {
-      let read: string | undefined;
-      Object.defineProperty(value, key, { enumerable: true, configurable: true, get: () => (read ??= JSON.parse(held.literal.toString('utf8')) as string) });
+      let text: string | undefined;
+      const read = () => {
+        held.read = true;
+        return (text = JSON.parse(held.literal.toString('utf8')) as string);
+      };
+      Object.defineProperty(value, key, { enumerable: true, configurable: true, get: () => text ?? read() });
       let members = lazyMembers.get(value);
       if (!members) lazyMembers.set(value, (members = new Map()));
       members.set(key, held);

@@ -155,6 +155,7 @@ describe('a large text block still in its bytes (wire/raw-json.ts)', () => {
     const c = await through(result);
     expect(c.result).toBe(result);
     expect(c.outcome).toBe('ok');
+    expect(rawJsonString(block, 'text')!.read).toBe(false);
   });
 
   it('a secret in it, or one behind an escape, is redacted; so is a secret in the block\'s other members', async () => {

@@ -13,9 +13,9 @@ import type { ServerContext } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StdioServerTransport } from '../../src/transports/stdio-server.js';
-import { routeModernToolsCallDirectly, sameJson, type ModernDirectLane } from '../../src/wire/direct-modern-call.js';
+import { encodePlainResult, routeModernToolsCallDirectly, sameJson, type ModernDirectLane } from '../../src/wire/direct-modern-call.js';
 import type { DirectCallExtra, DirectCallParams } from '../../src/wire/direct-tools-call.js';
-import { parseResponseLine, RAW_MIN_BYTES, withMeta } from '../../src/wire/raw-json.js';
+import { encodeMessage, LAZY_STRING_MIN_BYTES, parseResponseLine, RAW_MIN_BYTES, rawJsonString, withMeta } from '../../src/wire/raw-json.js';
 
 const SERVER_INFO = { name: 'lane-test', version: '1.2.3' };
 const PV = 'io.modelcontextprotocol/protocolVersion';
@@ -295,5 +295,21 @@ describe('sameJson (the lane\'s envelope check)', () => {
       }),
       { numRuns: 3000 },
     );
+  });
+});
+
+describe('encodePlainResult of a large text still in its bytes (raw-json.ts)', () => {
+  it('is a plain result without reading the text, and is written as the bytes it came in', () => {
+    const text = 'The quick brown fox; \\"q\\"\\n'.repeat(Math.ceil(LAZY_STRING_MIN_BYTES / 20));
+    const parsed = parseResponseLine(Buffer.from(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"${text}"}]}}`)) as { result: { content: object[] } };
+    const block = parsed.result.content[0]!;
+    // As the broker answers it: its outcome stamped first (withMeta), then the lane's encoding.
+    const encoded = encodePlainResult(withMeta(parsed.result as Record<string, unknown>, { 'mcp-broker/outcome': 'ok' }), { name: 'broker', version: '1' });
+    expect(encoded).toBeDefined();
+    expect(rawJsonString(block, 'text')!.read).toBe(false);
+    const written = encodeMessage({ jsonrpc: '2.0', id: 9, result: encoded } as never);
+    expect(typeof written).not.toBe('string');
+    expect(rawJsonString(block, 'text')!.read).toBe(false);
+    expect(JSON.parse(Buffer.concat(written as Buffer[]).toString('utf8')).result.resultType).toBe('complete');
   });
 });

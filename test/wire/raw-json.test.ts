@@ -175,7 +175,9 @@ describe('large strings held in their bytes (issue 19)', () => {
     const raw = rawJsonString(block, 'text')!;
     expect(raw.bytes.toString('utf8')).toBe(pad + inside);
     expect([...raw.escaped.keys()].filter((c) => raw.escaped[c])).toEqual([0x09, 0x0a, 0x22, 0x2f, 0x41, 0x5c]);
+    expect(raw.read).toBe(false);
     expect(parsed).toEqual(JSON.parse(withText(inside).toString('utf8')));
+    expect(raw.read).toBe(true);
     expect(block.text).toBe(JSON.parse(`"${pad}${inside}"`));
     // Frozen like the rest; written as the bytes it came in.
     expect(() => {
