@@ -166,7 +166,7 @@ function placeStrings(value: object, lazy: readonly HeldString[], depth: number)
       const v: unknown = value[i];
       const held = take(v);
       if (held) {
-        value[i] = JSON.parse(held.literal.toString('utf8'));
+        value[i] = readHeld(held);
         placed++;
       } else if (typeof v === 'object' && v !== null) placed += placeStrings(v, lazy, depth + 1);
     }
@@ -177,11 +177,7 @@ function placeStrings(value: object, lazy: readonly HeldString[], depth: number)
     const held = take(v);
     if (held) {
       let text: string | undefined;
-      const read = () => {
-        held.read = true;
-        return (text = JSON.parse(held.literal.toString('utf8')) as string);
-      };
-      Object.defineProperty(value, key, { enumerable: true, configurable: true, get: () => text ?? read() });
+      Object.defineProperty(value, key, { enumerable: true, configurable: true, get: () => (text ??= readHeld(held)) });
       let members = lazyMembers.get(value);
       if (!members) lazyMembers.set(value, (members = new Map()));
       members.set(key, held);
@@ -189,6 +185,12 @@ function placeStrings(value: object, lazy: readonly HeldString[], depth: number)
     } else if (typeof v === 'object' && v !== null) placed += placeStrings(v, lazy, depth + 1);
   }
   return placed;
+}
+
+/** A held string's text: its bytes decoded and parsed, the string marked read. */
+function readHeld(held: HeldString): string {
+  held.read = true;
+  return JSON.parse(held.literal.toString('utf8')) as string;
 }
 
 /** Per byte after a backslash: the ASCII character that escape stands for; 0 where it is no JSON escape (`u` is read apart). */
