@@ -397,9 +397,11 @@ describe('a large JSON string told clean from its bytes (issue 19: Scrubber.leav
           expect(scrubber.text(text)).toBe(text);
         }
       }),
-      { numRuns: 150 },
+      { numRuns: 400 },
     );
-    // Not vacuous: many texts were told clean from their bytes.
+    // Not vacuous: many texts were told clean from their bytes. Most generated texts hold an anchor,
+    // so only some are: 16-34 of 150 runs over 25 seeds, which once fell to 20 (a failed bound); at
+    // 400 runs the count stays far above it.
     expect(told).toBeGreaterThan(20);
   });
 });
