@@ -14,9 +14,16 @@ import { linkSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:
 import { basename } from 'node:path';
 import { BrokerError } from '../shared/errors.js';
 
-/** A held records lock; `release()` removes the lock file if it is still ours. Idempotent. */
+/** A held records lock. */
 export interface RecordsLock {
+  /** Removes the lock file if it is still ours. Idempotent. */
   release(): void;
+  /**
+   * This lock when its file still holds our content; else (the lock file was deleted, say with
+   * its folder) the lock taken again, as {@link acquireRecordsLock} takes it: it throws
+   * `records_locked` when another live broker holds it by now.
+   */
+  renew(): RecordsLock;
 }
 
 export interface RecordsLockDeps {
@@ -45,14 +52,20 @@ export function acquireRecordsLock(path: string, deps: RecordsLockDeps = {}): Re
     if (tryCreate(lockPath, content, name)) {
       held.add(lockPath);
       let released = false;
-      return {
+      const lock: RecordsLock = {
         release() {
           if (released) return;
           released = true;
           held.delete(lockPath);
           if (readText(lockPath) === content) rmSync(lockPath, { force: true });
         },
+        renew() {
+          if (readText(lockPath) === content) return lock;
+          lock.release();
+          return acquireRecordsLock(path, deps);
+        },
       };
+      return lock;
     }
     const seen = readText(lockPath);
     if (seen === undefined) continue; // removed meanwhile: try again

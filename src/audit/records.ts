@@ -14,11 +14,18 @@
  *   appended to; a folder or anything unopenable refuses the batch, and the next batch tries
  *   again, so recording recovers once the path is writable.
  * - **No torn lines.** A write that fails part way (disk full) is cut back to the size before the
- *   batch. When even that fails, or a file is opened whose last byte is not a newline (a crash
- *   mid-write), the next write starts with a newline, so the fragment stays a line of its own
- *   that readers skip, and no record is ever glued onto it.
+ *   batch. When even that fails (an append-only file, an I/O error), or a file is opened whose
+ *   last byte is not a newline (a crash mid-write), the next write starts with a newline, so the
+ *   fragment stays a line of its own that readers skip, and no record is ever glued onto it.
+ *   The lines of such a batch that reached the file whole stay records, and their calls are
+ *   answered; the rest are refused.
+ * - **Never blocked.** The path is opened `O_NONBLOCK`: a FIFO without a reader refuses the
+ *   batch instead of hanging the process in `open`; anything but a regular file is refused.
  * - **One broker per file.** The sink holds `<path>.lock` (./records-lock.ts) from construction
- *   until `close()`; a second sink on the same file is refused at construction.
+ *   until `close()`; a second sink on the same file is refused at construction. Each time the
+ *   file is opened (first batch, rotation, a deleted or replaced file) the lock is checked: one
+ *   deleted with its folder is taken again, and while another broker holds it, batches are
+ *   refused.
  *
  * Durability: with `fsync: "batch"` each batch is also flushed to the disk (`fdatasync`) before
  * its calls are answered; a failed flush refuses the batch like a failed write, and the batch is
@@ -29,6 +36,7 @@
  */
 import {
   closeSync,
+  constants,
   fstatSync,
   fdatasyncSync,
   ftruncateSync,
@@ -105,7 +113,7 @@ export class NdjsonRecordSink implements RecordSink {
   private readonly maxBytes: number;
   private readonly maxFiles: number;
   private readonly fs: RecordsFs;
-  private readonly lock: RecordsLock;
+  private lock: RecordsLock;
 
   /**
    * Takes the records lock; the file itself is opened (created) by the first batch. Throws a
@@ -163,7 +171,19 @@ export class NdjsonRecordSink implements RecordSink {
       if (CALL_TIMING) markCall('records write');
     } catch (err) {
       const refusal = unwritable(err);
-      for (const w of batch) w.reject(refusal);
+      // Lines that reached the file whole and could not be cut back out are records of their
+      // calls: those calls are answered, so no record says `ok` of a call that was refused.
+      let landed = err instanceof PartlyWritten ? err.landed : 0;
+      for (const w of batch) {
+        const length = Buffer.byteLength(w.line);
+        if (length <= landed) {
+          landed -= length;
+          w.resolve();
+        } else {
+          landed = 0;
+          w.reject(refusal);
+        }
+      }
       return;
     }
     for (const w of batch) w.resolve();
@@ -206,16 +226,16 @@ export class NdjsonRecordSink implements RecordSink {
     let fd: number;
     let readable = true;
     try {
-      fd = openAppend(this.path);
+      fd = openSync(this.path, APPEND_READ);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') {
         // The folder itself went away: make it again, as at start.
         mkdirSync(dirname(this.path), { recursive: true });
-        fd = openAppend(this.path);
+        fd = openSync(this.path, APPEND_READ);
       } else if (code === 'EACCES') {
         // A file we may append to but not read: its last byte is unknown, so count it torn.
-        fd = openSync(this.path, 'a');
+        fd = openSync(this.path, APPEND_ONLY);
         readable = false;
       } else {
         throw err;
@@ -224,6 +244,8 @@ export class NdjsonRecordSink implements RecordSink {
     try {
       const stat = fstatSync(fd, { bigint: true });
       if (!stat.isFile()) throw new BrokerError('records_unwritable', 'the records path is not a regular file');
+      // The folder may have gone, and the lock file with it: hold the lock again before writing.
+      this.lock = this.lock.renew();
       const size = Number(stat.size);
       this.size = size;
       this.torn = size > 0 && (!readable || lastByte(fd, size) !== NEWLINE);
@@ -254,6 +276,9 @@ export class NdjsonRecordSink implements RecordSink {
           this.fs.ftruncateSync(fd, before);
         } catch {
           this.torn = true;
+          // The bytes stay (an append-only file, an I/O error): say how much of the batch is in the file.
+          const landed = written - (out.length - bytes.length);
+          if (landed > 0) throw new PartlyWritten(err, landed);
         }
       }
       throw err;
@@ -282,9 +307,25 @@ export class NdjsonRecordSink implements RecordSink {
   }
 }
 
-/** Opens for appending (`O_APPEND`, created when missing) and reading (the last byte). */
-function openAppend(path: string): number {
-  return openSync(path, 'a+');
+/**
+ * Opened for appending (`O_APPEND`, created when missing) and reading (the last byte). Never
+ * waits: `O_NONBLOCK` makes a FIFO at the path without a reader fail at once (`ENXIO`) instead
+ * of blocking the whole process in `open` (a regular file ignores the flag); whatever opens is
+ * then refused unless it is a regular file.
+ */
+const APPEND_READ = constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK;
+/** As {@link APPEND_READ}, for a file this process may append to but not read. */
+const APPEND_ONLY = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK;
+
+/** A write that failed after some of the batch reached the file and could not be cut back. */
+class PartlyWritten extends Error {
+  constructor(
+    readonly error: unknown,
+    /** Bytes of the batch (its lines, in order) that are in the file. */
+    readonly landed: number,
+  ) {
+    super('the records batch was written in part');
+  }
 }
 
 function lastByte(fd: number, size: number): number | undefined {
@@ -302,6 +343,7 @@ function renameQuietly(from: string, to: string): void {
 
 /** One line naming the failure by its code: never the absolute path a file-system message carries. */
 function unwritable(err: unknown): Error {
+  if (err instanceof PartlyWritten) err = err.error;
   if (err instanceof BrokerError) return err;
   const code = (err as NodeJS.ErrnoException).code ?? 'error';
   const what = (err as NodeJS.ErrnoException).syscall === 'open' ? 'opened' : 'written';

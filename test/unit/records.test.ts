@@ -1,8 +1,9 @@
-import { execFileSync } from 'node:child_process';
-import { existsSync, fdatasyncSync, mkdirSync, mkdtempSync, readFileSync, rmSync, renameSync, statfsSync, writeFileSync, writeSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, existsSync, fdatasyncSync, mkdirSync, mkdtempSync, readFileSync, rmSync, renameSync, statfsSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/server';
+import { build as esbuild } from 'esbuild';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readRecords, recordFiles } from '../../src/audit/query.js';
 import { NdjsonRecordSink, type NdjsonSinkOptions, type RecordSink } from '../../src/audit/records.js';
@@ -279,6 +280,103 @@ describe('issue 12: records are never lost silently', () => {
       execFileSync('umount', [mountPoint]);
       rmSync(mountPoint, { recursive: true, force: true });
     }
+  });
+
+  it('disk full when the batch cannot be cut back (an append-only file): the lines that landed whole are answered, the rest refused', async () => {
+    for (const tornBefore of [false, true]) {
+      const path = freshPath();
+      if (tornBefore) {
+        mkdirSync(join(path, '..'), { recursive: true });
+        writeFileSync(path, '{"i":0,"pa');
+      }
+      let full = false;
+      const sink = new NdjsonRecordSink({
+        path,
+        fs: {
+          writeSync: (fd, buffer, offset, length) => {
+            if (!full) return writeSync(fd, buffer, offset, length);
+            // The first record whole (and the newline before it, on a torn file), half the second: then the disk is full.
+            if (offset === 0) return writeSync(fd, buffer, 0, buffer.indexOf('\n', tornBefore ? 1 : 0) + 1 + 10);
+            throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', syscall: 'write' });
+          },
+          ftruncateSync: () => {
+            throw Object.assign(new Error('EPERM: operation not permitted, ftruncate'), { code: 'EPERM', syscall: 'ftruncate' });
+          },
+        },
+      });
+      full = true;
+      const settled = await Promise.allSettled([sink.append({ i: 1 }), sink.append({ i: 2, pad: 'x'.repeat(50) }), sink.append({ i: 3 })]);
+      expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected']);
+      expect(String((settled[1] as PromiseRejectedResult).reason)).toMatch(/could not be written \(ENOSPC\)/);
+      full = false;
+      await sink.append({ i: 4 });
+      await sink.close();
+      const all = rawLines(path);
+      expect(all.filter((l) => typeof l !== 'string')).toEqual([{ i: 1 }, { i: 4 }]);
+      expect(all.filter((l) => typeof l === 'string')).toHaveLength(tornBefore ? 2 : 1);
+    }
+  });
+
+  it('a FIFO at the records path without a reader refuses the batch at once; it used to block the process in open() (not as root: EACCES first)', async (ctx) => {
+    // The blocking open was the fallback for a path the broker may write but not read, which
+    // root never meets: as root the check runs in a child as nobody, from a bundle of the sink.
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-records-fifo-'));
+    try {
+      chmodSync(dir, 0o777);
+      const fifo = join(dir, 'calls.ndjson');
+      execFileSync('mkfifo', ['-m', '0222', fifo]);
+      const bundle = join(dir, 'records.cjs');
+      await esbuild({ entryPoints: [join(__dirname, '../../src/audit/records.ts')], bundle: true, platform: 'node', format: 'cjs', outfile: bundle, logLevel: 'silent' });
+      const script = join(dir, 'child.cjs');
+      writeFileSync(
+        script,
+        `const { NdjsonRecordSink } = require(${JSON.stringify(bundle)});
+         process.stdout.write('started\\n');
+         const sink = new NdjsonRecordSink({ path: ${JSON.stringify(fifo)} });
+         sink.append({ i: 1 }).then(() => 'written', (err) => err.message).then((outcome) => { process.stdout.write(outcome + '\\n'); return sink.close(); });`,
+      );
+      chmodSync(script, 0o644);
+      chmodSync(bundle, 0o644);
+      const asRoot = process.getuid?.() === 0;
+      const child = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'pipe'], ...(asRoot && { uid: 65534, gid: 65534 }) });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d));
+      const code = await new Promise<number | null>((resolve) => {
+        const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+        child.on('error', () => resolve(-1));
+        child.on('exit', (c) => {
+          clearTimeout(timer);
+          resolve(c);
+        });
+      });
+      if (!out.startsWith('started')) ctx.skip(`the sink could not be run as another user here (exit ${code})`);
+      expect(out).toBe('started\nthe records file could not be opened (ENXIO)\n');
+      expect(code).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the records folder deleted while the sink runs: the lock is taken again with the file, and a broker that took it meanwhile keeps it', async () => {
+    const path = freshPath();
+    const other = 4243;
+    const sink = new NdjsonRecordSink({ path, lock: { isAlive: (pid) => pid === other } });
+    await sink.append({ i: 1 });
+    rmSync(join(path, '..'), { recursive: true });
+    await sink.append({ i: 2 });
+    expect(readFileSync(`${path}.lock`, 'utf8')).toMatch(new RegExp(`^${process.pid} `));
+    expect(() => new NdjsonRecordSink({ path, lock: { pid: other } })).toThrow(/in use by another mcp-broker/);
+
+    // Another broker starts on the same path after the folder went, before this sink writes again.
+    rmSync(join(path, '..'), { recursive: true });
+    mkdirSync(join(path, '..'));
+    const second = new NdjsonRecordSink({ path, lock: { pid: other } });
+    await expect(sink.append({ i: 3 })).rejects.toThrow(/in use by another mcp-broker \(pid 4243/);
+    await expect(sink.append({ i: 4 })).rejects.toThrow(/in use by another mcp-broker \(pid 4243/);
+    await second.append({ i: 5 });
+    expect(lines(path).map((l) => l.i)).toEqual([5]);
+    await second.close();
+    await sink.close();
   });
 
   it('a sink opened on a torn file (restart after a crash mid-write) starts its first record on a new line', async () => {
