@@ -151,6 +151,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return this.settled;
   }
   private settled = false;
+  /** Whether {@link start} was called: until then {@link ready} waits for a dial nobody asked for. */
+  get startRequested(): boolean {
+    return this.started;
+  }
   /** The surface remembered for these upstream definitions, once looked up (undefined: none). */
   private rememberedSurface?: Promise<UpstreamSurface | undefined>;
   /** That surface, while the first dial has not settled (what {@link surface} answers with then). */

@@ -1,7 +1,7 @@
 /**
  * The evaluate stage (seed 002_7bce204a86c1c7ba.txt step 8; issue 3 §7): on the way out, after
  * scrubbing, judges a result that would reach the client (`ok`, `tool_error`). Larger than
- * `policy.output.maxBytes` (serialised JSON, estimated without serialising; default 16 MiB) →
+ * `policy.output.maxBytes` (its JSON size, `approximateJsonBytes`: never under the serialised size, mostly without serialising; default 16 MiB) →
  * `withheld`; any text (text blocks, embedded resource text, strings inside `structuredContent`)
  * matching one of `policy.output.deny` (regular expressions) → `withheld`. The reason names the
  * limit or the pattern's index, never the matched text.

@@ -108,18 +108,33 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
   return record;
 }
 
-/** Bytes of the value as JSON, without serialising it: strings measured natively, structure estimated. */
+/**
+ * Bytes of the value as JSON (UTF-8), never fewer than `JSON.stringify` writes: exact but for
+ * one comma counted after every member and element. Strings are measured natively and
+ * serialised only when they hold a character written as an escape; nesting past 64 levels is
+ * serialised whole. (An under-count let a result past `policy.output.maxBytes` through.)
+ */
 export function approximateJsonBytes(value: unknown, depth = 0): number {
   // A large result parsed by its bytes (wire/raw-json.ts) knows its exact size: no walk.
   const known = depth === 0 ? knownJsonBytes(value) : undefined;
   if (known !== undefined) return known;
-  if (typeof value === 'string') return Buffer.byteLength(value) + 2;
-  if (value === null || typeof value !== 'object' || depth > 64) return String(value).length;
+  if (typeof value === 'string') return jsonStringBytes(value);
+  if (value === null || typeof value !== 'object') return String(value).length;
+  // Deeper than this walk goes: serialised whole (a nesting too deep for that throws, and the stage's error boundary refuses the call).
+  if (depth > 64) return Buffer.byteLength(JSON.stringify(value) ?? '');
   let total = 2;
   if (Array.isArray(value)) {
     for (const v of value) total += approximateJsonBytes(v, depth + 1) + 1;
     return total;
   }
-  for (const k of Object.keys(value)) total += k.length + 4 + approximateJsonBytes((value as Record<string, unknown>)[k], depth + 1);
+  for (const k of Object.keys(value)) total += jsonStringBytes(k) + 2 + approximateJsonBytes((value as Record<string, unknown>)[k], depth + 1);
   return total;
+}
+
+/** Characters `JSON.stringify` writes as escapes: `"`, `\`, control characters (`\u0001`: six bytes), surrogates (a lone one: six). */
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/** The exact UTF-8 size of `text` as a JSON string, quotes included; serialised only when it holds a character written as an escape. */
+function jsonStringBytes(text: string): number {
+  return ESCAPED.test(text) ? Buffer.byteLength(JSON.stringify(text)) : Buffer.byteLength(text) + 2;
 }

@@ -87,16 +87,21 @@ function scrubBlock(scrubber: Scrubber, block: unknown): unknown {
   return scrubber.media(block);
 }
 
-/** Scrubs every field of `obj` except `keep`; the same reference when nothing changed. */
+/**
+ * Scrubs every member of `obj` but `keep` as {@link Scrubber.value} scrubs an object's members:
+ * keys included, credential-named fields redacted. The same reference when nothing changed; else
+ * the kept members, then the scrubbed others.
+ */
 function scrubOthers<T extends object>(scrubber: Scrubber, obj: T, keep: readonly string[]): T {
-  let out: Record<string, unknown> | undefined;
-  for (const key of Object.keys(obj)) {
-    if (keep.includes(key)) continue;
-    const value = (obj as Record<string, unknown>)[key];
-    const next = scrubber.value(value);
-    if (next !== value) (out ??= { ...(obj as Record<string, unknown>) })[key] = next;
-  }
-  return (out as T | undefined) ?? obj;
+  const source = obj as Record<string, unknown>;
+  let others: Record<string, unknown> | undefined;
+  for (const key of Object.keys(source)) if (!keep.includes(key)) (others ??= {})[key] = source[key];
+  if (others === undefined) return obj;
+  const clean = scrubber.value(others);
+  if (clean === others) return obj;
+  const out: Record<string, unknown> = {};
+  for (const key of keep) if (Object.hasOwn(source, key)) out[key] = source[key];
+  return Object.assign(out, clean) as T;
 }
 
 /**

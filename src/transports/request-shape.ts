@@ -6,9 +6,13 @@
  * what the client needs.
  *
  * - `-32600` (invalid request): not a request shape: `jsonrpc` is not `"2.0"`, `method` is not a
- *   string, the id is not a string or an integer, or a message with an id has neither `method`
- *   nor `result`/`error`. With the id when it is a string or number, else `null`.
- * - `-32602` (invalid params): `params` present and not an object, or the params of a known
+ *   string, the id is not a string or an integer, a member other than `jsonrpc`, `id`, `method`
+ *   and `params`, or a message with an id has neither `method` nor `result`/`error`. With the
+ *   id when it is a string or number, else `null`.
+ * - `-32602` (invalid params): `params` present and not an object; a `_meta` that is not an
+ *   object, or whose `progressToken` is not a string or an integer, or whose
+ *   `io.modelcontextprotocol/related-task` is not `{taskId: string}` (in any request, of either
+ *   era: the SDK's JSON-RPC request schema holds these, and drops what fails it); or the params of a known
  *   client request (`ClientRequestSchema` of the SDK: `initialize`, `tools/call`, `resources/read`, …)
  *   fail its schema. The message names the method and the first bad field, never a value. A
  *   modern request (the 2026-07-28 `_meta` envelope claim, `era.ts`) has its params checked by
@@ -18,7 +22,9 @@
  * pass unchanged.
  */
 import { ClientRequestSchema } from '@modelcontextprotocol/core';
+import { RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/server';
+import { isProgressToken } from '../shared/progress-token.js';
 import { hasModernClaim } from './era.js';
 
 type RequestId = string | number;
@@ -59,8 +65,13 @@ export function malformedRequestError(message: unknown): JSONRPCMessage | undefi
   }
   if (message.jsonrpc !== '2.0') return invalid(readable, -32600, 'Invalid Request: "jsonrpc" must be "2.0"');
   if (typeof message.method !== 'string') return invalid(readable, -32600, 'Invalid Request: "method" must be a string');
+  for (const key in message) {
+    if (key !== 'jsonrpc' && key !== 'id' && key !== 'method' && key !== 'params') return invalid(readable, -32600, 'Invalid Request: a request has no members but "jsonrpc", "id", "method" and "params"');
+  }
   const params = message.params;
   if (params !== undefined && !isObject(params)) return invalid(readable, -32602, 'Invalid params: "params" must be an object');
+  const badMeta = params === undefined ? undefined : reservedMetaError(params._meta);
+  if (badMeta) return invalid(readable, -32602, `Invalid params for ${message.method}: ${badMeta}`);
   // A modern request's params are the SDK's to check, against its era (a removed method is -32601 there).
   if (hasModernClaim(message)) return undefined;
   // Every tool call passes here: the common shape is checked by hand, zod runs only for the rest.
@@ -95,15 +106,30 @@ export function malformedBodyErrors(body: unknown): JSONRPCMessage | JSONRPCMess
   });
 }
 
+/**
+ * What is wrong with a request's `_meta` as the SDK's request schema holds every request's
+ * `_meta` (its `RequestMetaSchema`, part of the JSON-RPC request schema itself, so the SDK drops
+ * a request that fails it without an answer, whatever its era): an object whose `progressToken`
+ * is a string or an integer and whose `io.modelcontextprotocol/related-task` is `{taskId: string}`.
+ * Undefined when it is absent or fine.
+ */
+function reservedMetaError(meta: unknown): string | undefined {
+  if (meta === undefined) return undefined;
+  if (!isObject(meta)) return 'params._meta must be an object';
+  if (!isProgressToken(meta.progressToken)) return 'params._meta.progressToken must be a string or an integer';
+  const task = meta[RELATED_TASK_META_KEY];
+  if (task !== undefined && !(isObject(task) && typeof task.taskId === 'string')) return `params._meta.${RELATED_TASK_META_KEY} must be an object with a string taskId`;
+  return undefined;
+}
+
 /** A `tools/call` params the SDK schema accepts, in its common shape (no task); anything else goes to zod. */
 function isPlainToolsCall(params: Record<string, unknown> | undefined): boolean {
   if (!params || typeof params.name !== 'string' || params.task !== undefined) return false;
   if (params.arguments !== undefined && !isObject(params.arguments)) return false;
   const meta = params._meta;
   if (meta === undefined) return true;
-  if (!isObject(meta)) return false;
-  const token = meta.progressToken;
-  return token === undefined || typeof token === 'string' || typeof token === 'number';
+  // A related task, or anything else odd in `_meta`, is zod's to judge.
+  return isObject(meta) && !(RELATED_TASK_META_KEY in meta) && isProgressToken(meta.progressToken);
 }
 
 function invalid(id: RequestId | null, code: -32600 | -32602, message: string): JSONRPCMessage {

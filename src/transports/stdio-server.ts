@@ -77,6 +77,8 @@ export class StdioServerTransport implements Transport {
         oversize: (bytes, ends) => {
           // A client's answer to one of our requests that is too large fails that request at once.
           if (ends?.kind === 'response') return this.onmessage?.(oversizeError(ends, bytes, maxMessageBytes, 'the client'));
+          // Counted as received, so its error settles it and no other request under its id.
+          if (ends?.id !== undefined && ends.id !== null) this.count(ends.id);
           void this.writeError(-32600, `Request too large: ${bytes} bytes exceeds maxMessageBytes ${maxMessageBytes}`, ends?.id ?? null);
         },
       },
@@ -118,16 +120,19 @@ export class StdioServerTransport implements Transport {
   }
 
   private receive(message: JSONRPCMessage): void {
+    // Not an object (a batch's `null`, a number, an empty batch): no request to count; the shape guard answers it.
+    if (typeof message !== 'object' || message === null || Array.isArray(message)) return this.onmessage?.(message);
     const m = message as { id?: unknown; method?: unknown; params?: { requestId?: unknown } };
-    if (m.method === undefined && (typeof m.id === 'string' || typeof m.id === 'number')) {
-      this.asked.delete(key(m.id));
+    const readableId = typeof m.id === 'string' || typeof m.id === 'number';
+    if (m.method === undefined && readableId && ('result' in m || 'error' in m)) {
+      this.asked.delete(key(m.id as string | number));
     } else if (m.method === 'subscriptions/listen') {
       // A modern listen is a stream, not a request awaiting its answer: stdin EOF does not wait for it.
-    } else if (m.method !== undefined && (typeof m.id === 'string' || typeof m.id === 'number')) {
+    } else if (readableId) {
+      // A request, or a message with an id that is neither request nor response (answered -32600
+      // by the shape guard): every answer written under an id settles one message counted here.
       if (CALL_TIMING) markCall('parse', 'begin');
-      const open = this.pending.get(key(m.id));
-      if (open) open.open++;
-      else this.pending.set(key(m.id), { id: m.id, open: 1 });
+      this.count(m.id as string | number);
     } else if (m.method === 'notifications/cancelled') {
       // A request the client cancelled gets no answer: it is no longer waited for.
       const id = m.params?.requestId;
@@ -137,6 +142,12 @@ export class StdioServerTransport implements Transport {
       }
     }
     this.onmessage?.(message);
+  }
+
+  private count(id: string | number): void {
+    const open = this.pending.get(key(id));
+    if (open) open.open++;
+    else this.pending.set(key(id), { id, open: 1 });
   }
 
   private settle(id: string | number, all = false): void {

@@ -18,7 +18,7 @@
  * `taskIds` gets the tasks extension's `notifications/tasks` (`task-status-listens.ts`).
  */
 import type { Readable, Writable } from 'node:stream';
-import type { ClientCapabilities } from '@modelcontextprotocol/server';
+import type { ClientCapabilities, JSONRPCMessage } from '@modelcontextprotocol/server';
 import { serveStdio as serveEras } from '@modelcontextprotocol/server/stdio';
 import type { Gateway } from '../gateway.js';
 import { ShuttingDown } from '../broker/deadline.js';
@@ -109,6 +109,13 @@ export async function serveStdio(
     }
     const caps = envelopeCapabilities(message);
     if (caps) start(caps);
+    else if (!gateway.startRequested && waitsForInitialize(message)) {
+      // A legacy request before `initialize`: the upstreams are dialled with the capabilities it
+      // declares, so nothing would answer this until stdin closed. Refused at once instead.
+      const id = (message as { id: string | number }).id;
+      const error = { jsonrpc: '2.0', id, error: { code: -32600, message: `Invalid Request: ${(message as { method: string }).method} before initialize; send initialize first` } };
+      return void send(error as unknown as JSONRPCMessage).catch(() => undefined);
+    }
     const deliver = () => {
       subscriptions.observe(message);
       taskListens.observe(message);
@@ -133,6 +140,17 @@ export async function serveStdio(
     onClosed();
   };
   return { session: () => current, closed };
+}
+
+/**
+ * Whether `message` is a request that would wait for the upstreams' first dial, sent before
+ * anything started it: any request with an id but `initialize` and `ping` (answered without the
+ * upstreams) and `server/discover` (a modern probe, which carries the envelope that starts it).
+ */
+function waitsForInitialize(message: unknown): boolean {
+  const m = message as { id?: unknown; method?: unknown };
+  if (typeof m.method !== 'string' || (typeof m.id !== 'string' && typeof m.id !== 'number')) return false;
+  return m.method !== 'initialize' && m.method !== 'ping' && m.method !== 'server/discover';
 }
 
 /** Whether `message` is a `subscriptions/listen` with `resourceSubscriptions`. */

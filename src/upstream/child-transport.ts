@@ -307,7 +307,12 @@ export class ChildProcessTransport implements Transport {
     this.framer = new LineFramer(
       {
         message: (m) => {
-          const id = (m as { id?: unknown; method?: unknown }).id;
+          if (typeof m !== 'object' || m === null || Array.isArray(m)) {
+            // A batch element that is no message (`[null]`, `[1]`), or an empty batch: nothing to deliver.
+            log.warn({ line: this.loggedLine(JSON.stringify(m)) }, 'upstream wrote a JSON value that is not a message to stdout; skipped');
+            return;
+          }
+          const id = (m as { id?: unknown }).id;
           if (id !== undefined && !('method' in m)) this.inFlight.delete(id);
           this.onmessage?.(m);
         },

@@ -6,11 +6,14 @@
  * answer exactly as the SDK would and hands everything else to the SDK unchanged.
  *
  * Taken (the rest goes to the SDK `Server` as it came):
- * - a `tools/call` request with a string or number id not already in flight here, delivered
- *   without an era classification (on stdio every request after the opening one);
+ * - a `tools/call` request as the SDK's request schema takes it ({@link isPlainRequest}: only
+ *   `jsonrpc: "2.0"`, `id`, `method`, `params`; an id that is a string or a safe integer) with an
+ *   id not already in flight here, delivered without an era classification (on stdio every
+ *   request after the opening one);
  * - params of only `name` (a string), `arguments` (absent or an object) and `_meta` (an object),
  *   so no `task`, `inputResponses` or `requestState` (a multi-round-trip retry goes to the SDK);
- *   a `progressToken` absent, a string or a safe integer;
+ *   a `progressToken` absent, a string or a safe integer; no `io.modelcontextprotocol/related-task`
+ *   (whose shape the SDK's schema checks);
  * - an envelope (the reserved `_meta` keys: protocol version, client info, capabilities, log
  *   level) deep-equal to one the SDK itself accepted on this connection ({@link ModernDirectLane.learn}):
  *   the SDK's envelope check is a pure function of the envelope, so its verdict is reused, never
@@ -37,6 +40,7 @@ import {
   LOG_LEVEL_META_KEY,
   PROTOCOL_VERSION_META_KEY,
   ProtocolErrorCode,
+  RELATED_TASK_META_KEY,
   SERVER_INFO_META_KEY,
 } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, LoggingLevel, Server, ServerContext, Transport } from '@modelcontextprotocol/server';
@@ -44,6 +48,7 @@ import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import { Cancellation } from '../shared/cancel.js';
 import { extend } from '../shared/extend.js';
 import { InflightTable } from '../shared/inflight.js';
+import { isProgressToken } from '../shared/progress-token.js';
 import { abortOnClose, cancelNamedCall, type DirectCallExtra, type DirectCallParams, type LaneCalls } from './direct-tools-call.js';
 import { rawJsonString, withTail } from './raw-json.js';
 
@@ -89,9 +94,9 @@ export function routeModernToolsCallDirectly(server: Server, transport: Transpor
   const sdkMessage = transport.onmessage;
   transport.onmessage = (message, extra) => {
     const m = message as { id?: unknown; method?: unknown; params?: unknown };
-    if (m.method === 'tools/call' && (typeof m.id === 'string' || typeof m.id === 'number') && !inflight.has(m.id) && extra === undefined) {
+    if (m.method === 'tools/call' && extra === undefined && isPlainRequest(message) && !inflight.has(m.id as string | number)) {
       const lifted = liftPlainCall(m.params);
-      if (lifted && learned.some((known) => sameJson(known, lifted.envelope, 0))) return run(message, m.id, lifted);
+      if (lifted && learned.some((known) => sameJson(known, lifted.envelope, 0))) return run(message, m.id as string | number, lifted);
     }
     cancelNamedCall(m, inflight);
     sdkMessage?.(message, extra);
@@ -221,6 +226,19 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/**
+ * Whether `message` is a request as the SDK's JSON-RPC request schema takes it (a strict object:
+ * `jsonrpc: "2.0"`, an `id` that is a string or a safe integer, `method`, `params`, nothing else).
+ * Anything else goes to the SDK, which refuses it before any handler runs.
+ */
+export function isPlainRequest(message: unknown): boolean {
+  if (!isObject(message) || message.jsonrpc !== '2.0' || typeof message.method !== 'string') return false;
+  const id = message.id;
+  if (typeof id !== 'string' && !(typeof id === 'number' && Number.isSafeInteger(id))) return false;
+  for (const key in message) if (key !== 'jsonrpc' && key !== 'id' && key !== 'method' && key !== 'params') return false;
+  return true;
+}
+
 /** The call's params and envelope when the params are ones the lane takes (module doc); undefined otherwise. */
 export function liftPlainCall(params: unknown): PlainCall | undefined {
   if (!isObject(params) || typeof params.name !== 'string' || !isObject(params._meta)) return undefined;
@@ -236,8 +254,9 @@ export function liftPlainCall(params: unknown): PlainCall | undefined {
       rest++;
     }
   }
-  const token = meta.progressToken;
-  if (token !== undefined && typeof token !== 'string' && !(typeof token === 'number' && Number.isSafeInteger(token))) return undefined;
+  if (!isProgressToken(meta.progressToken)) return undefined;
+  // The SDK's request schema holds this key to a shape of its own: a request carrying it is the SDK's to check.
+  if (RELATED_TASK_META_KEY in meta) return undefined;
   const lifted: DirectCallParams = { name: params.name };
   if ('arguments' in params) lifted.arguments = params.arguments as Record<string, unknown> | undefined;
   if (rest > 0) lifted._meta = meta;

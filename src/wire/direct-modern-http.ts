@@ -46,7 +46,7 @@ import type { JSONRPCMessage, ServerContext } from '@modelcontextprotocol/server
 import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import { Cancellation } from '../shared/cancel.js';
 import { InflightTable } from '../shared/inflight.js';
-import { encodePlainResult, LaneRequestContext, liftPlainCall, sameJson, type LaneReplay, type ModernCallHandler } from './direct-modern-call.js';
+import { encodePlainResult, isPlainRequest, LaneRequestContext, liftPlainCall, sameJson, type LaneReplay, type ModernCallHandler } from './direct-modern-call.js';
 import type { DirectCallExtra } from './direct-tools-call.js';
 
 /** How many accepted envelopes are remembered per principal (a client sends one, or a few). */
@@ -99,11 +99,9 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 /** The call when `body` and the headers are ones the lane takes (module doc, all but the learned envelope); undefined otherwise. */
 function plainHttpCall(req: IncomingMessage, body: unknown): PlainHttpCall | undefined {
-  if (!isObject(body) || body.jsonrpc !== '2.0' || body.method !== 'tools/call') return undefined;
-  const id = body.id;
-  if (typeof id !== 'string' && !(typeof id === 'number' && Number.isSafeInteger(id))) return undefined;
-  for (const key in body) if (key !== 'jsonrpc' && key !== 'id' && key !== 'method' && key !== 'params') return undefined;
-  const lifted = liftPlainCall(body.params);
+  if (!isPlainRequest(body) || (body as { method: unknown }).method !== 'tools/call') return undefined;
+  const { id, params } = body as { id: string | number; params?: unknown };
+  const lifted = liftPlainCall(params);
   if (!lifted || !PLAIN_NAME.test(lifted.params.name)) return undefined;
   if (lifted.params._meta?.progressToken !== undefined || LOG_LEVEL_META_KEY in lifted.envelope) return undefined;
   const { headers } = req;

@@ -17,6 +17,7 @@ import { ProtocolErrorCode, RELATED_TASK_META_KEY, SdkError, SdkErrorCode } from
 import type { JSONRPCMessage, Server, Transport } from '@modelcontextprotocol/server';
 import { InflightTable } from '../shared/inflight.js';
 import { Cancellation, type CancelSignal } from '../shared/cancel.js';
+import { isProgressToken } from '../shared/progress-token.js';
 
 /** The `tools/call` params the direct lane accepts (what the session's zod schema accepts, minus tasks). */
 export interface DirectCallParams {
@@ -107,9 +108,7 @@ function isPlainCall(params: unknown): params is DirectCallParams {
   if (params.arguments !== undefined && !isObject(params.arguments)) return false;
   const meta = params._meta;
   if (meta === undefined) return true;
-  if (!isObject(meta) || RELATED_TASK_META_KEY in meta) return false;
-  const token = meta.progressToken;
-  return token === undefined || typeof token === 'string' || typeof token === 'number';
+  return isObject(meta) && !(RELATED_TASK_META_KEY in meta) && isProgressToken(meta.progressToken);
 }
 
 /**

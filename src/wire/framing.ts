@@ -19,7 +19,11 @@ const NEWLINE = 0x0a;
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
 export interface FramerEvents {
-  /** A complete line parsed as JSON. Its validity as JSON-RPC is the receiver's business. */
+  /**
+   * A complete line parsed as JSON: an object, or each element of a batch (an array), or an empty
+   * batch as itself. Its validity as JSON-RPC is the receiver's business: it may be `null`, a
+   * number, a string or an array, and the receiver must not read members off it unchecked.
+   */
   message(message: JSONRPCMessage): void;
   /** A line that is not JSON (a stray log line): never fatal. */
   noise(line: string): void;
@@ -147,9 +151,11 @@ export class LineFramer {
     } catch {
       return this.events.noise(text.trimEnd());
     }
-    if (Array.isArray(parsed)) {
+    if (Array.isArray(parsed) && parsed.length > 0) {
+      // Each element as it came, objects or not: the receiver answers or skips what is not a message.
       for (const m of parsed) this.events.message(m as JSONRPCMessage);
     } else {
+      // An empty batch too, as the one value it is: JSON-RPC answers it with a single -32600.
       this.events.message(parsed as JSONRPCMessage);
     }
   }

@@ -1,6 +1,8 @@
 import type { CallToolResult } from '@modelcontextprotocol/server';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { compileDenyPatterns, evaluateStage } from '../../src/broker/evaluate.js';
+import { approximateJsonBytes } from '../../src/broker/record.js';
 import { compose } from '../../src/broker/runner.js';
 import { call, fakeInvoke, target, text } from './support.js';
 
@@ -21,6 +23,31 @@ describe('evaluate stage', () => {
     expect(c.result).toBeUndefined();
     expect(c.reason).toContain('policy.output.maxBytes');
     expect((await evaluate(text('x'.repeat(500)), { maxBytes: 1000 })).outcome).toBe('ok');
+  });
+
+  it('a result whose JSON grows by escapes or hides deep in structuredContent is measured as sent (both were under-counted and let through)', async () => {
+    // 40,000 control characters: 40 KB of text, 240 KB as JSON (each one \u0001).
+    expect((await evaluate(text('\u0001'.repeat(40_000)), { maxBytes: 100_000 })).outcome).toBe('withheld');
+    // A 200 KB string 70 levels down: past the walk's depth it was counted as "[object Object]".
+    let deep: unknown = { s: 'a'.repeat(200_000) };
+    for (let i = 0; i < 70; i++) deep = { d: deep };
+    expect((await evaluate(text('x', { structuredContent: deep as Record<string, unknown> }), { maxBytes: 100_000 })).outcome).toBe('withheld');
+    // Non-ASCII keys count their bytes, and quotes and backslashes their escapes.
+    expect(approximateJsonBytes({ ['é'.repeat(1000)]: '"\\' })).toBeGreaterThanOrEqual(Buffer.byteLength(JSON.stringify({ ['é'.repeat(1000)]: '"\\' })));
+  });
+
+  it('property: the size the stage measures is never under the serialised size, and over it by one comma a member or element at most', () => {
+    const json = fc.jsonValue({ maxDepth: 6 });
+    const commas = (v: unknown): number => (Array.isArray(v) ? v.length + v.reduce((n: number, x) => n + commas(x), 0) : v && typeof v === 'object' ? Object.values(v).reduce((n: number, x) => n + 1 + commas(x), 0) : 0);
+    fc.assert(
+      fc.property(fc.oneof(json, fc.string({ unit: 'binary' }), fc.dictionary(fc.string({ unit: 'binary' }), fc.string({ unit: 'binary' }))), (value) => {
+        const exact = Buffer.byteLength(JSON.stringify(value));
+        const measured = approximateJsonBytes(value);
+        expect(measured).toBeGreaterThanOrEqual(exact);
+        expect(measured - exact).toBeLessThanOrEqual(commas(value));
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it('withholds a result whose text, resource text or structured strings match a deny pattern; the reason never quotes it', async () => {

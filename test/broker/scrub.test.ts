@@ -112,6 +112,16 @@ describe('scrub stage', () => {
     expect(asked.note).toBe(`extra ${REDACTED}`);
   });
 
+  it("a text block's other members are scrubbed as any object's are: their keys too (a secret in a key reached a legacy client), credential-named ones redacted", async () => {
+    const block = { type: 'text', text: 'hi', [`note_${SECRET}`]: 'x', password: 'hunter22', nested: { [SECRET]: 1 } };
+    const c = await through({ content: [block as CallToolResult['content'][number]] });
+    const out = c.result!.content[0] as Record<string, unknown>;
+    expect(JSON.stringify(out)).not.toContain(SECRET);
+    expect(out).toEqual({ type: 'text', text: 'hi', [`note_${REDACTED}`]: 'x', password: REDACTED, nested: { [REDACTED]: 1 } });
+    const clean = { type: 'text', text: 'hi', note: 'x' };
+    expect((await through({ content: [clean as CallToolResult['content'][number]] })).result!.content[0]).toBe(clean);
+  });
+
   it('a result that needs no change keeps its reference (no copy, no re-serialising)', async () => {
     const result = text('nothing secret', { structuredContent: { a: 1 } });
     expect(scrubResult(scrubber, result).result).toBe(result);

@@ -91,6 +91,38 @@ describe('modern tools/call direct lane, through the CLI', () => {
     // At least the second call of ok, tool_error, refusal, unknown tool and progress took the lane (test/wire proves which calls do).
     expect(summary.segments.filter((s) => s.to === 'modern lane').reduce((n, s) => n + s.count, 0)).toBeGreaterThanOrEqual(5);
   }, 90_000);
+
+  it('requests the SDK refuses before any handler (a related-task of the wrong shape, a member beyond the four, a fractional id) are refused alike under a learned envelope: nothing runs, nothing is recorded', async () => {
+    const log = join(dir, 'refused.ndjson');
+    const broker = spawnRawBroker({ servers: { fx: nodeServer(fixture('echo.mjs'), { env: { FIXTURE_LOG: log } }) } });
+    try {
+      await broker.request('open', 'server/discover', { _meta: envelope('opening') });
+      const meta = envelope('client-refused');
+      const fractional = { sdk: 1.5, lane: 2.5 } as const;
+      const answersOf = (round: 'sdk' | 'lane') =>
+        broker.messages
+          .filter((m) => !('method' in m) && (m.id === fractional[round] || (typeof m.id === 'string' && m.id.startsWith(`${round}-`))))
+          .map((m) => JSON.stringify(m).replaceAll(`${round}-`, '*-').replace(`"id":${fractional[round]},`, '"id":"*",'));
+      // First round: a fresh envelope, so the SDK sees each request; its sync call teaches the lane the envelope.
+      // Second round: the same envelope, learned, where the lane used to run each of them.
+      const seen: string[][] = [];
+      for (const round of ['sdk', 'lane'] as const) {
+        const text = (what: string) => ({ text: `BAD-${round}-${what}` });
+        broker.send({ jsonrpc: '2.0', id: `${round}-task`, method: 'tools/call', params: { name: 'fx__echo', arguments: text('task'), _meta: { ...meta, 'io.modelcontextprotocol/related-task': 5 } } });
+        broker.send({ jsonrpc: '2.0', id: `${round}-member`, method: 'tools/call', extra: 1, params: { name: 'fx__echo', arguments: text('member'), _meta: meta } });
+        broker.send({ jsonrpc: '2.0', id: fractional[round], method: 'tools/call', params: { name: 'fx__echo', arguments: text('id'), _meta: meta } });
+        await broker.request(`${round}-sync`, 'tools/call', { name: 'fx__echo', arguments: { text: 'ok' }, _meta: meta });
+        // One more round trip through the upstream: a refused call the lane had run would be answered and recorded by now.
+        await broker.request(`${round}-sync2`, 'tools/call', { name: 'fx__echo', arguments: { text: 'ok' }, _meta: meta });
+        seen.push(answersOf(round).filter((a) => !a.includes('"*-sync')));
+      }
+      expect(seen[1]).toEqual(seen[0]);
+      expect(readNdjson<{ event: string }>(log).filter((e) => e.event === 'call')).toHaveLength(4);
+      expect(readNdjson<{ args?: { text?: string } }>(broker.recordsPath).map((r) => r.args?.text)).toEqual(['ok', 'ok', 'ok', 'ok']);
+    } finally {
+      await broker.close();
+    }
+  }, 60_000);
 });
 
 describe('modern tools/call direct lane: a held call over two rounds', () => {

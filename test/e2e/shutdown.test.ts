@@ -75,6 +75,28 @@ describe('issue 17 §2: stdin closed with requests pending', () => {
     expect(records[0]).toMatchObject({ outcome: 'ok', status: 200 });
   }, 40_000);
 
+  it('an answer to a message the drain never counted ({"id": 3} with no method, an oversize line under id 3) no longer frees call 3: it is answered and recorded ok at EOF', async () => {
+    for (const stray of ['{"jsonrpc":"2.0","id":3}', `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"${'x'.repeat(5000)}"}}}`]) {
+      const log = join(tmp, `stray-${stray.length}.log`);
+      const broker = (b = spawnRawBroker({
+        servers: { echo: nodeServer(fixture('echo.mjs'), { inheritEnv: ['FIXTURE_LOG'] }) },
+        extra: { broker: { drainTimeoutMs: 30_000, maxMessageBytes: 4096 } },
+        env: { FIXTURE_LOG: log },
+      }));
+      broker.child.stdin!.write(lines({ name: 'echo__slow', arguments: { ms: 1000 } }));
+      await waitFor(() => callsOf(log, 'slow') === 1, 'the slow call running upstream');
+      broker.child.stdin!.end(stray + '\n');
+      expect(await broker.exited).toBe(0);
+      const answers = broker.messages.filter((m) => m.id === 3) as Array<Record<string, any>>;
+      // The stray line's own -32600, and the call's answer.
+      expect(answers.map((a) => a.error?.code ?? a.result?._meta?.['mcp-broker/outcome'])).toEqual([-32600, 'ok']);
+      const records = readNdjson(broker.recordsPath).filter((r) => r.name === 'echo__slow');
+      expect(records.map((r) => r.outcome)).toEqual(['ok']);
+      await b.close();
+      b = undefined;
+    }
+  }, 60_000);
+
   it('a call still running at broker.drainTimeoutMs is cancelled, answered and recorded with the drain as its reason, then exit 0', async () => {
     // The same pipe, ended once the call runs upstream: the drain window starts at the end of
     // input, and on a slow machine the upstream may still be starting 1.5 s after the spawn.

@@ -217,8 +217,59 @@ describe('issue 17 §4: malformed requests with a usable id got no answer', () =
     expect((await answerTo('{"jsonrpc":"2.0","id":1.5,"method":"ping"}', 1.5)).error.code).toBe(-32600);
     expect((await answerTo('{"jsonrpc":"2.0","id":"bare"}', 'bare')).error.code).toBe(-32600);
     expect((await answerTo('[42]', null)).error.code).toBe(-32600);
+    // A batch holding null crashed the broker (a member read off null); an empty batch got nothing.
+    expect((await answerTo('[null]', null)).error.code).toBe(-32600);
+    expect((await answerTo('[]', null)).error.code).toBe(-32600);
+    // A member beyond the four: the SDK dropped it unanswered.
+    expect((await answerTo('{"jsonrpc":"2.0","id":"xm","method":"ping","extra":1}', 'xm')).error.code).toBe(-32600);
     const alive = (await b.request(nextId++, 'ping')) as Msg;
     expect(alive.result).toEqual({});
+  });
+
+  it("a _meta the SDK's request schema refuses (not an object, a fractional progress token, a related-task of the wrong shape) is -32602; the fast path ran the call", async () => {
+    const cases: Array<[object, string]> = [
+      [{ progressToken: 1.5 }, 'params._meta.progressToken'],
+      [{ progressToken: 1e20 }, 'params._meta.progressToken'],
+      [{ 'io.modelcontextprotocol/related-task': 5 }, 'related-task'],
+    ];
+    for (const [meta, field] of cases) {
+      const id = `meta-${nextId++}`;
+      const res = (await b.request(id, 'tools/call', { name: 'u1__echo', arguments: { text: 'meta' }, _meta: meta }, 5_000)) as Msg;
+      expect(res.error?.code, JSON.stringify(meta)).toBe(-32602);
+      expect(res.error.message).toContain(field);
+    }
+    b.send({ jsonrpc: '2.0', id: 'meta-null', method: 'tools/call', params: { name: 'u1__echo', arguments: { text: 'meta' }, _meta: null } });
+    expect(((await b.waitForMessage((m) => m.id === 'meta-null', 'the answer to _meta: null', 5_000)) as Msg).error.code).toBe(-32602);
+    expect(readNdjson<{ args?: { text?: string } }>(b.recordsPath).filter((r) => r.args?.text === 'meta')).toEqual([]);
+  });
+
+  it('an upstream that writes a batch holding no message ([null], [1], []) is skipped with a warning; the broker and that upstream keep serving', async () => {
+    for (const line of ['[null]', '[1]', '[]']) {
+      const res = (await call('noisy__say', { line })) as Msg;
+      expect(res.result, line).toBeDefined();
+    }
+    const alive = (await call('noisy__hi', {})) as Msg;
+    expect(alive.result.content[0].text).toBe('hi despite the noise');
+  });
+});
+
+describe('a legacy request before initialize', () => {
+  it('waited for a dial only initialize starts, unanswered until stdin closed: now refused at once (-32600), and the session goes on after initialize', async () => {
+    const early = spawnRawBroker({ servers: { u1: nodeServer(fixture('echo.mjs')) } });
+    try {
+      for (const method of ['tools/call', 'tools/list']) {
+        const res = (await early.request(`early-${method}`, method, method === 'tools/call' ? { name: 'u1__echo', arguments: { text: 'early' } } : {}, 5_000)) as Msg;
+        expect(res.error?.code, method).toBe(-32600);
+        expect(res.error.message).toContain('before initialize');
+      }
+      expect(((await early.request('early-ping', 'ping', undefined, 5_000)) as Msg).result).toEqual({});
+      expect((await early.initialize()).result).toBeDefined();
+      const res = (await early.request('after', 'tools/call', { name: 'u1__echo', arguments: { text: 'after' } })) as Msg;
+      expect(res.result.content[0].text).toBe('after');
+      expect(readNdjson<{ args?: { text?: string } }>(early.recordsPath).map((r) => r.args?.text)).toEqual(['after']);
+    } finally {
+      await early.close();
+    }
   });
 });
 
