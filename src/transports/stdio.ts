@@ -100,6 +100,8 @@ export async function serveStdio(
   // entry checks the ones that open the connection, until one picks the era, and queues the rest
   // meanwhile (a modern instance is built only once the upstreams' surface is known), then none.
   let opened = false;
+  // Whether an `initialize` arrived (it starts the dial once its session handles it, after this sees the requests behind it).
+  let initializeSeen = false;
   transport.onmessage = (message) => {
     if (opened) {
       const refusal = unsupportedRevisionAnswer(message);
@@ -109,7 +111,8 @@ export async function serveStdio(
     }
     const caps = envelopeCapabilities(message);
     if (caps) start(caps);
-    else if (!gateway.startRequested && waitsForInitialize(message)) {
+    else if ((message as { method?: unknown }).method === 'initialize') initializeSeen = true;
+    else if (!initializeSeen && !gateway.startRequested && waitsForInitialize(message)) {
       // A legacy request before `initialize`: the upstreams are dialled with the capabilities it
       // declares, so nothing would answer this until stdin closed. Refused at once instead.
       const id = (message as { id: string | number }).id;

@@ -111,13 +111,16 @@ export function writeConfig(servers: Record<string, unknown>, extra: Record<stri
   return { dir, configPath, recordsPath };
 }
 
-/** Parses an ndjson file; missing file → []. */
+/**
+ * Parses an ndjson file's complete lines; missing file → []. A last line without its newline is
+ * one being written while a test polls the file (a reader can see part of a write): left for the
+ * next look.
+ */
 export function readNdjson<T = RecordLine>(path: string): T[] {
   if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((l) => JSON.parse(l) as T);
+  const lines = readFileSync(path, 'utf8').split('\n');
+  lines.pop();
+  return lines.filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as T);
 }
 
 /** Spawns the CLI with a temp config and connects an SDK client over its stdio. */
