@@ -17,8 +17,8 @@
  *   batch. When even that fails (an append-only file, an I/O error), or a file is opened whose
  *   last byte is not a newline (a crash mid-write), the next write starts with a newline, so the
  *   fragment stays a line of its own that readers skip, and no record is ever glued onto it.
- *   The lines of such a batch that reached the file whole stay records, and their calls are
- *   answered; the rest are refused.
+ *   The lines of such a batch that reached the file whole (and, with `fsync: "batch"`, were
+ *   flushed) stay records, and their calls are answered; the rest are refused.
  * - **Never blocked.** The path is opened `O_NONBLOCK`: a FIFO without a reader refuses the
  *   batch instead of hanging the process in `open`; anything but a regular file is refused.
  * - **One broker per file.** The sink holds `<path>.lock` (./records-lock.ts) from construction
@@ -276,15 +276,28 @@ export class NdjsonRecordSink implements RecordSink {
           this.fs.ftruncateSync(fd, before);
         } catch {
           this.torn = true;
-          // The bytes stay (an append-only file, an I/O error): say how much of the batch is in the file.
-          const landed = written - (out.length - bytes.length);
-          if (landed > 0) throw new PartlyWritten(err, landed);
+          // The bytes stay (an append-only file, an I/O error): say how much of the batch is in
+          // the file when the write itself failed part way, and those bytes are as durable as the
+          // setting asks. (A failed flush after a whole write counts nothing as landed: refused.)
+          const landed = written < out.length ? written - (out.length - bytes.length) : 0;
+          if (landed > 0 && this.flushedAnyway(fd)) throw new PartlyWritten(err, landed);
         }
       }
       throw err;
     }
     this.size = before + out.length;
     this.torn = false;
+  }
+
+  /** With `fsync: "batch"`, whether what a failed write left in the file could be flushed to the disk; true without it. */
+  private flushedAnyway(fd: number): boolean {
+    if (this.options.fsync !== 'batch') return true;
+    try {
+      this.fs.fdatasyncSync(fd);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   private closeFile(): void {

@@ -71,7 +71,8 @@ export function malformedRequestError(message: unknown): JSONRPCMessage | undefi
   const params = message.params;
   if (params !== undefined && !isObject(params)) return invalid(readable, -32602, 'Invalid params: "params" must be an object');
   const badMeta = params === undefined ? undefined : reservedMetaError(params._meta);
-  if (badMeta) return invalid(readable, -32602, `Invalid params for ${message.method}: ${badMeta}`);
+  // The method is named only when it is one the broker knows: never a caller's text back.
+  if (badMeta) return invalid(readable, -32602, `Invalid params${KNOWN_REQUESTS.has(message.method) || MODERN_ONLY.has(message.method) ? ` for ${message.method}` : ''}: ${badMeta}`);
   // A modern request's params are the SDK's to check, against its era (a removed method is -32601 there).
   if (hasModernClaim(message)) return undefined;
   // Every tool call passes here: the common shape is checked by hand, zod runs only for the rest.

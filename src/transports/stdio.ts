@@ -115,8 +115,10 @@ export async function serveStdio(
     else if (!initializeSeen && !gateway.startRequested && waitsForInitialize(message)) {
       // A legacy request before `initialize`: the upstreams are dialled with the capabilities it
       // declares, so nothing would answer this until stdin closed. Refused at once instead.
-      const id = (message as { id: string | number }).id;
-      const error = { jsonrpc: '2.0', id, error: { code: -32600, message: `Invalid Request: ${(message as { method: string }).method} before initialize; send initialize first` } };
+      const { id, method } = message as { id: string | number; method: string };
+      // The method is named when it is short (never a caller's long text back).
+      const what = method.length <= 64 && /^[\w/.-]+$/.test(method) ? method : 'a request';
+      const error = { jsonrpc: '2.0', id, error: { code: -32600, message: `Invalid Request: ${what} before initialize; send initialize first` } };
       return void send(error as unknown as JSONRPCMessage).catch(() => undefined);
     }
     const deliver = () => {

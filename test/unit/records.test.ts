@@ -317,6 +317,36 @@ describe('issue 12: records are never lost silently', () => {
     }
   });
 
+  it('fsync "batch": of a batch that cannot be cut back, the whole lines are answered only when they could be flushed', async () => {
+    for (const flushWorks of [true, false]) {
+      const path = freshPath();
+      let full = false;
+      const sink = new NdjsonRecordSink({
+        path,
+        fsync: 'batch',
+        fs: {
+          writeSync: (fd, buffer, offset, length) => {
+            if (!full) return writeSync(fd, buffer, offset, length);
+            if (offset === 0) return writeSync(fd, buffer, 0, buffer.indexOf('\n') + 1 + 10);
+            throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', syscall: 'write' });
+          },
+          ftruncateSync: () => {
+            throw Object.assign(new Error('EPERM: operation not permitted, ftruncate'), { code: 'EPERM', syscall: 'ftruncate' });
+          },
+          fdatasyncSync: (fd) => {
+            if (full && !flushWorks) throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO', syscall: 'fdatasync' });
+            fdatasyncSync(fd);
+          },
+        },
+      });
+      full = true;
+      const settled = await Promise.allSettled([sink.append({ i: 1 }), sink.append({ i: 2, pad: 'x'.repeat(50) })]);
+      expect(settled.map((r) => r.status), `flush works: ${flushWorks}`).toEqual([flushWorks ? 'fulfilled' : 'rejected', 'rejected']);
+      full = false;
+      await sink.close();
+    }
+  });
+
   it('a FIFO at the records path without a reader refuses the batch at once; it used to block the process in open() (not as root: EACCES first)', async (ctx) => {
     // The blocking open was the fallback for a path the broker may write but not read, which
     // root never meets: as root the check runs in a child as nobody, from a bundle of the sink.
