@@ -25,13 +25,16 @@
  * lets them through: they are reads); then the first rule that covers the primitive (its
  * `prompts` or `resources` globs, or `tools` globs that cover the server's whole namespace, see
  * {@link namespaceName}) gives the action, else `policy.default`; `deny` → `denied`, `ask` → ask.
- * A resource URI is judged as sent and with its percent-encoded unreserved characters decoded
- * (the stricter action wins), and one with a `.` or `..` path segment is denied while any rule
- * has `resources` globs ({@link DOT_SEGMENT_SOURCE}). Globs match names starting with `.` too
- * (shared/glob.ts).
+ * A resource URI is judged as sent, with its percent-encoded unreserved characters decoded, and
+ * (while any rule has `resources` globs) in its canonical form against globs made canonical the
+ * same way (resource-uri.ts: scheme and host in lower case, `file:///`): the strictest action
+ * wins. While any rule has `resources` globs, a URI with no one reading (a `.`, `..` or empty
+ * path segment, a backslash, whitespace, an encoded slash, user information) is denied
+ * ({@link AMBIGUOUS_URI_SOURCE}). Globs match names starting with `.` too (shared/glob.ts).
  */
 import { plainApproveCommand } from './approve-hint.js';
 import { globMatcher } from '../shared/glob.js';
+import { ambiguity, canonicalUri } from './resource-uri.js';
 import type { PolicyConfig, PrincipalConfig } from '../config/schema.js';
 import type { PinState } from '../store/store.js';
 
@@ -130,6 +133,8 @@ export function compilePolicy(config: PolicyConfig): CompiledPolicy {
     tools: compile(rule.tools),
     prompts: compile(rule.prompts),
     resources: compile(rule.resources),
+    // The same globs as the URIs judged beside them: scheme and host in lower case, `file:///` (resource-uri.ts).
+    canonicalResources: compile(rule.resources?.map(canonicalUri)),
     principals: rule.principals ? new Set(rule.principals) : undefined,
     action: rule.action,
     literal: new Set(rule.tools ?? []),
@@ -157,27 +162,31 @@ export function compilePolicy(config: PolicyConfig): CompiledPolicy {
     },
     primitiveAction(subject, principal) {
       const whole = namespaceName(subject.prefix);
-      const actionOn = (name: string, own: 'prompts' | 'resources'): PolicyAction => {
+      const actionOn = (name: string, own: 'prompts' | 'resources' | 'canonicalResources'): PolicyAction => {
         const ruled = first(principal, false, (rule) => rule[own]?.(name) || rule.tools?.(whole));
         return ruled ? { action: ruled.action, source: ruled.source, ground: ruled.ground } : { action: config.default, source: 'policy.default', ground: 'default' };
       };
       if (subject.type === 'prompt') return actionOn(subject.name, 'prompts');
       const decoded = decodeUnreserved(subject.name);
-      if (judgesResources && hasDotSegment(decoded)) return { action: 'deny', source: DOT_SEGMENT_SOURCE, ground: 'rule' };
-      // The URI as sent and with its unreserved characters decoded name the same resource: the stricter action of the two.
+      const unclear = judgesResources ? ambiguity(decoded) : undefined;
+      if (unclear) return { action: 'deny', source: `${AMBIGUOUS_URI_SOURCE}: ${unclear}`, ground: 'rule' };
+      // The URI as sent, with its unreserved characters decoded, and in its canonical form name
+      // the same resource: the strictest action of the three.
       const asSent = actionOn(subject.name, 'resources');
-      return decoded === subject.name ? asSent : stricter(asSent, actionOn(decoded, 'resources'));
+      const both = decoded === subject.name ? asSent : stricter(asSent, actionOn(decoded, 'resources'));
+      return judgesResources ? stricter(both, actionOn(canonicalUri(decoded), 'canonicalResources')) : both;
     },
   };
 }
 
 /**
- * Why a resource URI with a `.` or `..` path segment is refused while any rule has `resources`
- * globs: a glob never matches `..`, and what the URI names depends on how its upstream resolves
- * it (`file:///srv/public/../secrets/key` is under no `file:///srv/secrets/**`), so no rule can be
- * said to cover it or not.
+ * Why a resource URI with no one reading (resource-uri.ts `ambiguity`: a `.` or `..` path
+ * segment, an empty one, a backslash, whitespace, an encoded slash, user information) is refused
+ * while any rule has `resources` globs: what it names depends on how its upstream resolves it
+ * (`file:///srv/public/../secrets/key` and `file:///srv/public\..\secrets\key` are under no
+ * `file:///srv/secrets/**`), so no rule can be said to cover it or not.
  */
-export const DOT_SEGMENT_SOURCE = 'a resource URI with "." or ".." path segments (refused while policy.rules judge resources; send the URI without them)';
+export const AMBIGUOUS_URI_SOURCE = 'a resource URI its upstream may read as another (refused while policy.rules judge resources; send the URI as the upstream lists it)';
 
 /** RFC 3986 §2.3: these characters mean the same percent-encoded or not. */
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
@@ -189,14 +198,6 @@ function decodeUnreserved(uri: string): string {
     const c = String.fromCharCode(Number.parseInt(hex, 16));
     return UNRESERVED.test(c) ? c : encoded;
   });
-}
-
-/** Whether the path of `uri` (after its scheme, before any query or fragment) has a `.` or `..` segment. */
-function hasDotSegment(uri: string): boolean {
-  const colon = uri.indexOf(':');
-  const rest = uri.slice(colon + 1);
-  const end = rest.search(/[?#]/);
-  return /(^|\/)\.\.?(\/|$)/.test(end === -1 ? rest : rest.slice(0, end));
 }
 
 const STRICTNESS = { allow: 0, ask: 1, deny: 2 } as const;

@@ -183,14 +183,53 @@ describe('resource URIs: every spelling of a name under a rule is covered', () =
   it('percent-encoded unreserved characters are judged decoded too; the stricter action wins', () => {
     expect(action(denyHome, 'file:///home/u/%2essh/id_rsa')).toBe('deny');
     expect(action(policy([{ resources: ['file:///srv/secret/**'], action: 'ask' }]), 'file:///srv/%73ecret/k')).toBe('ask');
-    // A reserved character stays encoded: %2F is not a path separator.
-    expect(action(policy([{ resources: ['file:///a/b'], action: 'deny' }]), 'file:///a%2Fb')).toBe('allow');
+    // A reserved character stays encoded; an encoded slash, which an upstream may decode into a separator, is refused.
+    expect(action(policy([{ resources: ['file:///a/b'], action: 'deny' }]), 'file:///a%2Fb')).toBe('deny');
+    expect(action(policy([{ resources: ['file:///a/b'], action: 'deny' }]), 'file:///a%3Fb')).toBe('allow');
+  });
+
+  it('another spelling of a denied URI is denied: scheme or host case, file://localhost/ and file:/, a default port (each was read through)', () => {
+    const denySecrets = policy([{ resources: ['file:///tmp/rp/tree/secrets/**', 'up://secret/**', 'https://internal/private/**'], action: 'deny' }]);
+    for (const uri of [
+      'FILE:///tmp/rp/tree/secrets/key.txt',
+      'file://localhost/tmp/rp/tree/secrets/key.txt',
+      'file://LOCALHOST/tmp/rp/tree/secrets/key.txt',
+      'file:/tmp/rp/tree/secrets/key.txt',
+      'UP://secret/key',
+      'up://Secret/key',
+      'https://INTERNAL:443/private/x',
+    ]) {
+      expect(action(denySecrets, uri), uri).toBe('deny');
+    }
+    expect(action(denySecrets, 'file:///tmp/rp/tree/public/a.txt')).toBe('allow');
+    expect(action(denySecrets, 'https://internal:8443/private/x')).toBe('allow');
+    // A glob written with upper case still allows its own spelling; another spelling takes the strictest of its readings.
+    const allowOnly = compilePolicy(policySchema.parse({ default: 'deny', rules: [{ resources: ['up://Secret/**'], action: 'allow' }] }));
+    expect(action(allowOnly, 'up://Secret/key')).toBe('allow');
+    expect(action(allowOnly, 'up://secret/key')).toBe('deny');
+  });
+
+  it('a URI with no one reading is denied while any rule judges resources: an empty segment, a backslash, whitespace, a control character, user information (each was read through)', () => {
+    const denySecrets = policy([{ resources: ['file:///tmp/rp/tree/secrets/**', 'http://host/**'], action: 'deny' }]);
+    for (const uri of [
+      'file:///tmp/rp/tree//secrets/key.txt',
+      'file:///tmp/rp/tree/public\\..\\secrets\\key.txt',
+      ' file:///tmp/rp/tree/secrets/key.txt',
+      'file:///tmp/rp/tree/sec\trets/key.txt',
+      'file:///tmp/rp/tree/secrets/key.txt\n',
+      'http://user@host/x',
+      'file:///tmp/rp/tree/public%5Ckey',
+    ]) {
+      expect(denySecrets.primitiveAction({ type: 'resource', name: uri, prefix: 'fs' }, 'bob'), JSON.stringify(uri)).toMatchObject({ action: 'deny', source: expect.stringContaining('may read as another') });
+    }
+    // Without rules on resources, spellings change nothing.
+    expect(action(policy([{ tools: ['fs__write'], action: 'deny' }]), 'file:///a//b')).toBe('allow');
   });
 
   it('a "." or ".." path segment is denied while any rule judges resources, whatever it would resolve to', () => {
     for (const uri of ['file:///srv/public/../secret/k', 'file:///home/u/./x', 'file:///x/%2e%2e/y', 'prims:..', 'file:///a/..']) {
       const p = policy([{ resources: ['file:///srv/secret/**'], action: 'deny' }]);
-      expect(p.primitiveAction({ type: 'resource', name: uri, prefix: 'fs' }, 'bob')).toMatchObject({ action: 'deny', source: expect.stringContaining('".."') });
+      expect(p.primitiveAction({ type: 'resource', name: uri, prefix: 'fs' }, 'bob')).toMatchObject({ action: 'deny', source: expect.stringContaining('".." path segments') });
     }
     // Dots that are no segment of their own, and a query, are not.
     expect(action(denyHome, 'file:///srv/a..b/c.d')).toBe('allow');

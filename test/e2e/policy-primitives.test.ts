@@ -8,12 +8,12 @@
  * (unless the mode is `locked`, which refuses everyone). And fail closed over stdio: a read whose
  * record cannot be written is refused `guard_error`.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ProtocolError } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, nodeServer, startBroker, type StartedBroker } from './helpers.js';
+import { fixture, nodeServer, spawnRawBroker, startBroker, type StartedBroker } from './helpers.js';
 import { connectHttp, startHttpBroker, type ConnectedClient, type HttpBroker } from '../transports/harness.js';
 
 const TOKENS = { ALICE_TOKEN: 'alice-token-0123456789abcdef', BOB_TOKEN: 'bob-token-0123456789abcdef00' };
@@ -171,5 +171,41 @@ describe('fail-closed record of a read', () => {
       expect(err.message).not.toContain('content of');
     }
     expect(events(log, 'evil').map((e) => e.event)).toEqual(['read', 'get']); // they did reach the upstream
+  });
+});
+
+describe('a denied resource under another spelling of its URI (a file server reads them all as one file)', () => {
+  it('scheme case, file://localhost, file:/, an empty segment, backslashes and dots, stray whitespace: each is refused denied, the file never read', async () => {
+    const tree = join(tmp, 'spellings');
+    mkdirSync(join(tree, 'public'), { recursive: true });
+    mkdirSync(join(tree, 'secrets'), { recursive: true });
+    writeFileSync(join(tree, 'public', 'a.txt'), 'public text');
+    writeFileSync(join(tree, 'secrets', 'key.txt'), 'TOP-SECRET-FILE-CONTENT');
+    const broker = spawnRawBroker({
+      servers: { fs: nodeServer(fixture('file-resources.mjs'), { env: { FIXTURE_PUBLIC: join(tree, 'public', 'a.txt') } }) },
+      extra: { policy: { rules: [{ resources: [`file://${tree}/secrets/**`], action: 'deny' }] } },
+    });
+    try {
+      await broker.initialize();
+      const read = (uri: string) => broker.request(`read-${uri}`, 'resources/read', { uri }, 10_000) as Promise<{ result?: { contents: { text: string }[] }; error?: { code: number } }>;
+      expect((await read(`file://${tree}/public/a.txt`)).result?.contents[0]?.text).toBe('public text');
+      const secret = `${tree}/secrets/key.txt`;
+      for (const uri of [
+        `file://${secret}`,
+        `FILE://${secret}`,
+        `file://localhost${secret}`,
+        `file:${secret}`,
+        `file://${tree}//secrets/key.txt`,
+        `file://${tree}/public\\..\\secrets\\key.txt`,
+        ` file://${secret}`,
+        `file://${tree}/sec\trets/key.txt`,
+      ]) {
+        const answer = await read(uri);
+        expect(answer.error?.code, JSON.stringify(uri)).toBe(-32003);
+        expect(JSON.stringify(answer)).not.toContain('TOP-SECRET');
+      }
+    } finally {
+      await broker.close();
+    }
   });
 });
