@@ -70,7 +70,8 @@ function read(ref: string, results: ReadonlyMap<string, unknown>): unknown {
   if (parts.join('') !== path) throw new FlowReferenceError(`\${${ref}}: cannot read the path "${path}"`);
   for (const part of parts) {
     const key = part.startsWith('[') ? Number(part.slice(1, -1)) : part.slice(1);
-    if (current === null || typeof current !== 'object' || !(key in (current as object))) {
+    // Own members only: `constructor`, `__proto__` and the rest of the prototype chain are no part of a result.
+    if (current === null || typeof current !== 'object' || !Object.hasOwn(current, key)) {
       throw new FlowReferenceError(`\${${ref}}: the result of step "${id}" has no ${part}`);
     }
     current = (current as Record<string | number, unknown>)[key];

@@ -12,7 +12,7 @@
  * holds on disk.
  */
 import { execFile } from 'node:child_process';
-import { cp, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -28,10 +28,16 @@ export interface EstateSnapshot {
   discard(): Promise<void>;
 }
 
-/** Takes a snapshot of `root` (an existing folder). Rejects when it cannot be taken. */
+/**
+ * Takes a snapshot of `root` (an existing folder, or a symlink to one: the folder it names is
+ * what is saved and put back). Rejects when it cannot be taken.
+ */
 export async function takeSnapshot(root: string): Promise<EstateSnapshot> {
-  const top = await gitTop(root);
-  return top ? gitSnapshot(root, top) : copySnapshot(root);
+  // A root that is a symlink was copied as the link, and restoring emptied the folder it names
+  // before failing to copy the link back onto it: every file of the estate lost.
+  const real = await realpath(root);
+  const top = await gitTop(real);
+  return top ? gitSnapshot(real, top) : copySnapshot(real);
 }
 
 async function gitTop(root: string): Promise<string | undefined> {

@@ -21,4 +21,9 @@ describe('applyUnifiedDiff', () => {
     expect(() => applyUnifiedDiff('a\n', '@@ -1,2 +1 @@\n-a\n+c\n')).toThrow(/says -2 \+1 lines but has -1 \+1/);
     expect(() => applyUnifiedDiff('a\n', 'just some words')).toThrow(/outside any hunk|no hunk/);
   });
+  it('a hunk claiming a start far past the end is searched from inside the file (it spun the event loop through every line number: ~30 s at 10^8, a 10^12 start froze the broker)', () => {
+    // Past the test's timeout with the old search; at once now, bounded by the file's lines.
+    expect(() => applyUnifiedDiff('x\n', '@@ -100000000,1 +1,1 @@\n-nomatch\n+y\n')).toThrow(DiffError);
+    expect(applyUnifiedDiff('x\n', '@@ -1000000000000,1 +1000000000000,1 @@\n-x\n+y\n')).toBe('y\n');
+  });
 });

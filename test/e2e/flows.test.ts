@@ -7,7 +7,7 @@
  * the flow `denied`; every step is recorded with the flow's id and the step's id.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/client';
@@ -311,6 +311,42 @@ describe('flows over server-filesystem', () => {
       if (kind === 'git') expect(execFileSync('git', ['-C', root, 'status', '--porcelain']).toString()).toBe('?? keep.txt\n');
     });
   }
+});
+
+describe('flows: snapshot "estate" with estate.root a symlink', () => {
+  let linked: StartedBroker | undefined;
+  afterEach(async () => linked?.close());
+
+  function folder(): string {
+    const d = mkdtempSync(join(tmpdir(), 'mcp-broker-flow-link-'));
+    dirs.push(d);
+    return d;
+  }
+
+  it('saves and puts back the folder the link names (restoring emptied that folder, then failed: every file lost)', async () => {
+    const real = folder();
+    writeFileSync(join(real, 'keep.txt'), 'before');
+    mkdirSync(join(real, 'd'));
+    writeFileSync(join(real, 'd', 'inner.txt'), 'inner');
+    const link = join(folder(), 'root-link');
+    symlinkSync(real, link);
+    linked = await startBroker({ servers: { fs: { command: 'node', args: [npmServer('server-filesystem'), real] } }, extra: { estate: { root: link } } });
+    const result = (await linked.client.callTool({
+      name: 'broker__flow_run',
+      arguments: {
+        steps: [
+          { id: 'change', tool: 'fs__write_file', args: { path: join(real, 'keep.txt'), content: 'after' } },
+          { id: 'missing', tool: 'fs__read_text_file', args: { path: join(real, 'no-such-file.txt') } },
+        ],
+        snapshot: 'estate',
+      },
+    })) as CallToolResult;
+    const answer = result.structuredContent as unknown as Answer;
+    expect(answer.snapshot).toEqual({ kind: 'copy', restored: true });
+    expect(readFileSync(join(real, 'keep.txt'), 'utf8')).toBe('before');
+    expect(readFileSync(join(real, 'd', 'inner.txt'), 'utf8')).toBe('inner');
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+  });
 });
 
 describe('flows: snapshot "estate" is an operator\'s', () => {

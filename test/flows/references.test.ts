@@ -21,6 +21,10 @@ describe('flow references', () => {
     expect(() => resolveReferences('${steps.later.result}', results)).toThrow(FlowReferenceError);
     expect(() => resolveReferences('${steps.make.result.nope}', results)).toThrow(/has no \.nope/);
     expect(() => resolveReferences('${steps.make.data}', results)).toThrow(/not of the form/);
+    // Inherited members are no part of a result (they resolved to a function, dropped from the arguments, or "undefined" in text).
+    for (const inherited of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+      expect(() => resolveReferences(`pre-\${steps.make.result.${inherited}}-post`, results), inherited).toThrow(FlowReferenceError);
+    }
   });
 
   it('result is structuredContent, else the JSON text, else the text', () => {

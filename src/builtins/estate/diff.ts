@@ -132,6 +132,10 @@ function findHunk(lines: readonly string[], needle: readonly string[], expected:
     return true;
   };
   const max = lines.length - needle.length;
+  if (max < min) return -1;
+  // The start a diff claims is the caller's number: searched from inside the file, never from
+  // beyond it (a hunk at line 10^12 spun the event loop through every line number between).
+  expected = Math.min(Math.max(expected, min), max);
   for (let d = 0; expected - d >= min || expected + d <= max; d++) {
     if (matches(expected + d)) return expected + d;
     if (d > 0 && matches(expected - d)) return expected - d;
