@@ -368,9 +368,11 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   /**
    * The judge's hook for an `ask` verdict: parks `call` and waits for an operator's decision, or
    * answers undefined when the call is not to park (not a task, and `policy.askMode` is
-   * `elicit`). A task's row moves to `parked`; a plain call gets a new `parked` row. A plain
-   * call whose caller cancels stops waiting (`cancelled`) but its row stays parked: approved
-   * later, it runs again from the stored arguments and keeps its result for `tasks/get`.
+   * `elicit`). A task's row moves to `parked` (an approval it had is spent); a plain call gets a
+   * new `parked` row. A plain call whose caller cancels stops waiting (`cancelled`) but its row
+   * stays parked: approved later, it runs again from the stored arguments and keeps its result
+   * for `tasks/get`. A flow's step is withdrawn instead (`killed`, stopped by its parent): run
+   * later, it would run outside its flow, after the flow's rollback.
    */
   async park(call: BrokerCall, why: string): Promise<ParkDecision | undefined> {
     const taskId = call.request.taskId;
@@ -379,7 +381,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     const reason = `waiting for approval: ${why}`;
     if (taskId !== undefined) {
       id = taskId;
-      if (!(await this.deps.store.updateTask(id, ['running'], { status: 'parked', reason, recordOwed: true, updatedAt: this.iso() }))) {
+      // An approval of an earlier ask of this task (a flow run as a task asks once a step) is spent: this ask waits for its own.
+      if (!(await this.deps.store.updateTask(id, ['running'], { status: 'parked', reason, recordOwed: true, approvedBy: null, updatedAt: this.iso() }))) {
         return { approved: false, reason: 'the task was cancelled', cancelled: true };
       }
     } else {
@@ -391,8 +394,19 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     this.waiting.add(id);
     this.parkedOf.set(call, id);
     await this.changed(id);
+    // A flow's step is no call of its own: once its flow stops waiting, the row goes with it
+    // (approved later, it ran after the flow had failed and rolled back, out of its flow).
+    const flowStep = taskId === undefined && call.request.flow !== undefined;
     const decision = await new Promise<ParkDecision>((resolve) => {
-      const onAbort = () => resolve({ approved: false, reason: `cancelled while waiting for approval; it stays parked as task ${id}`, cancelled: true, stillParked: true });
+      const onAbort = () => {
+        if (!flowStep) return resolve({ approved: false, reason: `cancelled while waiting for approval; it stays parked as task ${id}`, cancelled: true, stillParked: true });
+        const reason = 'cancelled while waiting for approval; withdrawn with its flow';
+        void this.deps.store
+          .updateTask(id, ['parked'], { status: 'killed', stoppedBy: 'parent', reason, updatedAt: this.iso() })
+          .then(() => this.changed(id))
+          .catch((err: unknown) => this.deps.logger.error({ taskId: id, err: messageOf(err) }, 'task row could not be updated'))
+          .finally(() => resolve({ approved: false, reason, cancelled: true }));
+      };
       const signal = call.request.signal;
       this.waiters.set(id, {
         resolve: (d) => {

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { BrokerAnswer } from '../../src/broker/broker.js';
 import type { CallerSession, ToolTarget } from '../../src/broker/types.js';
 import { ManualClock } from '../../src/shared/clock.js';
+import { call } from '../broker/support.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { SqliteStore, type TaskRow } from '../../src/store/index.js';
 import { TASK_POLL_MS, TASK_STALE_MS, TaskEngine } from '../../src/tasks/index.js';
@@ -21,7 +22,7 @@ afterEach(async () => {
 const session: CallerSession = { sessionId: 's1', principal: 'alice', unit: 's1', isLive: () => true };
 const target: ToolTarget = { name: 'u__echo', server: 'u', toolName: 'echo', state: 'active', source: 'upstream' };
 
-function setup(options: { pidAlive?: (pid: number) => boolean; run?: () => Promise<BrokerAnswer>; timing?: { heartbeatMs?: number; staleMs?: number; pollMs?: number } } = {}) {
+function setup(options: { pidAlive?: (pid: number) => boolean; run?: () => Promise<BrokerAnswer>; timing?: { heartbeatMs?: number; staleMs?: number; pollMs?: number }; askMode?: 'elicit' | 'park' } = {}) {
   const clock = new ManualClock();
   const store = SqliteStore.open(':memory:');
   const engine = new TaskEngine({
@@ -32,7 +33,7 @@ function setup(options: { pidAlive?: (pid: number) => boolean; run?: () => Promi
     scrubArgs: (a) => a,
     ttlMs: 60_000,
     maxTtlMs: 120_000,
-    askMode: () => 'elicit',
+    askMode: () => options.askMode ?? 'elicit',
     pidAlive: options.pidAlive,
     timing: options.timing,
   });
@@ -134,5 +135,42 @@ describe('TaskEngine.adopt (a running call made a task when its upstream answere
     expect(cancelled).toMatchObject({ status: 'killed', stoppedBy: 'user' });
     expect(reasons).toHaveLength(1);
     expect(engine.a2a(cancelled)).toBe('canceled');
+  });
+});
+
+describe('TaskEngine: parked calls of a flow (found by review)', () => {
+  it("a flow's step whose flow stops waiting is withdrawn (killed by its parent), never left for a later approval to run outside its flow; a plain call stays parked", async () => {
+    const { clock, store, engine } = setup({ askMode: 'park' });
+    await engine.start();
+    const waits: Array<Promise<unknown>> = [];
+    const ids: string[] = [];
+    for (const flow of [{ id: 'flow-1', step: 'b' }, undefined]) {
+      const controller = new AbortController();
+      const c = call({ target, session, request: { name: target.name, args: { note: 'b ran' }, signal: controller.signal, ...(flow && { flow }) } });
+      const decision = engine.park(c, 'the policy asks');
+      // Parked: its row is in the inbox.
+      const rows = async () => (await store.listTasks({ now: clock.now(), limit: 100 })).filter((r) => r.status === 'parked' && !ids.includes(r.id));
+      for (let i = 0; i < 100 && (await rows()).length === 0; i++) await new Promise((r) => setImmediate(r));
+      ids.push((await rows())[0]!.id);
+      controller.abort();
+      waits.push(decision);
+    }
+    const [stepDecision, plainDecision] = await Promise.all(waits);
+    expect(stepDecision).toMatchObject({ approved: false, cancelled: true });
+    expect(stepDecision).not.toHaveProperty('stillParked');
+    expect(plainDecision).toMatchObject({ approved: false, cancelled: true, stillParked: true });
+    expect(await store.getTask(ids[0]!, clock.now())).toMatchObject({ status: 'killed', stoppedBy: 'parent' });
+    expect(await store.getTask(ids[1]!, clock.now())).toMatchObject({ status: 'parked' });
+  });
+
+  it('a task parked again after an earlier approval waits for a new one: the approval is spent (a flow run as a task ran every later ask step on its first)', async () => {
+    const { clock, store, engine } = setup({ askMode: 'park' });
+    await engine.start();
+    const at = new Date(clock.now()).toISOString();
+    await store.addTask({ ...runningRow('t-flow', engine.instanceId, at), approvedBy: 'ops' });
+    const c = call({ target, session, request: { name: target.name, args: {}, signal: new AbortController().signal, taskId: 't-flow' } });
+    void engine.park(c, 'the second ask of the flow');
+    for (let i = 0; i < 100 && (await store.getTask('t-flow', clock.now()))?.status !== 'parked'; i++) await new Promise((r) => setImmediate(r));
+    expect(await store.getTask('t-flow', clock.now())).toMatchObject({ status: 'parked', approvedBy: null });
   });
 });
