@@ -16,7 +16,9 @@
  *   client request (`ClientRequestSchema` of the SDK: `initialize`, `tools/call`, `resources/read`, …)
  *   fail its schema. The message names the method and the first bad field, never a value. A
  *   modern request (the 2026-07-28 `_meta` envelope claim, `era.ts`) has its params checked by
- *   the SDK's modern entry instead, against its own era.
+ *   the SDK's modern entry instead, against its own era, but for the methods whose params the
+ *   two eras share (`resources/read`, `prompts/get`, `completion/complete`, the lists), which
+ *   that entry answers -32603 with its schema's raw issues.
  *
  * Notifications are never answered (they have no id; the SDK drops a malformed one). Responses
  * pass unchanged.
@@ -43,6 +45,9 @@ const MODERN_ONLY = new Set(['server/discover', 'subscriptions/listen']);
 const KNOWN_REQUESTS = new Map<string, (typeof ClientRequestSchema.options)[number]>(
   ClientRequestSchema.options.filter((schema) => !MODERN_ONLY.has(schema.shape.method.value)).map((schema) => [schema.shape.method.value, schema]),
 );
+
+/** Requests whose params a 2026-07-28 request shares with 2025-11-25 (so the legacy schema judges both). */
+const SAME_PARAMS_IN_BOTH_ERAS = new Set(['resources/read', 'prompts/get', 'completion/complete', 'tools/list', 'prompts/list', 'resources/list', 'resources/templates/list']);
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
@@ -73,8 +78,10 @@ export function malformedRequestError(message: unknown): JSONRPCMessage | undefi
   const badMeta = params === undefined ? undefined : reservedMetaError(params._meta);
   // The method is named only when it is one the broker knows: never a caller's text back.
   if (badMeta) return invalid(readable, -32602, `Invalid params${KNOWN_REQUESTS.has(message.method) || MODERN_ONLY.has(message.method) ? ` for ${message.method}` : ''}: ${badMeta}`);
-  // A modern request's params are the SDK's to check, against its era (a removed method is -32601 there).
-  if (hasModernClaim(message)) return undefined;
+  // A modern request's params are the SDK's to check, against its era (a removed method is -32601
+  // there), but for the methods whose params are the same in both eras: the SDK's modern entry
+  // answers their wrong types -32603 with its schema's issues as the message.
+  if (hasModernClaim(message) && !SAME_PARAMS_IN_BOTH_ERAS.has(message.method)) return undefined;
   // Every tool call passes here: the common shape is checked by hand, zod runs only for the rest.
   if (message.method === 'tools/call' && isPlainToolsCall(params)) return undefined;
   const schema = KNOWN_REQUESTS.get(message.method);

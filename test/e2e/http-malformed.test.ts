@@ -45,6 +45,27 @@ describe('issue 17 §4: malformed requests over HTTP', () => {
     expect(sseMessages(ok.text)[0].result.content[0].text).toBe('on');
   });
 
+  it('2026-07-28, stateless: wrong-typed params of a method both eras share were -32603 with the schema\'s raw issues; now -32602 naming the field', async () => {
+    const envelope = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientInfo': { name: 'm', version: '1' },
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
+    const cases: Array<[string, Record<string, unknown>, string]> = [
+      ['resources/read', { uri: {} }, 'params.uri'],
+      ['tools/list', { cursor: 5 }, 'params.cursor'],
+      ['prompts/get', { name: 'x', arguments: 'x' }, 'params.arguments'],
+      ['completion/complete', { ref: null, argument: { name: 'a', value: 'b' } }, 'params.ref'],
+    ];
+    for (const [method, params, field] of cases) {
+      const res = await http(`${broker.url}/mcp`, {
+        headers: { ...MCP_POST_HEADERS, 'mcp-protocol-version': '2026-07-28', 'mcp-method': method },
+        body: { jsonrpc: '2.0', id: `m-${method}`, method, params: { ...params, _meta: envelope } },
+      });
+      expect(res.body, method).toMatchObject({ id: `m-${method}`, error: { code: -32602, message: expect.stringContaining(field) } });
+    }
+  });
+
   it('SSE: `params: 42` was an id-less -32600; now -32602 with its id, and the session serves on', async () => {
     const live = await connectHttp(broker.url, 'sse');
     try {

@@ -67,6 +67,10 @@ describe('legacy SSE', () => {
       expect(notRpc.body.error.code).toBe(-32600);
       const empty = await http(`${broker.url}/messages?sessionId=${id}`, { headers: { 'content-type': 'application/json' }, rawBody: '' });
       expect(empty.status).toBe(400);
+      // Another content type: the SDK's transport answered it in plain text, not JSON.
+      const plain = await http(`${broker.url}/messages?sessionId=${id}`, { headers: { 'content-type': 'text/plain' }, rawBody: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
+      expect(plain.status).toBe(415);
+      expect(plain.body.error.code).toBe(-32600);
       // The session and the process still serve.
       const result = await live.client.callTool({ name: 'echo__echo', arguments: { text: 'unharmed' } });
       expect((result.content as { text: string }[])[0]!.text).toBe('unharmed');

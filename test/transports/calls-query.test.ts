@@ -46,6 +46,10 @@ describe('parseCallsQuery', () => {
     expect(parseCallsQuery({ limit: 'x' })).toHaveProperty('error');
     expect(parseCallsQuery({ since: 'last tuesday' })).toHaveProperty('error');
     expect(parseCallsQuery({ outcome: 'ok,bogus' })).toEqual({ error: expect.stringContaining('unknown outcome "bogus"') });
+    // A repeated tool was taken as no filter at all: every record the caller may see.
+    expect(parseCallsQuery({ tool: ['nothing-matches', 'nothing-either'] })).toEqual({ error: 'tool may be given once' });
+    expect(parseCallsQuery({ since: ['1h', '2h'] })).toEqual({ error: 'since may be given once' });
+    expect(parseCallsQuery({ limit: ['1', '2'] })).toEqual({ error: 'limit may be given once' });
   });
 
   it('reads since as a duration back, like `mcp-broker calls --since`', () => {

@@ -37,6 +37,10 @@ export function parseCallsQuery(query: Record<string, unknown>, now = Date.now()
   const outcomes = list(query.outcome);
   const unknown = outcomes.filter((o) => !(OUTCOMES as readonly string[]).includes(o));
   if (unknown.length) return { error: `unknown outcome ${unknown.map((o) => JSON.stringify(o)).join(', ')}; expected one of ${OUTCOMES.join(', ')}` };
+  // One pattern: a repeated `tool` was taken as none (every record, the opposite of a filter).
+  for (const single of ['tool', 'since', 'limit'] as const) {
+    if (Array.isArray(query[single])) return { error: `${single} may be given once` };
+  }
   const tool = typeof query.tool === 'string' && query.tool ? query.tool : undefined;
   // A caller's pattern is matched in linear time, never by a backtracking regular expression (a ReDoS would stall every caller).
   if (tool !== undefined && !isWildcardPattern(tool)) return { error: 'tool may hold only literal characters and the wildcards * and ? (no other glob syntax)' };

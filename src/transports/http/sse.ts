@@ -83,6 +83,11 @@ export function mountLegacySse(app: Express, ctx: HttpContext): void {
       res.status(404).json(jsonRpcError(-32001, 'Session not found'));
       return;
     }
+    // The SDK's transport refuses any other content type with a plain-text 400: answered here, as JSON.
+    if (mediaType(req.headers['content-type']) !== 'application/json') {
+      res.status(415).json(jsonRpcError(-32600, 'Invalid Request: Content-Type must be application/json'));
+      return;
+    }
     let body: unknown;
     try {
       body = jsonBody(req);
@@ -110,4 +115,9 @@ export function mountLegacySse(app: Express, ctx: HttpContext): void {
       if (!res.headersSent) res.status(404).json(jsonRpcError(-32001, 'Session not found'));
     }
   });
+}
+
+/** The media type of a Content-Type header, lower case, without parameters (what the SDK's SSE transport compares). */
+function mediaType(header: string | undefined): string | undefined {
+  return header?.split(';', 1)[0]!.trim().toLowerCase();
 }
