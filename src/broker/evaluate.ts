@@ -1,7 +1,7 @@
 /**
  * The evaluate stage (seed 002_7bce204a86c1c7ba.txt step 8; issue 3 §7): on the way out, after
  * scrubbing, judges a result that would reach the client (`ok`, `tool_error`). Larger than
- * `policy.output.maxBytes` (its JSON size, `approximateJsonBytes`: never under the serialised size, mostly without serialising; default 16 MiB) →
+ * `policy.output.maxBytes` (its JSON size, never under-counted: the estimate when six times it is within the limit, else `jsonBytes`; default 16 MiB) →
  * `withheld`; any text (text blocks, embedded resource text, strings inside `structuredContent`)
  * matching one of `policy.output.deny` (regular expressions) → `withheld`. The reason names the
  * limit or the pattern's index, never the matched text.
@@ -9,7 +9,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { ConfigError } from '../shared/errors.js';
 import { carriesResult } from './outcomes.js';
-import { approximateJsonBytes } from './record.js';
+import { approximateJsonBytes, JSON_EXPANSION, jsonBytes } from './record.js';
 import { splitStage, type Stage } from './runner.js';
 import { refuse } from './types.js';
 
@@ -38,7 +38,9 @@ export function evaluateStage(deps: EvaluateDeps): Stage {
     () => true,
     (call) => {
       if (!call.result || !call.outcome || !carriesResult(call.outcome)) return;
-      const bytes = approximateJsonBytes(call.result);
+      // The estimate settles most results at once; near the limit, or past it, the exact size does.
+      let bytes = approximateJsonBytes(call.result);
+      if (bytes * JSON_EXPANSION > deps.maxBytes) bytes = jsonBytes(call.result);
       if (bytes > deps.maxBytes) {
         return refuse(call, 'withheld', `the result is about ${bytes} bytes, over policy.output.maxBytes (${deps.maxBytes} bytes)`);
       }

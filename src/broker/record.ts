@@ -109,16 +109,18 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
 }
 
 /**
- * Bytes of the value as JSON (UTF-8), never fewer than `JSON.stringify` writes: exact but for
- * one comma counted after every member and element. Strings are measured natively and
- * serialised only when they hold a character written as an escape; nesting past 64 levels is
- * serialised whole. (An under-count let a result past `policy.output.maxBytes` through.)
+ * Bytes of the value as JSON, estimated without serialising it: strings measured natively
+ * (`Buffer.byteLength`, quotes included), keys by their length, structure counted; exact for a
+ * large result parsed by its bytes. Not exact: an escape (`\u0001` is six bytes) or a non-ASCII
+ * key counts less than it writes, but never more than {@link JSON_EXPANSION} times less (nesting
+ * past 64 levels is serialised whole, so that bound holds there too): the evaluate stage judges
+ * `policy.output.maxBytes` exactly ({@link jsonBytes}) whenever the bound does not settle it.
  */
 export function approximateJsonBytes(value: unknown, depth = 0): number {
   // A large result parsed by its bytes (wire/raw-json.ts) knows its exact size: no walk.
   const known = depth === 0 ? knownJsonBytes(value) : undefined;
   if (known !== undefined) return known;
-  if (typeof value === 'string') return jsonStringBytes(value);
+  if (typeof value === 'string') return Buffer.byteLength(value) + 2;
   if (value === null || typeof value !== 'object') return String(value).length;
   // Deeper than this walk goes: serialised whole (a nesting too deep for that throws, and the stage's error boundary refuses the call).
   if (depth > 64) return Buffer.byteLength(JSON.stringify(value) ?? '');
@@ -127,11 +129,37 @@ export function approximateJsonBytes(value: unknown, depth = 0): number {
     for (const v of value) total += approximateJsonBytes(v, depth + 1) + 1;
     return total;
   }
-  for (const k of Object.keys(value)) total += jsonStringBytes(k) + 2 + approximateJsonBytes((value as Record<string, unknown>)[k], depth + 1);
+  for (const k of Object.keys(value)) total += k.length + 4 + approximateJsonBytes((value as Record<string, unknown>)[k], depth + 1);
   return total;
 }
 
-/** Characters `JSON.stringify` writes as escapes: `"`, `\`, control characters (`\u0001`: six bytes), surrogates (a lone one: six). */
+/**
+ * How many times {@link approximateJsonBytes} may under-count: a UTF-16 unit is at most six
+ * bytes of JSON (`\uXXXX`), and every string, key and unit counts at least one.
+ */
+export const JSON_EXPANSION = 6;
+
+/**
+ * Bytes of the value as JSON (UTF-8), never fewer than `JSON.stringify` writes: exact but for
+ * one comma counted after every member and element. Slower than {@link approximateJsonBytes}
+ * (every string's escapes are counted): for a size that must not be under-counted.
+ */
+export function jsonBytes(value: unknown, depth = 0): number {
+  const known = depth === 0 ? knownJsonBytes(value) : undefined;
+  if (known !== undefined) return known;
+  if (typeof value === 'string') return jsonStringBytes(value);
+  if (value === null || typeof value !== 'object') return String(value).length;
+  if (depth > 64) return Buffer.byteLength(JSON.stringify(value) ?? '');
+  let total = 2;
+  if (Array.isArray(value)) {
+    for (const v of value) total += jsonBytes(v, depth + 1) + 1;
+    return total;
+  }
+  for (const k of Object.keys(value)) total += jsonStringBytes(k) + 2 + jsonBytes((value as Record<string, unknown>)[k], depth + 1);
+  return total;
+}
+
+/** Characters `JSON.stringify` writes as escapes: `"`, `\\`, control characters (`\u0001`: six bytes), surrogates (a lone one: six). */
 const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 /** The exact UTF-8 size of `text` as a JSON string, quotes included; serialised only when it holds a character written as an escape. */

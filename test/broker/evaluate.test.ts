@@ -2,7 +2,7 @@ import type { CallToolResult } from '@modelcontextprotocol/server';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { compileDenyPatterns, evaluateStage } from '../../src/broker/evaluate.js';
-import { approximateJsonBytes } from '../../src/broker/record.js';
+import { approximateJsonBytes, JSON_EXPANSION, jsonBytes } from '../../src/broker/record.js';
 import { compose } from '../../src/broker/runner.js';
 import { call, fakeInvoke, target, text } from './support.js';
 
@@ -33,18 +33,19 @@ describe('evaluate stage', () => {
     for (let i = 0; i < 70; i++) deep = { d: deep };
     expect((await evaluate(text('x', { structuredContent: deep as Record<string, unknown> }), { maxBytes: 100_000 })).outcome).toBe('withheld');
     // Non-ASCII keys count their bytes, and quotes and backslashes their escapes.
-    expect(approximateJsonBytes({ ['é'.repeat(1000)]: '"\\' })).toBeGreaterThanOrEqual(Buffer.byteLength(JSON.stringify({ ['é'.repeat(1000)]: '"\\' })));
+    expect((await evaluate(text('x', { structuredContent: { ['é'.repeat(20_000)]: '"\\'.repeat(20_000) } }), { maxBytes: 100_000 })).outcome).toBe('withheld');
   });
 
-  it('property: the size the stage measures is never under the serialised size, and over it by one comma a member or element at most', () => {
+  it('property: the exact size is never under the serialised size (over it by one comma a member or element at most), and the estimate never under it by more than its bound', () => {
     const json = fc.jsonValue({ maxDepth: 6 });
     const commas = (v: unknown): number => (Array.isArray(v) ? v.length + v.reduce((n: number, x) => n + commas(x), 0) : v && typeof v === 'object' ? Object.values(v).reduce((n: number, x) => n + 1 + commas(x), 0) : 0);
     fc.assert(
       fc.property(fc.oneof(json, fc.string({ unit: 'binary' }), fc.dictionary(fc.string({ unit: 'binary' }), fc.string({ unit: 'binary' }))), (value) => {
         const exact = Buffer.byteLength(JSON.stringify(value));
-        const measured = approximateJsonBytes(value);
+        const measured = jsonBytes(value);
         expect(measured).toBeGreaterThanOrEqual(exact);
         expect(measured - exact).toBeLessThanOrEqual(commas(value));
+        expect(approximateJsonBytes(value) * JSON_EXPANSION).toBeGreaterThanOrEqual(exact);
       }),
       { numRuns: 500 },
     );
