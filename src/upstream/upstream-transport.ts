@@ -3,6 +3,7 @@
  * reports (`McpUpstream`, connection.ts).
  */
 import { SSEClientTransport, StreamableHTTPClientTransport, type Transport } from '@modelcontextprotocol/client';
+import { SseSessionGuard } from './sse-session-guard.js';
 import type { HttpServerConfig, SseServerConfig, StdioServerConfig } from '../config/schema.js';
 import type { Scrubber } from '../shared/scrub.js';
 import { BrokerError, messageOf, messageWithCauses } from '../shared/errors.js';
@@ -59,12 +60,15 @@ export async function createUpstreamTransport(options: UpstreamTransportOptions)
   // Each attempt's trace context rides as `traceparent`/`tracestate`/`baggage` headers (issue 20).
   const baseFetch = traceHeaderFetch(options.fetch ?? fetch);
   const fetchImpl = isolatedAbortFetch(baseFetch);
+  // A lost event stream is a lost server session: the transport closes, and the connection dials again (sse-session-guard.ts).
   const sse = async (): Promise<Transport> =>
-    new SSEClientTransport(url, {
-      requestInit,
-      eventSourceInit: { fetch: (u, init) => fetchImpl(u, { ...init, headers: { ...(init?.headers as Record<string, string>), ...config.headers } }) },
-      fetch: fetchImpl,
-    });
+    new SseSessionGuard(
+      new SSEClientTransport(url, {
+        requestInit,
+        eventSourceInit: { fetch: (u, init) => fetchImpl(u, { ...init, headers: { ...(init?.headers as Record<string, string>), ...config.headers } }) },
+        fetch: fetchImpl,
+      }),
+    );
   if (config.type === 'sse') return sse();
   const streamable = options.callStreamLogs ? isolatedAbortFetch(callStreamLogFetch(baseFetch, options.callStreamLogs)) : fetchImpl;
   const transport = new StreamableHTTPClientTransport(url, { requestInit, fetch: streamable });

@@ -4,12 +4,13 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { Client, SSEClientTransport, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import type { HttpServerConfig, SseServerConfig } from '../../src/config/schema.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import { FallbackTransport } from '../../src/upstream/fallback-transport.js';
+import { SseSessionGuard } from '../../src/upstream/sse-session-guard.js';
 import { createUpstreamTransport } from '../../src/upstream/upstream-transport.js';
 import { fixture } from '../e2e/helpers.js';
 
@@ -53,7 +54,7 @@ describe('a URL-only upstream', () => {
     try {
       expect(text).toBe('legacy: hi');
       expect(transport).toBeInstanceOf(FallbackTransport);
-      expect((transport as FallbackTransport).active).toBeInstanceOf(SSEClientTransport);
+      expect((transport as FallbackTransport).active).toBeInstanceOf(SseSessionGuard);
     } finally {
       await client.close();
     }
@@ -84,7 +85,7 @@ describe('a URL-only upstream', () => {
     const { transport, client, text } = await dial({ url: `${sseOnly}/sse` }, true);
     try {
       expect(text).toBe('legacy: hi');
-      expect((transport as FallbackTransport).active).toBeInstanceOf(SSEClientTransport);
+      expect((transport as FallbackTransport).active).toBeInstanceOf(SseSessionGuard);
     } finally {
       await client.close();
     }
