@@ -114,6 +114,12 @@ function fill(text: string, path: (string | number)[], ctx: InterpolationContext
   return problems.length === before ? out : text;
 }
 
+/** The environment variable `name`: its own value, never a member every object has (`${toString}`, `${__proto__}`). */
+function envValue(env: Readonly<Record<string, string | undefined>>, name: string): string | undefined {
+  const value = Object.hasOwn(env, name) ? env[name] : undefined;
+  return typeof value === 'string' ? value : undefined;
+}
+
 function resolve(inner: string, ctx: InterpolationContext, secrets: string[]): string | { problem: string } {
   if (inner === 'configDir') return ctx.configDir;
   if (inner === 'workspaceFolder') return ctx.workspaceFolder;
@@ -121,7 +127,7 @@ function resolve(inner: string, ctx: InterpolationContext, secrets: string[]): s
   const variable = VARIABLE.exec(inner);
   if (variable) {
     const [, name, fallback] = variable;
-    const value = ctx.env[name!];
+    const value = envValue(ctx.env, name!);
     if (fallback !== undefined && (value === undefined || value === '')) return fallback;
     if (value === undefined) return { problem: `environment variable ${name} is not set` };
     secrets.push(value);
@@ -132,7 +138,7 @@ function resolve(inner: string, ctx: InterpolationContext, secrets: string[]): s
     const id = input[1]!;
     const declared = ctx.inputs.get(id);
     if (!declared) return { problem: `\${input:${quote(id)}} names no entry of "inputs"` };
-    const given = ctx.answers[id] ?? ctx.env[inputEnvName(id)];
+    const given = (Object.hasOwn(ctx.answers, id) ? ctx.answers[id] : undefined) ?? envValue(ctx.env, inputEnvName(id));
     // The declared default is text of the config, not a secret.
     if ((given === undefined || given === '') && typeof declared.default === 'string') return declared.default;
     if (given === undefined) {

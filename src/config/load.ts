@@ -180,7 +180,12 @@ function redact(problems: readonly ConfigProblem[], secrets: readonly string[]):
   const sorted = [...secrets].filter((s) => s.length >= MIN_REDACTED_LENGTH).sort((a, b) => b.length - a.length);
   return ConfigError.of(
     problems.map(({ path, message }) => {
-      for (const secret of sorted) if (message.includes(secret)) message = message.split(secret).join('***');
+      for (const secret of sorted) {
+        // As written, and as a quoted value shows it (`"` and `\` escaped: `(got "pa\\ss")`).
+        for (const spelling of new Set([secret, JSON.stringify(secret).slice(1, -1)])) {
+          if (message.includes(spelling)) message = message.split(spelling).join('***');
+        }
+      }
       return { path, message };
     }),
   );

@@ -20,8 +20,9 @@ export function childEnv(
 ): Record<string, string> {
   const out: Record<string, string> = {};
   for (const name of inherit) {
-    const value = source[name];
-    if (value !== undefined && !value.startsWith('()')) out[name] = value;
+    // The variable itself, never a member every object has (`toString`, `constructor`).
+    const value = Object.hasOwn(source, name) ? source[name] : undefined;
+    if (typeof value === 'string' && !value.startsWith('()')) out[name] = value;
   }
   return Object.assign(out, env);
 }

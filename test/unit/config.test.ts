@@ -12,7 +12,7 @@ import {
   serverKind,
 } from '../../src/config/schema.js';
 import { ConfigError, type ConfigProblem } from '../../src/shared/errors.js';
-import { DEFAULT_INHERITED_ENV } from '../../src/upstream/spawn-env.js';
+import { childEnv, DEFAULT_INHERITED_ENV } from '../../src/upstream/spawn-env.js';
 
 const BASE = '/srv/conf';
 
@@ -142,6 +142,28 @@ describe('${env:} and ${configDir} interpolation', () => {
       expect(err.message).not.toContain('sk-live-0123456789');
       expect(err.data?.path).toBeTruthy();
     }
+    // A value with a quote or a backslash was shown escaped (`(got "pa\\ss")`), which the redaction did not find.
+    const quoted = { SECRET_URL: 'not a url "hunter2secret"', SECRET_T: 'pa\\ss"word', TOK: 'super"secrettoken' };
+    for (const raw of [
+      { mcpServers: { h: { type: 'http', url: '${env:SECRET_URL}' } } },
+      { mcpServers: { s: { command: 'node', timeoutMs: '${env:SECRET_T}' } } },
+      { mcpServers: { x: { type: '${env:TOK}' } } },
+    ]) {
+      const message = configError(raw, quoted).message;
+      for (const fragment of ['hunter2secret', 'ss\\"word', 'pa\\\\ss', 'secrettoken']) expect(message, JSON.stringify(raw)).not.toContain(fragment);
+    }
+  });
+
+  it('a placeholder naming a member every object has (toString, __proto__) is an unset variable: its default, or an error naming it (it read the member: "undefined")', () => {
+    const parsed = parseConfig({ mcpServers: { a: { command: 'node', args: ['${toString:-fallback}', '${env:constructor:-also}'] } } }, { baseDir: BASE, env: {} });
+    expect((parsed.mcpServers.a as { args: string[] }).args).toEqual(['fallback', 'also']);
+    for (const name of ['hasOwnProperty', '__proto__', 'valueOf']) {
+      expect(configError({ mcpServers: { a: { command: 'node', args: [`\${env:${name}}`] } } }).message).toContain(`environment variable ${name} is not set`);
+    }
+  });
+
+  it('inheritEnv naming a member every object has inherits nothing (a stack trace, exit 1, at serve)', () => {
+    expect(childEnv(['toString', 'constructor', '__proto__', 'PATH'], {}, { PATH: '/bin' })).toEqual({ PATH: '/bin' });
   });
 });
 
