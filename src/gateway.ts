@@ -254,8 +254,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
 
   /** Creates the upstream of one server and adds it to the registry (in its place when it replaces one). */
-  private addUpstream(name: string, server: ServerConfig): Upstream | undefined {
-    const upstream = this.createUpstream(name, server);
+  private addUpstream(name: string, server: ServerConfig, upstream = this.createUpstream(name, server)): Upstream | undefined {
     if (!upstream) return undefined;
     this.scrubber.addSecrets(upstream.secrets);
     const prefix = server.prefix === false ? '' : (server.prefix ?? name);
@@ -299,6 +298,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private async applyConfig(next: LoadedConfig): Promise<ConfigDiff> {
     for (const check of this.reloadChecks) check(next);
     const diff = diffConfig(this.config, next);
+    // The upstreams to start, made and prepared (a REST upstream's OpenAPI file loaded) before
+    // anything is applied: one that cannot be refuses the reload with the running config whole.
+    // (Prepared after the old config was half replaced, a failure left a mix of both serving.)
+    const made = new Map<string, Upstream | undefined>();
+    for (const name of [...diff.changed, ...diff.added]) made.set(name, this.createUpstream(name, next.mcpServers[name]!));
+    if (this.started || this.prepared) await Promise.all([...made.values()].map((u) => u?.prepare?.()));
     const config = this.config;
     this.scrubber.addSecrets(next.secrets);
     // Sections read on demand are replaced in place, so closures holding them see the new values.
@@ -315,7 +320,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     const starting: Upstream[] = [];
     for (const name of [...diff.changed, ...diff.added]) {
       const old = this.registry.upstream(name);
-      const upstream = this.addUpstream(name, next.mcpServers[name]!);
+      const upstream = this.addUpstream(name, next.mcpServers[name]!, made.get(name));
       if (old) closing.push(old.close().catch(() => undefined));
       if (upstream) starting.push(upstream);
     }
@@ -324,7 +329,6 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       await Promise.all(
         starting.map(async (u) => {
           if (u instanceof McpUpstream) u.setClientCapabilities(this.offered);
-          await u.prepare?.();
           await u.start();
         }),
       );

@@ -61,6 +61,24 @@ describe('editing servers.json takes effect without a restart (stdio)', () => {
     expect((await callTool(broker, 'two__echo', { text: 'kept' })).text).toBe('kept');
   });
 
+  it('a new config that fails only when applied (a REST upstream whose OpenAPI file is missing) is refused whole: it used to leave a mix of both configs serving', async () => {
+    editConfig(configOf(broker), (c) => (c.mcpServers.two.command = 'node'));
+    await waitFor(async () => (await callTool(broker, 'two__echo', { text: 'back' })).text === 'back', 'the good config back', 20_000, 100);
+    const before = await names(broker);
+    const good = readFileSync(configOf(broker), 'utf8');
+    const refusals = broker.stderr().split('config reload refused').length;
+    editConfig(configOf(broker), (c) => {
+      delete c.mcpServers.one;
+      delete c.mcpServers.two;
+      c.mcpServers.pets = { type: 'rest', openapi: './missing-openapi.json', operations: ['getPet'] };
+      c.policy = { default: 'deny' };
+    });
+    await waitFor(() => broker.stderr().split('config reload refused').length > refusals, 'the refusal logged', 20_000, 100);
+    expect(await names(broker)).toEqual(before);
+    expect((await callTool(broker, 'two__echo', { text: 'still' })).text).toBe('still');
+    writeFileSync(configOf(broker), good);
+  });
+
   it('SIGHUP shut the broker down: now it reloads', async () => {
     editConfig(configOf(broker), (c) => {
       c.mcpServers.two.command = 'node';
