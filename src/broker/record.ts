@@ -116,21 +116,8 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
  * past 64 levels is serialised whole, so that bound holds there too): the evaluate stage judges
  * `policy.output.maxBytes` exactly ({@link jsonBytes}) whenever the bound does not settle it.
  */
-export function approximateJsonBytes(value: unknown, depth = 0): number {
-  // A large result parsed by its bytes (wire/raw-json.ts) knows its exact size: no walk.
-  const known = depth === 0 ? knownJsonBytes(value) : undefined;
-  if (known !== undefined) return known;
-  if (typeof value === 'string') return Buffer.byteLength(value) + 2;
-  if (value === null || typeof value !== 'object') return String(value).length;
-  // Deeper than this walk goes: serialised whole (a nesting too deep for that throws, and the stage's error boundary refuses the call).
-  if (depth > 64) return Buffer.byteLength(JSON.stringify(value) ?? '');
-  let total = 2;
-  if (Array.isArray(value)) {
-    for (const v of value) total += approximateJsonBytes(v, depth + 1) + 1;
-    return total;
-  }
-  for (const k of Object.keys(value)) total += k.length + 4 + approximateJsonBytes((value as Record<string, unknown>)[k], depth + 1);
-  return total;
+export function approximateJsonBytes(value: unknown): number {
+  return jsonSize(value, 0, false);
 }
 
 /**
@@ -144,18 +131,25 @@ export const JSON_EXPANSION = 6;
  * one comma counted after every member and element. Slower than {@link approximateJsonBytes}
  * (every string's escapes are counted): for a size that must not be under-counted.
  */
-export function jsonBytes(value: unknown, depth = 0): number {
+export function jsonBytes(value: unknown): number {
+  return jsonSize(value, 0, true);
+}
+
+/** The walk of both: strings and keys estimated, or (`exact`) counted with their escapes. */
+function jsonSize(value: unknown, depth: number, exact: boolean): number {
+  // A large result parsed by its bytes (wire/raw-json.ts) knows its exact size: no walk.
   const known = depth === 0 ? knownJsonBytes(value) : undefined;
   if (known !== undefined) return known;
-  if (typeof value === 'string') return jsonStringBytes(value);
+  if (typeof value === 'string') return exact ? jsonStringBytes(value) : Buffer.byteLength(value) + 2;
   if (value === null || typeof value !== 'object') return String(value).length;
+  // Deeper than this walk goes: serialised whole (a nesting too deep for that throws, and the stage's error boundary refuses the call).
   if (depth > 64) return Buffer.byteLength(JSON.stringify(value) ?? '');
   let total = 2;
   if (Array.isArray(value)) {
-    for (const v of value) total += jsonBytes(v, depth + 1) + 1;
+    for (const v of value) total += jsonSize(v, depth + 1, exact) + 1;
     return total;
   }
-  for (const k of Object.keys(value)) total += jsonStringBytes(k) + 2 + jsonBytes((value as Record<string, unknown>)[k], depth + 1);
+  for (const k of Object.keys(value)) total += (exact ? jsonStringBytes(k) + 2 : k.length + 4) + jsonSize((value as Record<string, unknown>)[k], depth + 1, exact);
   return total;
 }
 

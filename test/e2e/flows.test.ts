@@ -17,6 +17,12 @@ import { connectHttp, startHttpBroker, type ConnectedClient } from '../transport
 
 let broker: StartedBroker | undefined;
 const dirs: string[] = [];
+/** A new temporary folder, removed after the tests. */
+function folder(): string {
+  const d = mkdtempSync(join(tmpdir(), 'mcp-broker-flow-fs-'));
+  dirs.push(d);
+  return d;
+}
 
 afterEach(async () => {
   await broker?.close();
@@ -262,11 +268,6 @@ describe('flows and the scrubber', () => {
 });
 
 describe('flows over server-filesystem', () => {
-  function folder(): string {
-    const d = mkdtempSync(join(tmpdir(), 'mcp-broker-flow-fs-'));
-    dirs.push(d);
-    return d;
-  }
 
   it('references an earlier result, and a declared inverse restores a file when a later step fails', async () => {
     const root = folder();
@@ -316,12 +317,6 @@ describe('flows over server-filesystem', () => {
 describe('flows: snapshot "estate" with estate.root a symlink', () => {
   let linked: StartedBroker | undefined;
   afterEach(async () => linked?.close());
-
-  function folder(): string {
-    const d = mkdtempSync(join(tmpdir(), 'mcp-broker-flow-link-'));
-    dirs.push(d);
-    return d;
-  }
 
   it('saves and puts back the folder the link names (restoring emptied that folder, then failed: every file lost)', async () => {
     const real = folder();

@@ -18,6 +18,8 @@ import { silentLogger } from '../../src/shared/logger.js';
 const root = mkdtempSync(join(tmpdir(), 'mcp-broker-records-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 let n = 0;
+/** An error as node:fs throws it, with its code and system call. */
+const fsError = (code: string, syscall: string) => Object.assign(new Error(`${code}: injected, ${syscall}`), { code, syscall });
 const freshPath = () => join(root, `case-${++n}`, 'calls.ndjson');
 const lines = (path: string) =>
   readFileSync(path, 'utf8')
@@ -153,7 +155,7 @@ describe('issue 12: records are never lost silently', () => {
         writeSync: (fd, buffer, offset, length) => {
           if (!full) return writeSync(fd, buffer, offset, length);
           if (offset === 0) return writeSync(fd, buffer, 0, Math.floor(length / 2));
-          throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', syscall: 'write' });
+          throw fsError('ENOSPC', 'write');
         },
       },
     });
@@ -206,7 +208,7 @@ describe('issue 12: records are never lost silently', () => {
       fsync: 'batch',
       fs: {
         fdatasyncSync: (fd) => {
-          if (failing) throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO', syscall: 'fdatasync' });
+          if (failing) throw fsError('EIO', 'fdatasync');
           fdatasyncSync(fd);
         },
       },
@@ -232,10 +234,10 @@ describe('issue 12: records are never lost silently', () => {
         writeSync: (fd, buffer, offset, length) => {
           if (!full) return writeSync(fd, buffer, offset, length);
           if (offset === 0) return writeSync(fd, buffer, 0, Math.floor(length / 2));
-          throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', syscall: 'write' });
+          throw fsError('ENOSPC', 'write');
         },
         ftruncateSync: () => {
-          throw Object.assign(new Error('EIO: i/o error, ftruncate'), { code: 'EIO', syscall: 'ftruncate' });
+          throw fsError('EIO', 'ftruncate');
         },
       },
     });
@@ -297,10 +299,10 @@ describe('issue 12: records are never lost silently', () => {
             if (!full) return writeSync(fd, buffer, offset, length);
             // The first record whole (and the newline before it, on a torn file), half the second: then the disk is full.
             if (offset === 0) return writeSync(fd, buffer, 0, buffer.indexOf('\n', tornBefore ? 1 : 0) + 1 + 10);
-            throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', syscall: 'write' });
+            throw fsError('ENOSPC', 'write');
           },
           ftruncateSync: () => {
-            throw Object.assign(new Error('EPERM: operation not permitted, ftruncate'), { code: 'EPERM', syscall: 'ftruncate' });
+            throw fsError('EPERM', 'ftruncate');
           },
         },
       });
@@ -328,13 +330,13 @@ describe('issue 12: records are never lost silently', () => {
           writeSync: (fd, buffer, offset, length) => {
             if (!full) return writeSync(fd, buffer, offset, length);
             if (offset === 0) return writeSync(fd, buffer, 0, buffer.indexOf('\n') + 1 + 10);
-            throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', syscall: 'write' });
+            throw fsError('ENOSPC', 'write');
           },
           ftruncateSync: () => {
-            throw Object.assign(new Error('EPERM: operation not permitted, ftruncate'), { code: 'EPERM', syscall: 'ftruncate' });
+            throw fsError('EPERM', 'ftruncate');
           },
           fdatasyncSync: (fd) => {
-            if (full && !flushWorks) throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO', syscall: 'fdatasync' });
+            if (full && !flushWorks) throw fsError('EIO', 'fdatasync');
             fdatasyncSync(fd);
           },
         },
