@@ -120,7 +120,7 @@ export async function main(options: CliOptions = {}): Promise<void> {
       const shutdown = installShutdown(gateway, logger, beforeStop);
       const { watchConfig } = await import('./config/watch.js');
       let watching!: ReturnType<typeof watchConfig>;
-      handOverSignals(['SIGHUP'], () => (watching = watchConfig(gateway, { file: opts.config, watch: opts.watch, logger })));
+      handOverSignals(['SIGHUP'], () => (watching = watchConfig(gateway, { file: opts.config, watch: opts.watch, logger, answers: config.answers })));
       beforeStop.push(async () => watching.close());
       if (opts.transport === 'http') {
         const { serveHttp } = await import('./transports/http.js');

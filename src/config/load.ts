@@ -27,6 +27,8 @@ export interface LoadedConfig extends Config {
    * tokens, and credential-named `env`/`headers` values ({@link credentialValues}).
    */
   readonly secrets: readonly string[];
+  /** The `${input:id}` values asked for on a terminal at start, by id: a reload fills the same inputs with them. */
+  readonly answers?: Readonly<Record<string, string>>;
 }
 
 /** How a config is read besides its text. */
@@ -162,7 +164,7 @@ export function parseConfig(raw: unknown, options: ParseOptions = {}): LoadedCon
   config.broker.dataDir = resolvePath(baseDir, config.broker.dataDir);
   config.estate.root = resolvePath(baseDir, config.estate.root);
   config.functions = config.functions.map((f) => resolvePath(baseDir, f));
-  return Object.assign(config, { file: options.file, baseDir, secrets: [...new Set(secrets)] });
+  return Object.assign(config, { file: options.file, baseDir, secrets: [...new Set(secrets)], ...(options.answers && { answers: options.answers }) });
 }
 
 function resolvePath(baseDir: string, p: string): string {

@@ -30,7 +30,11 @@ export interface ConfigWatching {
   close(): void;
 }
 
-export function watchConfig(gateway: Reloadable, options: { file: string; watch: boolean; logger: Logger; watchFs?: WatchFs }): ConfigWatching {
+/**
+ * @param options.answers the `${input:id}` values asked for at start (`LoadedConfig.answers`):
+ *   every reload fills the same inputs with them (a terminal is not asked again).
+ */
+export function watchConfig(gateway: Reloadable, options: { file: string; watch: boolean; logger: Logger; watchFs?: WatchFs; answers?: Readonly<Record<string, string>> }): ConfigWatching {
   const file = resolve(options.file);
   const logger = options.logger;
   // A config given as a pipe or device was read once at start; it is never read again.
@@ -45,7 +49,7 @@ export function watchConfig(gateway: Reloadable, options: { file: string; watch:
     }
     let next;
     try {
-      next = loadConfigFile(file);
+      next = loadConfigFile(file, process.env, { answers: options.answers });
     } catch (err) {
       // Every problem named, one line each (like exit 2 at start).
       const problems = err instanceof ConfigError ? err.problems.map((p) => `${p.path}: ${p.message}`) : [messageOf(err)];

@@ -115,3 +115,30 @@ describe('the live config file watch', () => {
     expect(w.events.length).toBeLessThan(5);
   });
 });
+
+describe('a reload of a config whose inputs were asked at start', () => {
+  it('fills them with the answers given at start (every live edit was refused: "input has no value")', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-watch-inputs-'));
+    try {
+      const file = join(dir, 'servers.json');
+      writeFileSync(file, JSON.stringify({ servers: { a: { command: 'node', env: { K: '${input:k}' } } }, inputs: [{ type: 'promptString', id: 'k', password: true }] }));
+      expect(process.env.MCP_BROKER_INPUT_K).toBeUndefined();
+      for (const answers of [{ k: 'asked-at-start' }, undefined]) {
+        const reloads: LoadedConfig[] = [];
+        const gateway = {
+          reload: async (next: LoadedConfig) => {
+            reloads.push(next);
+            return { added: [], removed: [], changed: [], policyChanged: false, principalsChanged: [], principalsAdded: [], needsRestart: [] };
+          },
+        };
+        const watching = watchConfig(gateway, { file, watch: false, logger, answers });
+        await watching.reload('SIGHUP');
+        watching.close();
+        if (answers) expect((reloads[0]?.mcpServers.a as { env: Record<string, string> } | undefined)?.env.K).toBe('asked-at-start');
+        else expect(reloads).toEqual([]);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
