@@ -26,7 +26,7 @@
  * runner turns into `guard_error` (fail closed). Sets `call.readOnly` for the retry stage.
  */
 import type { InputRequiredResult } from '@modelcontextprotocol/server';
-import type { Clock } from '../shared/clock.js';
+import { isoTime, type Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
 import type { Approval, ObservedTool, PinState, Store } from '../store/store.js';
 import { plainApproveCommand, type ApproveHint } from './approve-hint.js';
@@ -85,7 +85,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
       if (!target) return settle(call, 'unregistered', `no tool named "${call.request.name}"`);
       call.target = target;
       if (!runnable(call, target)) return SETTLED;
-      const at = new Date(deps.clock.now()).toISOString();
+      const at = isoTime(deps.clock.now());
       const read = factsOf(call, target, at, deps.policy.config.firstUse === 'ask');
       return isThenable(read) ? Promise.resolve(read).then((facts) => judge(call, target, facts, at)) : judge(call, target, read, at);
     },
@@ -189,7 +189,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
       }
       call.approved = waited = true;
     }
-    if (waited && !(await stillAllowed(call, new Date(deps.clock.now()).toISOString()))) return SETTLED;
+    if (waited && !(await stillAllowed(call, isoTime(deps.clock.now())))) return SETTLED;
     // Seed 003: after an approval, nothing runs for a caller that can no longer hear the answer.
     // Checked here, before budget and deadline, so the round trip is not the tool's time.
     if (call.approved && call.request.approvedBy === undefined && !(await stillLive(call.session, toAbortSignal(call.request.signal)))) {

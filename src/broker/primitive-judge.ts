@@ -20,7 +20,7 @@
 import { ProtocolError, ProtocolErrorCode, type InputRequiredResult } from '@modelcontextprotocol/server';
 import type { RecordPublisher } from '../audit/publisher.js';
 import type { RecordSink } from '../audit/records.js';
-import type { Clock } from '../shared/clock.js';
+import { isoTime, type Clock } from '../shared/clock.js';
 import { messageOf } from '../shared/errors.js';
 import { isRequestTimeout } from '../shared/sdk-errors.js';
 import { newCallId } from '../shared/ids.js';
@@ -141,7 +141,7 @@ export class PrimitiveGuard {
     }
 
     const record: CallRecord = {
-      ts: new Date(startedAt).toISOString(),
+      ts: isoTime(startedAt),
       callId,
       sessionId: caller.sessionId,
       principal: caller.principal,

@@ -7,7 +7,7 @@
  * carried (an `approval_required` first round answers as a plain refusal), and the failure is logged.
  */
 import type { RecordSink } from '../audit/records.js';
-import type { Clock } from '../shared/clock.js';
+import { isoTime, type Clock } from '../shared/clock.js';
 import { cut } from '../shared/cut.js';
 import { messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
@@ -80,7 +80,7 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
   const outcome = call.outcome!;
   const text = deps.scrubText ?? ((t: string) => t);
   const record: CallRecord = {
-    ts: new Date(call.startedAt).toISOString(),
+    ts: isoTime(call.startedAt),
     callId: call.callId,
     sessionId: call.session.sessionId,
     principal: call.session.principal,

@@ -99,3 +99,29 @@ export class ManualClock implements Clock {
 async function flushMicrotasks(): Promise<void> {
   for (let i = 0; i < 10; i++) await Promise.resolve();
 }
+
+let isoSecond = Number.NaN;
+let isoPrefix = '';
+
+/**
+ * `new Date(ms).toISOString()` (`YYYY-MM-DDTHH:mm:ss.sssZ`, UTC), the same string for every
+ * `ms` (property test), at a fraction of the cost on the call path: V8 formats a date through
+ * `snprintf`, seven times a date (~6,700 instructions, `callgrind`; the records' `ts` and the
+ * judge's `at` are two a call, issue 19). The text up to the second is kept for the last second
+ * asked; only the milliseconds are written. Times before 1970 or past 9999 (six-digit years) and
+ * invalid ones go to `toISOString` itself, which throws `RangeError` for `NaN`.
+ */
+export function isoTime(ms: number): string {
+  if (!(ms >= 0 && ms < ISO_FOUR_DIGIT_YEARS_END)) return new Date(ms).toISOString();
+  const whole = Math.floor(ms);
+  const second = Math.floor(whole / 1000);
+  if (second !== isoSecond) {
+    isoPrefix = new Date(second * 1000).toISOString().slice(0, 20);
+    isoSecond = second;
+  }
+  const milli = whole - second * 1000;
+  return isoPrefix + (milli < 10 ? '00' : milli < 100 ? '0' : '') + milli + 'Z';
+}
+
+/** 10000-01-01T00:00:00.000Z: from here `toISOString` writes a six-digit year. */
+const ISO_FOUR_DIGIT_YEARS_END = 253_402_300_800_000;
