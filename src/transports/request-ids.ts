@@ -1,16 +1,17 @@
 /**
  * Guards one downstream transport (case F04): a request whose id is already in flight on the
  * same session is answered with a JSON-RPC error (-32600) and never dispatched, so two answers
- * can never be cross-wired. Ids are keyed by type, so `1` and `"1"` stay distinct. Also peeks at
+ * can never be cross-wired. A `Set` of the ids keeps `1` and `"1"` apart. Also peeks at
  * `initialize` to hand the client's capabilities to the gateway before the handshake finishes.
  */
 import type { Transport, ClientCapabilities, JSONRPCMessage } from '@modelcontextprotocol/server';
 
 export function guardRequestIds(transport: Transport, hooks: { onInitialize?: (caps: ClientCapabilities) => void } = {}): void {
-  const inflight = new Set<string>();
+  const inflight = new Set<unknown>();
   const receive = transport.onmessage;
   const send = transport.send.bind(transport);
-  const key = (id: unknown) => `${typeof id}:${String(id)}`;
+  // An id that is neither (refused by the shape guard before the SDK answers it) by its text.
+  const key = (id: unknown) => (typeof id === 'string' || typeof id === 'number' ? id : `${typeof id}:${String(id)}`);
 
   transport.onmessage = (message, extra) => {
     const m = message as { id?: unknown; method?: string; params?: { capabilities?: ClientCapabilities } };

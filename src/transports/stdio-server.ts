@@ -45,10 +45,10 @@ export class StdioServerTransport implements Transport {
   private closed = false;
   private ended = false;
   private congested = false;
-  /** Requests received and not yet answered, by typed id, with how many are open under that id. */
-  private readonly pending = new Map<string, { id: string | number; open: number }>();
-  /** Our requests to the client not yet answered, by typed id: after stdin EOF they never will be. */
-  private readonly asked = new Map<string, string | number>();
+  /** Requests received and not yet answered, by id (a `Map` keeps `1` and `"1"` apart), with how many are open under that id. */
+  private readonly pending = new Map<string | number, { id: string | number; open: number }>();
+  /** Our requests to the client not yet answered, by id: after stdin EOF they never will be. */
+  private readonly asked = new Map<string | number, string | number>();
   /** Settles when `pending` empties; set while stdin EOF waits for it. */
   private onIdle?: () => void;
   private readonly onData = (chunk: Buffer) => {
@@ -98,7 +98,7 @@ export class StdioServerTransport implements Transport {
     if (typeof m.id === 'string' || typeof m.id === 'number') {
       if (m.method === undefined) this.settle(m.id);
       else if (this.ended) return this.unanswerable(m.id);
-      else this.asked.set(key(m.id), m.id);
+      else this.asked.set(m.id, m.id);
     }
     // A write error (the client went away) is the stream's 'error' event; the send itself settles.
     // With other requests still to answer, the client is not waiting on this message alone: it joins the turn's one write.
@@ -125,7 +125,7 @@ export class StdioServerTransport implements Transport {
     const m = message as { id?: unknown; method?: unknown; params?: { requestId?: unknown } };
     const readableId = typeof m.id === 'string' || typeof m.id === 'number';
     if (m.method === undefined && readableId && ('result' in m || 'error' in m)) {
-      this.asked.delete(key(m.id as string | number));
+      this.asked.delete(m.id as string | number);
     } else if (m.method === 'subscriptions/listen') {
       // A modern listen is a stream, not a request awaiting its answer: stdin EOF does not wait for it.
     } else if (readableId) {
@@ -137,7 +137,7 @@ export class StdioServerTransport implements Transport {
       // A request the client cancelled gets no answer: it is no longer waited for.
       const id = m.params?.requestId;
       if (typeof id === 'string' || typeof id === 'number') {
-        if (CALL_TIMING && this.pending.has(key(id))) markCall('cancelled', 'end');
+        if (CALL_TIMING && this.pending.has(id)) markCall('cancelled', 'end');
         this.settle(id, true);
       }
     }
@@ -145,16 +145,15 @@ export class StdioServerTransport implements Transport {
   }
 
   private count(id: string | number): void {
-    const open = this.pending.get(key(id));
+    const open = this.pending.get(id);
     if (open) open.open++;
-    else this.pending.set(key(id), { id, open: 1 });
+    else this.pending.set(id, { id, open: 1 });
   }
 
   private settle(id: string | number, all = false): void {
-    const k = key(id);
-    const open = this.pending.get(k);
+    const open = this.pending.get(id);
     if (!open) return;
-    if (all || --open.open <= 0) this.pending.delete(k);
+    if (all || --open.open <= 0) this.pending.delete(id);
     if (this.pending.size === 0) this.onIdle?.();
   }
 
@@ -237,5 +236,3 @@ export class StdioServerTransport implements Transport {
   }
 }
 
-/** Ids keyed by type, so `1` and `"1"` stay distinct. */
-const key = (id: string | number) => `${typeof id}:${String(id)}`;
