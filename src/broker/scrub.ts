@@ -42,11 +42,20 @@ export interface ScrubbedResult {
  * only a result this returns unchanged is).
  */
 export function scrubResult(scrubber: Scrubber, result: CallToolResult): ScrubbedResult {
-  const { content, structuredContent, isError, ...others } = result as CallToolResult & Record<string, unknown>;
+  const { content, structuredContent, isError } = result;
+  // The other members, copied only when there are any (most results have none: no copy a call).
+  let others: Record<string, unknown> | undefined;
+  for (const key in result) {
+    if (key === 'content' || key === 'structuredContent' || key === 'isError' || !Object.hasOwn(result, key)) continue;
+    // As the spread copies it: `__proto__` (an own member JSON.parse makes) as a member, not the prototype.
+    const value = (result as Record<string, unknown>)[key];
+    if (key === '__proto__') Object.defineProperty((others ??= {}), key, { value, enumerable: true, writable: true, configurable: true });
+    else (others ??= {})[key] = value;
+  }
   const scrubbedContent = Array.isArray(content) ? scrubBlocks(scrubber, content) : scrubber.value(content);
   const structured = scrubber.value(structuredContent);
   const flag = typeof isError === 'boolean' ? isError : scrubber.value(isError);
-  const rest = scrubber.value(others);
+  const rest = others && scrubber.value(others);
   const structuredChanged = structured !== structuredContent;
   if (scrubbedContent === content && !structuredChanged && flag === isError && rest === others) return { result, structuredChanged };
   const out: Record<string, unknown> = { ...rest };

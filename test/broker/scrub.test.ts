@@ -122,6 +122,15 @@ describe('scrub stage', () => {
     expect((await through({ content: [clean as CallToolResult['content'][number]] })).result!.content[0]).toBe(clean);
   });
 
+  it('a member named __proto__ an upstream sends (JSON.parse makes it an own member) is scrubbed and kept as a member, not made a prototype', () => {
+    const result = JSON.parse(`{"content":[{"type":"text","text":"ok"}],"__proto__":{"note":"${SECRET}"},"_meta":{"a":1}}`) as CallToolResult;
+    const out = scrubResult(scrubber, result).result as Record<string, unknown>;
+    expect(JSON.stringify(out)).toBe(`{"__proto__":{"note":"${REDACTED}"},"_meta":{"a":1},"content":[{"type":"text","text":"ok"}]}`);
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    const clean = JSON.parse('{"content":[],"__proto__":{"note":"fine"}}') as CallToolResult;
+    expect(scrubResult(scrubber, clean).result).toBe(clean);
+  });
+
   it('a result that needs no change keeps its reference (no copy, no re-serialising)', async () => {
     const result = text('nothing secret', { structuredContent: { a: 1 } });
     expect(scrubResult(scrubber, result).result).toBe(result);
