@@ -100,6 +100,8 @@ async function flushMicrotasks(): Promise<void> {
   for (let i = 0; i < 10; i++) await Promise.resolve();
 }
 
+/** 10000-01-01T00:00:00.000Z: from here `toISOString` writes a six-digit year. */
+const ISO_FOUR_DIGIT_YEARS_END = 253_402_300_800_000;
 let isoSecond = Number.NaN;
 let isoPrefix = '';
 
@@ -122,6 +124,3 @@ export function isoTime(ms: number): string {
   const milli = whole - second * 1000;
   return isoPrefix + (milli < 10 ? '00' : milli < 100 ? '0' : '') + milli + 'Z';
 }
-
-/** 10000-01-01T00:00:00.000Z: from here `toISOString` writes a six-digit year. */
-const ISO_FOUR_DIGIT_YEARS_END = 253_402_300_800_000;
