@@ -6,7 +6,7 @@
  * one build from another (issue 19; bench/README.md, "Instructions per call").
  *
  *   node bench/instructions.mjs [--concurrency 1] [--warmup 5000] [--calls 1000] [--rounds 2]
- *        [--node-arg=--single-threaded ...] [--top 0] [dist …]
+ *        [--node-arg=… (default --single-threaded)] [--top 0] [dist …]
  *
  * Each round starts one broker per build (`<dist>/cli.cjs`, default `dist`; several alternate)
  * under callgrind with the bench's echo upstream (not under valgrind), makes `--warmup` calls,
@@ -14,6 +14,9 @@
  * them (`callgrind_control -d`) and prints the broker's instructions per call. `--top N` prints
  * the N functions with the most instructions (self) in that window; JIT-compiled JavaScript is
  * anonymous to callgrind (one line, `???:0x…`), so read JavaScript's share with `--cpu-prof`.
+ * The broker runs with `--single-threaded` unless `--node-arg` says otherwise: V8's compiler and
+ * collector on the main thread, where the count is steadiest. A broker that exits before its
+ * calls are answered ends the run with its exit code (exit 1).
  * Under valgrind the broker is some fifty times slower than its peers, so at a concurrency above
  * 1 its reads hold more messages than they would: a high concurrency counts per-message work,
  * concurrency 1 the whole of a lone call.
@@ -33,7 +36,7 @@ const { values, positionals } = parseArgs({
     warmup: { type: 'string', default: '5000' },
     calls: { type: 'string', default: '1000' },
     rounds: { type: 'string', default: '2' },
-    'node-arg': { type: 'string', multiple: true, default: [] },
+    'node-arg': { type: 'string', multiple: true, default: ['--single-threaded'] },
     top: { type: 'string', default: '0' },
   },
 });
@@ -80,14 +83,23 @@ async function measure(build, round) {
       buffered = buffered.slice(i + 1);
       if (!line.startsWith('{')) continue;
       const message = JSON.parse(line);
-      waiting.get(message.id)?.(message);
+      waiting.get(message.id)?.done(message);
       waiting.delete(message.id);
     }
   });
+  let ended;
+  const exited = new Promise((done) => child.once('exit', (code, signal) => done({ code, signal })));
+  void exited.then(({ code, signal }) => {
+    ended = new Error(`the broker under valgrind (${build}) exited (code ${code}, signal ${signal}) with ${waiting.size} request(s) unanswered`);
+    for (const { fail } of waiting.values()) fail(ended);
+    waiting.clear();
+  });
+  child.stdin.on('error', () => undefined); // EPIPE once it is gone: reported by the exit above
   const request = (method, params) =>
-    new Promise((done) => {
+    new Promise((done, fail) => {
+      if (ended) return fail(ended);
       const id = ++seq;
-      waiting.set(id, done);
+      waiting.set(id, { done, fail });
       child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
     });
   const text = 'x'.repeat(100);
@@ -108,7 +120,7 @@ async function measure(build, round) {
   await run(calls);
   execFileSync('callgrind_control', ['-d', String(child.pid)], { stdio: 'ignore' });
   child.stdin.end();
-  await new Promise((done) => child.once('exit', done));
+  await exited;
   const dumps = readdirSync(work).filter((f) => f.startsWith(`cg.${round}.${builds.indexOf(build)}.out.`) && !f.endsWith('.out'));
   const dump = join(work, dumps.sort()[0]);
   const summary = /^summary:\s+(\d+)/m.exec(readFileSync(dump, 'utf8'));
@@ -118,11 +130,12 @@ async function measure(build, round) {
   if (top > 0) {
     const annotated = execFileSync('callgrind_annotate', ['--threshold=100', dump], { encoding: 'utf8', maxBuffer: 64 << 20 });
     // A dump taken inside the event loop charges the frames open at the zeroing (main, the
-    // loop) with the whole window: every line at the total is such a frame, not work.
+    // loop, a thread's entry) with all that ran under them: a line of half the window or more is
+    // such a frame (no function of the call path comes near it), not work of its own.
     functions = annotated
       .split('\n')
       .map((l) => /^\s*([\d,]+)\s+\(\s*([\d.]+)%\)\s+(\S.*)$/.exec(l))
-      .filter((m) => m && !m[3].includes('PROGRAM TOTALS') && Number(m[2]) < 99)
+      .filter((m) => m && !m[3].includes('PROGRAM TOTALS') && Number(m[2]) < 50)
       .slice(0, top)
       .map(([, count, , name]) => `    ${String(Math.round(Number(count.replace(/,/g, '')) / calls)).padStart(8)}  ${name.slice(0, 150)}`)
       .join('\n');
@@ -130,7 +143,7 @@ async function measure(build, round) {
   return { perCall, functions };
 }
 
-console.log(`instructions per echo call of 100 B, concurrency ${concurrency}, ${calls} calls after ${warmup}; node ${process.version}`);
+console.log(`instructions per echo call of 100 B, concurrency ${concurrency}, ${calls} calls after ${warmup}; node ${process.version} ${values['node-arg'].join(' ')}`);
 try {
   for (let round = 1; round <= rounds; round++) {
     for (const build of builds) {
@@ -139,6 +152,9 @@ try {
       if (functions) console.log(functions);
     }
   }
+} catch (err) {
+  console.error(`instructions: ${err.message}`);
+  process.exitCode = 1;
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

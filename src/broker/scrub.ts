@@ -45,8 +45,8 @@ export function scrubResult(scrubber: Scrubber, result: CallToolResult): Scrubbe
   const { content, structuredContent, isError } = result;
   // The other members, copied only when there are any (most results have none: no copy a call).
   let others: Record<string, unknown> | undefined;
-  for (const key in result) {
-    if (key === 'content' || key === 'structuredContent' || key === 'isError' || !Object.hasOwn(result, key)) continue;
+  for (const key of Object.keys(result)) {
+    if (key === 'content' || key === 'structuredContent' || key === 'isError') continue;
     // As the spread copies it: `__proto__` (an own member JSON.parse makes) as a member, not the prototype.
     const value = (result as Record<string, unknown>)[key];
     if (key === '__proto__') Object.defineProperty((others ??= {}), key, { value, enumerable: true, writable: true, configurable: true });
@@ -58,7 +58,11 @@ export function scrubResult(scrubber: Scrubber, result: CallToolResult): Scrubbe
   const rest = others && scrubber.value(others);
   const structuredChanged = structured !== structuredContent;
   if (scrubbedContent === content && !structuredChanged && flag === isError && rest === others) return { result, structuredChanged };
-  const out: Record<string, unknown> = { ...rest };
+  const out: Record<PropertyKey, unknown> = { ...rest };
+  // Members under symbols (never JSON; a local tool's) go with the copy unchanged, as the rest used to take them.
+  for (const symbol of Object.getOwnPropertySymbols(result)) {
+    if (Object.prototype.propertyIsEnumerable.call(result, symbol)) out[symbol] = (result as Record<PropertyKey, unknown>)[symbol];
+  }
   if ('content' in result) out.content = scrubbedContent;
   if ('structuredContent' in result) out.structuredContent = structured;
   if ('isError' in result) out.isError = flag;

@@ -7,17 +7,14 @@
 import type { Transport, ClientCapabilities, JSONRPCMessage } from '@modelcontextprotocol/server';
 
 export function guardRequestIds(transport: Transport, hooks: { onInitialize?: (caps: ClientCapabilities) => void } = {}): void {
-  const inflight = new Set<unknown>();
+  const inflight = new InflightIds();
   const receive = transport.onmessage;
   const send = transport.send.bind(transport);
-  // An id that is neither (refused by the shape guard before the SDK answers it) by its text.
-  const key = (id: unknown) => (typeof id === 'string' || typeof id === 'number' ? id : `${typeof id}:${String(id)}`);
 
   transport.onmessage = (message, extra) => {
     const m = message as { id?: unknown; method?: string; params?: { capabilities?: ClientCapabilities } };
     if (m.method !== undefined && m.id !== undefined && m.id !== null) {
-      const k = key(m.id);
-      if (inflight.has(k)) {
+      if (inflight.has(m.id)) {
         void send({
           jsonrpc: '2.0',
           id: m.id,
@@ -25,19 +22,45 @@ export function guardRequestIds(transport: Transport, hooks: { onInitialize?: (c
         } as JSONRPCMessage).catch(() => undefined);
         return;
       }
-      inflight.add(k);
+      inflight.add(m.id);
       if (m.method === 'initialize') hooks.onInitialize?.(m.params?.capabilities ?? {});
     } else if (m.method === 'notifications/cancelled') {
       // The SDK sends no response to a cancelled request; free its id now.
       const id = (m.params as { requestId?: unknown } | undefined)?.requestId;
-      if (id !== undefined) inflight.delete(key(id));
+      if (id !== undefined) inflight.delete(id);
     }
     receive?.(message, extra);
   };
 
   transport.send = (message, options) => {
     const m = message as { id?: unknown; method?: string };
-    if (m.method === undefined && m.id !== undefined) inflight.delete(key(m.id));
+    if (m.method === undefined && m.id !== undefined) inflight.delete(m.id);
     return send(message, options);
   };
 }
+
+/**
+ * Ids in flight: strings and numbers as themselves (a `Set` keeps `1` and `"1"` apart), any other
+ * id (refused by the shape guard before it gets here, but a cancellation may name one) by its
+ * typed text in a set of its own, so it never meets a string id spelled like it.
+ */
+class InflightIds {
+  private readonly plain = new Set<string | number>();
+  private readonly other = new Set<string>();
+
+  has(id: unknown): boolean {
+    return typeof id === 'string' || typeof id === 'number' ? this.plain.has(id) : this.other.has(otherKey(id));
+  }
+
+  add(id: unknown): void {
+    if (typeof id === 'string' || typeof id === 'number') this.plain.add(id);
+    else this.other.add(otherKey(id));
+  }
+
+  delete(id: unknown): void {
+    if (typeof id === 'string' || typeof id === 'number') this.plain.delete(id);
+    else this.other.delete(otherKey(id));
+  }
+}
+
+const otherKey = (id: unknown) => `${typeof id}:${String(id)}`;

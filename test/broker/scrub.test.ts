@@ -131,6 +131,15 @@ describe('scrub stage', () => {
     expect(scrubResult(scrubber, clean).result).toBe(clean);
   });
 
+  it('a copy keeps the members a local tool put under symbols (never written as JSON), as they were', () => {
+    const tag = Symbol('tag');
+    const result = { content: [{ type: 'text', text: `a ${SECRET}` }], [tag]: { note: 'kept' } } as unknown as CallToolResult;
+    const out = scrubResult(scrubber, result).result as unknown as Record<PropertyKey, unknown>;
+    expect(out).not.toBe(result);
+    expect(out[tag]).toBe((result as unknown as Record<PropertyKey, unknown>)[tag]);
+    expect(Reflect.ownKeys(out)).toEqual(['content', tag]);
+  });
+
   it('a result that needs no change keeps its reference (no copy, no re-serialising)', async () => {
     const result = text('nothing secret', { structuredContent: { a: 1 } });
     expect(scrubResult(scrubber, result).result).toBe(result);
