@@ -42,27 +42,14 @@ export interface ScrubbedResult {
  * only a result this returns unchanged is).
  */
 export function scrubResult(scrubber: Scrubber, result: CallToolResult): ScrubbedResult {
-  const { content, structuredContent, isError } = result;
-  // The other members, copied only when there are any (most results have none: no copy a call).
-  let others: Record<string, unknown> | undefined;
-  for (const key of Object.keys(result)) {
-    if (key === 'content' || key === 'structuredContent' || key === 'isError') continue;
-    // As the spread copies it: `__proto__` (an own member JSON.parse makes) as a member, not the prototype.
-    const value = (result as Record<string, unknown>)[key];
-    if (key === '__proto__') Object.defineProperty((others ??= {}), key, { value, enumerable: true, writable: true, configurable: true });
-    else (others ??= {})[key] = value;
-  }
+  const { content, structuredContent, isError, ...others } = result as CallToolResult & Record<string, unknown>;
   const scrubbedContent = Array.isArray(content) ? scrubBlocks(scrubber, content) : scrubber.value(content);
   const structured = scrubber.value(structuredContent);
   const flag = typeof isError === 'boolean' ? isError : scrubber.value(isError);
-  const rest = others && scrubber.value(others);
+  const rest = scrubber.value(others);
   const structuredChanged = structured !== structuredContent;
   if (scrubbedContent === content && !structuredChanged && flag === isError && rest === others) return { result, structuredChanged };
-  const out: Record<PropertyKey, unknown> = { ...rest };
-  // Members under symbols (never JSON; a local tool's) go with the copy unchanged, as the rest used to take them.
-  for (const symbol of Object.getOwnPropertySymbols(result)) {
-    if (Object.prototype.propertyIsEnumerable.call(result, symbol)) out[symbol] = (result as Record<PropertyKey, unknown>)[symbol];
-  }
+  const out: Record<string, unknown> = { ...rest };
   if ('content' in result) out.content = scrubbedContent;
   if ('structuredContent' in result) out.structuredContent = structured;
   if ('isError' in result) out.isError = flag;
