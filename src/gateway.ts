@@ -208,7 +208,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       approvalStates: this.approvalStates,
     });
     this.ready = new Promise((resolve) => (this.markReady = resolve));
-    for (const [name, server] of Object.entries(config.mcpServers)) this.addUpstream(name, server);
+    for (const [name, server] of Object.entries(config.mcpServers)) this.addUpstream(name, server, this.createUpstream(name, server));
     this.router = new ToolRouter(this.registry, this.clock, { askTimeoutMs: config.policy.askTimeoutMs });
     // The broker's own tools (broker__reconnect, estate__*), served through the router (issue 4).
     this.builtins = registerBuiltins(this);
@@ -253,9 +253,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     );
   }
 
-  /** Creates the upstream of one server and adds it to the registry (in its place when it replaces one). */
-  private addUpstream(name: string, server: ServerConfig, upstream = this.createUpstream(name, server)): Upstream | undefined {
-    if (!upstream) return undefined;
+  /** Adds the upstream of one server to the registry (in its place when it replaces one). */
+  private addUpstream(name: string, server: ServerConfig, upstream: Upstream): Upstream {
     this.scrubber.addSecrets(upstream.secrets);
     const prefix = server.prefix === false ? '' : (server.prefix ?? name);
     const settings = this.tools.settings(name);
@@ -301,9 +300,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     // The upstreams to start, made and prepared (a REST upstream's OpenAPI file loaded) before
     // anything is applied: one that cannot be refuses the reload with the running config whole.
     // (Prepared after the old config was half replaced, a failure left a mix of both serving.)
-    const made = new Map<string, Upstream | undefined>();
+    const made = new Map<string, Upstream>();
     for (const name of [...diff.changed, ...diff.added]) made.set(name, this.createUpstream(name, next.mcpServers[name]!));
-    if (this.started || this.prepared) await Promise.all([...made.values()].map((u) => u?.prepare?.()));
+    if (this.started || this.prepared) await Promise.all([...made.values()].map((u) => u.prepare?.()));
     const config = this.config;
     this.scrubber.addSecrets(next.secrets);
     // Sections read on demand are replaced in place, so closures holding them see the new values.
@@ -320,9 +319,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     const starting: Upstream[] = [];
     for (const name of [...diff.changed, ...diff.added]) {
       const old = this.registry.upstream(name);
-      const upstream = this.addUpstream(name, next.mcpServers[name]!, made.get(name));
+      starting.push(this.addUpstream(name, next.mcpServers[name]!, made.get(name)!));
       if (old) closing.push(old.close().catch(() => undefined));
-      if (upstream) starting.push(upstream);
     }
     await Promise.all(closing);
     if (this.started) {
@@ -552,7 +550,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     for (const u of this.registry.upstreams) if (u instanceof McpUpstream) u.kill();
   }
 
-  private createUpstream(name: string, server: ServerConfig): Upstream | undefined {
+  private createUpstream(name: string, server: ServerConfig): Upstream {
     const kind = serverKind(server);
     if (kind === 'rest') {
       return new RestUpstream({ name, config: server as RestServerConfig, logger: this.logger.child({ upstream: name }), clock: this.clock });

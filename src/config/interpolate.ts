@@ -13,6 +13,7 @@
  * Anything else inside `${…}` is a problem naming the JSON path: never literal text handed to a
  * child. Values read from the environment and inputs are secrets (scrubbed, redacted in errors).
  */
+import { envValue } from '../shared/env.js';
 import type { ConfigProblem } from '../shared/errors.js';
 
 /** A `promptString` input of the top-level `inputs` (VS Code's `.vscode/mcp.json`). */
@@ -112,12 +113,6 @@ function fill(text: string, path: (string | number)[], ctx: InterpolationContext
     return whole;
   });
   return problems.length === before ? out : text;
-}
-
-/** The environment variable `name`: its own value, never a member every object has (`${toString}`, `${__proto__}`). */
-function envValue(env: Readonly<Record<string, string | undefined>>, name: string): string | undefined {
-  const value = Object.hasOwn(env, name) ? env[name] : undefined;
-  return typeof value === 'string' ? value : undefined;
 }
 
 function resolve(inner: string, ctx: InterpolationContext, secrets: string[]): string | { problem: string } {

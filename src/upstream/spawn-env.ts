@@ -8,6 +8,7 @@
  * config's defaults (`config/constants.ts`).
  */
 import type { StdioServerConfig } from '../config/schema.js';
+import { envValue } from '../shared/env.js';
 import type { ChildSpawnSpec } from './child-transport.js';
 
 export { DEFAULT_INHERITED_ENV } from '../config/constants.js';
@@ -20,9 +21,8 @@ export function childEnv(
 ): Record<string, string> {
   const out: Record<string, string> = {};
   for (const name of inherit) {
-    // The variable itself, never a member every object has (`toString`, `constructor`).
-    const value = Object.hasOwn(source, name) ? source[name] : undefined;
-    if (typeof value === 'string' && !value.startsWith('()')) out[name] = value;
+    const value = envValue(source, name);
+    if (value !== undefined && !value.startsWith('()')) out[name] = value;
   }
   return Object.assign(out, env);
 }
