@@ -10,7 +10,11 @@
  * `notifications/cancelled` upstream and rejects with `SdkError` `RequestTimeout` (carrying the
  * abort reason's text, or `Request timed out`); the broker's deadline stage reads the real reason
  * off its own signal. A closed connection rejects every pending request with `SdkError`
- * `ConnectionClosed` (case F08); a late response is dropped. An error response rejects with the
+ * `ConnectionClosed` (case F08); a late response is dropped. A request sent with a signal (the
+ * broker's deadline stage aborts it at the call's deadline) has no timer of its own: one net per
+ * connection, a tick every {@link NET_TICK_MS}, times it out between `timeoutMs` and `timeoutMs`
+ * + 2 ticks should the signal never fire (issue 19: a timer set and cleared per call cost ~1 % of
+ * a call's instructions); a request without one keeps an exact timer. An error response rejects with the
  * `ProtocolError` its code names (`ProtocolError.fromError`). A message that is neither a result
  * nor an error rejects at once instead of waiting for the timeout. A request the transport
  * cannot serialise (its `send` throws at once) rejects with `BrokerError('unserialisable')`,
@@ -26,12 +30,19 @@ import type { CancelSignal } from '../shared/cancel.js';
 /** Prefix of every request id sent here. */
 export const DIRECT_ID_PREFIX = 'mcp-broker:';
 
+/** The net's tick, in ms: how often a connection looks for requests with a signal that outlived their `timeoutMs`. */
+export const NET_TICK_MS = 1_000;
+
 interface Pending {
   /** Who the request is for (a downstream session id), when the caller said. */
   readonly owner?: string;
   resolve(result: Record<string, unknown>): void;
   reject(error: unknown): void;
   cleanup(): void;
+  /** The net's tick at which it times the request out (requests with a signal); undefined: the request has a timer of its own. */
+  readonly due?: number;
+  /** Times the request out (its `timeoutMs` passed). */
+  expire(): void;
 }
 
 export class DirectCalls {
@@ -39,6 +50,9 @@ export class DirectCalls {
   /** An {@link InflightTable}: it keeps nothing of a settled request. */
   private readonly pending = new InflightTable<string, Pending>();
   private closed = false;
+  /** Ticks of the net so far, and its interval while requests with a signal may be in flight. */
+  private tick = 0;
+  private net?: NodeJS.Timeout;
 
   /** Attaches to a transport the SDK `Client` is already connected to (its handlers are wrapped, not replaced). */
   constructor(private readonly transport: Transport) {
@@ -83,14 +97,17 @@ export class DirectCalls {
         this.notifyCancelled(id, reason);
         reject(ProtocolError.isInstance(reason) || SdkError.isInstance(reason) ? reason : new SdkError(SdkErrorCode.RequestTimeout, String(reason)));
       };
+      const expire = () => cancel(new SdkError(SdkErrorCode.RequestTimeout, 'Request timed out', { timeout: timeoutMs }));
       const onAbort = () => cancel(signal!.reason);
-      const timer = setTimeout(() => cancel(new SdkError(SdkErrorCode.RequestTimeout, 'Request timed out', { timeout: timeoutMs })), timeoutMs);
+      // The signal's owner times the request out; the net is there should it never fire.
+      const timer = signal ? undefined : setTimeout(expire, timeoutMs);
+      const due = signal ? this.armNet() + Math.ceil(timeoutMs / NET_TICK_MS) + 1 : undefined;
       const cleanup = () => {
-        clearTimeout(timer);
+        if (timer) clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
       };
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.pending.set(id, { owner, resolve, reject, cleanup });
+      this.pending.set(id, { owner, resolve, reject, cleanup, due, expire });
       let sent: Promise<void>;
       try {
         sent = this.transport.send({ jsonrpc: '2.0', id, method, params } as JSONRPCMessage);
@@ -111,12 +128,36 @@ export class DirectCalls {
   /** Rejects every pending request with `error`; later requests reject at once. */
   failAll(error: unknown): void {
     this.closed = true;
+    this.disarmNet();
     const all = this.pending.values();
     this.pending.clear();
     for (const p of all) {
       p.cleanup();
       p.reject(error);
     }
+  }
+
+  /** Starts the net unless it runs; returns its tick now. */
+  private armNet(): number {
+    this.net ??= setInterval(() => this.sweep(), NET_TICK_MS).unref();
+    return this.tick;
+  }
+
+  private disarmNet(): void {
+    if (this.net) clearInterval(this.net);
+    this.net = undefined;
+  }
+
+  /** One tick of the net: times out the requests whose tick came; stops when none with a signal is left. */
+  private sweep(): void {
+    const tick = ++this.tick;
+    let watched = false;
+    for (const p of this.pending.values()) {
+      if (p.due === undefined) continue;
+      if (p.due <= tick) p.expire();
+      else watched = true;
+    }
+    if (!watched) this.disarmNet();
   }
 
   private settle(id: string, message: JSONRPCMessage): void {

@@ -10,7 +10,7 @@ import { Server } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { classifyFailure } from '../../src/broker/failure.js';
 import { BrokerError } from '../../src/shared/errors.js';
-import { DIRECT_ID_PREFIX, DirectCalls } from '../../src/wire/direct-calls.js';
+import { DIRECT_ID_PREFIX, DirectCalls, NET_TICK_MS } from '../../src/wire/direct-calls.js';
 
 /** Our end (with stand-ins for the SDK's handlers), the upstream's end, and what each received. */
 async function linked() {
@@ -202,6 +202,42 @@ describe('DirectCalls', () => {
     vi.advanceTimersByTime(1);
     expect(await answer.catch((e: unknown) => e)).toMatchObject({ code: SdkErrorCode.RequestTimeout, message: 'Request timed out', data: { timeout: 5000 } });
     expect(await cancelled).toMatchObject({ method: 'notifications/cancelled', params: { requestId: id, reason: expect.stringContaining('Request timed out') } });
+  });
+
+  it('a request with a signal that never fires is timed out by the net, between timeoutMs and two ticks after, and the net then stops', async () => {
+    const h = await linked();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    const sent = h.nextAtUpstream();
+    const answer = h.direct.request('tools/call', { name: 'slow' }, { timeoutMs: 5000, signal: new AbortController().signal });
+    const { id } = (await sent) as { id: string };
+    const cancelled = h.nextAtUpstream();
+    // No timer of its own: the net's one interval.
+    expect(vi.getTimerCount()).toBe(1);
+    vi.advanceTimersByTime(5000);
+    expect(h.direct.size).toBe(1);
+    vi.advanceTimersByTime(2 * NET_TICK_MS);
+    expect(await answer.catch((e: unknown) => e)).toMatchObject({ code: SdkErrorCode.RequestTimeout, message: 'Request timed out', data: { timeout: 5000 } });
+    expect(await cancelled).toMatchObject({ method: 'notifications/cancelled', params: { requestId: id, reason: expect.stringContaining('Request timed out') } });
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('the net leaves answered requests alone and stops at its first tick with none left to watch', async () => {
+    const h = await linked();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    const signal = new AbortController().signal;
+    const sent = h.nextAtUpstream();
+    const answer = h.direct.request('tools/call', { name: 'x' }, { timeoutMs: 60_000, signal });
+    const { id } = (await sent) as { id: string };
+    await h.answer({ jsonrpc: '2.0', id, result: { content: [] } });
+    expect(await answer).toEqual({ content: [] });
+    expect(vi.getTimerCount()).toBe(1);
+    vi.advanceTimersByTime(NET_TICK_MS);
+    expect(vi.getTimerCount()).toBe(0);
+    // A later request starts it again.
+    const again = h.direct.request('tools/call', { name: 'x' }, { timeoutMs: 1000, signal });
+    expect(vi.getTimerCount()).toBe(1);
+    vi.advanceTimersByTime(3 * NET_TICK_MS);
+    expect(await again.catch((e: unknown) => e)).toMatchObject({ code: SdkErrorCode.RequestTimeout });
   });
 
   it('closing the connection rejects every pending request with ConnectionClosed, later ones at once, and still reaches the SDK onclose', async () => {
