@@ -151,13 +151,9 @@ export class DirectCalls {
   /** One tick of the net: times out the requests whose tick came; stops when none with a signal is left. */
   private sweep(): void {
     const tick = ++this.tick;
-    let watched = false;
-    for (const p of this.pending.values()) {
-      if (p.due === undefined) continue;
-      if (p.due <= tick) p.expire();
-      else watched = true;
-    }
-    if (!watched) this.disarmNet();
+    for (const p of this.pending.values()) if (p.due !== undefined && p.due <= tick) p.expire();
+    // Read after the expiries: a request sent while they ran (from a transport's synchronous `send`) is watched too.
+    if (!this.pending.values().some((p) => p.due !== undefined)) this.disarmNet();
   }
 
   private settle(id: string, message: JSONRPCMessage): void {

@@ -48,6 +48,18 @@ async function linked() {
   };
 }
 
+/** A transport that answers nothing; `onSend` sees each message as it is sent, synchronously. */
+function sink(onSend?: (m: JSONRPCMessage) => void): Transport {
+  return {
+    start: async () => undefined,
+    close: async () => undefined,
+    send(m: JSONRPCMessage) {
+      onSend?.(m);
+      return Promise.resolve();
+    },
+  };
+}
+
 afterEach(() => {
   vi.useRealTimers();
 });
@@ -218,6 +230,44 @@ describe('DirectCalls', () => {
     vi.advanceTimersByTime(2 * NET_TICK_MS);
     expect(await answer.catch((e: unknown) => e)).toMatchObject({ code: SdkErrorCode.RequestTimeout, message: 'Request timed out', data: { timeout: 5000 } });
     expect(await cancelled).toMatchObject({ method: 'notifications/cancelled', params: { requestId: id, reason: expect.stringContaining('Request timed out') } });
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('the net never times a request out before its timeoutMs, whatever the phase of its tick', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
+    const direct = new DirectCalls(sink());
+    // Keeps the net running, so each request below meets it at another phase.
+    direct.request('tools/call', {}, { timeoutMs: 1e9, signal: new AbortController().signal }).catch(() => undefined);
+    for (const timeoutMs of [1, 999, 1000, 1001, 1500, 5000]) {
+      for (const phase of [0, 1, 500, 999]) {
+        vi.advanceTimersByTime(phase);
+        const start = Date.now();
+        let after = -1;
+        direct.request('tools/call', {}, { timeoutMs, signal: new AbortController().signal }).catch(() => (after = Date.now() - start));
+        while (after < 0) await vi.advanceTimersByTimeAsync(1);
+        expect(after, `timeoutMs ${timeoutMs}, phase ${phase}`).toBeGreaterThanOrEqual(timeoutMs);
+        expect(after, `timeoutMs ${timeoutMs}, phase ${phase}`).toBeLessThanOrEqual(timeoutMs + 2 * NET_TICK_MS);
+      }
+    }
+  });
+
+  it('a request sent while the net times another out (a synchronous send) is watched too', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    let late: Promise<unknown> | undefined;
+    const direct: DirectCalls = new DirectCalls(
+      sink((m) => {
+        if ((m as { method?: string }).method === 'notifications/cancelled' && !late) {
+          late = direct.request('tools/call', { name: 'late' }, { timeoutMs: 1000, signal: new AbortController().signal }).catch((e: unknown) => e);
+        }
+      }),
+    );
+    const first = direct.request('tools/call', {}, { timeoutMs: 1000, signal: new AbortController().signal }).catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(2 * NET_TICK_MS);
+    expect(await first).toMatchObject({ code: SdkErrorCode.RequestTimeout });
+    expect(direct.size).toBe(1);
+    await vi.advanceTimersByTimeAsync(3 * NET_TICK_MS);
+    expect(direct.size).toBe(0);
+    expect(await late).toMatchObject({ code: SdkErrorCode.RequestTimeout });
     expect(vi.getTimerCount()).toBe(0);
   });
 
