@@ -49,7 +49,7 @@ import { Cancellation } from '../shared/cancel.js';
 import { extend } from '../shared/extend.js';
 import { InflightTable } from '../shared/inflight.js';
 import { isProgressToken } from '../shared/progress-token.js';
-import { abortOnClose, cancelNamedCall, type DirectCallExtra, type DirectCallParams, type LaneCalls } from './direct-tools-call.js';
+import { abortOnClose, cancelNamedCall, settleLaneCall, type DirectCallExtra, type DirectCallParams, type LaneCalls } from './direct-tools-call.js';
 import { rawJsonString, withTail } from './raw-json.js';
 
 /** The reserved envelope keys the SDK lifts out of a modern request's `_meta`, in its order. */
@@ -102,6 +102,7 @@ export function routeModernToolsCallDirectly(server: Server, transport: Transpor
     sdkMessage?.(message, extra);
   };
   abortOnClose(transport, inflight);
+  const sendFailed = (err: unknown) => server.onerror?.(new Error(`Failed to send response: ${String(err)}`));
 
   function run(message: JSONRPCMessage, id: string | number, { params, envelope }: PlainCall): void {
     if (CALL_TIMING) markCall('modern lane');
@@ -118,28 +119,27 @@ export function routeModernToolsCallDirectly(server: Server, transport: Transpor
       return notify({ method: 'notifications/message', params: { level, data, logger } });
     };
     const ctx = { sessionId: transport.sessionId, mcpReq: new LaneRequestContext(id, params._meta, envelope, controller, send, notify, log) } as unknown as ServerContext;
-    handler(params, extra, ctx)
-      .then(
-        (result) => {
-          if (state.cancelled) return;
-          const encoded = encodePlainResult(result, options.serverInfo);
-          if (encoded === undefined) return replay(message, id, { ok: true, value: result });
+    settleLaneCall(
+      handler(params, extra, ctx),
+      (ok, value) => {
+        if (state.cancelled) return;
+        if (ok) {
+          const encoded = encodePlainResult(value, options.serverInfo);
+          if (encoded === undefined) return replay(message, id, { ok: true, value });
           return transport.send({ result: encoded, jsonrpc: '2.0', id } as JSONRPCMessage);
-        },
-        (error: unknown) => {
-          if (state.cancelled) return;
-          const e = error as { code?: unknown; message?: string; data?: unknown };
-          if (!(error instanceof Error) || e.code === ProtocolErrorCode.UrlElicitationRequired) return replay(message, id, { ok: false, err: error });
-          const thrown = typeof e.code === 'number' && Number.isSafeInteger(e.code) ? e.code : ProtocolErrorCode.InternalError;
-          const code = thrown === RESOURCE_NOT_FOUND ? ProtocolErrorCode.InvalidParams : thrown;
-          const body = { code, message: e.message ?? 'Internal error', ...(e.data !== undefined && { data: e.data }) };
-          return transport.send({ jsonrpc: '2.0', id, error: body } as JSONRPCMessage);
-        },
-      )
-      .catch((err: unknown) => server.onerror?.(new Error(`Failed to send response: ${String(err)}`)))
-      .finally(() => {
+        }
+        const e = value as { code?: unknown; message?: string; data?: unknown };
+        if (!(value instanceof Error) || e.code === ProtocolErrorCode.UrlElicitationRequired) return replay(message, id, { ok: false, err: value });
+        const thrown = typeof e.code === 'number' && Number.isSafeInteger(e.code) ? e.code : ProtocolErrorCode.InternalError;
+        const code = thrown === RESOURCE_NOT_FOUND ? ProtocolErrorCode.InvalidParams : thrown;
+        const body = { code, message: e.message ?? 'Internal error', ...(e.data !== undefined && { data: e.data }) };
+        return transport.send({ jsonrpc: '2.0', id, error: body } as JSONRPCMessage);
+      },
+      () => {
         if (inflight.get(id) === state) inflight.delete(id);
-      });
+      },
+      sendFailed,
+    );
   }
 
   /** Hands a request the lane ran to the SDK, whose handler answers it with `outcome`. */

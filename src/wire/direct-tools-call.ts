@@ -59,6 +59,7 @@ export function routeToolsCallDirectly(server: Server, transport: Transport, han
     sdkMessage?.(message, extra);
   };
   abortOnClose(transport, inflight);
+  const sendFailed = (err: unknown) => server.onerror?.(new Error(`Failed to send response: ${String(err)}`));
 
   function run(id: string | number, params: DirectCallParams): void {
     const controller = new Cancellation();
@@ -78,23 +79,21 @@ export function routeToolsCallDirectly(server: Server, transport: Transport, han
         return server.request(request, schema, { ...options, relatedRequestId: id });
       }) as Server['request'],
     };
-    handler(params, extra)
-      .then(
-        (result) => {
-          if (state.cancelled) return;
-          return transport.send({ jsonrpc: '2.0', id, result } as JSONRPCMessage);
-        },
-        (error: { code?: unknown; message?: string; data?: unknown }) => {
-          if (state.cancelled) return;
-          const code = typeof error?.code === 'number' && Number.isSafeInteger(error.code) ? error.code : ProtocolErrorCode.InternalError;
-          const body = { code, message: error?.message ?? 'Internal error', ...(error?.data !== undefined && { data: error.data }) };
-          return transport.send({ jsonrpc: '2.0', id, error: body } as JSONRPCMessage);
-        },
-      )
-      .catch((err: unknown) => server.onerror?.(new Error(`Failed to send response: ${String(err)}`)))
-      .finally(() => {
+    settleLaneCall(
+      handler(params, extra),
+      (ok, value) => {
+        if (state.cancelled) return;
+        if (ok) return transport.send({ jsonrpc: '2.0', id, result: value } as JSONRPCMessage);
+        const error = value as { code?: unknown; message?: string; data?: unknown } | undefined;
+        const code = typeof error?.code === 'number' && Number.isSafeInteger(error.code) ? error.code : ProtocolErrorCode.InternalError;
+        const body = { code, message: error?.message ?? 'Internal error', ...(error?.data !== undefined && { data: error.data }) };
+        return transport.send({ jsonrpc: '2.0', id, error: body } as JSONRPCMessage);
+      },
+      () => {
         if (inflight.get(id) === state) inflight.delete(id);
-      });
+      },
+      sendFailed,
+    );
   }
 }
 
@@ -116,6 +115,35 @@ function isPlainCall(params: unknown): params is DirectCallParams {
  * sent). An {@link InflightTable}: it keeps nothing of a finished call.
  */
 export type LaneCalls = InflightTable<string | number, { controller: Cancellation; cancelled: boolean }>;
+
+/**
+ * Answers a lane's call once `outcome` (its handler's promise) settles: `answer` gets whether it
+ * was fulfilled and its value or reason, and sends the answer (the transport's `send` promise) or
+ * does nothing (a cancelled call) or hands the request on; then `release` frees the call's id. A
+ * send that fails, or an `answer` that throws, goes to `onSendError`. Two promises a call at most
+ * (issue 19: a `.then().catch().finally()` chain made five).
+ */
+export function settleLaneCall(
+  outcome: Promise<unknown>,
+  answer: (ok: boolean, value: unknown) => Promise<void> | void,
+  release: () => void,
+  onSendError: (err: unknown) => void,
+): void {
+  const settle = (ok: boolean, value: unknown): void => {
+    let sent: Promise<void> | void = undefined;
+    try {
+      sent = answer(ok, value);
+    } catch (err) {
+      onSendError(err);
+    }
+    release();
+    if (sent) sent.catch(onSendError);
+  };
+  outcome.then(
+    (value) => settle(true, value),
+    (reason: unknown) => settle(false, reason),
+  );
+}
 
 /** `notifications/cancelled` naming a call of `inflight`: aborts it with the client's reason, no answer sent. */
 export function cancelNamedCall(m: { method?: unknown; params?: unknown }, inflight: LaneCalls): void {

@@ -7,7 +7,7 @@
 import { InMemoryTransport, RELATED_TASK_META_KEY, Server } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, JSONRPCRequest } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
-import { routeToolsCallDirectly, type DirectCallExtra, type DirectCallParams } from '../../src/wire/direct-tools-call.js';
+import { routeToolsCallDirectly, settleLaneCall, type DirectCallExtra, type DirectCallParams } from '../../src/wire/direct-tools-call.js';
 
 interface Pending {
   readonly params: DirectCallParams;
@@ -323,5 +323,46 @@ describe('routeToolsCallDirectly: cancel, errors, close', () => {
     pb.reject(new Error('gone'));
     await Promise.resolve();
     expect(h.received.filter((m) => 'id' in m && (m.id === 'a' || m.id === 'b'))).toEqual([]);
+  });
+});
+
+describe('settleLaneCall', () => {
+  const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+  it('answers with the outcome, then frees the id; a fulfilled and a rejected handler alike', async () => {
+    const seen: string[] = [];
+    settleLaneCall(
+      Promise.resolve('r'),
+      (ok, value) => void seen.push(`answer ${ok} ${String(value)}`),
+      () => void seen.push('release'),
+      () => void seen.push('error'),
+    );
+    settleLaneCall(
+      Promise.reject(new Error('no')),
+      (ok, value) => void seen.push(`answer ${ok} ${(value as Error).message}`),
+      () => void seen.push('release'),
+      () => void seen.push('error'),
+    );
+    await flush();
+    expect(seen).toEqual(['answer true r', 'release', 'answer false no', 'release']);
+  });
+
+  it('a send that fails and an answer that throws both reach onSendError, and the id is freed', async () => {
+    const errors: unknown[] = [];
+    const released: number[] = [];
+    const gone = new Error('pipe closed');
+    settleLaneCall(Promise.resolve(1), () => Promise.reject(gone), () => void released.push(1), (err) => void errors.push(err));
+    const thrown = new Error('cannot encode');
+    settleLaneCall(
+      Promise.resolve(2),
+      () => {
+        throw thrown;
+      },
+      () => void released.push(2),
+      (err) => void errors.push(err),
+    );
+    await flush();
+    expect(released).toEqual([1, 2]);
+    expect(errors).toEqual([thrown, gone]);
   });
 });
