@@ -233,18 +233,33 @@ function afterTaskSettles(fn: () => void): void {
   queueMicrotask(() => process.nextTick(fn));
 }
 
+/** What {@link write} answers for a message the stream took at once: settled, so shared. */
+const TAKEN: Promise<void> = Promise.resolve();
+
 function write(stream: NodeJS.WritableStream, encoded: string | readonly (string | Uint8Array)[]): Promise<void> {
+  // A write error reaches `done` from a later tick (Node never calls a write's callback in the
+  // write itself), after the promise below exists; a message the stream took at once has
+  // settled already, and its error is the stream's `error` event, as before (issue 19: no
+  // promise of its own for the message a lone call writes).
+  let fail: ((err: Error) => void) | undefined;
+  let failed: Error | undefined;
+  const done = (err?: Error | null) => {
+    if (!err) return;
+    if (fail) fail(err);
+    else failed = err;
+  };
+  let ok: boolean;
+  if (typeof encoded === 'string') {
+    ok = stream.write(encoded, done);
+  } else {
+    ok = true;
+    for (const part of encoded) ok = stream.write(part, done) && ok;
+  }
+  if (ok && failed === undefined) return TAKEN;
   return new Promise<void>((resolve, reject) => {
-    const done = (err?: Error | null) => (err ? reject(err) : undefined);
-    let ok: boolean;
-    if (typeof encoded === 'string') {
-      ok = stream.write(encoded, done);
-    } else {
-      ok = true;
-      for (const part of encoded) ok = stream.write(part, done) && ok;
-    }
-    if (ok) resolve();
-    else void nextDrain(stream).then(resolve);
+    if (failed !== undefined) return reject(failed);
+    fail = reject;
+    void nextDrain(stream).then(resolve);
   });
 }
 

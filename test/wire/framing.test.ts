@@ -1,4 +1,4 @@
-import { PassThrough } from 'node:stream';
+import { PassThrough, Writable } from 'node:stream';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LineFramer, serializeMessage, writeMessage } from '../../src/wire/framing.js';
@@ -329,5 +329,30 @@ describe('writeMessage', () => {
     } finally {
       process.off('warning', onWarning);
     }
+  });
+
+  it('a message the stream takes at once is written when the call returns and settles; one over a full buffer that the stream then fails rejects', async () => {
+    const written: string[] = [];
+    const taking = new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        written.push(chunk.toString());
+        cb();
+      },
+    });
+    await writeMessage(taking, { jsonrpc: '2.0', id: 1, result: {} });
+    expect(written.join('')).toBe('{"jsonrpc":"2.0","id":1,"result":{}}\n');
+
+    // Nothing is taken until the stream fails: the second write finds the buffer full, then the stream errors.
+    let fail!: (err: Error) => void;
+    const failing = new Writable({
+      highWaterMark: 8,
+      write(_chunk: Buffer, _enc, cb) {
+        fail = cb;
+      },
+    });
+    failing.on('error', () => undefined);
+    const first = writeMessage(failing, { jsonrpc: '2.0', id: 2, result: { text: 'x'.repeat(32) } });
+    fail(new Error('pipe closed'));
+    expect(await first.then(() => 'settled', (err: Error) => err.message)).toBe('pipe closed');
   });
 });
