@@ -5,13 +5,15 @@
  * or noisy machine, where `npm run bench` measures the host as much as the broker, it still tells
  * one build from another (issue 19; bench/README.md, "Instructions per call").
  *
- *   node bench/instructions.mjs [--concurrency 1] [--warmup 5000] [--calls 1000] [--rounds 2]
+ *   node bench/instructions.mjs [--concurrency 1] [--warmup 15000] [--calls 1000] [--rounds 2]
  *        [--node-arg=… (default --single-threaded)] [--top 0] [dist …]
  *
  * Each round starts one broker per build (`<dist>/cli.cjs`, default `dist`; several alternate)
  * under callgrind with the bench's echo upstream (not under valgrind), makes `--warmup` calls,
  * zeroes the counters (`callgrind_control -z`), makes `--calls` calls at `--concurrency`, dumps
- * them (`callgrind_control -d`) and prints the broker's instructions per call. `--top N` prints
+ * them (`callgrind_control -d`) and prints the broker's instructions per call.
+ * Fewer warm-up calls count V8 still optimising: after 5,000 a build read ~8k more a call than
+ * after 15,000, and a change could move that compile work into the window or out of it. `--top N` prints
  * the N functions with the most instructions (self) in that window; JIT-compiled JavaScript is
  * anonymous to callgrind (one line, `???:0x…`), so read JavaScript's share with `--cpu-prof`.
  * The broker runs with `--single-threaded` unless `--node-arg` says otherwise: V8's compiler and
@@ -33,7 +35,7 @@ const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
     concurrency: { type: 'string', default: '1' },
-    warmup: { type: 'string', default: '5000' },
+    warmup: { type: 'string', default: '15000' },
     calls: { type: 'string', default: '1000' },
     rounds: { type: 'string', default: '2' },
     'node-arg': { type: 'string', multiple: true, default: ['--single-threaded'] },
