@@ -120,7 +120,8 @@ export type LaneCalls = InflightTable<string | number, { controller: Cancellatio
  * Answers a lane's call once `outcome` (its handler's promise) settles: `answer` gets whether it
  * was fulfilled and its value or reason, and sends the answer (the transport's `send` promise) or
  * does nothing (a cancelled call) or hands the request on; then `release` frees the call's id. A
- * send that fails, or an `answer` that throws, goes to `onSendError`. Two promises a call at most
+ * send that fails, or an `answer` that throws, goes to `onSendError` (the id is freed first,
+ * whatever `onSendError` does). Two promises a call at most
  * (issue 19: a `.then().catch().finally()` chain made five).
  */
 export function settleLaneCall(
@@ -134,9 +135,10 @@ export function settleLaneCall(
     try {
       sent = answer(ok, value);
     } catch (err) {
-      onSendError(err);
+      sent = Promise.reject(err);
+    } finally {
+      release();
     }
-    release();
     if (sent) sent.catch(onSendError);
   };
   outcome.then(

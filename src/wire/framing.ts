@@ -249,11 +249,16 @@ function write(stream: NodeJS.WritableStream, encoded: string | readonly (string
     else failed = err;
   };
   let ok: boolean;
-  if (typeof encoded === 'string') {
-    ok = stream.write(encoded, done);
-  } else {
-    ok = true;
-    for (const part of encoded) ok = stream.write(part, done) && ok;
+  try {
+    if (typeof encoded === 'string') {
+      ok = stream.write(encoded, done);
+    } else {
+      ok = true;
+      for (const part of encoded) ok = stream.write(part, done) && ok;
+    }
+  } catch (err) {
+    // A stream that throws from `write` (not Node's own): a rejection, as a write error is.
+    return Promise.reject(err as Error);
   }
   if (ok && failed === undefined) return TAKEN;
   return new Promise<void>((resolve, reject) => {

@@ -363,6 +363,31 @@ describe('settleLaneCall', () => {
     );
     await flush();
     expect(released).toEqual([1, 2]);
-    expect(errors).toEqual([thrown, gone]);
+    expect(errors).toHaveLength(2);
+    expect(errors).toEqual(expect.arrayContaining([thrown, gone]));
+  });
+
+  it('the id is freed even when the answer throws and reporting it throws too', async () => {
+    const released: number[] = [];
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      settleLaneCall(
+        Promise.resolve(1),
+        () => {
+          throw new Error('cannot encode');
+        },
+        () => void released.push(1),
+        () => {
+          throw new Error('report failed');
+        },
+      );
+      await flush();
+      await flush();
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+    expect(released).toEqual([1]);
   });
 });

@@ -354,5 +354,11 @@ describe('writeMessage', () => {
     const first = writeMessage(failing, { jsonrpc: '2.0', id: 2, result: { text: 'x'.repeat(32) } });
     fail(new Error('pipe closed'));
     expect(await first.then(() => 'settled', (err: Error) => err.message)).toBe('pipe closed');
+
+    // A stream whose write throws (not Node's own): a rejection, never a throw out of writeMessage.
+    const throwing = { write: () => { throw new Error('write threw'); } } as unknown as NodeJS.WritableStream;
+    let answer!: Promise<void>;
+    expect(() => (answer = writeMessage(throwing, { jsonrpc: '2.0', id: 3, result: {} }))).not.toThrow();
+    expect(await answer.then(() => 'settled', (err: Error) => err.message)).toBe('write threw');
   });
 });
