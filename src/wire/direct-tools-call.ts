@@ -121,8 +121,8 @@ export type LaneCalls = InflightTable<string | number, { controller: Cancellatio
  * was fulfilled and its value or reason, and sends the answer (the transport's `send` promise) or
  * does nothing (a cancelled call) or hands the request on; then `release` frees the call's id. A
  * send that fails, or an `answer` that throws, goes to `onSendError` (the id is freed first,
- * whatever `onSendError` does). Two promises a call at most
- * (issue 19: a `.then().catch().finally()` chain made five).
+ * whatever `onSendError` does). Two promises a call at most (issue 19: a
+ * `.then().catch().finally()` chain made five).
  */
 export function settleLaneCall(
   outcome: Promise<unknown>,
