@@ -49,7 +49,7 @@ import { Cancellation } from '../shared/cancel.js';
 import { extend } from '../shared/extend.js';
 import { InflightTable } from '../shared/inflight.js';
 import { isProgressToken } from '../shared/progress-token.js';
-import { abortOnClose, cancelNamedCall, settleLaneCall, type DirectCallExtra, type DirectCallParams, type LaneCalls } from './direct-tools-call.js';
+import { abortOnClose, cancelNamedCall, sendFailureReporter, settleLaneCall, type DirectCallExtra, type DirectCallParams, type LaneCalls } from './direct-tools-call.js';
 import { rawJsonString, withTail } from './raw-json.js';
 
 /** The reserved envelope keys the SDK lifts out of a modern request's `_meta`, in its order. */
@@ -102,7 +102,7 @@ export function routeModernToolsCallDirectly(server: Server, transport: Transpor
     sdkMessage?.(message, extra);
   };
   abortOnClose(transport, inflight);
-  const sendFailed = (err: unknown) => server.onerror?.(new Error(`Failed to send response: ${String(err)}`));
+  const sendFailed = sendFailureReporter(server);
 
   function run(message: JSONRPCMessage, id: string | number, { params, envelope }: PlainCall): void {
     if (CALL_TIMING) markCall('modern lane');

@@ -59,7 +59,7 @@ export function routeToolsCallDirectly(server: Server, transport: Transport, han
     sdkMessage?.(message, extra);
   };
   abortOnClose(transport, inflight);
-  const sendFailed = (err: unknown) => server.onerror?.(new Error(`Failed to send response: ${String(err)}`));
+  const sendFailed = sendFailureReporter(server);
 
   function run(id: string | number, params: DirectCallParams): void {
     const controller = new Cancellation();
@@ -145,6 +145,11 @@ export function settleLaneCall(
     (value) => settle(true, value),
     (reason: unknown) => settle(false, reason),
   );
+}
+
+/** What a lane hands {@link settleLaneCall} as `onSendError`: the failure goes to `server.onerror`, as the SDK's own does. */
+export function sendFailureReporter(server: Server): (err: unknown) => void {
+  return (err) => server.onerror?.(new Error(`Failed to send response: ${String(err)}`));
 }
 
 /** `notifications/cancelled` naming a call of `inflight`: aborts it with the client's reason, no answer sent. */
