@@ -22,6 +22,13 @@ afterEach(async () => {
 
 type Answer = Record<string, any>;
 
+/** A task id known once the created task's answer is read; a question may come in the same read, first. */
+function idOnceCreated() {
+  let resolve!: (id: string) => void;
+  const promise = new Promise<string>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
 /** A 2026-07-28 caller declaring the tasks extension, on the CLI's raw stdio. */
 function modern() {
   const raw = spawnRawBroker({ servers: MODERN_FIXTURE });
@@ -125,16 +132,18 @@ describe("a modern upstream's tasks through the broker", () => {
     cleanups.push(() => b.close());
     const loose = ResultSchema.loose();
     const req = (method: string, params: Record<string, unknown>) => b.client.request({ method, params } as never, loose, { timeout: 20_000 }) as Promise<Answer>;
-    let taskId = '';
+    // The question can arrive in the same read as the created task, before the id is ours: wait for it.
+    const known = idOnceCreated();
     const asked: Array<{ message: unknown; related: unknown; status: unknown }> = [];
     b.client.setRequestHandler('elicitation/create', async (r) => {
       // While the question waits, the task reads input_required.
-      const task = await req('tasks/get', { taskId });
+      const task = await req('tasks/get', { taskId: await known.promise });
       asked.push({ message: r.params.message, related: (r.params._meta as Answer | undefined)?.['io.modelcontextprotocol/related-task'], status: [task.status, task._meta['mcp-broker/a2a']] });
       return { action: 'accept', content: { name: 'Ada' } };
     });
     const created = await req('tools/call', { name: 'c__test_tool_with_task', arguments: {}, task: {} });
-    taskId = created.task.taskId as string;
+    const taskId = created.task.taskId as string;
+    known.resolve(taskId);
     const result = await req('tasks/result', { taskId });
     expect(result.content).toEqual([{ type: 'text', text: 'Hello, Ada!' }]);
     expect(asked).toEqual([{ message: 'What is your name?', related: { taskId }, status: ['input_required', 'input-required'] }]);
@@ -183,14 +192,15 @@ describe("a modern upstream's tasks through the broker", () => {
     cleanups.push(() => b.close());
     const loose = ResultSchema.loose();
     const req = (method: string, params: Record<string, unknown>) => b.client.request({ method, params } as never, loose, { timeout: 20_000 }) as Promise<Answer>;
-    let taskId = '';
+    const known = idOnceCreated(); // as above: the question may come before the id is ours
     const asked: Array<{ related: unknown; status: unknown }> = [];
     b.client.setRequestHandler('elicitation/create', async (r) => {
-      asked.push({ related: (r.params._meta as Answer | undefined)?.['io.modelcontextprotocol/related-task'], status: (await req('tasks/get', { taskId })).status });
+      asked.push({ related: (r.params._meta as Answer | undefined)?.['io.modelcontextprotocol/related-task'], status: (await req('tasks/get', { taskId: await known.promise })).status });
       return { action: 'accept', content: { confirm: true } };
     });
     const created = await req('tools/call', { name: 'c__confirm_delete', arguments: { filename: 'a.txt' }, task: {} });
-    taskId = created.task.taskId as string;
+    const taskId = created.task.taskId as string;
+    known.resolve(taskId);
     expect((await req('tasks/result', { taskId })).content).toEqual([{ type: 'text', text: 'deleted a.txt' }]);
     expect(asked).toEqual([{ related: { taskId }, status: 'input_required' }]);
   });
