@@ -16,7 +16,7 @@
  * `maxRetries`). A write is not: the 404 proves this request was not processed, yet what it meant
  * may rest on the lost session's state, so the caller decides; the reason says it was not retried.
  */
-import type { Stage } from './runner.js';
+import { splitStage, type Stage } from './runner.js';
 import type { BrokerCall } from './types.js';
 import type { CancelSignal } from '../shared/cancel.js';
 
@@ -37,30 +37,46 @@ export function mayRetry(call: BrokerCall): boolean {
   return call.readOnly === true && call.retryable === true && call.outcome === 'upstream_error' && !call.signal.aborted;
 }
 
+/** One call's retries: how many were made, and whether retrying stopped on a wait (the reason then says why, or the deadline stage does). */
+interface RetryTicket {
+  retries: number;
+  stopped: boolean;
+}
+
+/**
+ * The retry stage, in halves (broker/runner.ts): `again` after each attempt decides on and waits
+ * out the next one, `leave` notes on the reason what became of the retries. A call that needs no
+ * retry passes in the turn it came (no wait, no frame of its own).
+ */
 export function retryStage(deps: RetryDeps): Stage {
   const random = deps.random ?? Math.random;
   const maxRetries = Math.min(2, Math.max(0, deps.maxRetries));
-  return {
-    name: 'retry',
-    async run(call, next) {
-      await next();
-      for (let retry = 0; retry < maxRetries && mayRetry(call); retry++) {
-        const delay = call.retryAfterMs ?? Math.round(random() * deps.baseDelayMs * 2 ** retry);
-        if (call.deadline !== undefined && deps.now() + delay >= call.deadline) {
-          call.reason = `${call.reason ?? 'upstream failure'}; not retried: the next attempt would start after the deadline`;
-          return;
-        }
-        try {
-          await deps.sleep(delay, call.signal);
-        } catch {
-          return; // cancelled or the deadline passed while waiting
-        }
-        await next();
-      }
+  return splitStage<RetryTicket>(
+    'retry',
+    () => ({ retries: 0, stopped: false }),
+    (call, ticket) => {
+      if (ticket.stopped) return;
       if (call.sessionLost && call.outcome === 'upstream_error' && call.readOnly !== true && !call.reason?.includes('not retried')) {
         call.reason = `${call.reason ?? 'upstream session lost'}; not retried: the tool is not read-only`;
       }
       if (call.attempts > 1 && call.outcome === 'upstream_error') call.reason = `${call.reason ?? 'upstream failure'} (after ${call.attempts} attempts)`;
     },
-  };
+    (call, ticket) => {
+      if (ticket.retries >= maxRetries || !mayRetry(call)) return false;
+      const delay = call.retryAfterMs ?? Math.round(random() * deps.baseDelayMs * 2 ** ticket.retries);
+      if (call.deadline !== undefined && deps.now() + delay >= call.deadline) {
+        call.reason = `${call.reason ?? 'upstream failure'}; not retried: the next attempt would start after the deadline`;
+        ticket.stopped = true;
+        return false;
+      }
+      ticket.retries++;
+      return deps.sleep(delay, call.signal).then(
+        () => true,
+        () => {
+          ticket.stopped = true; // cancelled or the deadline passed while waiting
+          return false;
+        },
+      );
+    },
+  );
 }

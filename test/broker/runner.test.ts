@@ -141,6 +141,70 @@ describe('compose', () => {
       await byHand;
     });
 
+    /** A split stage with `again`: asks for `rounds` more passes (later: each answer a promise); `throwAgain` throws when asked. */
+    function repeating(name: string, log: string[], options: { rounds: number; later?: boolean; throwAgain?: boolean }): Stage {
+      return splitStage(
+        name,
+        () => {
+          log.push(`${name} in`);
+          return { left: options.rounds };
+        },
+        (_c, ticket) => void log.push(`${name} out (${ticket.left} left)`),
+        (_c, ticket) => {
+          log.push(`${name} again?`);
+          if (options.throwAgain) throw new Error(`${name} broke when asked`);
+          const more = ticket.left-- > 0;
+          return options.later ? Promise.resolve(more) : more;
+        },
+      );
+    }
+
+    it.each([false, true])('a stage whose again says true sends the call through the stages inside it once more, each entering and leaving, then leaves once (answers as promises: %s)', async (later) => {
+      const log: string[] = [];
+      const c = call();
+      await compose([split('a', log), repeating('r', log, { rounds: 2, later }), split('in', log), { name: 'end', run: async (x) => void (x.outcome = 'ok') }])(c);
+      expect(log).toEqual([
+        'a in',
+        'r in',
+        'in in',
+        'in out (in)',
+        'r again?',
+        'in in',
+        'in out (in)',
+        'r again?',
+        'in in',
+        'in out (in)',
+        'r again?',
+        'r out (-1 left)',
+        'a out (a)',
+      ]);
+      expect(c.outcome).toBe('ok');
+    });
+
+    it('the same through the derived run, and through stages that call next() (a wrapper such as the tracer)', async () => {
+      const log: string[] = [];
+      let inner = 0;
+      await repeating('r', log, { rounds: 1 }).run(call(), async () => void inner++);
+      expect(inner).toBe(2);
+      expect(log).toEqual(['r in', 'r again?', 'r again?', 'r out (-1 left)']);
+      const wrapped: Stage[] = [repeating('r', [], { rounds: 2 }), split('in', log)].map((stage) => ({ name: stage.name, run: (x, next) => stage.run(x, next) }));
+      log.length = 0;
+      await compose(wrapped)(call());
+      expect(log.filter((l) => l === 'in in')).toHaveLength(3);
+    });
+
+    it.each([
+      ['compose', (stage: Stage, c: ReturnType<typeof call>) => compose([stage, { name: 'end', run: async () => undefined }])(c)],
+      ['the derived run', (stage: Stage, c: ReturnType<typeof call>) => stage.run(c, async () => undefined)],
+    ] as const)('a throw in again is guard_error naming the stage, and its leave still runs (%s)', async (_how, run) => {
+      const log: string[] = [];
+      const c = call();
+      await run(repeating('r', log, { rounds: 1, throwAgain: true }), c);
+      expect(log).toEqual(['r in', 'r again?', 'r out (1 left)']);
+      expect(c.outcome).toBe('guard_error');
+      expect(c.reason).toMatch(/^r failed: r broke when asked/);
+    });
+
     it('the derived run(call, next) is enter, next(), leave; a settling enter never calls next()', async () => {
       const log: string[] = [];
       await split('s', log).run(call(), async () => void log.push('next'));
