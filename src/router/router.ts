@@ -215,27 +215,29 @@ export class ToolRouter implements Dispatcher {
    * a function tool's own throw → a result with `isError: true` (`tool_error`);
    * `invalid_arguments`, `denied`, `approval_required` → a `BrokerError` of that code;
    * `connection_lost` → `BrokerError('cancelled')`; an upstream's or primary handler's throw, or
-   * the abort reason of a call aborted by its deadline or the client → rethrown as is.
+   * the abort reason of a call aborted by its deadline or the client → rethrown as is (an
+   * upstream's `ToolDeniedError` → `denied`, unless the call was aborted). Every failure is a
+   * rejection, never a throw.
    */
-  async dispatch(call: RoutedCall): Promise<CallToolResult> {
-    // A batch of one, without the batch's arrays (issue 19: every tools/call passes here).
-    const route = this.route(call);
-    const answer: RouterOutcome = route
-      ? await this.runOne(call, route)
-      : { outcome: 'denied', code: 'unknown_tool', message: `no tool named "${call.request.name}"; the batch of 1 call(s) is refused` };
-    switch (answer.outcome) {
-      case 'ok':
-        return answer.result;
-      case 'denied':
-        throw new BrokerError(answer.code === 'approval_required' ? 'approval_required' : 'denied', answer.message);
-      case 'error':
-        if (answer.code === 'handler_error' && !(answer.error instanceof BrokerError)) {
-          return { content: [{ type: 'text', text: answer.message }], isError: true };
-        }
-        if (answer.code === 'invalid_arguments') throw new BrokerError('invalid_arguments', answer.message);
-        if (answer.code === 'connection_lost') throw new BrokerError('cancelled', answer.message);
-        throw answer.error ?? new BrokerError('upstream_error', answer.message);
+  dispatch(call: RoutedCall): Promise<CallToolResult> {
+    let route: Route | undefined;
+    try {
+      route = this.route(call);
+    } catch (err) {
+      return Promise.reject(err);
     }
+    if (!route) return Promise.reject(new BrokerError('denied', `no tool named "${call.request.name}"; the batch of 1 call(s) is refused`));
+    if (route.kind !== 'upstream') return this.runOne(call, route).then(answerOf);
+    // A tool of an upstream, the broker path's common case (issue 19: every tools/call passes
+    // here): its answer as it comes and its failure as runOne and answerOf would make of it,
+    // without the batch's outcome in between.
+    let answer: Promise<CallToolResult>;
+    try {
+      answer = this.callUpstream(call, route.server, route.toolName);
+    } catch (err) {
+      return Promise.reject(upstreamFailure(call, err)); // no such upstream
+    }
+    return answer.catch((err: unknown) => Promise.reject(upstreamFailure(call, err)));
   }
 
   /**
@@ -367,6 +369,32 @@ function contextOf(call: RoutedCall): FunctionToolContext {
 }
 
 /** A `ToolDeniedError` from any copy of the package (matched by name and code, not identity). */
+/** What {@link ToolRouter.dispatch} answers for a call's outcome: the result, or the error that stands for the outcome. */
+function answerOf(answer: RouterOutcome): CallToolResult {
+  switch (answer.outcome) {
+    case 'ok':
+      return answer.result;
+    case 'denied':
+      throw new BrokerError(answer.code === 'approval_required' ? 'approval_required' : 'denied', answer.message);
+    case 'error':
+      if (answer.code === 'handler_error' && !(answer.error instanceof BrokerError)) {
+        return { content: [{ type: 'text', text: answer.message }], isError: true };
+      }
+      if (answer.code === 'invalid_arguments') throw new BrokerError('invalid_arguments', answer.message);
+      if (answer.code === 'connection_lost') throw new BrokerError('cancelled', answer.message);
+      throw answer.error ?? new BrokerError('upstream_error', answer.message);
+  }
+}
+
+/**
+ * What {@link ToolRouter.dispatch} rejects with when a call to an upstream's tool failed with
+ * `err`: a denial (`ToolDeniedError`) as `denied`, unless the call was aborted; anything else as it is.
+ */
+function upstreamFailure(call: RoutedCall, err: unknown): unknown {
+  if (!call.signal.aborted && isDenial(err)) return new BrokerError('denied', messageOf(err));
+  return err ?? new BrokerError('upstream_error', messageOf(err));
+}
+
 function isDenial(err: unknown): boolean {
   return err instanceof Error && err.name === 'ToolDeniedError' && (err as { code?: unknown }).code === 'denied';
 }

@@ -315,10 +315,15 @@ class StubUpstream extends EventEmitter implements Partial<Upstream> {
   constructor(readonly name: string) {
     super();
   }
-  async callTool(toolName: string, args: Record<string, unknown> | undefined, _options: CallOptions): Promise<CallToolResult> {
+  /** Set: `callTool` fails with it (`sync`: throws before it returns a promise). */
+  failure?: { error: unknown; sync?: boolean };
+  readonly answer: CallToolResult = { content: [{ type: 'text', text: 'from upstream' }] };
+  callTool(toolName: string, args: Record<string, unknown> | undefined, _options: CallOptions): Promise<CallToolResult> {
     this.calls.push({ toolName, args });
-    if (toolName === 'remote') return { content: [{ type: 'text', text: 'from upstream' }] };
-    throw new BrokerError('upstream_unavailable', 'no');
+    if (this.failure?.sync) throw this.failure.error;
+    if (this.failure) return Promise.reject(this.failure.error);
+    if (toolName === 'remote') return Promise.resolve(this.answer);
+    return Promise.reject(new BrokerError('upstream_unavailable', 'no'));
   }
 }
 
@@ -334,6 +339,62 @@ describe('ToolRouter: upstream tools go through the same dispatch point', () => 
     const outcomes = await router.dispatchBatch([makeCall('local_one'), makeCall('up__remote', { a: 1 })]);
     expect(outcomes.map((o) => (o.outcome === 'ok' ? text(o.result) : o.outcome))).toEqual(['local', 'from upstream']);
     expect(upstream.calls).toEqual([{ toolName: 'remote', args: { a: 1 } }]);
+  });
+});
+
+describe("ToolRouter.dispatch: an upstream tool's answer and failures", () => {
+  function setup() {
+    const registry = new Registry(silentLogger());
+    const upstream = new StubUpstream('up');
+    registry.add({ upstream: upstream as unknown as Upstream, prefix: 'up' });
+    registry.rebuild();
+    return { upstream, router: newRouter(registry) };
+  }
+  const denial = () => new ToolDeniedError('the upstream says no');
+
+  it('answers with the upstream\'s result object as it came', async () => {
+    const { upstream, router } = setup();
+    await expect(router.dispatch(makeCall('up__remote'))).resolves.toBe(upstream.answer);
+  });
+
+  it.each([false, true])('an upstream ToolDeniedError is a denied BrokerError with its message (thrown at once: %s)', async (sync) => {
+    const { upstream, router } = setup();
+    upstream.failure = { error: denial(), sync };
+    const answer = router.dispatch(makeCall('up__remote'));
+    await expect(answer).rejects.toBeInstanceOf(BrokerError);
+    await expect(answer).rejects.toMatchObject({ code: 'denied', message: 'the upstream says no' });
+  });
+
+  it('a call already aborted keeps the denial as it came (the deadline stage names the outcome)', async () => {
+    const { upstream, router } = setup();
+    const error = denial();
+    upstream.failure = { error };
+    const controller = new AbortController();
+    controller.abort(new Error('deadline'));
+    await expect(router.dispatch(makeCall('up__remote', {}, session(), controller.signal))).rejects.toBe(error);
+  });
+
+  it.each([false, true])('any other failure is rejected as it is, the same object (thrown at once: %s)', async (sync) => {
+    const { upstream, router } = setup();
+    const error = new Error('HTTP 503');
+    upstream.failure = { error, sync };
+    await expect(router.dispatch(makeCall('up__remote'))).rejects.toBe(error);
+  });
+
+  it('a rejection with nothing is an upstream_error', async () => {
+    const { upstream, router } = setup();
+    upstream.failure = { error: undefined };
+    await expect(router.dispatch(makeCall('up__remote'))).rejects.toMatchObject({ code: 'upstream_error' });
+  });
+
+  it('a target naming an upstream that is gone is a rejection (upstream_unavailable), not a throw; an unknown name is denied', async () => {
+    const { router } = setup();
+    const gone = makeCall('gone__x');
+    gone.target = { source: 'upstream', name: 'gone__x', server: 'gone', toolName: 'x' } as BrokerCall['target'];
+    let answer: Promise<CallToolResult> | undefined;
+    expect(() => (answer = router.dispatch(gone))).not.toThrow();
+    await expect(answer).rejects.toMatchObject({ code: 'upstream_unavailable' });
+    await expect(router.dispatch(makeCall('nobody'))).rejects.toMatchObject({ code: 'denied', message: expect.stringContaining('no tool named "nobody"') });
   });
 });
 
