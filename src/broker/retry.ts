@@ -70,13 +70,18 @@ export function retryStage(deps: RetryDeps): Stage {
         return false;
       }
       ticket.retries++;
-      return deps.sleep(delay, call.signal).then(
-        () => true,
-        () => {
-          ticket.stopped = true; // cancelled or the deadline passed while waiting
-          return false;
-        },
-      );
+      const stop = () => {
+        ticket.stopped = true; // cancelled or the deadline passed while waiting
+        return false;
+      };
+      let waited: Promise<void>;
+      try {
+        // Whatever the sleep gives back is waited on as `await` would (a bare value: no wait).
+        waited = Promise.resolve(deps.sleep(delay, call.signal));
+      } catch {
+        return stop();
+      }
+      return waited.then(() => true, stop);
     },
   );
 }

@@ -233,9 +233,10 @@ export class ToolRouter implements Dispatcher {
     // without the batch's outcome in between.
     let answer: Promise<CallToolResult>;
     try {
-      answer = this.callUpstream(call, route.server, route.toolName);
+      // As `await` would take it: a bare value or a thenable is adopted.
+      answer = Promise.resolve(this.callUpstream(call, route.server, route.toolName));
     } catch (err) {
-      return Promise.reject(upstreamFailure(call, err)); // no such upstream
+      answer = Promise.reject(err); // no such upstream, or an upstream that threw at once
     }
     return answer.catch((err: unknown) => Promise.reject(upstreamFailure(call, err)));
   }
@@ -391,9 +392,13 @@ function answerOf(answer: RouterOutcome): CallToolResult {
  * `err`: a denial (`ToolDeniedError`) as `denied`, unless the call was aborted; anything else as it is.
  */
 function upstreamFailure(call: RoutedCall, err: unknown): unknown {
-  if (!call.signal.aborted && isDenial(err)) return new BrokerError('denied', messageOf(err));
-  return err ?? new BrokerError('upstream_error', messageOf(err));
+  // In runOne's order, reading the message in every branch (a message that cannot be read rejects with that error).
+  if (call.signal.aborted) return orUpstreamError(err, messageOf(err));
+  if (isDenial(err)) return new BrokerError('denied', messageOf(err));
+  return orUpstreamError(err, messageOf(err));
 }
+
+const orUpstreamError = (err: unknown, message: string): unknown => err ?? new BrokerError('upstream_error', message);
 
 function isDenial(err: unknown): boolean {
   return err instanceof Error && err.name === 'ToolDeniedError' && (err as { code?: unknown }).code === 'denied';

@@ -381,6 +381,20 @@ describe("ToolRouter.dispatch: an upstream tool's answer and failures", () => {
     await expect(router.dispatch(makeCall('up__remote'))).rejects.toBe(error);
   });
 
+  it('an upstream whose callTool gives back a bare result (not a promise) is answered with it, as await would', async () => {
+    const { upstream, router } = setup();
+    (upstream as { callTool: unknown }).callTool = () => upstream.answer;
+    let answer: Promise<CallToolResult> | undefined;
+    expect(() => (answer = router.dispatch(makeCall('up__remote')))).not.toThrow();
+    await expect(answer).resolves.toBe(upstream.answer);
+  });
+
+  it('a failure whose message cannot be read rejects with the error reading it raised', async () => {
+    const { upstream, router } = setup();
+    upstream.failure = { error: Object.create(null) };
+    await expect(router.dispatch(makeCall('up__remote'))).rejects.toBeInstanceOf(TypeError);
+  });
+
   it('a rejection with nothing is an upstream_error', async () => {
     const { upstream, router } = setup();
     upstream.failure = { error: undefined };
