@@ -5,8 +5,8 @@
  * after it on the way out (scrub, evaluate and record act on the way out). A stage that does
  * not call `next()` has settled the call. A throw from any stage is turned into `guard_error`
  * at one boundary here (fail closed: the result is withheld) and never escapes `run`.
- * `next()` may be called again once the previous call returned (the retry stage does), never
- * while one is still running.
+ * `next()` may be called again once the previous call returned (the derived `run` of a stage
+ * with `again` does: retry's under a wrapper), never while one is still running.
  *
  * A stage also comes in two halves ({@link splitStage}): `enter` on the way in, `leave` on the
  * way out, with a ticket from one to the other, and, for a stage that may send the call through
