@@ -76,7 +76,7 @@ export function splitStage<T>(
           try {
             while (await again(call, ticket)) await next();
           } catch (err) {
-            refuse(call, 'guard_error', `${name} failed: ${messageOf(err)}`);
+            stageFailed(call, name, err);
           }
         }
         await leave?.(call, ticket);
@@ -88,6 +88,11 @@ export function splitStage<T>(
 /** Builds the call path from stages, outermost first. */
 export function compose(stages: readonly Stage[]): (call: BrokerCall) => Promise<void> {
   return (call) => runFrom(stages, 0, call);
+}
+
+/** A stage's own throw: the call is `guard_error` naming the stage (fail closed: the result is withheld). */
+function stageFailed(call: BrokerCall, name: string, err: unknown): void {
+  refuse(call, 'guard_error', `${name} failed: ${messageOf(err)}`);
 }
 
 const isThenable = (value: unknown): value is PromiseLike<unknown> => typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
@@ -115,7 +120,7 @@ async function runFrom(stages: readonly Stage[], from: number, call: BrokerCall)
         ticket = stage.enter(call);
         if (isThenable(ticket)) ticket = await ticket;
       } catch (err) {
-        refuse(call, 'guard_error', `${stage.name} failed: ${messageOf(err)}`);
+        stageFailed(call, stage.name, err);
         ticket = SETTLED;
       }
       if (ticket === SETTLED) {
@@ -135,14 +140,14 @@ async function runFrom(stages: readonly Stage[], from: number, call: BrokerCall)
             break;
           }
         } catch (err) {
-          refuse(call, 'guard_error', `${stage.name} failed: ${messageOf(err)}`);
+          stageFailed(call, stage.name, err);
         }
       }
       try {
         const left = stage.leave?.(call, tickets[k] as never);
         if (isThenable(left)) await left;
       } catch (err) {
-        refuse(call, 'guard_error', `${stage.name} failed: ${messageOf(err)}`);
+        stageFailed(call, stage.name, err);
       }
       if (CALL_TIMING) markCall(`${stage.name} out`);
     }
@@ -170,7 +175,7 @@ async function dispatch(stages: readonly Stage[], index: number, call: BrokerCal
   try {
     await stage.run(call, next);
   } catch (err) {
-    refuse(call, 'guard_error', `${stage.name} failed: ${messageOf(err)}`);
+    stageFailed(call, stage.name, err);
   }
   if (CALL_TIMING) markCall(`${stage.name} out`);
 }
