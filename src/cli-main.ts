@@ -13,6 +13,7 @@ import type { Gateway } from './gateway.js';
 import type { ModuleImporter } from './router/modules.js';
 import type { Logger } from './shared/logger.js';
 import { cliStart } from './cli-bundle.cjs';
+import { cliTiering } from './cli-tiering.cjs';
 import { shellQuote } from './shared/shell-quote.js';
 import { handOverSignals } from './upstream/child-transport.js';
 import { SERVE_OPTIONS, type ServeOption } from './serve-options.js';
@@ -103,7 +104,7 @@ export async function main(options: CliOptions = {}): Promise<void> {
       const { Gateway, otlpTracer } = await import('./gateway.js');
       const scrubber = new Scrubber(config.secrets);
       const logger = createLogger({ level: opts.logLevel, scrubber, stream: await logStream() });
-      logger.debug({ start: cliStart() }, 'program started');
+      logger.debug({ start: cliStart(), tiering: cliTiering() }, 'program started');
       if (opts.transport === 'stdio') {
         // stdout carries the protocol: console output of function modules goes to stderr instead.
         globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });

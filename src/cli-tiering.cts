@@ -1,0 +1,79 @@
+/**
+ * Sooner optimisation of the broker's own code (issue 19: sequential p50). The bin calls
+ * {@link optimiseSooner} once, after its bundles are compiled and before the program runs.
+ *
+ * V8 optimises a function with TurboFan once it has run enough bytecode: on Node 20 (V8 11) each
+ * function's "interrupt budget" is 67,584 bytes of bytecode. One call through the broker runs a
+ * few hundred functions, each once or a few times, so for its first ~2,000 calls a broker
+ * process answers from the interpreter and baseline code; that is every call of most stdio
+ * sessions (a client starts its own broker). Measured with bench/run.js (the latency phase: 300
+ * warm-up calls, then 2,000 in a row), a quarter of the budget took the broker's p50 from
+ * 2.4–3.1× a direct connection to 1.6–2.1×, with the same c1 and c64 throughput and RSS within a
+ * few MiB (bench/README.md, "What each change bought").
+ *
+ * Where V8 counts invocations instead (12 and later: Node 22, 24; with Maglev, Node 24 has a
+ * tier for lukewarm code already), nothing is changed: not measured there.
+ *
+ * Nothing is changed either when:
+ * - `MCP_BROKER_V8_TIERING=default`: V8's own thresholds (to tell a tiering fault from ours);
+ * - the process was started with a tiering flag of its own on its command line (`--jitless`,
+ *   `--interrupt-budget`, `--maglev`, `--always-sparkplug`, …);
+ * - the build is training the code caches (`MCP_BROKER_CODE_CACHE_OUT`): a V8 flag is part of a
+ *   cache's check, and a cache written under another budget would be refused at every start.
+ *   For the same reason the change comes only after the bundles are compiled with their caches.
+ */
+import { setFlagsFromString } from 'node:v8';
+
+/** `default`: leave V8's tiering thresholds alone. */
+export const TIERING_ENV = 'MCP_BROKER_V8_TIERING';
+/** Set by the build's training run (src/cli-bundle.cts). */
+const CODE_CACHE_OUT_ENV = 'MCP_BROKER_CODE_CACHE_OUT';
+
+/** V8 11's default `--interrupt-budget`, in bytes of bytecode run before TurboFan is considered. */
+export const V8_11_INTERRUPT_BUDGET = 67_584;
+/** The budget the bin sets on V8 11: a quarter of the default. */
+export const BROKER_INTERRUPT_BUDGET = V8_11_INTERRUPT_BUDGET / 4;
+
+/** Flags that set when V8 tiers up; one of them on the command line means the operator chose. */
+const TIERING_FLAGS = /^--(?:no[-_])?(?:jitless|interrupt[-_]budget|invocation[-_]count[-_]for|maglev|sparkplug|always[-_]sparkplug|turbofan|minimum[-_]invocations)/;
+
+/** What {@link optimiseSooner} did: the flag it set, or why it set none. */
+export type Tiering = { set: string } | { kept: 'disabled' | 'own_flags' | 'training' | 'v8_version' };
+
+/** Where {@link optimiseSooner} leaves its {@link Tiering} (whichever copy of this module reads it). */
+const TIERING_KEY = Symbol.for('mcp-broker/cli-tiering');
+
+/** What the bin did with V8's tiering in this process; undefined when the bin did not start it. */
+export function cliTiering(): Tiering | undefined {
+  return (globalThis as Record<symbol, Tiering | undefined>)[TIERING_KEY];
+}
+
+export interface TieringDeps {
+  env?: NodeJS.ProcessEnv;
+  /** The process's own Node and V8 flags (default `process.execArgv`). */
+  execArgv?: readonly string[];
+  /** V8's version (default `process.versions.v8`). */
+  v8Version?: string;
+  /** Default `node:v8`'s. */
+  setFlags?: (flags: string) => void;
+}
+
+/**
+ * Lowers V8 11's interrupt budget to {@link BROKER_INTERRUPT_BUDGET} for this process, unless one
+ * of the cases in the module comment holds. Returns (and notes for {@link cliTiering}) what it did.
+ */
+export function optimiseSooner(deps: TieringDeps = {}): Tiering {
+  const env = deps.env ?? process.env;
+  const tiering = choose(env, deps.execArgv ?? process.execArgv, deps.v8Version ?? process.versions.v8);
+  if ('set' in tiering) (deps.setFlags ?? setFlagsFromString)(tiering.set);
+  (globalThis as Record<symbol, Tiering>)[TIERING_KEY] = tiering;
+  return tiering;
+}
+
+function choose(env: NodeJS.ProcessEnv, execArgv: readonly string[], v8Version: string): Tiering {
+  if (env[TIERING_ENV] === 'default') return { kept: 'disabled' };
+  if (env[CODE_CACHE_OUT_ENV]) return { kept: 'training' };
+  if (execArgv.some((arg) => TIERING_FLAGS.test(arg))) return { kept: 'own_flags' };
+  if (Number.parseInt(v8Version, 10) !== 11) return { kept: 'v8_version' };
+  return { set: `--interrupt-budget=${BROKER_INTERRUPT_BUDGET}` };
+}

@@ -1,0 +1,71 @@
+/**
+ * Issue 19 (sequential p50): the bin lowers V8 11's interrupt budget so the broker's own code is
+ * optimised sooner (src/cli-tiering.cts), and leaves V8 alone when told to, when the command line
+ * chose a tiering of its own, while the build trains the code caches, and on other V8 lines. The
+ * last case runs V8 itself: a function is optimised about four times sooner after the call.
+ */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { BROKER_INTERRUPT_BUDGET, cliTiering, optimiseSooner, TIERING_ENV, V8_11_INTERRUPT_BUDGET } from '../../src/cli-tiering.cjs';
+import { ROOT } from '../e2e/helpers.js';
+
+function run(deps: { env?: NodeJS.ProcessEnv; execArgv?: string[]; v8Version?: string }) {
+  const set: string[] = [];
+  const tiering = optimiseSooner({ env: {}, execArgv: [], v8Version: '11.3.244.8-node.38', ...deps, setFlags: (flags) => set.push(flags) });
+  return { tiering, set };
+}
+
+describe('optimiseSooner', () => {
+  it('on V8 11 sets a quarter of the default interrupt budget, and notes it', () => {
+    expect(BROKER_INTERRUPT_BUDGET).toBe(V8_11_INTERRUPT_BUDGET / 4);
+    const { tiering, set } = run({});
+    expect(tiering).toEqual({ set: `--interrupt-budget=${BROKER_INTERRUPT_BUDGET}` });
+    expect(set).toEqual([`--interrupt-budget=${BROKER_INTERRUPT_BUDGET}`]);
+    expect(cliTiering()).toEqual(tiering);
+  });
+
+  it('sets nothing on V8 lines that count invocations instead (Node 22, 24)', () => {
+    for (const v8Version of ['12.4.254.21-node.57', '13.6.233.17-node.63']) {
+      expect(run({ v8Version })).toEqual({ tiering: { kept: 'v8_version' }, set: [] });
+    }
+    expect(cliTiering()).toEqual({ kept: 'v8_version' });
+  });
+
+  it(`sets nothing with ${TIERING_ENV}=default, or while the build trains the code caches`, () => {
+    expect(run({ env: { [TIERING_ENV]: 'default' } })).toEqual({ tiering: { kept: 'disabled' }, set: [] });
+    expect(run({ env: { MCP_BROKER_CODE_CACHE_OUT: '/tmp/cache' } })).toEqual({ tiering: { kept: 'training' }, set: [] });
+    // Any other value is not a request to keep V8's thresholds.
+    expect(run({ env: { [TIERING_ENV]: 'yes' } }).set).toHaveLength(1);
+  });
+
+  it("sets nothing when the command line chose V8's tiering itself, and ignores other flags", () => {
+    for (const flag of ['--jitless', '--interrupt-budget=1000', '--interrupt_budget=1000', '--no-maglev', '--always-sparkplug', '--invocation-count-for-turbofan=10', '--max-lazy']) {
+      const { tiering, set } = run({ execArgv: ['--enable-source-maps', flag] });
+      if (flag === '--max-lazy') expect(set).toHaveLength(1);
+      else expect({ flag, tiering, set }).toEqual({ flag, tiering: { kept: 'own_flags' }, set: [] });
+    }
+    expect(run({ execArgv: ['--cpu-prof', '--cpu-prof-dir=/tmp/p', '--max-old-space-size=512'] }).set).toHaveLength(1);
+  });
+
+  it.runIf(Number.parseInt(process.versions.v8, 10) === 11)('makes V8 optimise a function about four times sooner (this Node is V8 11)', () => {
+    // Optimisation in the foreground and no on-stack replacement: the count is V8's tier-up alone.
+    const script = [
+      `const { optimiseSooner } = require(${JSON.stringify(join(ROOT, 'dist/cli-tiering.cjs'))});`,
+      'optimiseSooner({ execArgv: [] });',
+      'function work(a) { return a * 2 + 1; }',
+      'let n = 0;',
+      'for (; n < 1e6; n++) { work(n); if (%GetOptimizationStatus(work) & 16) break; }',
+      'console.log(n);',
+    ].join('\n');
+    const callsUntilOptimised = (env: NodeJS.ProcessEnv) => {
+      const out = spawnSync(process.execPath, ['--allow-natives-syntax', '--no-use-osr', '--no-concurrent-recompilation', '-e', script], { env: { ...process.env, ...env }, encoding: 'utf8' });
+      expect(out.status, out.stderr).toBe(0);
+      return Number(out.stdout.trim());
+    };
+    const sooner = callsUntilOptimised({ [TIERING_ENV]: '' });
+    const asV8 = callsUntilOptimised({ [TIERING_ENV]: 'default' });
+    expect(asV8).toBeLessThan(1e6);
+    expect(sooner).toBeLessThan(asV8 / 3);
+  });
+});
