@@ -13,7 +13,7 @@ import type { Gateway } from './gateway.js';
 import type { ModuleImporter } from './router/modules.js';
 import type { Logger } from './shared/logger.js';
 import { cliStart } from './cli-bundle.cjs';
-import { cliTiering } from './cli-tiering.cjs';
+import { optimiseSooner } from './cli-tiering.js';
 import { shellQuote } from './shared/shell-quote.js';
 import { handOverSignals } from './upstream/child-transport.js';
 import { SERVE_OPTIONS, type ServeOption } from './serve-options.js';
@@ -104,7 +104,7 @@ export async function main(options: CliOptions = {}): Promise<void> {
       const { Gateway, otlpTracer } = await import('./gateway.js');
       const scrubber = new Scrubber(config.secrets);
       const logger = createLogger({ level: opts.logLevel, scrubber, stream: await logStream() });
-      logger.debug({ start: cliStart(), tiering: cliTiering() }, 'program started');
+      logger.debug({ start: cliStart() }, 'program started');
       if (opts.transport === 'stdio') {
         // stdout carries the protocol: console output of function modules goes to stderr instead.
         globalThis.console = new Console({ stdout: process.stderr, stderr: process.stderr });
@@ -117,6 +117,9 @@ export async function main(options: CliOptions = {}): Promise<void> {
       } catch (err) {
         fail(err, logger);
       }
+      // Once the upstreams' first dial has settled: the start's one-off work (config, schemas,
+      // handshakes) runs at V8's own thresholds, beside the upstreams still booting.
+      void gateway.ready.then(() => logger.debug({ tiering: optimiseSooner() }, 'V8 tiering for serving'));
       const beforeStop: (() => Promise<void>)[] = [];
       const shutdown = installShutdown(gateway, logger, beforeStop);
       const { watchConfig } = await import('./config/watch.js');

@@ -9,7 +9,6 @@
  * `dist/cli.js` runs this same file for command lines written with that name.
  */
 import { loadCliBundle } from './cli-bundle.cjs';
-import { optimiseSooner } from './cli-tiering.cjs';
 
 // Code run from a bundle (a vm.Script) has no import() of its own: user function modules are
 // imported through this one.
@@ -23,8 +22,6 @@ async function run(): Promise<void> {
   // before the program runs.
   if (!bundled?.earlyStarted) (await import('./upstream/early-spawn.js')).earlySpawn(process.argv.slice(2));
   const program = bundled?.program ?? (await import('./cli-main.js'));
-  // After the bundles are compiled with their code caches: a V8 flag is part of a cache's check.
-  optimiseSooner();
   await program.main({ importModule });
 }
 

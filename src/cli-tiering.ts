@@ -1,6 +1,6 @@
 /**
- * Sooner optimisation of the broker's own code (issue 19: sequential p50). The bin calls
- * {@link optimiseSooner} once, after its bundles are compiled and before the program runs.
+ * Sooner optimisation of the broker's own code (issue 19: sequential p50). `mcp-broker serve`
+ * calls {@link optimiseSooner} once, when the upstreams' first dial has settled.
  *
  * V8 optimises a function with TurboFan once it has run enough bytecode: on Node 20 (V8 11) each
  * function's "interrupt budget" is 67,584 bytes of bytecode. One call through the broker runs a
@@ -20,7 +20,10 @@
  *   `--interrupt-budget`, `--maglev`, `--always-sparkplug`, …);
  * - the build is training the code caches (`MCP_BROKER_CODE_CACHE_OUT`): a V8 flag is part of a
  *   cache's check, and a cache written under another budget would be refused at every start.
- *   For the same reason the change comes only after the bundles are compiled with their caches.
+ *
+ * Not before the first dial has settled: the start's one-off work (the config's and the SDK's
+ * schemas, the handshakes) would be optimised too, on the core where the upstreams boot. By
+ * then the bundles are long compiled with their code caches, whose check the flag is part of.
  */
 import { setFlagsFromString } from 'node:v8';
 
@@ -40,14 +43,6 @@ const TIERING_FLAGS = /^--(?:no[-_])?(?:jitless|interrupt[-_]budget|invocation[-
 /** What {@link optimiseSooner} did: the flag it set, or why it set none. */
 export type Tiering = { set: string } | { kept: 'disabled' | 'own_flags' | 'training' | 'v8_version' };
 
-/** Where {@link optimiseSooner} leaves its {@link Tiering} (whichever copy of this module reads it). */
-const TIERING_KEY = Symbol.for('mcp-broker/cli-tiering');
-
-/** What the bin did with V8's tiering in this process; undefined when the bin did not start it. */
-export function cliTiering(): Tiering | undefined {
-  return (globalThis as Record<symbol, Tiering | undefined>)[TIERING_KEY];
-}
-
 export interface TieringDeps {
   env?: NodeJS.ProcessEnv;
   /** The process's own Node and V8 flags (default `process.execArgv`). */
@@ -60,13 +55,12 @@ export interface TieringDeps {
 
 /**
  * Lowers V8 11's interrupt budget to {@link BROKER_INTERRUPT_BUDGET} for this process, unless one
- * of the cases in the module comment holds. Returns (and notes for {@link cliTiering}) what it did.
+ * of the cases in the module comment holds. Returns what it did.
  */
 export function optimiseSooner(deps: TieringDeps = {}): Tiering {
   const env = deps.env ?? process.env;
   const tiering = choose(env, deps.execArgv ?? process.execArgv, deps.v8Version ?? process.versions.v8);
   if ('set' in tiering) (deps.setFlags ?? setFlagsFromString)(tiering.set);
-  (globalThis as Record<symbol, Tiering>)[TIERING_KEY] = tiering;
   return tiering;
 }
 
