@@ -6,13 +6,15 @@
  * function's "interrupt budget" is 67,584 bytes of bytecode. One call through the broker runs a
  * few hundred functions, each once or a few times, so for its first ~2,000 calls a broker
  * process answers from the interpreter and baseline code; that is every call of most stdio
- * sessions (a client starts its own broker). Measured with bench/run.js (the latency phase: 300
- * warm-up calls, then 2,000 in a row), a quarter of the budget took the broker's p50 from
- * 2.4–3.1× a direct connection to 1.6–2.1×, with the same c1 and c64 throughput and RSS within a
- * few MiB (bench/README.md, "What each change bought").
+ * sessions (a client starts its own broker). In alternating runs of bench/run.js (its latency
+ * phase: 300 warm-up calls, then 2,000 in a row), a quarter of the budget took the broker's p50
+ * from 2.72–3.35× a direct connection to 2.05–2.58× (modern clients 2.48–2.65× to 1.77–2.38×),
+ * with c64, 8 MiB, cold start and RSS within their noise (bench/README.md, "What each change
+ * bought").
  *
- * Where V8 counts invocations instead (12 and later: Node 22, 24; with Maglev, Node 24 has a
- * tier for lukewarm code already), nothing is changed: not measured there.
+ * Where V8 counts invocations instead (V8 12 and later: Node 22, 24) nothing is changed. Node
+ * 24's Maglev tier already covers a session's first calls, and lowering its TurboFan and Maglev
+ * counts showed no gain in two runs of a raw sequential driver; Node 22 was not measured.
  *
  * Nothing is changed either when:
  * - `MCP_BROKER_V8_TIERING=default`: V8's own thresholds (to tell a tiering fault from ours);
