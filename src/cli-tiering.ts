@@ -19,7 +19,7 @@
  * Nothing is changed either when:
  * - `MCP_BROKER_V8_TIERING=default`: V8's own thresholds (to tell a tiering fault from ours);
  * - the process was started with a tiering flag of its own on its command line (`--jitless`,
- *   `--interrupt-budget`, `--maglev`, `--always-sparkplug`, …);
+ *   `--interrupt-budget`, `--maglev`, `--always-sparkplug`, `--max-opt`, …);
  * - the build is training the code caches (`MCP_BROKER_CODE_CACHE_OUT`): a V8 flag is part of a
  *   cache's check, and a cache written under another budget would be refused at every start.
  *
@@ -36,11 +36,11 @@ const CODE_CACHE_OUT_ENV = 'MCP_BROKER_CODE_CACHE_OUT';
 
 /** V8 11's default `--interrupt-budget`, in bytes of bytecode run before TurboFan is considered. */
 export const V8_11_INTERRUPT_BUDGET = 67_584;
-/** The budget the bin sets on V8 11: a quarter of the default. */
+/** The budget `serve` sets on V8 11: a quarter of the default. */
 export const BROKER_INTERRUPT_BUDGET = V8_11_INTERRUPT_BUDGET / 4;
 
 /** Flags that set when V8 tiers up; one of them on the command line means the operator chose. */
-const TIERING_FLAGS = /^--(?:no[-_])?(?:jitless|interrupt[-_]budget|invocation[-_]count[-_]for|maglev|sparkplug|always[-_]sparkplug|turbofan|minimum[-_]invocations)/;
+const TIERING_FLAGS = /^--(?:no[-_])?(?:always[-_])?(?:jitless|interrupt[-_]budget|invocation[-_]count|maglev|sparkplug|turbofan|opt\b|max[-_]opt|minimum[-_]invocations)/;
 
 /** What {@link optimiseSooner} did: the flag it set, or why it set none. */
 export type Tiering = { set: string } | { kept: 'disabled' | 'own_flags' | 'training' | 'v8_version' };

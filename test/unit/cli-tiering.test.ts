@@ -39,9 +39,10 @@ describe('optimiseSooner', () => {
   });
 
   it("sets nothing when the command line chose V8's tiering itself, and ignores other flags", () => {
-    for (const flag of ['--jitless', '--interrupt-budget=1000', '--interrupt_budget=1000', '--no-maglev', '--always-sparkplug', '--invocation-count-for-turbofan=10', '--max-lazy']) {
+    const others = ['--max-lazy', '--optimize-for-size', '--max-old-space-size=512'];
+    for (const flag of ['--jitless', '--interrupt-budget=1000', '--interrupt_budget=1000', '--no-maglev', '--always-sparkplug', '--always-turbofan', '--no-opt', '--max-opt=2', '--invocation-count-for-turbofan=10', ...others]) {
       const { tiering, set } = run({ execArgv: ['--enable-source-maps', flag] });
-      if (flag === '--max-lazy') expect(set).toHaveLength(1);
+      if (others.includes(flag)) expect({ flag, set }).toEqual({ flag, set: [`--interrupt-budget=${BROKER_INTERRUPT_BUDGET}`] });
       else expect({ flag, tiering, set }).toEqual({ flag, tiering: { kept: 'own_flags' }, set: [] });
     }
     expect(run({ execArgv: ['--cpu-prof', '--cpu-prof-dir=/tmp/p', '--max-old-space-size=512'] }).set).toHaveLength(1);
