@@ -5,8 +5,9 @@
  * V8 optimises a function with TurboFan once it has run enough bytecode: on Node 20 (V8 11) each
  * function's "interrupt budget" is 67,584 bytes of bytecode. One call through the broker runs a
  * few hundred functions, each once or a few times, so for its first ~2,000 calls a broker
- * process answers from the interpreter and baseline code; that is every call of most stdio
- * sessions (a client starts its own broker). In alternating runs of bench/run.js (its latency
+ * process answers mostly from the interpreter and baseline code (a review counted 34 functions
+ * optimised by call 300 and 109 by call 1,000; 95 and 230 with the budget below); that is every
+ * call of most stdio sessions (a client starts its own broker). In alternating runs of bench/run.js (its latency
  * phase: 300 warm-up calls, then 2,000 in a row), a quarter of the budget took the broker's p50
  * from 2.72–3.35× a direct connection to 2.05–2.58× (modern clients 2.48–2.65× to 1.77–2.38×),
  * with c64, 8 MiB, cold start and RSS within their noise (bench/README.md, "What each change
@@ -16,10 +17,16 @@
  * 24's Maglev tier already covers a session's first calls, and lowering its TurboFan and Maglev
  * counts showed no gain in two runs of a raw sequential driver; Node 22 was not measured.
  *
+ * V8 reads the flag each time it sets a function's budget: a function that has not run yet gets
+ * the quarter from the start; one that ran during the start keeps the budget it has until its
+ * next tick.
+ *
  * Nothing is changed either when:
- * - `MCP_BROKER_V8_TIERING=default`: V8's own thresholds (to tell a tiering fault from ours);
- * - the process was started with a tiering flag of its own on its command line (`--jitless`,
- *   `--interrupt-budget`, `--maglev`, `--always-sparkplug`, `--max-opt`, …);
+ * - `MCP_BROKER_V8_TIERING=default` (any case): V8's own thresholds (to tell a tiering fault
+ *   from ours);
+ * - the process was started with a tiering flag of its own, on its command line or in
+ *   `NODE_OPTIONS` (`--jitless`, `--interrupt-budget`, `--ticks-before-optimization`,
+ *   `--maglev`, `--always-sparkplug`, `--max-opt`, `--no-use-osr`, …);
  * - the build is training the code caches (`MCP_BROKER_CODE_CACHE_OUT`): a V8 flag is part of a
  *   cache's check, and a cache written under another budget would be refused at every start.
  *
@@ -28,11 +35,10 @@
  * then the bundles are long compiled with their code caches, whose check the flag is part of.
  */
 import { setFlagsFromString } from 'node:v8';
+import { CODE_CACHE_OUT_ENV } from './cli-bundle.cjs';
 
 /** `default`: leave V8's tiering thresholds alone. */
 export const TIERING_ENV = 'MCP_BROKER_V8_TIERING';
-/** Set by the build's training run (src/cli-bundle.cts). */
-const CODE_CACHE_OUT_ENV = 'MCP_BROKER_CODE_CACHE_OUT';
 
 /** V8 11's default `--interrupt-budget`, in bytes of bytecode run before TurboFan is considered. */
 export const V8_11_INTERRUPT_BUDGET = 67_584;
@@ -40,14 +46,15 @@ export const V8_11_INTERRUPT_BUDGET = 67_584;
 export const BROKER_INTERRUPT_BUDGET = V8_11_INTERRUPT_BUDGET / 4;
 
 /** Flags that set when V8 tiers up; one of them on the command line means the operator chose. */
-const TIERING_FLAGS = /^--(?:no[-_])?(?:always[-_])?(?:jitless|interrupt[-_]budget|invocation[-_]count|maglev|sparkplug|turbofan|opt\b|max[-_]opt|minimum[-_]invocations)/;
+const TIERING_FLAGS =
+  /^--(?:no[-_])?(?:always[-_])?(?:jitless|lite[-_]mode|interrupt[-_]budget|invocation[-_]count|ticks[-_]before|bytecode[-_]size[-_]allowance|max[-_]bytecode[-_]size|minimum[-_]invocations|maglev|sparkplug|turbofan|turbo[-_]filter|opt\b|max[-_]opt|osr|use[-_]osr|lazy[-_]feedback)/;
 
 /** What {@link optimiseSooner} did: the flag it set, or why it set none. */
 export type Tiering = { set: string } | { kept: 'disabled' | 'own_flags' | 'training' | 'v8_version' };
 
 export interface TieringDeps {
   env?: NodeJS.ProcessEnv;
-  /** The process's own Node and V8 flags (default `process.execArgv`). */
+  /** The process's own Node and V8 flags (default `process.execArgv`; `NODE_OPTIONS` is read from `env`). */
   execArgv?: readonly string[];
   /** V8's version (default `process.versions.v8`). */
   v8Version?: string;
@@ -67,9 +74,10 @@ export function optimiseSooner(deps: TieringDeps = {}): Tiering {
 }
 
 function choose(env: NodeJS.ProcessEnv, execArgv: readonly string[], v8Version: string): Tiering {
-  if (env[TIERING_ENV] === 'default') return { kept: 'disabled' };
+  if (env[TIERING_ENV]?.toLowerCase() === 'default') return { kept: 'disabled' };
   if (env[CODE_CACHE_OUT_ENV]) return { kept: 'training' };
-  if (execArgv.some((arg) => TIERING_FLAGS.test(arg))) return { kept: 'own_flags' };
+  const own = [...execArgv, ...(env.NODE_OPTIONS ?? '').split(/\s+/)];
+  if (own.some((arg) => TIERING_FLAGS.test(arg))) return { kept: 'own_flags' };
   if (Number.parseInt(v8Version, 10) !== 11) return { kept: 'v8_version' };
   return { set: `--interrupt-budget=${BROKER_INTERRUPT_BUDGET}` };
 }

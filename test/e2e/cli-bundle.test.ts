@@ -62,6 +62,10 @@ describe('the CLI bundle (e2e)', () => {
     // Once the upstream's first dial settled, V8's tiering for serving (src/cli-tiering.ts): V8 11 only.
     const tiering = await waitFor(() => debugLine(broker!.stderr(), 'V8 tiering for serving')?.tiering, 'the V8 tiering line');
     expect(tiering).toEqual(Number.parseInt(process.versions.v8, 10) === 11 ? { set: '--interrupt-budget=16896' } : { kept: 'v8_version' });
+    const lines = broker.stderr().split('\n');
+    const at = (msg: string) => lines.findIndex((line) => line.includes(`"msg":${JSON.stringify(msg)}`));
+    expect(at('upstream ready')).toBeGreaterThan(-1);
+    expect(at('V8 tiering for serving')).toBeGreaterThan(at('upstream ready'));
   });
 
   it('a user function module is imported and served when the CLI runs from the bundle', async () => {
