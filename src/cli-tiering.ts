@@ -7,11 +7,11 @@
  * few hundred functions, each once or a few times, so for its first ~2,000 calls a broker
  * process answers mostly from the interpreter and baseline code (a review counted 34 functions
  * optimised by call 300 and 109 by call 1,000; 95 and 230 with the budget below); that is every
- * call of most stdio sessions (a client starts its own broker). In alternating runs of bench/run.js (its latency
- * phase: 300 warm-up calls, then 2,000 in a row), a quarter of the budget took the broker's p50
- * from 2.72–3.35× a direct connection to 2.05–2.58× (modern clients 2.48–2.65× to 1.77–2.38×),
- * with c64, 8 MiB, cold start and RSS within their noise (bench/README.md, "What each change
- * bought").
+ * call of most stdio sessions (a client starts its own broker). In alternating runs of
+ * bench/run.js (its latency phase: 300 warm-up calls, then 2,000 in a row), a quarter of the
+ * budget took the broker's p50 from 2.72–3.35× a direct connection to 2.05–2.58× (modern
+ * clients 2.48–2.65× to 1.77–2.38×), with c64, 8 MiB, cold start and RSS within their noise
+ * (bench/README.md, "What each change bought").
  *
  * Where V8 counts invocations instead (V8 12 and later: Node 22, 24) nothing is changed. Node
  * 24's Maglev tier already covers a session's first calls, and lowering its TurboFan and Maglev
@@ -45,7 +45,7 @@ export const V8_11_INTERRUPT_BUDGET = 67_584;
 /** The budget `serve` sets on V8 11: a quarter of the default. */
 export const BROKER_INTERRUPT_BUDGET = V8_11_INTERRUPT_BUDGET / 4;
 
-/** Flags that set when V8 tiers up; one of them on the command line means the operator chose. */
+/** Flags that set when V8 tiers up; one of them among the process's own means the operator chose. */
 const TIERING_FLAGS =
   /^--(?:no[-_])?(?:always[-_])?(?:jitless|lite[-_]mode|interrupt[-_]budget|invocation[-_]count|ticks[-_]before|bytecode[-_]size[-_]allowance|max[-_]bytecode[-_]size|minimum[-_]invocations|maglev|sparkplug|turbofan|turbo[-_]filter|opt\b|max[-_]opt|osr|use[-_]osr|lazy[-_]feedback)/;
 
