@@ -392,13 +392,11 @@ function answerOf(answer: RouterOutcome): CallToolResult {
  * `err`: a denial (`ToolDeniedError`) as `denied`, unless the call was aborted; anything else as it is.
  */
 function upstreamFailure(call: RoutedCall, err: unknown): unknown {
-  // In runOne's order, reading the message in every branch (a message that cannot be read rejects with that error).
-  if (call.signal.aborted) return orUpstreamError(err, messageOf(err));
-  if (isDenial(err)) return new BrokerError('denied', messageOf(err));
-  return orUpstreamError(err, messageOf(err));
+  if (!call.signal.aborted && isDenial(err)) return new BrokerError('denied', messageOf(err));
+  // Read even when `err` is passed on, as runOne did: a message that cannot be read rejects with that error.
+  const message = messageOf(err);
+  return err ?? new BrokerError('upstream_error', message);
 }
-
-const orUpstreamError = (err: unknown, message: string): unknown => err ?? new BrokerError('upstream_error', message);
 
 function isDenial(err: unknown): boolean {
   return err instanceof Error && err.name === 'ToolDeniedError' && (err as { code?: unknown }).code === 'denied';
