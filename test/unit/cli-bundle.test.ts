@@ -37,9 +37,9 @@ function folder(options: { id?: string; bundleAgeMs?: number } = {}): string {
   return dir;
 }
 
-/** The V8 code cache of the bundle in `dir`, compiled as the loader compiles it. */
-function trainedCache(dir: string): Buffer {
-  const script = new Script(readFileSync(join(dir, BUNDLE_FILE), 'latin1'), { filename: join(dir, BUNDLE_FILE) });
+/** The V8 code cache of a bundle in `dir` (the program's unless named), compiled as the loader compiles it. */
+function trainedCache(dir: string, file = BUNDLE_FILE): Buffer {
+  const script = new Script(readFileSync(join(dir, file), 'latin1'), { filename: join(dir, file) });
   return script.createCachedData();
 }
 
@@ -89,6 +89,21 @@ describe('the CLI bundle loader', () => {
     expect(loadCliBundle(dir, {})?.earlyStarted).toBe(false);
     expect(g.__earlyRan).toBe(1);
     expect(cliStart()).toEqual({ from: 'bundle', cache: 'absent' });
+  });
+
+  it('reads the early bundle, the program and their caches through one buffer: V8 takes both caches, each with its data at an 8-byte boundary of its file', async () => {
+    const dir = folder();
+    const earlyId = 'e'.repeat(32);
+    // The early files larger than the program's, so the program's are read over them.
+    writeFileSync(join(dir, `${EARLY_BUNDLE}.cjs`), bundleText(earlyId, `globalThis.__earlyPad = ${JSON.stringify('x'.repeat(50_000))}.length;`));
+    writeCodeCache(join(dir, `${EARLY_BUNDLE}.cache`), earlyId, trainedCache(dir, `${EARLY_BUNDLE}.cjs`));
+    writeCodeCache(join(dir, CODE_CACHE_FILE), ID, trainedCache(dir));
+    const loaded = loadCliBundle(dir, {});
+    expect((globalThis as { __earlyPad?: number }).__earlyPad).toBe(50_000);
+    expect(await loaded?.program.main()).toBe(`bundle:${BUNDLE_FILE}`);
+    expect(cliStart()).toEqual({ from: 'bundle', cache: 'accepted', early: 'accepted' });
+    // V8 uses cache data in place only when it is pointer-aligned (else it copies it first).
+    for (const file of [CODE_CACHE_FILE, `${EARLY_BUNDLE}.cache`]) expect((readFileSync(join(dir, file)).indexOf(0x0a) + 1) % 8).toBe(0);
   });
 
   it('leaves a bundle older than the modules alone (tsc ran after the build): the module tree runs', () => {
