@@ -4,7 +4,10 @@
 // then trains their V8 code caches (dist/cli.bundle.cache, dist/cli.early.cache) by running the
 // built CLI once: a stdio client lists the tools of one upstream (scripts/code-cache-upstream.mjs)
 // and calls one a few times, and the bin writes the cache of what ran as it exits
-// (MCP_BROKER_CODE_CACHE_OUT; src/cli-bundle.cts loads them). Run by `npm run build` after tsc.
+// (MCP_BROKER_CODE_CACHE_OUT; src/cli-bundle.cts loads them). It then starts the built CLI once
+// more (scripts/cli-start.mjs) and removes, with a warning, a cache that start refused: trained
+// under other V8 flags than a start's, V8 would refuse it at every start. Run by `npm run build`
+// after tsc.
 //
 // The bundles are ASCII (one-byte strings load and hash fastest), whitespace-minified, with names
 // kept; what is left outside them is listed at OUTSIDE. The first line of each names its build (a
@@ -18,6 +21,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { bundleText } from '../dist/cli-bundle.cjs';
+import { builtCliStart } from './cli-start.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
@@ -131,10 +135,31 @@ for (const { entry, name } of BUNDLES) {
 
 try {
   await train();
-  process.stderr.write(`bundle-cli: dist/${built.join(', ')}, with their code caches\n`);
+  const refused = refusedCaches();
+  if (refused.length === 0) process.stderr.write(`bundle-cli: dist/${built.join(', ')}, with their code caches\n`);
+  else {
+    for (const name of refused) rmSync(join(dist, `${name}.cache`), { force: true });
+    process.stderr.write(`bundle-cli: dist/${built.join(', ')}; warning: V8 refused the code cache of ${refused.join(' and ')} at a start (removed: compiled from source at each start)\n`);
+  }
 } catch (err) {
   for (const { name } of BUNDLES) rmSync(join(dist, `${name}.cache`), { force: true });
   process.stderr.write(`bundle-cli: warning: no code cache (the bundles compile from source at each start): ${err?.message ?? err}\n`);
+}
+
+/**
+ * The bundles whose cache a start of the built CLI does not take (scripts/cli-start.mjs): a cache
+ * trained under other V8 flags than a start's is refused at every start, and only costs its read.
+ * Throws when the CLI does not start from the bundles.
+ */
+function refusedCaches() {
+  const start = builtCliStart(dist);
+  if (start?.from !== 'bundle') throw new Error(`the built CLI did not start from its bundles (${JSON.stringify(start)})`);
+  return [
+    ['cli.early', start.early],
+    ['cli.bundle', start.cache],
+  ]
+    .filter(([, state]) => state !== 'accepted')
+    .map(([name]) => name);
 }
 
 /** Serves a few calls through the built CLI; its bin writes the code cache as it exits. */

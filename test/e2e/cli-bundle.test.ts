@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
+import { builtCliStart } from '../../scripts/cli-start.mjs';
 import { bundleText } from '../../src/cli-bundle.cjs';
 import { CLI, fixture, nodeServer, ROOT, spawnRawBroker, startBroker, waitFor, type StartedBroker } from './helpers.js';
 
@@ -52,6 +53,13 @@ describe('the CLI bundle (e2e)', () => {
     expect(count(program, /\bfunction earlyStdioSpecs\(/g)).toBe(0);
   });
 
+
+  it("the build's check of its caches (scripts/cli-start.mjs) tells a start that takes them from one whose V8 flags refuse them", () => {
+    const dist = join(ROOT, 'dist');
+    expect(builtCliStart(dist)).toEqual({ from: 'bundle', cache: 'accepted', early: 'accepted' });
+    // A V8 flag is part of a cache's check: the build removes a cache a start refuses.
+    expect(builtCliStart(dist, { nodeArgs: ['--no-opt'] })).toEqual({ from: 'bundle', cache: 'rejected', early: 'rejected' });
+  });
 
   it('the built CLI runs from its bundles, with the code caches the build trained, and serves', async () => {
     broker = await startBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, args: ['--log-level', 'debug'], env: { MCP_BROKER_LOG_FORMAT: 'json' } });
