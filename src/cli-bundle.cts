@@ -86,25 +86,27 @@ export function loadCliBundle(dir: string, env: NodeJS.ProcessEnv = process.env)
   const note = (start: CliStart) => ((globalThis as Record<symbol, CliStart>)[START_KEY] = start);
   if (env[NO_BUNDLE_ENV] === '1') return void note({ from: 'modules', why: 'disabled' });
   let mainAt: number;
-  let programAt: number;
+  let program: { mtimeMs: number; size: number };
   try {
     mainAt = statSync(join(dir, MAIN_FILE)).mtimeMs;
-    programAt = statSync(join(dir, `${PROGRAM_BUNDLE}.cjs`)).mtimeMs;
+    program = statSync(join(dir, `${PROGRAM_BUNDLE}.cjs`));
   } catch {
     return void note({ from: 'modules', why: 'no_bundle' });
   }
-  if (programAt < mainAt) return void note({ from: 'modules', why: 'stale' });
+  if (program.mtimeMs < mainAt) return void note({ from: 'modules', why: 'stale' });
   const cacheOut = env[CODE_CACHE_OUT_ENV] || undefined;
-  const files = new FileReader();
+  // Sized for the largest file, the program's bundle (its cache is a little smaller).
+  const files = new FileReader(program.size);
   let early: CacheState | undefined;
   try {
     if (statSync(join(dir, `${EARLY_BUNDLE}.cjs`)).mtimeMs >= mainAt) early = runBundle(dir, EARLY_BUNDLE, files, cacheOut).cache;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
-  const { exports: program, cache } = runBundle(dir, PROGRAM_BUNDLE, files, cacheOut);
+  // Not `exports`: that would hide this CommonJS module's own.
+  const { exports: programExports, cache } = runBundle(dir, PROGRAM_BUNDLE, files, cacheOut);
   note({ from: 'bundle', cache, ...(early !== undefined && { early }) });
-  return { program: program as CliProgram, earlyStarted: early !== undefined };
+  return { program: programExports as CliProgram, earlyStarted: early !== undefined };
 }
 
 /** Evaluates `dir/<name>.cjs` as a CommonJS module with its code cache when that fits; writes the cache to `cacheOut` at exit when given. */
@@ -126,14 +128,18 @@ function runBundle(dir: string, name: string, files: FileReader, cacheOut: strin
 }
 
 /**
- * Reads whole files into one buffer of its own, grown only for a file larger than any before:
- * the four files of a start (~4 MB) touch fresh memory for the largest alone (each fresh page of
- * memory costs at start: ~11 µs on the 2-core VM of bench/README). What {@link read} gives back
- * is valid until the next read. The buffer is the allocator's own (not Node's shared pool), so
- * its first byte is aligned for V8's code cache data.
+ * Reads whole files into one buffer of its own (`bytes` to begin with), replaced only for a file
+ * larger than it: the four files of a start (~4 MB) touch fresh memory for the largest alone
+ * (each fresh page of memory costs at start: ~11 µs on the 2-core VM of bench/README). What
+ * {@link read} gives back is valid until the next read. The buffer is the allocator's own (not
+ * Node's shared pool), so its first byte is aligned for V8's code cache data.
  */
 class FileReader {
-  private buffer = Buffer.allocUnsafeSlow(0);
+  private buffer: Buffer;
+
+  constructor(bytes: number) {
+    this.buffer = Buffer.allocUnsafeSlow(bytes);
+  }
 
   read(path: string): Buffer {
     const fd = openSync(path, 'r');
