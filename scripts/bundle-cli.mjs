@@ -5,9 +5,11 @@
 // built CLI once: a stdio client lists the tools of one upstream (scripts/code-cache-upstream.mjs)
 // and calls one a few times, and the bin writes the cache of what ran as it exits
 // (MCP_BROKER_CODE_CACHE_OUT; src/cli-bundle.cts loads them). It then starts the built CLI once
-// more (scripts/cli-start.mjs) and removes, with a warning, a cache that start refused: trained
-// under other V8 flags than a start's, V8 would refuse it at every start. Run by `npm run build`
-// after tsc.
+// more (scripts/cli-start.mjs), in the build's own environment (this Node, this NODE_OPTIONS), and
+// removes, with a warning, a cache that start refused: one the training run left under V8 flags it
+// set while it ran, say, which every start would refuse. A start under other flags than the
+// build's (another Node, NODE_OPTIONS given only at run time) still refuses the caches and
+// compiles from source; this cannot see that. Run by `npm run build` after tsc.
 //
 // The bundles are ASCII (one-byte strings load and hash fastest), whitespace-minified, with names
 // kept; what is left outside them is listed at OUTSIDE. The first line of each names its build (a
@@ -135,11 +137,15 @@ for (const { entry, name } of BUNDLES) {
 
 try {
   await train();
-  const refused = refusedCaches();
-  if (refused.length === 0) process.stderr.write(`bundle-cli: dist/${built.join(', ')}, with their code caches\n`);
+  const { refused, unused } = cacheStates();
+  for (const name of refused) rmSync(join(dist, `${name}.cache`), { force: true });
+  if (refused.length === 0 && unused.length === 0) process.stderr.write(`bundle-cli: dist/${built.join(', ')}, with their code caches\n`);
   else {
-    for (const name of refused) rmSync(join(dist, `${name}.cache`), { force: true });
-    process.stderr.write(`bundle-cli: dist/${built.join(', ')}; warning: V8 refused the code cache of ${refused.join(' and ')} at a start (removed: compiled from source at each start)\n`);
+    const told = [
+      ...(refused.length ? [`V8 refused the code cache of ${refused.join(' and ')} at a start (removed: compiled from source at each start)`] : []),
+      ...unused.map(([name, state]) => `a start did not use the code cache of ${name} (${state ?? 'bundle not run'})`),
+    ];
+    process.stderr.write(`bundle-cli: dist/${built.join(', ')}; warning: ${told.join('; ')}\n`);
   }
 } catch (err) {
   for (const { name } of BUNDLES) rmSync(join(dist, `${name}.cache`), { force: true });
@@ -147,19 +153,22 @@ try {
 }
 
 /**
- * The bundles whose cache a start of the built CLI does not take (scripts/cli-start.mjs): a cache
- * trained under other V8 flags than a start's is refused at every start, and only costs its read.
- * Throws when the CLI does not start from the bundles.
+ * What a start of the built CLI in the build's environment made of each cache
+ * (scripts/cli-start.mjs): `refused`, the bundles whose cache V8 refused (a cache refused once is
+ * refused at every such start, and only costs its read); `unused`, [bundle, state] of a cache not
+ * used otherwise (absent, or its bundle not run). Throws when the CLI does not start from the bundles.
  */
-function refusedCaches() {
+function cacheStates() {
   const start = builtCliStart(dist);
   if (start?.from !== 'bundle') throw new Error(`the built CLI did not start from its bundles (${JSON.stringify(start)})`);
-  return [
+  const states = [
     ['cli.early', start.early],
     ['cli.bundle', start.cache],
-  ]
-    .filter(([, state]) => state !== 'accepted')
-    .map(([name]) => name);
+  ];
+  return {
+    refused: states.filter(([, state]) => state === 'rejected').map(([name]) => name),
+    unused: states.filter(([, state]) => state !== 'accepted' && state !== 'rejected'),
+  };
 }
 
 /** Serves a few calls through the built CLI; its bin writes the code cache as it exits. */

@@ -2,8 +2,8 @@
 // one stdio upstream (scripts/code-cache-upstream.mjs) and stdin closed, and reads the start from
 // its "program started" debug line: `{ from: 'bundle', cache, early }` (each cache 'accepted',
 // 'rejected' or 'absent') or `{ from: 'modules', why }` (src/cli-bundle.cts, `CliStart`).
-// scripts/bundle-cli.mjs checks the caches it trained with it: V8 refuses a cache trained under
-// other V8 flags than a start's at every start.
+// scripts/bundle-cli.mjs checks the caches it trained with it, in its own environment (this Node,
+// this NODE_OPTIONS): V8 refuses a cache made under other V8 flags than a start's, at every start.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
