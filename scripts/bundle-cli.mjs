@@ -23,7 +23,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { bundleText } from '../dist/cli-bundle.cjs';
-import { builtCliStart } from './cli-start.mjs';
+import { builtCliStart, writeTrainingConfig } from './cli-start.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
@@ -177,12 +177,7 @@ async function train() {
   const { StdioClientTransport } = await import('@modelcontextprotocol/client/stdio');
   const tmp = mkdtempSync(join(tmpdir(), 'mcp-broker-code-cache-'));
   try {
-    const config = join(tmp, 'servers.json');
-    const upstream = join(root, 'scripts/code-cache-upstream.mjs');
-    writeFileSync(
-      config,
-      JSON.stringify({ mcpServers: { train: { command: process.execPath, args: [upstream] } }, broker: { records: { path: join(tmp, 'data/calls.ndjson') }, dataDir: join(tmp, 'data') } }),
-    );
+    const config = writeTrainingConfig(tmp);
     const out = join(tmp, 'caches');
     mkdirSync(out);
     const transport = new StdioClientTransport({

@@ -13,6 +13,20 @@ import { fileURLToPath } from 'node:url';
 const upstream = join(dirname(fileURLToPath(import.meta.url)), 'code-cache-upstream.mjs');
 
 /**
+ * Writes the servers.json of the build's runs of the built CLI into folder `dir` and returns its
+ * path: one stdio upstream (scripts/code-cache-upstream.mjs, started by this Node), the records
+ * and data in `dir/data`.
+ */
+export function writeTrainingConfig(dir) {
+  const config = join(dir, 'servers.json');
+  writeFileSync(
+    config,
+    JSON.stringify({ mcpServers: { train: { command: process.execPath, args: [upstream] } }, broker: { records: { path: join(dir, 'data/calls.ndjson') }, dataDir: join(dir, 'data') } }),
+  );
+  return config;
+}
+
+/**
  * The start of the CLI in `dist` (`dist/cli.cjs`) run by this Node with `nodeArgs` before it.
  * Throws when the CLI logs no start within `timeoutMs` (default 30,000), naming its exit and the
  * end of its stderr.
@@ -20,11 +34,7 @@ const upstream = join(dirname(fileURLToPath(import.meta.url)), 'code-cache-upstr
 export function builtCliStart(dist, { nodeArgs = [], timeoutMs = 30_000 } = {}) {
   const tmp = mkdtempSync(join(tmpdir(), 'mcp-broker-cli-start-'));
   try {
-    const config = join(tmp, 'servers.json');
-    writeFileSync(
-      config,
-      JSON.stringify({ mcpServers: { train: { command: process.execPath, args: [upstream] } }, broker: { records: { path: join(tmp, 'data/calls.ndjson') }, dataDir: join(tmp, 'data') } }),
-    );
+    const config = writeTrainingConfig(tmp);
     const run = spawnSync(process.execPath, [...nodeArgs, join(dist, 'cli.cjs'), '--config', config, '--log-level', 'debug'], {
       input: '',
       encoding: 'utf8',
