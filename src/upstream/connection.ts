@@ -730,11 +730,15 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.era = era;
       // Modern calls go through the SDK, which adds the per-request envelope and headers.
       this.direct = era === 'legacy' ? new DirectCalls(transport) : undefined;
+      // The lists are asked for first: the scrubbing below runs while the upstream answers them.
+      const listed = this.fetchCatalog(client, timeoutMs);
+      // Should the scrubbing throw, `listed` is never awaited: its failure is handled here too.
+      void listed.catch(() => undefined);
       // Both reach modern clients in the broker's `server/discover` (upstream/surface.ts): scrubbed like a catalog.
       this.capabilities = this.scrub.scrubber.value(client.getServerCapabilities());
       const instructions = client.getInstructions();
       this.instructions = instructions === undefined ? undefined : this.scrub.scrubber.text(instructions);
-      const catalog = await this.fetchCatalog(client, timeoutMs);
+      const catalog = await listed;
       if (generation !== this.generation) return 'superseded';
       if (remember) await this.eraMemory.remember(era === 'modern' ? client.getDiscoverResult() : undefined);
       if (generation !== this.generation) return 'superseded';
@@ -957,16 +961,27 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     return declaresTasksExtension(this.capabilities) && (!options.inputRelay || declaresTasksExtension(options.caller?.clientCapabilities));
   }
 
+  /**
+   * The first listing after a connect: every list the upstream's capabilities declare, asked for
+   * together (one round trip for all of them, not one each: a start waits for the slowest list,
+   * not their sum), each paginated to its end. Resource templates are optional (an upstream
+   * without them answers an error: none). Rejects with `list_failed` when any other list fails.
+   */
   private async fetchCatalog(client: Client, timeoutMs: number): Promise<UpstreamCatalog> {
     const caps = client.getServerCapabilities() ?? {};
+    const list = (kind: CatalogKind, declared: unknown) => (declared ? this.listAll(client, kind, timeoutMs) : undefined);
     const catalog = EMPTY_CATALOG();
     try {
-      if (caps.tools) catalog.tools = this.admitTools((await this.listAll(client, 'tools', timeoutMs)) as Tool[]);
-      if (caps.prompts) catalog.prompts = (await this.listAll(client, 'prompts', timeoutMs)) as UpstreamCatalog['prompts'];
-      if (caps.resources) {
-        catalog.resources = (await this.listAll(client, 'resources', timeoutMs)) as UpstreamCatalog['resources'];
-        catalog.resourceTemplates = (await this.listAll(client, 'resourceTemplates', timeoutMs).catch(() => [])) as UpstreamCatalog['resourceTemplates'];
-      }
+      const [tools, prompts, resources, resourceTemplates] = await Promise.all([
+        list('tools', caps.tools),
+        list('prompts', caps.prompts),
+        list('resources', caps.resources),
+        list('resourceTemplates', caps.resources)?.catch(() => []),
+      ]);
+      if (tools) catalog.tools = this.admitTools(tools as Tool[]);
+      if (prompts) catalog.prompts = prompts as UpstreamCatalog['prompts'];
+      if (resources) catalog.resources = resources as UpstreamCatalog['resources'];
+      if (resourceTemplates) catalog.resourceTemplates = resourceTemplates as UpstreamCatalog['resourceTemplates'];
     } catch (err) {
       throw new BrokerError('list_failed', `listing failed after connect: ${messageOf(err)}`, { cause: err });
     }
