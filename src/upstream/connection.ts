@@ -730,15 +730,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.era = era;
       // Modern calls go through the SDK, which adds the per-request envelope and headers.
       this.direct = era === 'legacy' ? new DirectCalls(transport) : undefined;
-      // The lists are asked for first: the scrubbing below runs while the upstream answers them.
-      const listed = this.fetchCatalog(client, timeoutMs);
-      // Should the scrubbing throw, `listed` is never awaited: its failure is handled here too.
-      void listed.catch(() => undefined);
       // Both reach modern clients in the broker's `server/discover` (upstream/surface.ts): scrubbed like a catalog.
       this.capabilities = this.scrub.scrubber.value(client.getServerCapabilities());
       const instructions = client.getInstructions();
       this.instructions = instructions === undefined ? undefined : this.scrub.scrubber.text(instructions);
-      const catalog = await listed;
+      const catalog = await this.fetchCatalog(client, timeoutMs);
       if (generation !== this.generation) return 'superseded';
       if (remember) await this.eraMemory.remember(era === 'modern' ? client.getDiscoverResult() : undefined);
       if (generation !== this.generation) return 'superseded';
@@ -962,10 +958,13 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   }
 
   /**
-   * The first listing after a connect: every list the upstream's capabilities declare, asked for
-   * together (one round trip for all of them, not one each: a start waits for the slowest list,
-   * not their sum), each paginated to its end. Resource templates are optional (an upstream
-   * without them answers an error: none). Rejects with `list_failed` when any other list fails.
+   * The first listing after a connect: every list the upstream's capabilities declare (tools,
+   * prompts, resources and resource templates), their first pages asked for together rather than
+   * each after the last one's answer, each then paginated to its end (a page a round trip).
+   * Each request has its own `timeoutMs` from when it was sent: an upstream that answers one
+   * request at a time must answer all of them within it. Resource templates are optional (an
+   * upstream without them answers an error: none). Rejects with `list_failed` when any other
+   * list fails.
    */
   private async fetchCatalog(client: Client, timeoutMs: number): Promise<UpstreamCatalog> {
     const caps = client.getServerCapabilities() ?? {};

@@ -5,7 +5,8 @@
  * there, as those clients do. Any other failure, and every failure after the first message, is
  * the failure of the transport in use. An era probe (`server/discover`, sent before `initialize`
  * by a negotiating client) decides nothing: a 2025 server refuses it with a 4xx over Streamable
- * HTTP too, and the `initialize` after it is the first message that counts.
+ * HTTP too, and the `initialize` after it is the first message that counts. A message sent while the
+ * first one is deciding (concurrent requests) waits for it, and goes where it went.
  */
 import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client';
 import { httpStatusOf } from '../shared/sdk-errors.js';
@@ -19,6 +20,8 @@ export class FallbackTransport implements Transport {
   private decided = false;
   /** While the first message is on the primary: its errors are thrown to `send`, not reported. */
   private probing = false;
+  /** The first message's send while it decides the transport: a message sent meanwhile waits for it. */
+  private deciding?: Promise<void>;
 
   /**
    * @param primary the Streamable HTTP transport, not started
@@ -47,9 +50,23 @@ export class FallbackTransport implements Transport {
   }
 
   async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    // Sent while the first message decides (concurrent requests, such as the first listing's):
+    // it goes where that one went, not to a primary about to be dropped.
+    if (this.deciding) await this.deciding.catch(() => undefined);
     if (this.decided) return this.current.send(message, options);
     if ((message as { method?: unknown }).method === 'server/discover') return this.current.send(message, options);
     this.decided = true;
+    const deciding = this.decide(message, options);
+    this.deciding = deciding;
+    try {
+      await deciding;
+    } finally {
+      this.deciding = undefined;
+    }
+  }
+
+  /** Sends the first message on the primary; on a 4xx, switches to legacy SSE and sends it there. */
+  private async decide(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
     this.probing = true;
     try {
       await this.current.send(message, options);

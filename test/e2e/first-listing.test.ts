@@ -8,13 +8,13 @@ import { describe, expect, it } from 'vitest';
 import { fixture, nodeServer, readNdjson, startBroker, waitFor } from './helpers.js';
 
 describe('the first listing of an upstream', () => {
-  it('asks for its tools, prompts and resources together, and serves all of them', async () => {
+  it('asks for its tools, prompts, resources and resource templates together, and serves all of them', async () => {
     const broker = await startBroker({
       servers: { lt: nodeServer(fixture('lists-together.mjs'), { env: { FIXTURE_LOG: '${configDir}/lt.log', WAIT_MS: '3000' } }) },
     });
     try {
       await waitFor(async () => (await broker.client.listTools()).tools.some((t) => t.name === 'lt__hello'), 'the upstream to be listed', 20_000);
-      // The fixture answered its tools/list only after its prompts/list and resources/list had arrived.
+      // The fixture answered its tools/list only after its other three lists had been asked for.
       const asked = readNdjson<{ event: string; together: boolean }>(join(broker.dir, 'lt.log')).filter((e) => e.event === 'tools/list');
       expect(asked.map((e) => e.together)).toEqual([true]);
       expect((await broker.client.listPrompts()).prompts.map((p) => p.name)).toEqual(['lt__greet']);

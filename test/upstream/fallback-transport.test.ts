@@ -91,6 +91,30 @@ describe('a URL-only upstream', () => {
     }
   });
 
+  it('a message sent while the first one decides the transport goes where that one went (the first listing sends lists together)', async () => {
+    const transport = await createUpstreamTransport({ config: serverConfig({ url: `${sseOnly}/sse` }), inheritEnv: [], logger: silentLogger(), maxMessageBytes: 1 << 20 });
+    const answered = new Map<unknown, unknown>();
+    let bothAnswered!: () => void;
+    const both = new Promise<void>((resolve) => (bothAnswered = resolve));
+    transport.onmessage = (message) => {
+      const m = message as { id?: unknown; result?: unknown; error?: unknown };
+      answered.set(m.id, m.result ?? m.error);
+      if (answered.has(1) && answered.has(2)) bothAnswered();
+    };
+    await transport.start();
+    try {
+      const initialize = { jsonrpc: '2.0' as const, id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'test', version: '1' } } };
+      // `ping` may precede initialization; sent before the 4xx to `initialize` has switched to SSE.
+      await Promise.all([transport.send(initialize), transport.send({ jsonrpc: '2.0', id: 2, method: 'ping' })]);
+      await both;
+      expect((answered.get(1) as { serverInfo?: unknown }).serverInfo).toBeDefined();
+      expect(answered.get(2)).toEqual({});
+      expect((transport as FallbackTransport).active).toBeInstanceOf(SseSessionGuard);
+    } finally {
+      await transport.close();
+    }
+  });
+
   it('an entry typed "http" never falls back: the SSE-only server refuses it', async () => {
     // SDK v2's Streamable HTTP transport reports the refusal as an SdkHttpError carrying the status.
     await expect(dial({ type: 'http', url: `${sseOnly}/sse` })).rejects.toMatchObject({ name: 'SdkHttpError', status: 405 });
