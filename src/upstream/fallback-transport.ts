@@ -5,8 +5,8 @@
  * there, as those clients do. Any other failure, and every failure after the first message, is
  * the failure of the transport in use. An era probe (`server/discover`, sent before `initialize`
  * by a negotiating client) decides nothing: a 2025 server refuses it with a 4xx over Streamable
- * HTTP too, and the `initialize` after it is the first message that counts. A message sent while the
- * first one is deciding (concurrent requests) waits for it, and goes where it went.
+ * HTTP too, and the `initialize` after it is the first message that counts. A message sent while
+ * the first one is deciding (concurrent requests) waits for it, and goes where it went.
  */
 import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client';
 import { httpStatusOf } from '../shared/sdk-errors.js';

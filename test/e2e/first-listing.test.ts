@@ -1,7 +1,7 @@
 /**
  * An upstream's first listing after it connects asks for every list its capabilities declare
- * together, so a start waits for the slowest list rather than for their sum (issue 19,
- * `fetchCatalog` in upstream/connection.ts).
+ * together, not each after the last one's answer (issue 19, `fetchCatalog` in
+ * upstream/connection.ts).
  */
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
