@@ -736,6 +736,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       this.instructions = instructions === undefined ? undefined : this.scrub.scrubber.text(instructions);
       const catalog = await this.fetchCatalog(client, timeoutMs);
       if (generation !== this.generation) return 'superseded';
+      // Only the current dial's tools set the header marks its calls use (a superseded one's may not).
+      catalog.tools = this.admitTools(catalog.tools);
       if (remember) await this.eraMemory.remember(era === 'modern' ? client.getDiscoverResult() : undefined);
       if (generation !== this.generation) return 'superseded';
       this.catalog = catalog;
@@ -963,8 +965,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    * each after the last one's answer, each then paginated to its end (a page a round trip).
    * Each request has its own `timeoutMs` from when it was sent: an upstream that answers one
    * request at a time must answer all of them within it. Resource templates are optional (an
-   * upstream without them answers an error: none). Rejects with `list_failed` when any other
-   * list fails.
+   * upstream without them answers an error: none). The tools are as listed, not yet admitted
+   * (`admitTools`). Rejects with `list_failed` when any other list fails.
    */
   private async fetchCatalog(client: Client, timeoutMs: number): Promise<UpstreamCatalog> {
     const caps = client.getServerCapabilities() ?? {};
@@ -977,7 +979,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
         list('resources', caps.resources),
         list('resourceTemplates', caps.resources)?.catch(() => []),
       ]);
-      if (tools) catalog.tools = this.admitTools(tools as Tool[]);
+      if (tools) catalog.tools = tools as Tool[];
       if (prompts) catalog.prompts = prompts as UpstreamCatalog['prompts'];
       if (resources) catalog.resources = resources as UpstreamCatalog['resources'];
       if (resourceTemplates) catalog.resourceTemplates = resourceTemplates as UpstreamCatalog['resourceTemplates'];
