@@ -7,6 +7,16 @@
  * resident indefinitely. {@link MemoryRelief.noteLarge} schedules one full collection for when
  * no large result has been seen for `quietMs`; a burst is collected once, after it.
  *
+ * The collection is V8's memory-reducing one where V8 has it (`gc({type: 'major', execution:
+ * 'sync', flavor: 'last-resort'})`, V8 12 and later: Node 22, 24): besides the old generation it
+ * shrinks the young generation back to its least size and returns the freed pages. Those V8s grow
+ * the young generation under a burst of allocation that survives (32 MiB on Node 22, 128 on
+ * Node 24, in a script) and a plain full collection leaves it there. It is several full
+ * collections in a row, so a call arriving during it waits: it runs once per burst of large
+ * results, after `quietMs` without one. V8 11 (Node 20) reads an options object it does not know
+ * as `gc(true)`, a young-generation collection only, so there relief calls `gc()` without
+ * options: one full collection.
+ *
  * The collector is V8's `gc` (made available once through `--expose-gc` for a fresh context, the
  * flag then switched off again); where that is not possible, relief does nothing.
  */
@@ -18,13 +28,21 @@ export const LARGE_RESULT_BYTES = 1024 * 1024;
 /** Quiet time after the last large result before collecting, in ms. */
 export const RELIEF_QUIET_MS = 200;
 
-let collector: (() => void) | null | undefined;
+/** What the relief asks of V8's `gc` where V8 reads its options: see the module comment. */
+export const RELIEF_GC_OPTIONS = { type: 'major', execution: 'sync', flavor: 'last-resort' } as const;
 
-function gc(): (() => void) | null {
+/** Whether this V8 reads `gc`'s options (V8 12 and later); V8 11 takes an object for `gc(true)`. */
+export const V8_READS_GC_OPTIONS = Number(process.versions.v8.split('.')[0]) >= 12;
+
+type Collector = (options?: typeof RELIEF_GC_OPTIONS) => void;
+
+let collector: Collector | null | undefined;
+
+function gc(): Collector | null {
   if (collector === undefined) {
     try {
       setFlagsFromString('--expose-gc');
-      collector = runInNewContext('gc') as () => void;
+      collector = runInNewContext('gc') as Collector;
     } catch {
       collector = null;
     } finally {
@@ -37,7 +55,14 @@ function gc(): (() => void) | null {
 export class MemoryRelief {
   private timer?: NodeJS.Timeout;
 
-  constructor(private readonly quietMs = RELIEF_QUIET_MS) {}
+  /**
+   * @param quietMs time without a large result before collecting (default {@link RELIEF_QUIET_MS}).
+   * @param onCollected told after each collection how long it took, in ms (the pause a call arriving during it waited).
+   */
+  constructor(
+    private readonly quietMs = RELIEF_QUIET_MS,
+    private readonly onCollected?: (ms: number) => void,
+  ) {}
 
   /** A result of `bytes` was answered; large ones schedule a collection after the quiet time. */
   noteLarge(bytes: number): void {
@@ -46,7 +71,12 @@ export class MemoryRelief {
     else {
       this.timer = setTimeout(() => {
         this.timer = undefined;
-        gc()?.();
+        const collect = gc();
+        if (!collect) return;
+        const start = performance.now();
+        if (V8_READS_GC_OPTIONS) collect(RELIEF_GC_OPTIONS);
+        else collect();
+        this.onCollected?.(performance.now() - start);
       }, this.quietMs);
       this.timer.unref();
     }
