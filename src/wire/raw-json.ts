@@ -286,22 +286,28 @@ export function withTail<T extends Record<string, unknown>>(out: T, source: unkn
  * is a response whose result still has its remembered bytes.
  */
 export function encodeMessage(message: JSONRPCMessage): string | Buffer[] {
+  return encodeRawMessage(message) ?? JSON.stringify(message) + '\n';
+}
+
+/**
+ * The Buffers {@link encodeMessage} writes for a response whose result still has its remembered
+ * bytes (ending in the line's newline); undefined for any other message, at the cost of a few
+ * property reads (nothing is serialised).
+ */
+export function encodeRawMessage(message: JSONRPCMessage): Buffer[] | undefined {
   const result = (message as { result?: unknown }).result;
-  if (typeof result === 'object' && result !== null) {
-    const parts = rawResponse(message as { id: unknown; result: object }, result);
-    if (parts) return parts;
-  }
-  return JSON.stringify(message) + '\n';
+  return typeof result === 'object' && result !== null ? rawResponse(message as { id: unknown; result: object }, result) : undefined;
 }
 
 function rawResponse(message: { id: unknown; result: object }, result: object): Buffer[] | undefined {
   const keys = Object.keys(message);
   if (keys.length !== 3 || !('jsonrpc' in message) || !('id' in message)) return undefined;
-  const tail = Buffer.from(`,"jsonrpc":"2.0","id":${JSON.stringify(message.id)}}\n`);
+  // The envelope's tail is built only for a result that has bytes: most have none.
   const own = rawBytes.get(result);
-  if (own) return [Buffer.from('{"result":'), own, tail];
+  if (own) return [Buffer.from('{"result":'), own, tailOf(message.id)];
   const ext = extensions.get(result);
   if (!ext || !sameMembers(result as Record<string, unknown>, ext.base, ext.tail)) return undefined;
+  const tail = tailOf(message.id);
   const base = rawBytes.get(ext.base)!;
   let at = 1;
   while (isSpace(base[at])) at++;
@@ -314,6 +320,11 @@ function rawResponse(message: { id: unknown; result: object }, result: object): 
     .map((key) => `${JSON.stringify(key)}:${JSON.stringify(ext.tail![key])}`)
     .join(',');
   return [Buffer.from(head), base.subarray(at, end), Buffer.from(`,${added}}`), tail];
+}
+
+/** The end of a raw response line: the envelope's members after `result`, and the newline. */
+function tailOf(id: unknown): Buffer {
+  return Buffer.from(`,"jsonrpc":"2.0","id":${JSON.stringify(id)}}\n`);
 }
 
 /** Whether `out` holds exactly `base`'s members (same values), `_meta`, and the members of `tail` (same values). */

@@ -1,7 +1,7 @@
 import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { BoundedEventStore, COMPACT_FROM_BYTES } from '../../src/transports/http/event-store.js';
-import { parseResponseLine, withMeta } from '../../src/wire/raw-json.js';
+import { LAZY_STRING_MIN_BYTES, parseResponseLine, rawJsonString, withMeta } from '../../src/wire/raw-json.js';
 
 const result = (id: number, bytes: number): JSONRPCMessage =>
   ({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: 'x'.repeat(bytes) }] } }) as JSONRPCMessage;
@@ -51,5 +51,35 @@ describe('BoundedEventStore byte accounting of large messages', () => {
     await store.replayEventsAfter(first, { send: async (_id, m) => void sent.push((m as { id: number }).id) });
     // Two of them (~160 KiB) do not fit in 120 KiB: the older one went.
     expect(sent).toEqual([3]);
+  });
+});
+
+describe('BoundedEventStore: a pass-through result over 512 KiB', () => {
+  it('is replayed as stored, with characters of two, three and four bytes across the slices it is decoded in', async () => {
+    const store = new BoundedEventStore(100);
+    const first = await store.storeEvent('s', result(1, 10));
+    // 1.5 MiB of text whose characters straddle every 512 KiB boundary at some offset.
+    const text = 'aé€😀'.repeat(160_000);
+    const line = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 2, result: { content: [{ type: 'text', text }] } }));
+    const parsed = parseResponseLine(line) as { id: number; result: object };
+    await store.storeEvent('s', { jsonrpc: '2.0', id: 2, result: parsed.result } as JSONRPCMessage);
+    const sent: JSONRPCMessage[] = [];
+    await store.replayEventsAfter(first, { send: async (_id, m) => void sent.push(m) });
+    expect(sent).toEqual([{ jsonrpc: '2.0', id: 2, result: { content: [{ type: 'text', text }] } }]);
+  });
+});
+
+describe('BoundedEventStore: a pass-through result is sized by its bytes', () => {
+  it('neither keeps nor reads a text held in its bytes when the result is over the bound', async () => {
+    const text = 'y'.repeat(LAZY_STRING_MIN_BYTES * 4);
+    const line = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text }] } }));
+    for (const maxBytes of [LAZY_STRING_MIN_BYTES, LAZY_STRING_MIN_BYTES * 8]) {
+      const parsed = parseResponseLine(line) as { result: { content: object[] } };
+      const store = new BoundedEventStore(100, maxBytes);
+      await store.storeEvent('s', { result: withMeta(parsed.result, { outcome: 'ok' }), jsonrpc: '2.0', id: 1 } as JSONRPCMessage);
+      expect(store.size).toBe(maxBytes > line.length ? 1 : 0);
+      // Kept or not, the text was never decoded from its bytes.
+      expect(rawJsonString(parsed.result.content[0], 'text')?.read).toBe(false);
+    }
   });
 });

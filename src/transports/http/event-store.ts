@@ -13,9 +13,10 @@
  * Event ids are `<streamId>|<seq>`: the stream is known from the id alone, even once the event
  * itself has been dropped.
  */
+import { StringDecoder } from 'node:string_decoder';
 import type { EventId, EventStore, StreamId, JSONRPCMessage } from '@modelcontextprotocol/server';
 import { approximateJsonBytes } from '../../broker/record.js';
-import { encodeMessage } from '../../wire/raw-json.js';
+import { encodeMessage, encodeRawMessage } from '../../wire/raw-json.js';
 
 interface StoredEvent {
   readonly seq: number;
@@ -32,7 +33,7 @@ interface StoredEvent {
  */
 export const DEFAULT_RESUME_BYTES = 8 * 1024 * 1024;
 
-/** Messages at least this large (estimated JSON bytes) are kept encoded: 16 KiB. */
+/** Messages at least this large (estimated JSON bytes) are kept encoded, as is every pass-through result: 16 KiB. */
 export const COMPACT_FROM_BYTES = 16 * 1024;
 
 /**
@@ -48,12 +49,33 @@ class Encoded {
     // Each part is whole UTF-8 (the parts split at JSON punctuation), so each decodes alone:
     // an all-ASCII text then becomes a one-byte string. A streaming TextDecoder would make
     // UTF-16 of it, twice the memory.
-    this.json = typeof encoded === 'string' ? encoded : encoded.map((part) => part.toString('utf8')).join('');
+    this.json = typeof encoded === 'string' ? encoded : encoded.map(decodeInHeap).join('');
   }
 
   decode(): JSONRPCMessage {
     return JSON.parse(this.json) as JSONRPCMessage;
   }
+}
+
+/**
+ * Bytes decoded at a time by {@link decodeInHeap}: 512 KiB, under the ~1 MiB past which Node makes
+ * a one-byte text an external string.
+ */
+const DECODE_SLICE_BYTES = 512 * 1024;
+
+/**
+ * `part` as UTF-8 text in V8's heap: decoded a slice at a time through a `StringDecoder`, which
+ * carries a character split between slices over to the next, so the text is what one decode
+ * gives. `Buffer#toString` of a large one-byte text makes an external string from malloc instead
+ * (class comment).
+ */
+function decodeInHeap(part: Buffer): string {
+  if (part.length <= DECODE_SLICE_BYTES) return part.toString('utf8');
+  const decoder = new StringDecoder('utf8');
+  const slices: string[] = [];
+  for (let at = 0; at < part.length; at += DECODE_SLICE_BYTES) slices.push(decoder.write(part.subarray(at, at + DECODE_SLICE_BYTES)));
+  slices.push(decoder.end());
+  return slices.join('');
 }
 
 /** What a dropped event's slot holds until the array is compacted. */
@@ -85,11 +107,13 @@ export class BoundedEventStore implements EventStore {
     const seq = ++this.seq;
     const id = `${streamId}${SEPARATOR}${seq}`;
     if (this.maxEvents === 0) return id;
-    let bytes = approximateJsonBytes(message);
+    // A pass-through result is sized by its bytes: estimating it would read (decode) its held texts.
+    const raw = encodeRawMessage(message);
+    let bytes = raw ? raw.reduce((sum, part) => sum + part.length, 0) : approximateJsonBytes(message);
     if (bytes > this.maxBytes) return id;
     let kept: JSONRPCMessage | Encoded = message;
-    if (bytes >= COMPACT_FROM_BYTES) {
-      kept = new Encoded(encodeMessage(message));
+    if (raw || bytes >= COMPACT_FROM_BYTES) {
+      kept = new Encoded(raw ?? encodeMessage(message));
       // What is held is the encoded text, escapes included.
       bytes = Buffer.byteLength(kept.json);
       if (bytes > this.maxBytes) return id;

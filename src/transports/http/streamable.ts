@@ -36,6 +36,7 @@ import { authenticateRequest, jsonRpcError, refuseHostOrigin, sendJson } from '.
 import { sessionTag } from './session-table.js';
 import type { ModernHttp } from './modern.js';
 import { serveLegacyCall } from './legacy-call-lane.js';
+import { writeResultsAsArrived } from './raw-sse.js';
 import { serveWebTransport } from './web-adapter.js';
 
 /** The path of the Streamable HTTP endpoint. */
@@ -136,6 +137,7 @@ async function openSession(ctx: HttpContext, principal: Principal, req: Incoming
     onsessionclosed: () => void ctx.sessions.end(id, 'deleted'),
   });
   transport.onerror = (err) => ctx.logger.debug({ session: sessionTag(id), err: messageOf(err) }, 'streamable http transport error');
+  writeResultsAsArrived(transport);
   const session = new DownstreamSession(ctx.gateway, { principal: principal.name, sessionId: id, experimental: ctx.experimental });
   transports.set(session, transport);
   // Taken at once (nothing awaited since admit), so concurrent initializes cannot pass a cap.
