@@ -25,7 +25,8 @@
  * instance serves every request of a connection); nothing of one principal's instance or learned
  * envelopes is used for another's request. A plain result (`encodePlainResult`, with only the
  * `CallToolResult` keys) is written as the SDK writes it: status 200, `Content-Type:
- * application/json`, `JSON.stringify({result, jsonrpc, id})`. Any other outcome (a thrown
+ * application/json`, `JSON.stringify({result, jsonrpc, id})`; a large one that still has the
+ * bytes it arrived in, as those (the stdio face's bytes). Any other outcome (a thrown
  * error, an `input_required`, a task, other content kinds) is handed to the SDK path with the
  * request, whose `tools/call` handler answers it from {@link ModernHttpLane.takeReplay}: the SDK
  * validates, encodes and frames it as if it had run the call. Closing the response before the
@@ -48,6 +49,7 @@ import { Cancellation } from '../shared/cancel.js';
 import { InflightTable } from '../shared/inflight.js';
 import { encodePlainResult, isPlainRequest, LaneRequestContext, liftPlainCall, sameJson, type LaneReplay, type ModernCallHandler } from './direct-modern-call.js';
 import type { DirectCallExtra } from './direct-tools-call.js';
+import { encodeRawMessage } from './raw-json.js';
 
 /** How many accepted envelopes are remembered per principal (a client sends one, or a few). */
 const LEARNED_ENVELOPES = 8;
@@ -119,6 +121,20 @@ function encodeResult(result: unknown, serverInfo: ModernHttpLaneOptions['server
   return encodePlainResult(result, serverInfo);
 }
 
+/**
+ * A plain result that still has the bytes it arrived in (`raw-json.ts`), written as them: the
+ * body is the line the stdio face would write, without its newline. No decode of a held text,
+ * no serialisation, no encoding of the whole (issue 19: the cost of a large result; the SSE
+ * face's `transports/http/raw-sse.ts` does the same).
+ */
+function writeRaw(res: ServerResponse, parts: Buffer[]): void {
+  const last = parts.length - 1;
+  parts[last] = parts[last]!.subarray(0, -1);
+  res.writeHead(200, { 'content-type': 'application/json', 'content-length': parts.reduce((sum, part) => sum + part.length, 0) });
+  for (let i = 0; i < last; i++) res.write(parts[i]);
+  res.end(parts[last]);
+}
+
 export function modernHttpLane(options: ModernHttpLaneOptions): ModernHttpLane {
   const learned = new Map<string, Record<string, unknown>[]>();
   const replays = new WeakMap<IncomingMessage, LaneReplay>();
@@ -163,7 +179,10 @@ export function modernHttpLane(options: ModernHttpLaneOptions): ModernHttpLane {
         replays.set(req, outcome);
         return options.handOff(principal, req, res, body);
       }
-      const text = JSON.stringify({ result: encoded, jsonrpc: '2.0', id } as JSONRPCMessage);
+      const message = { result: encoded, jsonrpc: '2.0', id } as JSONRPCMessage;
+      const raw = encodeRawMessage(message);
+      if (raw) return writeRaw(res, raw);
+      const text = JSON.stringify(message);
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
     };
     return options

@@ -1,22 +1,22 @@
 /**
- * SSE events of pass-through results written as the bytes the result arrived in (issue 19: HTTP
- * RSS and the cost of a large result).
+ * SSE events of pass-through results written as the bytes the result arrived in (issue 19: the
+ * cost of a large result over Streamable HTTP).
  *
  * The SDK's `WebStandardStreamableHTTPServerTransport` writes each event as one string,
  * `event: message\nid: …\ndata: ${JSON.stringify(message)}\n\n`, encoded with a `TextEncoder`.
- * For an 8 MiB result that remembers its bytes (`wire/raw-json.ts`) this decodes the held text
- * (a string outside V8's heap, from malloc), serialises it again (V8 grows its buffer 4, 8 then
- * 16 MiB, from malloc), and encodes that (8 MiB more from malloc): some 40 MiB of short-lived
- * allocations from the C allocator a call, after which glibc raises its mmap threshold to the
- * largest freed (its dynamic threshold) and keeps later ones on its heap, which it returns to
- * the system only when its top is free past twice that. On Node 24 the HTTP broker's RSS after
- * `npm run bench` read 139–206 MiB in partial runs, 120–130 with the threshold fixed
- * (`MALLOC_MMAP_THRESHOLD_`; bench/README.md).
+ * For an 8 MiB result that remembers its bytes (`wire/raw-json.ts`) that decoded the held text
+ * (an external string from malloc, then parsed), serialised it again (V8 grows its buffer to 4, 8
+ * then 16 MiB, from malloc) and encoded that (8 MiB more): ~45 MB of short-lived allocations
+ * outside V8's heap and two 8 MiB strings in it, a call. Written from its bytes, the event costs
+ * none of that: in three alternating pairs of partial runs of `npm run bench` on Node 24
+ * (bench/README.md, "What each change bought") the HTTP broker's 8 MiB result went from 412–463
+ * to 238–311 ms, its 1 MiB result from 61–65 to 44–50 ms.
  *
  * {@link writeResultsAsArrived} gives one transport an event writer that writes such a message
  * as the SDK's would, with the result's own bytes in place of its serialisation (the bytes the
- * stdio face writes for it too). Any other message, and a result whose bytes hold a carriage
- * return (JSON whitespace that SSE would take as a line end), is written by the SDK's writer.
+ * stdio face writes for it too: the upstream's escapes, and the broker's `_meta` first). Any
+ * other message, and a result whose bytes hold a carriage return (JSON whitespace that SSE would
+ * take as a line end), is written by the SDK's writer.
  */
 import type { JSONRPCMessage, WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
 import { encodeRawMessage } from '../../wire/raw-json.js';
