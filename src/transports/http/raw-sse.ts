@@ -10,7 +10,7 @@
  * outside V8's heap and two 8 MiB strings in it, a call. Written from its bytes, the event costs
  * none of that: in three alternating pairs of partial runs of `npm run bench` on Node 24
  * (bench/README.md, "What each change bought") the HTTP broker's 8 MiB result went from 412–463
- * to 238–311 ms, its 1 MiB result from 61–65 to 44–50 ms.
+ * to 238–311 ms, its 1 MiB result from 60.5–65.1 to 43.5–49.5 ms.
  *
  * {@link writeResultsAsArrived} gives one transport an event writer that writes such a message
  * as the SDK's would, with the result's own bytes in place of its serialisation (the bytes the
