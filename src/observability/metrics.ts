@@ -10,9 +10,11 @@
  * era). Process metrics (`process_*`, `nodejs_*`) come from prom-client's defaults, from
  * {@link BrokerMetrics.open} on.
  *
- * prom-client itself is loaded by {@link BrokerMetrics.open} (the HTTP face calls it when it
- * mounts `/metrics`; {@link BrokerMetrics.scrape} does if nobody did), never on stdio, where
- * nothing serves the series: it is some 35 modules of the broker's start (issue 19).
+ * prom-client itself is loaded by {@link BrokerMetrics.open}, at the first scrape: never on
+ * stdio, where nothing serves the series (some 35 modules of the broker's start, issue 19), and
+ * not on an HTTP face nobody scrapes. Its defaults sample the event loop's delay on a timer of
+ * {@link EVENT_LOOP_RESOLUTION_MS}: opened at the start, an idle broker woke a hundred times a
+ * second for a series no one read.
  */
 import type { Registry } from 'prom-client';
 import type { BreakerState } from '../broker/breaker.js';
@@ -24,6 +26,16 @@ export const METRIC_PREFIX = 'mcp_broker_';
 
 /** Upper bounds of the call latency buckets, in seconds. */
 export const LATENCY_BUCKETS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
+/** prom-client's event-loop delay sampling (`eventLoopMonitoringPrecision`, its default), in ms. */
+export const EVENT_LOOP_RESOLUTION_MS = 10;
+
+/**
+ * How long the first {@link BrokerMetrics.open} waits once the registry is built, in ms: a few
+ * samples of the event loop's delay, so the first scrape's `nodejs_eventloop_lag_*` are figures
+ * (an empty histogram reads a minimum of 9.2e9 s and a mean of NaN).
+ */
+export const FIRST_SAMPLES_MS = 3 * EVENT_LOOP_RESOLUTION_MS;
 
 const UPSTREAM_STATES: readonly UpstreamState[] = ['idle', 'connecting', 'ready', 'backoff', 'failed', 'closed', 'disabled'];
 
@@ -106,13 +118,17 @@ export class BrokerMetrics {
   }
 
   /**
-   * Loads prom-client and builds the registry (once; later calls return the same promise).
+   * Loads prom-client and builds the registry (once; later calls return the same promise), then
+   * waits {@link FIRST_SAMPLES_MS} for the first event-loop samples. {@link scrape} calls it.
    * Process metrics are sampled from here on; every tally above counts from the gateway's start.
+   * Rejects when prom-client cannot be loaded.
    */
   open(): Promise<Registry> {
-    return (this.registry ??= import('prom-client').then((client) => {
+    return (this.registry ??= import('prom-client').then(async (client) => {
       this.Gauge = client.Gauge;
-      return this.build(client);
+      const registry = this.build(client);
+      await new Promise((resolve) => setTimeout(resolve, FIRST_SAMPLES_MS));
+      return registry;
     }));
   }
 
@@ -126,7 +142,7 @@ export class BrokerMetrics {
     const registry = new Registry();
     const registers = [registry];
     const { tallies, records, restarts, sources } = this;
-    collectDefaultMetrics({ register: registry });
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_RESOLUTION_MS });
     new Counter({
       name: `${METRIC_PREFIX}calls_total`,
       help: 'Judged calls, by outcome, tool (advertised name; for resources, subscriptions and completions the server; ? for an unknown name), principal and kind (tool, resource, prompt, completion, subscribe).',

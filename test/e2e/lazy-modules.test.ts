@@ -1,6 +1,6 @@
 /**
  * What the broker loads at start (issue 19: cold start). OpenTelemetry (some 270 modules) loads
- * only when `observability.otlp` is set, prom-client only when the HTTP face mounts `/metrics`.
+ * only when `observability.otlp` is set, prom-client only at the HTTP face's first `/metrics` scrape.
  * Each case spawns the CLI with hooks that log every module it imports or requires (fixtures/hooks;
  * the CLI bundle requires the packages it leaves outside itself, these among them), and the positive
  * cases show the hooks see both packages when they are used.
@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startHttpBroker } from '../transports/harness.js';
+import { connectHttp, startHttpBroker } from '../transports/harness.js';
 import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
 
 const HOOK = pathToFileURL(join(fixture('hooks'), 'module-log.mjs')).href;
@@ -54,11 +54,31 @@ describe('modules loaded at start', () => {
     expect(count(urls, '@opentelemetry/')).toBeGreaterThan(0);
   });
 
-  it('the HTTP face loads prom-client for /metrics', async () => {
+  it('the HTTP face loads prom-client at the first /metrics scrape, with event-loop figures in it', async () => {
     const log = logFile();
     const http = await startHttpBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, env: { MODULE_LOG: log, NODE_OPTIONS: `--import=${HOOK}` } });
     try {
-      await waitFor(() => count(loaded(log), 'prom-client') > 0 || undefined, 'prom-client to load');
+      const session = await connectHttp(http.url, 'streamable');
+      try {
+        const { tools } = await session.client.listTools();
+        const echo = tools.find((t) => t.name.endsWith('echo'))!;
+        await session.client.callTool({ name: echo.name, arguments: { text: 'hi' } });
+      } finally {
+        await session.close();
+      }
+      expect(count(loaded(log), 'better-sqlite3')).toBeGreaterThan(0); // the hook saw the broker's own loads
+      // Served and called, never scraped: prom-client (and its 10 ms event-loop timer) not started.
+      expect(count(loaded(log), 'prom-client')).toBe(0);
+      const res = await fetch(`${http.url}/metrics`);
+      expect(res.status).toBe(200);
+      const body = await res.text();
+      expect(count(loaded(log), 'prom-client')).toBeGreaterThan(0);
+      expect(body).toMatch(/^mcp_broker_calls_total\{.*outcome="ok".*\} 1$/m);
+      // The first scrape already has samples of the event loop's delay (an empty histogram reads 9.2e9 s, NaN).
+      const lag = (name: string) => Number(new RegExp(`^nodejs_eventloop_lag_${name}_seconds (\\S+)$`, 'm').exec(body)?.[1]);
+      expect(lag('min')).toBeGreaterThan(0);
+      expect(lag('min')).toBeLessThan(60);
+      expect(Number.isFinite(lag('mean'))).toBe(true);
     } finally {
       await http.close();
     }

@@ -17,8 +17,7 @@ export const METRICS_PATH = '/metrics';
 
 export function mountMetrics(app: Express, ctx: HttpContext): void {
   const { metrics } = ctx.gateway;
-  // Process metrics are sampled from here on (prom-client loads now; a failure shows at the first scrape).
-  metrics.open().catch(() => undefined);
+  // prom-client loads at the first scrape (metrics.scrape), and its process metrics are sampled from then on.
   // Every HTTP session is a legacy (initialize) session: the modern era has none (its streams are counted below).
   metrics.gauge('sessions_open', 'Downstream sessions open, by transport (streamable, sse) and era.', ['transport', 'era'], () => {
     const counts = { streamable: 0, sse: 0 };
