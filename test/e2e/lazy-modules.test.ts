@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectHttp, startHttpBroker } from '../transports/harness.js';
-import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
+import { fixture, nodeServer, startBroker, type StartedBroker } from './helpers.js';
 
 const HOOK = pathToFileURL(join(fixture('hooks'), 'module-log.mjs')).href;
 
