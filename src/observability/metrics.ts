@@ -7,8 +7,8 @@
  * published record), call latency, attempts, records written and refused, upstream restarts.
  * Read at scrape time (gauges with `collect`): breaker states, upstream states, budget use, and
  * what a transport registers with {@link BrokerMetrics.gauge} (sessions and streams open per
- * era). Process metrics (`process_*`, `nodejs_*`) come from prom-client's defaults, from
- * {@link BrokerMetrics.open} on.
+ * era). Process metrics (`process_*`, `nodejs_*`) come from prom-client's defaults, sampled from
+ * {@link BrokerMetrics.open} on (the CPU counters count from the process's start).
  *
  * prom-client itself is loaded by {@link BrokerMetrics.open}, at the first scrape: never on
  * stdio, where nothing serves the series (some 35 modules of the broker's start, issue 19), and
@@ -36,6 +36,13 @@ export const EVENT_LOOP_RESOLUTION_MS = 10;
  * (an empty histogram reads a minimum of 9.2e9 s and a mean of NaN).
  */
 export const FIRST_SAMPLES_MS = 3 * EVENT_LOOP_RESOLUTION_MS;
+
+/** prom-client's process CPU counters and what each counts of a `process.cpuUsage()`, in µs. */
+const CPU_COUNTERS = (spent: NodeJS.CpuUsage): [string, number][] => [
+  ['process_cpu_user_seconds_total', spent.user],
+  ['process_cpu_system_seconds_total', spent.system],
+  ['process_cpu_seconds_total', spent.user + spent.system],
+];
 
 const UPSTREAM_STATES: readonly UpstreamState[] = ['idle', 'connecting', 'ready', 'backoff', 'failed', 'closed', 'disabled'];
 
@@ -142,7 +149,14 @@ export class BrokerMetrics {
     const registry = new Registry();
     const registers = [registry];
     const { tallies, records, restarts, sources } = this;
+    const spent = process.cpuUsage();
     collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_RESOLUTION_MS });
+    // prom-client's CPU counters add what the process spends from when they are made (here, at the
+    // first scrape): given what it had spent before, they count from its start, as their help says.
+    for (const [name, micros] of CPU_COUNTERS(spent)) {
+      const counter = registry.getSingleMetric(name);
+      if (counter instanceof Counter) counter.inc(micros / 1e6);
+    }
     new Counter({
       name: `${METRIC_PREFIX}calls_total`,
       help: 'Judged calls, by outcome, tool (advertised name; for resources, subscriptions and completions the server; ? for an unknown name), principal and kind (tool, resource, prompt, completion, subscribe).',

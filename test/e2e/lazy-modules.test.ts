@@ -15,6 +15,17 @@ import { fixture, nodeServer, startBroker, type StartedBroker } from './helpers.
 
 const HOOK = pathToFileURL(join(fixture('hooks'), 'module-log.mjs')).href;
 
+/** User and system CPU of process `pid` so far, in seconds, from `/proc` (Linux; undefined elsewhere). */
+function cpuSeconds(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    // utime and stime, fields 14 and 15 of stat(5), in clock ticks of 1/100 s on Linux.
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
 const loaded = (log: string) => readFileSync(log, 'utf8').split('\n');
 const count = (urls: string[], pkg: string) => urls.filter((u) => u.includes(`/node_modules/${pkg}`)).length;
 
@@ -69,9 +80,11 @@ describe('modules loaded at start', () => {
       expect(count(loaded(log), 'better-sqlite3')).toBeGreaterThan(0); // the hook saw the broker's own loads
       // Served and called, never scraped: prom-client (and its 10 ms event-loop timer) not started.
       expect(count(loaded(log), 'prom-client')).toBe(0);
+      const cpuBefore = cpuSeconds(http.child.pid!);
       const res = await fetch(`${http.url}/metrics`);
       expect(res.status).toBe(200);
       const body = await res.text();
+      const cpuAfter = cpuSeconds(http.child.pid!);
       expect(count(loaded(log), 'prom-client')).toBeGreaterThan(0);
       expect(body).toMatch(/^mcp_broker_calls_total\{.*outcome="ok".*\} 1$/m);
       // The first scrape already has samples of the event loop's delay (an empty histogram reads 9.2e9 s, NaN).
@@ -79,6 +92,13 @@ describe('modules loaded at start', () => {
       expect(lag('min')).toBeGreaterThan(0);
       expect(lag('min')).toBeLessThan(60);
       expect(Number.isFinite(lag('mean'))).toBe(true);
+      // The CPU counters count from the process's start (prom-client's own from the first scrape).
+      const cpu = Number(/^process_cpu_seconds_total (\S+)$/m.exec(body)?.[1]);
+      if (cpuBefore !== undefined && cpuAfter !== undefined) {
+        expect(cpu).toBeGreaterThanOrEqual(cpuBefore - 0.02);
+        expect(cpu).toBeLessThanOrEqual(cpuAfter + 0.02);
+      }
+      expect(cpu).toBeGreaterThan(0.05);
     } finally {
       await http.close();
     }
