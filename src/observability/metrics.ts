@@ -37,13 +37,6 @@ export const EVENT_LOOP_RESOLUTION_MS = 10;
  */
 export const FIRST_SAMPLES_MS = 3 * EVENT_LOOP_RESOLUTION_MS;
 
-/** prom-client's process CPU counters and what each counts of a `process.cpuUsage()`, in µs. */
-const CPU_COUNTERS = (spent: NodeJS.CpuUsage): [string, number][] => [
-  ['process_cpu_user_seconds_total', spent.user],
-  ['process_cpu_system_seconds_total', spent.system],
-  ['process_cpu_seconds_total', spent.user + spent.system],
-];
-
 const UPSTREAM_STATES: readonly UpstreamState[] = ['idle', 'connecting', 'ready', 'backoff', 'failed', 'closed', 'disabled'];
 
 /** What the scrape-time gauges read; each a function so the values are current. */
@@ -153,7 +146,8 @@ export class BrokerMetrics {
     collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_RESOLUTION_MS });
     // prom-client's CPU counters add what the process spends from when they are made (here, at the
     // first scrape): given what it had spent before, they count from its start, as their help says.
-    for (const [name, micros] of CPU_COUNTERS(spent)) {
+    const spentMicros = { process_cpu_user_seconds_total: spent.user, process_cpu_system_seconds_total: spent.system, process_cpu_seconds_total: spent.user + spent.system };
+    for (const [name, micros] of Object.entries(spentMicros)) {
       const counter = registry.getSingleMetric(name);
       if (counter instanceof Counter) counter.inc(micros / 1e6);
     }
