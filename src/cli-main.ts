@@ -127,10 +127,14 @@ export async function main(options: CliOptions = {}): Promise<void> {
       handOverSignals(['SIGHUP'], () => (watching = watchConfig(gateway, { file: opts.config, watch: opts.watch, logger, answers: config.answers })));
       beforeStop.push(async () => watching.close());
       if (opts.transport === 'http') {
-        const { serveHttp } = await import('./transports/http.js');
         try {
-          // serveHttp checks --host, starts the upstreams with http.clientCapabilities, then listens.
-          const serving = await serveHttp(gateway, { host: opts.host, port: opts.port });
+          // --host checked and the upstreams' first dial begun before the HTTP face's modules
+          // load, so the two overlap; serveHttp listens once that dial has settled.
+          const { startHttpUpstreams } = await import('./transports/http/start.js');
+          const started = startHttpUpstreams(gateway, { host: opts.host });
+          started.catch(() => undefined); // awaited, and failed on, in serveHttp
+          const { serveHttp } = await import('./transports/http.js');
+          const serving = await serveHttp(gateway, { host: opts.host, port: opts.port, started });
           beforeStop.push(() => serving.close());
           process.stderr.write(`mcp-broker ${VERSION} serving ${serving.url}/mcp (legacy SSE at /sse, admin API at /api/v1/)\n`);
         } catch (err) {

@@ -26,6 +26,7 @@ import { StreamCaps } from './http/caps.js';
 import type { HttpContext } from './http/context.js';
 import type { ConfigDiff } from '../config/diff.js';
 import { checkServeOptions } from './http/guards.js';
+import { startHttpUpstreams } from './http/start.js';
 import { SessionTable } from './http/session-table.js';
 import { withTraceHeaders } from './http/trace-headers.js';
 
@@ -34,6 +35,8 @@ export interface HttpServeOptions {
   host: string;
   /** Port; `--port`, 0 picks a free one. */
   port: number;
+  /** The upstreams' start from `startHttpUpstreams` (http/start.ts), when the caller began it; else begun here. */
+  started?: Promise<void>;
 }
 
 export interface HttpServing {
@@ -66,13 +69,14 @@ export function serverOptions(settings: Pick<Config['http'], 'headersTimeoutMs' 
 
 /**
  * Checks the options (a non-loopback `--host` without principals is a `ConfigError` naming
- * `--host`: exit 2), starts the gateway's upstreams with `http.clientCapabilities`, then listens.
+ * `--host`: exit 2) and starts the gateway's upstreams with `http.clientCapabilities`
+ * (`startHttpUpstreams`, unless `options.started` is that start already), then listens once the
+ * first dial has settled.
  */
 export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Promise<HttpServing> {
+  await (options.started ?? startHttpUpstreams(gateway, options));
   const config = gateway.config;
   const auth = new PrincipalAuthenticator(config.principals);
-  checkServeOptions({ host: options.host, principalsConfigured: auth.enabled });
-  await gateway.start({ clientCapabilities: config.http.clientCapabilities });
   const logger = gateway.logger.child({ transport: 'http' });
   const { sessionIdleMs, maxSessions, maxSessionsPerPrincipal, maxStreams, maxStreamsPerPrincipal } = config.http;
   const sessions = new SessionTable({ clock: gateway.clock, logger, idleMs: sessionIdleMs, maxSessions, maxSessionsPerPrincipal });

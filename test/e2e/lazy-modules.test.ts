@@ -1,6 +1,7 @@
 /**
  * What the broker loads at start (issue 19: cold start). OpenTelemetry (some 270 modules) loads
- * only when `observability.otlp` is set, prom-client only at the HTTP face's first `/metrics` scrape.
+ * only when `observability.otlp` is set, prom-client only at the HTTP face's first `/metrics` scrape,
+ * express at the HTTP face's first request off `/mcp`, the legacy SDK's SSE transport at its first `GET /sse`.
  * Each case spawns the CLI with hooks that log every module it imports or requires (fixtures/hooks;
  * the CLI bundle requires the packages it leaves outside itself, these among them), and the positive
  * cases show the hooks see both packages when they are used.
@@ -99,6 +100,41 @@ describe('modules loaded at start', () => {
         expect(cpu).toBeLessThanOrEqual(cpuAfter + 0.02);
       }
       expect(cpu).toBeGreaterThan(0.05);
+    } finally {
+      await http.close();
+    }
+  });
+  it('the HTTP face loads express at its first request off /mcp, the legacy SSE transport at the first GET /sse', async () => {
+    const log = logFile();
+    const http = await startHttpBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, env: { MODULE_LOG: log, NODE_OPTIONS: `--import=${HOOK}` } });
+    try {
+      const streamable = await connectHttp(http.url, 'streamable');
+      try {
+        const { tools } = await streamable.client.listTools();
+        const echo = tools.find((t) => t.name.endsWith('echo'))!;
+        expect(await streamable.client.callTool({ name: echo.name, arguments: { text: 'hi' } })).toMatchObject({ content: [{ type: 'text', text: 'hi' }] });
+      } finally {
+        await streamable.close();
+      }
+      expect(count(loaded(log), 'better-sqlite3')).toBeGreaterThan(0); // the hook saw the broker's own loads
+      expect(count(loaded(log), 'express')).toBe(0);
+      expect(count(loaded(log), '@modelcontextprotocol/server-legacy')).toBe(0);
+
+      const health = await fetch(`${http.url}/healthz`);
+      expect(health.status).toBe(200);
+      expect(await health.json()).toEqual({ status: 'ok' });
+      expect(count(loaded(log), 'express')).toBeGreaterThan(0);
+      expect(count(loaded(log), '@modelcontextprotocol/server-legacy')).toBe(0);
+
+      const sse = await connectHttp(http.url, 'sse');
+      try {
+        const { tools } = await sse.client.listTools();
+        const echo = tools.find((t) => t.name.endsWith('echo'))!;
+        expect(await sse.client.callTool({ name: echo.name, arguments: { text: 'over sse' } })).toMatchObject({ content: [{ type: 'text', text: 'over sse' }] });
+      } finally {
+        await sse.close();
+      }
+      expect(count(loaded(log), '@modelcontextprotocol/server-legacy')).toBeGreaterThan(0);
     } finally {
       await http.close();
     }

@@ -114,6 +114,25 @@ describe('names', () => {
       await b.close();
     }
   });
+
+  it('F14 over HTTP: the same collision exits 2 before the face listens', async () => {
+    // The HTTP face starts its upstreams before its own modules load; the start's failure still ends the process.
+    const { dir, configPath } = writeConfig({ names: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x.y","x_y"]' } }) });
+    try {
+      const child = spawn(process.execPath, [CLI, '--config', configPath, '--transport', 'http', '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+      clearTimeout(timer);
+      expect(code).toBe(2);
+      expect(err).toContain('mcpServers.names');
+      expect(err).toContain('names__x_y');
+      expect(err).not.toContain('serving http');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('bad config', () => {

@@ -7,10 +7,12 @@
  * `/mcp`, which carries every Streamable HTTP call, runs them as plain functions
  * (`streamable.ts`): without express's router and body parser there, the broker's HTTP CPU per
  * call went 449 → 308–353 µs (bench/README.md). Everything else is an express 5 app: legacy SSE, the admin API, health.
- * Our own app, not the SDK's `createMcpExpressApp`, whose JSON parser stops at 100 kB.
+ * Our own app, not the SDK's `createMcpExpressApp`, whose JSON parser stops at 100 kB. express
+ * (with its body parsers: ~120 ms of a start on a 2-core VM) loads and the app is built at the
+ * first request off `/mcp`, so a face that serves MCP alone never loads it (issue 19: cold start).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import type { Express, NextFunction, Request, Response } from 'express';
 import { mountAdminApi } from './admin.js';
 import { answerRequestError } from './body.js';
 import type { HttpContext } from './context.js';
@@ -23,19 +25,31 @@ import { isMcpPath, streamableHttpHandler } from './streamable.js';
 
 /**
  * Serves `/mcp` with {@link streamableHttpHandler} (its modern requests with `modern`, which the
- * caller owns and closes) and every other path with {@link buildApp}.
+ * caller owns and closes) and every other path with {@link buildApp}, built at the first such
+ * request (a failure to build it answers that request 500, and the next one tries again).
  */
 export function buildRequestListener(ctx: HttpContext, modern: ModernHttp): (req: IncomingMessage, res: ServerResponse) => void {
-  const app = buildApp(ctx);
+  let app: Promise<Express> | undefined;
   const mcp = streamableHttpHandler(ctx, modern);
   return (req, res) => {
-    if (isMcpPath(pathOf(req))) void mcp(req, res);
-    else void app(req, res);
+    if (isMcpPath(pathOf(req))) {
+      void mcp(req, res);
+      return;
+    }
+    app ??= buildApp(ctx);
+    app.then(
+      (handle) => void handle(req, res),
+      (err: unknown) => {
+        app = undefined;
+        answerRequestError(err, req, res, ctx);
+      },
+    );
   };
 }
 
-/** The express app of every path but `/mcp`. */
-export function buildApp(ctx: HttpContext): Express {
+/** The express app of every path but `/mcp`; loads express. */
+export async function buildApp(ctx: HttpContext): Promise<Express> {
+  const { default: express } = await import('express');
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);

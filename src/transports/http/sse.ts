@@ -18,10 +18,12 @@
  * transport is deprecated since spec 2025-03-26), and older IDEs still connect over it. It
  * implements the same `Transport` contract, so its sessions are `DownstreamSession`s like any
  * other; it brings its own `@modelcontextprotocol/core` 2.3.1 (exact pin) for its message types.
+ * That package (with its own zod and core: ~190 ms of a start on a 2-core VM) loads at the first
+ * `GET /sse`, not with the HTTP face (issue 19: cold start).
  */
 import type { Express, Request, Response } from 'express';
 import { JSONRPCMessageSchema } from '@modelcontextprotocol/core';
-import { SSEServerTransport } from '@modelcontextprotocol/server-legacy/sse';
+import type { SSEServerTransport } from '@modelcontextprotocol/server-legacy/sse';
 import { messageOf } from '../../shared/errors.js';
 import { malformedBodyErrors } from '../request-shape.js';
 import { DownstreamSession } from '../session.js';
@@ -36,9 +38,13 @@ export const MESSAGES_PATH = '/messages';
 /** Transport of each SSE session. */
 const transports = new WeakMap<DownstreamSession, SSEServerTransport>();
 
+/** The legacy SDK's SSE module, loaded by the first `GET /sse`. */
+let sseModule: Promise<typeof import('@modelcontextprotocol/server-legacy/sse')> | undefined;
+
 export function mountLegacySse(app: Express, ctx: HttpContext): void {
   app.get(SSE_PATH, async (req: Request, res: Response) => {
     const principal = principalOf(res);
+    const { SSEServerTransport } = await (sseModule ??= import('@modelcontextprotocol/server-legacy/sse'));
     if (res.destroyed) return;
     // The stream caps first: a refused stream must not end an idle session for nothing.
     const stream = ctx.streams.acquire(principal, 'legacy', () => res.destroy());
