@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { connectHttp, startHttpBroker } from '../transports/harness.js';
+import { connectHttp, startHttpBroker, type HttpBroker, type HttpKind } from '../transports/harness.js';
 import { fixture, nodeServer, startBroker, type StartedBroker } from './helpers.js';
 
 const HOOK = pathToFileURL(join(fixture('hooks'), 'module-log.mjs')).href;
@@ -54,6 +54,25 @@ describe('modules loaded at start', () => {
     return loaded(log);
   }
 
+  /** An HTTP broker (one echo upstream) whose module loads go to a fresh log. */
+  async function httpBroker(): Promise<{ http: HttpBroker; log: string }> {
+    const log = logFile();
+    const http = await startHttpBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, env: { MODULE_LOG: log, NODE_OPTIONS: `--import=${HOOK}` } });
+    return { http, log };
+  }
+
+  /** One call of the echo tool with `text` over a fresh session of `kind`; its result. */
+  async function echoOver(url: string, kind: HttpKind, text: string): Promise<unknown> {
+    const session = await connectHttp(url, kind);
+    try {
+      const { tools } = await session.client.listTools();
+      const echo = tools.find((t) => t.name.endsWith('echo'))!;
+      return await session.client.callTool({ name: echo.name, arguments: { text } });
+    } finally {
+      await session.close();
+    }
+  }
+
   it('stdio without otlp loads neither OpenTelemetry nor prom-client', async () => {
     const urls = await stdioBroker();
     expect(count(urls, 'better-sqlite3')).toBeGreaterThan(0); // the hook saw what the broker loads (the CLI bundle requires it)
@@ -67,17 +86,9 @@ describe('modules loaded at start', () => {
   });
 
   it('the HTTP face loads prom-client at the first /metrics scrape, with event-loop figures in it', async () => {
-    const log = logFile();
-    const http = await startHttpBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, env: { MODULE_LOG: log, NODE_OPTIONS: `--import=${HOOK}` } });
+    const { http, log } = await httpBroker();
     try {
-      const session = await connectHttp(http.url, 'streamable');
-      try {
-        const { tools } = await session.client.listTools();
-        const echo = tools.find((t) => t.name.endsWith('echo'))!;
-        await session.client.callTool({ name: echo.name, arguments: { text: 'hi' } });
-      } finally {
-        await session.close();
-      }
+      await echoOver(http.url, 'streamable', 'hi');
       expect(count(loaded(log), 'better-sqlite3')).toBeGreaterThan(0); // the hook saw the broker's own loads
       // Served and called, never scraped: prom-client (and its 10 ms event-loop timer) not started.
       expect(count(loaded(log), 'prom-client')).toBe(0);
@@ -104,18 +115,11 @@ describe('modules loaded at start', () => {
       await http.close();
     }
   });
+
   it('the HTTP face loads express at its first request off /mcp, the legacy SSE transport at the first GET /sse', async () => {
-    const log = logFile();
-    const http = await startHttpBroker({ servers: { echo: nodeServer(fixture('echo.mjs')) }, env: { MODULE_LOG: log, NODE_OPTIONS: `--import=${HOOK}` } });
+    const { http, log } = await httpBroker();
     try {
-      const streamable = await connectHttp(http.url, 'streamable');
-      try {
-        const { tools } = await streamable.client.listTools();
-        const echo = tools.find((t) => t.name.endsWith('echo'))!;
-        expect(await streamable.client.callTool({ name: echo.name, arguments: { text: 'hi' } })).toMatchObject({ content: [{ type: 'text', text: 'hi' }] });
-      } finally {
-        await streamable.close();
-      }
+      expect(await echoOver(http.url, 'streamable', 'hi')).toMatchObject({ content: [{ type: 'text', text: 'hi' }] });
       expect(count(loaded(log), 'better-sqlite3')).toBeGreaterThan(0); // the hook saw the broker's own loads
       expect(count(loaded(log), 'express')).toBe(0);
       expect(count(loaded(log), '@modelcontextprotocol/server-legacy')).toBe(0);
@@ -126,14 +130,7 @@ describe('modules loaded at start', () => {
       expect(count(loaded(log), 'express')).toBeGreaterThan(0);
       expect(count(loaded(log), '@modelcontextprotocol/server-legacy')).toBe(0);
 
-      const sse = await connectHttp(http.url, 'sse');
-      try {
-        const { tools } = await sse.client.listTools();
-        const echo = tools.find((t) => t.name.endsWith('echo'))!;
-        expect(await sse.client.callTool({ name: echo.name, arguments: { text: 'over sse' } })).toMatchObject({ content: [{ type: 'text', text: 'over sse' }] });
-      } finally {
-        await sse.close();
-      }
+      expect(await echoOver(http.url, 'sse', 'over sse')).toMatchObject({ content: [{ type: 'text', text: 'over sse' }] });
       expect(count(loaded(log), '@modelcontextprotocol/server-legacy')).toBeGreaterThan(0);
     } finally {
       await http.close();
