@@ -25,7 +25,6 @@ import { modernHttp } from './http/modern.js';
 import { StreamCaps } from './http/caps.js';
 import type { HttpContext } from './http/context.js';
 import type { ConfigDiff } from '../config/diff.js';
-import { checkServeOptions } from './http/guards.js';
 import { startHttpUpstreams } from './http/start.js';
 import { SessionTable } from './http/session-table.js';
 import { withTraceHeaders } from './http/trace-headers.js';
@@ -82,9 +81,9 @@ export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Pr
   const sessions = new SessionTable({ clock: gateway.clock, logger, idleMs: sessionIdleMs, maxSessions, maxSessionsPerPrincipal });
   const streams = new StreamCaps({ maxStreams, maxStreamsPerPrincipal });
   const ctx: HttpContext = { gateway, settings: config.http, sessions, streams, auth, logger };
-  // A reload may not open a non-loopback face by removing every principal; one that changes a
-  // principal's token or role ends that principal's sessions and closes its streams (issue 18 §5).
-  gateway.reloadChecks.push((next) => checkServeOptions({ host: options.host, principalsConfigured: Object.keys(next.principals).length > 0 }));
+  // A reload that changes a principal's token or role ends that principal's sessions and closes
+  // its streams (issue 18 §5); one that would open a non-loopback face without principals is
+  // refused (registered by startHttpUpstreams).
   const onReload = (diff: ConfigDiff) => {
     const wasOpen = !ctx.auth.enabled;
     ctx.auth = new PrincipalAuthenticator(gateway.config.principals);

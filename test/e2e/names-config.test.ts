@@ -123,7 +123,8 @@ describe('names', () => {
       let err = '';
       child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
       const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-      const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+      // 'close', not 'exit': stderr is read to its end.
+      const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
       clearTimeout(timer);
       expect(code).toBe(2);
       expect(err).toContain('mcpServers.names');

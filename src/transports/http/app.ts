@@ -19,7 +19,7 @@ import type { HttpContext } from './context.js';
 import { authGuard, hostOriginGuard, pathOf } from './guards.js';
 import type { ModernHttp } from './modern.js';
 import { mountMetrics, mountPublicMetrics } from './metrics-route.js';
-import { mountLegacySse } from './sse.js';
+import { loadLegacySse, mountLegacySse, SSE_PATH } from './sse.js';
 import { mountStatusApi, mountStatusAssets } from './status-page.js';
 import { isMcpPath, streamableHttpHandler } from './streamable.js';
 
@@ -38,7 +38,8 @@ export function buildRequestListener(ctx: HttpContext, modern: ModernHttp): (req
     }
     app ??= buildApp(ctx);
     app.then(
-      (handle) => void handle(req, res),
+      // A client gone while the app was being built has nothing to be answered.
+      (handle) => void (res.destroyed || handle(req, res)),
       (err: unknown) => {
         app = undefined;
         answerRequestError(err, req, res, ctx);
@@ -57,6 +58,7 @@ export async function buildApp(ctx: HttpContext): Promise<Express> {
   // The status page's shell and assets hold no data; /metrics is open only with observability.metricsPublic.
   mountStatusAssets(app);
   mountPublicMetrics(app, ctx);
+  app.get(SSE_PATH, loadLegacySse);
   app.use(authGuard(() => ctx.auth, ctx.logger));
   // Raw bytes, parsed by each route: the MCP routes answer a bad body with a JSON-RPC error.
   app.use(express.raw({ type: () => true, limit: ctx.settings.maxBodyBytes }));

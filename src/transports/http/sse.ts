@@ -19,9 +19,9 @@
  * implements the same `Transport` contract, so its sessions are `DownstreamSession`s like any
  * other; it brings its own `@modelcontextprotocol/core` 2.3.1 (exact pin) for its message types.
  * That package (with its own zod and core: ~190 ms of a start on a 2-core VM) loads at the first
- * `GET /sse`, not with the HTTP face (issue 19: cold start).
+ * `GET /sse` ({@link loadLegacySse}), not with the HTTP face (issue 19: cold start).
  */
-import type { Express, Request, Response } from 'express';
+import type { Express, NextFunction, Request, Response } from 'express';
 import { JSONRPCMessageSchema } from '@modelcontextprotocol/core';
 import type { SSEServerTransport } from '@modelcontextprotocol/server-legacy/sse';
 import { messageOf } from '../../shared/errors.js';
@@ -38,13 +38,35 @@ export const MESSAGES_PATH = '/messages';
 /** Transport of each SSE session. */
 const transports = new WeakMap<DownstreamSession, SSEServerTransport>();
 
-/** The legacy SDK's SSE module, loaded by the first `GET /sse`. */
-let sseModule: Promise<typeof import('@modelcontextprotocol/server-legacy/sse')> | undefined;
+/** The legacy SDK's SSE transport, once {@link loadLegacySse} has loaded it. */
+let SseTransport: typeof SSEServerTransport | undefined;
+let loading: Promise<void> | undefined;
+
+/**
+ * Express middleware for `GET /sse`, mounted before the auth guard: loads the legacy SDK's SSE
+ * transport at the first such request, so that the route awaits nothing between a request's
+ * authentication and its session's admission (a reload that revokes the principal meanwhile
+ * could not end a session not yet admitted). A failed load goes to the error handler (500), and
+ * the next `GET /sse` tries again.
+ */
+export function loadLegacySse(_req: Request, _res: Response, next: NextFunction): void {
+  if (SseTransport) return next();
+  loading ??= import('@modelcontextprotocol/server-legacy/sse').then(
+    (loaded) => {
+      SseTransport = loaded.SSEServerTransport;
+    },
+    (err: unknown) => {
+      loading = undefined;
+      throw err;
+    },
+  );
+  loading.then(() => next(), next);
+}
 
 export function mountLegacySse(app: Express, ctx: HttpContext): void {
   app.get(SSE_PATH, async (req: Request, res: Response) => {
     const principal = principalOf(res);
-    const { SSEServerTransport } = await (sseModule ??= import('@modelcontextprotocol/server-legacy/sse'));
+    if (!SseTransport) throw new Error('legacy SSE transport not loaded (loadLegacySse runs before this route)');
     if (res.destroyed) return;
     // The stream caps first: a refused stream must not end an idle session for nothing.
     const stream = ctx.streams.acquire(principal, 'legacy', () => res.destroy());
@@ -54,7 +76,7 @@ export function mountLegacySse(app: Express, ctx: HttpContext): void {
       stream.release();
       return answerOverCap(res, refusal, principal, ctx.logger);
     }
-    const transport = new SSEServerTransport(MESSAGES_PATH, res);
+    const transport = new SseTransport(MESSAGES_PATH, res);
     const id = transport.sessionId;
     const session = new DownstreamSession(ctx.gateway, { principal: principal.name, sessionId: id, experimental: ctx.experimental });
     transports.set(session, transport);
