@@ -133,6 +133,9 @@ export async function main(options: CliOptions = {}): Promise<void> {
           const { startHttpUpstreams } = await import('./transports/http/start.js');
           const started = startHttpUpstreams(gateway, { host: opts.host });
           started.catch(() => undefined); // awaited, and failed on, in serveHttp
+          // A bundled import() is one microtask, which would load the face before the dial's own
+          // chain of microtasks reaches its first write: one event-loop turn lets the dial go first.
+          await new Promise((resolve) => setImmediate(resolve));
           const { serveHttp } = await import('./transports/http.js');
           const serving = await serveHttp(gateway, { host: opts.host, port: opts.port, started });
           beforeStop.push(() => serving.close());
