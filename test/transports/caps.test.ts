@@ -1,7 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { EventEmitter } from 'node:events';
 import { capMessage, capRefusal, StreamCaps } from '../../src/transports/http/caps.js';
-import { whenClosed } from '../../src/transports/http/context.js';
+import { keepStreamAlive, whenClosed } from '../../src/transports/http/context.js';
 
 const alice = { name: 'alice', role: 'user' as const };
 const bob = { name: 'bob', role: 'user' as const };
@@ -56,5 +56,27 @@ describe('whenClosed', () => {
     expect(streams.size).toBe(1);
     live.emit('close');
     expect(streams.size).toBe(0);
+  });
+});
+
+describe('keepStreamAlive', () => {
+  it('writes a keepalive comment every interval until the response closes, and none on one closed already', () => {
+    vi.useFakeTimers();
+    try {
+      const live = Object.assign(new EventEmitter(), { destroyed: false, writableEnded: false, write: vi.fn() });
+      keepStreamAlive(live, 1000);
+      vi.advanceTimersByTime(2500);
+      expect(live.write).toHaveBeenCalledTimes(2);
+      expect(live.write).toHaveBeenCalledWith(': keepalive\n\n');
+      live.emit('close');
+      vi.advanceTimersByTime(5000);
+      expect(live.write).toHaveBeenCalledTimes(2);
+      // Closed before the route got to it (the client left while it awaited): no timer left running.
+      const gone = Object.assign(new EventEmitter(), { destroyed: true, writableEnded: false, write: vi.fn() });
+      keepStreamAlive(gone, 1000);
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -117,7 +117,7 @@ export function mountAdminApi(app: Express, ctx: HttpContext): void {
       }
     });
     keepStreamAlive(res, ctx.settings.keepAliveMs);
-    res.once('close', unsubscribe);
+    whenClosed(res, unsubscribe);
   });
 
   mountReconnectRoute(app, ctx);

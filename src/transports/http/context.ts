@@ -38,15 +38,19 @@ export function jsonBody(req: Request): unknown {
 }
 
 /**
- * Writes an SSE comment (`: keepalive`) on `res` every `intervalMs` until the response closes,
- * so proxies and clients keep an idle stream open. The timer never keeps the process alive.
+ * Writes an SSE comment (`: keepalive`) on `res` every `intervalMs` until the response closes
+ * (none when it has closed already), so proxies and clients keep an idle stream open. The timer
+ * never keeps the process alive.
  */
-export function keepStreamAlive(res: { write(chunk: string): unknown; writableEnded: boolean; once(event: 'close', fn: () => void): unknown }, intervalMs: number): void {
+export function keepStreamAlive(
+  res: { write(chunk: string): unknown; readonly writableEnded: boolean; readonly destroyed: boolean; once(event: 'close', fn: () => void): unknown },
+  intervalMs: number,
+): void {
   const timer = setInterval(() => {
     if (!res.writableEnded) res.write(': keepalive\n\n');
   }, intervalMs);
   timer.unref();
-  res.once('close', () => clearInterval(timer));
+  whenClosed(res, () => clearInterval(timer));
 }
 
 /**
