@@ -22,7 +22,8 @@ function runCli(config: unknown, env: Record<string, string> = {}): Promise<{ co
     child.stderr.on('data', (c: Buffer) => (stderr += c));
     child.stdout.on('data', (c: Buffer) => (stdout += c));
     const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    child.on('exit', (code) => {
+    // 'close', not 'exit': stdout and stderr are read to their ends.
+    child.on('close', (code) => {
       clearTimeout(timer);
       rmSync(dir, { recursive: true, force: true });
       resolve({ code, stderr, stdout });
