@@ -30,6 +30,9 @@ export function writeTrainingConfig(dir) {
  * The start of the CLI in `dist` (`dist/cli.cjs`) run by this Node with `nodeArgs` before it.
  * Throws when the CLI logs no start within `timeoutMs` (default 30,000), naming its exit and the
  * end of its stderr.
+ *
+ * @param {string} dist
+ * @param {{ nodeArgs?: string[]; timeoutMs?: number }} [options]
  */
 export function builtCliStart(dist, { nodeArgs = [], timeoutMs = 30_000 } = {}) {
   const tmp = mkdtempSync(join(tmpdir(), 'mcp-broker-cli-start-'));

@@ -55,7 +55,7 @@ async function pair(answer: 'accept' | 'decline') {
         principal: 'local',
         unit: 'local',
         era: 'modern',
-        clientCapabilities: ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities'],
+        clientCapabilities: (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.['io.modelcontextprotocol/clientCapabilities'] as CallerSession['clientCapabilities'],
         isLive: () => true,
         ...(ctx.mcpReq.inputResponses ? { inputResponses: ctx.mcpReq.inputResponses } : {}),
         ...(state !== undefined ? { requestState: state } : {}),

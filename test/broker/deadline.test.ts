@@ -2,12 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { deadlineStage, DeadlineExceeded } from '../../src/broker/deadline.js';
 import { compose } from '../../src/broker/runner.js';
 import { refuse, type BrokerCall } from '../../src/broker/types.js';
+import type { CancelSignal } from '../../src/shared/cancel.js';
 import { ManualClock } from '../../src/shared/clock.js';
 import { call, fakeInvoke, target, text } from './support.js';
 
 /** An upstream that answers only when told, and fails the attempt when its signal aborts (as the SDK does). */
 function slowUpstream() {
-  const seen: AbortSignal[] = [];
+  const seen: CancelSignal[] = [];
   let answer: (() => void) | undefined;
   const invoke = fakeInvoke(
     (c) =>

@@ -123,10 +123,10 @@ describe('retry stage', () => {
   });
 
   it.each([
-    ['throws at once', () => {
+    ['throws at once', (): never => {
       throw new Error('no clock');
     }, { outcome: 'upstream_error', reason: 'HTTP 503', attempts: 1 }],
-    ['gives back no promise', () => undefined, { outcome: 'ok', reason: undefined, attempts: 2 }],
+    ['gives back no promise', (): undefined => undefined, { outcome: 'ok', reason: undefined, attempts: 2 }],
   ] as const)('a sleep that %s is taken as await takes it: a throw stops retrying quietly, a bare value waits for nothing', async (_what, sleep, expected) => {
     const retry = retryStage({ now: () => 0, sleep: sleep as never, maxRetries: 2, baseDelayMs: 200, random: () => 0.5 });
     const c = readCall();

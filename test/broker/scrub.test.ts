@@ -6,6 +6,7 @@ import { refuse } from '../../src/broker/types.js';
 import { REDACTED, Scrubber } from '../../src/shared/scrub.js';
 import { LAZY_STRING_MIN_BYTES, parseResponseLine, rawJsonString } from '../../src/wire/raw-json.js';
 import { call, fakeInvoke, target, text } from './support.js';
+import { resultOf } from '../support/messages.js';
 
 const SECRET = 'upstream-env-secret-42';
 const scrubber = new Scrubber([SECRET]);
@@ -107,7 +108,8 @@ describe('scrub stage', () => {
     expect(relayed.resultType).toBe('input_required');
     expect(relayed._meta).toEqual({ trace: `meta ${REDACTED}` });
     expect(relayed.hint).toBe(`hint ${REDACTED}`);
-    const asked = relayed.inputRequests[`up__ask-${REDACTED}`]!;
+    // Keyed by its scrubbed name now: not one of the literal keys of `inputRequired`'s type.
+    const asked = (relayed.inputRequests as Record<string, (typeof inputRequired.inputRequests)[keyof typeof inputRequired.inputRequests]>)[`up__ask-${REDACTED}`]!;
     expect(asked.params.requestedSchema).toEqual(inputRequired.inputRequests[`up__ask-${SECRET}`]!.params.requestedSchema);
     expect(asked.note).toBe(`extra ${REDACTED}`);
   });
@@ -173,8 +175,7 @@ describe('scrub stage', () => {
 describe('a large text block still in its bytes (wire/raw-json.ts)', () => {
   const pad = 'The quick brown fox; \\"quoted\\"\\n'.repeat(Math.ceil(LAZY_STRING_MIN_BYTES / 30));
   const parsed = (inside: string, others = '') =>
-    (parseResponseLine(Buffer.from(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"${pad}${inside}"${others}}]}}`)) as { result: CallToolResult })
-      .result;
+    resultOf<CallToolResult>(parseResponseLine(Buffer.from(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"${pad}${inside}"${others}}]}}`)));
 
   it('told clean from its bytes: the very same result, the text never read', async () => {
     const result = parsed(' all clean');

@@ -44,7 +44,7 @@ export function text(t: string, extra: Partial<CallToolResult> = {}): CallToolRe
  * The innermost stage for tests: counts how often it was reached and settles the call with
  * what `answer` says (an attempt, like invoke: `attempts++`).
  */
-export function fakeInvoke(answer: (call: BrokerCall, n: number) => void | Promise<void> = (c) => {
+export function fakeInvoke(answer: (call: BrokerCall, n: number) => unknown = (c) => {
   c.outcome = 'ok';
   c.result = text('ok');
 }): Stage & { reached: number } {

@@ -67,11 +67,11 @@ describe('estate relay (e2e)', () => {
     expect((await broker.client.listTools()).tools.filter((t) => t.name.startsWith('estate__'))).toEqual([]);
     await broker.close();
     const missing = join(base, 'no-such-root');
-    broker = await start({ estate: { root: missing } });
-    expect((await broker.client.listTools()).tools.filter((t) => t.name.startsWith('estate__'))).toEqual([]);
+    const unrooted = (broker = await start({ estate: { root: missing } }));
+    expect((await unrooted.client.listTools()).tools.filter((t) => t.name.startsWith('estate__'))).toEqual([]);
     // Logged once: awaited (stderr is a pipe read as it comes), then counted exactly.
-    await waitFor(() => broker.stderr().includes(missing), 'the missing root logged');
-    expect(broker.stderr().split('\n').filter((line) => line.includes(missing))).toHaveLength(1);
+    await waitFor(() => unrooted.stderr().includes(missing), 'the missing root logged');
+    expect(unrooted.stderr().split('\n').filter((line) => line.includes(missing))).toHaveLength(1);
   });
 
   it('list_dir, read_file (bounded, says it truncated), search and stat work through the broker path and are recorded', async () => {

@@ -473,7 +473,7 @@ describe('flows: what a newcomer found (issue 16 D1-D7)', () => {
   it('D7: a misspelt top-level or step argument is invalid_arguments and runs nothing; the input schema forbids extra properties', async () => {
     await kv();
     const tool = (await broker!.client.listTools()).tools.find((t) => t.name === 'broker__flow_run')!;
-    const schema = tool.inputSchema as { additionalProperties?: unknown; required?: string[]; properties: { steps: { items: { additionalProperties?: unknown; required?: string[] } } } };
+    const schema = tool.inputSchema as unknown as { additionalProperties?: unknown; required?: string[]; properties: { steps: { items: { additionalProperties?: unknown; required?: string[] } } } };
     expect(schema.additionalProperties).toBe(false);
     expect(schema.properties.steps.items.additionalProperties).toBe(false);
     expect(schema.properties.steps.items.required).toEqual(['id', 'tool']);

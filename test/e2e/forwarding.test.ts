@@ -218,6 +218,6 @@ describe('forwarding through the broker', () => {
     // Every call so far in this file has exactly one record.
     const ids = records.map((r) => r.callId);
     expect(new Set(ids).size).toBe(ids.length);
-    expect(readNdjson(join(broker.dir, 'u2.log')).filter((e: { event?: string }) => e.event === 'call').length).toBeGreaterThan(0);
+    expect(readNdjson<{ event?: string }>(join(broker.dir, 'u2.log')).filter((e) => e.event === 'call').length).toBeGreaterThan(0);
   });
 });

@@ -72,7 +72,7 @@ describe('issue 12: HTTP sessions are capped per principal and in all', () => {
   }
 
   it('the 4th session of a principal ends its oldest idle one: that id then gets 404, the others serve', async () => {
-    const ids = [];
+    const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push(await openRawSession(broker.url, auth(TOKENS.ALICE_TOKEN)));
     const fourth = await openRawSession(broker.url, auth(TOKENS.ALICE_TOKEN));
     expect(await sessionStatus(broker.url, TOKENS.ALICE_TOKEN, ids[0]!)).toBe(404);

@@ -85,7 +85,7 @@ describe('input requests in all four era pairs, a 2026-07-28 and a 2025-11-25 ca
 
   /** alice's and bob's calls of `server__tool` at once, in group `group` (the fixture's barrier). */
   async function both(server: 'old' | 'new', tool: string, group = `${server}-${tool}`): Promise<Record<Who, CallToolResult>> {
-    const call = (who: Who) => callers[who].callTool({ name: `${server}__${tool}`, arguments: { who, group } }, undefined, { timeout: 60_000 }) as Promise<CallToolResult>;
+    const call = (who: Who) => callers[who].callTool({ name: `${server}__${tool}`, arguments: { who, group } }, { timeout: 60_000 }) as Promise<CallToolResult>;
     const [alice, bob] = await Promise.all([call('alice'), call('bob')]);
     return { alice, bob };
   }
@@ -127,8 +127,8 @@ describe('input requests in all four era pairs, a 2026-07-28 and a 2025-11-25 ca
   it("a 2025-11-25 upstream's -32042: the 2025 caller gets the error with its data, the 2026 caller an input_required URL elicitation its driver answers and retries", async () => {
     const seen = urlAsked.alice.length;
     const group = 'old-needs_auth';
-    const alice = callers.alice.callTool({ name: 'old__needs_auth', arguments: { who: 'alice', group } }, undefined, { timeout: 60_000 });
-    const bob = callers.bob.callTool({ name: 'old__needs_auth', arguments: { who: 'bob', group } }, undefined, { timeout: 60_000 }).then(
+    const alice = callers.alice.callTool({ name: 'old__needs_auth', arguments: { who: 'alice', group } }, { timeout: 60_000 });
+    const bob = callers.bob.callTool({ name: 'old__needs_auth', arguments: { who: 'bob', group } }, { timeout: 60_000 }).then(
       () => undefined,
       (e: unknown) => e,
     );

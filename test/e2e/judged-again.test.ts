@@ -58,7 +58,7 @@ describe('a deny added by a reload while a call waits for approval', () => {
       extra: { policy: { askMode: 'park', rules: [{ tools: ['e__echo'], action: 'ask' }] } },
     });
     const client = broker.client;
-    const pending = client.callTool({ name: 'e__echo', arguments: { text: 'ran-after-deny' } }, undefined, { timeout: 60_000 });
+    const pending = client.callTool({ name: 'e__echo', arguments: { text: 'ran-after-deny' } }, { timeout: 60_000 });
     const id = await waitFor(async () => {
       const listed = (await client.callTool({ name: 'broker__approvals_list', arguments: {} })) as CallToolResult;
       return (listed.structuredContent as { approvals?: Array<{ id: string }> } | undefined)?.approvals?.[0]?.id;
@@ -85,7 +85,7 @@ describe('a deny added by a reload while a call waits for approval', () => {
     });
     const b = broker;
     const { wasAsked, answer } = acceptWhenTold(b);
-    const pending = b.client.callTool({ name: 'e__echo', arguments: { text: 'ran-after-deny' } }, undefined, { timeout: 60_000 });
+    const pending = b.client.callTool({ name: 'e__echo', arguments: { text: 'ran-after-deny' } }, { timeout: 60_000 });
     await wasAsked;
     await reloadPolicy(b, { rules: [{ tools: ['e__echo'], action: 'deny' }] });
     answer();

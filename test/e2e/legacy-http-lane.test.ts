@@ -66,7 +66,7 @@ describe('legacy Streamable HTTP tools/call lane, through the CLI', () => {
     for (const version of ['2025-06-18', '2025-11-25']) {
       const [a, b] = await Promise.all([openRawSession(lane.url), openRawSession(sdk.url)]);
       const headers = { 'mcp-protocol-version': version };
-      const id = typeof params.arguments === 'object' ? 7 : 'seven';
+      const id = 'arguments' in params ? 7 : 'seven';
       const body = { jsonrpc: '2.0', id, method: 'tools/call', params };
       const [viaLane, viaSdk] = await Promise.all([post(lane, a, body, headers), post(sdk, b, body, headers)]);
       expect(viaLane).toEqual(viaSdk);

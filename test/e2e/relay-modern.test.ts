@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { rmSync } from 'node:fs';
 import { Client, isInputRequiredResult, ProtocolError, type CallToolResult, type InputRequiredResult } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, assert, describe, expect, it } from 'vitest';
 import { CLI, fixture, nodeServer, readNdjson, writeConfig } from './helpers.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -54,8 +54,8 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
       await client.close().catch(() => undefined);
       rmSync(dir, { recursive: true, force: true });
     });
-    const first = (await client.request({ method: 'tools/call', params: { name: 'up__ask', arguments: { question: 'colour?' } } }, { allowInputRequired: true })) as InputRequiredResult;
-    expect(isInputRequiredResult(first)).toBe(true);
+    const first = await client.request({ method: 'tools/call', params: { name: 'up__ask', arguments: { question: 'colour?' } } }, { allowInputRequired: true });
+    assert(isInputRequiredResult(first), `not input_required: ${JSON.stringify(first)}`);
     expect(JSON.stringify(first)).not.toContain(secret);
     expect(first._meta?.hint).toBe('hint [REDACTED]');
     expect(first.inputRequests!.answer).toMatchObject({ method: 'elicitation/create', params: { message: 'colour?' } });

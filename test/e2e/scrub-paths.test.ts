@@ -23,6 +23,7 @@ describe('issue 12: nothing an upstream sends around tools/call carries its inje
   let broker: RawBroker;
   let id = 0;
   const request = async (method: string, params?: object): Promise<Message> => broker.request(++id, method, params, 20_000);
+  const waitForMessage = (pred: (m: Message) => boolean, what: string): Promise<Message> => broker.waitForMessage(pred, what);
 
   beforeAll(async () => {
     broker = spawnRawBroker({ servers: { leaky: leaky() }, env: { LEAKY_API_TOKEN: SECRET } });
@@ -44,14 +45,14 @@ describe('issue 12: nothing an upstream sends around tools/call carries its inje
   it('progress notifications of a call: their message is scrubbed', async () => {
     const reply = await request('tools/call', { name: 'leaky__work', arguments: {}, _meta: { progressToken: 'progress-1' } });
     expect(reply.result.content[0].text).toBe('done');
-    const progress = await broker.waitForMessage((m) => m.method === 'notifications/progress' && m.params?.progressToken === 'progress-1', 'the progress');
+    const progress = await waitForMessage((m) => m.method === 'notifications/progress' && m.params?.progressToken === 'progress-1', 'the progress');
     expect(progress.params.message).toBe(`halfway with ${REDACTED}`);
   });
 
   it('relayed notifications/message: both logger and data are scrubbed', async () => {
     const from = broker.messages.length;
     await request('tools/call', { name: 'leaky__work', arguments: {} });
-    const log = await broker.waitForMessage(
+    const log = await waitForMessage(
       (m) => broker.messages.indexOf(m) >= from && m.method === 'notifications/message' && String(m.params?.data?.note ?? '').startsWith('data '),
       'the relayed log message',
     );
@@ -105,7 +106,7 @@ describe('issue 12: nothing an upstream sends around tools/call carries its inje
 
   it('an elicitation/create an upstream sends during a call: its message and schema descriptions are scrubbed, the schema kept', async () => {
     const pending = request('tools/call', { name: 'leaky__ask', arguments: {} });
-    const ask = await broker.waitForMessage((m) => m.method === 'elicitation/create', 'the relayed elicitation');
+    const ask = await waitForMessage((m) => m.method === 'elicitation/create', 'the relayed elicitation');
     broker.send({ jsonrpc: '2.0', id: ask.id, result: { action: 'decline' } });
     expect((await pending).result.content[0].text).toBe('answered decline');
     expect(ask.params.message).toBe(`confirm ${REDACTED}`);

@@ -140,7 +140,7 @@ describe('status page in Chromium', () => {
   it('lists a call parked in the approval inbox, and an operator approves it with the page’s button', async () => {
     const page = await open(OP);
     await page.locator('#live.on').waitFor({ timeout: UI_TIMEOUT_MS });
-    const waiting = alice.client.callTool({ name: 'crashy__hello', arguments: {} }, undefined, { timeout: 60_000 });
+    const waiting = alice.client.callTool({ name: 'crashy__hello', arguments: {} }, { timeout: 60_000 });
     const entry = page.locator('#approvals li[data-tool="crashy__hello"]');
     await entry.waitFor({ timeout: UI_TIMEOUT_MS });
     expect(await entry.textContent()).toContain('for alice');

@@ -305,7 +305,7 @@ describe('ToolRouter: cancellation', () => {
 });
 
 /** A minimal in-process upstream: serves `catalog.tools` and answers calls through `answer`. */
-class StubUpstream extends EventEmitter implements Partial<Upstream> {
+class StubUpstream extends EventEmitter implements Pick<Upstream, 'name' | 'kind' | 'callTool'> {
   readonly kind = 'stdio' as const;
   readonly secrets = [];
   status = { state: 'ready' as const };
@@ -441,7 +441,7 @@ describe('ToolRouter + invoke stage: router outcomes become broker outcomes', ()
   it('a function tool that throws keeps its message in the tool_error body', async () => {
     const answer = await call('throws');
     expect(answer.result.isError).toBe(true);
-    expect(text(answer.result)).toBe('own failure');
+    expect(text(answer.result as CallToolResult)).toBe('own failure');
   });
 });
 

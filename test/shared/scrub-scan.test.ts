@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { PATTERN, REDACTED, redact, Scrubber } from '../../src/shared/scrub.js';
 import { AnchorScanner, BYTE_SCAN_MIN_CHARS, BYTE_SCAN_STEP, BYTE_TABLE_MAX_STATES, replaceAtStarts, type Anchor } from '../../src/shared/scrub-scan.js';
 import { LAZY_STRING_MIN_BYTES, parseResponseLine, rawJsonString } from '../../src/wire/raw-json.js';
+import { resultOf } from '../support/messages.js';
 
 /**
  * The one-pass scrub (scrub-scan.ts) must give exactly what the plain two-regex scrub gives:
@@ -351,7 +352,7 @@ describe('a large JSON string told clean from its bytes (issue 19: Scrubber.leav
   /** The text block of a response line carrying `inside` as its text, parsed by its parts: its text and bytes. */
   const held = (inside: string) => {
     const parsed = parseResponseLine(Buffer.from(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"${inside}"}]}}`));
-    const block = (parsed as { result: { content: Array<{ text: string }> } }).result.content[0]!;
+    const block = resultOf<{ content: Array<{ text: string }> }>(parsed).content[0]!;
     return { raw: rawJsonString(block, 'text')!, text: () => block.text };
   };
   const bulk = prose.repeat(Math.ceil(LAZY_STRING_MIN_BYTES / prose.length));

@@ -122,7 +122,7 @@ describe('TaskEngine.adopt (a running call made a task when its upstream answere
     const row = await engine.adopt({ name: 'u__echo', args: { text: 'x' } }, session, target, { answer: running, abort: () => undefined });
     expect(row).toMatchObject({ status: 'running', principal: 'alice', subject: 'u/echo', args: { text: 'x' } });
     const settled = new Promise<TaskRow>((resolve) => engine.on('status', (r) => r.id === row.id && r.status === 'completed' && resolve(r)));
-    answer({ callId: 'call-1', outcome: 'ok', status: 200, result: { content: [{ type: 'text', text: 'x' }] } });
+    answer({ callId: 'call-1', outcome: 'ok', status: 200, attempts: 1, result: { content: [{ type: 'text', text: 'x' }] } });
     expect(await settled).toMatchObject({ status: 'completed', callId: 'call-1', result: { content: [{ type: 'text', text: 'x' }] } });
   });
 

@@ -66,7 +66,7 @@ function plainCall(clock: ManualClock) {
 /** The answer the path gives the call after the judge's refusal; `recorded` as the record stage left it. */
 function answerOf(call: BrokerCall, outcome: 'approval_required' | 'cancelled', recorded: boolean): BrokerAnswer {
   const record = recorded ? ({ callId: call.callId, outcome } as CallRecord) : undefined;
-  return { callId: call.callId, outcome, status: 403, result: { content: [], isError: true }, record } as BrokerAnswer;
+  return { callId: call.callId, outcome, status: 403, attempts: 0, result: { content: [], isError: true }, record } as BrokerAnswer;
 }
 
 /** Parks `call`, and settles it as the broker does: the record is deferred when it stays parked. */
@@ -234,7 +234,7 @@ describe('records of parked calls settled with no call waiting (issue 15)', () =
       const { a, row } = await dyingTask(store, async (request, s, t) => {
         await new Promise((r) => setImmediate(r)); // `engine` is set once create() answered
         const call = { callId: 'call-9', request, session: s, target: t } as unknown as BrokerCall;
-        const answer = { callId: 'call-9', outcome: 'ok', status: 200, result: { content: [] }, record: { callId: 'call-9', outcome: 'ok' } as CallRecord } as BrokerAnswer;
+        const answer = { callId: 'call-9', outcome: 'ok', status: 200, attempts: 1, result: { content: [] }, record: { callId: 'call-9', outcome: 'ok' } as CallRecord } as BrokerAnswer;
         await engine.onSettled(call, answer); // the record stage wrote it; the broker dies before the answer is stored
         return new Promise<BrokerAnswer>(() => undefined);
       });

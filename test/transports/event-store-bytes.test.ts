@@ -2,6 +2,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { BoundedEventStore, COMPACT_FROM_BYTES } from '../../src/transports/http/event-store.js';
 import { LAZY_STRING_MIN_BYTES, parseResponseLine, rawJsonString, withMeta } from '../../src/wire/raw-json.js';
+import { resultOf } from '../support/messages.js';
 
 const result = (id: number, bytes: number): JSONRPCMessage =>
   ({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: 'x'.repeat(bytes) }] } }) as JSONRPCMessage;
@@ -30,12 +31,12 @@ describe('BoundedEventStore large messages', () => {
     await store.storeEvent('s', large);
     // A result that arrived as bytes (wire/raw-json.ts), extended with _meta the way the broker does.
     const line = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 3, result: { content: [{ type: 'text', text: 'é'.repeat(COMPACT_FROM_BYTES) }] } }));
-    const parsed = parseResponseLine(line) as { id: number; result: { content: unknown[] } };
-    const raw = { jsonrpc: '2.0', id: 3, result: withMeta(parsed.result, { outcome: 'ok' }) } as JSONRPCMessage;
+    const parsed = resultOf<{ content: unknown[]; _meta?: Record<string, unknown> }>(parseResponseLine(line));
+    const raw = { jsonrpc: '2.0', id: 3, result: withMeta(parsed, { outcome: 'ok' }) } as JSONRPCMessage;
     await store.storeEvent('s', raw);
     const sent: JSONRPCMessage[] = [];
     await store.replayEventsAfter(first, { send: async (_id, m) => void sent.push(m) });
-    expect(sent).toEqual([large, { jsonrpc: '2.0', id: 3, result: { _meta: { outcome: 'ok' }, content: parsed.result.content } }]);
+    expect(sent).toEqual([large, { jsonrpc: '2.0', id: 3, result: { _meta: { outcome: 'ok' }, content: parsed.content } }]);
   });
 });
 
@@ -74,12 +75,12 @@ describe('BoundedEventStore: a pass-through result is sized by its bytes', () =>
     const text = 'y'.repeat(LAZY_STRING_MIN_BYTES * 4);
     const line = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text }] } }));
     for (const maxBytes of [LAZY_STRING_MIN_BYTES, LAZY_STRING_MIN_BYTES * 8]) {
-      const parsed = parseResponseLine(line) as { result: { content: object[] } };
+      const parsed = resultOf<{ content: object[]; _meta?: Record<string, unknown> }>(parseResponseLine(line));
       const store = new BoundedEventStore(100, maxBytes);
-      await store.storeEvent('s', { result: withMeta(parsed.result, { outcome: 'ok' }), jsonrpc: '2.0', id: 1 } as JSONRPCMessage);
+      await store.storeEvent('s', { result: withMeta(parsed, { outcome: 'ok' }), jsonrpc: '2.0', id: 1 } as JSONRPCMessage);
       expect(store.size).toBe(maxBytes > line.length ? 1 : 0);
       // Kept or not, the text was never decoded from its bytes.
-      expect(rawJsonString(parsed.result.content[0], 'text')?.read).toBe(false);
+      expect(rawJsonString(parsed.content[0], 'text')?.read).toBe(false);
     }
   });
 });

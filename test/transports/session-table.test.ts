@@ -3,6 +3,7 @@ import { ManualClock } from '../../src/shared/clock.js';
 import { silentLogger } from '../../src/shared/logger.js';
 import type { DownstreamSession } from '../../src/transports/session.js';
 import { SessionTable, sessionTag } from '../../src/transports/http/session-table.js';
+import type { Principal } from '../../src/transports/http/auth.js';
 
 /** Stands in for a DownstreamSession: the table only closes it. */
 function fakeSession() {
@@ -20,7 +21,7 @@ function table(idleMs = 10_000, caps: { maxSessions?: number; maxSessionsPerPrin
 }
 
 /** Admits and adds session `id` of `principal`, one second after the previous one; returns its stand-in. */
-async function open(t: ReturnType<typeof table>, id: string, principal: typeof alice) {
+async function open(t: ReturnType<typeof table>, id: string, principal: Principal) {
   await t.clock.advance(1000);
   expect(t.sessions.admit(principal)).toBeUndefined();
   const fake = fakeSession();

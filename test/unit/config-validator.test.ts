@@ -35,7 +35,7 @@ function loaderSpecs(raw: unknown): ChildSpawnSpec[] | undefined {
 const early = (raw: unknown) => earlyStdioSpecs(raw, BASE, ENV);
 
 /** A value for a field: mostly well typed, now and then not (one bad field refuses the whole file). */
-const maybe = <T,>(good: fc.Arbitrary<T>, ...bad: unknown[]) => fc.oneof({ weight: 30, arbitrary: good }, { weight: 1, arbitrary: fc.constantFrom(...bad) });
+const maybe = <T, const B extends readonly unknown[]>(good: fc.Arbitrary<T>, ...bad: B): fc.Arbitrary<T | B[number]> => fc.oneof({ weight: 30, arbitrary: good }, { weight: 1, arbitrary: fc.constantFrom(...bad) });
 const word = maybe(fc.constantFrom('a', 'b', 'srv', 'x-1', 'Fs'), 'a__b', '-x', 'broker', 'estate', '');
 const text = maybe(fc.constantFrom('node', 'uvx', 'x.js', '${configDir}/bin', '${env:TOKEN}', '${UNSET:-d}', '${userHome}', '${workspaceFolder}/w'), '${env:UNSET}', '${nope:x}', '${', '');
 /** Now and then a field no schema knows. */

@@ -91,7 +91,7 @@ describe('an HTTP upstream connection', () => {
       const id = req.headers['mcp-session-id'] as string | undefined;
       let transport = id ? transports.get(id) : undefined;
       if (!transport) {
-        transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => `s${transports.size + 1}`, onsessioninitialized: (sid) => transports.set(sid, transport!) });
+        transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => `s${transports.size + 1}`, onsessioninitialized: (sid) => void transports.set(sid, transport!) });
         const server = new McpServer({ name: 'probe', version: '1' });
         server.registerTool('ping', { description: 'ping' }, async () => ({ content: [{ type: 'text', text: 'pong' }] }));
         await server.connect(transport);
@@ -106,6 +106,7 @@ describe('an HTTP upstream connection', () => {
       return fetch(input, init);
     };
     const config = parseConfig({ mcpServers: { probe: { type: 'http', url } } }, { env: {} }).mcpServers.probe!;
+    if (config.type !== 'http') throw new Error(`parsed as ${config.type}`);
     const upstream = new McpUpstream({
       name: 'probe',
       config,

@@ -203,10 +203,10 @@ describe('Registry', () => {
     custom.status = { state: 'failed', errorCode: 'spawn_failed', message: 'cannot start "nope": command not found' };
     const bare = new StaticUpstream('bare', catalog([]));
     bare.status = { state: 'failed', errorCode: 'spawn_failed', message: 'cannot start "x": command not found' };
-    registry.add({ upstream: a as unknown as Upstream, prefix: 'a', disabledTools: new Set() });
-    registry.add({ upstream: never as unknown as Upstream, prefix: 'never', disabledTools: new Set() });
-    registry.add({ upstream: custom as unknown as Upstream, prefix: 'cx', disabledTools: new Set() });
-    registry.add({ upstream: bare as unknown as Upstream, prefix: '', disabledTools: new Set() });
+    registry.add({ upstream: a as unknown as Upstream, prefix: 'a' });
+    registry.add({ upstream: never as unknown as Upstream, prefix: 'never' });
+    registry.add({ upstream: custom as unknown as Upstream, prefix: 'cx' });
+    registry.add({ upstream: bare as unknown as Upstream, prefix: '' });
     registry.rebuild();
     expect(registry.resolveTool('never__anything')).toEqual({
       state: 'down',
@@ -253,8 +253,8 @@ describe('Registry', () => {
     const both = (): UpstreamCatalog => ({ tools: [], prompts: [], resources: [{ uri: 's://doc', name: 'doc' }], resourceTemplates: [] });
     const a = new StaticUpstream('a', both());
     const b = new StaticUpstream('b', both());
-    registry.add({ upstream: a as unknown as Upstream, prefix: 'a', disabledTools: new Set() });
-    registry.add({ upstream: b as unknown as Upstream, prefix: 'b', disabledTools: new Set(), resourcePriority: 2 });
+    registry.add({ upstream: a as unknown as Upstream, prefix: 'a' });
+    registry.add({ upstream: b as unknown as Upstream, prefix: 'b', resourcePriority: 2 });
     registry.rebuild();
     registry.rebuild();
     a.set('tools', [tool('t')]);
@@ -274,8 +274,8 @@ describe('Registry', () => {
     const listing = (): UpstreamCatalog => ({ tools: [], prompts: [], resources: [{ uri: 's://doc', name: 'doc' }], resourceTemplates: [] });
     const a = new StaticUpstream('a', listing());
     const b = new StaticUpstream('b', listing());
-    registry.add({ upstream: a as unknown as Upstream, prefix: 'a', disabledTools: new Set() });
-    registry.add({ upstream: b as unknown as Upstream, prefix: 'b', disabledTools: new Set() });
+    registry.add({ upstream: a as unknown as Upstream, prefix: 'a' });
+    registry.add({ upstream: b as unknown as Upstream, prefix: 'b' });
     registry.rebuild();
     const seen: string[] = [];
     registry.on('resourceUpdated', (uri, server) => seen.push(`${server} ${uri}`));
@@ -291,7 +291,7 @@ describe('Registry', () => {
     registry.on('resourceUpdated', (uri, server) => seen.push([uri, server]));
     registry.on('log', (p, server) => seen.push([p.data, server]));
     a.emit('resourceUpdated', 'fixture://a');
-    a.emit('log', { level: 'info', data: 'x' });
+    a.emit('log', { level: 'info', data: 'x' }, undefined);
     expect(seen).toEqual([
       ['fixture://a', 'a'],
       ['x', 'a'],

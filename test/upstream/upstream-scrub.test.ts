@@ -82,7 +82,7 @@ describe('Registry scrubs what upstreams send toward clients', () => {
     const { registry, up } = setup();
     const seen: unknown[] = [];
     registry.on('log', (params) => seen.push(params));
-    up.emit('log', { level: 'info', logger: `lg ${SECRET}`, data: { note: SECRET } }, []);
+    up.emit('log', { level: 'info', logger: `lg ${SECRET}`, data: { note: SECRET } }, undefined);
     expect(seen).toEqual([{ level: 'info', logger: `lg ${REDACTED}`, data: { note: REDACTED } }]);
   });
 

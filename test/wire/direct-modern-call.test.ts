@@ -16,6 +16,7 @@ import { StdioServerTransport } from '../../src/transports/stdio-server.js';
 import { encodePlainResult, routeModernToolsCallDirectly, sameJson, type ModernDirectLane } from '../../src/wire/direct-modern-call.js';
 import type { DirectCallExtra, DirectCallParams } from '../../src/wire/direct-tools-call.js';
 import { encodeMessage, LAZY_STRING_MIN_BYTES, parseResponseLine, RAW_MIN_BYTES, rawJsonString, withMeta } from '../../src/wire/raw-json.js';
+import { resultOf } from '../support/messages.js';
 
 const SERVER_INFO = { name: 'lane-test', version: '1.2.3' };
 const PV = 'io.modelcontextprotocol/protocolVersion';
@@ -301,10 +302,10 @@ describe('sameJson (the lane\'s envelope check)', () => {
 describe('encodePlainResult of a large text still in its bytes (raw-json.ts)', () => {
   it('is a plain result without reading the text, and is written as the bytes it came in', () => {
     const text = 'The quick brown fox; \\"q\\"\\n'.repeat(Math.ceil(LAZY_STRING_MIN_BYTES / 20));
-    const parsed = parseResponseLine(Buffer.from(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"${text}"}]}}`)) as { result: { content: object[] } };
-    const block = parsed.result.content[0]!;
+    const parsed = resultOf<{ content: object[] }>(parseResponseLine(Buffer.from(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"${text}"}]}}`)));
+    const block = parsed.content[0]!;
     // As the broker answers it: its outcome stamped first (withMeta), then the lane's encoding.
-    const encoded = encodePlainResult(withMeta(parsed.result as Record<string, unknown>, { 'mcp-broker/outcome': 'ok' }), { name: 'broker', version: '1' });
+    const encoded = encodePlainResult(withMeta(parsed as Record<string, unknown>, { 'mcp-broker/outcome': 'ok' }), { name: 'broker', version: '1' });
     expect(encoded).toBeDefined();
     expect(rawJsonString(block, 'text')!.read).toBe(false);
     const written = encodeMessage({ jsonrpc: '2.0', id: 9, result: encoded } as never);

@@ -8,6 +8,7 @@
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
+import type { CancelSignal } from '../../src/shared/cancel.js';
 import { modernHttpLane, type LaneSession } from '../../src/wire/direct-modern-http.js';
 
 const MODERN = '2026-07-28';
@@ -126,7 +127,7 @@ describe('modern HTTP lane', () => {
   });
 
   it('closing the response before the answer aborts the call and writes nothing', async () => {
-    let signal: AbortSignal | undefined;
+    let signal: CancelSignal | undefined;
     const lane = modernHttpLane({
       serverInfo: { name: 'mcp-broker', version: '9' },
       sessionFor: () => ({

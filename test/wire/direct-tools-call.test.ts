@@ -8,6 +8,7 @@ import { InMemoryTransport, RELATED_TASK_META_KEY, Server } from '@modelcontextp
 import type { JSONRPCMessage, JSONRPCRequest } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { routeToolsCallDirectly, settleLaneCall, type DirectCallExtra, type DirectCallParams } from '../../src/wire/direct-tools-call.js';
+import { resultOf } from '../support/messages.js';
 
 interface Pending {
   readonly params: DirectCallParams;
@@ -188,7 +189,7 @@ describe('routeToolsCallDirectly: what takes the lane', () => {
     const third = h.nextCall();
     await h.send({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'third' } });
     expect((await third).params.name).toBe('third');
-    expect(h.received.filter(answerTo(9)).map((m) => (m as { result: { content: [{ text: string }] } }).result.content[0].text)).toEqual([
+    expect(h.received.filter(answerTo(9)).map((m) => resultOf<{ content: [{ text: string }] }>(m).content[0].text)).toEqual([
       'sdk:tools/call',
       'direct',
     ]);
@@ -231,8 +232,8 @@ describe('routeToolsCallDirectly: cancel, errors, close', () => {
     expect(h.sdkSeen).toEqual([]);
     slow.resolve({ content: [{ type: 'text', text: 'late' }] });
     again.resolve({ content: [{ type: 'text', text: 'fresh' }] });
-    const answer = (await h.next(answerTo(4))) as { result: { content: Array<{ text: string }> } };
-    expect(answer.result.content[0]!.text).toBe('fresh');
+    const answer = resultOf<{ content: Array<{ text: string }> }>(await h.next(answerTo(4)));
+    expect(answer.content[0]!.text).toBe('fresh');
     await h.send({ jsonrpc: '2.0', id: 5, method: 'prompts/list', params: {} });
     await h.next(answerTo(5));
     expect(h.received.filter(answerTo(4))).toHaveLength(1);

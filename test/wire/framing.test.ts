@@ -356,7 +356,7 @@ describe('writeMessage', () => {
     expect(await first.then(() => 'settled', (err: Error) => err.message)).toBe('pipe closed');
 
     // A stream whose write throws (not Node's own): a rejection, never a throw out of writeMessage.
-    const throwing = { write: () => { throw new Error('write threw'); } } as unknown as NodeJS.WritableStream;
+    const throwing = { write: () => { throw new Error('write threw'); } } as unknown as Writable;
     let answer!: Promise<void>;
     expect(() => (answer = writeMessage(throwing, { jsonrpc: '2.0', id: 3, result: {} }))).not.toThrow();
     expect(await answer.then(() => 'settled', (err: Error) => err.message)).toBe('write threw');

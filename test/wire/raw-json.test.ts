@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
 import { encodeMessage, knownJsonBytes, LAZY_STRING_MIN_BYTES, parseResponseLine, rawJsonString, withMeta, withTail } from '../../src/wire/raw-json.js';
+import { resultOf } from '../support/messages.js';
 
 const big = 'x'.repeat(20_000);
 const line = (text: string) => Buffer.from(text);
@@ -67,8 +68,8 @@ describe('raw JSON pass-through', () => {
     expect(typeof encodeMessage({ result: extended, jsonrpc: '2.0', id: 1 } as JSONRPCMessage)).toBe('string');
     expect(JSON.parse(written(encodeMessage({ result: extended, jsonrpc: '2.0', id: 1 } as JSONRPCMessage))).result._meta).toEqual({ k: 1, o: 'ok' });
 
-    const plain = (parseResponseLine(line(`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"${big}"}]}}`)) as { result: Record<string, unknown> }).result;
-    const scrubbed = { ...plain, content: [{ type: 'text', text: 'redacted' }] };
+    const plain = resultOf(parseResponseLine(line(`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"${big}"}]}}`)));
+    const scrubbed: Record<string, unknown> = { ...plain, content: [{ type: 'text', text: 'redacted' }] };
     const out = encodeMessage({ result: withMeta(scrubbed, { o: 'ok' }), jsonrpc: '2.0', id: 1 } as JSONRPCMessage);
     expect(typeof out).toBe('string');
     expect(JSON.parse(out as string).result.content[0].text).toBe('redacted');
@@ -109,9 +110,7 @@ describe('raw JSON pass-through', () => {
   });
 
   it('freezes a remembered result, so an in-place edit fails loudly instead of being lost on the wire', () => {
-    const result = (parseResponseLine(line(`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"${big}"}]}}`)) as {
-      result: { content: Array<{ text: string }> };
-    }).result;
+    const result = resultOf<{ content: Array<{ text: string }> }>(parseResponseLine(line(`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"${big}"}]}}`)));
     expect(() => {
       result.content[0]!.text = 'edited';
     }).toThrow(TypeError);
@@ -166,7 +165,7 @@ describe('large strings held in their bytes (issue 19)', () => {
   const pad = 'p'.repeat(LAZY_STRING_MIN_BYTES);
   /** A response line whose text block is `inside` (JSON string content, escapes as written) after the pad. */
   const withText = (inside: string, extra = '') => line(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"${pad}${inside}"}]${extra}}}`);
-  const held = (parsed: JSONRPCMessage | undefined) => (parsed as { result: { content: Array<Record<string, unknown>> } }).result.content[0]!;
+  const held = (parsed: JSONRPCMessage | undefined) => resultOf<{ content: Array<Record<string, unknown>> }>(parsed).content[0]!;
 
   it('a large text reads as JSON.parse gives it, its bytes and the characters its escapes stand for kept', () => {
     const inside = String.raw`line\nquote\" slash\/ tab\t e\u00e9 A\u0041 smile\ud83d\ude00 back\\slash`;
@@ -190,10 +189,11 @@ describe('large strings held in their bytes (issue 19)', () => {
 
   it('an array element or a key is read at once; a short string is parsed as usual', () => {
     const text = `{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"list":["${pad}a"],"${pad}k":"short"},"content":[]}}`;
-    const parsed = parseResponseLine(line(text)) as { result: { structuredContent: { list: string[] } } };
+    const parsed = parseResponseLine(line(text));
     expect(parsed).toEqual(JSON.parse(text));
-    expect(rawJsonString(parsed.result.structuredContent, 'list')).toBeUndefined();
-    expect(Object.getOwnPropertyDescriptor(parsed.result.structuredContent.list, 0)).toHaveProperty('value', `${pad}a`);
+    const { structuredContent } = resultOf<{ structuredContent: { list: string[] } }>(parsed);
+    expect(rawJsonString(structuredContent, 'list')).toBeUndefined();
+    expect(Object.getOwnPropertyDescriptor(structuredContent.list, 0)).toHaveProperty('value', `${pad}a`);
     expect(rawJsonString(held(parseResponseLine(withText(''))), 'text')).toBeDefined();
     const small = `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"${big}"}]}}`;
     expect(rawJsonString(held(parseResponseLine(line(small))), 'text')).toBeUndefined();

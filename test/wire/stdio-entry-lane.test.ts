@@ -10,6 +10,7 @@ import { ProtocolError, Server } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, ServerContext } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { CancelSignal } from '../../src/shared/cancel.js';
 import { unprefixErrors } from '../../src/transports/error-prefix.js';
 import { guardRequestIds } from '../../src/transports/request-ids.js';
 import { StdioServerTransport } from '../../src/transports/stdio-server.js';
@@ -24,7 +25,7 @@ const INFO = 'io.modelcontextprotocol/clientInfo';
 const ENVELOPE = { [PV]: '2026-07-28', [INFO]: { name: 'c', version: '1' }, [CAPS]: {} };
 
 const text = (t: string) => ({ type: 'text', text: t });
-const TOOLS: Record<string, (params: DirectCallParams, signal: AbortSignal) => Promise<unknown>> = {
+const TOOLS: Record<string, (params: DirectCallParams, signal: CancelSignal) => Promise<unknown>> = {
   echo: async (params) => ({ content: [text(JSON.stringify(params.arguments ?? {}))], _meta: { 'mcp-broker/outcome': 'ok' } }),
   fail: async () => {
     throw new ProtocolError(-32602, 'MCP error -32602: bad arguments for fail');
@@ -68,7 +69,7 @@ async function harness(withLane: boolean) {
     ({ era }) => {
       const server = new Server(SERVER_INFO, { capabilities: { tools: {} } });
       let lane: ModernDirectLane | undefined;
-      const tool = (params: DirectCallParams, signal: AbortSignal) => (TOOLS[params.name] ?? TOOLS.fail!)(params, signal);
+      const tool = (params: DirectCallParams, signal: CancelSignal) => (TOOLS[params.name] ?? TOOLS.fail!)(params, signal);
       server.setRequestHandler('tools/call', (req, ctx: ServerContext) => {
         const replay = lane?.takeReplay(ctx.mcpReq.id);
         if (replay) return (replay.ok ? Promise.resolve(replay.value) : Promise.reject(replay.err)) as never;
