@@ -34,7 +34,7 @@
  */
 import { plainApproveCommand } from './approve-hint.js';
 import { globMatcher } from '../shared/glob.js';
-import { ambiguity, canonicalUri } from './resource-uri.js';
+import { ambiguity, canonicalUri, withoutQueryOrFragment } from './resource-uri.js';
 import type { PolicyConfig, PrincipalConfig } from '../config/schema.js';
 import type { PinState } from '../store/store.js';
 
@@ -174,7 +174,18 @@ export function compilePolicy(config: PolicyConfig): CompiledPolicy {
       // the same resource: the strictest action of the three.
       const asSent = actionOn(subject.name, 'resources');
       const both = decoded === subject.name ? asSent : stricter(asSent, actionOn(decoded, 'resources'));
-      return judgesResources ? stricter(both, actionOn(canonicalUri(decoded), 'canonicalResources')) : both;
+      if (!judgesResources) return both;
+      let judged = stricter(both, actionOn(canonicalUri(decoded), 'canonicalResources'));
+      // Without its query and fragment it is the resource an upstream that ignores them reads (a
+      // file server: `…/key.txt?x` is `…/key.txt`): what a rule says of that counts too. Not the
+      // default: `default: "deny"` would refuse a URI an allow rule names with its query.
+      const bare = withoutQueryOrFragment(decoded);
+      if (bare !== decoded) {
+        for (const ofBare of [actionOn(bare, 'resources'), actionOn(canonicalUri(bare), 'canonicalResources')]) {
+          if (ofBare.ground === 'rule') judged = stricter(judged, ofBare);
+        }
+      }
+      return judged;
     },
   };
 }

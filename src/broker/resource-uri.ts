@@ -10,6 +10,10 @@
  *   URI as sent, against globs normalised the same way.
  * - {@link ambiguity}: spellings no normalisation settles, because upstreams differ on them:
  *   refused while any rule judges resources, as `.` and `..` segments are.
+ * - {@link withoutQueryOrFragment}: the resource an upstream that ignores them reads
+ *   (`fileURLToPath` drops both): `file:///srv/key.txt?x` and `…/key.txt#x` are `…/key.txt` to a
+ *   file server, so what a rule says of that file (by its name, or a glob ending in `*.pem`)
+ *   holds for them too (`policy.ts`).
  */
 
 /** A URI's scheme (RFC 3986 §3.1) and the `:` after it. */
@@ -51,6 +55,12 @@ export function canonicalUri(uri: string): string {
   if (port !== undefined && authority.endsWith(`:${port}`)) authority = authority.slice(0, -(port.length + 1));
   if (scheme === 'file' && authority === 'localhost') authority = '';
   return `${scheme}://${authority}${parts.rest}`;
+}
+
+/** `uri` up to its first `?` or `#` (RFC 3986 §3.4, §3.5: neither can appear before the path ends); `uri` itself when it has neither. */
+export function withoutQueryOrFragment(uri: string): string {
+  const end = uri.search(/[?#]/);
+  return end === -1 ? uri : uri.slice(0, end);
 }
 
 /**

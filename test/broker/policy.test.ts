@@ -236,6 +236,24 @@ describe('resource URIs: every spelling of a name under a rule is covered', () =
     expect(action(denyHome, 'file:///srv/x?path=../y')).toBe('allow');
   });
 
+  it('a query or fragment does not dodge a rule: what a rule says of the URI without them holds too (a file server ignores them); the default does not', () => {
+    const denyKey = policy([{ resources: ['file:///srv/secrets/key.txt', 'file:///**/*.pem'], action: 'deny' }]);
+    for (const uri of ['file:///srv/secrets/key.txt?x', 'file:///srv/secrets/key.txt#x', 'file:///srv/secrets/key.txt?', 'file:///srv/public/server.pem?', 'FILE:///srv/public/server.pem#top', 'file:///srv/secrets/key.txt?a#b']) {
+      expect(action(denyKey, uri), uri).toBe('deny');
+    }
+    expect(action(denyKey, 'file:///srv/public/a.txt?x')).toBe('allow');
+    // A rule on the bare resource that asks makes its query spellings ask.
+    expect(action(policy([{ resources: ['up://doc/*'], action: 'ask' }]), 'up://doc/a?rev=2')).toBe('ask');
+    // An allow rule naming a URI with its query still allows it under `default: "deny"`: the bare URI is judged by rules only.
+    const allowQuery = compilePolicy(policySchema.parse({ default: 'deny', rules: [{ resources: ['db://rows?table=*'], action: 'allow' }] }));
+    expect(action(allowQuery, 'db://rows?table=a')).toBe('allow');
+    expect(action(allowQuery, 'db://rows')).toBe('deny');
+    // A deny rule listed first still wins over a later allow that matches the URI with its query.
+    const ordered = policy([{ resources: ['file:///pub/secret.txt'], action: 'deny' }, { resources: ['file:///pub/**'], action: 'allow' }]);
+    expect(action(ordered, 'file:///pub/secret.txt?x')).toBe('deny');
+    expect(action(ordered, 'file:///pub/open.txt?x')).toBe('allow');
+  });
+
   it('without rules on resources, a ".." changes nothing (no rule could be dodged) and prompts are names, not paths', () => {
     expect(action(policy([{ tools: ['fs__write'], action: 'deny' }]), 'file:///srv/../etc/passwd')).toBe('allow');
     expect(action(policy([{ tools: ['fs__*'], action: 'deny' }]), 'file:///srv/../etc/passwd')).toBe('deny');

@@ -208,4 +208,31 @@ describe('a denied resource under another spelling of its URI (a file server rea
       await broker.close();
     }
   });
+
+  it('a query or fragment after a URI a rule names by itself or by its suffix: refused denied, the file never read (each was read through)', async () => {
+    const tree = join(tmp, 'suffixes');
+    mkdirSync(join(tree, 'public'), { recursive: true });
+    mkdirSync(join(tree, 'secrets'), { recursive: true });
+    writeFileSync(join(tree, 'public', 'a.txt'), 'public text');
+    writeFileSync(join(tree, 'public', 'server.pem'), 'PEM-KEY-MATERIAL');
+    writeFileSync(join(tree, 'secrets', 'key.txt'), 'TOP-SECRET-FILE-CONTENT');
+    const secret = `${tree}/secrets/key.txt`;
+    const broker = spawnRawBroker({
+      servers: { fs: nodeServer(fixture('file-resources.mjs'), { env: { FIXTURE_PUBLIC: join(tree, 'public', 'a.txt') } }) },
+      extra: { policy: { rules: [{ resources: [`file://${secret}`, 'file:///**/*.pem'], action: 'deny' }] } },
+    });
+    try {
+      await broker.initialize();
+      const read = (uri: string) => broker.request(`read-${uri}`, 'resources/read', { uri }, 10_000) as Promise<{ result?: { contents: { text: string }[] }; error?: { code: number } }>;
+      expect((await read(`file://${tree}/public/a.txt?x`)).result?.contents[0]?.text).toBe('public text');
+      // The fixture reads a URI with fileURLToPath(new URL(uri)), which drops a query and a fragment.
+      for (const uri of [`file://${secret}`, `file://${secret}?x`, `file://${secret}#x`, `file://${secret}?`, `file://${tree}/public/server.pem?`, `file://${tree}/public/server.pem#k`]) {
+        const answer = await read(uri);
+        expect(answer.error?.code, JSON.stringify(uri)).toBe(-32003);
+        expect(JSON.stringify(answer)).not.toMatch(/TOP-SECRET|PEM-KEY/);
+      }
+    } finally {
+      await broker.close();
+    }
+  });
 });
