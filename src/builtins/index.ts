@@ -9,6 +9,7 @@
 import { isInputRequiredResult, type ServerCapabilities } from '@modelcontextprotocol/server';
 import type { Broker } from '../broker/broker.js';
 import { isPrivilegedPrincipal } from '../broker/policy.js';
+import type { VisibleToolsDeps } from '../broker/visible-tools.js';
 import type { LoadedConfig } from '../config/load.js';
 import type { ToolRouter } from '../router/router.js';
 import type { Clock } from '../shared/clock.js';
@@ -43,6 +44,8 @@ export interface BuiltinHost {
    * runs its steps through it. Absent: a flow fails, naming the missing broker.
    */
   readonly broker?: Pick<Broker, 'call'>;
+  /** What a principal may see of the roster (`broker__reconnect` names only those tools); read at call time. */
+  readonly toolVisibility?: VisibleToolsDeps;
 }
 
 export interface Builtins {
@@ -57,7 +60,7 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
   let own: SqliteStore | undefined;
   const store = (): ProposalStore => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir));
   host.router.register(
-    [reconnectTool({ registry: host.registry, scrubber: host.scrubber }), ...approvalsTools({ tasks: () => host.tasks, store: () => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir)), clock: host.clock })],
+    [reconnectTool({ registry: host.registry, scrubber: host.scrubber, visibility: () => host.toolVisibility }), ...approvalsTools({ tasks: () => host.tasks, store: () => host.store ?? (own ??= SqliteStore.open(host.config.broker.dataDir)), clock: host.clock })],
     { server: 'broker' },
   );
   const callBroker: FlowToolDeps['call'] = async (request, session) => {

@@ -19,7 +19,8 @@
  * Act on `status.errorCode` / `status.httpStatus` (`http_status` 401 is a re-authorisation,
  * `spawn_failed` a missing binary); `reason` is human text (scrubbed, at most
  * {@link REASON_MAX_CHARS} characters), never to be parsed. `toolNames` is present iff the
- * roster holds tools of that server after the call, whatever the outcome.
+ * roster holds tools of that server after the call that the caller's principal may see (those
+ * `tools/list` shows it: broker/visible-tools.ts), whatever the outcome.
  *
  * Every upstream is shared: the broker holds ONE connection per upstream, used by every
  * downstream session of every principal, so a re-dial fails other sessions' in-flight calls.
@@ -32,6 +33,7 @@
 import { z } from 'zod';
 import { defineFunctionTool, type FunctionTool } from '../router/function-tool.js';
 import { messageOf } from '../shared/errors.js';
+import { visibleTools, type VisibleToolsDeps } from '../broker/visible-tools.js';
 import type { Scrubber } from '../shared/scrub.js';
 import type { Registry } from '../upstream/registry.js';
 import type { UpstreamStatus } from '../upstream/types.js';
@@ -59,6 +61,11 @@ export type ReconnectAnswer = z.infer<typeof ReconnectAnswerSchema>;
 export interface ReconnectDeps {
   registry: Registry;
   scrubber: Scrubber;
+  /**
+   * What a principal may see of the roster, read at call time: `toolNames` leaves out the tools
+   * `tools/list` hides from the caller (a policy deny). Absent: no tool is named.
+   */
+  visibility?: () => VisibleToolsDeps | undefined;
 }
 
 /** The advertised name of the tool. */
@@ -81,24 +88,24 @@ export function reconnectTool(deps: ReconnectDeps): FunctionTool {
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
     requiresPrivilege: true,
     privilegeReason: 'acts on upstream connections every session shares',
-    async handler({ server }) {
-      const answer = await reconnect(deps, inFlight, server);
+    async handler({ server }, { session }) {
+      const answer = await reconnect(deps, inFlight, server, session.principal);
       return { content: [{ type: 'text', text: JSON.stringify(answer) }], structuredContent: answer };
     },
   });
 }
 
-async function reconnect(deps: ReconnectDeps, inFlight: Map<string, Promise<UpstreamStatus>>, server: string): Promise<ReconnectAnswer> {
+async function reconnect(deps: ReconnectDeps, inFlight: Map<string, Promise<UpstreamStatus>>, server: string, principal: string): Promise<ReconnectAnswer> {
   const { registry } = deps;
   if (registry.upstreams.length === 0) {
-    return finish(deps, server, 'unsupported', { state: 'unknown', errorCode: 'reconnect_unavailable' }, 'no upstream servers are configured');
+    return finish(deps, principal, server, 'unsupported', { state: 'unknown', errorCode: 'reconnect_unavailable' }, 'no upstream servers are configured');
   }
   const upstream = registry.upstream(server);
   if (!upstream) {
-    return finish(deps, server, 'refused', { state: 'unknown', errorCode: 'not_declared' }, 'no upstream server by that name is configured');
+    return finish(deps, principal, server, 'refused', { state: 'unknown', errorCode: 'not_declared' }, 'no upstream server by that name is configured');
   }
   if (upstream.status.state === 'disabled') {
-    return finish(deps, server, 'refused', { state: 'disabled', errorCode: 'disabled' }, 'the server is configured "disabled": true');
+    return finish(deps, principal, server, 'refused', { state: 'disabled', errorCode: 'disabled' }, 'the server is configured "disabled": true');
   }
   // Two calls at once share one re-dial rather than closing each other's new connection.
   let pending = inFlight.get(server);
@@ -116,13 +123,14 @@ async function reconnect(deps: ReconnectDeps, inFlight: Map<string, Promise<Upst
   // The registry rebuilds the roster in a microtask after the upstream's `changed` events.
   await new Promise((resolve) => setImmediate(resolve));
   // A re-dial that throws instead of settling on a status failed, whatever state it left.
-  if (!status) return finish(deps, server, 'refused', { state: upstream.status.state, errorCode: 'reconnect_failed' }, messageOf(thrown));
+  if (!status) return finish(deps, principal, server, 'refused', { state: upstream.status.state, errorCode: 'reconnect_failed' }, messageOf(thrown));
   const outcome = status.state === 'ready' ? 'accepted' : 'refused';
-  return finish(deps, server, outcome, status, status.message);
+  return finish(deps, principal, server, outcome, status, status.message);
 }
 
 function finish(
   deps: ReconnectDeps,
+  principal: string,
   server: string,
   outcome: ReconnectAnswer['outcome'],
   status: UpstreamStatus | ReconnectAnswer['status'],
@@ -138,7 +146,9 @@ function finish(
     },
   };
   if (reason) answer.reason = cut(deps.scrubber.text(reason.replace(/\s*\n\s*/g, ' ').trim()));
-  const toolNames = [...deps.registry.roster.tools.values()].filter((t) => t.server === server).map((t) => t.name);
+  const visibility = deps.visibility?.();
+  const own = [...deps.registry.roster.tools.values()].filter((t) => t.server === server).map((t) => t.definition);
+  const toolNames = visibility ? visibleTools(own, principal, visibility).map((t) => t.name) : [];
   if (toolNames.length) answer.toolNames = toolNames;
   return answer;
 }

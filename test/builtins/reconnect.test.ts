@@ -1,7 +1,7 @@
 /**
  * broker__reconnect's answer (seed 004_359de2f3ce5e2188.txt) on a real Registry with an
  * in-process upstream whose re-dial result the test chooses: `reason` scrubbed then cut at 300
- * characters, `toolNames` present iff the roster holds the server's tools, concurrent calls
+ * characters, `toolNames` present iff the roster holds tools of the server the caller may see, concurrent calls
  * sharing one re-dial. The end-to-end behaviour is in test/e2e/reconnect.test.ts.
  */
 import { EventEmitter } from 'node:events';
@@ -30,7 +30,15 @@ class ScriptedUpstream extends EventEmitter {
   readonly secrets = [SECRET];
   status: UpstreamStatus = { state: 'ready' };
   capabilities = { tools: {} };
-  catalog: UpstreamCatalog = { tools: [{ name: 'a', inputSchema: { type: 'object' } }], prompts: [], resources: [], resourceTemplates: [] };
+  catalog: UpstreamCatalog = {
+    tools: [
+      { name: 'a', inputSchema: { type: 'object' } },
+      { name: 'b', inputSchema: { type: 'object' } },
+    ],
+    prompts: [],
+    resources: [],
+    resourceTemplates: [],
+  };
   redials = 0;
   constructor(
     readonly name: string,
@@ -53,20 +61,22 @@ class ScriptedUpstream extends EventEmitter {
   }
 }
 
-function setup(next: () => UpstreamStatus) {
+function setup(next: () => UpstreamStatus, rules: unknown[] = []) {
   const registry = new Registry(silentLogger());
   const upstream = new ScriptedUpstream('dev', next);
   registry.add({ upstream: upstream as unknown as Upstream, prefix: 'dev' });
   registry.rebuild();
   const scrubber = new Scrubber([SECRET]);
   const router = new ToolRouter(registry, new ManualClock());
-  router.register([reconnectTool({ registry, scrubber })], { server: 'broker' });
-  const run = async (server: string): Promise<ReconnectAnswer> => {
+  const policy = compilePolicy(policySchema.parse({ rules }));
+  const visibility = { policy, resolve: (name: string) => router.resolve(name), isReadOnly: () => false, isPrivileged: (p: string) => p === 'local' };
+  router.register([reconnectTool({ registry, scrubber, visibility: () => visibility })], { server: 'broker' });
+  const run = async (server: string, principal = 'local'): Promise<ReconnectAnswer> => {
     const signal = new AbortController().signal;
     const call: BrokerCall = {
       callId: 'c',
       request: { name: 'broker__reconnect', args: { server }, signal },
-      session: { sessionId: 's', principal: 'local', unit: 's', isLive: () => true },
+      session: { sessionId: 's', principal, unit: 's', isLive: () => true },
       startedAt: 0,
       signal,
       attempts: 0,
@@ -112,9 +122,18 @@ describe('broker__reconnect answer', () => {
   it('a successful re-dial: accepted with the roster names; two calls at once share one re-dial', async () => {
     const { run, upstream } = setup(() => ({ state: 'ready' }));
     const [one, two] = await Promise.all([run('dev'), run('dev')]);
-    expect(one).toEqual({ server: 'dev', outcome: 'accepted', status: { state: 'ready' }, toolNames: ['dev__a'] });
+    expect(one).toEqual({ server: 'dev', outcome: 'accepted', status: { state: 'ready' }, toolNames: ['dev__a', 'dev__b'] });
     expect(two).toEqual(one);
     expect(upstream.redials).toBe(1);
+  });
+
+  it('names only the tools the caller may see: one the policy denies its principal is left out, as tools/list leaves it out', async () => {
+    const { run } = setup(() => ({ state: 'ready' }), [{ tools: ['dev__b'], principals: ['bob'], action: 'deny' }]);
+    expect((await run('dev', 'bob')).toolNames).toEqual(['dev__a']);
+    expect((await run('dev', 'local')).toolNames).toEqual(['dev__a', 'dev__b']);
+    // Every tool of the server denied: no toolNames at all.
+    const { run: runAll } = setup(() => ({ state: 'ready' }), [{ tools: ['dev__*'], principals: ['bob'], action: 'deny' }]);
+    expect(await runAll('dev', 'bob')).not.toHaveProperty('toolNames');
   });
 
   it('issue 12: through the judge, a plain user is denied and nothing is re-dialled; an operator re-dials', async () => {

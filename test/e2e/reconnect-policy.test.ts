@@ -79,6 +79,8 @@ describe('reconnect route and tool: one judged, recorded call (issue 12)', () =>
           rules: [
             { tools: ['broker__reconnect'], principals: ['carol'], action: 'allow' },
             { tools: ['broker__reconnect'], principals: ['bob'], action: 'deny' },
+            // A tool carol may not see: her re-dial's answer does not name it either.
+            { tools: ['echo__fail'], principals: ['carol'], action: 'deny' },
           ],
         },
         http: { reconnectsPerMinute: 100 },
@@ -132,6 +134,9 @@ describe('reconnect route and tool: one judged, recorded call (issue 12)', () =>
       const byTool = (await carol.client.callTool({ name: 'broker__reconnect', arguments: { server: 'echo' } }, { timeout: 30_000 })) as CallToolResult;
       expect(outcome(byTool)).toBe('ok');
       expect(byTool.structuredContent).toMatchObject({ server: 'echo', outcome: 'accepted' });
+      const listed = (await carol.client.listTools()).tools.map((t) => t.name).filter((n) => n.startsWith('echo__'));
+      expect(listed).not.toContain('echo__fail');
+      expect((byTool.structuredContent as { toolNames: string[] }).toolNames.sort()).toEqual(listed.sort());
       expect(recordsOf(broker, callIdOf(byTool))).toEqual([expect.objectContaining({ principal: 'carol', outcome: 'ok', subject: 'broker/reconnect' })]);
       const afterTool = await echoPid(broker, auth(TOKENS.CAROL_TOKEN));
       expect(afterTool).not.toBe(pid);
