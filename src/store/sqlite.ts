@@ -110,6 +110,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE INDEX IF NOT EXISTS tasks_by_principal ON tasks (principal, created_at);
 CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (owner, status);
 CREATE INDEX IF NOT EXISTS tasks_by_expiry ON tasks (expires_at);
+CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks (status, created_at);
 -- The era each upstream was found to speak, per definition (upstream/era-memory.ts). Added
 -- without a schema version bump: a build that does not know it never reads it.
 CREATE TABLE IF NOT EXISTS era_verdicts (
@@ -309,10 +310,6 @@ export class SqliteStore implements Store {
            @recordOwed, @createdAt, @updatedAt, @ttlMs, @expiresAt)`,
       ),
       getTask: db.prepare<[string, number], TaskSqlRow>('SELECT * FROM tasks WHERE id = ? AND expires_at > ?'),
-      listTasks: db.prepare<[number, number], TaskSqlRow>('SELECT * FROM tasks WHERE expires_at > ? ORDER BY created_at DESC, rowid DESC LIMIT ?'),
-      listTasksOf: db.prepare<[string, number, number], TaskSqlRow>(
-        'SELECT * FROM tasks WHERE principal = ? AND expires_at > ? ORDER BY created_at DESC, rowid DESC LIMIT ?',
-      ),
       deleteExpiredTasks: db.prepare<[number]>('DELETE FROM tasks WHERE expires_at <= ? AND record_owed = 0'),
       listOwedRecords: db.prepare<[number, number], TaskSqlRow>(
         "SELECT * FROM tasks WHERE record_owed = 1 AND (status IN ('failed', 'killed') OR (expires_at <= ? AND status != 'running')) ORDER BY created_at, rowid LIMIT ?",
@@ -384,11 +381,21 @@ export class SqliteStore implements Store {
     return this.db.prepare(`UPDATE tasks SET ${sets.join(', ')} WHERE id = @id AND status IN (${statuses})`).run(params).changes === 1;
   }
 
-  async listTasks(options: { principal?: string; status?: TaskStatus; now: number; limit: number }): Promise<TaskRow[]> {
-    const { principal, status, now, limit } = options;
-    const rows = principal === undefined ? this.stmt.listTasks.all(now, limit) : this.stmt.listTasksOf.all(principal, now, limit);
-    return rows.map(toTask).filter((t) => status === undefined || t.status === status);
+  async listTasks(options: { principal?: string; status?: TaskStatus; approved?: boolean; now: number; limit: number }): Promise<TaskRow[]> {
+    const { principal, status, approved, now, limit } = options;
+    // Every filter in the query, before its LIMIT: filtered after it, any `limit` newer rows (one
+    // principal's tasks, of any status) hid the rest, parked calls waiting for approval among them.
+    const where = ['expires_at > @now'];
+    if (principal !== undefined) where.push('principal = @principal');
+    if (status !== undefined) where.push('status = @status');
+    if (approved !== undefined) where.push(approved ? 'approved_by IS NOT NULL' : 'approved_by IS NULL');
+    const sql = `SELECT * FROM tasks WHERE ${where.join(' AND ')} ORDER BY created_at DESC, rowid DESC LIMIT @limit`;
+    let query = this.taskLists.get(sql);
+    if (!query) this.taskLists.set(sql, (query = this.db.prepare<[Record<string, unknown>], TaskSqlRow>(sql)));
+    return query.all({ now, limit, ...(principal !== undefined ? { principal } : {}), ...(status !== undefined ? { status } : {}) }).map(toTask);
   }
+  /** The prepared statements of {@link listTasks}, one per shape of filter (at most sixteen). */
+  private readonly taskLists = new Map<string, Database.Statement<[Record<string, unknown>], TaskSqlRow>>();
 
   async deleteExpiredTasks(now: number): Promise<number> {
     return this.stmt.deleteExpiredTasks.run(now).changes;

@@ -166,10 +166,11 @@ export interface Store {
    */
   updateTask(id: string, from: readonly TaskStatus[], change: TaskChange): Promise<boolean>;
   /**
-   * Tasks not expired by `now`, newest first, at most `limit`; only `principal`'s when given,
-   * only those with `status` when given.
+   * Tasks not expired by `now`, newest first, at most `limit` of those that pass every filter
+   * given: only `principal`'s, only those with `status`, only those an approval was given for
+   * (`approved: true`, {@link TaskRow.approvedBy} set) or not (`false`).
    */
-  listTasks(options: { principal?: string; status?: TaskStatus; now: number; limit: number }): Promise<TaskRow[]>;
+  listTasks(options: { principal?: string; status?: TaskStatus; approved?: boolean; now: number; limit: number }): Promise<TaskRow[]>;
   /**
    * Deletes every task (row and result) whose TTL ran out by `now` (ms since the epoch), except
    * those whose call record is still owed ({@link TaskRow.recordOwed}: written first, then

@@ -590,9 +590,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
         const row = await store.getTask(id, now);
         if (!row || row.status === 'killed') this.runs.get(id)?.abort(new TaskCancelled());
       }
-      for (const row of await store.listTasks({ status: 'parked', now, limit: TASK_LIST_LIMIT })) {
-        if (row.approvedBy !== null) await this.takeUp(row);
-      }
+      for (const row of await store.listTasks({ status: 'parked', approved: true, now, limit: TASK_LIST_LIMIT })) await this.takeUp(row);
       for (const id of this.waiters.keys()) {
         const row = await store.getTask(id, now);
         if (!row) this.waiters.get(id)?.resolve({ approved: false, reason: 'the parked call expired' });

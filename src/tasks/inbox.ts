@@ -20,7 +20,7 @@ export interface InboxDecision {
 
 /** Parked calls not yet decided, newest first (every principal's). */
 export async function listParked(store: Store, now: number): Promise<TaskRow[]> {
-  return (await store.listTasks({ status: 'parked', now, limit: TASK_LIST_LIMIT })).filter((r) => r.approvedBy === null);
+  return store.listTasks({ status: 'parked', approved: false, now, limit: TASK_LIST_LIMIT });
 }
 
 /**

@@ -82,6 +82,23 @@ describe('SqliteStore tasks', () => {
     expect(await store.updateTask('a', ['running'], { status: 'completed', updatedAt: at(3) })).toBe(false);
     expect(await store.getTask('a', T0)).toMatchObject({ status: 'killed', stoppedBy: 'user', reason: 'cancelled' });
   });
+
+  it("filters before the limit: another principal's many newer rows hide no parked call, and approved ones are listed apart (each was hidden)", async () => {
+    const store = SqliteStore.open(':memory:');
+    await store.addTask(row('waiting', { status: 'parked' }));
+    await store.addTask(row('approved', { status: 'parked', approvedBy: 'cli' }));
+    // Bob's flood: 600 newer tasks of his own, completed and parked.
+    for (let i = 0; i < 600; i++) await store.addTask(row(`bob-${i}`, { principal: 'bob', status: i % 2 ? 'completed' : 'parked', createdAt: at(10 + i), ttlMs: 600_000 }));
+    const ids = async (o: { status?: 'parked'; approved?: boolean; principal?: string }) => (await store.listTasks({ ...o, now: T0 + 5, limit: 500 })).map((t) => t.id);
+    expect(await ids({ status: 'parked', approved: true })).toEqual(['approved']);
+    expect(await ids({ status: 'parked', principal: 'alice' })).toEqual(['approved', 'waiting']);
+    expect(await ids({ status: 'parked', approved: false, principal: 'alice' })).toEqual(['waiting']);
+    // The limit still holds, newest first.
+    const parked = await ids({ status: 'parked', approved: false });
+    expect(parked).toHaveLength(301);
+    expect(parked.at(0)).toBe('bob-598');
+    expect(parked.at(-1)).toBe('waiting');
+  });
 });
 
 describe('SqliteStore owed task records (issue 15)', () => {
