@@ -835,12 +835,13 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
         throw new BrokerError('ambiguous_caller', `${method} from upstream "${this.name}" arrived while calls of ${sessions.size} downstream sessions were in flight; it cannot be routed to one of them safely`);
       }
       const params = this.scrub.serverRequest(req.params as Record<string, unknown> | undefined);
+      const signal = this.relayedSignal(ctx.mcpReq.signal);
       const urlId = method === 'elicitation/create' && params?.mode === 'url' && typeof params.elicitationId === 'string' ? params.elicitationId : undefined;
-      if (urlId === undefined || !handler.notify) return handler({ method, params }, ctx.mcpReq.signal) as never;
+      if (urlId === undefined || !handler.notify) return handler({ method, params }, signal) as never;
       // Remembered before it is sent: the upstream may complete it before the client's answer arrives.
       this.urlElicitations.expect(urlId, handler.notify);
       try {
-        const answer = await handler({ method, params }, ctx.mcpReq.signal);
+        const answer = await handler({ method, params }, signal);
         if (answer.action !== 'accept') this.urlElicitations.forget(urlId);
         return answer as never;
       } catch (err) {
@@ -851,6 +852,20 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     if (caps.elicitation) client.setRequestHandler('elicitation/create', route('elicitation/create'));
     if (caps.sampling) client.setRequestHandler('sampling/createMessage', route('sampling/createMessage'));
     if (caps.roots) client.setRequestHandler('roots/list', route('roots/list'));
+  }
+
+  /**
+   * The signal of a request the upstream made, as one for the request relayed to a client: it
+   * aborts when the upstream's does (the upstream's `notifications/cancelled`, the connection
+   * lost), with the reason scrubbed. The SDK sends the client a `notifications/cancelled` whose
+   * `reason` is the signal's, and the upstream's reason is the upstream's own text.
+   */
+  private relayedSignal(upstream: AbortSignal): AbortSignal {
+    const reason = () => this.scrub.scrubber.text(messageOf(upstream.reason ?? 'the upstream cancelled its request'));
+    if (upstream.aborted) return AbortSignal.abort(reason());
+    const controller = new AbortController();
+    upstream.addEventListener('abort', () => controller.abort(reason()), { once: true });
+    return controller.signal;
   }
 
   /**

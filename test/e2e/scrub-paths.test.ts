@@ -113,6 +113,16 @@ describe('issue 12: nothing an upstream sends around tools/call carries its inje
     expect(ask.params.requestedSchema).toEqual({ type: 'object', properties: { password: { type: 'string', description: `like ${REDACTED}` } } });
   });
 
+  it("an upstream cancelling the elicitation it sent: the client's notifications/cancelled carries its reason scrubbed (it was passed on as is)", async () => {
+    const from = broker.messages.length;
+    const pending = request('tools/call', { name: 'leaky__askcancel', arguments: {} });
+    const ask = await waitForMessage((m) => broker.messages.indexOf(m) >= from && m.method === 'elicitation/create', 'the relayed elicitation');
+    const cancelled = await waitForMessage((m) => m.method === 'notifications/cancelled' && m.params?.requestId === ask.id, 'the relayed cancellation');
+    expect(JSON.stringify(cancelled)).not.toContain(SECRET);
+    expect(cancelled.params.reason).toBe(`gave up holding ${REDACTED}`);
+    expect((await pending).result.content[0].text).toBe('gave up');
+  });
+
   it('a failed call and a large result (raw-bytes lane) carry no secret', async () => {
     const failed = await request('tools/call', { name: 'leaky__fail', arguments: {} });
     expect(failed.result.isError).toBe(true);
