@@ -151,6 +151,9 @@ export function parseConfig(raw: unknown, options: ParseOptions = {}): LoadedCon
     }
     // `${…}` values are already secrets; literal values count when their key names a credential.
     if ('env' in server) secrets.push(...credentialValues(server.env));
+    // So do the values a stdio child inherits from our environment (`broker.env.inherit`, its
+    // `inheritEnv`) under a credential's name: `"inheritEnv": ["GITHUB_TOKEN"]` hands it a secret.
+    if (kind === 'stdio' && 'inheritEnv' in server) secrets.push(...credentialValues(inheritedValues([...config.broker.env.inherit, ...server.inheritEnv], env)));
     if ('headers' in server) secrets.push(...credentialValues(server.headers));
     if (kind === 'rest' && 'openapi' in server && server.openapi) {
       server.openapi = resolve(baseDir, server.openapi);
@@ -165,6 +168,16 @@ export function parseConfig(raw: unknown, options: ParseOptions = {}): LoadedCon
   config.estate.root = resolvePath(baseDir, config.estate.root);
   config.functions = config.functions.map((f) => resolvePath(baseDir, f));
   return Object.assign(config, { file: options.file, baseDir, secrets: [...new Set(secrets)], ...(options.answers && { answers: options.answers }) });
+}
+
+/** The values of `names` in `env` (those it has), by name. */
+function inheritedValues(names: readonly string[], env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of names) {
+    const value = env[name];
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
 }
 
 function resolvePath(baseDir: string, p: string): string {

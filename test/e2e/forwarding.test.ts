@@ -33,13 +33,14 @@ beforeAll(async () => {
       noisy: nodeServer(fixture('noisy.mjs')),
       utf8: nodeServer(fixture('utf8split.mjs')),
       big: nodeServer(fixture('big.mjs')),
-      env: nodeServer(fixture('env.mjs'), { env: { FROM_CONFIG: 'yes', HTTP_PROXY: 'http://configured:9' } }),
+      env: nodeServer(fixture('env.mjs'), { env: { FROM_CONFIG: 'yes', HTTP_PROXY: 'http://configured:9' }, inheritEnv: ['MY_API_KEY'] }),
     },
     env: {
       HTTPS_PROXY: 'http://127.0.0.1:3128',
       HTTP_PROXY: 'http://inherited:8',
       NODE_EXTRA_CA_CERTS: '/x.pem',
       SECRET_X: SECRET,
+      MY_API_KEY: 'hunter2-inherited-key',
     },
   });
 }, 60_000);
@@ -190,6 +191,11 @@ describe('forwarding through the broker', () => {
     expect(env.SECRET_X).toBeUndefined();
     expect(JSON.stringify(env)).not.toContain(SECRET);
     expect(env.FROM_CONFIG).toBe('yes');
+    // Inherited under a credential's name (inheritEnv): the child has it, and it is a secret to the
+    // scrubber, even as plain text (it was registered as none, and only field names caught it).
+    expect(env.MY_API_KEY).toBe('[REDACTED]');
+    expect(text(await broker.client.callTool({ name: 'env__env', arguments: { name: 'MY_API_KEY' } }))).toBe('value [REDACTED]');
+    expect(text(await broker.client.callTool({ name: 'env__env', arguments: { name: 'FROM_CONFIG' } }))).toBe('value yes');
     // Configured env values count as secrets, so the scrub stage may redact them in results;
     // either way it is the configured value, not the inherited one, that the child got.
     expect(env.HTTP_PROXY).not.toBe('http://inherited:8');

@@ -305,6 +305,19 @@ describe('issue 18 §2: the configs clients write load as pasted', () => {
     ]);
   });
 
+  it('the credential-named values a stdio child inherits (inheritEnv, broker.env.inherit) are secrets; other inherited values are not (they were never registered)', () => {
+    const env = { GITHUB_TOKEN: 'ghp_inheritedvalue42', MY_API_KEY: 'hunter2-plain-value', HOME: '/home/me', LANG: 'C.UTF-8', DB_PASSWORD: 'pw-from-broker-inherit' };
+    const c = parseConfig(
+      { mcpServers: { gh: { command: 'node', inheritEnv: ['GITHUB_TOKEN', 'MY_API_KEY', 'LANG'] }, web: { type: 'http', url: 'https://h.example/mcp' } }, broker: { env: { inherit: ['HOME', 'DB_PASSWORD'] } } },
+      { baseDir: BASE, env },
+    );
+    expect(c.secrets).toEqual(expect.arrayContaining(['ghp_inheritedvalue42', 'hunter2-plain-value', 'pw-from-broker-inherit']));
+    expect(c.secrets).not.toContain('/home/me');
+    expect(c.secrets).not.toContain('C.UTF-8');
+    // Without a stdio server nothing is inherited, so nothing counts.
+    expect(parseConfig({ mcpServers: { web: { type: 'http', url: 'https://h.example/mcp' } }, broker: { env: { inherit: ['DB_PASSWORD'] } } }, { baseDir: BASE, env }).secrets).toEqual([]);
+  });
+
   it('issue 18 §2: a Claude Desktop claude_desktop_config.json loads as pasted', () => {
     const file = put(
       'desktop/claude_desktop_config.json',
