@@ -215,6 +215,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    * upstream; call-stream-logs.ts): their JSON-RPC id → the owner (`ServerRequestHandler.sessionId`) of that call.
    */
   private readonly requestOwners = new Map<string, string>();
+  /** Upstream→client requests that arrived on a Streamable HTTP upstream's standalone GET stream (call-stream-logs.ts): their JSON-RPC ids, refused by the route. */
+  private readonly standaloneRequests = new Set<string>();
   private refreshing = new Map<CatalogKind, Promise<void>>();
   /** Failure reasons already logged at error/warn since the upstream was last ready ({@link logFailure}). */
   private readonly loggedFailures = new Set<string>();
@@ -692,7 +694,10 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const log = this.options.logger;
     let transport: Transport;
     try {
-      transport = await createUpstreamTransport({ ...this.options, scrubber: this.scrub.scrubber, callStreamLogs: (requestId) => this.callStreamLogSink(requestId) });
+      const callStreamLogs = Object.assign((requestId: string) => this.callStreamLogSink(requestId), {
+        standalone: (id: string | number, method: string) => void (this.takesRequest(method) && this.standaloneRequests.add(String(id))),
+      });
+      transport = await createUpstreamTransport({ ...this.options, scrubber: this.scrub.scrubber, callStreamLogs });
     } catch (err) {
       // The SDK's HTTP transport modules failed to load: a failed dial like any other.
       return generation === this.generation ? { err } : 'superseded';
@@ -818,6 +823,12 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const caps = this.clientCapabilities;
     this.offered = caps;
     const route = (method: string) => async (req: { params?: unknown }, ctx: { mcpReq: { signal: AbortSignal; id?: string | number } }) => {
+      // Arrived on a Streamable HTTP upstream's standalone GET stream: related to no request by
+      // the transport's rules, so to no caller. Whoever's calls are in flight now did not cause
+      // it (one caller's finished call may have): refused, never guessed.
+      if (ctx.mcpReq.id !== undefined && this.standaloneRequests.delete(String(ctx.mcpReq.id))) {
+        throw new BrokerError('no_caller', `${method} from upstream "${this.name}" arrived on its standalone stream, related to no call; it is relayed to no client`);
+      }
       const routes = [...this.requestRoutes.values()];
       // Arrived on a call's own response stream: it is that call's, whatever else is in flight.
       const streamOwner = ctx.mcpReq.id === undefined ? undefined : this.requestOwners.get(String(ctx.mcpReq.id));
@@ -868,6 +879,12 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     return controller.signal;
   }
 
+  /** Whether a handler takes upstream requests of `method` (its capability was offered at this dial). */
+  private takesRequest(method: string): boolean {
+    const offered = this.clientCapabilities;
+    return method === 'sampling/createMessage' ? !!offered.sampling : method === 'elicitation/create' ? !!offered.elicitation : !!offered.roots;
+  }
+
   /**
    * Where log messages on the response stream of direct request `requestId` go: to the session
    * its call was made for; undefined (the stream is left to the SDK) when it names none.
@@ -882,9 +899,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     };
     // An upstream request on this stream is this call's (see installHandlers' route).
     // Noted only when a handler will take it (its capability was offered), so every note is spent.
-    const offered = this.clientCapabilities;
-    const takes = (method: string) => (method === 'sampling/createMessage' ? !!offered.sampling : method === 'elicitation/create' ? !!offered.elicitation : !!offered.roots);
-    return Object.assign(sink, { request: (id: string | number, method: string) => void (takes(method) && this.requestOwners.set(String(id), owner)) });
+    return Object.assign(sink, { request: (id: string | number, method: string) => void (this.takesRequest(method) && this.requestOwners.set(String(id), owner)) });
   }
 
   /**

@@ -15,7 +15,10 @@
  * Requests the upstream sends toward the client (`sampling/createMessage`, `elicitation/create`,
  * `roots/list`) are tied to a call the same way: one on a call's response stream is left on it
  * for the SDK, and its JSON-RPC id is first told to the sink's {@link CallStreamSink.request}, so
- * the request is routed to exactly that call.
+ * the request is routed to exactly that call. One on the standalone GET stream is by the
+ * transport's rules tied to no call (the server sends there what it relates to no request): its id
+ * is told to {@link CallStreamLogSinks.standalone}, so it is refused rather than guessed, and the
+ * stream's log messages go on to the SDK as before.
  */
 import { DIRECT_ID_PREFIX } from './direct-calls.js';
 
@@ -31,8 +34,12 @@ export type CallStreamSink = ((notification: ArrivedNotification) => void) & { r
 /**
  * The sink for log messages on the response stream of the direct request `requestId`, asked
  * once as its POST is sent; undefined leaves that stream untouched (its logs reach the SDK).
+ * `standalone`, when set, hears the id of each upstream→client request on the standalone GET
+ * stream before the SDK sees the request.
  */
-export type CallStreamLogSinks = (requestId: string) => CallStreamSink | undefined;
+export type CallStreamLogSinks = ((requestId: string) => CallStreamSink | undefined) & {
+  readonly standalone?: (id: string | number, method: string) => void;
+};
 
 /** The body of a direct request starts so (wire/direct-calls.ts builds it in this key order). */
 const DIRECT_REQUEST_START = new RegExp(`^\\{"jsonrpc":"2\\.0","id":"(${DIRECT_ID_PREFIX.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\d+)"`);
@@ -44,6 +51,12 @@ const CR = 0x0d;
 /** Wraps `base` so the log messages on each direct request's response stream go to its sink. */
 export function callStreamLogFetch(base: typeof fetch, sinks: CallStreamLogSinks): typeof fetch {
   return async (input: Parameters<typeof fetch>[0], init?: RequestInit): Promise<Response> => {
+    if (init?.method === 'GET' && sinks.standalone) {
+      const response = await base(input, init);
+      if (!response.body || !/^text\/event-stream\b/i.test(response.headers.get('content-type') ?? '')) return response;
+      const noting: CallStreamSink = Object.assign(() => undefined, { request: sinks.standalone });
+      return withBody(response, response.body.pipeThrough(logEventFilter(noting, { takeLogs: false })));
+    }
     const body = init?.method === 'POST' && typeof init.body === 'string' ? init.body : undefined;
     const requestId = body === undefined ? undefined : DIRECT_REQUEST_START.exec(body.slice(0, 96))?.[1];
     const sink = requestId === undefined ? undefined : sinks(requestId);
@@ -56,12 +69,14 @@ export function callStreamLogFetch(base: typeof fetch, sinks: CallStreamLogSinks
 /**
  * A byte stream of SSE events with every `message` event that carries a `notifications/message`
  * handed to `sink` and replaced by its `id` line alone (or nothing); other events pass as they came.
+ * With `takeLogs: false` every event passes, and only requests are told to `sink.request`.
  */
-export function logEventFilter(sink: CallStreamSink): TransformStream<Uint8Array, Uint8Array> {
+export function logEventFilter(sink: CallStreamSink, options: { takeLogs?: boolean } = {}): TransformStream<Uint8Array, Uint8Array> {
   const splitter = new EventSplitter();
+  const takeLogs = options.takeLogs ?? true;
   const emit = (parts: Uint8Array[], controller: TransformStreamDefaultController<Uint8Array>) => {
     if (sink.request && REQUEST_NEEDLES.some((needle) => mayCarry(parts, needle))) noteRequest(parts, sink.request);
-    const taken = mayCarryLog(parts) ? takeLog(parts, sink) : undefined;
+    const taken = takeLogs && mayCarryLog(parts) ? takeLog(parts, sink) : undefined;
     if (taken === undefined) for (const p of parts) controller.enqueue(p);
     else if (taken.length) controller.enqueue(taken);
   };

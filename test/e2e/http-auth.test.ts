@@ -193,6 +193,7 @@ describe('HTTP principals: upstream logs over a Streamable HTTP upstream', () =>
           bob: { token: '${env:BOB_TOKEN}' },
           ops: { token: '${env:OPS_TOKEN}', role: 'operator' },
         },
+        http: { clientCapabilities: { elicitation: {} } },
       },
       env: TOKENS,
     });
@@ -228,6 +229,35 @@ describe('HTTP principals: upstream logs over a Streamable HTTP upstream', () =>
     } finally {
       await fetch(`${upstreamUrl}/release`, { method: 'POST' }).catch(() => undefined);
       await Promise.all([alice.close(), bob.close(), ops.close()]);
+    }
+  });
+
+  it("an elicitation the upstream sends on its standalone stream after Bob's call ended is refused, not put to Alice, whose call is in flight (it was)", async () => {
+    const asked: string[] = [];
+    const connect = async (token: string) => {
+      const c = await connectHttp(broker.url, 'streamable', { token, capabilities: { elicitation: {} } });
+      c.client.setRequestHandler('elicitation/create', async (req) => {
+        asked.push(`${token}: ${req.params.message}`);
+        return { action: 'accept', content: { ok: true } };
+      });
+      return c;
+    };
+    const alice = await connect(TOKENS.ALICE_TOKEN);
+    const bob = await connect(TOKENS.BOB_TOKEN);
+    try {
+      const held = alice.client.callTool({ name: 'logs__hold', arguments: {} });
+      await waitFor(async () => (await state()).holding === 1, "alice's call to be in flight upstream");
+      expect((await bob.client.callTool({ name: 'logs__note', arguments: { text: 'bob-iban-DE89' } }))._meta?.['mcp-broker/outcome']).toBe('ok');
+      // Bob's call has ended; the upstream now asks about it, tied to no request.
+      const outcome = (await (await fetch(`${upstreamUrl}/ask-note`, { method: 'POST' })).json()) as { answer?: unknown; error?: string };
+      expect(outcome.answer).toBeUndefined();
+      expect(outcome.error).toContain('related to no call');
+      await fetch(`${upstreamUrl}/release`, { method: 'POST' });
+      expect((await held)._meta?.['mcp-broker/outcome']).toBe('ok');
+      expect(asked).toEqual([]);
+    } finally {
+      await fetch(`${upstreamUrl}/release`, { method: 'POST' }).catch(() => undefined);
+      await Promise.all([alice.close(), bob.close()]);
     }
   });
 
