@@ -19,7 +19,7 @@ import { SqliteStore } from '../store/sqlite.js';
 import type { Store } from '../store/store.js';
 import type { Registry } from '../upstream/registry.js';
 import { flowTool, type FlowToolDeps } from '../flows/index.js';
-import { estateServed, estateTools, type ProposalStore } from './estate/index.js';
+import { brokerOwnPaths, estateServed, estateTools, type ProposalStore } from './estate/index.js';
 import { RECONNECT_CAPABILITY, reconnectTool } from './reconnect.js';
 import { approvalsTools } from './approvals.js';
 import type { TaskEngine } from '../tasks/index.js';
@@ -74,9 +74,9 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
     return { ...answer, result: answer.result };
   };
   const isPrivileged = (principal: string) => isPrivilegedPrincipal(host.config.principals, principal);
-  host.router.register([flowTool({ call: callBroker, estateRoot: host.config.estate.root, mayRestoreEstate: isPrivileged })], { server: 'broker' });
+  host.router.register([flowTool({ call: callBroker, estateRoot: host.config.estate.root, mayRestoreEstate: isPrivileged, reserved: brokerOwnPaths(host.config.broker) })], { server: 'broker' });
   if (estateServed(host.config.estate, host.logger)) {
-    host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock, isPrivileged }), { server: 'estate' });
+    host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock, isPrivileged, reserved: brokerOwnPaths(host.config.broker) }), { server: 'estate' });
   }
   const experimental: ExperimentalCapabilities = {};
   // Advertised where there is something to re-dial (seed 004: the capability bit and the verb derive from the same facts).

@@ -18,6 +18,8 @@
  * flow harvests them. Progress: one update per step (`progress` = steps begun before it,
  * `total` = steps).
  */
+import { realpath } from 'node:fs/promises';
+import { basename, dirname, join, resolve, sep } from 'node:path';
 import { defineFunctionTool, type FunctionTool } from '../router/function-tool.js';
 import type { CallerSession, CallRequest } from '../broker/types.js';
 import type { Outcome } from '../broker/outcomes.js';
@@ -39,6 +41,23 @@ export interface FlowToolDeps {
    * and judges none of it.
    */
   mayRestoreEstate(principal: string): boolean;
+  /**
+   * Absolute paths of the broker's own files and folders (builtins/estate `brokerOwnPaths`):
+   * `snapshot: "estate"` is refused while the root holds any of them, whose restore would put
+   * back old records and a store under a running broker. Default none.
+   */
+  readonly reserved?: readonly string[];
+}
+
+/** Whether `root` holds (or is) any of `paths`, symlinks resolved where the path exists. */
+async function holdsAny(root: string, paths: readonly string[]): Promise<boolean> {
+  const real = await realpath(root).catch(() => resolve(root));
+  const inside = (p: string) => p === real || p.startsWith(real.endsWith(sep) ? real : real + sep);
+  for (const path of paths) {
+    const at = await realpath(path).catch(async () => join(await realpath(dirname(path)).catch(() => dirname(resolve(path))), basename(path)));
+    if (inside(at)) return true;
+  }
+  return false;
 }
 
 /** The `broker__flow_run` function tool (registered under server `broker`). */
@@ -56,8 +75,16 @@ export function flowTool(deps: FlowToolDeps): FunctionTool {
     async handler(flow, context) {
       // A flow run as a task runs its steps in that task: a step's `ask` parks the task (tasks/engine.ts).
       const { meta, onServerRequest, taskId } = context.request;
-      if (flow.snapshot === 'estate' && !deps.mayRestoreEstate(context.session.principal)) {
-        const error = `snapshot "estate" restores the whole estate root, other principals' changes included: only an operator may ask for it; no step ran`;
+      const refusal =
+        flow.snapshot !== 'estate'
+          ? undefined
+          : !deps.mayRestoreEstate(context.session.principal)
+            ? `snapshot "estate" restores the whole estate root, other principals' changes included: only an operator may ask for it; no step ran`
+            : (await holdsAny(deps.estateRoot, deps.reserved ?? []))
+              ? `snapshot "estate" would restore the broker's own data (broker.dataDir, broker.records.path), which the estate root holds: move them out of it to use a snapshot; no step ran`
+              : undefined;
+      if (refusal !== undefined) {
+        const error = refusal;
         const refused: FlowAnswer = { success: false, flowId: context.callId, steps: [], rolledBack: [], unapplied: [], error };
         return { content: [{ type: 'text', text: error }, { type: 'text', text: JSON.stringify(refused) }], structuredContent: refused, isError: true } satisfies CallToolResult;
       }

@@ -42,6 +42,8 @@ export interface EstateFixtureOptions {
   beforeWrite?: () => void | Promise<void>;
   /** Principals with role `operator` (besides `local`, always privileged). */
   operators?: string[];
+  /** The broker's own paths the scope refuses (estateTools' `reserved`), given the root. */
+  reserved?: (root: string) => string[];
 }
 
 export function makeEstate(limits: EstateFixtureOptions = {}): EstateFixture {
@@ -75,6 +77,7 @@ export function makeEstate(limits: EstateFixtureOptions = {}): EstateFixture {
       clock: new ManualClock(),
       isPrivileged: (principal) => principal === 'local' || (limits.operators ?? []).includes(principal),
       beforeWrite: limits.beforeWrite,
+      ...(limits.reserved ? { reserved: limits.reserved(root) } : {}),
     }),
     { server: 'estate' },
   );

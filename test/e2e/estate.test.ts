@@ -45,6 +45,28 @@ async function call(b: StartedBroker, name: string, args: Record<string, unknown
 }
 
 describe('estate relay (e2e)', () => {
+  it("a root around the broker's own data (\"root\": \".\", the default ./data beside it): records and store refused, unlisted, and no snapshot flow (each was read through)", async () => {
+    broker = await startBroker({ servers: {}, extra: { estate: { root: '.' } } });
+    const b = broker;
+    expect(outcome(await call(b, 'estate__stat', { path: 'servers.json' }))).toBe('ok');
+    // A call, so the records file holds a record.
+    expect(outcome(await call(b, 'estate__read_file', { path: 'servers.json' }))).toBe('ok');
+    await waitFor(async () => (await b.records()).length > 0, 'a record written');
+    for (const path of ['calls.ndjson', 'calls.ndjson.lock', 'data']) {
+      const refused = await call(b, path === 'data' ? 'estate__list_dir' : 'estate__read_file', { path });
+      expect(outcome(refused), path).toBe('guard_error');
+      expect(JSON.stringify(refused.content)).toContain("broker's own data");
+      expect(JSON.stringify(refused.content)).not.toContain('"callId"');
+    }
+    const listed = (await call(b, 'estate__list_dir', { path: '.' })).structuredContent as { entries: { name: string }[] };
+    expect(listed.entries.map((e) => e.name)).toEqual(expect.arrayContaining(['servers.json']));
+    expect(listed.entries.map((e) => e.name)).not.toEqual(expect.arrayContaining(['calls.ndjson']));
+    expect(listed.entries.map((e) => e.name)).not.toContain('data');
+    const flow = await call(b, 'broker__flow_run', { steps: [{ id: 'one', tool: 'estate__stat', args: { path: 'servers.json' } }], snapshot: 'estate' });
+    expect(flow.isError).toBe(true);
+    expect(JSON.stringify(flow.content)).toContain("would restore the broker's own data");
+  });
+
   it('serves the fixed tool list with its annotations', async () => {
     broker = await start();
     const tools = (await broker.client.listTools()).tools.filter((t) => t.name.startsWith('estate__'));

@@ -23,6 +23,22 @@ export interface EstateOptions {
   isPrivileged(principal: string): boolean;
   /** A test seam: see `ProposalToolDeps.beforeWrite`. */
   readonly beforeWrite?: () => void | Promise<void>;
+  /**
+   * Absolute paths of the broker's own files and folders ({@link brokerOwnPaths}): refused and
+   * unlisted should the root hold them. Default none.
+   */
+  readonly reserved?: readonly string[];
+}
+
+/**
+ * What no estate path may name: `broker.dataDir` (the store: tasks, approvals, proposals, the
+ * sealing key) and the records file with its lock and rotations (`<path>.1` … `<path>.maxFiles`).
+ * Every principal's calls and state are in them; a root around them (`"root": "."` beside the
+ * default `./data`) would otherwise hand them to any principal that may read the estate.
+ */
+export function brokerOwnPaths(broker: { readonly dataDir: string; readonly records: { readonly path: string; readonly maxFiles: number } }): string[] {
+  const records = broker.records.path;
+  return [broker.dataDir, records, `${records}.lock`, ...Array.from({ length: broker.records.maxFiles }, (_, i) => `${records}.${i + 1}`)];
 }
 
 /**
@@ -45,7 +61,7 @@ export function estateServed(config: { readonly enabled: boolean; readonly root:
 
 /** The seven `estate__*` tools, in advertised order. */
 export function estateTools(options: EstateOptions): FunctionTool[] {
-  const scope = new EstateScope(options.config.root);
+  const scope = new EstateScope(options.config.root, options.reserved);
   return [
     ...readTools(scope, options.config),
     ...proposalTools(scope, {

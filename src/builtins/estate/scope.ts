@@ -7,7 +7,10 @@
  *  - an absolute path (`/x`, `C:\x`, `\\host\x`), a NUL byte, a backslash, any `..` segment;
  *  - a symlink whose target leaves the root, leads nowhere, or loops;
  *  - anything that is not a regular file or a directory (FIFOs, sockets, devices);
- *  - a component that changes (for example becomes a symlink) while it is being resolved.
+ *  - a component that changes (for example becomes a symlink) while it is being resolved;
+ *  - the broker's own files ({@link EstateScope} `reserved`: `broker.dataDir`, the records file,
+ *    its lock and rotations), wherever the root puts them: one principal's records and stored
+ *    state are not another's to read, and no proposal may write them. They are not listed either.
  * Nothing is decoded: `%2e%2e%2f` is a file name of nine characters, inside the root.
  *
  * How (Linux; Node has no openat(2)): the root's real path is taken once and every call opens it
@@ -24,6 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants, type Dirent, type Stats } from 'node:fs';
 import { lstat, open, readdir, readlink, realpath, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { basename, dirname } from 'node:path';
 import { BrokerError } from '../../shared/errors.js';
 
 /** Longest estate path, in bytes (Linux `PATH_MAX`). */
@@ -91,11 +95,40 @@ interface Walked {
   readonly final: Final;
 }
 
+/** The broker's own files as found now: their identities, and each one's folder identity with its name (for names not there yet). */
+interface Reserved {
+  readonly ids: ReadonlySet<string>;
+  readonly names: ReadonlySet<string>;
+}
+
+const idOf = (s: { dev: number; ino: number }) => `${s.dev}:${s.ino}`;
+
 export class EstateScope {
   private rootId?: { readonly real: string; readonly dev: number; readonly ino: number };
 
-  /** `root` is `estate.root` (absolute, resolved by config/load.ts). */
-  constructor(readonly root: string) {}
+  /**
+   * @param root `estate.root` (absolute, resolved by config/load.ts)
+   * @param reserved absolute paths of the broker's own files and folders, refused and unlisted
+   *   inside the root (estate/index.ts: `broker.dataDir`, the records file, its lock and rotations)
+   */
+  constructor(
+    readonly root: string,
+    private readonly reserved: readonly string[] = [],
+  ) {}
+
+  /** {@link reserved} as they are now (a file may be rotated, a folder made, since the last call); one `stat` each and of its folder. */
+  private async reservedNow(): Promise<Reserved> {
+    const ids = new Set<string>();
+    const names = new Set<string>();
+    await Promise.all(
+      this.reserved.map(async (path) => {
+        const [own, parent] = await Promise.all([stat(path).catch(() => undefined), stat(dirname(path)).catch(() => undefined)]);
+        if (own) ids.add(idOf(own));
+        if (parent) names.add(`${idOf(parent)}/${basename(path)}`);
+      }),
+    );
+    return { ids, names };
+  }
 
   /**
    * Opens an existing file or folder inside the root, following symlinks that stay inside.
@@ -181,11 +214,12 @@ export class EstateScope {
     }
   }
 
-  /** The entries of a held folder, sorted by name. */
+  /** The entries of a held folder, sorted by name; the broker's own files left out. */
   async list(dir: FileHandle): Promise<Dirent[]> {
     try {
-      const entries = await readdir(fdPath(dir, '.'), { withFileTypes: true });
-      return entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      const [entries, reserved, held] = await Promise.all([readdir(fdPath(dir, '.'), { withFileTypes: true }), this.reservedNow(), dir.stat()]);
+      const at = idOf(held);
+      return entries.filter((e) => !reserved.names.has(`${at}/${e.name}`)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     } catch (err) {
       throw fsFailure(err);
     }
@@ -268,10 +302,18 @@ export class EstateScope {
   /** Resolves `path` component by component from the root; see the module comment. */
   private async walk(path: string, options: { follow: boolean; missingLast: boolean }): Promise<Walked> {
     const queue: Step[] = checkLexically(path).map((name) => ({ name, fromLink: false }));
+    const reserved = await this.reservedNow();
+    const refuseReserved = (id: string | undefined, inDir: Stats | undefined, name: string) => {
+      if ((id !== undefined && reserved.ids.has(id)) || (inDir !== undefined && reserved.names.has(`${idOf(inDir)}/${name}`))) {
+        throw escape("names the broker's own data (broker.dataDir, broker.records.path), which is no part of the estate");
+      }
+    };
     const dirs = [await this.openRoot()];
     const names: string[] = [];
     let hops = 0;
     try {
+      // The root itself may be the broker's data folder.
+      refuseReserved(idOf(await dirs[0]!.stat()), undefined, '');
       while (queue.length > 0) {
         const { name, fromLink } = queue.shift()!;
         if (name === '' || name === '.') continue;
@@ -292,7 +334,10 @@ export class EstateScope {
           if (code !== 'ENOENT') throw fsFailure(err);
           // A symlink whose target is missing cannot be shown to stay inside: refuse it.
           if (fromLink) throw escape('is a symlink that leads nowhere');
-          if (queue.length === 0 && options.missingLast) return { dirs, names, final: { kind: 'missing', name } };
+          if (queue.length === 0 && options.missingLast) {
+            refuseReserved(undefined, await dirs.at(-1)!.stat(), name);
+            return { dirs, names, final: { kind: 'missing', name } };
+          }
           throw new EstateNotFound();
         }
         if (link.isSymbolicLink()) {
@@ -313,6 +358,7 @@ export class EstateScope {
           continue;
         }
         if (link.isDirectory()) {
+          refuseReserved(idOf(link), undefined, name);
           dirs.push(await openChecked(at, DIR_FLAGS, link));
           names.push(name);
           continue;
@@ -320,6 +366,7 @@ export class EstateScope {
         // A file in the middle of the path (ENOTDIR): there is nothing below it.
         if (queue.length > 0) throw new EstateNotFound();
         if (!link.isFile()) throw escape('is not a regular file or a folder');
+        refuseReserved(idOf(link), await dirs.at(-1)!.stat(), name);
         const handle = await openChecked(at, FILE_FLAGS, link);
         return { dirs, names, final: { kind: 'file', name, handle, stats: await handle.stat() } };
       }

@@ -1,0 +1,71 @@
+/**
+ * The broker's own files inside an estate root (`"root": "."` beside the default `./data`):
+ * `broker.dataDir` and the records file with its lock and rotations are refused to every estate
+ * tool, read or write, and not listed or searched (one principal read another's records and
+ * stored state through `estate__read_file`).
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { brokerOwnPaths } from '../../src/builtins/estate/index.js';
+import type { RouterOutcome } from '../../src/router/index.js';
+import { makeEstate, type EstateFixture } from './estate-support.js';
+
+let estate: EstateFixture;
+beforeEach(() => {
+  estate = makeEstate({
+    operators: ['ops'],
+    reserved: (root) => {
+      mkdirSync(join(root, 'data'));
+      writeFileSync(join(root, 'data', 'broker.sqlite'), 'STORE-OF-EVERY-PRINCIPAL');
+      writeFileSync(join(root, 'calls.ndjson'), '{"principal":"alice","args":{"text":"ALICE-PRIVATE"}}\n');
+      writeFileSync(join(root, 'calls.ndjson.1'), '{"principal":"alice","args":{"text":"ALICE-OLDER"}}\n');
+      return brokerOwnPaths({ dataDir: join(root, 'data'), records: { path: join(root, 'calls.ndjson'), maxFiles: 3 } });
+    },
+  });
+});
+afterEach(async () => {
+  await estate.close();
+});
+
+const refusal = (o: RouterOutcome) => (o.outcome === 'ok' ? JSON.stringify(o.result) : `${o.outcome}: ${o.message}`);
+
+describe("the broker's own files inside the estate root", () => {
+  it('are refused to read_file and stat, by name, under another spelling and through a symlink', async () => {
+    const { symlinkSync } = await import('node:fs');
+    symlinkSync('calls.ndjson', join(estate.root, 'records-link'));
+    for (const [tool, path] of [
+      ['estate__read_file', 'calls.ndjson'],
+      ['estate__read_file', './calls.ndjson'],
+      ['estate__read_file', 'calls.ndjson.1'],
+      ['estate__read_file', 'records-link'],
+      ['estate__read_file', 'data/broker.sqlite'],
+      ['estate__stat', 'data'],
+      ['estate__list_dir', 'data'],
+      ['estate__search', 'data'],
+    ] as const) {
+      const answer = refusal(await estate.run(tool, { path, ...(tool === 'estate__search' ? { query: 'a' } : {}) }, 'bob'));
+      expect(answer, `${tool} ${path}`).toContain("broker's own data");
+      expect(answer).not.toMatch(/ALICE|STORE-OF/);
+    }
+  });
+
+  it('are left out of list_dir and search; everything else is there', async () => {
+    const listed = await estate.run('estate__list_dir', { path: '.' }, 'bob');
+    const names = (listed.outcome === 'ok' ? (listed.result.structuredContent as { entries: { name: string }[] }).entries : []).map((e) => e.name);
+    expect(names).toContain('a.txt');
+    expect(names).not.toContain('data');
+    expect(names).not.toContain('calls.ndjson');
+    expect(names).not.toContain('calls.ndjson.1');
+    const found = await estate.run('estate__search', { path: '.', query: 'principal' }, 'bob');
+    expect(JSON.stringify(found)).not.toMatch(/ALICE|calls\.ndjson/);
+  });
+
+  it('no proposal may write them, a rotation not made yet included; the records are unchanged', async () => {
+    for (const path of ['calls.ndjson', 'calls.ndjson.2', 'calls.ndjson.lock', 'data/new.txt']) {
+      const answer = refusal(await estate.run('estate__propose_change', { path, content: 'forged', rationale: 'test' }, 'ops'));
+      expect(answer, path).toContain("broker's own data");
+    }
+    expect(readFileSync(join(estate.root, 'calls.ndjson'), 'utf8')).toContain('ALICE-PRIVATE');
+  });
+});
