@@ -262,8 +262,21 @@ export class Scrubber {
     return this.walkStrings(value, 0) as T;
   }
 
+  /**
+   * A base64 `data:` URI of a textual type (`data:image/svg+xml;base64,…`: a tool's icon) with its
+   * decoded text scrubbed, re-encoded when that changed it; any other string through {@link text}.
+   */
+  private textOrDataUri(value: string): string {
+    if (!value.startsWith('data:')) return this.text(value);
+    const head = DATA_URI_BASE64.exec(value);
+    if (!head || !TEXTUAL_MEDIA.test(head[1]!)) return this.text(value);
+    const body = value.slice(head[0].length);
+    const scrubbed = this.blob(body);
+    return this.text(scrubbed === body ? value : head[0] + scrubbed);
+  }
+
   private walkStrings(value: unknown, depth: number): unknown {
-    if (typeof value === 'string') return this.text(value);
+    if (typeof value === 'string') return this.textOrDataUri(value);
     if (value === null || typeof value !== 'object') return value;
     if (depth >= MAX_DEPTH) return REDACTED;
     if (Array.isArray(value)) {
@@ -298,7 +311,7 @@ export class Scrubber {
   }
 
   private walk(value: unknown, depth: number, secretScope: boolean, media = false): unknown {
-    if (typeof value === 'string') return secretScope && value !== '' ? REDACTED : this.text(value);
+    if (typeof value === 'string') return secretScope && value !== '' ? REDACTED : this.textOrDataUri(value);
     if (value === null || typeof value !== 'object') return value;
     if (depth >= MAX_DEPTH) return REDACTED;
     if (value instanceof Error) {
@@ -320,7 +333,8 @@ export class Scrubber {
       const credential = secretScope || isCredentialField(key);
       let next: unknown;
       if (media && !credential && typeof current === 'string' && (key === 'blob' || (key === 'data' && (source.type === 'image' || source.type === 'audio')))) {
-        next = key === 'blob' ? this.blob(current) : current;
+        // Image and audio data are binary, left alone, but for a textual type (an SVG is XML text).
+        next = key === 'blob' || (typeof source.mimeType === 'string' && TEXTUAL_MEDIA.test(source.mimeType)) ? this.blob(current) : current;
       } else if (credential && typeof current === 'string') {
         next = current === '' || (!secretScope && isPlainCount(key, current)) ? current : REDACTED;
       }
@@ -346,6 +360,11 @@ export class Scrubber {
     return new RegExp(parts.join('|'), 'g');
   }
 }
+
+/** The head of a base64 `data:` URI (RFC 2397), its media type captured. */
+const DATA_URI_BASE64 = /^data:([^;,]*)(?:;[^;,]*)*;base64,/i;
+/** Media types whose bytes are text: `text/*`, XML and JSON (`image/svg+xml`, `application/ld+json`). */
+const TEXTUAL_MEDIA = /^\s*(?:text\/[^;]*|[^;/]+\/(?:[^;]*\+)?(?:xml|json)|application\/(?:javascript|ecmascript))\s*(?:;|$)/i;
 
 /** Characters JSON writers escape as `\uXXXX` besides control characters: every one past ASCII (Python's `ensure_ascii`, PHP), `<>&` (Go), `<>&'` (HTML-safe writers). */
 const JSON_ESCAPE_SETS: readonly ((code: number) => boolean)[] = [

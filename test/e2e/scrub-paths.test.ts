@@ -123,6 +123,16 @@ describe('issue 12: nothing an upstream sends around tools/call carries its inje
     expect((await pending).result.content[0].text).toBe('gave up');
   });
 
+  it('an SVG (text as base64 image data) in a result and in a tool icon: decoded and scrubbed (each passed as it came)', async () => {
+    const decoded = (b64: string) => Buffer.from(b64, 'base64').toString('utf8');
+    const image = (await request('tools/call', { name: 'leaky__svg', arguments: {} })).result.content[0];
+    expect(image.mimeType).toBe('image/svg+xml');
+    expect(decoded(image.data)).toBe(`<svg><text>${REDACTED}</text></svg>`);
+    const listed = (await request('tools/list', {})).result.tools.find((t: Message) => t.name === 'leaky__svg');
+    const src: string = listed.icons[0].src;
+    expect(decoded(src.slice(src.indexOf(',') + 1))).toBe(`<svg><text>${REDACTED}</text></svg>`);
+  });
+
   it('a failed call and a large result (raw-bytes lane) carry no secret', async () => {
     const failed = await request('tools/call', { name: 'leaky__fail', arguments: {} });
     expect(failed.result.isError).toBe(true);

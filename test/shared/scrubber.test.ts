@@ -194,3 +194,39 @@ describe('a secret in the other spellings JSON and URL writers use (found by a r
     expect(s.text(encodeURIComponent(SLASHED).replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()))).toBe(REDACTED);
   });
 });
+
+describe('text carried as base64 media (found by a review subagent: an SVG passed unscrubbed)', () => {
+  const secret = 'zq-SEKRIT-value-42';
+  const scrubber = new Scrubber([secret]);
+  const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg"><text>${secret}</text></svg>`;
+  const decoded = (data: string) => Buffer.from(data, 'base64').toString('utf8');
+
+  it('an image or audio block of a textual type (SVG, XML, JSON, text) is decoded and scrubbed; binary media is left alone', () => {
+    const out = scrubber.media({ type: 'image', mimeType: 'image/svg+xml', data: b64(svg) }) as { data: string };
+    expect(decoded(out.data)).toBe(svg.replace(secret, REDACTED));
+    const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, ...Buffer.from(secret)]).toString('base64');
+    const image = { type: 'image', mimeType: 'image/png', data: png };
+    expect(scrubber.media(image)).toBe(image);
+    // A binary type is left alone even when its bytes happen to be text: it is not judged by its bytes.
+    const wav = { type: 'audio', mimeType: 'audio/wav', data: b64(`RIFF ${secret}`) };
+    expect(scrubber.media(wav)).toBe(wav);
+    const json = scrubber.media({ type: 'audio', mimeType: 'application/ld+json; charset=utf-8', data: b64(`{"k":"${secret}"}`) }) as { data: string };
+    expect(decoded(json.data)).not.toContain(secret);
+  });
+
+  it('a base64 data: URI of a textual type (a tool icon) is decoded and scrubbed in definitions and values; other data: URIs are text', () => {
+    const icon = `data:image/svg+xml;base64,${b64(svg)}`;
+    const tool = { name: 't', icons: [{ src: icon, mimeType: 'image/svg+xml' }], inputSchema: { type: 'object' } };
+    const scrubbed = scrubber.strings(tool);
+    const src = scrubbed.icons[0]!.src;
+    expect(src.startsWith('data:image/svg+xml;base64,')).toBe(true);
+    expect(decoded(src.slice('data:image/svg+xml;base64,'.length))).toBe(svg.replace(secret, REDACTED));
+    expect((scrubber.value({ link: icon }) as { link: string }).link).not.toBe(icon);
+    const png = `data:image/png;base64,${Buffer.from([0x89, 0x50, ...Buffer.from(secret)]).toString('base64')}`;
+    expect(scrubber.strings({ src: png })).toEqual({ src: png });
+    // Unchanged when clean: the same references.
+    const clean = { icons: [{ src: `data:image/svg+xml;base64,${b64('<svg/>')}` }] };
+    expect(scrubber.strings(clean)).toBe(clean);
+  });
+});
