@@ -114,16 +114,53 @@ function scrubRequestError(scrubber: Scrubber, error: NonNullable<BrokerCall['re
   return message === error.message && data === error.data ? error : { code: error.code, message, ...(data !== undefined && { data }) };
 }
 
+/** Schemas an input request's params carry: their strings scrubbed, their property names kept. */
+const SCHEMA_PARAMS = new Set(['requestedSchema', 'inputSchema', 'outputSchema']);
+
+/** {@link scrubInputRequired}'s input requests: keys through the text scrubber, each request's schemas as strings and the rest as values. */
+function scrubInputRequests(scrubber: Scrubber, requests: unknown): unknown {
+  if (typeof requests !== 'object' || requests === null || Array.isArray(requests)) return scrubber.strings(requests);
+  let out: Record<string, unknown> | undefined;
+  for (const [key, request] of Object.entries(requests as Record<string, unknown>)) {
+    const cleanKey = scrubber.text(key);
+    const next = scrubInputRequest(scrubber, request);
+    if (cleanKey !== key || next !== request) {
+      out ??= { ...(requests as Record<string, unknown>) };
+      delete out[key];
+      out[cleanKey] = next;
+    }
+  }
+  return out ?? requests;
+}
+
+function scrubInputRequest(scrubber: Scrubber, request: unknown): unknown {
+  if (typeof request !== 'object' || request === null || Array.isArray(request)) return scrubber.strings(request);
+  const { params, ...rest } = request as Record<string, unknown>;
+  let scrubbedParams = params;
+  if (typeof params === 'object' && params !== null && !Array.isArray(params)) {
+    let copy: Record<string, unknown> | undefined;
+    for (const [key, value] of Object.entries(params)) {
+      const next = SCHEMA_PARAMS.has(key) ? scrubber.strings(value) : scrubber.media({ [key]: value })[key];
+      if (next !== value) (copy ??= { ...params })[key] = next;
+    }
+    scrubbedParams = copy ?? params;
+  } else if (params !== undefined) scrubbedParams = scrubber.strings(params);
+  const scrubbedRest = scrubber.value(rest);
+  if (scrubbedParams === params && scrubbedRest === rest) return request;
+  return { ...scrubbedRest, ...(params !== undefined && { params: scrubbedParams }) };
+}
+
 /**
- * The `input_required` answer relayed to a modern caller (`relay-input.ts`): its input requests
- * with every string and key scrubbed and their schemas kept ({@link Scrubber.strings}: a
- * `password` property of a `requestedSchema` names a field, it is no secret), every other member
- * (`_meta`, any the upstream added) as a value; the sealed `requestState` is the broker's own and
- * left as it is.
+ * The `input_required` answer relayed to a modern caller (`relay-input.ts`): each input request
+ * scrubbed as a relayed server request is (`upstream-scrub.ts` `serverRequest`): the schemas in
+ * its params kept ({@link Scrubber.strings}: a `password` property of a `requestedSchema` names a
+ * field, it is no secret), every other member of it a value (credential-named fields redacted,
+ * text blobs decoded), its keys too; every other member of the answer (`_meta`, any the upstream
+ * added) as a value; the sealed `requestState` is the broker's own and left as it is.
  */
 function scrubInputRequired(scrubber: Scrubber, answer: NonNullable<BrokerCall['inputRequired']>): NonNullable<BrokerCall['inputRequired']> {
   const { inputRequests, requestState, resultType, ...others } = answer as unknown as Record<string, unknown>;
-  const requests = scrubber.strings(inputRequests);
+  const requests = scrubInputRequests(scrubber, inputRequests);
   const rest = scrubber.value(others);
   if (requests === inputRequests && rest === others) return answer;
   return { ...rest, resultType, inputRequests: requests, ...(requestState !== undefined && { requestState }) } as unknown as NonNullable<BrokerCall['inputRequired']>;

@@ -85,6 +85,8 @@ describe('scrub stage', () => {
           method: 'elicitation/create',
           params: { message: 'confirm', requestedSchema: { type: 'object', properties: { password: { type: 'string', description: 'the password' } } } },
           note: `extra ${SECRET}`,
+          // A plain value under a credential's name: the field-name rule holds here too (only the text scrubber ran).
+          auth: { password: 'plain-pw-value' },
         },
       },
       requestState: 'sealed.state.of.ours',
@@ -112,6 +114,8 @@ describe('scrub stage', () => {
     const asked = (relayed.inputRequests as Record<string, (typeof inputRequired.inputRequests)[keyof typeof inputRequired.inputRequests]>)[`up__ask-${REDACTED}`]!;
     expect(asked.params.requestedSchema).toEqual(inputRequired.inputRequests[`up__ask-${SECRET}`]!.params.requestedSchema);
     expect(asked.note).toBe(`extra ${REDACTED}`);
+    expect(asked.auth).toEqual({ password: REDACTED });
+    expect(JSON.stringify(c.inputRequired)).not.toContain('plain-pw-value');
   });
 
   it("a text block's other members are scrubbed as any object's are: their keys too (a secret in a key reached a legacy client), credential-named ones redacted", async () => {
