@@ -90,7 +90,7 @@ export interface GatewayEvents {
   /** A merged list changed: every session sends `notifications/<kind>/list_changed`. */
   listChanged: [kind: ListKind];
   /** An upstream resource changed: sessions subscribed to `uri` send `resources/updated`. */
-  resourceUpdated: [uri: string];
+  resourceUpdated: [uri: string, server: string];
   /**
    * An upstream log message, scrubbed, for sessions at or above its level. `owner` is the session
    * it is provably tied to (it arrived on the response stream of that session's call; see
@@ -242,7 +242,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.registry.on('listChanged', (kind) => this.isReady && this.emit('listChanged', kind));
     // Tool pinning: every upstream tool's definition is pinned when first seen (issue 3).
     this.registry.on('listChanged', (kind) => kind === 'tools' && void pinRoster(this.store, this.registry.roster, this.clock, this.logger));
-    this.registry.on('resourceUpdated', (uri) => this.emit('resourceUpdated', uri));
+    this.registry.on('resourceUpdated', (uri, server) => this.emit('resourceUpdated', uri, server));
     this.registry.on('log', (params, server, owner) =>
       // Scrubbed like every other log line: an upstream may log its own secrets (issue 3 §6).
       this.emit(

@@ -241,8 +241,12 @@ export class DownstreamSession {
     const relay = !modern || options.relayEvents !== false;
     const onList = (kind: ListKind) => this.sendListChanged(kind);
     // Modern: every update goes out; the SDK's listen router sends it to the subscriptions that asked for the URI.
-    const onUpdated = (uri: string) => {
-      if (modern || this.subscribed.has(uri)) void this.server.sendResourceUpdated({ uri }).catch(() => undefined);
+    // Judged again at each update, as the subscription was: a config reload since may deny the resource now.
+    const onUpdated = (uri: string, server: string) => {
+      if (!modern && !this.subscribed.has(uri)) return;
+      const item = { server, type: 'resource' as const, name: uri };
+      if (modern ? !gateway.primitives.allowedOutright(this.principal, item) : !gateway.primitives.visible(this.principal, item)) return;
+      void this.server.sendResourceUpdated({ uri }).catch(() => undefined);
     };
     const privileged = options.principal === 'local' || gateway.config.principals[options.principal]?.role === 'operator';
     const onLog = (params: { level: LoggingLevel; logger?: string; data?: unknown }, owner: string | undefined) => {

@@ -143,3 +143,24 @@ describe('resource rules cover every spelling of a URI under them', () => {
     expect(logged(log, 'read').map((e) => e.uri)).toEqual(['prims://doc']);
   });
 });
+
+describe('a deny added by a reload after a resources/subscribe', () => {
+  let broker: StartedBroker | undefined;
+  afterEach(async () => broker?.close());
+
+  it('the subscription is judged again at each update: none reaches the client once the resource is denied (they kept coming)', async () => {
+    broker = await startBroker({ servers: { e: nodeServer(fixture('echo.mjs')) } });
+    const b = broker;
+    await b.client.setLoggingLevel('info');
+    await b.client.subscribeResource({ uri: 'fixture://a' });
+    const count = (method: string) => b.notifications.filter((n) => n.method === method).length;
+    const updates = () => count('notifications/resources/updated');
+    await b.client.callTool({ name: 'e__emit', arguments: {} });
+    await waitFor(() => updates() === 1 && count('notifications/message') === 1, 'the update and log before the reload');
+    await reloadPolicy(b, { rules: [{ resources: ['fixture://a'], action: 'deny' }] });
+    await b.client.callTool({ name: 'e__emit', arguments: {} });
+    // The emit's log message follows its resources/updated: once the log is here, no update is still coming.
+    await waitFor(() => count('notifications/message') === 2, 'the log after the reload');
+    expect(updates()).toBe(1);
+  });
+});
