@@ -920,13 +920,22 @@ export class DownstreamSession {
       // -32602, as for a read (above).
       if (!upstream) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Resource not found: ${uri}`);
       const judged = { kind: 'subscribe', server: upstream.name, type: 'resource', name: uri, ownName: uri, args: {} } as const;
-      return this.guarded(judged, ctx, req.params._meta, async () => {
-        if (!this.subscribed.has(uri)) {
-          this.subscribed.add(uri);
-          await gw.resources.subscribe(uri);
-        }
-        return {};
-      });
+      // Counted only once the subscription's record is written: a subscribe the upstream refused,
+      // or whose record could not be written (refused `guard_error`), holds nothing.
+      let added = false;
+      try {
+        return await this.guarded(judged, ctx, req.params._meta, async () => {
+          if (!this.subscribed.has(uri)) {
+            this.subscribed.add(uri);
+            added = true;
+            await gw.resources.subscribe(uri);
+          }
+          return {};
+        });
+      } catch (err) {
+        if (added && this.subscribed.delete(uri)) await gw.resources.unsubscribe(uri).catch(() => undefined);
+        throw err;
+      }
     });
 
     server.setRequestHandler('resources/unsubscribe', async (req) => {

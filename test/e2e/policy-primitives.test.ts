@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ProtocolError } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, nodeServer, spawnRawBroker, startBroker, type StartedBroker } from './helpers.js';
+import { fixture, nodeServer, spawnRawBroker, startBroker, waitFor, type StartedBroker } from './helpers.js';
 import { connectHttp, startHttpBroker, type ConnectedClient, type HttpBroker } from '../transports/harness.js';
 
 const TOKENS = { ALICE_TOKEN: 'alice-token-0123456789abcdef', BOB_TOKEN: 'bob-token-0123456789abcdef00' };
@@ -171,6 +171,28 @@ describe('fail-closed record of a read', () => {
       expect(err.message).not.toContain('content of');
     }
     expect(events(log, 'evil').map((e) => e.event)).toEqual(['read', 'get']); // they did reach the upstream
+  });
+});
+
+describe('fail-closed record of a resources/subscribe', () => {
+  it('refused guard_error, it holds nothing: once records can be written again, no update reaches the session (they did)', async () => {
+    const records = join(tmp, 'subscribe-records');
+    mkdirSync(records); // a folder at the records path: every append fails until it goes
+    const b = await startBroker({ servers: { e: nodeServer(fixture('echo.mjs')) }, extra: { broker: { records: { path: records } } } });
+    try {
+      await b.client.setLoggingLevel('info');
+      const err = await refusal(() => b.client.subscribeResource({ uri: 'fixture://a' }));
+      expect((err.data as Record<string, string>)['mcp-broker/outcome']).toBe('guard_error');
+      rmSync(records, { recursive: true });
+      const count = (method: string) => b.notifications.filter((n) => n.method === method).length;
+      await b.client.callTool({ name: 'e__emit', arguments: {} });
+      // The emit's log message follows its resources/updated: once the log is here, no update is still coming.
+      await waitFor(() => count('notifications/message') === 1, 'the log of the emit');
+      expect(count('notifications/resources/updated')).toBe(0);
+      expect(readFileSync(records, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l).name)).toEqual(['e__emit']);
+    } finally {
+      await b.close();
+    }
   });
 });
 
