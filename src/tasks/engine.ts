@@ -490,7 +490,19 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     await this.changed(row.id);
     if (waiter) return waiter.resolve({ approved: true, by: row.approvedBy });
     if (row.argsRedacted) {
-      return void (await this.finish(row.id, 'failed', refusal('guard_error', 'its arguments held a secret the store does not keep; call the tool again'), 'arguments redacted'));
+      // The call never runs, so no stage writes its record: written here, before its result can
+      // be read (fail closed). Unwritable: back to approved and parked, for a later tick to try again.
+      const result = refusal('guard_error', 'its arguments held a secret the store does not keep; call the tool again');
+      const record = owedRecord({ ...row, status: 'failed', result, reason: 'arguments redacted' }, false, this.deps.clock.now());
+      try {
+        await this.deps.record?.(record);
+      } catch (err) {
+        this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'the record of an approved call whose arguments were not kept could not be written; retried on a later tick');
+        await this.deps.store.updateTask(row.id, ['running'], { status: 'parked', updatedAt: this.iso() });
+        return;
+      }
+      await this.deps.store.setRecordOwed(row.id, false);
+      return void (await this.finish(row.id, 'failed', result, 'arguments redacted', record.callId));
     }
     const controller = new AbortController();
     this.runs.set(row.id, { abort: (reason) => controller.abort(reason) });

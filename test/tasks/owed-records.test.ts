@@ -204,6 +204,31 @@ describe('records of parked calls settled with no call waiting (issue 15)', () =
     expect((await engine.get(row!.id, undefined))!.recordOwed).toBe(false);
   });
 
+  it('an approved parked call whose arguments were not kept: its record is written before its failed result can be read; an unwritable record leaves it parked for a later tick (the result was readable first)', async () => {
+    let failing = true;
+    const { clock, engine, records, store } = setup({ failRecords: () => failing });
+    const at = new Date(clock.now()).toISOString();
+    await engine.start();
+    await store.addTask({
+      id: 'r1', status: 'parked', stoppedBy: null, owner: 'gone', principal: 'alice', unit: 's1', sessionId: '', subject: 'u/echo', name: 'u__echo',
+      args: {}, argsRedacted: true, result: null, reason: 'waiting for approval', callId: '', approvedBy: 'cli', recordOwed: true, createdAt: at, updatedAt: at, ttlMs: TTL_MS,
+    });
+    const seenAtFailed: number[] = [];
+    engine.on('status', (row) => {
+      if (row.id === 'r1' && row.status === 'failed') seenAtFailed.push(records.length);
+    });
+    await clock.advance(TASK_POLL_MS);
+    expect(records).toEqual([]);
+    expect((await engine.get('r1', undefined))!.status).toBe('parked');
+    failing = false;
+    await clock.advance(TASK_POLL_MS);
+    expect(records.map((r) => [r.name, r.outcome, r.reason])).toEqual([['u__echo', 'guard_error', 'arguments redacted']]);
+    expect(seenAtFailed).toEqual([1]);
+    expect(await engine.get('r1', undefined)).toMatchObject({ status: 'failed', recordOwed: false, callId: records[0]!.callId });
+    await clock.advance(2 * TASK_POLL_MS);
+    expect(records).toHaveLength(1);
+  });
+
   describe('a task running when its broker dies (SIGKILL): its row is owed from the start', () => {
     /** Broker A (its clock never advanced: a dead process's timer never fires) creates a task and dies. */
     async function dyingTask(store: SqliteStore, run?: TaskEngineDeps['run']) {
