@@ -429,7 +429,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   onSettled(call: BrokerCall, answer: BrokerAnswer): Promise<void> | undefined {
     const parked = this.parkedOf.get(call);
     const id = this.plainRuns.get(call);
-    const task = call.request.taskId;
+    // A flow's step runs in its flow's task but is no call of that task: its record is the step's, not the task's one.
+    const task = call.request.flow === undefined ? call.request.taskId : undefined;
     if (task !== undefined && answer.record) {
       // A task's call wrote its one record: its row owes none (cleared before anything else
       // awaits, so a broker killed now cannot leave a written record owed as well).

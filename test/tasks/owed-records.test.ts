@@ -273,5 +273,25 @@ describe('records of parked calls settled with no call waiting (issue 15)', () =
       await b.clock.advance(TTL_MS + 2 * TASK_POLL_MS);
       expect(b.records).toEqual([]);
     });
+
+    it("a flow run as a task: its step's record is the step's, so the task still owes its own and the next broker writes it (it was lost)", async () => {
+      const store = SqliteStore.open(':memory:');
+      let engine!: TaskEngine;
+      const { a, row } = await dyingTask(store, async (request, s, t) => {
+        await new Promise((r) => setImmediate(r));
+        // A step of the flow the task runs: its call carries the task's id and its flow.
+        const step = { callId: 'step-1', request: { ...request, name: 'u__echo', flow: { id: 'flow-1', step: 's1' } }, session: s, target: t } as unknown as BrokerCall;
+        const answer = { callId: 'step-1', outcome: 'ok', status: 200, attempts: 1, result: { content: [] }, record: { callId: 'step-1', outcome: 'ok' } as CallRecord } as BrokerAnswer;
+        await engine.onSettled(step, answer);
+        return new Promise<BrokerAnswer>(() => undefined);
+      });
+      engine = a.engine;
+      await new Promise((r) => setImmediate(r));
+      await new Promise((r) => setImmediate(r));
+      expect((await store.getTask(row.id, a.clock.now()))!.recordOwed).toBe(true);
+      const b = setup({ store, clock: new ManualClock(a.clock.now()) });
+      await b.engine.start();
+      expect(b.records.map((r) => [r.name, r.outcome])).toEqual([['u__echo', 'cancelled']]);
+    });
   });
 });
