@@ -61,6 +61,13 @@ export interface TaskEngineDeps {
   /** Runs one call through the broker path (`Broker.call`). */
   run(request: CallRequest, session: CallerSession, target?: ToolTarget): Promise<BrokerAnswer>;
   /**
+   * Why an approved row of tool `name` cannot be run again from its row when no call waits on
+   * it (its broker stopped meanwhile), or undefined when it can: a flow (`broker__flow_run`)
+   * whose step waited ran its earlier steps already, and a run from its row would run them
+   * twice. Default: every tool can.
+   */
+  notRerunnable?(name: string): string | undefined;
+  /**
    * Writes the one record of a parked call whose row settled (rejected, cancelled) or expired
    * with no call waiting on it (the records sink, then publication); rejects when it could not
    * be written (the row stays owed and a later tick tries again). Absent: such records are
@@ -490,20 +497,28 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     if (!moved) return;
     await this.changed(row.id);
     if (waiter) return waiter.resolve({ approved: true, by: row.approvedBy });
-    if (row.argsRedacted) {
-      // The call never runs, so no stage writes its record: written here, before its result can
-      // be read (fail closed). Unwritable: back to approved and parked, for a later tick to try again.
-      const result = refusal('guard_error', 'its arguments held a secret the store does not keep; call the tool again');
-      const record = owedRecord({ ...row, status: 'failed', result, reason: 'arguments redacted' }, false, this.deps.clock.now());
-      try {
-        await this.deps.record?.(record);
-      } catch (err) {
-        this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'the record of an approved call whose arguments were not kept could not be written; retried on a later tick');
-        await this.deps.store.updateTask(row.id, ['running'], { status: 'parked', updatedAt: this.iso() });
-        return;
+    const cannot = row.argsRedacted
+      ? { outcome: 'guard_error' as const, text: 'its arguments held a secret the store does not keep; call the tool again', reason: 'arguments redacted' }
+      : this.notRerunnable(row);
+    if (cannot) {
+      // The call never runs, so no stage writes its record: written here (unless it was already,
+      // by the call that parked it), before its result can be read (fail closed). Unwritable: back
+      // to approved and parked, for a later tick to try again.
+      const result = refusal(cannot.outcome, cannot.text);
+      let callId = row.callId || undefined;
+      if (row.recordOwed) {
+        const record = owedRecord({ ...row, status: 'failed', result, reason: cannot.reason }, false, this.deps.clock.now());
+        try {
+          await this.deps.record?.(record);
+        } catch (err) {
+          this.deps.logger.error({ taskId: row.id, err: messageOf(err) }, 'the record of an approved call that cannot run could not be written; retried on a later tick');
+          await this.deps.store.updateTask(row.id, ['running'], { status: 'parked', updatedAt: this.iso() });
+          return;
+        }
+        await this.deps.store.setRecordOwed(row.id, false);
+        callId = record.callId;
       }
-      await this.deps.store.setRecordOwed(row.id, false);
-      return void (await this.finish(row.id, 'failed', result, 'arguments redacted', record.callId));
+      return void (await this.finish(row.id, 'failed', result, cannot.reason, callId));
     }
     const controller = new AbortController();
     this.runs.set(row.id, { abort: (reason) => controller.abort(reason) });
@@ -532,6 +547,12 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
       return;
     }
     await this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', toolResultOf(answer), answer.reason ?? null, answer.callId);
+  }
+
+  /** {@link TaskEngineDeps.notRerunnable} of `row`, as the refusal its approval gets. */
+  private notRerunnable(row: TaskRow): { outcome: 'cancelled'; text: string; reason: string } | undefined {
+    const why = this.deps.notRerunnable?.(row.name);
+    return why === undefined ? undefined : { outcome: 'cancelled', text: `approved, but not run: ${why}`, reason: `approved by ${row.approvedBy}, not run: ${why}` };
   }
 
   private async finish(id: string, status: 'completed' | 'failed', result: CallToolResult, reason: string | null, callId?: string): Promise<void> {

@@ -24,7 +24,7 @@ const session: CallerSession = { sessionId: 's1', principal: 'alice', unit: 's1'
 const target: ToolTarget = { name: 'u__echo', server: 'u', toolName: 'echo', state: 'active', source: 'upstream' };
 const TTL_MS = 60_000;
 
-function setup(options: { store?: SqliteStore; clock?: ManualClock; failRecords?: () => boolean; run?: TaskEngineDeps['run'] } = {}) {
+function setup(options: { store?: SqliteStore; clock?: ManualClock; failRecords?: () => boolean; run?: TaskEngineDeps['run']; notRerunnable?: TaskEngineDeps['notRerunnable'] } = {}) {
   const clock = options.clock ?? new ManualClock();
   const store = options.store ?? SqliteStore.open(':memory:');
   const records: CallRecord[] = [];
@@ -33,6 +33,7 @@ function setup(options: { store?: SqliteStore; clock?: ManualClock; failRecords?
     clock,
     logger: silentLogger(),
     run: options.run ?? (() => new Promise<BrokerAnswer>(() => undefined)),
+    ...(options.notRerunnable ? { notRerunnable: options.notRerunnable } : {}),
     record: async (r) => {
       if (options.failRecords?.()) throw new Error('disk full');
       records.push(r);
@@ -225,6 +226,35 @@ describe('records of parked calls settled with no call waiting (issue 15)', () =
     expect(records.map((r) => [r.name, r.outcome, r.reason])).toEqual([['u__echo', 'guard_error', 'arguments redacted']]);
     expect(seenAtFailed).toEqual([1]);
     expect(await engine.get('r1', undefined)).toMatchObject({ status: 'failed', recordOwed: false, callId: records[0]!.callId });
+    await clock.advance(2 * TASK_POLL_MS);
+    expect(records).toHaveLength(1);
+  });
+
+  it('an approved flow task its stopped broker left parked is not run again from its row (its earlier steps would run twice): failed cancelled, recorded once', async () => {
+    const ran: string[] = [];
+    const { clock, engine, records, store } = setup({
+      run: async (request) => (ran.push(request.name), new Promise<BrokerAnswer>(() => undefined)),
+      notRerunnable: (name) => (name === 'broker__flow_run' ? 'its steps ran' : undefined),
+    });
+    const at = new Date(clock.now()).toISOString();
+    await engine.start();
+    const parked = (id: string, name: string, recordOwed: boolean) =>
+      store.addTask({
+        id, status: 'parked', stoppedBy: null, owner: 'gone', principal: 'alice', unit: 's1', sessionId: '', subject: `broker/${name}`, name,
+        args: {}, argsRedacted: false, result: null, reason: 'waiting for approval', callId: recordOwed ? '' : 'flow-call', approvedBy: 'cli', recordOwed, createdAt: at, updatedAt: at, ttlMs: TTL_MS,
+      });
+    // The flow's own call recorded `cancelled` as its broker stopped: nothing is owed.
+    const settledRow = new Promise<void>((resolve) => engine.on('status', (row) => row.id === 'f1' && row.status === 'failed' && resolve()));
+    await parked('f1', 'broker__flow_run', false);
+    // One whose record is still owed gets it, once.
+    await parked('f2', 'broker__flow_run', true);
+    await parked('p1', 'u__echo', false);
+    await clock.advance(TASK_POLL_MS);
+    await settledRow;
+    expect(ran).toEqual(['u__echo']);
+    expect(await engine.get('f1', undefined)).toMatchObject({ status: 'failed', callId: 'flow-call', reason: 'approved by cli, not run: its steps ran' });
+    expect(await engine.get('f2', undefined)).toMatchObject({ status: 'failed', recordOwed: false });
+    expect(records.map((r) => [r.name, r.outcome])).toEqual([['broker__flow_run', 'cancelled']]);
     await clock.advance(2 * TASK_POLL_MS);
     expect(records).toHaveLength(1);
   });
