@@ -560,6 +560,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     }
     const options: McpUpstreamOptions = {
       name,
+      sharedByPrincipals: () => Object.keys(this.config.principals).length > 1,
       config: server as Exclude<ServerConfig, { type: 'rest' }>,
       logger: this.logger.child({ upstream: name }),
       clock: this.clock,

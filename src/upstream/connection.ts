@@ -144,6 +144,13 @@ function unanswerable(owner: string): ServerRequestHandler {
 
 export interface McpUpstreamOptions {
   name: string;
+  /**
+   * Whether more than one principal may call through this connection (read at each use: a
+   * config reload may add principals). Then a Streamable HTTP upstream's request on its
+   * standalone GET stream, tied to no call, is refused rather than put to whoever's call is in
+   * flight. Default false.
+   */
+  sharedByPrincipals?: () => boolean;
   config: StdioServerConfig | HttpServerConfig | SseServerConfig;
   logger: Logger;
   clock: Clock;
@@ -824,9 +831,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     this.offered = caps;
     const route = (method: string) => async (req: { params?: unknown }, ctx: { mcpReq: { signal: AbortSignal; id?: string | number } }) => {
       // Arrived on a Streamable HTTP upstream's standalone GET stream: related to no request by
-      // the transport's rules, so to no caller. Whoever's calls are in flight now did not cause
-      // it (one caller's finished call may have): refused, never guessed.
-      if (ctx.mcpReq.id !== undefined && this.standaloneRequests.delete(String(ctx.mcpReq.id))) {
+      // the transport's rules (a SHOULD: some servers send a call's questions there). With one
+      // principal it goes to the caller in flight, as a stdio upstream's does; shared by several,
+      // whoever's calls are in flight now may not have caused it (another principal's finished
+      // call may have): refused, never guessed.
+      if (ctx.mcpReq.id !== undefined && this.standaloneRequests.delete(String(ctx.mcpReq.id)) && this.options.sharedByPrincipals?.()) {
         throw new BrokerError('no_caller', `${method} from upstream "${this.name}" arrived on its standalone stream, related to no call; it is relayed to no client`);
       }
       const routes = [...this.requestRoutes.values()];
