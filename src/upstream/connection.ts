@@ -49,7 +49,7 @@
  *   `notifications/elicitation/complete` goes to that session only (url-elicitations.ts).
  */
 import { EventEmitter } from 'node:events';
-import { Client, ProtocolError, ProtocolErrorCode, RELATED_TASK_META_KEY, SdkError, SdkErrorCode, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { Client, isSpecType, ProtocolError, ProtocolErrorCode, RELATED_TASK_META_KEY, SdkError, SdkErrorCode, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/core';
 import type { Transport, CallToolResult, ClientCapabilities, McpSubscription, PriorDiscovery, ServerCapabilities, Tool } from '@modelcontextprotocol/client';
 import { z } from 'zod';
@@ -919,7 +919,14 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     const { items, ttlMs } = await listAll(client, kind, timeoutMs);
     if (this.era === 'modern') this.staleAt.set(kind, this.options.clock.now() + Math.max(ttlMs ?? 0, MIN_LIST_REFETCH_MS));
     else this.staleAt.delete(kind);
-    return items;
+    // An entry that is no valid MCP `Tool` (`Prompt`, …) is withheld: passed on, a client's SDK
+    // refuses the whole merged list (every upstream's entries), and a `null` one broke the roster.
+    const valid = isSpecType[SPEC_TYPE_OF[kind]] as (item: unknown) => boolean;
+    const kept = items.filter((item) => valid(item));
+    if (kept.length < items.length) {
+      this.options.logger.warn({ kind, withheld: items.length - kept.length, listed: items.length }, `upstream listed ${kind} that are no valid MCP entries (a missing name, inputSchema or uri, a wrong type): withheld`);
+    }
+    return kept;
   }
 
   /**
@@ -1104,6 +1111,9 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
  * Every page of one list, and the shortest `ttlMs` its pages gave (2026-07-28 cache hint; a
  * negative or missing one counts as 0, as the spec says; undefined when no page carried one).
  */
+/** The spec type each catalog list holds (the SDK's validators: `isSpecType`). */
+const SPEC_TYPE_OF = { tools: 'Tool', prompts: 'Prompt', resources: 'Resource', resourceTemplates: 'ResourceTemplate' } as const;
+
 async function listAll(client: Client, kind: CatalogKind, timeoutMs: number): Promise<{ items: unknown[]; ttlMs?: number }> {
   const method = kind === 'resourceTemplates' ? 'resources/templates/list' : `${kind}/list`;
   const items: unknown[] = [];

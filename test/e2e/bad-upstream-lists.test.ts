@@ -1,0 +1,37 @@
+/**
+ * An upstream whose lists hold entries that are no valid MCP entries (a `null`, a tool with no
+ * inputSchema, a number for a name, a uri or a uriTemplate): each such entry is withheld with a
+ * warning, the rest served, and the other upstreams' entries with them. A `null` entry killed the
+ * broker (exit 1, a TypeError), at start and after a `list_changed`; an invalid tool, passed on,
+ * made an SDK client refuse the whole merged list (found by a review, run end to end).
+ */
+import type { CallToolResult } from '@modelcontextprotocol/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
+
+let broker: StartedBroker;
+beforeAll(async () => {
+  broker = await startBroker({ servers: { bad: nodeServer(fixture('bad-lists.mjs')), e: nodeServer(fixture('echo.mjs')) } });
+});
+afterAll(async () => broker?.close());
+
+const text = (r: CallToolResult) => (r.content[0] as { text: string }).text;
+
+describe('an upstream listing invalid entries', () => {
+  it('serves its valid entries and every other upstream; the SDK client accepts every list; a warning names the kind', async () => {
+    const tools = (await broker.client.listTools()).tools.map((t) => t.name);
+    expect(tools).toEqual(expect.arrayContaining(['bad__ok', 'bad__flip', 'e__echo']));
+    expect(tools.filter((n) => n.startsWith('bad__')).sort()).toEqual(['bad__flip', 'bad__ok']);
+    expect((await broker.client.listPrompts()).prompts.map((p) => p.name)).toContain('bad__fine');
+    expect((await broker.client.listResources()).resources.map((r) => r.uri)).toContain('bad://ok');
+    expect((await broker.client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate)).toContain('bad://{x}');
+    expect(text((await broker.client.callTool({ name: 'e__echo', arguments: { text: 'still here' } })) as CallToolResult)).toBe('still here');
+    expect(broker.stderr()).toContain('no valid MCP entries');
+  });
+
+  it('a list_changed to a list of only null withdraws its tools; the broker keeps serving the others', async () => {
+    expect(text((await broker.client.callTool({ name: 'bad__flip', arguments: {} })) as CallToolResult)).toBe('flip');
+    await waitFor(async () => !(await broker.client.listTools()).tools.some((t) => t.name === 'bad__ok'), 'the flipped list');
+    expect(text((await broker.client.callTool({ name: 'e__echo', arguments: { text: 'after' } })) as CallToolResult)).toBe('after');
+  });
+});
