@@ -6,8 +6,22 @@
  */
 import type { Transport, ClientCapabilities, JSONRPCMessage } from '@modelcontextprotocol/server';
 
+/** Each guarded transport's ids in flight ({@link requestIdInFlight}). */
+const guarded = new WeakMap<Transport, InflightIds>();
+
+/**
+ * Whether request `id` is in flight on `transport` (guarded by {@link guardRequestIds}). For a
+ * Streamable HTTP session, whose transport maps each request id to the POST it came on: a
+ * duplicate must be refused before the transport sees it, since the transport would map the id
+ * to the new POST, and the first request's answer would go there, or nowhere.
+ */
+export function requestIdInFlight(transport: Transport, id: unknown): boolean {
+  return guarded.get(transport)?.has(id) ?? false;
+}
+
 export function guardRequestIds(transport: Transport, hooks: { onInitialize?: (caps: ClientCapabilities) => void } = {}): void {
   const inflight = new InflightIds();
+  guarded.set(transport, inflight);
   const receive = transport.onmessage;
   const send = transport.send.bind(transport);
 

@@ -176,6 +176,6 @@ export function principalOf(res: Response): Principal {
 }
 
 /** A JSON-RPC error body with a null id, the shape the SDK transports answer HTTP errors with. */
-export function jsonRpcError(code: number, message: string): { jsonrpc: '2.0'; error: { code: number; message: string }; id: null } {
-  return { jsonrpc: '2.0', error: { code, message }, id: null };
+export function jsonRpcError<I extends string | number | null = null>(code: number, message: string, id: I = null as I): { jsonrpc: '2.0'; error: { code: number; message: string }; id: I } {
+  return { jsonrpc: '2.0', error: { code, message }, id };
 }

@@ -26,6 +26,7 @@ import { newSessionId } from '../../shared/ids.js';
 import { messageOf } from '../../shared/errors.js';
 import { isModernPost, isModernSessionOperation } from '../era.js';
 import { malformedBodyErrors } from '../request-shape.js';
+import { requestIdInFlight } from '../request-ids.js';
 import { DownstreamSession } from '../session.js';
 import type { Principal } from './auth.js';
 import { answerRequestError, hasBody, readBody } from './body.js';
@@ -107,6 +108,14 @@ export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (re
       if (!stream.ok) return answerOverCap(res, stream.refusal, principal, ctx.logger);
       whenClosed(res, stream.release);
     }
+    if (method === 'POST') {
+      const duplicate = duplicateRequestId(transport, body);
+      if (duplicate !== undefined) {
+        // Refused here, never dispatched: the transport would have mapped the id to this POST.
+        sendJson(res, Array.isArray(body) ? 400 : 200, jsonRpcError(-32600, `Invalid Request: request id ${JSON.stringify(duplicate)} is already in flight on this session`, Array.isArray(body) ? null : duplicate));
+        return;
+      }
+    }
     const done = ctx.sessions.begin(entry);
     whenClosed(res, done);
     // A plain tools/call: answered on its stream without the web-standard adaptation (legacy-call-lane.ts).
@@ -162,4 +171,21 @@ async function openSession(ctx: HttpContext, principal: Principal, req: Incoming
 
 function containsInitialize(body: unknown): boolean {
   return Array.isArray(body) ? body.some((m) => isInitializeRequest(m)) : isInitializeRequest(body);
+}
+
+/**
+ * The id of a request in `body` (one message or a batch) that is in flight on the session
+ * already, or repeated within the batch; undefined when there is none.
+ */
+function duplicateRequestId(transport: WebStandardStreamableHTTPServerTransport, body: unknown): string | number | undefined {
+  const seen = new Set<unknown>();
+  for (const m of Array.isArray(body) ? body : [body]) {
+    const message = m as { id?: unknown; method?: unknown } | null;
+    if (typeof message !== 'object' || message === null || typeof message.method !== 'string') continue;
+    const id = message.id;
+    if (typeof id !== 'string' && typeof id !== 'number') continue;
+    if (seen.has(id) || requestIdInFlight(transport, id)) return id;
+    seen.add(id);
+  }
+  return undefined;
 }
