@@ -176,3 +176,23 @@ export class DirectCalls {
     this.transport.send(message).catch(() => undefined);
   }
 }
+
+/**
+ * Makes an upstream's response with neither a result object nor an error object (`"result":
+ * null`, a string, an array) an error response for the SDK's requests on `transport`: the SDK
+ * would not take it for a response at all, and its request would wait out its whole deadline
+ * (`prompts/get`, `resources/read`). Attach after the SDK `Client` is connected.
+ */
+export function answerMalformedResponses(transport: Transport): void {
+  const sdkMessage = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const m = message as { id?: unknown; method?: unknown; result?: unknown; error?: unknown };
+    if (m.method === undefined && (typeof m.id === 'string' || typeof m.id === 'number') && !isObject(m.result) && !isObject(m.error)) {
+      const error = { code: ProtocolErrorCode.InternalError, message: 'the upstream answered with neither a result nor an error' };
+      return sdkMessage?.({ jsonrpc: '2.0', id: m.id, error } as JSONRPCMessage, extra);
+    }
+    sdkMessage?.(message, extra);
+  };
+}
+
+const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);

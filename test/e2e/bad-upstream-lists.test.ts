@@ -29,6 +29,12 @@ describe('an upstream listing invalid entries', () => {
     expect(broker.stderr()).toContain('no valid MCP entries');
   });
 
+  it('a prompts/get or resources/read answered with neither a result object nor an error fails at once, not at its deadline (it waited it out)', async () => {
+    // The broker's own error, not a timeout (the SDK's 20 s here, the broker's 60 s deadline).
+    await expect(broker.client.getPrompt({ name: 'bad__fine' }, { timeout: 20_000 })).rejects.toThrow(/neither a result nor an error/);
+    await expect(broker.client.readResource({ uri: 'bad://ok' }, { timeout: 20_000 })).rejects.toThrow(/neither a result nor an error/);
+  });
+
   it('a list_changed to a list of only null withdraws its tools; the broker keeps serving the others', async () => {
     expect(text((await broker.client.callTool({ name: 'bad__flip', arguments: {} })) as CallToolResult)).toBe('flip');
     await waitFor(async () => !(await broker.client.listTools()).tools.some((t) => t.name === 'bad__ok'), 'the flipped list');
