@@ -84,11 +84,35 @@ export function readConfigFile(file: string): { abs: string; raw: unknown } {
   }
   text = text.replace(/^\uFEFF/, '');
   const errors: ParseError[] = [];
-  const raw: unknown = parseJsonc(text, errors, { allowTrailingComma: true, disallowComments: false });
+  let raw: unknown;
+  try {
+    raw = parseJsonc(text, errors, { allowTrailingComma: true, disallowComments: false });
+  } catch (err) {
+    // The parser recurses once per level: thousands of nested arrays or objects overflow the stack.
+    if (err instanceof RangeError) throw new ConfigError('', `${file}: nested too deeply to read (${err.message})`);
+    throw err;
+  }
   if (errors.length > 0) {
     throw ConfigError.of(errors.map((e) => ({ path: '', message: `${file}:${lineColumn(text, e.offset)}: ${parseErrorText(e)} (not valid JSON)` })));
   }
+  // Every later step (placeholders, the schema, copies) walks the value recursively.
+  if (deeperThan(raw, MAX_CONFIG_DEPTH)) throw new ConfigError('', `${file}: nested deeper than ${MAX_CONFIG_DEPTH} levels`);
   return { abs, raw };
+}
+
+/** Deepest nesting of arrays and objects a config may have; no real config comes near it. */
+const MAX_CONFIG_DEPTH = 256;
+
+/** Whether `value` nests arrays or objects deeper than `max` levels (walked without recursion). */
+function deeperThan(value: unknown, max: number): boolean {
+  const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
+  while (stack.length > 0) {
+    const { value: v, depth } = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth >= max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push({ value: child, depth: depth + 1 });
+  }
+  return false;
 }
 
 /** `line:column`, both from 1, of an offset into `text`. */

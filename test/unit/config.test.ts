@@ -318,6 +318,16 @@ describe('issue 18 §2: the configs clients write load as pasted', () => {
     expect(parseConfig({ mcpServers: { web: { type: 'http', url: 'https://h.example/mcp' } }, broker: { env: { inherit: ['DB_PASSWORD'] } } }, { baseDir: BASE, env }).secrets).toEqual([]);
   });
 
+  it('a config nested thousands of levels deep is a config error naming the file (it overflowed the stack: exit 1, a RangeError)', () => {
+    for (const depth of [300, 5000]) {
+      const file = put(`deep-${depth}.json`, `{"mcpServers":{},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`);
+      expect(() => loadConfigFile(file, {})).toThrow(ConfigError);
+      expect(() => loadConfigFile(file, {})).toThrow(/nested deeper than 256 levels/);
+    }
+    // 200 levels is read (and refused for its unknown field, as any config would be).
+    expect(() => loadConfigFile(put('deep-200.json', `{"mcpServers":{},"x":${'['.repeat(200)}${']'.repeat(200)}}`), {})).toThrow(/unknown field\(s\): x/);
+  });
+
   it('issue 18 §2: a Claude Desktop claude_desktop_config.json loads as pasted', () => {
     const file = put(
       'desktop/claude_desktop_config.json',
