@@ -35,7 +35,7 @@ import { assertNoRosterCollision, loadFunctionModules, ToolRouter, type ModuleIm
 import { FLOW_TOOL } from './flows/index.js';
 import { registerBuiltins, type Builtins, type ExperimentalCapabilities } from './builtins/index.js';
 import { systemClock, type Clock } from './shared/clock.js';
-import { ConfigError, messageOf } from './shared/errors.js';
+import { BrokerError, ConfigError, messageOf } from './shared/errors.js';
 import type { Logger } from './shared/logger.js';
 import { Scrubber } from './shared/scrub.js';
 import { scrubbedTaskRow } from './tasks/scrubbed-row.js';
@@ -176,19 +176,21 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.scrubber = deps.scrubber ?? new Scrubber(config.secrets);
     this.records =
       deps.records ??
-      new NdjsonRecordSink({
-        path: config.broker.records.path,
-        maxBytes: config.broker.records.maxBytes,
-        maxFiles: config.broker.records.maxFiles,
-        fsync: config.broker.records.fsync,
-        logger: deps.logger,
-      });
+      atPath('broker.records.path', () =>
+        new NdjsonRecordSink({
+          path: config.broker.records.path,
+          maxBytes: config.broker.records.maxBytes,
+          maxFiles: config.broker.records.maxFiles,
+          fsync: config.broker.records.fsync,
+          logger: deps.logger,
+        }),
+      );
     this.publisher = new RecordPublisher<CallRecord>(this.logger);
     this.policy = livePolicy(config.policy);
     this.env = deps.env ?? process.env;
     this.cliPath = deps.cliPath;
     this.importModule = deps.importModule;
-    this.store = deps.store ?? SqliteStore.open(config.broker.dataDir);
+    this.store = deps.store ?? atPath('broker.dataDir', () => SqliteStore.open(config.broker.dataDir));
     this.registry = new Registry(this.logger, this.scrubber);
     this.sealedStates = new SealedStates({ store: this.store, clock: this.clock });
     this.approvalStates = new ApprovalStates({ store: this.store, clock: this.clock, ttlMs: config.policy.askTimeoutMs, sealed: this.sealedStates });
@@ -576,6 +578,22 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       return new IsolatedUpstream(options, { idleMs: server.isolationIdleMs, maxPrincipals: server.isolationMaxPrincipals });
     }
     return new McpUpstream(options);
+  }
+}
+
+/**
+ * `make()`, with a file system error (a folder that cannot be made: a file on the way, a read-only
+ * or pseudo file system) or a store that cannot be opened reported as a {@link ConfigError} at
+ * `path` (exit 2), not as a crash. A records lock another broker holds passes as it is.
+ */
+function atPath<T>(path: string, make: () => T): T {
+  try {
+    return make();
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const fsError = typeof code === 'string' && /^E[A-Z]+$/.test(code);
+    if (fsError || (err instanceof BrokerError && err.code === 'store_unavailable')) throw new ConfigError(path, `cannot be used: ${messageOf(err)}`);
+    throw err;
   }
 }
 

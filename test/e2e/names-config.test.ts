@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { CLI, fixture, nodeServer, spawnRawBroker, startBroker, writeConfig } from './helpers.js';
 
@@ -47,6 +48,21 @@ describe('names', () => {
       expect(JSON.parse(text(await broker.client.callTool({ name: 'a_b__c', arguments: {} })))).toEqual({ server: 'a_b', tool: 'c' });
     } finally {
       await broker.close();
+    }
+  });
+
+  it('a records path or data folder that cannot be made (a file on the way) is a config error (exit 2) naming it, not a crash (exit 1)', async () => {
+    const file = join(tmpdir(), `mcp-broker-a-file-${process.pid}`);
+    writeFileSync(file, 'not a folder');
+    try {
+      const records = await runCli({ mcpServers: {}, broker: { records: { path: join(file, 'calls.ndjson') } } });
+      expect(records.code).toBe(2);
+      expect(records.stderr).toContain('broker.records.path: cannot be used');
+      const data = await runCli({ mcpServers: {}, broker: { dataDir: join(file, 'data') } });
+      expect(data.code).toBe(2);
+      expect(data.stderr).toContain('broker.dataDir: cannot be used');
+    } finally {
+      rmSync(file, { force: true });
     }
   });
 
