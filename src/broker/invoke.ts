@@ -69,10 +69,38 @@ export function invokeStage(deps: InvokeDeps): Stage {
       call.wireError = failure.wireError;
       return SETTLED;
     }
+    const malformed = resultProblem(result);
+    if (malformed !== undefined) {
+      // Passed on, a client's SDK refuses it (a modern caller hears -32602, as if it had erred) while the record said ok.
+      refuse(call, 'upstream_error', `the upstream's result ${malformed}; it is not passed on`);
+      return SETTLED;
+    }
     call.result = result;
     const failure = handlerFailure(result, { fromText: deps.verdictFromText?.(call) === true });
     call.outcome = failure === null ? 'ok' : 'tool_error';
     if (failure !== null) call.reason = oneLine(failure);
     return SETTLED;
   }
+}
+
+/**
+ * Why `result` is no `CallToolResult` a client would take (a cheap look at its shape, not the
+ * SDK's whole schema: this is every call's path), or undefined. Other kinds of answer
+ * (`resultType` other than `complete`: an input request, a task) are judged elsewhere.
+ */
+function resultProblem(result: unknown): string | undefined {
+  if (typeof result !== 'object' || result === null || Array.isArray(result)) return 'is no object';
+  const r = result as { resultType?: unknown; content?: unknown; structuredContent?: unknown; isError?: unknown };
+  if (typeof r.resultType === 'string' && r.resultType !== 'complete') return undefined;
+  if (r.content !== undefined) {
+    if (!Array.isArray(r.content)) return 'has a "content" that is no array';
+    for (const block of r.content) {
+      if (typeof block !== 'object' || block === null || typeof (block as { type?: unknown }).type !== 'string') return 'has a content block that is no object with a "type"';
+    }
+  }
+  if (r.structuredContent !== undefined && (typeof r.structuredContent !== 'object' || r.structuredContent === null || Array.isArray(r.structuredContent))) {
+    return 'has a "structuredContent" that is no object';
+  }
+  if (r.isError !== undefined && typeof r.isError !== 'boolean') return 'has an "isError" that is no boolean';
+  return undefined;
 }

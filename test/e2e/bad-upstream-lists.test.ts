@@ -21,7 +21,7 @@ describe('an upstream listing invalid entries', () => {
   it('serves its valid entries and every other upstream; the SDK client accepts every list; a warning names the kind', async () => {
     const tools = (await broker.client.listTools()).tools.map((t) => t.name);
     expect(tools).toEqual(expect.arrayContaining(['bad__ok', 'bad__flip', 'e__echo']));
-    expect(tools.filter((n) => n.startsWith('bad__')).sort()).toEqual(['bad__flip', 'bad__ok']);
+    expect(tools.filter((n) => n.startsWith('bad__')).sort()).toEqual(['bad__badresult', 'bad__flip', 'bad__ok']);
     expect((await broker.client.listPrompts()).prompts.map((p) => p.name)).toContain('bad__fine');
     expect((await broker.client.listResources()).resources.map((r) => r.uri)).toContain('bad://ok');
     expect((await broker.client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate)).toContain('bad://{x}');
@@ -33,6 +33,15 @@ describe('an upstream listing invalid entries', () => {
     // The broker's own error, not a timeout (the SDK's 20 s here, the broker's 60 s deadline).
     await expect(broker.client.getPrompt({ name: 'bad__fine' }, { timeout: 20_000 })).rejects.toThrow(/neither a result nor an error/);
     await expect(broker.client.readResource({ uri: 'bad://ok' }, { timeout: 20_000 })).rejects.toThrow(/neither a result nor an error/);
+  });
+
+  it('a tools/call result that is no valid CallToolResult is refused upstream_error and recorded so (it was passed on, recorded ok)', async () => {
+    const answer = (await broker.client.callTool({ name: 'bad__badresult', arguments: {} })) as CallToolResult;
+    expect(answer.isError).toBe(true);
+    expect(answer._meta?.['mcp-broker/outcome']).toBe('upstream_error');
+    expect(text(answer)).toContain('"content" that is no array');
+    const records = await broker.records();
+    expect(records.filter((r) => r.name === 'bad__badresult').map((r) => r.outcome)).toEqual(['upstream_error']);
   });
 
   it('a list_changed to a list of only null withdraws its tools; the broker keeps serving the others', async () => {
