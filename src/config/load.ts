@@ -96,23 +96,33 @@ export function readConfigFile(file: string): { abs: string; raw: unknown } {
     throw ConfigError.of(errors.map((e) => ({ path: '', message: `${file}:${lineColumn(text, e.offset)}: ${parseErrorText(e)} (not valid JSON)` })));
   }
   // Every later step (placeholders, the schema, copies) walks the value recursively.
-  if (deeperThan(raw, MAX_CONFIG_DEPTH)) throw new ConfigError('', `${file}: nested deeper than ${MAX_CONFIG_DEPTH} levels`);
+  const problem = shapeProblem(raw, MAX_CONFIG_DEPTH);
+  if (problem) throw new ConfigError(problem.path, problem.path === '' ? `${file}: ${problem.message}` : problem.message);
   return { abs, raw };
 }
 
 /** Deepest nesting of arrays and objects a config may have; no real config comes near it. */
 const MAX_CONFIG_DEPTH = 256;
 
-/** Whether `value` nests arrays or objects deeper than `max` levels (walked without recursion). */
-function deeperThan(value: unknown, max: number): boolean {
-  const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
+/**
+ * What no config may hold, walked without recursion: nesting deeper than `max` levels, or a key
+ * `__proto__` (the parser makes it the object's prototype, not a member: such a server or field
+ * would be silently skipped).
+ */
+function shapeProblem(value: unknown, max: number): { path: string; message: string } | undefined {
+  const stack: Array<{ value: unknown; depth: number; path: (string | number)[] }> = [{ value, depth: 0, path: [] }];
   while (stack.length > 0) {
-    const { value: v, depth } = stack.pop()!;
+    const { value: v, depth, path } = stack.pop()!;
     if (typeof v !== 'object' || v === null) continue;
-    if (depth >= max) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push({ value: child, depth: depth + 1 });
+    if (depth >= max) return { path: '', message: `nested deeper than ${max} levels` };
+    if (Array.isArray(v)) {
+      v.forEach((child, i) => stack.push({ value: child, depth: depth + 1, path: [...path, i] }));
+      continue;
+    }
+    if (Object.getPrototypeOf(v) !== Object.prototype) return { path: formatPath(path), message: 'has a key "__proto__", which no config may use' };
+    for (const [key, child] of Object.entries(v)) stack.push({ value: child, depth: depth + 1, path: [...path, key] });
   }
-  return false;
+  return undefined;
 }
 
 /** `line:column`, both from 1, of an offset into `text`. */

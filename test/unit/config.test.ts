@@ -328,6 +328,13 @@ describe('issue 18 §2: the configs clients write load as pasted', () => {
     expect(() => loadConfigFile(put('deep-200.json', `{"mcpServers":{},"x":${'['.repeat(200)}${']'.repeat(200)}}`), {})).toThrow(/unknown field\(s\): x/);
   });
 
+  it('a "__proto__" key, at the top or as a server key, is a config error naming where (it was silently skipped)', () => {
+    const server = put('proto-server.json', '{"mcpServers":{"__proto__":{"command":"node","args":["x.js"]}}}');
+    expect(() => loadConfigFile(server, {})).toThrow(/mcpServers: has a key "__proto__"/);
+    const top = put('proto-top.json', '{"mcpServers":{},"__proto__":{"x":1}}');
+    expect(() => loadConfigFile(top, {})).toThrow(/has a key "__proto__"/);
+  });
+
   it('issue 18 §2: a Claude Desktop claude_desktop_config.json loads as pasted', () => {
     const file = put(
       'desktop/claude_desktop_config.json',
