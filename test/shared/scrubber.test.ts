@@ -228,5 +228,16 @@ describe('text carried as base64 media (found by a review subagent: an SVG passe
     // Unchanged when clean: the same references.
     const clean = { icons: [{ src: `data:image/svg+xml;base64,${b64('<svg/>')}` }] };
     expect(scrubber.strings(clean)).toBe(clean);
+    // The scheme in any case.
+    const upper = (scrubber.value({ src: `DATA:image/svg+xml;base64,${b64(svg)}` }) as { src: string }).src;
+    expect(decoded(upper.slice(upper.indexOf(',') + 1))).toBe(svg.replace(secret, REDACTED));
+  });
+
+  it('a media type of a huge run of spaces is no catastrophe for the expression (200,000 spaces took minutes to judge; a test timeout catches it)', () => {
+    const spaces = ' '.repeat(200_000);
+    const uri = `data:${spaces};base64,QQ==`;
+    expect(scrubber.value({ text: uri })).toEqual({ text: uri });
+    const block = { type: 'image', mimeType: `${spaces}x`, data: b64('plain') };
+    expect(scrubber.media(block)).toBe(block);
   });
 });
