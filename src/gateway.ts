@@ -32,7 +32,6 @@ import { TaskEngine } from './tasks/index.js';
 import type { LoadedConfig } from './config/load.js';
 import { serverKind, type RestServerConfig, type ServerConfig } from './config/schema.js';
 import { assertNoRosterCollision, loadFunctionModules, ToolRouter, type ModuleImporter } from './router/index.js';
-import { FLOW_TOOL } from './flows/index.js';
 import { registerBuiltins, type Builtins, type ExperimentalCapabilities } from './builtins/index.js';
 import { systemClock, type Clock } from './shared/clock.js';
 import { BrokerError, ConfigError, messageOf } from './shared/errors.js';
@@ -230,8 +229,6 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       clock: this.clock,
       logger: this.logger,
       run: (request, session, target) => this.broker.call(request, session, target),
-      notRerunnable: (name) =>
-        name === FLOW_TOOL ? 'the flow stopped while one of its steps waited for approval (its broker ended); its earlier steps ran, and it cannot resume there: run the flow again' : undefined,
       record: (record) => this.writeRecord(record),
       scrubArgs: (a) => this.scrubber.value(a),
       shown: (row) => scrubbedTaskRow(this.scrubber, row),

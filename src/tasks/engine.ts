@@ -54,19 +54,15 @@ import { TaskInputs } from './inputs.js';
 /** How a call's upstream requests reach its caller (`CallRequest.onServerRequest`). */
 type ServerRequestHandler = NonNullable<CallRequest['onServerRequest']>;
 
+/** How a row's reason starts when a step of the flow it runs parked it ({@link TaskEngine.park}). */
+const STEP_PARKED = 'waiting for approval of its step ';
+
 export interface TaskEngineDeps {
   store: Store;
   clock: Clock;
   logger: Logger;
   /** Runs one call through the broker path (`Broker.call`). */
   run(request: CallRequest, session: CallerSession, target?: ToolTarget): Promise<BrokerAnswer>;
-  /**
-   * Why an approved row of tool `name` cannot be run again from its row when no call waits on
-   * it (its broker stopped meanwhile), or undefined when it can: a flow (`broker__flow_run`)
-   * whose step waited ran its earlier steps already, and a run from its row would run them
-   * twice. Default: every tool can.
-   */
-  notRerunnable?(name: string): string | undefined;
   /**
    * Writes the one record of a parked call whose row settled (rejected, cancelled) or expired
    * with no call waiting on it (the records sink, then publication); rejects when it could not
@@ -385,7 +381,9 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     const taskId = call.request.taskId;
     if (taskId === undefined && this.deps.askMode() !== 'park') return undefined;
     let id: string;
-    const reason = `waiting for approval: ${why}`;
+    // A step of a flow run as a task parks its flow's row: said so, as its take-up needs to know.
+    const step = taskId !== undefined ? call.request.flow?.step : undefined;
+    const reason = step !== undefined ? `${STEP_PARKED}${JSON.stringify(step)}: ${why}` : `waiting for approval: ${why}`;
     if (taskId !== undefined) {
       id = taskId;
       // An approval of an earlier ask of this task (a flow run as a task asks once a step) is spent: this ask waits for its own.
@@ -447,8 +445,10 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     return (async () => {
       if (parked !== undefined) {
         this.parkedOf.delete(call);
-        // Its record written, the row owes none; left parked (record deferred), it still does.
-        if (answer.record) await this.deps.store.setRecordOwed(parked, false).catch((err: unknown) => this.deps.logger.error({ taskId: parked, err: messageOf(err) }, 'task row could not be updated'));
+        // Its record written, the row owes none; left parked (record deferred), it still does. A
+        // step of a flow run as a task parked its flow's row: the step's record is not the flow's.
+        const stepOfTask = call.request.flow !== undefined && call.request.taskId !== undefined;
+        if (answer.record && !stepOfTask) await this.deps.store.setRecordOwed(parked, false).catch((err: unknown) => this.deps.logger.error({ taskId: parked, err: messageOf(err) }, 'task row could not be updated'));
         this.waiting.delete(parked);
       }
       if (id === undefined) return;
@@ -499,7 +499,9 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     if (waiter) return waiter.resolve({ approved: true, by: row.approvedBy });
     const cannot = row.argsRedacted
       ? { outcome: 'guard_error' as const, text: 'its arguments held a secret the store does not keep; call the tool again', reason: 'arguments redacted' }
-      : this.notRerunnable(row);
+      : row.reason?.startsWith(STEP_PARKED)
+        ? this.stepNotRerun(row)
+        : undefined;
     if (cannot) {
       // The call never runs, so no stage writes its record: written here (unless it was already,
       // by the call that parked it), before its result can be read (fail closed). Unwritable: back
@@ -549,10 +551,14 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     await this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', toolResultOf(answer), answer.reason ?? null, answer.callId);
   }
 
-  /** {@link TaskEngineDeps.notRerunnable} of `row`, as the refusal its approval gets. */
-  private notRerunnable(row: TaskRow): { outcome: 'cancelled'; text: string; reason: string } | undefined {
-    const why = this.deps.notRerunnable?.(row.name);
-    return why === undefined ? undefined : { outcome: 'cancelled', text: `approved, but not run: ${why}`, reason: `approved by ${row.approvedBy}, not run: ${why}` };
+  /**
+   * The refusal an approved flow row gets when a step of it parked it and no call waits on it any
+   * more (its broker stopped): its earlier steps ran, and run again from its row they would run
+   * twice. A flow parked at its own ask (no step ran) is run from its row as any call.
+   */
+  private stepNotRerun(row: TaskRow): { outcome: 'cancelled'; text: string; reason: string } {
+    const why = 'the flow stopped while one of its steps waited for approval (its broker ended); its earlier steps ran, and it cannot resume there: run the flow again';
+    return { outcome: 'cancelled', text: `approved, but not run: ${why}`, reason: `approved by ${row.approvedBy}, not run: ${why}` };
   }
 
   private async finish(id: string, status: 'completed' | 'failed', result: CallToolResult, reason: string | null, callId?: string): Promise<void> {

@@ -24,7 +24,7 @@ const session: CallerSession = { sessionId: 's1', principal: 'alice', unit: 's1'
 const target: ToolTarget = { name: 'u__echo', server: 'u', toolName: 'echo', state: 'active', source: 'upstream' };
 const TTL_MS = 60_000;
 
-function setup(options: { store?: SqliteStore; clock?: ManualClock; failRecords?: () => boolean; run?: TaskEngineDeps['run']; notRerunnable?: TaskEngineDeps['notRerunnable'] } = {}) {
+function setup(options: { store?: SqliteStore; clock?: ManualClock; failRecords?: () => boolean; run?: TaskEngineDeps['run'] } = {}) {
   const clock = options.clock ?? new ManualClock();
   const store = options.store ?? SqliteStore.open(':memory:');
   const records: CallRecord[] = [];
@@ -33,7 +33,6 @@ function setup(options: { store?: SqliteStore; clock?: ManualClock; failRecords?
     clock,
     logger: silentLogger(),
     run: options.run ?? (() => new Promise<BrokerAnswer>(() => undefined)),
-    ...(options.notRerunnable ? { notRerunnable: options.notRerunnable } : {}),
     record: async (r) => {
       if (options.failRecords?.()) throw new Error('disk full');
       records.push(r);
@@ -230,33 +229,51 @@ describe('records of parked calls settled with no call waiting (issue 15)', () =
     expect(records).toHaveLength(1);
   });
 
-  it('an approved flow task its stopped broker left parked is not run again from its row (its earlier steps would run twice): failed cancelled, recorded once', async () => {
+  it('an approved flow task a step parked, left so by a stopped broker, is not run again from its row (its earlier steps would run twice): failed cancelled, recorded once; one parked at its own ask runs', async () => {
     const ran: string[] = [];
     const { clock, engine, records, store } = setup({
       run: async (request) => (ran.push(request.name), new Promise<BrokerAnswer>(() => undefined)),
-      notRerunnable: (name) => (name === 'broker__flow_run' ? 'its steps ran' : undefined),
     });
     const at = new Date(clock.now()).toISOString();
     await engine.start();
-    const parked = (id: string, name: string, recordOwed: boolean) =>
+    const parked = (id: string, name: string, recordOwed: boolean, reason: string) =>
       store.addTask({
         id, status: 'parked', stoppedBy: null, owner: 'gone', principal: 'alice', unit: 's1', sessionId: '', subject: `broker/${name}`, name,
-        args: {}, argsRedacted: false, result: null, reason: 'waiting for approval', callId: recordOwed ? '' : 'flow-call', approvedBy: 'cli', recordOwed, createdAt: at, updatedAt: at, ttlMs: TTL_MS,
+        args: {}, argsRedacted: false, result: null, reason, callId: recordOwed ? '' : 'flow-call', approvedBy: 'cli', recordOwed, createdAt: at, updatedAt: at, ttlMs: TTL_MS,
       });
-    // The flow's own call recorded `cancelled` as its broker stopped: nothing is owed.
     const settledRow = new Promise<void>((resolve) => engine.on('status', (row) => row.id === 'f1' && row.status === 'failed' && resolve()));
-    await parked('f1', 'broker__flow_run', false);
+    const byStep = 'waiting for approval of its step "s2": policy.rules[0] says ask';
+    // The flow's own call recorded `cancelled` as its broker stopped: nothing is owed.
+    await parked('f1', 'broker__flow_run', false, byStep);
     // One whose record is still owed gets it, once.
-    await parked('f2', 'broker__flow_run', true);
-    await parked('p1', 'u__echo', false);
+    await parked('f2', 'broker__flow_run', true, byStep);
+    // A flow parked at its own ask (no step ran) and a plain call: each runs from its row.
+    await parked('f3', 'broker__flow_run', false, 'waiting for approval: policy.rules[1] says ask');
+    await parked('p1', 'u__echo', false, 'waiting for approval: policy.rules[0] says ask');
     await clock.advance(TASK_POLL_MS);
     await settledRow;
-    expect(ran).toEqual(['u__echo']);
-    expect(await engine.get('f1', undefined)).toMatchObject({ status: 'failed', callId: 'flow-call', reason: 'approved by cli, not run: its steps ran' });
+    expect(ran.sort()).toEqual(['broker__flow_run', 'u__echo']);
+    expect(await engine.get('f1', undefined)).toMatchObject({ status: 'failed', callId: 'flow-call', reason: expect.stringMatching(/^approved by cli, not run: the flow stopped while one of its steps waited/) });
     expect(await engine.get('f2', undefined)).toMatchObject({ status: 'failed', recordOwed: false });
+    expect(await engine.get('f3', undefined)).toMatchObject({ status: 'running' });
     expect(records.map((r) => [r.name, r.outcome])).toEqual([['broker__flow_run', 'cancelled']]);
     await clock.advance(2 * TASK_POLL_MS);
     expect(records).toHaveLength(1);
+  });
+
+  it("a step of a flow run as a task, parked on its flow's row: the step's record leaves the flow's owed (it cleared it)", async () => {
+    const { engine } = setup();
+    await engine.start();
+    const row = await engine.create({ name: 'broker__flow_run', args: {} }, session, target);
+    const controller = new AbortController();
+    const step = { callId: 'step-2', request: { name: 'u__echo', args: {}, signal: controller.signal, taskId: row.id, flow: { id: 'flow-1', step: 's2' } }, session, target } as unknown as BrokerCall;
+    const decided = engine.park(step, 'policy asks');
+    const [parkedRow] = await waitRows(engine);
+    expect(parkedRow).toMatchObject({ id: row.id, reason: 'waiting for approval of its step "s2": policy asks' });
+    await engine.decide(row.id, { approve: true, by: 'ops' });
+    expect(await decided).toMatchObject({ approved: true });
+    await engine.onSettled(step, { callId: 'step-2', outcome: 'ok', status: 200, attempts: 1, result: { content: [] }, record: { callId: 'step-2', outcome: 'ok' } as CallRecord } as BrokerAnswer);
+    expect((await engine.get(row.id, undefined))!.recordOwed).toBe(true);
   });
 
   describe('a task running when its broker dies (SIGKILL): its row is owed from the start', () => {
