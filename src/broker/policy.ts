@@ -167,6 +167,10 @@ export function compilePolicy(config: PolicyConfig): CompiledPolicy {
         return ruled ? { action: ruled.action, source: ruled.source, ground: ruled.ground } : { action: config.default, source: 'policy.default', ground: 'default' };
       };
       if (subject.type === 'prompt') return actionOn(subject.name, 'prompts');
+      // A `file` URI names a file, whatever follows it: judged as the file alone, so an allow of
+      // `*.txt` under `default: "deny"` lets no `key.pem?.txt` through.
+      const fileOnly = withoutQueryOrFragment(subject.name);
+      if (fileOnly !== subject.name && judgesResources && canonicalUri(fileOnly).startsWith('file:')) return this.primitiveAction({ ...subject, name: fileOnly }, principal);
       const decoded = decodeUnreserved(subject.name);
       const unclear = judgesResources ? ambiguity(decoded) : undefined;
       if (unclear) return { action: 'deny', source: `${AMBIGUOUS_URI_SOURCE}: ${unclear}`, ground: 'rule' };
@@ -177,8 +181,9 @@ export function compilePolicy(config: PolicyConfig): CompiledPolicy {
       if (!judgesResources) return both;
       let judged = stricter(both, actionOn(canonicalUri(decoded), 'canonicalResources'));
       // Without its query and fragment it is the resource an upstream that ignores them reads (a
-      // file server: `…/key.txt?x` is `…/key.txt`): what a rule says of that counts too. Not the
-      // default: `default: "deny"` would refuse a URI an allow rule names with its query.
+      // file server: `…/key.txt?x` is `…/key.txt`): what a rule says of that counts too, by rules
+      // only, since another scheme's query may name another resource (`default: "deny"` would
+      // refuse a URI an allow rule names with its query). A `file` URI was judged bare above.
       const bare = withoutQueryOrFragment(decoded);
       if (bare !== decoded) {
         for (const ofBare of [actionOn(bare, 'resources'), actionOn(canonicalUri(bare), 'canonicalResources')]) {

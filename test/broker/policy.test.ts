@@ -248,6 +248,10 @@ describe('resource URIs: every spelling of a name under a rule is covered', () =
     const allowQuery = compilePolicy(policySchema.parse({ default: 'deny', rules: [{ resources: ['db://rows?table=*'], action: 'allow' }] }));
     expect(action(allowQuery, 'db://rows?table=a')).toBe('allow');
     expect(action(allowQuery, 'db://rows')).toBe('deny');
+    // A file URI's bare form is judged whole: an allow-list of *.txt under default deny lets no other file through by a suffix.
+    const allowTxt = compilePolicy(policySchema.parse({ default: 'deny', rules: [{ resources: ['file:///srv/docs/*.txt'], action: 'allow' }] }));
+    for (const uri of ['file:///srv/docs/key.pem?.txt', 'file:///srv/docs/key.pem#.txt', 'file:///srv/docs/key.pem?x.txt']) expect(action(allowTxt, uri), uri).toBe('deny');
+    expect(action(allowTxt, 'file:///srv/docs/a.txt?v=2')).toBe('allow');
     // A deny rule listed first still wins over a later allow that matches the URI with its query.
     const ordered = policy([{ resources: ['file:///pub/secret.txt'], action: 'deny' }, { resources: ['file:///pub/**'], action: 'allow' }]);
     expect(action(ordered, 'file:///pub/secret.txt?x')).toBe('deny');
