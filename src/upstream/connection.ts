@@ -702,7 +702,12 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
     let transport: Transport;
     try {
       const callStreamLogs = Object.assign((requestId: string) => this.callStreamLogSink(requestId), {
-        standalone: (id: string | number, method: string) => void (this.takesRequest(method) && this.standaloneRequests.add(String(id))),
+        standalone: (id: string | number, method: string) => {
+          if (!this.takesRequest(method)) return;
+          this.standaloneRequests.add(String(id));
+          // One the SDK refused before its handler ran is never taken back out: keep the newest only.
+          if (this.standaloneRequests.size > MAX_NOTED_STANDALONE) this.standaloneRequests.delete(this.standaloneRequests.values().next().value!);
+        },
       });
       transport = await createUpstreamTransport({ ...this.options, scrubber: this.scrub.scrubber, callStreamLogs });
     } catch (err) {
@@ -1112,6 +1117,9 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
  * Every page of one list, and the shortest `ttlMs` its pages gave (2026-07-28 cache hint; a
  * negative or missing one counts as 0, as the spec says; undefined when no page carried one).
  */
+/** Most ids of standalone-stream requests remembered at once (each is spent when its request is routed). */
+const MAX_NOTED_STANDALONE = 256;
+
 /** The spec type each catalog list holds (the SDK's validators: `isSpecType`). */
 const SPEC_TYPE_OF = { tools: 'Tool', prompts: 'Prompt', resources: 'Resource', resourceTemplates: 'ResourceTemplate' } as const;
 

@@ -51,7 +51,9 @@ const CR = 0x0d;
 /** Wraps `base` so the log messages on each direct request's response stream go to its sink. */
 export function callStreamLogFetch(base: typeof fetch, sinks: CallStreamLogSinks): typeof fetch {
   return async (input: Parameters<typeof fetch>[0], init?: RequestInit): Promise<Response> => {
-    if (init?.method === 'GET' && sinks.standalone) {
+    // A GET with Last-Event-ID resumes a stream that dropped, a call's response stream among
+    // them (the SDK resumes a POST's stream so): not known to be the standalone one, left alone.
+    if (init?.method === 'GET' && sinks.standalone && !new Headers(init.headers).has('last-event-id')) {
       const response = await base(input, init);
       if (!response.body || !/^text\/event-stream\b/i.test(response.headers.get('content-type') ?? '')) return response;
       const noting: CallStreamSink = Object.assign(() => undefined, { request: sinks.standalone });

@@ -87,6 +87,18 @@ describe('callStreamLogFetch', () => {
     expect(asked).toEqual(['mcp-broker:12']);
   });
 
+  it('notes the requests on the standalone GET stream, its logs left on it; a GET resuming a stream (Last-Event-ID) is not the standalone one (its calls\' questions were refused)', async () => {
+    const request = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'elicitation/create', params: { message: 'm', requestedSchema: { type: 'object' } } });
+    const body = `data: ${request}\n\ndata: ${log('x')}\n\n`;
+    const noted: [string | number, string][] = [];
+    const sinks = Object.assign(() => undefined, { standalone: (id: string | number, method: string) => void noted.push([id, method]) });
+    const wrapped = callStreamLogFetch(async () => sse(body), sinks);
+    expect(await (await wrapped('http://u/mcp', { method: 'GET' })).text()).toBe(body);
+    expect(noted).toEqual([[8, 'elicitation/create']]);
+    expect(await (await wrapped('http://u/mcp', { method: 'GET', headers: { 'Last-Event-ID': '3' } })).text()).toBe(body);
+    expect(noted).toHaveLength(1);
+  });
+
   it('leaves a direct request whose sink is undefined (no owner) untouched', async () => {
     const wrapped = callStreamLogFetch(async () => sse(`data: ${log('x')}\n\n`), () => undefined);
     const direct = JSON.stringify({ jsonrpc: '2.0', id: 'mcp-broker:1', method: 'tools/call', params: {} });
