@@ -138,12 +138,15 @@ function scrubInputRequest(scrubber: Scrubber, request: unknown): unknown {
   const { params, ...rest } = request as Record<string, unknown>;
   let scrubbedParams = params;
   if (typeof params === 'object' && params !== null && !Array.isArray(params)) {
-    let copy: Record<string, unknown> | undefined;
-    for (const [key, value] of Object.entries(params)) {
-      const next = SCHEMA_PARAMS.has(key) ? scrubber.strings(value) : scrubber.media({ [key]: value })[key];
-      if (next !== value) (copy ??= { ...params })[key] = next;
-    }
-    scrubbedParams = copy ?? params;
+    // The schemas as strings (their property names kept); every other param as a value, its key
+    // through the text scrubber and a credential-named one's value redacted.
+    const schemas: Record<string, unknown> = {};
+    const others: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(params)) (SCHEMA_PARAMS.has(key) ? schemas : others)[key] = value;
+    const cleanSchemas = scrubber.strings(schemas);
+    const cleanOthers = scrubber.media(others);
+    const changed = Object.keys(schemas).some((k) => cleanSchemas[k] !== schemas[k]) || cleanOthers !== others;
+    scrubbedParams = changed ? { ...cleanOthers, ...cleanSchemas } : params;
   } else if (params !== undefined) scrubbedParams = scrubber.strings(params);
   const scrubbedRest = scrubber.value(rest);
   if (scrubbedParams === params && scrubbedRest === rest) return request;

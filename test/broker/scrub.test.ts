@@ -83,7 +83,7 @@ describe('scrub stage', () => {
       inputRequests: {
         [`up__ask-${SECRET}`]: {
           method: 'elicitation/create',
-          params: { message: 'confirm', requestedSchema: { type: 'object', properties: { password: { type: 'string', description: 'the password' } } } },
+          params: { message: 'confirm', requestedSchema: { type: 'object', properties: { password: { type: 'string', description: 'the password' } } }, [`hint-${SECRET}`]: 'kept value' },
           note: `extra ${SECRET}`,
           // A plain value under a credential's name: the field-name rule holds here too (only the text scrubber ran).
           auth: { password: 'plain-pw-value' },
@@ -115,6 +115,8 @@ describe('scrub stage', () => {
     expect(asked.params.requestedSchema).toEqual(inputRequired.inputRequests[`up__ask-${SECRET}`]!.params.requestedSchema);
     expect(asked.note).toBe(`extra ${REDACTED}`);
     expect(asked.auth).toEqual({ password: REDACTED });
+    // A param's key holding the secret is scrubbed, its value kept (it was dropped).
+    expect((asked.params as Record<string, unknown>)[`hint-${REDACTED}`]).toBe('kept value');
     expect(JSON.stringify(c.inputRequired)).not.toContain('plain-pw-value');
   });
 

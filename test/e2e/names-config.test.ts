@@ -58,6 +58,10 @@ describe('names', () => {
       const records = await runCli({ mcpServers: {}, broker: { records: { path: join(file, 'calls.ndjson') } } });
       expect(records.code).toBe(2);
       expect(records.stderr).toContain('broker.records.path: cannot be used');
+      // A folder that exists but takes no file (the lock file cannot be made there).
+      const lock = await runCli({ mcpServers: {}, broker: { records: { path: '/proc/calls.ndjson' } } });
+      expect(lock.code).toBe(2);
+      expect(lock.stderr).toContain('broker.records.path: cannot be used');
       const data = await runCli({ mcpServers: {}, broker: { dataDir: join(file, 'data') } });
       expect(data.code).toBe(2);
       expect(data.stderr).toContain('broker.dataDir: cannot be used');
