@@ -322,7 +322,8 @@ describe('issue 18 §2: the configs clients write load as pasted', () => {
     for (const depth of [300, 5000]) {
       const file = put(`deep-${depth}.json`, `{"mcpServers":{},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`);
       expect(() => loadConfigFile(file, {})).toThrow(ConfigError);
-      expect(() => loadConfigFile(file, {})).toThrow(/nested deeper than 256 levels/);
+      // Read in full, the depth check names the bound; a parser that overflows first (Node 24, 5,000 levels) is caught the same way.
+      expect(() => loadConfigFile(file, {})).toThrow(/nested deeper than 256 levels|nested too deeply to read/);
     }
     // 200 levels is read (and refused for its unknown field, as any config would be).
     expect(() => loadConfigFile(put('deep-200.json', `{"mcpServers":{},"x":${'['.repeat(200)}${']'.repeat(200)}}`), {})).toThrow(/unknown field\(s\): x/);
