@@ -192,8 +192,10 @@ describe('a restarted inner broker (HTTP 404 for the session we hold)', () => {
     expect(results.map(outcomeOf)).toEqual(['ok', 'ok', 'ok', 'ok']);
     const records = await Promise.all(texts.map(outerRecord));
     for (const record of records) expect(record).toMatchObject({ outcome: 'ok', breaker: 'closed' });
-    // Several of them met the 404 (and were retried), yet the connection was re-dialled once.
-    expect(records.filter((r) => r.attempts === 2).length).toBeGreaterThanOrEqual(2);
+    // At least one met the 404 (and was retried), yet the connection was re-dialled once. How many
+    // met it depends on how the four reach the outer broker (one chunk or several): a CI run beside
+    // another test file saw one, where the test had asked for two.
+    expect(records.filter((r) => r.attempts === 2).length).toBeGreaterThanOrEqual(1);
     // The re-dial's ready line can reach stderr after the answers: awaited, then counted exactly.
     await waitFor(() => readyLines() > dials, 'the re-dial ready line');
     expect(readyLines()).toBe(dials + 1);
