@@ -208,6 +208,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       askTimeoutMs: config.policy.askTimeoutMs,
       onRecorded: (written) => this.metrics.recordWritten(written),
       approvalStates: this.approvalStates,
+      hold: (running, abort) => this.broker.hold(running, abort),
     });
     this.ready = new Promise((resolve) => (this.markReady = resolve));
     for (const [name, server] of Object.entries(config.mcpServers)) this.addUpstream(name, server, this.createUpstream(name, server));

@@ -129,6 +129,20 @@ export class Broker {
   }
 
   /**
+   * Counts `running`, a judged request outside the call path (a prompt, resource or completion
+   * request, to its answer: broker/primitive-judge.ts), as in flight until it settles:
+   * `drain()` calls `abort` with its reason (at once when the broker is draining already) and
+   * waits for `running` as for a call.
+   */
+  hold(running: Promise<unknown>, abort: (reason: unknown) => void): void {
+    if (this.closing.signal.aborted) abort(this.closing.signal.reason);
+    const key = ++this.callSeq;
+    this.inflight.set(key, { running, abort });
+    const settle = () => void this.inflight.delete(key);
+    running.then(settle, settle);
+  }
+
+  /**
    * Shutdown: cancels every call in flight (outcome `cancelled`, reason `reason.message`, by
    * default "the broker is shutting down") and waits up to `timeoutMs` for their answers and
    * records. Calls made afterwards are cancelled at once.

@@ -28,6 +28,7 @@ import type { Logger } from '../shared/logger.js';
 import { askApproval } from '../router/ask.js';
 import { askThroughInput } from './ask-input.js';
 import type { ApprovalStates } from './approval-state.js';
+import { ShuttingDown } from './deadline.js';
 import { cutReason, oneLine } from './failure.js';
 import { CALL_ID_META_KEY, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
 import { decidePrimitive, type CompiledPolicy, type Verdict } from './policy.js';
@@ -85,6 +86,12 @@ export interface PrimitiveGuardDeps {
    * an ask is `approval_required`.
    */
   approvalStates?: ApprovalStates;
+  /**
+   * Counts a request waiting on its upstream as in flight for shutdown (`Broker.hold`): `abort`
+   * with a {@link ShuttingDown} settles it `cancelled` with that reason, recorded, then answered.
+   * Default none: the request waits for its upstream (or the downstream cancel) alone.
+   */
+  hold?: (running: Promise<unknown>, abort: (reason: unknown) => void) => void;
 }
 
 /** Methods of a primitive kind that may answer `input_required` (the spec's list). */
@@ -113,8 +120,22 @@ export class PrimitiveGuard {
   /**
    * Judges `request` for `caller`; when allowed runs `forward` (the upstream request); writes the
    * record, publishes it, then answers: `forward`'s result, or throws (see the file comment).
+   * With `hold`, a shutdown settles a request still waiting on its upstream `cancelled` (its
+   * reason the shutdown's), recorded, then thrown as a -32603 naming the outcome.
    */
-  async serve<T>(request: PrimitiveRequest, caller: CallerSession, forward: (context: { approved: boolean }) => Promise<T>): Promise<T> {
+  serve<T>(request: PrimitiveRequest, caller: CallerSession, forward: (context: { approved: boolean }) => Promise<T>): Promise<T> {
+    const { hold } = this.deps;
+    if (!hold) return this.answer(request, caller, forward);
+    // Held for shutdown to its answer: the record is written before the transport is told the request ended.
+    let stop!: (reason: unknown) => void;
+    const stopped = new Promise<never>((_, reject) => (stop = reject));
+    stopped.catch(() => undefined);
+    const answering = this.answer(request, caller, (context) => Promise.race([forward(context), stopped]));
+    hold(answering, stop);
+    return answering;
+  }
+
+  private async answer<T>(request: PrimitiveRequest, caller: CallerSession, forward: (context: { approved: boolean }) => Promise<T>): Promise<T> {
     const { deps } = this;
     const callId = newCallId();
     const startedAt = deps.clock.now();
@@ -135,7 +156,8 @@ export class PrimitiveGuard {
         outcome = 'ok';
         bytesOut = approximateJsonBytes(result);
       } catch (err) {
-        failure = { err };
+        // Cut off by shutdown: answered as a refusal naming it, like a tool call (the upstream's request ends with the session).
+        if (!(err instanceof ShuttingDown)) failure = { err };
         ({ outcome, reason } = classify(err, request.signal));
       }
     }
@@ -255,6 +277,7 @@ function askMessage(request: PrimitiveRequest, why: string): string {
 /** The outcome of a failed upstream request. */
 function classify(err: unknown, signal: AbortSignal): { outcome: Outcome; reason: string } {
   const reason = oneLine(messageOf(err));
+  if (err instanceof ShuttingDown) return { outcome: 'cancelled', reason };
   if (signal.aborted) return { outcome: 'cancelled', reason: 'cancelled by the client' };
   // The SDK's own timeout, or -32001 as the upstream boundary passes it on (upstream-scrub.ts).
   if (isRequestTimeout(err)) return { outcome: 'timeout', reason };

@@ -2,7 +2,8 @@ import { ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/ser
 import { describe, expect, it } from 'vitest';
 import type { RecordSink } from '../../src/audit/records.js';
 import { compilePolicy } from '../../src/broker/policy.js';
-import { POLICY_REFUSED_CODE, PrimitiveGuard, type PrimitiveRequest } from '../../src/broker/primitive-judge.js';
+import { ShuttingDown } from '../../src/broker/deadline.js';
+import { POLICY_REFUSED_CODE, PrimitiveGuard, type PrimitiveGuardDeps, type PrimitiveRequest } from '../../src/broker/primitive-judge.js';
 import type { CallRecord } from '../../src/broker/types.js';
 import { policySchema } from '../../src/config/schema.js';
 import { ManualClock } from '../../src/shared/clock.js';
@@ -22,9 +23,8 @@ function sink(fails = false): RecordSink & { lines: CallRecord[] } {
   };
 }
 
-function guard(policy: unknown = {}, records = sink()) {
-  const published: CallRecord[] = [];
-  const g = new PrimitiveGuard({
+function guardDeps(records: RecordSink, policy: unknown = {}, published: CallRecord[] = []): PrimitiveGuardDeps {
+  return {
     policy: compilePolicy(policySchema.parse(policy)),
     prefixOf: (server) => (server === 'evil' || server === 'good' ? server : undefined),
     records,
@@ -34,7 +34,12 @@ function guard(policy: unknown = {}, records = sink()) {
     scrubArgs: (a) => a,
     scrubText: (t) => t,
     askTimeoutMs: 1000,
-  });
+  };
+}
+
+function guard(policy: unknown = {}, records = sink()) {
+  const published: CallRecord[] = [];
+  const g = new PrimitiveGuard(guardDeps(records, policy, published));
   return { g, records, published };
 }
 
@@ -133,6 +138,22 @@ describe('PrimitiveGuard (primitive-judge.ts)', () => {
     const invalid = new ProtocolError(-32602, 'bad uri');
     expect(await rejection(g.serve(read(), session(), async () => Promise.reject(invalid)))).toBe(invalid);
     expect(records.lines.map((r) => r.outcome)).toEqual(['upstream_error', 'timeout', 'timeout', 'invalid_arguments']);
+  });
+
+  it('a read held for shutdown and cut off by it is recorded cancelled with the shutdown as its reason, then refused -32603 naming the outcome', async () => {
+    const records = sink();
+    const held: Array<(reason: unknown) => void> = [];
+    const g = new PrimitiveGuard({ ...guardDeps(records), hold: (_running, abort) => void held.push(abort) });
+    const answer = rejection(g.serve(read(), session(), () => new Promise(() => undefined)));
+    await Promise.resolve();
+    expect(held).toHaveLength(1);
+    held[0]!(new ShuttingDown('stdin closed and broker.drainTimeoutMs (500 ms) passed before the call finished'));
+    const err = await answer;
+    expect(err.code).toBe(-32603);
+    expect(err.message).toBe('cancelled: stdin closed and broker.drainTimeoutMs (500 ms) passed before the call finished');
+    expect(err.data).toMatchObject({ 'mcp-broker/outcome': 'cancelled', 'mcp-broker/callId': records.lines[0]!.callId });
+    expect(records.lines).toHaveLength(1);
+    expect(records.lines[0]).toMatchObject({ outcome: 'cancelled', status: 499, attempts: 1, reason: 'stdin closed and broker.drainTimeoutMs (500 ms) passed before the call finished' });
   });
 
   it('lists: visible unless the action for the principal is deny', () => {

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { callsOf } from './broker-support.js';
+import { callsOf, fixtureEvents } from './broker-support.js';
 import { fixture, nodeServer, readNdjson, spawnRawBroker, startBroker, waitFor, type RawBroker, type StartedBroker } from './helpers.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'mcp-broker-shutdown-e2e-'));
@@ -116,6 +116,27 @@ describe('issue 17 §2: stdin closed with requests pending', () => {
     const records = readNdjson(broker.recordsPath).filter((r) => r.name === 'echo__slow');
     expect(records).toHaveLength(1);
     expect(records[0]).toMatchObject({ outcome: 'cancelled', status: 499 });
+    expect(records[0]!.reason).toContain('drainTimeoutMs (1500 ms)');
+  }, 40_000);
+
+  it('a resources/read still waiting on its upstream at broker.drainTimeoutMs is cancelled and recorded so, with the drain as its reason, not answered -32603 and recorded "cancelled by the client"', async () => {
+    const log = join(tmp, 'drain-read.log');
+    const broker = (b = spawnRawBroker({
+      servers: { slow: nodeServer(fixture('slow-read.mjs'), { inheritEnv: ['FIXTURE_LOG'] }) },
+      extra: { broker: { drainTimeoutMs: 1500 } },
+      env: { FIXTURE_LOG: log },
+    }));
+    broker.child.stdin!.write(lines({ uri: 'slow://doc' }).replace('"tools/call"', '"resources/read"'));
+    await waitFor(() => fixtureEvents(log).some((e) => e.event === 'read'), 'the read waiting on the upstream');
+    broker.child.stdin!.end();
+    expect(await broker.exited).toBe(0);
+    const answers = broker.messages.filter((m) => m.id === 3) as Array<Record<string, any>>;
+    expect(answers).toHaveLength(1);
+    expect(answers[0]!.error?.data?.['mcp-broker/outcome']).toBe('cancelled');
+    expect(answers[0]!.error?.message).toContain('drainTimeoutMs (1500 ms)');
+    const records = readNdjson(broker.recordsPath).filter((r) => r.kind === 'resource');
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({ outcome: 'cancelled', status: 499, attempts: 1, callId: answers[0]!.error.data['mcp-broker/callId'] });
     expect(records[0]!.reason).toContain('drainTimeoutMs (1500 ms)');
   }, 40_000);
 });
