@@ -102,6 +102,7 @@ CREATE TABLE IF NOT EXISTS tasks (
   call_id       TEXT NOT NULL,
   approved_by   TEXT,
   record_owed   INTEGER NOT NULL DEFAULT 0,
+  attempts      INTEGER NOT NULL DEFAULT 0,
   created_at    TEXT NOT NULL,
   updated_at    TEXT NOT NULL,
   ttl_ms        INTEGER NOT NULL,
@@ -221,6 +222,7 @@ export class SqliteStore implements Store {
       // Columns added since the table was made: added when missing (a build that does not know them never reads them).
       const columns = db.prepare<[], { name: string }>('PRAGMA table_info(tasks)').all().map((c) => c.name);
       if (!columns.includes('record_owed')) db.exec('ALTER TABLE tasks ADD COLUMN record_owed INTEGER NOT NULL DEFAULT 0');
+      if (!columns.includes('attempts')) db.exec('ALTER TABLE tasks ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0');
       db.exec('CREATE INDEX IF NOT EXISTS tasks_owing_records ON tasks (created_at) WHERE record_owed = 1');
       const legacy = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pins'").get();
       if (from < 2 && legacy) db.exec(MIGRATE_1_TO_2);
@@ -305,9 +307,9 @@ export class SqliteStore implements Store {
       ),
       addTask: db.prepare<[TaskInsert]>(
         `INSERT INTO tasks (id, status, stopped_by, owner, principal, unit, session_id, subject, name, args, args_redacted, result, reason, call_id, approved_by,
-           record_owed, created_at, updated_at, ttl_ms, expires_at)
+           record_owed, attempts, created_at, updated_at, ttl_ms, expires_at)
          VALUES (@id, @status, @stoppedBy, @owner, @principal, @unit, @sessionId, @subject, @name, @args, @argsRedacted, @result, @reason, @callId, @approvedBy,
-           @recordOwed, @createdAt, @updatedAt, @ttlMs, @expiresAt)`,
+           @recordOwed, @attempts, @createdAt, @updatedAt, @ttlMs, @expiresAt)`,
       ),
       getTask: db.prepare<[string, number], TaskSqlRow>('SELECT * FROM tasks WHERE id = ? AND expires_at > ?'),
       deleteExpiredTasks: db.prepare<[number]>('DELETE FROM tasks WHERE expires_at <= ? AND record_owed = 0'),
@@ -343,6 +345,7 @@ export class SqliteStore implements Store {
       args: JSON.stringify(t.args ?? null),
       argsRedacted: t.argsRedacted ? 1 : 0,
       recordOwed: t.recordOwed ? 1 : 0,
+      attempts: t.attempts ?? 0,
       result: t.result === null || t.result === undefined ? null : JSON.stringify(t.result),
       expiresAt: Date.parse(t.createdAt) + t.ttlMs,
     });
@@ -363,6 +366,7 @@ export class SqliteStore implements Store {
     if (change.approvedBy !== undefined) sets.push('approved_by = @approvedBy');
     if (change.callId !== undefined) sets.push('call_id = @callId');
     if (change.recordOwed !== undefined) sets.push('record_owed = @recordOwed');
+    if (change.attempts !== undefined) sets.push('attempts = @attempts');
     const statuses = from.map((_, i) => `@from${i}`).join(', ');
     const params: Record<string, unknown> = {
       id,
@@ -375,6 +379,7 @@ export class SqliteStore implements Store {
       approvedBy: change.approvedBy ?? null,
       callId: change.callId ?? null,
       recordOwed: change.recordOwed ? 1 : 0,
+      attempts: change.attempts ?? 0,
     };
     from.forEach((s, i) => (params[`from${i}`] = s));
     // A handful of shapes; prepared per call (better-sqlite3 keeps no statement cache of its own, but these are rare writes).
@@ -644,7 +649,14 @@ interface InstanceRow {
   heartbeat_at: string;
 }
 
-type TaskInsert = Omit<TaskRow, 'args' | 'argsRedacted' | 'result' | 'recordOwed'> & { args: string; argsRedacted: number; result: string | null; recordOwed: number; expiresAt: number };
+type TaskInsert = Omit<TaskRow, 'args' | 'argsRedacted' | 'result' | 'recordOwed' | 'attempts'> & {
+  args: string;
+  argsRedacted: number;
+  result: string | null;
+  recordOwed: number;
+  attempts: number;
+  expiresAt: number;
+};
 
 interface TaskSqlRow {
   id: string;
@@ -663,6 +675,7 @@ interface TaskSqlRow {
   call_id: string;
   approved_by: string | null;
   record_owed: number;
+  attempts: number;
   created_at: string;
   updated_at: string;
   ttl_ms: number;
@@ -687,6 +700,7 @@ function toTask(r: TaskSqlRow): TaskRow {
     callId: r.call_id,
     approvedBy: r.approved_by,
     recordOwed: r.record_owed === 1,
+    attempts: r.attempts,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
     ttlMs: r.ttl_ms,

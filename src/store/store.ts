@@ -271,6 +271,13 @@ export interface TaskRow {
    * waiting on it, gets its record from the task engine. Absent: false.
    */
   readonly recordOwed?: boolean;
+  /**
+   * Upstream invocations the row's call sent (`BrokerAnswer.attempts`), stored with its answer:
+   * the attempts of the record the row owes when that call could not write it. Absent: 0 (no
+   * call of this row settled here: a parked row rejected, expired or not run, a row killed by an
+   * instance that ended).
+   */
+  readonly attempts?: number;
   readonly createdAt: string;
   readonly updatedAt: string;
   /** Kept this long after `createdAt`, in ms; then the row and its result are deleted. */
@@ -287,6 +294,8 @@ export interface TaskChange {
   readonly approvedBy?: string | null;
   readonly callId?: string;
   readonly recordOwed?: boolean;
+  /** See {@link TaskRow.attempts}. */
+  readonly attempts?: number;
   readonly updatedAt: string;
 }
 

@@ -26,7 +26,8 @@
  * rejected, cancelled, killed (its broker ended before its call answered: SIGKILL) or expired
  * with no call here running or waiting on it still owes it, and the tick writes it through
  * `deps.record` (the row's owner, or any instance once the owner is dead), before an expired
- * row is deleted: a killed row's record is `cancelled`, with the row's reason, attempts 0.
+ * row is deleted: a killed row's record is `cancelled`, with the row's reason, and the attempts
+ * its call sent (0 for a row killed by an instance that ended: they are not known).
  *
  * One principal sees and touches only its own tasks: every read here takes the caller's
  * principal, and a foreign id reads as missing.
@@ -453,7 +454,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
       }
       if (id === undefined) return;
       this.plainRuns.delete(call);
-      await this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', toolResultOf(answer), answer.reason ?? null, answer.callId);
+      await this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', toolResultOf(answer), answer.reason ?? null, answer.callId, answer.attempts);
     })();
   }
 
@@ -544,11 +545,11 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     // Cancelled by the broker's shutdown (its drain runs before stop()): killed by system.
     const killed = answer.outcome === 'cancelled' && (this.stopping || this.deps.stopping?.() === true);
     if (killed) {
-      await this.deps.store.updateTask(id, ['running'], { status: 'killed', stoppedBy: 'system', reason: answer.reason ?? 'the broker stopped', result: toolResultOf(answer), updatedAt: this.iso() });
+      await this.deps.store.updateTask(id, ['running'], { status: 'killed', stoppedBy: 'system', reason: answer.reason ?? 'the broker stopped', result: toolResultOf(answer), attempts: answer.attempts, updatedAt: this.iso() });
       await this.changed(id);
       return;
     }
-    await this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', toolResultOf(answer), answer.reason ?? null, answer.callId);
+    await this.finish(id, answer.outcome === 'ok' ? 'completed' : 'failed', toolResultOf(answer), answer.reason ?? null, answer.callId, answer.attempts);
   }
 
   /**
@@ -561,9 +562,10 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     return { outcome: 'cancelled', text: `approved, but not run: ${why}`, reason: `approved by ${row.approvedBy}, not run: ${why}` };
   }
 
-  private async finish(id: string, status: 'completed' | 'failed', result: CallToolResult, reason: string | null, callId?: string): Promise<void> {
+  /** Stores a settled call's answer in its row; `attempts` as the call sent them (its owed record's, should it owe one). */
+  private async finish(id: string, status: 'completed' | 'failed', result: CallToolResult, reason: string | null, callId?: string, attempts?: number): Promise<void> {
     try {
-      if (await this.deps.store.updateTask(id, ['running'], { status, result, reason, callId, updatedAt: this.iso() })) await this.changed(id);
+      if (await this.deps.store.updateTask(id, ['running'], { status, result, reason, callId, attempts, updatedAt: this.iso() })) await this.changed(id);
     } catch (err) {
       this.deps.logger.error({ taskId: id, err: messageOf(err) }, 'task result could not be stored');
     }
@@ -706,9 +708,11 @@ function toolResultOf(answer: BrokerAnswer): CallToolResult {
 }
 
 /**
- * The one record of a parked call settled or expired with no call waiting on it: its outcome
- * as its row says (a rejection's `approval_required`, a cancel's `cancelled`), or
- * `approval_required` for a row that expired undecided; no attempt was made.
+ * The one record a row owes, written with no call waiting on it: a parked call settled or
+ * expired, or a call that settled without writing its own. Its outcome as its row says (a
+ * rejection's `approval_required`, a cancel's `cancelled`, a failed call's own), or
+ * `approval_required` for a row that expired undecided; its attempts as the row kept them
+ * ({@link TaskRow.attempts}: 0 when no call of it settled).
  */
 function owedRecord(row: TaskRow, expired: boolean, now: number): CallRecord {
   // A row settled before it expired keeps its own outcome.
@@ -736,7 +740,7 @@ function owedRecord(row: TaskRow, expired: boolean, now: number): CallRecord {
     outcome,
     status: OUTCOME_STATUS[outcome],
     durationMs: Math.max(0, now - Date.parse(row.createdAt)),
-    attempts: 0,
+    attempts: row.attempts ?? 0,
     bytesOut: 0,
     reason,
     args: row.args,

@@ -124,4 +124,21 @@ describe('SqliteStore owed task records (issue 15)', () => {
     expect(await store.deleteExpiredTasks(T0 + 60_000)).toBe(1);
     await store.close();
   });
+
+  it('a store whose tasks table predates attempts opens and gains the column (rows read 0); an update keeps the attempts a call sent', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tasks-'));
+    dirs.push(dir);
+    let store = SqliteStore.open(dir);
+    await store.addTask(row('old', { status: 'running' }));
+    await store.close();
+    const { default: Database } = await import('better-sqlite3');
+    const db = new Database(join(dir, 'broker.sqlite'));
+    db.exec('ALTER TABLE tasks DROP COLUMN attempts');
+    db.close();
+    store = SqliteStore.open(dir);
+    expect(await store.getTask('old', T0)).toMatchObject({ status: 'running', attempts: 0 });
+    expect(await store.updateTask('old', ['running'], { status: 'failed', attempts: 2, updatedAt: new Date(T0).toISOString() })).toBe(true);
+    expect(await store.getTask('old', T0)).toMatchObject({ status: 'failed', attempts: 2 });
+    await store.close();
+  });
 });

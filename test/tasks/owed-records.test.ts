@@ -6,6 +6,7 @@
  * in-memory store; the broker path is stood in for by `park` and `onSettled`, as the judge and
  * the broker call them.
  */
+import { once } from 'node:events';
 import { hostname } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { BrokerAnswer } from '../../src/broker/broker.js';
@@ -202,6 +203,21 @@ describe('records of parked calls settled with no call waiting (issue 15)', () =
     await clock.advance(TASK_POLL_MS);
     expect(records.map((r) => r.outcome)).toEqual(['approval_required']);
     expect((await engine.get(row!.id, undefined))!.recordOwed).toBe(false);
+  });
+
+  it('a task whose call reached its upstream but could not write its record: the owed record keeps the attempts the call sent, not 0', async () => {
+    // The path as the record stage leaves it when the sink refuses: guard_error, the result withheld, no record.
+    const withheld = { callId: 'call-7', outcome: 'guard_error', status: 500, attempts: 2, reason: 'the call record could not be written', result: { content: [], isError: true } } as unknown as BrokerAnswer;
+    const { clock, engine, records } = setup({ run: async () => withheld });
+    await engine.start();
+    const row = await engine.create({ name: 'u__echo', args: { text: 'hi' } }, session, target);
+    const failed = await engine.settled(row.id, undefined, new AbortController().signal);
+    expect(failed).toMatchObject({ status: 'failed', recordOwed: true });
+    await new Promise((r) => setImmediate(r)); // its run lets go of the row once its answer is stored
+    const ticked = once(engine, 'tick');
+    await clock.advance(TASK_POLL_MS);
+    await ticked;
+    expect(records.map((r) => [r.callId, r.outcome, r.attempts])).toEqual([['call-7', 'guard_error', 2]]);
   });
 
   it('an approved parked call whose arguments were not kept: its record is written before its failed result can be read; an unwritable record leaves it parked for a later tick (the result was readable first)', async () => {
