@@ -44,7 +44,7 @@ async function answerOf(res: Response): Promise<{ status: number; headers: Recor
 }
 
 describe('modern tools/call HTTP lane, through the CLI', () => {
-  it('ok, tool_error, refusal, unknown tool, invalid params, progress, logs and a mismatched header: the lane answers as the SDK does', async () => {
+  it('ok, tool_error, refusal, unknown tool, invalid params, progress, logs, a mismatched header and an Accept without both media types (406, as a 2025-11-25 POST): the lane answers as the SDK does', async () => {
     const timing = join(dir, 'timing.json');
     const log = join(dir, 'fixture.ndjson');
     const broker = await startHttpBroker({
@@ -73,6 +73,7 @@ describe('modern tools/call HTTP lane, through the CLI', () => {
         ['logs', { name: 'fx__echo', arguments: { text: 'l' } }, { 'io.modelcontextprotocol/logLevel': 'debug' }],
         ['mismatch', { name: 'fx__echo', arguments: { text: 'm' } }, {}, { 'mcp-name': 'fx__fail' }],
         ['no accept', { name: 'fx__echo', arguments: { text: 'a' } }, {}, { accept: '' }],
+        ['json only', { name: 'fx__echo', arguments: { text: 'a' } }, {}, { accept: 'application/json' }],
         ['no version header', { name: 'fx__echo', arguments: { text: 'v' } }, {}, { 'mcp-protocol-version': '' }],
         ['text/plain', { name: 'fx__echo', arguments: { text: 'c' } }, {}, { 'content-type': 'text/plain' }],
       ];
@@ -94,7 +95,8 @@ describe('modern tools/call HTTP lane, through the CLI', () => {
         ['progress', 200, 'text/event-stream', 'ok'],
         ['logs', 200, 'text/event-stream', 'ok'],
         ['mismatch', 400, 'application/json', -32020],
-        ['no accept', 200, 'application/json', 'ok'],
+        ['no accept', 406, 'application/json; charset=utf-8', -32000],
+        ['json only', 406, 'application/json; charset=utf-8', -32000],
         ['no version header', 400, 'application/json', -32020],
         ['text/plain', 415, 'application/json', -32000],
       ]);
@@ -114,7 +116,7 @@ describe('modern tools/call HTTP lane, through the CLI', () => {
       await broker.close();
     }
     const summary = await waitFor(() => (existsSync(timing) ? (JSON.parse(readFileSync(timing, 'utf8')) as { segments: Array<{ to: string; count: number }> }) : undefined), 'the timing file');
-    // The second call of ok, tool_error, refusal, unknown and no accept took the lane (unknown handed back to the SDK); a cancelled call is not timed.
-    expect(summary.segments.filter((s) => s.to === 'modern http lane').reduce((n, s) => n + s.count, 0)).toBeGreaterThanOrEqual(5);
+    // The second call of ok, tool_error, refusal and unknown took the lane (unknown handed back to the SDK); a cancelled call is not timed.
+    expect(summary.segments.filter((s) => s.to === 'modern http lane').reduce((n, s) => n + s.count, 0)).toBeGreaterThanOrEqual(4);
   }, 90_000);
 });

@@ -175,6 +175,15 @@ export function principalOf(res: Response): Principal {
   return res.locals.principal as Principal;
 }
 
+/**
+ * Whether a POST's `Accept` header lists both `application/json` and `text/event-stream`, as
+ * Streamable HTTP requires of every client (the server may answer a request either way). The
+ * SDK transport's own test: a missing header, or one listing only one of them, is false.
+ */
+export function acceptsBoth(accept: string | undefined): boolean {
+  return typeof accept === 'string' && accept.includes('application/json') && accept.includes('text/event-stream');
+}
+
 /** A JSON-RPC error body with a null id, the shape the SDK transports answer HTTP errors with. */
 export function jsonRpcError<I extends string | number | null = null>(code: number, message: string, id: I = null as I): { jsonrpc: '2.0'; error: { code: number; message: string }; id: I } {
   return { jsonrpc: '2.0', error: { code, message }, id };

@@ -8,6 +8,7 @@ export { DEFAULT_CALLS_LIMIT, MAX_CALLS_LIMIT, matchesCallsQuery, parseCallsQuer
 export { jsonBody, whenClosed, type HttpContext } from './context.js';
 export { BoundedEventStore } from './event-store.js';
 export {
+  acceptsBoth,
   authenticateRequest,
   authGuard,
   checkHostAndOrigin,

@@ -36,6 +36,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { DEFAULT_NEGOTIATED_PROTOCOL_VERSION, isJsonContentType, RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
+import { acceptsBoth } from './guards.js';
 
 /** The writable end of one SSE stream, as the transport's `send` and keep-alive use it (a `ReadableStream` controller's two methods). */
 interface StreamController {
@@ -180,10 +181,6 @@ function isPlainToolsCall(body: unknown): body is PlainRequest {
   if (meta === undefined) return true;
   if (!isObject(meta) || RELATED_TASK_META_KEY in meta) return false;
   return meta.progressToken === undefined || isToken(meta.progressToken);
-}
-
-function acceptsBoth(accept: string | undefined): boolean {
-  return typeof accept === 'string' && accept.includes('application/json') && accept.includes('text/event-stream');
 }
 
 function single(value: string | string[] | undefined): string | undefined {

@@ -35,6 +35,7 @@ import { ListenSubscriptions } from '../subscriptions.js';
 import type { Principal } from './auth.js';
 import { answerOverCap } from './caps.js';
 import { whenClosed, type HttpContext } from './context.js';
+import { acceptsBoth, jsonRpcError, sendJson } from './guards.js';
 import { isTaskListen, mixedTaskListen, serveTaskListen, withTaskStatus } from './task-listen.js';
 import { serveWeb } from './web-adapter.js';
 
@@ -107,6 +108,20 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
   };
 
   /**
+   * Answers 406 / -32000, as the SDK's transport answers a 2025-11-25 POST, when a request's
+   * `Accept` does not list both `application/json` and `text/event-stream` (spec
+   * `streamable-http.mdx`, "Sending Messages"): either may answer it (a call with progress or
+   * logs is a stream). True when it did. A notification passes: 2026-07-28 sets no header
+   * requirements for one.
+   */
+  const refusedAccept = (req: IncomingMessage, res: ServerResponse, body: unknown): boolean => {
+    const id = typeof body === 'object' && body !== null ? (body as { id?: unknown }).id : undefined;
+    if ((typeof id !== 'string' && typeof id !== 'number') || acceptsBoth(req.headers.accept)) return false;
+    sendJson(res, 406, jsonRpcError(-32000, 'Not Acceptable: Client must accept both application/json and text/event-stream', id));
+    return true;
+  };
+
+  /**
    * Answers 400 / -32020 (HeaderMismatch) when a `tools/call`'s `Mcp-Param-*` headers disagree
    * with its arguments, for the tool's `x-mcp-header` marks as the roster advertises them; true
    * when it did. The SDK's own check runs only for an `McpServer`, and ours is a `Server`.
@@ -138,6 +153,7 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
 
   return {
     async serve(principal, req, res, body) {
+      if (refusedAccept(req, res, body)) return;
       if (refusedParamHeaders(principal.name, req, res, body)) return;
       const direct = lane.take(principal.name, req, res, body);
       if (direct) return direct;
