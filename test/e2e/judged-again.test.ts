@@ -9,10 +9,11 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CallToolResult } from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { callsOf } from './broker-support.js';
 import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
+import { startHttpBroker, type HttpBroker } from '../transports/harness.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'mcp-broker-judged-again-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -163,4 +164,56 @@ describe('a deny added by a reload after a resources/subscribe', () => {
     await waitFor(() => count('notifications/message') === 2, 'the log after the reload');
     expect(updates()).toBe(1);
   });
+});
+
+describe('a deny added by a reload after a 2026-07-28 listen over Streamable HTTP', () => {
+  const TOKENS = { ALICE_TOKEN: 'alice-listen-token-0123456789', BOB_TOKEN: 'bob-listen-token-01234567890' };
+  let broker: HttpBroker | undefined;
+  const clients: Client[] = [];
+  afterEach(async () => {
+    for (const client of clients.splice(0)) await client.close().catch(() => undefined);
+    await broker?.close();
+  });
+
+  /** A modern client of `token` listening for `uris`; `updates` are the URIs its stream carried, in order. */
+  async function listener(url: string, token: string, uris: string[]): Promise<{ client: Client; updates: string[] }> {
+    const client = new Client({ name: 'listen-judged', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    clients.push(client);
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }), { timeout: 30_000 });
+    expect(client.getProtocolEra()).toBe('modern');
+    const updates: string[] = [];
+    client.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(n.params.uri));
+    const subscription = await client.listen({ resourceSubscriptions: uris });
+    expect(subscription.honoredFilter).toEqual({ resourceSubscriptions: uris });
+    return { client, updates };
+  }
+
+  it("the listen is judged again at each update: none for the denied resource reaches that principal's stream; other principals and resources keep theirs (they kept coming)", async () => {
+    const log = join(tmp, 'listen.log');
+    broker = await startHttpBroker({
+      servers: { m: nodeServer(fixture('modern-resources.mjs'), { inheritEnv: ['FIXTURE_LOG'] }) },
+      extra: { principals: { alice: { token: '${env:ALICE_TOKEN}' }, bob: { token: '${env:BOB_TOKEN}' } } },
+      env: { ...TOKENS, FIXTURE_LOG: log },
+    });
+    const b = broker;
+    const alice = await listener(b.url, TOKENS.ALICE_TOKEN, ['note://a', 'note://b']);
+    const bob = await listener(b.url, TOKENS.BOB_TOKEN, ['note://a', 'note://b']);
+    const upstreamListens = () => (existsSync(log) ? readFileSync(log, 'utf8') : '').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { filter?: { resourceSubscriptions?: string[] } });
+    await waitFor(() => upstreamListens().some((e) => e.filter?.resourceSubscriptions?.length === 2), 'the upstream listen naming both notes');
+    await alice.client.callTool({ name: 'm__touch', arguments: { uri: 'note://a' } });
+    await waitFor(() => alice.updates.length === 1 && bob.updates.length === 1, 'the update of note://a on both streams');
+
+    const path = join(b.dir, 'servers.json');
+    const seen = b.stderr().split('config reloaded').length;
+    const policy = { rules: [{ resources: ['note://a'], principals: ['alice'], action: 'deny' }] };
+    writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, 'utf8')), policy }, null, 2));
+    await waitFor(() => b.stderr().split('config reloaded').length > seen, 'config reloaded', 20_000, 50);
+
+    await bob.client.callTool({ name: 'm__touch', arguments: { uri: 'note://a' } });
+    await bob.client.callTool({ name: 'm__touch', arguments: { uri: 'note://b' } });
+    // In order on each stream: an update of note://a would come before note://b's.
+    await waitFor(() => alice.updates.includes('note://b') && bob.updates.includes('note://b'), 'the update of note://b on both streams');
+    expect(alice.updates).toEqual(['note://a', 'note://b']);
+    expect(bob.updates).toEqual(['note://a', 'note://a', 'note://b']);
+  }, 60_000);
 });

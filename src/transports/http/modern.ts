@@ -17,9 +17,10 @@
  * - A plain `tools/call` whose envelope the SDK accepted before for the principal is answered by
  *   the HTTP lane (`wire/direct-modern-http.ts`) as the SDK would, on one long-lived instance per
  *   principal, without the per-request instance; anything else it hands back to the SDK here.
- * - `subscriptions/listen`: the handler's notifier carries the gateway's `list_changed` and
- *   `resources/updated` to open listen streams; each stream holds one `http.maxStreams` slot
- *   and subscribes the broker upstream for its `resourceSubscriptions` (`subscriptions.ts`). A
+ * - `subscriptions/listen`: the handler's bus (`listen-bus.ts`) carries the gateway's
+ *   `list_changed` and `resources/updated` to open listen streams, each update judged again for
+ *   the stream's principal; each stream holds one `http.maxStreams` slot and subscribes the
+ *   broker upstream for its `resourceSubscriptions` (`subscriptions.ts`). A
  *   listen for `taskIds` only (the tasks extension's status notifications) is served by
  *   `task-listen.ts`, in the same slot.
  */
@@ -36,6 +37,7 @@ import type { Principal } from './auth.js';
 import { answerOverCap } from './caps.js';
 import { whenClosed, type HttpContext } from './context.js';
 import { acceptsBoth, jsonRpcError, sendJson } from './guards.js';
+import { ListenBus } from './listen-bus.js';
 import { isTaskListen, mixedTaskListen, serveTaskListen, withTaskStatus } from './task-listen.js';
 import { serveWeb } from './web-adapter.js';
 
@@ -77,6 +79,10 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
     handOff: (principal, req, res, body) => serveSdk(principal, req, res, body),
     onerror: (err) => ctx.logger.debug({ err: messageOf(err) }, 'modern http lane: answer not written'),
   });
+  const bus = new ListenBus(
+    (principal, uri, server) => gateway.primitives.allowedOutright(principal, { server, type: 'resource', name: uri }),
+    (err) => ctx.logger.debug({ err: messageOf(err) }, 'modern http listen stream: notification not written'),
+  );
   const handler: McpHttpHandler = createMcpHandler(
     ({ authInfo, requestInfo }) => {
       const principal = authInfo?.clientId ?? 'local';
@@ -86,6 +92,7 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
     },
     {
       legacy: 'reject',
+      bus,
       keepAliveMs: ctx.settings.keepAliveMs,
       maxRequestBodySize: ctx.settings.maxBodyBytes,
       onerror: (err) => ctx.logger.debug({ err: messageOf(err) }, 'modern http request refused or failed'),
@@ -93,7 +100,7 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
   );
   const onList = (kind: ListKind) =>
     kind === 'tools' ? handler.notify.toolsChanged() : kind === 'prompts' ? handler.notify.promptsChanged() : handler.notify.resourcesChanged();
-  const onUpdated = (uri: string) => handler.notify.resourceUpdated(uri);
+  const onUpdated = (uri: string, server: string) => bus.resourceUpdated(uri, server);
   gateway.on('listChanged', onList);
   gateway.on('resourceUpdated', onUpdated);
 
@@ -102,7 +109,7 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
     const authInfo = { token: '', clientId: principal, scopes: [] };
     return serveWeb(async (request) => {
       nodeRequests.set(request, { req, body });
-      const response = await handler.fetch(request, { parsedBody: body, authInfo });
+      const response = await bus.serving(principal, () => handler.fetch(request, { parsedBody: body, authInfo }));
       return mixed ? withTaskStatus(response, gateway, principal, mixed.id, mixed.honoured) : response;
     }, req, res);
   };
