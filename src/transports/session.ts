@@ -397,7 +397,7 @@ export class DownstreamSession {
    * an elicitation in a mode it did not declare (`mode: "url"` without `elicitation.url`, form
    * without `form` when it declared `url`) refused with -32602 as the spec's client would, and
    * tagged with the session id (modern: the request's own tag) so an upstream can tell calls
-   * of different callers apart, and (legacy) with `notify`, so the upstream's
+   * of different callers apart, and (legacy) with `notify` and the principal, so the upstream's
    * `notifications/elicitation/complete` for a URL elicitation relayed here reaches this session,
    * outside the call (upstream/url-elicitations.ts). Modern: handed to `modern.hold` (a held
    * call) when the capability was declared, else refused and the call marked for -32021.
@@ -429,7 +429,7 @@ export class DownstreamSession {
       }
       return send(request, signal);
     };
-    return Object.assign(route, { sessionId: owner ?? undefined, ...(this.era === 'legacy' && { notify: this.notifySession }) });
+    return Object.assign(route, { sessionId: owner ?? undefined, ...(this.era === 'legacy' && { notify: this.notifySession, principal: this.principal }) });
   }
 
   /**

@@ -410,7 +410,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    */
   private urlElicitationRequired(err: ProtocolError, route: ServerRequestHandler | undefined): ProtocolError {
     const scrubbed = this.scrub.error(err, this.name);
-    if (route?.notify) for (const id of elicitationIdsOf(scrubbed.data)) this.urlElicitations.expect(id, route.notify);
+    if (route?.notify && route.principal !== undefined) for (const id of elicitationIdsOf(scrubbed.data)) this.urlElicitations.expect(id, route.notify, route.principal);
     return scrubbed;
   }
 
@@ -827,9 +827,11 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       await this.refresh('resourceTemplates');
     });
     client.setNotificationHandler('notifications/resources/updated', (n) => void this.emit('resourceUpdated', n.params.uri));
-    // Only to the session the elicitation was relayed to (url-elicitations.ts); an unknown id is dropped.
+    // Only to the sessions the elicitation was relayed to, of one principal (url-elicitations.ts); an unknown id is dropped.
     client.setNotificationHandler('notifications/elicitation/complete', (n) => {
-      if (!this.urlElicitations.complete(n.params.elicitationId)) this.options.logger.debug('upstream elicitation/complete for an id no session is waiting on: dropped');
+      const sent = this.urlElicitations.complete(n.params.elicitationId);
+      if (sent === 'none') this.options.logger.debug('upstream elicitation/complete for an id no session is waiting on: dropped');
+      if (sent === 'ambiguous') this.options.logger.warn('upstream elicitation/complete for an id it sent toward sessions of several principals: dropped, whose it is cannot be told');
     });
     // What reaches the SDK is tied to no call: calls in flight now prove nothing about its origin.
     client.setNotificationHandler('notifications/message', (n) => void this.emit('log', n.params, undefined));
@@ -863,15 +865,16 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       const params = this.scrub.serverRequest(req.params as Record<string, unknown> | undefined);
       const signal = this.relayedSignal(ctx.mcpReq.signal);
       const urlId = method === 'elicitation/create' && params?.mode === 'url' && typeof params.elicitationId === 'string' ? params.elicitationId : undefined;
-      if (urlId === undefined || !handler.notify) return handler({ method, params }, signal) as never;
+      const { notify, principal } = handler;
+      if (urlId === undefined || !notify || principal === undefined) return handler({ method, params }, signal) as never;
       // Remembered before it is sent: the upstream may complete it before the client's answer arrives.
-      this.urlElicitations.expect(urlId, handler.notify);
+      this.urlElicitations.expect(urlId, notify, principal);
       try {
         const answer = await handler({ method, params }, signal);
-        if (answer.action !== 'accept') this.urlElicitations.forget(urlId);
+        if (answer.action !== 'accept') this.urlElicitations.forget(urlId, notify);
         return answer as never;
       } catch (err) {
-        this.urlElicitations.forget(urlId);
+        this.urlElicitations.forget(urlId, notify);
         throw err;
       }
     };

@@ -43,12 +43,14 @@ export interface ProgressUpdate {
  * for: on a stdio or SSE upstream the calls of one such owner are in flight at a time (a handler
  * that names none is an owner of its own call; upstream/owner-gate.ts), and log messages tied to
  * the call (`UpstreamEvents.log`) go to that session.
- * `notify`, when set, sends a notification to that session outside any call: an upstream's
- * `notifications/elicitation/complete` for a URL elicitation relayed to it (url-elicitations.ts).
+ * `notify`, when set with `principal` (the session's), sends a notification to that session
+ * outside any call: an upstream's `notifications/elicitation/complete` for a URL elicitation
+ * relayed to it (url-elicitations.ts), which reaches the sessions of one principal only.
  */
 export type ServerRequestHandler = ((request: { method: string; params?: Record<string, unknown> }, signal: AbortSignal) => Promise<Record<string, unknown>>) & {
   readonly sessionId?: string;
   readonly notify?: SessionNotify;
+  readonly principal?: string;
 };
 
 export interface CallOptions {

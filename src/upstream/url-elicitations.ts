@@ -6,11 +6,14 @@
  * The spec says a server sends the completion "only to the client that initiated the elicitation
  * request", with the `elicitationId` of that request. Behind the broker many downstream sessions
  * share one upstream connection, so each connection keeps one {@link UrlElicitations}: an
- * `elicitationId` is remembered with the session it was relayed to, by a live `elicitation/create`
- * (`mode: "url"`) or in the `data.elicitations` of a -32042 (URL elicitation required) error, and
- * the completion goes to that session once and to no other. An id this upstream never sent
- * toward a session, or one already completed, is dropped (clients must ignore those anyway).
- * Ids are per connection, so two upstreams using the same id never meet.
+ * `elicitationId` is remembered with each session it was relayed to (and that session's
+ * principal), by a live `elicitation/create` (`mode: "url"`) or in the `data.elicitations` of a
+ * -32042 (URL elicitation required) error, and the completion goes once to each of those sessions
+ * and to no other. The completion names the id only: when the upstream sent one id toward
+ * sessions of more than one principal, whose completion it is cannot be told, so it goes to none
+ * of them (each learns the outcome by calling again) rather than to another principal. An id this
+ * upstream never sent toward a session, or one already completed, is dropped (clients must ignore
+ * those anyway). Ids are per connection, so two upstreams using the same id never meet.
  */
 import type { ClientCapabilities } from '@modelcontextprotocol/client';
 
@@ -60,38 +63,47 @@ export function elicitationIdsOf(data: unknown): string[] {
 
 /** The relayed URL elicitations of one upstream connection awaiting their completion. */
 export class UrlElicitations {
-  private readonly pending = new Map<string, { notify: SessionNotify; expiresAt: number }>();
+  /** One entry per (id, session), oldest first. */
+  private readonly pending: Array<{ elicitationId: string; notify: SessionNotify; principal: string; expiresAt: number }> = [];
 
   /** @param now the clock, in ms since the epoch */
   constructor(private readonly now: () => number) {}
 
-  /** Remembers that `elicitationId` was relayed to the session `notify` reaches (a newer relay of the same id wins). */
-  expect(elicitationId: string, notify: SessionNotify): void {
-    this.pending.delete(elicitationId);
-    this.pending.set(elicitationId, { notify, expiresAt: this.now() + URL_ELICITATION_TTL_MS });
-    while (this.pending.size > MAX_PENDING_URL_ELICITATIONS) this.pending.delete(this.pending.keys().next().value!);
+  /**
+   * Remembers that `elicitationId` was relayed to the session `notify` reaches, of `principal`
+   * (the same id relayed to that session again is remembered once, as the newest).
+   */
+  expect(elicitationId: string, notify: SessionNotify, principal: string): void {
+    this.forget(elicitationId, notify);
+    this.pending.push({ elicitationId, notify, principal, expiresAt: this.now() + URL_ELICITATION_TTL_MS });
+    if (this.pending.length > MAX_PENDING_URL_ELICITATIONS) this.pending.splice(0, this.pending.length - MAX_PENDING_URL_ELICITATIONS);
   }
 
-  /** Forgets `elicitationId` (the client declined or cancelled it). */
-  forget(elicitationId: string): void {
-    this.pending.delete(elicitationId);
+  /** Forgets `elicitationId` for the session `notify` reaches (its client declined or cancelled it); other sessions keep theirs. */
+  forget(elicitationId: string, notify: SessionNotify): void {
+    const at = this.pending.findIndex((e) => e.elicitationId === elicitationId && e.notify === notify);
+    if (at >= 0) this.pending.splice(at, 1);
   }
 
   /**
-   * The upstream sent `notifications/elicitation/complete` for `elicitationId`: relayed to its
-   * session and forgotten. Returns false (nothing sent) for an unknown, expired or completed id.
+   * The upstream sent `notifications/elicitation/complete` for `elicitationId`: relayed to each
+   * session it was relayed to, and forgotten. `none`: an unknown, expired or completed id;
+   * `ambiguous`: sessions of several principals were waiting on it (nothing sent, all forgotten).
    */
-  complete(elicitationId: string): boolean {
-    const entry = this.pending.get(elicitationId);
-    if (!entry) return false;
-    this.pending.delete(elicitationId);
-    if (entry.expiresAt <= this.now()) return false;
-    entry.notify({ method: 'notifications/elicitation/complete', params: { elicitationId } });
-    return true;
+  complete(elicitationId: string): 'sent' | 'none' | 'ambiguous' {
+    const now = this.now();
+    const waiting = this.pending.filter((e) => e.elicitationId === elicitationId);
+    if (!waiting.length) return 'none';
+    for (const entry of waiting) this.pending.splice(this.pending.indexOf(entry), 1);
+    const live = waiting.filter((e) => e.expiresAt > now);
+    if (!live.length) return 'none';
+    if (new Set(live.map((e) => e.principal)).size > 1) return 'ambiguous';
+    for (const { notify } of live) notify({ method: 'notifications/elicitation/complete', params: { elicitationId } });
+    return 'sent';
   }
 
-  /** Number of pending ids (for tests and the status page). */
+  /** Number of pending (id, session) entries (for tests and the status page). */
   get size(): number {
-    return this.pending.size;
+    return this.pending.length;
   }
 }

@@ -168,6 +168,58 @@ describe('URL-mode elicitation over HTTP, sessions sharing one upstream', () => 
   });
 });
 
+describe('URL-mode elicitation over HTTP, an upstream reusing one elicitationId for sessions of two principals', () => {
+  const TOKENS = { ALICE_TOKEN: 'alice-url-elicit-token-0123', BOB_TOKEN: 'bob-url-elicit-token-01234' };
+  let broker: HttpBroker;
+
+  beforeAll(async () => {
+    broker = await startHttpBroker({
+      servers: { u: nodeServer(fixture('url-elicit.mjs')) },
+      extra: {
+        http: { clientCapabilities: { elicitation: { form: {}, url: {} } } },
+        principals: { alice: { token: '${env:ALICE_TOKEN}' }, bob: { token: '${env:BOB_TOKEN}' } },
+      },
+      env: TOKENS,
+    });
+  }, 60_000);
+  afterAll(async () => broker?.close());
+
+  const needsAuth = async (client: Client, id: string) => {
+    const err = await client.callTool({ name: 'u__needs_auth', arguments: { id } }).catch((e: unknown) => e);
+    expect((err as ProtocolError).code).toBe(-32042);
+  };
+
+  it("a completion goes to the sessions of one principal that were sent the id, never to another principal's (the later relay took it)", async () => {
+    const alice = await connectHttp(broker.url, 'streamable', { token: TOKENS.ALICE_TOKEN, capabilities: URL_CAPS });
+    const alice2 = await connectHttp(broker.url, 'sse', { token: TOKENS.ALICE_TOKEN, capabilities: URL_CAPS });
+    const bob = await connectHttp(broker.url, 'streamable', { token: TOKENS.BOB_TOKEN, capabilities: URL_CAPS });
+    try {
+      // Two of alice's sessions sent one id: its completion reaches both.
+      await needsAuth(alice.client, 'dup');
+      await needsAuth(alice2.client, 'dup');
+      // alice and bob sent one id: whose its completion is cannot be told, so it reaches neither.
+      await needsAuth(alice.client, 'shared');
+      await needsAuth(bob.client, 'shared');
+      expect(textOf(await bob.client.callTool({ name: 'u__complete', arguments: { id: 'dup' } }))).toBe('sent');
+      expect(textOf(await bob.client.callTool({ name: 'u__complete', arguments: { id: 'shared' } }))).toBe('sent');
+      // Each session's own marker, sent after: a completion of "shared" would have come before it.
+      for (const [session, marker] of [[alice, 'a-marker'], [alice2, 'a2-marker'], [bob, 'b-marker']] as const) {
+        await needsAuth(session.client, marker);
+        await bob.client.callTool({ name: 'u__complete', arguments: { id: marker } });
+        await waitFor(() => completions(session.notifications).includes(marker), `the completion of ${marker}`);
+      }
+      expect(completions(alice.notifications)).toEqual(['dup', 'a-marker']);
+      expect(completions(alice2.notifications)).toEqual(['dup', 'a2-marker']);
+      expect(completions(bob.notifications)).toEqual(['b-marker']);
+      expect(broker.stderr()).toContain('sessions of several principals: dropped');
+    } finally {
+      await alice.close();
+      await alice2.close();
+      await bob.close();
+    }
+  });
+});
+
 describe('-32042 to a modern (2026-07-28) caller', () => {
   it('is an input_required URL elicitation to a caller that declared elicitation.url (its driver opens it and retries), a refusal result naming it to one that did not', async () => {
     const dirs: string[] = [];
