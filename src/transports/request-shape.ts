@@ -18,7 +18,8 @@
  *   modern request (the 2026-07-28 `_meta` envelope claim, `era.ts`) has its params checked by
  *   the SDK's modern entry instead, against its own era, but for the methods whose params the
  *   two eras share (`resources/read`, `prompts/get`, `completion/complete`, the lists), which
- *   that entry answers -32603 with its schema's raw issues.
+ *   that entry answers -32603 with its schema's raw issues, and a `tools/call`'s `name` and
+ *   `arguments` (the SDK answers those -32602 in-band, HTTP 200, with its schema's raw issues).
  *
  * Notifications are never answered (they have no id; the SDK drops a malformed one). Responses
  * pass unchanged.
@@ -81,7 +82,10 @@ export function malformedRequestError(message: unknown): JSONRPCMessage | undefi
   // A modern request's params are the SDK's to check, against its era (a removed method is -32601
   // there), but for the methods whose params are the same in both eras: the SDK's modern entry
   // answers their wrong types -32603 with its schema's issues as the message.
-  if (hasModernClaim(message) && !SAME_PARAMS_IN_BOTH_ERAS.has(message.method)) return undefined;
+  if (hasModernClaim(message) && !SAME_PARAMS_IN_BOTH_ERAS.has(message.method)) {
+    const field = message.method === 'tools/call' ? badModernToolsCallField(params) : undefined;
+    return field === undefined ? undefined : invalid(readable, -32602, `Invalid params for tools/call: ${field} is missing or of the wrong type`);
+  }
   // Every tool call passes here: the common shape is checked by hand, zod runs only for the rest.
   if (message.method === 'tools/call' && isPlainToolsCall(params)) return undefined;
   const schema = KNOWN_REQUESTS.get(message.method);
@@ -127,6 +131,18 @@ function reservedMetaError(meta: unknown): string | undefined {
   if (!isProgressToken(meta.progressToken)) return 'params._meta.progressToken must be a string or an integer';
   const task = meta[RELATED_TASK_META_KEY];
   if (task !== undefined && !(isObject(task) && typeof task.taskId === 'string')) return `params._meta.${RELATED_TASK_META_KEY} must be an object with a string taskId`;
+  return undefined;
+}
+
+/**
+ * The first of a 2026-07-28 `tools/call`'s `name` (a string) and `arguments` (absent or an
+ * object) that does not fit, as the SDK's modern schema of it has them; undefined when both do.
+ * Its other members (`inputResponses`, `requestState`, a legacy `task` hint it ignores) are left
+ * to the SDK and the broker's relay stage.
+ */
+function badModernToolsCallField(params: Record<string, unknown> | undefined): string | undefined {
+  if (typeof params?.name !== 'string') return 'params.name';
+  if (params.arguments !== undefined && !isObject(params.arguments)) return 'params.arguments';
   return undefined;
 }
 

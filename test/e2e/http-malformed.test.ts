@@ -66,6 +66,45 @@ describe('issue 17 §4: malformed requests over HTTP', () => {
     }
   });
 
+  it('2026-07-28 tools/call with a bad name or arguments was HTTP 200 with the schema\'s multi-line issues; now 400, -32602 naming the field, as the legacy lane answers', async () => {
+    const envelope = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientInfo': { name: 'm', version: '1' },
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
+    const modern = (id: string, params: Record<string, unknown>) =>
+      http(`${broker.url}/mcp`, {
+        headers: { ...MCP_POST_HEADERS, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', ...(typeof params.name === 'string' && { 'mcp-name': params.name }) },
+        body: { jsonrpc: '2.0', id, method: 'tools/call', params: { ...params, _meta: envelope } },
+      });
+    const session = await openRawSession(broker.url);
+    const legacy = (id: string, params: Record<string, unknown>) => http(`${broker.url}/mcp`, { headers: SESSION_HEADERS(session), body: { jsonrpc: '2.0', id, method: 'tools/call', params } });
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ arguments: {} }, 'params.name'],
+      [{ name: 5, arguments: {} }, 'params.name'],
+      [{ name: 'echo__echo', arguments: [] }, 'params.arguments'],
+    ];
+    const served = async (id: string) => {
+      const ok = await modern(id, { name: 'echo__echo', arguments: { text: id } });
+      expect(ok.status).toBe(200);
+      expect(ok.text).toContain(`"text":"${id}"`);
+    };
+    // Before the principal's first call (the SDK's handler) and after it (the HTTP lane).
+    for (const round of ['first', 'again']) {
+      for (const [i, [params, field]] of cases.entries()) {
+        const id = `${round}-${i}`;
+        const bad = await modern(id, params);
+        const message = `Invalid params for tools/call: ${field} is missing or of the wrong type`;
+        expect(bad.status, id).toBe(400);
+        expect(bad.body, id).toEqual({ jsonrpc: '2.0', id, error: { code: -32602, message } });
+        const same = await legacy(id, params);
+        expect(same.status, id).toBe(400);
+        expect(same.body, id).toEqual(bad.body);
+      }
+      await served(`served-${round}`);
+    }
+  });
+
   it('SSE: `params: 42` was an id-less -32600; now -32602 with its id, and the session serves on', async () => {
     const live = await connectHttp(broker.url, 'sse');
     try {

@@ -91,7 +91,8 @@ describe('modern tools/call HTTP lane, through the CLI', () => {
         ['tool_error', 200, 'application/json', 'tool_error'],
         ['refusal', 200, 'application/json', 'denied'],
         ['unknown', 200, 'application/json', -32602],
-        ['invalid', 200, 'application/json', -32602],
+        // Refused before the lane or the SDK see it, as a 2025 request's malformed params are (request-shape.ts).
+        ['invalid', 400, 'application/json; charset=utf-8', -32602],
         ['progress', 200, 'text/event-stream', 'ok'],
         ['logs', 200, 'text/event-stream', 'ok'],
         ['mismatch', 400, 'application/json', -32020],

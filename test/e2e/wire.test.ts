@@ -295,3 +295,26 @@ describe('issue 17 §1: a UTF-8 BOM at the start of a stdio stream made its firs
     expect(bb.stderr()).not.toContain('non-JSON line');
   }, 40_000);
 });
+
+describe('a malformed 2026-07-28 tools/call on stdio', () => {
+  it("is -32602 naming the field in one line, as a 2025 one's, not the SDK's multi-line schema issues; serving goes on", async () => {
+    const modern = spawnRawBroker({ servers: { u1: nodeServer(fixture('echo.mjs')) } });
+    const _meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientInfo': { name: 'm', version: '1' }, 'io.modelcontextprotocol/clientCapabilities': {} };
+    try {
+      expect(((await modern.request('d', 'server/discover', { _meta }, 20_000)) as Msg).result).toBeDefined();
+      const cases: Array<[object, string]> = [
+        [{ name: 5 }, 'params.name'],
+        [{ arguments: {} }, 'params.name'],
+        [{ name: 'u1__echo', arguments: ['secret-value-3'] }, 'params.arguments'],
+      ];
+      for (const [params, field] of cases) {
+        const res = (await modern.request(`m-${field}-${JSON.stringify(params)}`, 'tools/call', { ...params, _meta }, 5_000)) as Msg;
+        expect(res.error).toEqual({ code: -32602, message: `Invalid params for tools/call: ${field} is missing or of the wrong type` });
+      }
+      const alive = (await modern.request('alive', 'tools/call', { name: 'u1__echo', arguments: { text: 'served' }, _meta }, 10_000)) as Msg;
+      expect(alive.result.content[0].text).toBe('served');
+    } finally {
+      await modern.close();
+    }
+  });
+});
