@@ -8,17 +8,17 @@ import { ListenBus } from '../../src/transports/http/listen-bus.js';
 
 describe('ListenBus', () => {
   const allowed = (principal: string, uri: string, server: string) => !(principal === 'alice' && uri === 'note://a' && server === 'm');
-  const open = (bus: ListenBus, principal?: string) => {
+  const open = async (bus: ListenBus, principal?: string) => {
     const seen: ServerEvent[] = [];
     const subscribe = () => bus.subscribe((event) => void seen.push(event));
-    const unsubscribe = principal === undefined ? subscribe() : bus.serving(principal, subscribe);
+    const unsubscribe = principal === undefined ? subscribe() : await bus.serving(principal, subscribe);
     return { seen, unsubscribe };
   };
 
-  it("sends a resource update only to the streams whose principal may have it now; list changes to every stream", () => {
+  it("sends a resource update only to the streams whose principal may have it now; list changes to every stream", async () => {
     const bus = new ListenBus(allowed, () => undefined);
-    const alice = open(bus, 'alice');
-    const bob = open(bus, 'bob');
+    const alice = await open(bus, 'alice');
+    const bob = await open(bus, 'bob');
     bus.resourceUpdated('note://a', 'm');
     bus.resourceUpdated('note://b', 'm');
     bus.publish({ kind: 'tools_list_changed' });
@@ -29,10 +29,10 @@ describe('ListenBus', () => {
     expect(bob.seen).toHaveLength(3);
   });
 
-  it('fails closed: a stream subscribed outside serving, and an update published with no upstream, reach no one', () => {
+  it('fails closed: a stream subscribed outside serving, and an update published with no upstream, reach no one', async () => {
     const bus = new ListenBus(() => true, () => undefined);
-    const nobody = open(bus);
-    const bob = open(bus, 'bob');
+    const nobody = await open(bus);
+    const bob = await open(bus, 'bob');
     bus.resourceUpdated('note://a', 'm');
     bus.publish({ kind: 'resource_updated', uri: 'note://b' });
     expect(nobody.seen).toEqual([]);
@@ -50,5 +50,22 @@ describe('ListenBus', () => {
     await Promise.all([later('alice'), later('bob')]);
     bus.resourceUpdated('note://a', 'm');
     expect(seen).toEqual({ alice: [], bob: ['note://a'] });
+  });
+
+  it('keeps the principal of a request still being served when another finishes first, and none after', async () => {
+    const bus = new ListenBus(allowed, () => undefined);
+    const seen: Record<string, string[]> = { alice: [], after: [] };
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const alice = bus.serving('alice', async () => {
+      await held;
+      bus.subscribe((event) => void (event.kind === 'resource_updated' && seen.alice!.push(event.uri)));
+    });
+    await bus.serving('bob', () => undefined);
+    release();
+    await alice;
+    bus.subscribe((event) => void (event.kind === 'resource_updated' && seen.after!.push(event.uri)));
+    bus.resourceUpdated('note://b', 'm');
+    expect(seen).toEqual({ alice: ['note://b'], after: [] });
   });
 });

@@ -21,6 +21,8 @@ export class ListenBus implements ServerEventBus {
   private readonly listeners = new Map<Listener, string | undefined>();
   /** The principal whose request the SDK is serving. */
   private readonly principal = new AsyncLocalStorage<string>();
+  /** Requests in {@link serving} now. */
+  private served = 0;
 
   constructor(
     /** Whether `principal` may have resource `uri` of upstream `server` now, with nobody asked. */
@@ -29,9 +31,19 @@ export class ListenBus implements ServerEventBus {
     private readonly onerror: (err: unknown) => void,
   ) {}
 
-  /** Runs `serve` (the SDK's handler for one request of `principal`): a listen stream it opens is that principal's. */
-  serving<T>(principal: string, serve: () => T): T {
-    return this.principal.run(principal, serve);
+  /**
+   * Runs `serve` (the SDK's handler for one listen request of `principal`): a stream it opens
+   * before its promise settles is that principal's. The context storage is released when no
+   * request is being served: on Node 20 an enabled `AsyncLocalStorage` hooks every promise of
+   * the process, so only listen requests, while served, pay for it.
+   */
+  async serving<T>(principal: string, serve: () => T | Promise<T>): Promise<T> {
+    this.served++;
+    try {
+      return await this.principal.run(principal, serve);
+    } finally {
+      if (--this.served === 0) this.principal.disable();
+    }
   }
 
   /**

@@ -76,7 +76,7 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
       if (!session) laneSessions.set(principal, (session = newSession(principal)));
       return session;
     },
-    handOff: (principal, req, res, body) => serveSdk(principal, req, res, body),
+    handOff: (principal, req, res, body) => serveSdk(principal, req, res, body, false),
     onerror: (err) => ctx.logger.debug({ err: messageOf(err) }, 'modern http lane: answer not written'),
   });
   const bus = new ListenBus(
@@ -104,12 +104,16 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
   gateway.on('listChanged', onList);
   gateway.on('resourceUpdated', onUpdated);
 
-  /** Serves one request through the SDK's handler (`mixed`: a listen for tasks and other kinds, with the task status added). */
-  const serveSdk = (principal: string, req: IncomingMessage, res: ServerResponse, body: unknown, mixed?: { id: string | number; honoured: string[] }) => {
+  /**
+   * Serves one request through the SDK's handler (`listen`: a `subscriptions/listen`, whose stream
+   * the bus ties to `principal`; `mixed`: a listen for tasks and other kinds, with the task status added).
+   */
+  const serveSdk = (principal: string, req: IncomingMessage, res: ServerResponse, body: unknown, listen: boolean, mixed?: { id: string | number; honoured: string[] }) => {
     const authInfo = { token: '', clientId: principal, scopes: [] };
     return serveWeb(async (request) => {
       nodeRequests.set(request, { req, body });
-      const response = await bus.serving(principal, () => handler.fetch(request, { parsedBody: body, authInfo }));
+      const fetch = () => handler.fetch(request, { parsedBody: body, authInfo });
+      const response = await (listen ? bus.serving(principal, fetch) : fetch());
       return mixed ? withTaskStatus(response, gateway, principal, mixed.id, mixed.honoured) : response;
     }, req, res);
   };
@@ -184,7 +188,7 @@ export function modernHttp(ctx: HttpContext): ModernHttp {
       // A listen for tasks and other kinds: the SDK's stream, with the task status added.
       const mixed = listen ? await mixedTaskListen(gateway, principal.name, body) : undefined;
       if (mixed && 'refused' in mixed) return serveWeb(async () => mixed.refused, req, res);
-      await serveSdk(principal.name, req, res, body, mixed);
+      await serveSdk(principal.name, req, res, body, listen, mixed);
     },
     async close() {
       gateway.off('listChanged', onList);
