@@ -4,10 +4,10 @@
  * tool, read or write, and not listed or searched (one principal read another's records and
  * stored state through `estate__read_file`).
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { brokerOwnPaths } from '../../src/builtins/estate/index.js';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { brokerOwnPaths, EstateScope } from '../../src/builtins/estate/index.js';
 import type { RouterOutcome } from '../../src/router/index.js';
 import { makeEstate, type EstateFixture } from './estate-support.js';
 
@@ -59,6 +59,22 @@ describe("the broker's own files inside the estate root", () => {
     expect(names).not.toContain('calls.ndjson.1');
     const found = await estate.run('estate__search', { path: '.', query: 'principal' }, 'bob');
     expect(JSON.stringify(found)).not.toMatch(/ALICE|calls\.ndjson/);
+  });
+
+  it('a hard link to the records file under another name is not searched, and the files are found once per search (search skipped them by name only)', async () => {
+    linkSync(join(estate.root, 'calls.ndjson'), join(estate.root, 'sub', 'deeper', 'notes.txt'));
+    const found = vi.spyOn(EstateScope.prototype, 'reservedNow');
+    try {
+      const answer = await estate.run('estate__search', { path: '.', query: 'ALICE' }, 'bob');
+      expect(answer.outcome).toBe('ok');
+      expect(JSON.stringify(answer)).not.toMatch(/ALICE-PRIVATE|notes\.txt/);
+      expect(found).toHaveBeenCalledTimes(1);
+    } finally {
+      found.mockRestore();
+    }
+    expect(refusal(await estate.run('estate__read_file', { path: 'sub/deeper/notes.txt' }, 'bob'))).toContain("broker's own data");
+    const near = await estate.run('estate__search', { path: 'sub', query: 'charlie' }, 'bob');
+    expect(JSON.stringify(near)).toContain('deeper/c.txt');
   });
 
   it('no proposal may write them, a rotation not made yet included; the records are unchanged', async () => {

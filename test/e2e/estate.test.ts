@@ -4,7 +4,7 @@
  * cycle: propose writes nothing and is audited (record + published debug notification); apply is
  * asked by policy by default, and runs when approved or when a rule allows it.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/server';
@@ -62,6 +62,13 @@ describe('estate relay (e2e)', () => {
     expect(listed.entries.map((e) => e.name)).toEqual(expect.arrayContaining(['servers.json']));
     expect(listed.entries.map((e) => e.name)).not.toEqual(expect.arrayContaining(['calls.ndjson']));
     expect(listed.entries.map((e) => e.name)).not.toContain('data');
+    // A hard link to the records file is the records file: not searched (it was, by its other name).
+    mkdirSync(join(b.dir, 'notes'));
+    linkSync(b.recordsPath, join(b.dir, 'notes', 'today.txt'));
+    const searched = await call(b, 'estate__search', { query: 'callId' });
+    expect(outcome(searched)).toBe('ok');
+    expect(searched.structuredContent).toMatchObject({ hits: [] });
+    expect(outcome(await call(b, 'estate__read_file', { path: 'notes/today.txt' }))).toBe('guard_error');
     const flow = await call(b, 'broker__flow_run', { steps: [{ id: 'one', tool: 'estate__stat', args: { path: 'servers.json' } }], snapshot: 'estate' });
     expect(flow.isError).toBe(true);
     expect(JSON.stringify(flow.content)).toContain("would restore the broker's own data");

@@ -116,7 +116,9 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
     }),
     annotations: READ,
     async handler({ query, path, caseSensitive }, context) {
-      const start = await scope.open(path, 'any');
+      // The broker's own files, found once for the whole walk.
+      const reserved = await scope.reservedNow();
+      const start = await scope.open(path, 'any', reserved);
       const needle = caseSensitive ? query : query.toLowerCase();
       const hits: { path: string; line: number; text: string }[] = [];
       let truncated = false;
@@ -144,14 +146,14 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
       // Each entry is opened relative to its held folder without following symlinks, so one
       // swapped for a symlink since the listing is skipped, never entered.
       const walk = async (dir: FileHandle, rel: string): Promise<void> => {
-        const entries = await scope.list(dir).catch(() => [] as Dirent[]);
+        const entries = await scope.list(dir, reserved).catch(() => [] as Dirent[]);
         for (const entry of entries) {
           if (truncated || context.signal.aborted) return;
           const childRel = rel === '.' ? entry.name : `${rel}/${entry.name}`;
           const kind = entry.isDirectory() ? 'dir' : entry.isFile() ? 'file' : undefined;
           if (!kind) continue;
-          const child = await scope.openIn(dir, entry.name, kind);
-          if (!child) continue; // vanished or became something else: not a hit
+          const child = await scope.openIn(dir, entry.name, kind, reserved);
+          if (!child) continue; // vanished, became something else, or the broker's own: not a hit
           try {
             if (kind === 'dir') await walk(child.handle, childRel);
             else await scanFile(child.handle, child.stats.size, childRel);

@@ -95,8 +95,11 @@ interface Walked {
   readonly final: Final;
 }
 
-/** The broker's own files as found now: their identities, and each one's folder identity with its name (for names not there yet). */
-interface Reserved {
+/**
+ * The broker's own files as found now ({@link EstateScope.reservedNow}): `ids` their identities
+ * (`dev:ino`), `names` each one's folder identity with its name (for names not there yet).
+ */
+export interface Reserved {
   readonly ids: ReadonlySet<string>;
   readonly names: ReadonlySet<string>;
 }
@@ -116,8 +119,12 @@ export class EstateScope {
     private readonly reserved: readonly string[] = [],
   ) {}
 
-  /** {@link reserved} as they are now (a file may be rotated, a folder made, since the last call); one `stat` each and of its folder. */
-  private async reservedNow(): Promise<Reserved> {
+  /**
+   * {@link reserved} as they are now (a file may be rotated, a folder made, since the last call);
+   * one `stat` each and of its folder. A call that visits many folders takes it once and passes
+   * it to {@link list} and {@link openIn}.
+   */
+  async reservedNow(): Promise<Reserved> {
     const ids = new Set<string>();
     const names = new Set<string>();
     await Promise.all(
@@ -131,11 +138,12 @@ export class EstateScope {
   }
 
   /**
-   * Opens an existing file or folder inside the root, following symlinks that stay inside.
+   * Opens an existing file or folder inside the root, following symlinks that stay inside
+   * (`reserved` default: {@link reservedNow}).
    * Throws `estate_scope_escape`, {@link EstateNotFound}, or a one-line tool failure.
    */
-  async open(path: string, expect: 'file' | 'dir' | 'any' = 'any'): Promise<ScopedPath> {
-    const walked = await this.walk(path, { follow: true, missingLast: false });
+  async open(path: string, expect: 'file' | 'dir' | 'any' = 'any', reserved?: Reserved): Promise<ScopedPath> {
+    const walked = await this.walk(path, { follow: true, missingLast: false, reserved });
     const { dirs, names, final } = walked;
     try {
       if (final.kind === 'file') {
@@ -214,12 +222,16 @@ export class EstateScope {
     }
   }
 
-  /** The entries of a held folder, sorted by name; the broker's own files left out. */
-  async list(dir: FileHandle): Promise<Dirent[]> {
+  /**
+   * The entries of a held folder, sorted by name; the broker's own files left out by name
+   * (`reserved` default: {@link reservedNow}). A hard link to one of them under another name is
+   * listed: {@link open} and {@link openIn} refuse it by identity.
+   */
+  async list(dir: FileHandle, reserved?: Reserved): Promise<Dirent[]> {
     try {
-      const [entries, reserved, held] = await Promise.all([readdir(fdPath(dir, '.'), { withFileTypes: true }), this.reservedNow(), dir.stat()]);
+      const [entries, own, held] = await Promise.all([readdir(fdPath(dir, '.'), { withFileTypes: true }), reserved ?? this.reservedNow(), dir.stat()]);
       const at = idOf(held);
-      return entries.filter((e) => !reserved.names.has(`${at}/${e.name}`)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      return entries.filter((e) => !own.names.has(`${at}/${e.name}`)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     } catch (err) {
       throw fsFailure(err);
     }
@@ -232,9 +244,10 @@ export class EstateScope {
 
   /**
    * Opens one entry of a held folder without following a symlink, checked to be `kind`;
-   * undefined when it is anything else or gone. The caller closes the handle.
+   * undefined when it is anything else, gone, or one of the broker's own files by identity
+   * (`reserved`, a hard link to the records file included). The caller closes the handle.
    */
-  async openIn(dir: FileHandle, name: string, kind: 'file' | 'dir'): Promise<{ handle: FileHandle; stats: Stats } | undefined> {
+  async openIn(dir: FileHandle, name: string, kind: 'file' | 'dir', reserved: Reserved): Promise<{ handle: FileHandle; stats: Stats } | undefined> {
     let handle: FileHandle;
     try {
       handle = await open(fdPath(dir, name), kind === 'dir' ? DIR_FLAGS : FILE_FLAGS);
@@ -242,7 +255,7 @@ export class EstateScope {
       return undefined;
     }
     const stats = await handle.stat().catch(() => undefined);
-    if (stats && (kind === 'dir' ? stats.isDirectory() : stats.isFile())) return { handle, stats };
+    if (stats && (kind === 'dir' ? stats.isDirectory() : stats.isFile()) && !reserved.ids.has(idOf(stats))) return { handle, stats };
     await handle.close().catch(() => undefined);
     return undefined;
   }
@@ -300,9 +313,9 @@ export class EstateScope {
   }
 
   /** Resolves `path` component by component from the root; see the module comment. */
-  private async walk(path: string, options: { follow: boolean; missingLast: boolean }): Promise<Walked> {
+  private async walk(path: string, options: { follow: boolean; missingLast: boolean; reserved?: Reserved }): Promise<Walked> {
     const queue: Step[] = checkLexically(path).map((name) => ({ name, fromLink: false }));
-    const reserved = await this.reservedNow();
+    const reserved = options.reserved ?? (await this.reservedNow());
     const refuseReserved = (id: string | undefined, inDir: Stats | undefined, name: string) => {
       if ((id !== undefined && reserved.ids.has(id)) || (inDir !== undefined && reserved.names.has(`${idOf(inDir)}/${name}`))) {
         throw escape("names the broker's own data (broker.dataDir, broker.records.path), which is no part of the estate");
