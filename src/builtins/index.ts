@@ -19,7 +19,7 @@ import { SqliteStore } from '../store/sqlite.js';
 import type { Store } from '../store/store.js';
 import type { Registry } from '../upstream/registry.js';
 import { flowTool, type FlowToolDeps } from '../flows/index.js';
-import { brokerOwnPaths, estateServed, estateTools, type ProposalStore } from './estate/index.js';
+import { brokerOwnPaths, EstateScope, estateServed, estateTools, type ProposalStore } from './estate/index.js';
 import { RECONNECT_CAPABILITY, reconnectTool } from './reconnect.js';
 import { approvalsTools } from './approvals.js';
 import type { TaskEngine } from '../tasks/index.js';
@@ -74,7 +74,8 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
     return { ...answer, result: answer.result };
   };
   const isPrivileged = (principal: string) => isPrivilegedPrincipal(host.config.principals, principal);
-  host.router.register([flowTool({ call: callBroker, estateRoot: host.config.estate.root, mayRestoreEstate: isPrivileged, reserved: brokerOwnPaths(host.config.broker) })], { server: 'broker' });
+  const estate = new EstateScope(host.config.estate.root, brokerOwnPaths(host.config.broker));
+  host.router.register([flowTool({ call: callBroker, estate, mayRestoreEstate: isPrivileged })], { server: 'broker' });
   if (estateServed(host.config.estate, host.logger)) {
     host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock, isPrivileged, reserved: brokerOwnPaths(host.config.broker) }), { server: 'estate' });
   }

@@ -18,12 +18,11 @@
  * flow harvests them. Progress: one update per step (`progress` = steps begun before it,
  * `total` = steps).
  */
-import { realpath } from 'node:fs/promises';
-import { basename, dirname, join, resolve, sep } from 'node:path';
 import { defineFunctionTool, type FunctionTool } from '../router/function-tool.js';
 import type { CallerSession, CallRequest } from '../broker/types.js';
 import type { Outcome } from '../broker/outcomes.js';
 import type { CallToolResult } from '@modelcontextprotocol/server';
+import type { EstateScope } from '../builtins/estate/index.js';
 import { bubbledMeta, runFlow } from './flow.js';
 import { FlowAnswerSchema, FlowArgsSchema, type FlowAnswer } from './schema.js';
 
@@ -33,31 +32,19 @@ export const FLOW_TOOL = 'broker__flow_run';
 export interface FlowToolDeps {
   /** The broker's `call`: runs one request through the whole path as `session`. */
   call(request: CallRequest, session: CallerSession): Promise<{ callId: string; outcome: Outcome; reason?: string; result: CallToolResult; attempts?: number; rollback?: unknown }>;
-  /** `estate.root` (absolute), for `snapshot: "estate"`. */
-  readonly estateRoot: string;
+  /**
+   * The estate's scope (builtins/estate `EstateScope` over `estate.root`, given `brokerOwnPaths`),
+   * for `snapshot: "estate"`: its root is what is saved, and the snapshot is refused while
+   * {@link EstateScope.holdsReserved} (a restore would put back old records and a store under a
+   * running broker).
+   */
+  readonly estate: Pick<EstateScope, 'root' | 'holdsReserved'>;
   /**
    * Whether `principal` may ask for `snapshot: "estate"` (an operator, or `local`): its restore
    * puts back every file of the shared root, other principals' changes made meanwhile included,
    * and judges none of it.
    */
   mayRestoreEstate(principal: string): boolean;
-  /**
-   * Absolute paths of the broker's own files and folders (builtins/estate `brokerOwnPaths`):
-   * `snapshot: "estate"` is refused while the root holds any of them, whose restore would put
-   * back old records and a store under a running broker. Default none.
-   */
-  readonly reserved?: readonly string[];
-}
-
-/** Whether `root` holds (or is) any of `paths`, symlinks resolved where the path exists. */
-async function holdsAny(root: string, paths: readonly string[]): Promise<boolean> {
-  const real = await realpath(root).catch(() => resolve(root));
-  const inside = (p: string) => p === real || p.startsWith(real.endsWith(sep) ? real : real + sep);
-  for (const path of paths) {
-    const at = await realpath(path).catch(async () => join(await realpath(dirname(path)).catch(() => dirname(resolve(path))), basename(path)));
-    if (inside(at)) return true;
-  }
-  return false;
 }
 
 /** The `broker__flow_run` function tool (registered under server `broker`). */
@@ -80,7 +67,7 @@ export function flowTool(deps: FlowToolDeps): FunctionTool {
           ? undefined
           : !deps.mayRestoreEstate(context.session.principal)
             ? `snapshot "estate" restores the whole estate root, other principals' changes included: only an operator may ask for it; no step ran`
-            : (await holdsAny(deps.estateRoot, deps.reserved ?? []))
+            : (await deps.estate.holdsReserved())
               ? `snapshot "estate" would restore the broker's own data (broker.dataDir, broker.records.path), which the estate root holds: move them out of it to use a snapshot; no step ran`
               : undefined;
       if (refusal !== undefined) {
@@ -92,7 +79,7 @@ export function flowTool(deps: FlowToolDeps): FunctionTool {
         call: (c) =>
           deps.call({ name: c.name, args: c.args, signal: c.signal, flow: c.flow, meta, onServerRequest, ...(taskId !== undefined ? { taskId } : {}), ...(c.invalidArguments ? { invalidArguments: c.invalidArguments } : {}) }, context.session),
         flowTool: FLOW_TOOL,
-        estateRoot: deps.estateRoot,
+        estateRoot: deps.estate.root,
         onStep: (index, total, id) => context.progress({ progress: index, total, message: `step ${id}` }),
       });
       const line = answer.success ? `flow ok: ${answer.steps.length} step(s) ran` : answer.error!;

@@ -27,7 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants, type Dirent, type Stats } from 'node:fs';
 import { lstat, open, readdir, readlink, realpath, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
-import { basename, dirname } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { BrokerError } from '../../shared/errors.js';
 
 /** Longest estate path, in bytes (Linux `PATH_MAX`). */
@@ -135,6 +135,21 @@ export class EstateScope {
       }),
     );
     return { ids, names };
+  }
+
+  /**
+   * Whether the root holds (or is) any of the broker's own files ({@link reserved}) now, by the
+   * rule a symlink's absolute target is judged by ({@link within}): the real path of one is the
+   * root's real path or below it. A path not made yet is judged by its folder's real path and its
+   * name, one whose folder is missing too (as a missing root) as written. A hard link to one of
+   * them under another name is not seen.
+   */
+  async holdsReserved(): Promise<boolean> {
+    const root = await realpath(this.root).catch(() => resolve(this.root));
+    const where = await Promise.all(
+      this.reserved.map((path) => realpath(path).catch(async () => join(await realpath(dirname(path)).catch(() => dirname(resolve(path))), basename(path)))),
+    );
+    return where.some((at) => within(root, at));
   }
 
   /**
@@ -362,7 +377,7 @@ export class EstateScope {
           let next = target;
           if (target.startsWith('/')) {
             const root = this.rootId!.real;
-            if (target !== root && !target.startsWith(root.endsWith('/') ? root : `${root}/`)) throw escape('resolves outside the estate root');
+            if (!within(root, target)) throw escape('resolves outside the estate root');
             while (dirs.length > 1) await dirs.pop()!.close();
             names.length = 0;
             next = target.slice(root.length);
@@ -401,6 +416,11 @@ export function checkLexically(path: unknown): string[] {
   const segments = path.split('/').filter((s) => s !== '' && s !== '.');
   if (segments.includes('..')) throw escape('contains a ".." segment');
   return segments;
+}
+
+/** Whether the absolute path `path` is `root` (a real path) or below it, compared as written. */
+function within(root: string, path: string): boolean {
+  return path === root || path.startsWith(root.endsWith('/') ? root : `${root}/`);
 }
 
 /** Opens `at` (no symlink followed) and checks it is still what `lstat` saw. */
