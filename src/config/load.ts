@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
+import { parse as parseJsonc, printParseErrorCode, visit as visitJsonc, type ParseError, type ParseOptions as JsoncOptions } from 'jsonc-parser';
 import type { z } from 'zod';
 import { ConfigError, type ConfigProblem } from '../shared/errors.js';
 import { credentialValues } from '../shared/scrub.js';
@@ -83,46 +83,64 @@ export function readConfigFile(file: string): { abs: string; raw: unknown } {
     throw new ConfigError('', `cannot read ${file}${code ? ` (${code})` : ''}`);
   }
   text = text.replace(/^\uFEFF/, '');
+  // The parser recurses once per level: thousands of nested arrays or objects overflow the stack.
+  const reading = <T>(read: () => T): T => {
+    try {
+      return read();
+    } catch (err) {
+      if (err instanceof RangeError) throw new ConfigError('', `${file}: nested too deeply to read (${err.message})`);
+      throw err;
+    }
+  };
   const errors: ParseError[] = [];
-  let raw: unknown;
-  try {
-    raw = parseJsonc(text, errors, { allowTrailingComma: true, disallowComments: false });
-  } catch (err) {
-    // The parser recurses once per level: thousands of nested arrays or objects overflow the stack.
-    if (err instanceof RangeError) throw new ConfigError('', `${file}: nested too deeply to read (${err.message})`);
-    throw err;
-  }
+  const raw: unknown = reading(() => parseJsonc(text, errors, JSONC));
   if (errors.length > 0) {
     throw ConfigError.of(errors.map((e) => ({ path: '', message: `${file}:${lineColumn(text, e.offset)}: ${parseErrorText(e)} (not valid JSON)` })));
   }
   // Every later step (placeholders, the schema, copies) walks the value recursively.
-  const problem = shapeProblem(raw, MAX_CONFIG_DEPTH);
-  if (problem) throw new ConfigError(problem.path, problem.path === '' ? `${file}: ${problem.message}` : problem.message);
+  if (deeperThan(raw, MAX_CONFIG_DEPTH)) throw new ConfigError('', `${file}: nested deeper than ${MAX_CONFIG_DEPTH} levels`);
+  // A "__proto__" nesting deep arrays is no member of the value: the depth check does not see it.
+  const held = reading(() => protoKeyPaths(text));
+  if (held.length > 0) throw ConfigError.of(held.map((path) => ({ path, message: `${path === '' ? `${file}: ` : ''}has a key "__proto__", which no config may use` })));
   return { abs, raw };
 }
+
+/** How servers.json is read: JSON with comments and trailing commas. */
+const JSONC: JsoncOptions = { allowTrailingComma: true, disallowComments: false };
 
 /** Deepest nesting of arrays and objects a config may have; no real config comes near it. */
 const MAX_CONFIG_DEPTH = 256;
 
-/**
- * What no config may hold, walked without recursion: nesting deeper than `max` levels, or a key
- * `__proto__` (the parser makes it the object's prototype, not a member: such a server or field
- * would be silently skipped).
- */
-function shapeProblem(value: unknown, max: number): { path: string; message: string } | undefined {
-  const stack: Array<{ value: unknown; depth: number; path: (string | number)[] }> = [{ value, depth: 0, path: [] }];
+/** Whether `value` nests arrays and objects deeper than `max` levels, walked without recursion. */
+function deeperThan(value: unknown, max: number): boolean {
+  const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
   while (stack.length > 0) {
-    const { value: v, depth, path } = stack.pop()!;
+    const { value: v, depth } = stack.pop()!;
     if (typeof v !== 'object' || v === null) continue;
-    if (depth >= max) return { path: '', message: `nested deeper than ${max} levels` };
-    if (Array.isArray(v)) {
-      v.forEach((child, i) => stack.push({ value: child, depth: depth + 1, path: [...path, i] }));
-      continue;
-    }
-    if (Object.getPrototypeOf(v) !== Object.prototype) return { path: formatPath(path), message: 'has a key "__proto__", which no config may use' };
-    for (const [key, child] of Object.entries(v)) stack.push({ value: child, depth: depth + 1, path: [...path, key] });
+    if (depth >= max) return true;
+    for (const child of Object.values(v)) stack.push({ value: child, depth: depth + 1 });
   }
-  return undefined;
+  return false;
+}
+
+/**
+ * The JSON path of every object in `text` (JSONC, parsed without errors) with a key
+ * `__proto__`, however it is escaped, whatever its value.
+ * The parser never makes it a member: an object or null value becomes the object's prototype,
+ * any other is dropped, so such a server or field would be silently skipped.
+ */
+function protoKeyPaths(text: string): string[] {
+  const paths: string[] = [];
+  visitJsonc(
+    text,
+    {
+      onObjectProperty: (property, _offset, _length, _line, _column, pathSupplier) => {
+        if (property === '__proto__') paths.push(formatPath(pathSupplier()));
+      },
+    },
+    JSONC,
+  );
+  return paths;
 }
 
 /** `line:column`, both from 1, of an offset into `text`. */

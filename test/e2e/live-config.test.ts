@@ -79,6 +79,21 @@ describe('editing servers.json takes effect without a restart (stdio)', () => {
     writeFileSync(configOf(broker), good);
   });
 
+  it('a new config with a "__proto__" key holding a string is refused with its path logged; the running one is kept (the key was dropped and the rest applied)', async () => {
+    const good = readFileSync(configOf(broker), 'utf8');
+    const before = await names(broker);
+    const refusals = broker.stderr().split('config reload refused').length;
+    editConfig(configOf(broker), (c) => {
+      c.mcpServers.three = nodeServer(fixture('echo.mjs'));
+      // JSON.parse made it an own member, so JSON.stringify writes it.
+      c.mcpServers.two.env = JSON.parse('{"__proto__": "x"}');
+    });
+    await waitFor(() => broker.stderr().split('config reload refused').length > refusals, 'the refusal logged', 20_000, 100);
+    expect(broker.stderr()).toContain('mcpServers.two.env: has a key \\"__proto__\\"');
+    expect(await names(broker)).toEqual(before);
+    writeFileSync(configOf(broker), good);
+  });
+
   it('SIGHUP shut the broker down: now it reloads', async () => {
     editConfig(configOf(broker), (c) => {
       c.mcpServers.two.command = 'node';

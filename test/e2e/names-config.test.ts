@@ -187,6 +187,19 @@ describe('bad config', () => {
     expect(missing.stderr).toContain('MCP_BROKER_TEST_UNSET_VAR');
   });
 
+  it('exits 2 for a "__proto__" key whatever its value, naming where (a primitive one was dropped and the broker served)', async () => {
+    const echo = JSON.stringify({ command: 'node', args: [fixture('echo.mjs')] });
+    for (const [text, where] of [
+      [`{"mcpServers":{"__proto__":1,"echo":${echo}}}`, 'mcpServers: has a key "__proto__"'],
+      [`{"mcpServers":{"echo":${echo.slice(0, -1)},"env":{"__proto__":"x"}}}}`, 'mcpServers.echo.env: has a key "__proto__"'],
+    ]) {
+      const { code, stderr, stdout } = await runCli(text!);
+      expect(code, text).toBe(2);
+      expect(stderr).toContain(where);
+      expect(stdout).toBe('');
+    }
+  });
+
   it('never prints a secret that came from ${env:}', async () => {
     const secret = `tok-${Math.random().toString(36).slice(2)}-SECRET`;
     const env = { MCP_BROKER_TEST_SECRET: secret };

@@ -336,6 +336,24 @@ describe('issue 18 §2: the configs clients write load as pasted', () => {
     expect(() => loadConfigFile(top, {})).toThrow(/has a key "__proto__"/);
   });
 
+  it('a "__proto__" key with any value (a number, a string, a boolean, an array), however spelled, is a config error naming where (one not an object or null was dropped: the server started without it)', () => {
+    const cases: [string, RegExp][] = [
+      ['{"mcpServers":{"__proto__":1,"ok":{"command":"node"}}}', /^mcpServers: has a key "__proto__"/],
+      ['{"mcpServers":{"ok":{"command":"node","env":{"__proto__":"x","A":"1"}}}}', /^mcpServers\.ok\.env: has a key "__proto__"/],
+      ['{"mcpServers":{"ok":{"command":"node","env":{"\\u005f_proto__":"x"}}}}', /^mcpServers\.ok\.env: has a key "__proto__"/],
+      ['{"mcpServers":{"ok":{"command":"node","args":[{"__proto__":[]}]}}}', /^mcpServers\.ok\.args\[0\]: has a key "__proto__"/],
+      ['{"mcpServers":{}, /* a comment */ "__proto__":true,}', /proto-any-4\.json: has a key "__proto__"/],
+    ];
+    cases.forEach(([text, message], i) => {
+      const file = put(`proto-any-${i}.json`, text);
+      expect(() => loadConfigFile(file, {}), text).toThrow(ConfigError);
+      expect(() => loadConfigFile(file, {}), text).toThrow(message);
+    });
+    // Two at once: both named.
+    const both = put('proto-both.json', '{"mcpServers":{"__proto__":1,"ok":{"command":"node","env":{"__proto__":"x"}}}}');
+    expect(() => loadConfigFile(both, {})).toThrow(/mcpServers: has a key "__proto__".*; mcpServers\.ok\.env: has a key "__proto__"/);
+  });
+
   it('issue 18 §2: a Claude Desktop claude_desktop_config.json loads as pasted', () => {
     const file = put(
       'desktop/claude_desktop_config.json',
