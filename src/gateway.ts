@@ -439,7 +439,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /**
    * Dials every upstream (in parallel) with the capabilities the downstream client declared;
-   * resolves when each first dial has settled. Two upstream tools that would share one
+   * resolves when each first dial has settled. Tools of two upstreams that would share one
    * advertised name are a {@link ConfigError} here (exit 2), a withheld tool later.
    */
   async start(options: { clientCapabilities?: ClientCapabilities } = {}): Promise<void> {

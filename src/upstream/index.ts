@@ -5,7 +5,7 @@ export { UpstreamLogLevel, SET_LEVEL_TIMEOUT_MS } from './log-level.js';
 export { ResourceRouter, type ResourceRouterDeps } from './resources.js';
 export { Roster, toolHash, type RosterTool, type RosterPrompt, type NameCollision, type RosterSource, type RosterTemplate, type ResourceClash } from './roster.js';
 export { UriTemplate, MAX_MATCHED_URI_LENGTH, type UriValue, type UriVariables } from './uri-template.js';
-export { advertisedName, NAME_PATTERN, MAX_NAME_LENGTH, NAME_DELIMITER } from './naming.js';
+export { advertisedName, advertisedNames, NAME_PATTERN, MAX_NAME_LENGTH, NAME_DELIMITER } from './naming.js';
 export { childEnv, DEFAULT_INHERITED_ENV } from './spawn-env.js';
 export { EraMemory, upstreamDefinitionHash, type EraVerdictStore, type ProtocolEraName } from './era-memory.js';
 export { offeredCapabilities, MAX_INPUT_ROUNDS } from './modern-call.js';

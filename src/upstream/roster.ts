@@ -10,7 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Prompt, Resource, ResourceTemplateType, Tool } from '@modelcontextprotocol/client';
-import { advertisedName } from './naming.js';
+import { advertisedNames } from './naming.js';
 import { UriTemplate } from './uri-template.js';
 
 /** One upstream tool under its advertised name. */
@@ -36,7 +36,7 @@ export interface RosterPrompt {
   readonly definition: Prompt;
 }
 
-/** Two upstream items that would be advertised under one name. */
+/** Items of two upstreams that would be advertised under one name (one upstream's are told apart: naming.ts `advertisedNames`). */
 export interface NameCollision {
   readonly kind: 'tool' | 'prompt';
   readonly name: string;
@@ -142,8 +142,9 @@ export class Roster {
   }
 
   private add(source: RosterSource): void {
-    for (const tool of source.tools) {
-      const name = advertisedName(source.prefix, tool.name);
+    const toolNames = advertisedNames(source.prefix, source.tools.map((t) => t.name));
+    for (const [i, tool] of source.tools.entries()) {
+      const name = toolNames[i]!;
       if (source.isDisabled?.(tool.name, name)) {
         this.disabled.set(name, { server: source.server, toolName: tool.name });
         continue;
@@ -156,8 +157,9 @@ export class Roster {
       const definition: Tool = { ...tool, name };
       this.tools.set(name, { name, server: source.server, toolName: tool.name, definition, hash: toolHash(definition), legacyHash: legacyToolHash(definition) });
     }
-    for (const prompt of source.prompts) {
-      const name = advertisedName(source.prefix, prompt.name);
+    const promptNames = advertisedNames(source.prefix, source.prompts.map((p) => p.name));
+    for (const [i, prompt] of source.prompts.entries()) {
+      const name = promptNames[i]!;
       const existing = this.prompts.get(name);
       if (existing) {
         this.collisions.push({ kind: 'prompt', name, kept: `${existing.server}/${existing.promptName}`, withheld: `${source.server}/${prompt.name}` });

@@ -121,16 +121,44 @@ describe('names', () => {
     }
   });
 
-  it('F14: two upstream tools that sanitise to one name are a config error at start (exit 2)', async () => {
+  it('F14: tools of one upstream that sanitise or shorten to one name are each advertised under their own, routed to the original, and nothing exits (it exited 2 after initialize, its hint "set a different prefix" no cure)', async () => {
+    const long = 'post_api_sn_sc_servicecatalog_items_by_sys_id_versioning_checkout';
+    const originals = ['a.b', 'a/b', `${long}.v2`, `${long}/v2`];
+    const b = spawnRawBroker({ servers: { names: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: JSON.stringify(originals) } }) } });
+    try {
+      await b.initialize();
+      const listed = await b.request(1, 'tools/list');
+      const names = ((listed.result as { tools: { name: string }[] }).tools ?? []).map((t) => t.name).filter((n) => n.startsWith('names__'));
+      expect(names).toHaveLength(4);
+      expect(new Set(names).size).toBe(4);
+      for (const n of names) expect(n).toMatch(NAME);
+      expect(names).toEqual(expect.arrayContaining(['names__a_b', expect.stringMatching(/^names__a_b_[0-9a-f]{8}$/)]));
+      const reached: string[] = [];
+      for (const [i, name] of names.entries()) {
+        const answer = await b.request(10 + i, 'tools/call', { name, arguments: {} });
+        reached.push(JSON.parse((answer.result as { content: { text: string }[] }).content[0]!.text).tool);
+      }
+      expect(reached.sort()).toEqual([...originals].sort());
+      expect(b.stderr()).not.toContain('share one advertised name');
+      expect(b.child.exitCode).toBe(null);
+    } finally {
+      await b.close();
+    }
+  });
+
+  it('F14: tools of two upstreams that sanitise to one name are a config error at start (exit 2) naming the second', async () => {
     const b = spawnRawBroker({
-      servers: { names: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x.y","x_y"]' } }) },
+      servers: {
+        names: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x.y"]' }, prefix: false }),
+        other: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x_y"]' }, prefix: false }),
+      },
     });
     try {
       b.send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } });
       const code = await Promise.race([b.exited, new Promise((r) => setTimeout(() => r('still running'), 15_000))]);
       expect(code).toBe(2);
-      expect(b.stderr()).toContain('mcpServers.names');
-      expect(b.stderr()).toContain('names__x_y');
+      expect(b.stderr()).toContain('mcpServers.other');
+      expect(b.stderr()).toContain('"x_y"');
     } finally {
       await b.close();
     }
@@ -138,7 +166,10 @@ describe('names', () => {
 
   it('F14 over HTTP: the same collision exits 2 before the face listens', async () => {
     // The HTTP face starts its upstreams before its own modules load; the start's failure still ends the process.
-    const { dir, configPath } = writeConfig({ names: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x.y","x_y"]' } }) });
+    const { dir, configPath } = writeConfig({
+      names: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x.y"]' }, prefix: false }),
+      other: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x_y"]' }, prefix: false }),
+    });
     try {
       const child = spawn(process.execPath, [CLI, '--config', configPath, '--transport', 'http', '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
@@ -148,8 +179,8 @@ describe('names', () => {
       const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
       clearTimeout(timer);
       expect(code).toBe(2);
-      expect(err).toContain('mcpServers.names');
-      expect(err).toContain('names__x_y');
+      expect(err).toContain('mcpServers.other');
+      expect(err).toContain('"x_y"');
       expect(err).not.toContain('serving http');
     } finally {
       rmSync(dir, { recursive: true, force: true });

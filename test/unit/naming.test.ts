@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { advertisedName, NAME_PATTERN } from '../../src/upstream/naming.js';
+import { advertisedName, advertisedNames, NAME_PATTERN } from '../../src/upstream/naming.js';
 
 describe('advertisedName', () => {
   it('joins prefix and tool with "__"', () => {
@@ -32,6 +32,27 @@ describe('advertisedName', () => {
         const x = advertisedName('p', `long_${a}`);
         const y = advertisedName('p', `long_${b}`);
         expect(x === y).toBe(false);
+      }),
+    );
+  });
+});
+
+describe('advertisedNames', () => {
+  it('F14: one upstream\'s names that sanitise alike each get their own, matching the pattern, whatever the order (they were one name: the second withheld)', () => {
+    // A small alphabet, so that names often sanitise alike ("a.b", "a/b", "a_b").
+    const name = fc.stringMatching(/^[ab._/ 汉]{1,6}$/);
+    fc.assert(
+      fc.property(fc.uniqueArray(name, { minLength: 1, maxLength: 12 }), fc.constantFrom('', 'p'), (originals, prefix) => {
+        const names = advertisedNames(prefix, originals);
+        expect(new Set(names).size).toBe(originals.length);
+        for (const n of names) expect(n).toMatch(NAME_PATTERN);
+        const byOriginal = new Map(originals.map((o, i) => [o, names[i]]));
+        const reversed = [...originals].reverse();
+        expect(new Map(reversed.map((o, i) => [o, advertisedNames(prefix, reversed)[i]]))).toEqual(byOriginal);
+        // A name with no sibling to tell apart from is its advertisedName.
+        originals.forEach((o, i) => {
+          if (originals.every((other) => other === o || advertisedName(prefix, other) !== advertisedName(prefix, o))) expect(names[i]).toBe(advertisedName(prefix, o));
+        });
       }),
     );
   });

@@ -53,6 +53,28 @@ describe('Roster.build', () => {
     expect(roster.collisions).toEqual([{ kind: 'tool', name: 'a__x_y', kept: 'a/x.y', withheld: 'a3/x_y' }]);
   });
 
+  it('F14: tools (and prompts) of one upstream that sanitise to one name each get their own, whatever the order; an unchanged name keeps its own (the second was withheld, and exit 2 at start)', () => {
+    const names = ['a.b', 'a/b', 'a_b', 'c.d', 'c d'];
+    const built = (order: string[]) => Roster.build([source('s', order.map((n) => tool(n)), { prompts: order.map((name) => ({ name })) })]);
+    const roster = built(names);
+    expect(roster.collisions).toEqual([]);
+    const routed = new Map([...roster.tools.values()].map((t) => [t.toolName, t.name]));
+    expect(routed.size).toBe(names.length);
+    expect(new Set(routed.values()).size).toBe(names.length);
+    for (const n of routed.values()) expect(n).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
+    // "a_b" needed no change: it keeps its name. Of "c.d" and "c d" (both changed) the first in code-unit order (" " is 0x20) keeps it.
+    expect(routed.get('a_b')).toBe('s__a_b');
+    expect(routed.get('a.b')).toMatch(/^s__a_b_[0-9a-f]{8}$/);
+    expect(routed.get('a/b')).toMatch(/^s__a_b_[0-9a-f]{8}$/);
+    expect(routed.get('c d')).toBe('s__c_d');
+    expect(routed.get('c.d')).toMatch(/^s__c_d_[0-9a-f]{8}$/);
+    for (const [original, name] of routed) expect(roster.tools.get(name)).toMatchObject({ server: 's', toolName: original, definition: { name } });
+    expect([...roster.prompts.values()].map((p) => [p.promptName, p.name])).toEqual([...routed]);
+    // Deterministic: the listing order changes no name.
+    const reversed = built([...names].reverse());
+    expect(new Map([...reversed.tools.values()].map((t) => [t.toolName, t.name]))).toEqual(routed);
+  });
+
   it('disabled tools are not listed but known, so the judge can refuse them', () => {
     const roster = Roster.build([source('s', [tool('keep'), tool('hide')], { isDisabled: (t: string) => t === 'hide' })]);
     expect([...roster.tools.keys()]).toEqual(['s__keep']);
