@@ -21,13 +21,17 @@
  *   that entry answers -32603 with its schema's raw issues, and a `tools/call`'s `name` and
  *   `arguments` (the SDK answers those -32602 in-band, HTTP 200, with its schema's raw issues).
  *
- * Notifications are never answered (they have no id; the SDK drops a malformed one). Responses
- * pass unchanged.
+ * Notifications are never answered (they have no id; the SDK drops a malformed one). A response
+ * (the client's answer to a request the broker relayed) that is no well-formed one, with both
+ * `result` and `error` or neither, reaches the SDK as an error response for its id, so the
+ * request it answers fails at once (`answerMalformedResponses`, wire/message-shape.ts); other
+ * responses pass unchanged.
  */
 import { ClientRequestSchema } from '@modelcontextprotocol/core';
 import { RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/server';
 import { isProgressToken } from '../shared/progress-token.js';
+import { answerMalformedResponses } from '../wire/message-shape.js';
 import { hasModernClaim } from './era.js';
 
 type RequestId = string | number;
@@ -162,11 +166,13 @@ function invalid(id: RequestId | null, code: -32600 | -32602, message: string): 
 
 /**
  * Wraps `transport.onmessage` so a malformed request is answered at once ({@link malformedRequestError})
- * and never reaches the SDK or the `tools/call` fast lane. Install it outermost, after every other
+ * and never reaches the SDK or the `tools/call` fast lane, and a malformed response fails the
+ * request it answers (see the module doc). Install it outermost, after every other
  * wrapper; `send` is the transport's own (unwrapped) send, so the answer frees no id that a
  * well-formed request of the same id holds in flight (`request-ids.ts`).
  */
 export function guardRequestShapes(transport: Transport, send: Transport['send'] = transport.send.bind(transport)): void {
+  answerMalformedResponses(transport, 'the client');
   const receive = transport.onmessage;
   transport.onmessage = (message, extra) => {
     const error = malformedRequestError(message);

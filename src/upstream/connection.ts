@@ -63,8 +63,8 @@ import type { Clock } from '../shared/clock.js';
 import type { Logger } from '../shared/logger.js';
 import type { ArrivedNotification, CallStreamSink } from '../wire/call-stream-logs.js';
 import { ChildProcessTransport } from './child-transport.js';
-import { answerMalformedResponses, DirectCalls } from '../wire/direct-calls.js';
-import { answerMalformedRequests } from '../wire/message-shape.js';
+import { DirectCalls } from '../wire/direct-calls.js';
+import { answerMalformedRequests, answerMalformedResponses } from '../wire/message-shape.js';
 import { EraMemory, type EraVerdictStore, type ProtocolEraName } from './era-memory.js';
 import { FallbackTransport } from './fallback-transport.js';
 import { OwnerGate, type GateRelease } from './owner-gate.js';
@@ -747,7 +747,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       }
       this.era = era;
       // Modern calls go through the SDK, which adds the per-request envelope and headers.
-      answerMalformedResponses(transport);
+      answerMalformedResponses(transport, 'the upstream');
       answerMalformedRequests(transport);
       this.direct = era === 'legacy' ? new DirectCalls(transport) : undefined;
       // Both reach modern clients in the broker's `server/discover` (upstream/surface.ts): scrubbed like a catalog.

@@ -15,9 +15,10 @@
  * connection, a tick every {@link NET_TICK_MS}, times it out between `timeoutMs` and `timeoutMs`
  * + 2 ticks should the signal never fire (issue 19: a timer set and cleared per call cost ~1 % of
  * a call's instructions); a request without one keeps an exact timer. An error response rejects with the
- * `ProtocolError` its code names (`ProtocolError.fromError`). A message that is neither a result
- * nor an error rejects at once instead of waiting for the timeout. A request the transport
- * cannot serialise (its `send` throws at once) rejects with `BrokerError('unserialisable')`,
+ * `ProtocolError` its code names (`ProtocolError.fromError`). A message that is no well-formed
+ * response (neither a result nor an error, or both: `malformedResponse`) rejects at once instead
+ * of waiting for the timeout. A request the transport cannot serialise (its `send` throws at
+ * once) rejects with `BrokerError('unserialisable')`,
  * `data.sent: false`: nothing reached the upstream, so it is never counted as the upstream's
  * failure.
  */
@@ -25,6 +26,7 @@ import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode } from '@model
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import { BrokerError } from '../shared/errors.js';
 import { InflightTable } from '../shared/inflight.js';
+import { malformedResponse } from './message-shape.js';
 import type { CancelSignal } from '../shared/cancel.js';
 
 /** Prefix of every request id sent here. */
@@ -162,12 +164,11 @@ export class DirectCalls {
     this.pending.delete(id);
     p.cleanup();
     const m = message as { result?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } };
-    if (typeof m.result === 'object' && m.result !== null && !Array.isArray(m.result)) return p.resolve(m.result as Record<string, unknown>);
-    if (m.error && typeof m.error === 'object') {
-      const code = typeof m.error.code === 'number' ? m.error.code : ProtocolErrorCode.InternalError;
-      return p.reject(ProtocolError.fromError(code, typeof m.error.message === 'string' ? m.error.message : 'upstream error', m.error.data));
-    }
-    p.reject(new ProtocolError(ProtocolErrorCode.InvalidRequest, 'the upstream answered with neither a result nor an error'));
+    const malformed = malformedResponse(m);
+    if (malformed) return p.reject(new ProtocolError(ProtocolErrorCode.InvalidRequest, `the upstream answered with ${malformed}`));
+    if (m.result !== undefined) return p.resolve(m.result as Record<string, unknown>);
+    const code = typeof m.error!.code === 'number' ? m.error!.code : ProtocolErrorCode.InternalError;
+    p.reject(ProtocolError.fromError(code, typeof m.error!.message === 'string' ? m.error!.message : 'upstream error', m.error!.data));
   }
 
   private notifyCancelled(id: string, reason: unknown): void {
@@ -176,23 +177,3 @@ export class DirectCalls {
     this.transport.send(message).catch(() => undefined);
   }
 }
-
-/**
- * Makes an upstream's response with neither a result object nor an error object (`"result":
- * null`, a string, an array) an error response for the SDK's requests on `transport`: the SDK
- * would not take it for a response at all, and its request would wait out its whole deadline
- * (`prompts/get`, `resources/read`). Attach after the SDK `Client` is connected.
- */
-export function answerMalformedResponses(transport: Transport): void {
-  const sdkMessage = transport.onmessage;
-  transport.onmessage = (message, extra) => {
-    const m = message as { id?: unknown; method?: unknown; result?: unknown; error?: unknown };
-    if (m.method === undefined && (typeof m.id === 'string' || typeof m.id === 'number') && !isObject(m.result) && !isObject(m.error)) {
-      const error = { code: ProtocolErrorCode.InternalError, message: 'the upstream answered with neither a result nor an error' };
-      return sdkMessage?.({ jsonrpc: '2.0', id: m.id, error } as JSONRPCMessage, extra);
-    }
-    sdkMessage?.(message, extra);
-  };
-}
-
-const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);

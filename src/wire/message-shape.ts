@@ -10,6 +10,39 @@ import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
+ * Why `message`, a response (an id and no `method`), is no well-formed one, as the end of a
+ * sentence: `"both a result and an error"` when it carries both members, `"neither a result nor
+ * an error"` when it carries no `result` object and no `error` object (`"result": null`, a
+ * string, an array). Undefined when it carries exactly one of them, an object.
+ */
+export function malformedResponse(message: { result?: unknown; error?: unknown }): string | undefined {
+  if (message.result !== undefined && message.error !== undefined) return 'both a result and an error';
+  if (!isObject(message.result ?? message.error)) return 'neither a result nor an error';
+  return undefined;
+}
+
+/**
+ * Makes a response on `transport` that is no well-formed one ({@link malformedResponse}) an error
+ * response (-32603, `<peer> answered with …`) for the SDK's request of its id: the SDK would not
+ * take it for a response at all, and its request would wait out its whole deadline (an
+ * upstream's `prompts/get` or `resources/read`; a client's answer to a relayed `roots/list`,
+ * whose upstream would wait on). Responses whose id is no string or number pass on.
+ * @param peer who answers on `transport`, for the message: `"the upstream"` or `"the client"`.
+ */
+export function answerMalformedResponses(transport: Transport, peer: 'the upstream' | 'the client'): void {
+  const sdkMessage = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const m = message as { id?: unknown; method?: unknown; result?: unknown; error?: unknown };
+    const malformed = m.method === undefined && (typeof m.id === 'string' || typeof m.id === 'number') ? malformedResponse(m) : undefined;
+    if (malformed) {
+      const error = { code: ProtocolErrorCode.InternalError, message: `${peer} answered with ${malformed}` };
+      return sdkMessage?.({ jsonrpc: '2.0', id: m.id, error } as JSONRPCMessage, extra);
+    }
+    sdkMessage?.(message, extra);
+  };
+}
+
+/**
  * Answers an upstream's request whose `params` is present and no object (a number, a string, an
  * array: `roots/list` with `"params": 5`) with -32602 (invalid params) on `transport`, at once:
  * the SDK `Client` would drop it, and the upstream would wait for an answer that never comes.

@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { fixture, nodeServer, readNdjson, startBroker, type StartedBroker } from './helpers.js';
+import { fixture, nodeServer, readNdjson, spawnRawBroker, startBroker, waitFor, type RawBroker, type StartedBroker } from './helpers.js';
 
 /** One answer the fixture got to a request it sent to the client. */
 interface Answer {
@@ -16,10 +16,15 @@ interface Answer {
 }
 
 const servers = { raw: nodeServer(fixture('raw-asker.mjs'), { env: { FIXTURE_LOG: '${configDir}/raw.log' } }) };
-const answers = (broker: StartedBroker) => readNdjson<Answer>(join(broker.dir, 'raw.log')).filter((e) => e.event === 'answer');
+const answers = (broker: { dir: string }) => readNdjson<Answer>(join(broker.dir, 'raw.log')).filter((e) => e.event === 'answer');
 
 let broker: StartedBroker | undefined;
-afterEach(async () => broker?.close());
+let raw: RawBroker | undefined;
+afterEach(async () => {
+  await broker?.close();
+  await raw?.close();
+  broker = raw = undefined;
+});
 
 describe('an upstream request to the client whose params is no object', () => {
   it('is answered -32602 at once (it was dropped unanswered: the upstream waited out the call); the broker keeps serving', async () => {
@@ -36,5 +41,31 @@ describe('an upstream request to the client whose params is no object', () => {
     // The same upstream's well-formed request is still relayed and answered.
     const ok = (await broker.client.callTool({ name: 'raw__ask', arguments: { method: 'roots/list' } }, { timeout: 20_000 })) as CallToolResult;
     expect(JSON.parse((ok.content[0] as { text: string }).text)).toMatchObject({ result: { roots: [{ uri: 'file:///tmp' }] } });
+  }, 60_000);
+});
+
+describe("a client's answer to a relayed request that is no well-formed response", () => {
+  it('is an error to the upstream at once, both for result and error together and for neither (it was dropped: the upstream waited)', async () => {
+    raw = spawnRawBroker({ servers, extra: { broker: { timeoutMs: 60_000 } } });
+    await raw.initialize({ roots: {} });
+    const replies = [{ result: { roots: [] }, error: { code: -32603, message: 'no roots' } }, { result: null }];
+    for (const [i, reply] of replies.entries()) {
+      const from = raw.messages.length;
+      raw.send({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: { name: 'raw__ask', arguments: { method: 'roots/list' } } });
+      const asked = await raw.waitForMessage((m) => raw!.messages.indexOf(m) >= from && m.method === 'roots/list', 'the relayed roots/list');
+      raw.send({ jsonrpc: '2.0', id: asked.id, ...reply });
+      // The upstream's answer is the call's result; a dropped reply would leave the call to its 60 s deadline.
+      const answer = await raw.waitForMessage((m) => m.id === i + 1, 'the call\'s answer', 20_000);
+      const relayed = JSON.parse(((answer.result as CallToolResult).content[0] as { text: string }).text) as Answer['message'];
+      expect(relayed.result, JSON.stringify(reply)).toBeUndefined();
+      expect(relayed.error?.message, JSON.stringify(reply)).toMatch(i === 0 ? /both a result and an error/ : /neither a result nor an error/);
+    }
+    // The session goes on: a well-formed answer is relayed as it was sent.
+    raw.send({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'raw__ask', arguments: { method: 'roots/list' } } });
+    const asked = await raw.waitForMessage((m) => m.method === 'roots/list' && raw!.messages.filter((n) => n.method === 'roots/list').indexOf(m) === 2, 'the third roots/list');
+    raw.send({ jsonrpc: '2.0', id: asked.id, result: { roots: [{ uri: 'file:///tmp' }] } });
+    const ok = await raw.waitForMessage((m) => m.id === 9, 'the last call\'s answer', 20_000);
+    expect(JSON.parse(((ok.result as CallToolResult).content[0] as { text: string }).text)).toMatchObject({ result: { roots: [{ uri: 'file:///tmp' }] } });
+    await waitFor(() => answers(raw!).length === 3, 'the fixture to log three answers');
   }, 60_000);
 });

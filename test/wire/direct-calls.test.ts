@@ -154,9 +154,10 @@ describe('DirectCalls', () => {
   });
 
   it.each([
-    ['a result that is not an object', { result: [1] }],
-    ['neither result nor error', {}],
-  ])('an answer with %s rejects at once, not at the timeout', async (_what, body) => {
+    ['a result that is not an object', { result: [1] }, 'neither a result nor an error'],
+    ['neither result nor error', {}, 'neither a result nor an error'],
+    ['both a result and an error (it was taken for a result)', { result: { content: [] }, error: { code: -32603, message: 'x' } }, 'both a result and an error'],
+  ])('an answer with %s rejects at once, not at the timeout', async (_what, body, why) => {
     const h = await linked();
     const sent = h.nextAtUpstream();
     const answer = h.direct.request('tools/call', { name: 'x' }, { timeoutMs: 60_000 });
@@ -164,7 +165,7 @@ describe('DirectCalls', () => {
     await h.answer({ jsonrpc: '2.0', id, ...body });
     const err = await answer.catch((e: unknown) => e);
     expect(ProtocolError.isInstance(err)).toBe(true);
-    expect((err as Error).message).toContain('neither a result nor an error');
+    expect((err as Error).message).toContain(why);
     expect(h.direct.size).toBe(0);
   });
 
