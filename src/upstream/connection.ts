@@ -206,10 +206,10 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   private readonly progress = new InflightTable<string, NonNullable<CallOptions['onProgress']>>();
   /**
    * Calls in flight with a handler for upstream→client requests, newest last, with their owner
-   * ({@link ownerOf}). An {@link InflightTable}: a finished call's handler (its session's
-   * closures) is not kept past it.
+   * ({@link ownerOf}) and the call's signal (a request relayed for it is cancelled when it aborts).
+   * An {@link InflightTable}: a finished call's handler (its session's closures) is not kept past it.
    */
-  private readonly requestRoutes = new InflightTable<number, { handler: ServerRequestHandler; owner: string }>();
+  private readonly requestRoutes = new InflightTable<number, { handler: ServerRequestHandler; owner: string; signal?: CancelSignal }>();
   private routeSeq = 0;
   /**
    * Lets one caller's calls be in flight at a time while upstream→client requests cannot be
@@ -360,7 +360,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       meta = extend(meta, { progressToken: token });
     }
     const answering = options.onServerRequest ?? unanswerable(owner);
-    this.requestRoutes.set(routeId, { handler: answering, owner });
+    this.requestRoutes.set(routeId, { handler: answering, owner, signal: options.signal });
     const params: Record<string, unknown> = { name: toolName, arguments: args ?? {} };
     const modern = this.era === 'modern';
     if (modern) meta = extend(meta, callerMeta(options.caller, this.followsTasks(options)));
@@ -460,7 +460,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       release = await this.gateTurn(owner, options.signal ? AbortSignal.any([options.signal, bound]) : bound, method);
       sent = { ...options, timeoutMs: Math.max(1, options.timeoutMs - (this.options.clock.now() - started)) };
     }
-    this.requestRoutes.set(routeId, { handler: options.onServerRequest ?? unanswerable(owner), owner });
+    this.requestRoutes.set(routeId, { handler: options.onServerRequest ?? unanswerable(owner), owner, signal: options.signal });
     try {
       return await this.sendRequest(method, params, sent);
     } finally {
@@ -852,8 +852,9 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
       // Arrived on a call's own response stream: it is that call's, whatever else is in flight.
       const streamOwner = ctx.mcpReq.id === undefined ? undefined : this.requestOwners.get(String(ctx.mcpReq.id));
       if (streamOwner !== undefined) this.requestOwners.delete(String(ctx.mcpReq.id));
-      const owned = streamOwner === undefined ? undefined : [...routes].reverse().find((r) => r.handler.sessionId === streamOwner)?.handler;
-      const handler = owned ?? routes.at(-1)?.handler;
+      const owned = streamOwner === undefined ? undefined : [...routes].reverse().find((r) => r.handler.sessionId === streamOwner);
+      const taken = owned ?? routes.at(-1);
+      const handler = taken?.handler;
       if (!handler) throw new BrokerError('no_caller', `${method} from upstream "${this.name}" arrived with no call in flight to route it to`);
       // Otherwise the request carries no link to the call that caused it (stdio, SSE, the GET
       // stream). On stdio and SSE the gate lets one caller's calls be in flight at a time, so the
@@ -865,7 +866,7 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
         throw new BrokerError('ambiguous_caller', `${method} from upstream "${this.name}" arrived while calls of ${sessions.size} downstream sessions were in flight; it cannot be routed to one of them safely`);
       }
       const params = this.scrub.serverRequest(req.params as Record<string, unknown> | undefined);
-      const signal = this.relayedSignal(ctx.mcpReq.signal);
+      const signal = this.relayedSignal(ctx.mcpReq.signal, taken!.signal);
       const urlId = method === 'elicitation/create' && params?.mode === 'url' && typeof params.elicitationId === 'string' ? params.elicitationId : undefined;
       const { notify, principal } = handler;
       if (urlId === undefined || !notify || principal === undefined) return handler({ method, params }, signal) as never;
@@ -888,14 +889,20 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
   /**
    * The signal of a request the upstream made, as one for the request relayed to a client: it
    * aborts when the upstream's does (the upstream's `notifications/cancelled`, the connection
-   * lost), with the reason scrubbed. The SDK sends the client a `notifications/cancelled` whose
-   * `reason` is the signal's, and the upstream's reason is the upstream's own text.
+   * lost), with the reason scrubbed, and when the call it was made for ends first (`call`, the
+   * call's signal: its deadline, the caller's cancel), whether or not the upstream cancels its
+   * own. The SDK sends the client a `notifications/cancelled` whose `reason` is the signal's (the
+   * upstream's reason is the upstream's own text), and the upstream's request is answered with
+   * an error unless the upstream cancelled it.
    */
-  private relayedSignal(upstream: AbortSignal): AbortSignal {
+  private relayedSignal(upstream: AbortSignal, call: CancelSignal | undefined): AbortSignal {
     const reason = () => this.scrub.scrubber.text(messageOf(upstream.reason ?? 'the upstream cancelled its request'));
+    const ended = () => this.scrub.scrubber.text(`the call it was made for ended: ${messageOf(call?.reason ?? 'cancelled')}`);
     if (upstream.aborted) return AbortSignal.abort(reason());
+    if (call?.aborted) return AbortSignal.abort(ended());
     const controller = new AbortController();
     upstream.addEventListener('abort', () => controller.abort(reason()), { once: true });
+    call?.addEventListener('abort', () => controller.abort(ended()), { once: true });
     return controller.signal;
   }
 

@@ -69,3 +69,27 @@ describe("a client's answer to a relayed request that is no well-formed response
     await waitFor(() => answers(raw!).length === 3, 'the fixture to log three answers');
   }, 60_000);
 });
+
+describe('a request relayed to the client while its call ends', () => {
+  it.each([
+    ['passes its deadline', { timeoutMs: 1500 }, undefined],
+    ['is cancelled by the client', { timeoutMs: 60_000 }, 'cancel'],
+  ] as const)('%s: the client is sent notifications/cancelled for it and the upstream an error (both were left waiting)', async (_what, brokerSection, cancel) => {
+    raw = spawnRawBroker({ servers, extra: { broker: brokerSection } });
+    await raw.initialize({ roots: {} });
+    raw.send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'raw__ask', arguments: { method: 'roots/list' } } });
+    // Never answered by this client.
+    const asked = await raw.waitForMessage((m) => m.method === 'roots/list', 'the relayed roots/list');
+    if (cancel) raw.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, reason: 'user stopped it' } });
+    const cancelled = await raw.waitForMessage(
+      (m) => m.method === 'notifications/cancelled' && (m.params as { requestId?: unknown } | undefined)?.requestId === asked.id,
+      'notifications/cancelled for the relayed roots/list',
+      20_000,
+    );
+    expect(typeof (cancelled.params as { reason?: unknown }).reason).toBe('string');
+    const [answer] = await waitFor(() => (answers(raw!).length ? answers(raw!) : undefined), 'the upstream to be answered', 20_000);
+    expect(answer!.message.error?.code).toBeTypeOf('number');
+    expect(answer!.message.result).toBeUndefined();
+    if (!cancel) expect((await raw.waitForMessage((m) => m.id === 1, "the call's answer")).result).toMatchObject({ isError: true, _meta: { 'mcp-broker/outcome': 'timeout' } });
+  }, 60_000);
+});
