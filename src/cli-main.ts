@@ -117,7 +117,7 @@ export async function main(options: CliOptions = {}): Promise<void> {
       } catch (err) {
         fail(err, logger);
       }
-      // Once the upstreams' first dial has settled: the start's one-off work (config, schemas,
+      // Once the gateway is ready (Gateway.ready): the start's one-off work (config, schemas,
       // handshakes) runs at V8's own thresholds, beside the upstreams still booting.
       void gateway.ready.then(() => logger.debug({ tiering: optimiseSooner() }, 'V8 tiering for serving'));
       const beforeStop: (() => Promise<void>)[] = [];
@@ -129,7 +129,7 @@ export async function main(options: CliOptions = {}): Promise<void> {
       if (opts.transport === 'http') {
         try {
           // --host checked and the upstreams' first dial begun before the HTTP face's modules
-          // load, so the two overlap; serveHttp listens once that dial has settled.
+          // load, so the two overlap; serveHttp listens once the gateway is ready.
           const { startHttpUpstreams } = await import('./transports/http/start.js');
           const started = startHttpUpstreams(gateway, { host: opts.host });
           started.catch(() => undefined); // awaited, and failed on, in serveHttp

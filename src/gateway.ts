@@ -144,7 +144,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   /** `experimental` capabilities every session declares (the builtins', e.g. `mcp-broker/reconnect`). */
   readonly experimental: ExperimentalCapabilities;
   private readonly builtins: Builtins;
-  /** Settles when every upstream's first dial has settled (ready or failed). */
+  /**
+   * Settles when every upstream's first dial has settled (ready or failed), or once
+   * `broker.startGraceMs` has passed since {@link start} began dialling, whichever comes first:
+   * then the roster serves what is ready, and an upstream ready later joins it with `list_changed`.
+   */
   readonly ready: Promise<void>;
   /** Whether {@link ready} has settled: awaiting it then would only cost a turn. */
   get readySettled(): boolean {
@@ -157,7 +161,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
   /** The surface remembered for these upstream definitions, once looked up (undefined: none). */
   private rememberedSurface?: Promise<UpstreamSurface | undefined>;
-  /** That surface, while the first dial has not settled (what {@link surface} answers with then). */
+  /** That surface, while {@link ready} has not settled (what {@link surface} answers with then). */
   private knownSurface?: UpstreamSurface;
   private markReady!: () => void;
   private started = false;
@@ -165,6 +169,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private prepared?: Promise<void>;
   /** What upstreams are offered at dial (set by `start`), for upstreams a reload adds. */
   private offered: ClientCapabilities = {};
+  /** Each upstream's first dial (set by `start`), by server: settles when it is ready or failed. */
+  private readonly firstDials = new Map<string, Promise<void>>();
 
   constructor(config: LoadedConfig, deps: GatewayDeps) {
     super();
@@ -439,8 +445,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /**
    * Dials every upstream (in parallel) with the capabilities the downstream client declared;
-   * resolves when each first dial has settled. Tools of two upstreams that would share one
-   * advertised name are a {@link ConfigError} here (exit 2), a withheld tool later.
+   * settles {@link ready} when each first dial has settled or `broker.startGraceMs` has passed,
+   * and resolves when each first dial has settled. Tools of two upstreams that would share one
+   * advertised name in the roster {@link ready} serves are a {@link ConfigError} here (exit 2;
+   * {@link ready} then never settles), a withheld tool later.
    */
   async start(options: { clientCapabilities?: ClientCapabilities } = {}): Promise<void> {
     if (this.started) return this.ready;
@@ -449,17 +457,17 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     // Reaps the tasks of dead instances (a previous run of this broker killed mid-task) first.
     await this.tasks.start();
     const offered = (this.offered = offeredCapabilities(options.clientCapabilities));
-    await Promise.all(
-      this.registry.upstreams.map(async (u) => {
-        if (u instanceof McpUpstream) u.setClientCapabilities(offered);
-        await u.start();
-      }),
-    );
+    for (const u of this.registry.upstreams) {
+      if (u instanceof McpUpstream) u.setClientCapabilities(offered);
+      this.firstDials.set(u.name, u.start());
+    }
+    const dialled = Promise.all(this.firstDials.values());
+    // One upstream that never answers holds nobody past the grace (its own dial may take its connectTimeoutMs).
+    let endGrace!: () => void;
+    const graceOver = new Promise<void>((resolve) => (endGrace = this.clock.setTimer(this.config.broker.startGraceMs, resolve)));
+    await Promise.race([dialled, graceOver]);
+    endGrace();
     const roster = this.registry.rebuild();
-    this.isReady = true;
-    this.settled = true;
-    this.markReady();
-    void this.rememberSurface();
     if (roster.collisions.length) {
       const c = roster.collisions[0]!;
       throw new ConfigError(
@@ -468,11 +476,29 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       );
     }
     assertNoRosterCollision(this.router.localNames(), roster.tools.keys());
+    this.isReady = true;
+    this.settled = true;
+    this.markReady();
+    await dialled;
+    void this.rememberSurface();
+  }
+
+  /**
+   * Resolves once a `tools/call` of `name` can be served as it will be: at once when it names a
+   * ready upstream's tool; when it names a tool of an upstream in its first dial, once that dial
+   * settles or {@link ready} does; else (the broker's own tools, names not known yet) with {@link ready}.
+   */
+  async readyFor(name: string): Promise<void> {
+    if (this.settled) return;
+    const target = this.router.resolve(name);
+    if (target?.source === 'upstream' && target.state !== 'down') return;
+    const dial = target?.state === 'down' ? this.firstDials.get(target.server) : undefined;
+    await (dial ? Promise.race([dial, this.ready]) : this.ready);
   }
 
   /**
    * The upstreams' part of a modern `server/discover` answer (upstream/surface.ts): what the
-   * ready upstreams declare once the first dial has settled; before that, the surface remembered
+   * ready upstreams declare once {@link ready} has settled; before that, the surface remembered
    * for these upstream definitions (looked up by {@link surfaceKnown}), else what is ready so far.
    */
   surface(): UpstreamSurface {
@@ -485,7 +511,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
 
   /**
-   * Resolves once {@link surface} answers for these upstreams: at once when the first dial has
+   * Resolves once {@link surface} answers for these upstreams: at once when {@link ready} has
    * settled or a surface is remembered for their definitions, else when {@link ready} settles.
    * A store that cannot be read counts as nothing remembered (logged at warn).
    */

@@ -26,6 +26,8 @@ export const DEFAULT_BUDGET_PER_UNIT = 10_000;
 export const DEFAULT_BUDGET_WINDOW_MS = 3_600_000;
 /** Default of `broker.drainTimeoutMs`: after stdin EOF, time for the requests received to be answered, in ms. */
 export const DEFAULT_DRAIN_TIMEOUT_MS = 10_000;
+/** Default of `broker.startGraceMs`: how long the first listing waits for upstreams still in their first dial, in ms. */
+export const DEFAULT_START_GRACE_MS = 10_000;
 /** Default heartbeat period of a broker instance in the store, in ms (`broker.taskHeartbeatMs`). */
 export const DEFAULT_TASK_HEARTBEAT_MS = 5_000;
 /** Default age of a heartbeat past which its instance is dead, in ms: three missed beats (`broker.taskStaleMs`). */
@@ -420,6 +422,16 @@ export const brokerSchema = z
      * ({@link DEFAULT_DRAIN_TIMEOUT_MS}); calls still running then are cancelled and recorded so.
      */
     drainTimeoutMs: ms().default(DEFAULT_DRAIN_TIMEOUT_MS),
+    /**
+     * How long after the start the broker waits for upstreams still in their first dial before it
+     * serves what is ready, in ms ({@link DEFAULT_START_GRACE_MS}; an upstream's own dial is bounded
+     * by its `connectTimeoutMs`). Lists, and calls of the broker's own tools, wait until every first
+     * dial has settled or this has passed; a call to a ready upstream's tool waits for nothing, one
+     * to an upstream still dialling waits for that dial within the same bound. An upstream ready
+     * later is served from then on, with `list_changed`; a call to it before then is
+     * `upstream_error` (it is starting). Over HTTP the socket listens at the same moment.
+     */
+    startGraceMs: ms().default(DEFAULT_START_GRACE_MS),
     /**
      * Bytes written to stdout and not yet taken by the client past which the broker stops reading
      * requests from stdin and answers from stdio upstreams, until stdout drains ({@link DEFAULT_MAX_PENDING_OUTPUT_BYTES}).

@@ -85,7 +85,7 @@ export interface TaskEngineDeps {
   /** `policy.askMode` now (it may change on reload). */
   askMode(): 'elicit' | 'park';
   /**
-   * Whether the gateway is ready (every upstream's first dial settled); default always. Until it
+   * Whether the gateway is ready (`Gateway.ready` settled); default always. Until it
    * is, approved parked rows with no call waiting here are not taken up (their run would meet
    * upstreams not started yet); the first tick after it takes them up.
    */

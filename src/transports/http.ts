@@ -70,10 +70,11 @@ export function serverOptions(settings: Pick<Config['http'], 'headersTimeoutMs' 
  * Checks the options (a non-loopback `--host` without principals is a `ConfigError` naming
  * `--host`: exit 2) and starts the gateway's upstreams with `http.clientCapabilities`
  * (`startHttpUpstreams`, unless `options.started` is that start already), then listens once the
- * first dial has settled.
+ * gateway is ready (`Gateway.ready`: every first dial settled, or `broker.startGraceMs` passed);
+ * rejects as the start does when it fails before that.
  */
 export async function serveHttp(gateway: Gateway, options: HttpServeOptions): Promise<HttpServing> {
-  await (options.started ?? startHttpUpstreams(gateway, options));
+  await Promise.race([options.started ?? startHttpUpstreams(gateway, options), gateway.ready]);
   const config = gateway.config;
   const auth = new PrincipalAuthenticator(config.principals);
   const logger = gateway.logger.child({ transport: 'http' });

@@ -508,10 +508,11 @@ export class DownstreamSession {
     ctx?: ServerContext,
   ): Promise<unknown> {
     const gw = this.gateway;
-    // Once ready, no await before the upstream write: over HTTP, any turn given up here is spent
-    // on the SDK's response setup while the upstream waits (issue 6, bench/README.md).
-    if (!gw.readySettled) await gw.ready;
     const { name, arguments: args, _meta } = params;
+    // Once ready, no await before the upstream write: over HTTP, any turn given up here is spent
+    // on the SDK's response setup while the upstream waits (issue 6, bench/README.md). Before,
+    // only for what this call needs: another upstream still dialling holds it up not at all.
+    if (!gw.readySettled) await gw.readyFor(name);
     const target = gw.router.resolve(name);
     if (!target) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}${gw.registry.unknownToolHint()}`);
     // Most calls carry no `_meta`: then no copies of it are made.
