@@ -31,7 +31,7 @@ import { ClientRequestSchema } from '@modelcontextprotocol/core';
 import { RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/server';
 import { isProgressToken } from '../shared/progress-token.js';
-import { answerMalformedResponses } from '../wire/message-shape.js';
+import { answerMalformedResponses, asWellFormedResponse } from '../wire/message-shape.js';
 import { hasModernClaim } from './era.js';
 
 type RequestId = string | number;
@@ -162,6 +162,16 @@ function isPlainToolsCall(params: Record<string, unknown> | undefined): boolean 
 
 function invalid(id: RequestId | null, code: -32600 | -32602, message: string): JSONRPCMessage {
   return { jsonrpc: '2.0', id, error: { code, message } } as unknown as JSONRPCMessage;
+}
+
+/**
+ * An HTTP body (one message or a batch) as the SDK transport is to take it: each response in it
+ * that is no well-formed one made an error response for its id (see the module doc), which the
+ * transport's own parse would refuse whole (400), leaving the request it answers waiting. Use
+ * after {@link malformedBodyErrors} found nothing to refuse.
+ */
+export function withWellFormedResponses(body: unknown): unknown {
+  return Array.isArray(body) ? body.map((m) => asWellFormedResponse(m, 'the client')) : asWellFormedResponse(body, 'the client');
 }
 
 /**

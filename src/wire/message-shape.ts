@@ -31,15 +31,23 @@ export function malformedResponse(message: { result?: unknown; error?: unknown }
  */
 export function answerMalformedResponses(transport: Transport, peer: 'the upstream' | 'the client'): void {
   const sdkMessage = transport.onmessage;
-  transport.onmessage = (message, extra) => {
-    const m = message as { id?: unknown; method?: unknown; result?: unknown; error?: unknown };
-    const malformed = m.method === undefined && (typeof m.id === 'string' || typeof m.id === 'number') ? malformedResponse(m) : undefined;
-    if (malformed) {
-      const error = { code: ProtocolErrorCode.InternalError, message: `${peer} answered with ${malformed}` };
-      return sdkMessage?.({ jsonrpc: '2.0', id: m.id, error } as JSONRPCMessage, extra);
-    }
-    sdkMessage?.(message, extra);
-  };
+  transport.onmessage = (message, extra) => sdkMessage?.(asWellFormedResponse(message, peer) as JSONRPCMessage, extra);
+}
+
+/**
+ * `message` as the SDK is to take it: a response that is no well-formed one
+ * ({@link malformedResponse}) as an error response for its id (-32603, `<peer> answered with …`),
+ * anything else (requests, notifications, responses whose id is no string or number) as it is.
+ * For transports that parse a message before the SDK's `onmessage` sees it (an HTTP body):
+ * {@link answerMalformedResponses} does this for the rest.
+ */
+export function asWellFormedResponse(message: unknown, peer: 'the upstream' | 'the client'): unknown {
+  if (!isObject(message)) return message;
+  const m = message as { id?: unknown; method?: unknown; result?: unknown; error?: unknown };
+  if (m.method !== undefined || (typeof m.id !== 'string' && typeof m.id !== 'number')) return message;
+  const malformed = malformedResponse(m);
+  if (!malformed) return message;
+  return { jsonrpc: '2.0', id: m.id, error: { code: ProtocolErrorCode.InternalError, message: `${peer} answered with ${malformed}` } };
 }
 
 /**

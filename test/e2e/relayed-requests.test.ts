@@ -6,6 +6,7 @@
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
+import { connectHttp, startHttpBroker, type HttpBroker } from '../transports/harness.js';
 import { fixture, nodeServer, readNdjson, spawnRawBroker, startBroker, waitFor, type RawBroker, type StartedBroker } from './helpers.js';
 
 /** One answer the fixture got to a request it sent to the client. */
@@ -20,10 +21,12 @@ const answers = (broker: { dir: string }) => readNdjson<Answer>(join(broker.dir,
 
 let broker: StartedBroker | undefined;
 let raw: RawBroker | undefined;
+let http: HttpBroker | undefined;
 afterEach(async () => {
   await broker?.close();
   await raw?.close();
-  broker = raw = undefined;
+  await http?.close();
+  broker = raw = http = undefined;
 });
 
 describe('an upstream request to the client whose params is no object', () => {
@@ -67,6 +70,23 @@ describe("a client's answer to a relayed request that is no well-formed response
     const ok = await raw.waitForMessage((m) => m.id === 9, 'the last call\'s answer', 20_000);
     expect(JSON.parse(((ok.result as CallToolResult).content[0] as { text: string }).text)).toMatchObject({ result: { roots: [{ uri: 'file:///tmp' }] } });
     await waitFor(() => answers(raw!).length === 3, 'the fixture to log three answers');
+  }, 60_000);
+
+  it.each(['streamable', 'sse'] as const)('over HTTP (%s) too (the transport refused the body with 400 and the upstream waited)', async (kind) => {
+    http = await startHttpBroker({ servers, extra: { broker: { timeoutMs: 60_000 }, http: { clientCapabilities: { roots: {} } } } });
+    const { client, transport, close } = await connectHttp(http.url, kind, { capabilities: { roots: {} } });
+    try {
+      client.setRequestHandler('roots/list', async () => ({ roots: [] }));
+      // This client's answers carry an error beside their result.
+      const send = transport.send.bind(transport);
+      transport.send = (message, options) => send('result' in message ? ({ ...message, error: { code: -32603, message: 'no roots' } } as typeof message) : message, options);
+      const result = (await client.callTool({ name: 'raw__ask', arguments: { method: 'roots/list' } }, { timeout: 20_000 })) as CallToolResult;
+      const relayed = JSON.parse((result.content[0] as { text: string }).text) as Answer['message'];
+      expect(relayed.result).toBeUndefined();
+      expect(relayed.error?.message).toMatch(/both a result and an error/);
+    } finally {
+      await close();
+    }
   }, 60_000);
 });
 

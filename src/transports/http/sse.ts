@@ -25,7 +25,7 @@ import type { Express, NextFunction, Request, Response } from 'express';
 import { JSONRPCMessageSchema } from '@modelcontextprotocol/core';
 import type { SSEServerTransport } from '@modelcontextprotocol/server-legacy/sse';
 import { messageOf } from '../../shared/errors.js';
-import { malformedBodyErrors } from '../request-shape.js';
+import { malformedBodyErrors, withWellFormedResponses } from '../request-shape.js';
 import { DownstreamSession } from '../session.js';
 import { answerOverCap } from './caps.js';
 import { jsonBody, keepStreamAlive, whenClosed, type HttpContext } from './context.js';
@@ -129,6 +129,7 @@ export function mountLegacySse(app: Express, ctx: HttpContext): void {
       res.status(400).json(malformed);
       return;
     }
+    body = withWellFormedResponses(body);
     if (!JSONRPCMessageSchema.safeParse(body).success) {
       res.status(400).json(jsonRpcError(-32600, 'Invalid Request: the body is not a JSON-RPC message'));
       return;

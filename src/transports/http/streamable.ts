@@ -25,7 +25,7 @@ import { CALL_TIMING, markCall } from '../../shared/call-timing.js';
 import { newSessionId } from '../../shared/ids.js';
 import { messageOf } from '../../shared/errors.js';
 import { isModernPost, isModernSessionOperation } from '../era.js';
-import { malformedBodyErrors } from '../request-shape.js';
+import { malformedBodyErrors, withWellFormedResponses } from '../request-shape.js';
 import { requestIdInFlight } from '../request-ids.js';
 import { DownstreamSession } from '../session.js';
 import type { Principal } from './auth.js';
@@ -85,6 +85,7 @@ export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (re
       // A malformed request is answered with its id (request-shape.ts), not the SDK's id-less -32700.
       const malformed = malformedBodyErrors(body);
       if (malformed) return sendJson(res, 400, malformed);
+      body = withWellFormedResponses(body);
       if (await isModernPost(req.headers, body)) return modern.serve(principal, req, res, body);
     } else if (isModernSessionOperation(req.headers)) {
       // 2026-07-28 has no standalone stream and no session to end.
