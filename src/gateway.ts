@@ -171,6 +171,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private offered: ClientCapabilities = {};
   /** Each upstream's first dial (set by `start`), by server: settles when it is ready or failed. */
   private readonly firstDials = new Map<string, Promise<void>>();
+  /** Servers whose first dial has not settled yet. */
+  private readonly dialling = new Set<string>();
 
   constructor(config: LoadedConfig, deps: GatewayDeps) {
     super();
@@ -243,7 +245,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       maxTtlMs: config.broker.maxTaskTtlMs,
       timing: { heartbeatMs: config.broker.taskHeartbeatMs, staleMs: config.broker.taskStaleMs, pollMs: config.broker.taskPollMs },
       askMode: () => this.policy.config.askMode,
-      ready: () => this.isReady,
+      ready: (row) => this.isReady && this.firstDialOver(row.name),
       stopping: () => this.broker.draining,
     });
     this.broker.onSettled = (call, answer) => this.tasks.onSettled(call, answer);
@@ -459,7 +461,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     const offered = (this.offered = offeredCapabilities(options.clientCapabilities));
     for (const u of this.registry.upstreams) {
       if (u instanceof McpUpstream) u.setClientCapabilities(offered);
-      this.firstDials.set(u.name, u.start());
+      const dial = u.start();
+      this.firstDials.set(u.name, dial);
+      this.dialling.add(u.name);
+      const settled = () => void this.dialling.delete(u.name);
+      dial.then(settled, settled);
     }
     const dialled = Promise.all(this.firstDials.values());
     // One upstream that never answers holds nobody past the grace (its own dial may take its connectTimeoutMs).
@@ -494,6 +500,17 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     if (target?.source === 'upstream' && target.state !== 'down') return;
     const dial = target?.state === 'down' ? this.firstDials.get(target.server) : undefined;
     await (dial ? Promise.race([dial, this.ready]) : this.ready);
+  }
+
+  /**
+   * Whether a call of `name` meets no upstream in its first dial: its own upstream's dial has
+   * settled (ready or failed); for the broker's own tools (a flow's steps may call any upstream)
+   * and names not known yet, every first dial has.
+   */
+  private firstDialOver(name: string): boolean {
+    if (this.dialling.size === 0) return true;
+    const target = this.router.resolve(name);
+    return target?.source === 'upstream' && !this.dialling.has(target.server);
   }
 
   /**

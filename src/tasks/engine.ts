@@ -85,11 +85,13 @@ export interface TaskEngineDeps {
   /** `policy.askMode` now (it may change on reload). */
   askMode(): 'elicit' | 'park';
   /**
-   * Whether the gateway is ready (`Gateway.ready` settled); default always. Until it
-   * is, approved parked rows with no call waiting here are not taken up (their run would meet
-   * upstreams not started yet); the first tick after it takes them up.
+   * Whether the call of approved parked `row` can run now: the gateway is ready (`Gateway.ready`
+   * settled) and no upstream the call needs is still in its first dial (`broker.startGraceMs`
+   * may end the wait for ready before a slow upstream is up). Default always. Until then a row
+   * with no call waiting here is not taken up (its run would be refused, the approval spent);
+   * the first tick after takes it up.
    */
-  ready?(): boolean;
+  ready?(row: TaskRow): boolean;
   /**
    * Whether the broker is shutting down (`Broker.draining`): a task call cancelled then is
    * `killed` by `system`, not `failed`. Default never (only {@link TaskEngine.stop} counts).
@@ -486,7 +488,7 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     if (!row || row.status !== 'parked' || row.approvedBy === null) return;
     const waiter = this.waiters.get(row.id);
     if (!waiter && row.owner !== this.instanceId && this.isLive(row.owner)) return; // its own instance takes it up
-    if (!waiter && this.deps.ready?.() === false) return; // a later tick, once the upstreams are up
+    if (!waiter && this.deps.ready?.(row) === false) return; // a later tick, once its upstreams are up
     const moved = await this.deps.store.updateTask(row.id, ['parked'], {
       status: 'running',
       owner: this.instanceId,

@@ -155,6 +155,41 @@ describe('tasks (2025-11-25) through the broker', () => {
     expect((await runCli(['approvals', 'approve', id, '--config', configPath])).code).toBe(2);
   });
 
+  it('an approved parked call waits for its upstream still in its first dial after broker.startGraceMs, then runs: the approval is not spent on "it is starting"', async () => {
+    const { dir, configPath, recordsPath } = configFor(
+      // held-start answers nothing, initialize included, until it is sent SIGUSR1.
+      { q: nodeServer(fixture('held-start.mjs'), { era: 'legacy', env: { FIXTURE_LOG: '${configDir}/q.log' } }) },
+      { policy: { askMode: 'park', rules: [{ tools: ['q__late'], action: 'ask' }] }, broker: { startGraceMs: 300, taskPollMs: 50 } },
+    );
+    const started = (n: number) => waitFor(() => readNdjson<{ pid: number; event: string }>(join(dir, 'q.log')).filter((e) => e.event === 'started')[n - 1], `upstream start ${n}`);
+    const first = await serve(configPath, dir);
+    process.kill((await started(1)).pid, 'SIGUSR1');
+    await waitFor(async () => (await first.client.listTools()).tools.some((t) => t.name === 'q__late'), 'q__late to be listed');
+    void first.client.callTool({ name: 'q__late', arguments: {} }, { timeout: 60_000 }).catch(() => undefined);
+    const id = await waitFor(async () => {
+      const out = (await runCli(['approvals', 'list', '--config', configPath, '--json'])).stdout.trim();
+      return out ? (JSON.parse(out.split('\n')[0]!) as { id: string }).id : undefined;
+    }, 'the call to park', 20_000, 100);
+    process.kill(first.pid, 'SIGKILL');
+    await waitFor(() => !isAlive(first.pid), 'the broker to die');
+    expect((await runCli(['approvals', 'approve', id, '--config', configPath])).code).toBe(0);
+
+    const second = await serve(configPath, dir);
+    const held = await started(2);
+    await second.client.listTools(); // answered once the gateway is ready: the grace has passed, q still silent
+    // Twenty ticks of the task engine with q in its first dial: the previous build took the row up
+    // at the first of them and failed it ("upstream "q" is not running: it is starting").
+    for (let tick = 0; tick < 20; tick++) {
+      expect(await request(second, 'tasks/get', { taskId: id })).toMatchObject({ status: 'input_required' });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    process.kill(held.pid, 'SIGUSR1');
+    const result = await request(second, 'tasks/result', { taskId: id }, 30_000);
+    expect(result._meta['mcp-broker/outcome']).toBe('ok');
+    expect(result.content[0].text).toBe('late');
+    expect(readNdjson<RecordLine>(recordsPath).filter((r) => r.name === 'q__late').map((r) => r.outcome)).toEqual(['ok']);
+  }, 60_000);
+
   it('a parked call rejected with the CLI fails with the reason, and the waiting caller is answered approval_required', async () => {
     const { dir, configPath } = configFor({ u: nodeServer(fixture('echo.mjs')) }, { policy: { askMode: 'park', rules: [{ tools: ['u__echo'], action: 'ask' }] } });
     const s = await serve(configPath, dir);
