@@ -24,10 +24,11 @@ export function advertisedName(prefix: string, original: string): string {
 
 /**
  * The advertised names of one upstream's tools (or prompts), in the order of `originals`: each
- * its {@link advertisedName}, except where several originals would get one name (`a.b`, `a/b`).
- * Of those, the one that needed no change keeps it, else the first in code-unit order; each
- * other is given the hash suffix of its full original, as an over-long name is. So the names
- * depend on the list, never on its order; a name listed twice gets one name.
+ * its {@link advertisedName}, except where several originals would get one name (`a.b`, `a/b`,
+ * `a_b`): each of those is given the hash suffix of its full original, as an over-long name is,
+ * and none keeps the shared name. So a name never moves from one original to another when the
+ * upstream adds a tool (a client still calling the shared name meets an unknown tool, not
+ * another tool), and the names never depend on the list's order; a name listed twice gets one name.
  */
 export function advertisedNames(prefix: string, originals: readonly string[]): string[] {
   const names = originals.map((original) => advertisedName(prefix, original));
@@ -38,10 +39,7 @@ export function advertisedNames(prefix: string, originals: readonly string[]): s
   });
   return originals.map((original, i) => {
     const name = names[i]!;
-    const group = [...sharing.get(name)!];
-    if (group.length === 1) return name;
-    const keeper = group.find((o) => joined(prefix, o) === name) ?? group.sort()[0];
-    return original === keeper ? name : hashed(joined(prefix, original), name);
+    return sharing.get(name)!.size === 1 ? name : hashed(joined(prefix, original), name);
   });
 }
 

@@ -56,4 +56,17 @@ describe('advertisedNames', () => {
       }),
     );
   });
+
+  it('a tool the upstream adds never takes a name another tool had: an advertised name routes to one original, or to none', () => {
+    const name = fc.stringMatching(/^[ab._/ 汉]{1,6}$/);
+    fc.assert(
+      fc.property(fc.uniqueArray(name, { minLength: 1, maxLength: 12 }), name, fc.constantFrom('', 'p'), (before, added, prefix) => {
+        fc.pre(!before.includes(added));
+        const after = [...before, added];
+        const was = new Map(advertisedNames(prefix, before).map((n, i) => [n, before[i]]));
+        const now = new Map(advertisedNames(prefix, after).map((n, i) => [n, after[i]]));
+        for (const [advertised, original] of now) if (was.has(advertised)) expect(original).toBe(was.get(advertised));
+      }),
+    );
+  });
 });

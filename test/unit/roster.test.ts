@@ -53,7 +53,7 @@ describe('Roster.build', () => {
     expect(roster.collisions).toEqual([{ kind: 'tool', name: 'a__x_y', kept: 'a/x.y', withheld: 'a3/x_y' }]);
   });
 
-  it('F14: tools (and prompts) of one upstream that sanitise to one name each get their own, whatever the order; an unchanged name keeps its own (the second was withheld, and exit 2 at start)', () => {
+  it('F14: tools (and prompts) of one upstream that sanitise to one name each get their own, whatever the order, and none keeps the shared one (the second was withheld, and exit 2 at start)', () => {
     const names = ['a.b', 'a/b', 'a_b', 'c.d', 'c d'];
     const built = (order: string[]) => Roster.build([source('s', order.map((n) => tool(n)), { prompts: order.map((name) => ({ name })) })]);
     const roster = built(names);
@@ -62,12 +62,10 @@ describe('Roster.build', () => {
     expect(routed.size).toBe(names.length);
     expect(new Set(routed.values()).size).toBe(names.length);
     for (const n of routed.values()) expect(n).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
-    // "a_b" needed no change: it keeps its name. Of "c.d" and "c d" (both changed) the first in code-unit order (" " is 0x20) keeps it.
-    expect(routed.get('a_b')).toBe('s__a_b');
-    expect(routed.get('a.b')).toMatch(/^s__a_b_[0-9a-f]{8}$/);
-    expect(routed.get('a/b')).toMatch(/^s__a_b_[0-9a-f]{8}$/);
-    expect(routed.get('c d')).toBe('s__c_d');
-    expect(routed.get('c.d')).toMatch(/^s__c_d_[0-9a-f]{8}$/);
+    // Each of a group that would share a name gets its hash suffix, "a_b" (which needed no change) too: none keeps the shared name.
+    for (const original of ['a.b', 'a/b', 'a_b']) expect(routed.get(original)).toMatch(/^s__a_b_[0-9a-f]{8}$/);
+    for (const original of ['c.d', 'c d']) expect(routed.get(original)).toMatch(/^s__c_d_[0-9a-f]{8}$/);
+    expect(roster.tools.has('s__a_b')).toBe(false);
     for (const [original, name] of routed) expect(roster.tools.get(name)).toMatchObject({ server: 's', toolName: original, definition: { name } });
     expect([...roster.prompts.values()].map((p) => [p.promptName, p.name])).toEqual([...routed]);
     // Deterministic: the listing order changes no name.
