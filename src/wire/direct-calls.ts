@@ -26,7 +26,7 @@ import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode } from '@model
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 import { BrokerError } from '../shared/errors.js';
 import { InflightTable } from '../shared/inflight.js';
-import { malformedResponse } from './message-shape.js';
+import { malformedResponse, responseMembers } from './message-shape.js';
 import type { CancelSignal } from '../shared/cancel.js';
 
 /** Prefix of every request id sent here. */
@@ -163,7 +163,7 @@ export class DirectCalls {
     if (!p) return; // cancelled or timed out: the late answer is dropped
     this.pending.delete(id);
     p.cleanup();
-    const m = message as { result?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } };
+    const m = responseMembers(message as { result?: unknown; error?: unknown }) as { result?: unknown; error?: { code?: unknown; message?: unknown; data?: unknown } };
     const malformed = malformedResponse(m);
     if (malformed) return p.reject(new ProtocolError(ProtocolErrorCode.InvalidRequest, `the upstream answered with ${malformed}`));
     if (m.result !== undefined) return p.resolve(m.result as Record<string, unknown>);

@@ -10,14 +10,27 @@ import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client';
 const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
+ * A response's `result` and `error` as they are to be read: a `null` one beside an object of the
+ * other is left out (peers that fill both members send `"error": null` with their result, and
+ * were always taken at their result). `message` itself when it has no such `null`.
+ */
+export function responseMembers<M extends { result?: unknown; error?: unknown }>(message: M): M | { result?: unknown; error?: unknown } {
+  if (message.error === null && isObject(message.result)) return { result: message.result };
+  if (message.result === null && isObject(message.error)) return { error: message.error };
+  return message;
+}
+
+/**
  * Why `message`, a response (an id and no `method`), is no well-formed one, as the end of a
  * sentence: `"both a result and an error"` when it carries both members, `"neither a result nor
  * an error"` when it carries no `result` object and no `error` object (`"result": null`, a
- * string, an array). Undefined when it carries exactly one of them, an object.
+ * string, an array). Undefined when it carries exactly one of them, an object, the other absent
+ * or `null` ({@link responseMembers}).
  */
 export function malformedResponse(message: { result?: unknown; error?: unknown }): string | undefined {
-  if (message.result !== undefined && message.error !== undefined) return 'both a result and an error';
-  if (!isObject(message.result ?? message.error)) return 'neither a result nor an error';
+  const { result, error } = responseMembers(message);
+  if (result !== undefined && error !== undefined) return 'both a result and an error';
+  if (!isObject(result ?? error)) return 'neither a result nor an error';
   return undefined;
 }
 
@@ -37,7 +50,7 @@ export function answerMalformedResponses(transport: Transport, peer: 'the upstre
 /**
  * `message` as the SDK is to take it: a response that is no well-formed one
  * ({@link malformedResponse}) as an error response for its id (-32603, `<peer> answered with …`),
- * anything else (requests, notifications, responses whose id is no string or number) as it is.
+ * one with a `null` member beside the other without it ({@link responseMembers}), anything else (requests, notifications, responses whose id is no string or number) as it is.
  * For transports that parse a message before the SDK's `onmessage` sees it (an HTTP body):
  * {@link answerMalformedResponses} does this for the rest.
  */
@@ -46,7 +59,10 @@ export function asWellFormedResponse(message: unknown, peer: 'the upstream' | 't
   const m = message as { id?: unknown; method?: unknown; result?: unknown; error?: unknown };
   if (m.method !== undefined || (typeof m.id !== 'string' && typeof m.id !== 'number')) return message;
   const malformed = malformedResponse(m);
-  if (!malformed) return message;
+  if (!malformed) {
+    const members = responseMembers(m);
+    return members === m ? message : { jsonrpc: '2.0', id: m.id, ...members };
+  }
   return { jsonrpc: '2.0', id: m.id, error: { code: ProtocolErrorCode.InternalError, message: `${peer} answered with ${malformed}` } };
 }
 

@@ -169,6 +169,20 @@ describe('DirectCalls', () => {
     expect(h.direct.size).toBe(0);
   });
 
+  it('a null member beside the other is left out: "error": null with a result is the result, "result": null with an error the error', async () => {
+    const h = await linked();
+    let sent = h.nextAtUpstream();
+    let answer = h.direct.request('tools/call', { name: 'x' }, { timeoutMs: 60_000 });
+    let { id } = (await sent) as { id: string };
+    await h.answer({ jsonrpc: '2.0', id, result: { content: [] }, error: null });
+    expect(await answer).toEqual({ content: [] });
+    sent = h.nextAtUpstream();
+    answer = h.direct.request('tools/call', { name: 'x' }, { timeoutMs: 60_000 });
+    ({ id } = (await sent) as { id: string });
+    await h.answer({ jsonrpc: '2.0', id, result: null, error: { code: -32602, message: 'no such tool' } });
+    expect(await answer.catch((e: unknown) => e)).toMatchObject({ code: -32602, message: expect.stringContaining('no such tool') });
+  });
+
   it('an abort sends notifications/cancelled upstream with the reason and rejects with it; the late answer is dropped', async () => {
     const h = await linked();
     const controller = new AbortController();
