@@ -866,19 +866,25 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
         throw new BrokerError('ambiguous_caller', `${method} from upstream "${this.name}" arrived while calls of ${sessions.size} downstream sessions were in flight; it cannot be routed to one of them safely`);
       }
       const params = this.scrub.serverRequest(req.params as Record<string, unknown> | undefined);
-      const signal = this.relayedSignal(ctx.mcpReq.signal, taken!.signal);
+      // Ended with its call only when it can be but that call's: the caller has no other call in flight here.
+      const call = routes.filter((r) => r.owner === taken!.owner).length === 1 ? taken!.signal : undefined;
+      const { signal, detach } = this.relayedSignal(ctx.mcpReq.signal, call);
       const urlId = method === 'elicitation/create' && params?.mode === 'url' && typeof params.elicitationId === 'string' ? params.elicitationId : undefined;
       const { notify, principal } = handler;
-      if (urlId === undefined || !notify || principal === undefined) return handler({ method, params }, signal) as never;
-      // Remembered before it is sent: the upstream may complete it before the client's answer arrives.
-      this.urlElicitations.expect(urlId, notify, principal);
       try {
-        const answer = await handler({ method, params }, signal);
-        if (answer.action !== 'accept') this.urlElicitations.forget(urlId, notify);
-        return answer as never;
-      } catch (err) {
-        this.urlElicitations.forget(urlId, notify);
-        throw err;
+        if (urlId === undefined || !notify || principal === undefined) return (await handler({ method, params }, signal)) as never;
+        // Remembered before it is sent: the upstream may complete it before the client's answer arrives.
+        this.urlElicitations.expect(urlId, notify, principal);
+        try {
+          const answer = await handler({ method, params }, signal);
+          if (answer.action !== 'accept') this.urlElicitations.forget(urlId, notify);
+          return answer as never;
+        } catch (err) {
+          this.urlElicitations.forget(urlId, notify);
+          throw err;
+        }
+      } finally {
+        detach();
       }
     };
     if (caps.elicitation) client.setRequestHandler('elicitation/create', route('elicitation/create'));
@@ -893,17 +899,26 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    * call's signal: its deadline, the caller's cancel), whether or not the upstream cancels its
    * own. The SDK sends the client a `notifications/cancelled` whose `reason` is the signal's (the
    * upstream's reason is the upstream's own text), and the upstream's request is answered with
-   * an error unless the upstream cancelled it.
+   * an error unless the upstream cancelled it. `detach` removes the listeners once the relayed
+   * request has settled.
    */
-  private relayedSignal(upstream: AbortSignal, call: CancelSignal | undefined): AbortSignal {
+  private relayedSignal(upstream: AbortSignal, call: CancelSignal | undefined): { signal: AbortSignal; detach: () => void } {
     const reason = () => this.scrub.scrubber.text(messageOf(upstream.reason ?? 'the upstream cancelled its request'));
     const ended = () => this.scrub.scrubber.text(`the call it was made for ended: ${messageOf(call?.reason ?? 'cancelled')}`);
-    if (upstream.aborted) return AbortSignal.abort(reason());
-    if (call?.aborted) return AbortSignal.abort(ended());
+    const none = () => undefined;
+    if (upstream.aborted) return { signal: AbortSignal.abort(reason()), detach: none };
+    if (call?.aborted) return { signal: AbortSignal.abort(ended()), detach: none };
     const controller = new AbortController();
-    upstream.addEventListener('abort', () => controller.abort(reason()), { once: true });
-    call?.addEventListener('abort', () => controller.abort(ended()), { once: true });
-    return controller.signal;
+    const onUpstream = () => controller.abort(reason());
+    const onCall = () => controller.abort(ended());
+    upstream.addEventListener('abort', onUpstream, { once: true });
+    call?.addEventListener('abort', onCall, { once: true });
+    // Once the relayed request has settled: a long call making many keeps no listener of each.
+    const detach = () => {
+      upstream.removeEventListener('abort', onUpstream);
+      call?.removeEventListener('abort', onCall);
+    };
+    return { signal: controller.signal, detach };
   }
 
   /** Whether a handler takes upstream requests of `method` (its capability was offered at this dial). */
