@@ -112,4 +112,18 @@ describe('a request relayed to the client while its call ends', () => {
     expect(answer!.message.result).toBeUndefined();
     if (!cancel) expect((await raw.waitForMessage((m) => m.id === 1, "the call's answer")).result).toMatchObject({ isError: true, _meta: { 'mcp-broker/outcome': 'timeout' } });
   }, 60_000);
+
+  it('with two calls of one session in flight, ending one cancels no relayed request: neither can be told to be its own', async () => {
+    raw = spawnRawBroker({ servers });
+    await raw.initialize({ roots: {} });
+    // One write: both calls are in flight at the upstream before either relayed roots/list arrives.
+    for (const id of [1, 2]) raw.send({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'raw__ask', arguments: { method: 'roots/list' } } });
+    await waitFor(() => (raw!.messages.filter((m) => m.method === 'roots/list').length === 2 ? true : undefined), 'both relayed roots/list');
+    raw.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 2, reason: 'user stopped it' } });
+    expect((await raw.request(3, 'ping')).result).toEqual({}); // the cancel was read and acted on before this answer
+    expect(raw.messages.filter((m) => m.method === 'notifications/cancelled')).toEqual([]);
+    for (const asked of raw.messages.filter((m) => m.method === 'roots/list')) raw.send({ jsonrpc: '2.0', id: asked.id, result: { roots: [] } });
+    const result = (await raw.waitForMessage((m) => m.id === 1 && m.method === undefined, "call 1's answer", 20_000)).result as CallToolResult;
+    expect(result.isError).toBeFalsy();
+  }, 60_000);
 });
