@@ -8,7 +8,9 @@
  * arguments never open it, and they count as success. Other outcomes (a cancel) leave it as it is,
  * and so does an `upstream_error` that only says the upstream lost its session (`call.sessionLost`:
  * HTTP 404 for the session, the request not processed, a new session opened) or that it asked
- * for a URL elicitation (-32042, `call.wireError`: the upstream is answering, not failing).
+ * for a URL elicitation (-32042, `call.wireError`: the upstream is answering, not failing), and
+ * a `timeout` its caller caused by not answering an input request held for it
+ * (`call.callersWait`, transports/held-calls.ts: the upstream was waiting on the caller).
  * Only the upstream's own faults count: `call.attempts` counts only attempts that were sent
  * (broker/failure.ts), and a call with none (refused before anything went out, such as
  * arguments too deep to send or an upstream not connected) leaves the circuit as it was.
@@ -117,9 +119,10 @@ export function breakerStage(breakers: Breakers): Stage {
     },
     (call, { key, trial }) => {
       if (call.attempts > 0) {
-        // A lost session, or an upstream asking for a URL elicitation (-32042): not failing.
+        // A lost session, an upstream asking for a URL elicitation (-32042), or a caller that did not answer an input request held for it: not failing.
         const lostSession = call.outcome === 'upstream_error' && (call.sessionLost === true || call.wireError !== undefined);
-        call.notes.breaker = breakers.settle(key, lostSession ? undefined : call.outcome, trial);
+        const callersWait = call.outcome === 'timeout' && call.callersWait === true;
+        call.notes.breaker = breakers.settle(key, lostSession || callersWait ? undefined : call.outcome, trial);
       } else {
         if (trial) breakers.abandon(key);
         call.notes.breaker = breakers.state(key);

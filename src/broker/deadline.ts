@@ -21,6 +21,12 @@ export interface DeadlineDeps {
 
 /** Abort reason at the deadline. */
 export class DeadlineExceeded extends Error {
+  /**
+   * Whether the caller, not the upstream, let the time pass (it did not answer an input request
+   * held for it: transports/held-calls.ts): still `timeout`, but no failure for the breaker.
+   */
+  readonly callersWait: boolean = false;
+
   constructor(
     readonly timeoutMs: number,
     /** Set when the hard cap (`maxTotalTimeoutMs`) ended the call rather than `timeoutMs`. */
@@ -102,8 +108,10 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
         const after = call.endedAs !== undefined ? `; ${call.endedAs}` : '';
         // No attempt sent: the deadline passed before (a call waiting its turn at an upstream's owner gate).
         const cancelled = call.attempts > 0 ? 'the upstream request was cancelled' : 'nothing was sent';
-        if (reason instanceof DeadlineExceeded) refuse(call, 'timeout', `${reason.message}; ${cancelled}${after}`);
-        else refuse(call, 'cancelled', `${reason instanceof ShuttingDown ? reason.message : 'cancelled by the client'}${after}`);
+        if (reason instanceof DeadlineExceeded) {
+          refuse(call, 'timeout', `${reason.message}; ${cancelled}${after}`);
+          if (reason.callersWait) call.callersWait = true;
+        } else refuse(call, 'cancelled', `${reason instanceof ShuttingDown ? reason.message : 'cancelled by the client'}${after}`);
       }
     },
   );

@@ -133,6 +133,12 @@ export interface BrokerCall extends RoutedCall {
    * and recorded `upstream_error`, and the breaker leaves it be (the upstream is not failing).
    */
   wireError?: WireError;
+  /**
+   * Set by the deadline stage when the call ended `timeout` because its caller did not answer an
+   * input request held for it (`DeadlineExceeded.callersWait`): the upstream was waiting on the
+   * caller, not failing, so the breaker leaves it be.
+   */
+  callersWait?: boolean;
   /** Extra fields for the record: the router's ({@link RouteNotes}) and the broker's (breaker state, trace ids). */
   notes: Partial<Pick<CallRecord, 'breaker' | 'stripped' | 'proposal' | 'traceId' | 'spanId'>>;
   /** Written by the record stage. */

@@ -37,6 +37,9 @@ export interface HeldRequest {
 
 /** Abort reason of a held call whose caller did not retry in time: recorded as `timeout`. */
 export class InputNotAnswered extends DeadlineExceeded {
+  /** The caller's wait, not the upstream's failure: the breaker leaves it be (broker/breaker.ts). */
+  override readonly callersWait = true;
+
   constructor(boundMs: number, method: string) {
     super(boundMs);
     this.message = `the caller did not answer the upstream's ${method} (an input request) within policy.askTimeoutMs (${boundMs} ms)`;

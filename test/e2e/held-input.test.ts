@@ -19,10 +19,10 @@ afterEach(async () => {
 
 const textOf = (r: unknown) => ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
 
-async function start(options: { autoFulfill: boolean; askTimeoutMs?: number; capabilities?: Record<string, unknown> }) {
+async function start(options: { autoFulfill: boolean; askTimeoutMs?: number; capabilities?: Record<string, unknown>; broker?: Record<string, unknown> }) {
   const { dir, configPath, recordsPath } = writeConfig(
     { conf: nodeServer(fixture('conformance-server.mjs'), { args: [fixture('conformance-server.mjs'), '--legacy'] }) },
-    options.askTimeoutMs ? { policy: { askTimeoutMs: options.askTimeoutMs } } : {},
+    { ...(options.askTimeoutMs && { policy: { askTimeoutMs: options.askTimeoutMs } }), ...(options.broker && { broker: options.broker }) },
   );
   const client = new Client(
     { name: 'held-input', version: '1.0.0' },
@@ -130,5 +130,20 @@ describe('a legacy upstream asks a 2026-07-28 caller for input (stdio)', () => {
       ['timeout', 1],
       ['invalid_arguments', 0],
     ]);
+  });
+
+  it("held requests its caller never answers are the caller's wait, not the upstream's failure: they open no breaker", async () => {
+    const b = await start({ autoFulfill: false, askTimeoutMs: 300, broker: { breaker: { threshold: 2, openMs: 60_000 } } });
+    for (let n = 1; n <= 2; n++) {
+      expect(isInputRequiredResult(await b.call('conf__test_elicitation', { message: `anyone ${n}?` }))).toBe(true);
+      await waitFor(() => (b.records().length >= n ? true : undefined), `held call ${n} to be recorded`, 10_000);
+    }
+    expect(b.records().map((r) => [r.outcome, r.breaker])).toEqual([
+      ['timeout', 'closed'],
+      ['timeout', 'closed'],
+    ]);
+    // The tool still runs for whoever calls it next (another principal's call goes the same way).
+    const next = await b.call('conf__test_elicitation', { message: 'still there?' });
+    expect(isInputRequiredResult(next)).toBe(true);
   });
 });
