@@ -202,11 +202,14 @@ export async function main(options: CliOptions = {}): Promise<void> {
   const approvals = program.command('approvals').description('the approval inbox: calls parked on an "ask" (policy.askMode "park", or calls made as tasks)');
   approvals
     .command('list')
-    .description('list parked calls waiting for a decision, newest first')
+    .description('list parked calls waiting for a decision, newest first, a page at a time')
     .option('-c, --config <file>', 'servers.json whose store to read', 'servers.json')
     .option('--json', 'print one JSON object per line instead of the table')
-    .action((opts: { config: string; json?: boolean }) =>
-      runCommand(async () => (await import('./commands/approvals.js')).approvalsListCommand(await loadOrExit(opts.config), { json: opts.json }, await processIo())),
+    .option('--cursor <cursor>', 'read the page after the one that printed this next cursor')
+    .action((opts: { config: string; json?: boolean; cursor?: string }) =>
+      runCommand(async () =>
+        (await import('./commands/approvals.js')).approvalsListCommand(await loadOrExit(opts.config), { json: opts.json, cursor: opts.cursor }, await processIo()),
+      ),
     );
   approvals
     .command('approve <id>')

@@ -9,13 +9,17 @@
  */
 import { alignedTable, cut } from './table.js';
 import type { LoadedConfig } from '../config/load.js';
-import { SqliteStore, type Store, type TaskRow } from '../store/index.js';
+import { decodeListCursor, SqliteStore, type Store, type TaskRow } from '../store/index.js';
 import { decideParked, listParked } from '../tasks/index.js';
 import { EXIT_OK, EXIT_USAGE, type CommandIo } from './io.js';
 
 export interface ApprovalsOptions {
   /** Print rows as ndjson instead of a table (`list`). */
   json?: boolean;
+  /** The next cursor a `list` printed: read the page after it (`list`); absent: the first page. */
+  cursor?: string;
+  /** Most rows `list` prints at once; default `TASK_LIST_LIMIT` (500). */
+  pageSize?: number;
   /** Why, for `reject` (one line, shown to the caller). */
   reason?: string;
   /** The store; default the SQLite store in `broker.dataDir`. */
@@ -23,16 +27,27 @@ export interface ApprovalsOptions {
   now?: number;
 }
 
-/** `approvals list`: every parked call waiting for a decision, newest first. */
+/**
+ * `approvals list [--cursor C]`: one page of the parked calls waiting for a decision, newest
+ * first. When more follow, the page ends with its next cursor, on stdout like the rows: the
+ * table's last line says `next page: --cursor C`; with `--json`, a last line `{"nextCursor": C}`
+ * (the only line without an `id`). A cursor no page printed is exit 2.
+ */
 export async function approvalsListCommand(config: LoadedConfig, options: ApprovalsOptions, io: CommandIo): Promise<number> {
+  if (options.cursor !== undefined && !decodeListCursor(options.cursor)) {
+    io.stderr.write('mcp-broker: --cursor is not a cursor approvals list printed (pass back its next cursor as it came)\n');
+    return EXIT_USAGE;
+  }
   return withStore(config, options, async (store, now) => {
-    const rows = await listParked(store, now);
+    const { items: rows, nextCursor } = await listParked(store, now, { cursor: options.cursor, limit: options.pageSize });
     if (options.json) {
       for (const r of rows) io.stdout.write(`${JSON.stringify(inboxRow(r))}\n`);
+      if (nextCursor !== undefined) io.stdout.write(`${JSON.stringify({ nextCursor })}\n`);
       return EXIT_OK;
     }
     io.stdout.write(formatInbox(rows));
-    io.stdout.write(`${rows.length} parked call${rows.length === 1 ? '' : 's'}\n`);
+    const count = `${rows.length} parked call${rows.length === 1 ? '' : 's'}`;
+    io.stdout.write(nextCursor === undefined ? `${count}\n` : `${count} on this page; next page: --cursor ${nextCursor}\n`);
     return EXIT_OK;
   });
 }

@@ -24,6 +24,7 @@ import {
   type Store,
   type ToolPin,
 } from './store.js';
+import type { ListKey } from './list-cursor.js';
 
 /** File name of the store inside `broker.dataDir`. */
 export const STORE_FILE = 'broker.sqlite';
@@ -31,6 +32,11 @@ export const STORE_FILE = 'broker.sqlite';
 const BUSY_TIMEOUT_MS = 5_000;
 /** Tables added since (instances, tasks, era_verdicts) are created when missing and need no migration: still 2. */
 const SCHEMA_VERSION = 2;
+/**
+ * Rows after the key `@afterCreatedAt`, `@afterId` in `ORDER BY created_at DESC, id DESC` (the
+ * next page of a newest-first list; list-cursor.ts): older, or as old with a smaller id.
+ */
+const AFTER_KEY = '(created_at < @afterCreatedAt OR (created_at = @afterCreatedAt AND id < @afterId))';
 
 const SCHEMA = `
 -- One pin per tool and principal; principal '${EVERY_PRINCIPAL}' is the default pin. definition is the
@@ -386,20 +392,29 @@ export class SqliteStore implements Store {
     return this.db.prepare(`UPDATE tasks SET ${sets.join(', ')} WHERE id = @id AND status IN (${statuses})`).run(params).changes === 1;
   }
 
-  async listTasks(options: { principal?: string; status?: TaskStatus; approved?: boolean; now: number; limit: number }): Promise<TaskRow[]> {
-    const { principal, status, approved, now, limit } = options;
+  async listTasks(options: { principal?: string; status?: TaskStatus; approved?: boolean; after?: ListKey; now: number; limit: number }): Promise<TaskRow[]> {
+    const { principal, status, approved, after, now, limit } = options;
     // Every filter in the query, before its LIMIT: filtered after it, any `limit` newer rows (one
     // principal's tasks, of any status) hid the rest, parked calls waiting for approval among them.
     const where = ['expires_at > @now'];
     if (principal !== undefined) where.push('principal = @principal');
     if (status !== undefined) where.push('status = @status');
     if (approved !== undefined) where.push(approved ? 'approved_by IS NOT NULL' : 'approved_by IS NULL');
-    const sql = `SELECT * FROM tasks WHERE ${where.join(' AND ')} ORDER BY created_at DESC, rowid DESC LIMIT @limit`;
+    if (after !== undefined) where.push(AFTER_KEY);
+    const sql = `SELECT * FROM tasks WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT @limit`;
     let query = this.taskLists.get(sql);
     if (!query) this.taskLists.set(sql, (query = this.db.prepare<[Record<string, unknown>], TaskSqlRow>(sql)));
-    return query.all({ now, limit, ...(principal !== undefined ? { principal } : {}), ...(status !== undefined ? { status } : {}) }).map(toTask);
+    return query
+      .all({
+        now,
+        limit,
+        ...(principal !== undefined ? { principal } : {}),
+        ...(status !== undefined ? { status } : {}),
+        ...(after !== undefined ? { afterCreatedAt: after.createdAt, afterId: after.id } : {}),
+      })
+      .map(toTask);
   }
-  /** The prepared statements of {@link listTasks}, one per shape of filter (at most sixteen). */
+  /** The prepared statements of {@link listTasks}, one per shape of filter (at most thirty-two). */
   private readonly taskLists = new Map<string, Database.Statement<[Record<string, unknown>], TaskSqlRow>>();
 
   async deleteExpiredTasks(now: number): Promise<number> {

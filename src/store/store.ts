@@ -9,6 +9,7 @@
  * (`local` for the stdio client; {@link EVERY_PRINCIPAL} for a decision that covers everyone).
  * Times are ISO-8601 strings.
  */
+import type { ListKey } from './list-cursor.js';
 
 /** The principal name of a decision that covers every principal. */
 export const EVERY_PRINCIPAL = '*';
@@ -166,11 +167,12 @@ export interface Store {
    */
   updateTask(id: string, from: readonly TaskStatus[], change: TaskChange): Promise<boolean>;
   /**
-   * Tasks not expired by `now`, newest first, at most `limit` of those that pass every filter
-   * given: only `principal`'s, only those with `status`, only those an approval was given for
-   * (`approved: true`, {@link TaskRow.approvedBy} set) or not (`false`).
+   * Tasks not expired by `now`, newest first (`createdAt`, then `id`, both descending), at most
+   * `limit` of those that pass every filter given: only `principal`'s, only those with `status`,
+   * only those an approval was given for (`approved: true`, {@link TaskRow.approvedBy} set) or
+   * not (`false`), only those after `after` in that order (the next page; store/list-cursor.ts).
    */
-  listTasks(options: { principal?: string; status?: TaskStatus; approved?: boolean; now: number; limit: number }): Promise<TaskRow[]>;
+  listTasks(options: { principal?: string; status?: TaskStatus; approved?: boolean; after?: ListKey; now: number; limit: number }): Promise<TaskRow[]>;
   /**
    * Deletes every task (row and result) whose TTL ran out by `now` (ms since the epoch), except
    * those whose call record is still owed ({@link TaskRow.recordOwed}: written first, then

@@ -5,6 +5,7 @@
  * serving broker on its next tick (`TASK_POLL_MS`).
  */
 import type { CallToolResult } from '@modelcontextprotocol/server';
+import { listKeyOf, pageOf, type ListPage } from '../store/list-cursor.js';
 import type { Store, TaskRow } from '../store/store.js';
 import { TASK_LIST_LIMIT } from './constants.js';
 
@@ -18,9 +19,23 @@ export interface InboxDecision {
   readonly reason?: string;
 }
 
-/** Parked calls not yet decided, newest first (every principal's). */
-export async function listParked(store: Store, now: number): Promise<TaskRow[]> {
-  return store.listTasks({ status: 'parked', approved: false, now, limit: TASK_LIST_LIMIT });
+/** Which page of the inbox {@link listParked} reads. */
+export interface InboxPageOptions {
+  /** A `nextCursor` of the page before; absent: the first page (the newest calls). */
+  readonly cursor?: string;
+  /** Most rows on a page; default {@link TASK_LIST_LIMIT}. */
+  readonly limit?: number;
+}
+
+/**
+ * One page of the parked calls not yet decided, newest first (every principal's), and the
+ * cursor of the next page when more follow (store/list-cursor.ts). Throws
+ * `BrokerError('invalid_arguments')` for a cursor no page gave.
+ */
+export async function listParked(store: Store, now: number, page: InboxPageOptions = {}): Promise<ListPage<TaskRow>> {
+  const limit = page.limit ?? TASK_LIST_LIMIT;
+  const after = listKeyOf(page.cursor, 'the approval inbox');
+  return pageOf(await store.listTasks({ status: 'parked', approved: false, ...(after && { after }), now, limit: limit + 1 }), limit);
 }
 
 /**

@@ -91,7 +91,7 @@ describe('SqliteStore tasks', () => {
     for (let i = 0; i < 600; i++) await store.addTask(row(`bob-${i}`, { principal: 'bob', status: i % 2 ? 'completed' : 'parked', createdAt: at(10 + i), ttlMs: 600_000 }));
     const ids = async (o: { status?: 'parked'; approved?: boolean; principal?: string }) => (await store.listTasks({ ...o, now: T0 + 5, limit: 500 })).map((t) => t.id);
     expect(await ids({ status: 'parked', approved: true })).toEqual(['approved']);
-    expect(await ids({ status: 'parked', principal: 'alice' })).toEqual(['approved', 'waiting']);
+    expect(await ids({ status: 'parked', principal: 'alice' })).toEqual(['waiting', 'approved']); // one time: by id, descending
     expect(await ids({ status: 'parked', approved: false, principal: 'alice' })).toEqual(['waiting']);
     // The limit still holds, newest first.
     const parked = await ids({ status: 'parked', approved: false });

@@ -101,8 +101,8 @@ export async function statusSnapshot(gateway: Gateway, principal: Principal): Pr
     .map((b) => (b.until !== undefined ? { name: b.name, state: b.state, until: new Date(b.until).toISOString() } : { name: b.name, state: b.state }));
   const { path, maxFiles } = gateway.config.broker.records;
   const calls = await queryCalls(path, maxFiles, { outcomes: [], limit: STATUS_RECENT_CALLS, principal: operator ? undefined : principal.name }).catch(() => []);
-  const parked = await listParked(gateway.store, gateway.clock.now()).catch(() => []);
-  const approvals = parked
+  const parked = await listParked(gateway.store, gateway.clock.now()).catch(() => ({ items: [] }));
+  const approvals = parked.items
     .filter((r) => operator || r.principal === principal.name)
     .map((r) => ({ id: r.id, tool: r.name, principal: r.principal, reason: r.reason, createdAt: r.createdAt }));
   return {
