@@ -282,12 +282,6 @@ export class SqliteStore implements Store {
          VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
       ),
       getProposal: db.prepare<[string], ProposalRow>('SELECT * FROM proposals WHERE id = ?'),
-      listProposals: db.prepare<[number], ProposalRow>('SELECT * FROM proposals ORDER BY created_at DESC, rowid DESC LIMIT ?'),
-      listProposalsBy: db.prepare<[string, number], ProposalRow>('SELECT * FROM proposals WHERE status = ? ORDER BY created_at DESC, rowid DESC LIMIT ?'),
-      listProposalsOf: db.prepare<[string, number], ProposalRow>('SELECT * FROM proposals WHERE principal = ? ORDER BY created_at DESC, rowid DESC LIMIT ?'),
-      listProposalsOfBy: db.prepare<[string, string, number], ProposalRow>(
-        'SELECT * FROM proposals WHERE principal = ? AND status = ? ORDER BY created_at DESC, rowid DESC LIMIT ?',
-      ),
       getEra: db.prepare<[string], EraRow>('SELECT * FROM era_verdicts WHERE upstream = ?'),
       putEra: db.prepare<[string, string, string, string | null, string]>(
         `INSERT INTO era_verdicts (upstream, definition_hash, era, discover, at) VALUES (?, ?, ?, ?, ?)
@@ -553,18 +547,26 @@ export class SqliteStore implements Store {
     return row ? toProposal(row) : undefined;
   }
 
-  async listProposals(options: { status?: Proposal['status']; principal?: string; limit: number }): Promise<Proposal[]> {
-    const { status, principal, limit } = options;
-    const rows =
-      principal === undefined
-        ? status
-          ? this.stmt.listProposalsBy.all(status, limit)
-          : this.stmt.listProposals.all(limit)
-        : status
-          ? this.stmt.listProposalsOfBy.all(principal, status, limit)
-          : this.stmt.listProposalsOf.all(principal, limit);
-    return rows.map(toProposal);
+  async listProposals(options: { status?: Proposal['status']; principal?: string; after?: ListKey; limit: number }): Promise<Proposal[]> {
+    const { status, principal, after, limit } = options;
+    const where = ['1'];
+    if (principal !== undefined) where.push('principal = @principal');
+    if (status) where.push('status = @status');
+    if (after !== undefined) where.push(AFTER_KEY);
+    const sql = `SELECT * FROM proposals WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT @limit`;
+    let query = this.proposalLists.get(sql);
+    if (!query) this.proposalLists.set(sql, (query = this.db.prepare<[Record<string, unknown>], ProposalRow>(sql)));
+    return query
+      .all({
+        limit,
+        ...(principal !== undefined ? { principal } : {}),
+        ...(status ? { status } : {}),
+        ...(after !== undefined ? { afterCreatedAt: after.createdAt, afterId: after.id } : {}),
+      })
+      .map(toProposal);
   }
+  /** The prepared statements of {@link listProposals}, one per shape of filter (at most eight). */
+  private readonly proposalLists = new Map<string, Database.Statement<[Record<string, unknown>], ProposalRow>>();
 
   async markProposalApplied(id: string, at: string, by: string): Promise<boolean> {
     return this.stmt.applyProposal.run(at, by, id).changes === 1;

@@ -139,8 +139,12 @@ export interface Store {
   /** Stores a new estate proposal (`estate__propose_change`; issue 4). */
   addProposal(proposal: Proposal): Promise<void>;
   getProposal(id: string): Promise<Proposal | undefined>;
-  /** Newest first, at most `limit`, optionally only those with `status` and only those `principal` proposed. */
-  listProposals(options: { status?: Proposal['status']; principal?: string; limit: number }): Promise<Proposal[]>;
+  /**
+   * Newest first (`createdAt`, then `id`, both descending), at most `limit`, optionally only those
+   * with `status`, only those `principal` proposed and only those after `after` in that order
+   * (the next page; store/list-cursor.ts).
+   */
+  listProposals(options: { status?: Proposal['status']; principal?: string; after?: ListKey; limit: number }): Promise<Proposal[]>;
   /** Marks a pending proposal applied; false when it was not pending (applied by someone else first). */
   markProposalApplied(id: string, at: string, by: string): Promise<boolean>;
 

@@ -1,6 +1,7 @@
 /**
  * The estate relay's change tools (issue 4): `estate__propose_change` stores a proposal and
- * writes nothing to the estate; `estate__list_proposals` lists them; `estate__apply_proposal`
+ * writes nothing to the estate; `estate__list_proposals` lists them, `estate.maxResults` at a time
+ * (a `nextCursor` reads the next page, store/list-cursor.ts); `estate__apply_proposal`
  * writes one (destructive: `destructiveHint: true`, and the judge asks by default, through the
  * tool's `policyDefault: "ask"`, unless a `policy.rules` entry names it).
  *
@@ -22,7 +23,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { defineFunctionTool, type FunctionTool } from '../../router/function-tool.js';
 import type { Clock } from '../../shared/clock.js';
+import { listKeyOf, pageOf } from '../../store/list-cursor.js';
 import type { Proposal, Store } from '../../store/store.js';
+import { cursorParameter } from '../cursor-parameter.js';
 import { applyUnifiedDiff, diffLineCounts, replacementLineCounts } from './diff.js';
 import type { EstateScope, WritablePath } from './scope.js';
 
@@ -33,7 +36,7 @@ export interface ProposalToolDeps {
   /** The store, opened on first use. */
   store(): ProposalStore;
   clock: Clock;
-  /** Most proposals one `estate__list_proposals` returns (`estate.maxResults`). */
+  /** Most proposals on one page of `estate__list_proposals` (`estate.maxResults`). */
   maxResults: number;
   /**
    * Whether `principal` may list and apply every principal's proposals: `local` (the stdio
@@ -108,15 +111,20 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
   const list = defineFunctionTool({
     name: 'estate__list_proposals',
     title: 'List estate proposals',
-    description: `Lists the caller's stored estate proposals (an operator's: everyone's), newest first (at most ${deps.maxResults}), without their bodies.`,
-    parameters: z.object({ status: z.enum(['pending', 'applied']).optional().describe('Only proposals in this state') }),
+    description: `Lists the caller's stored estate proposals (an operator's: everyone's), newest first, ${deps.maxResults} at a time, without their bodies. Answer: {proposals, nextCursor?}; pass nextCursor back as cursor for the next page (absent on the last).`,
+    parameters: z.object({ status: z.enum(['pending', 'applied']).optional().describe('Only proposals in this state'), cursor: cursorParameter }),
     annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-    async handler({ status }, context) {
+    async handler({ status, cursor }, context) {
       const { principal } = context.session;
-      const rows = await deps.store().listProposals({ status, limit: deps.maxResults, ...(deps.isPrivileged(principal) ? {} : { principal }) });
+      const after = listKeyOf(cursor, 'estate__list_proposals');
+      const page = pageOf(
+        await deps.store().listProposals({ status, ...(after && { after }), limit: deps.maxResults + 1, ...(deps.isPrivileged(principal) ? {} : { principal }) }),
+        deps.maxResults,
+      );
       return {
         // The body can be large and the session id is the caller's handle: neither is listed.
-        proposals: rows.map(({ body, sessionId: _session, ...rest }) => ({ ...rest, bodyBytes: Buffer.byteLength(body) })),
+        proposals: page.items.map(({ body, sessionId: _session, ...rest }) => ({ ...rest, bodyBytes: Buffer.byteLength(body) })),
+        ...(page.nextCursor !== undefined && { nextCursor: page.nextCursor }),
       };
     },
   });
