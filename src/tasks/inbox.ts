@@ -25,17 +25,20 @@ export interface InboxPageOptions {
   readonly cursor?: string;
   /** Most rows on a page; default {@link TASK_LIST_LIMIT}. */
   readonly limit?: number;
+  /** Only this principal's parked calls; absent: every principal's. */
+  readonly principal?: string;
 }
 
 /**
- * One page of the parked calls not yet decided, newest first (every principal's), and the
+ * One page of the parked calls not yet decided, newest first (every principal's, or one's), and the
  * cursor of the next page when more follow (store/list-cursor.ts). Throws
  * `BrokerError('invalid_arguments')` for a cursor no page gave.
  */
 export async function listParked(store: Store, now: number, page: InboxPageOptions = {}): Promise<ListPage<TaskRow>> {
   const limit = page.limit ?? TASK_LIST_LIMIT;
   const after = listKeyOf(page.cursor, 'the approval inbox');
-  return pageOf(await store.listTasks({ status: 'parked', approved: false, ...(after && { after }), now, limit: limit + 1 }), limit);
+  const principal = page.principal !== undefined ? { principal: page.principal } : {};
+  return pageOf(await store.listTasks({ status: 'parked', approved: false, ...principal, ...(after && { after }), now, limit: limit + 1 }), limit);
 }
 
 /**
