@@ -16,7 +16,7 @@ import { recordStage } from './broker/record.js';
 import type { Stage } from './broker/runner.js';
 import { Breakers, breakerStage } from './broker/breaker.js';
 import { BudgetLedger, budgetFromEnv, budgetStage } from './broker/budget.js';
-import { evaluateStage } from './broker/evaluate.js';
+import { compileDenyPatterns, evaluateStage } from './broker/evaluate.js';
 import { pinRoster } from './broker/pins.js';
 import { ToolFacts } from './broker/tool-facts.js';
 import { approveHint } from './broker/approve-hint.js';
@@ -307,6 +307,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   private async applyConfig(next: LoadedConfig): Promise<ConfigDiff> {
     for (const check of this.reloadChecks) check(next);
+    // The evaluate stage compiles the new output.deny on its next call: a pattern that does not
+    // compile refuses the reload here, as it is exit 2 at start.
+    compileDenyPatterns(next.policy.output.deny);
     const diff = diffConfig(this.config, next);
     // The upstreams to start, made and prepared (a REST upstream's OpenAPI file loaded) before
     // anything is applied: one that cannot be refuses the reload with the running config whole.
@@ -378,7 +381,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /** The call path, in the seed's order. */
   protected buildStages(): Stage[] {
-    const { broker, policy, principals } = this.config;
+    const config = this.config;
+    const { broker, policy, principals } = config;
     const scrubber = this.scrubber;
     const budget = budgetFromEnv(this.env) ?? broker.budgetPerUnit;
     const stages = orderStages({
@@ -391,7 +395,15 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         scrubText: (t) => scrubber.text(t),
         onRecorded: (written) => this.metrics.recordWritten(written),
       }),
-      evaluate: evaluateStage({ maxBytes: policy.output.maxBytes, deny: policy.output.deny }),
+      // Read at each call: a reload replaces `config.policy` (the output policy applies from the next call).
+      evaluate: evaluateStage({
+        get maxBytes() {
+          return config.policy.output.maxBytes;
+        },
+        get deny() {
+          return config.policy.output.deny;
+        },
+      }),
       scrub: scrubStage({ scrubber }),
       judge: judgeStage({
         resolve: (name) => this.router.resolve(name),

@@ -14,10 +14,10 @@ import { splitStage, type Stage } from './runner.js';
 import { refuse } from './types.js';
 
 export interface EvaluateDeps {
-  /** `policy.output.maxBytes`. */
-  maxBytes: number;
-  /** `policy.output.deny`, as written in the config. */
-  deny: readonly string[];
+  /** `policy.output.maxBytes`; read at each call (a reload may change it). */
+  readonly maxBytes: number;
+  /** `policy.output.deny`, as written in the config; read at each call, compiled again when it is another array. */
+  readonly deny: readonly string[];
 }
 
 /** Compiles `policy.output.deny`; a bad pattern is a {@link ConfigError} naming its index. */
@@ -32,18 +32,29 @@ export function compileDenyPatterns(patterns: readonly string[]): RegExp[] {
 }
 
 export function evaluateStage(deps: EvaluateDeps): Stage {
-  const deny = compileDenyPatterns(deps.deny);
+  let written = deps.deny;
+  let compiled = compileDenyPatterns(written);
+  /** The patterns of the policy now (a config reload replaces the array; it was checked when loaded). */
+  const patterns = (): RegExp[] => {
+    if (deps.deny !== written) {
+      compiled = compileDenyPatterns(deps.deny);
+      written = deps.deny;
+    }
+    return compiled;
+  };
   return splitStage(
     'evaluate',
     () => true,
     (call) => {
       if (!call.result || !call.outcome || !carriesResult(call.outcome)) return;
       // The estimate settles most results at once; near the limit, or past it, the exact size does.
+      const maxBytes = deps.maxBytes;
       let bytes = approximateJsonBytes(call.result);
-      if (bytes * JSON_EXPANSION > deps.maxBytes) bytes = jsonBytes(call.result);
-      if (bytes > deps.maxBytes) {
-        return refuse(call, 'withheld', `the result is about ${bytes} bytes, over policy.output.maxBytes (${deps.maxBytes} bytes)`);
+      if (bytes * JSON_EXPANSION > maxBytes) bytes = jsonBytes(call.result);
+      if (bytes > maxBytes) {
+        return refuse(call, 'withheld', `the result is about ${bytes} bytes, over policy.output.maxBytes (${maxBytes} bytes)`);
       }
+      const deny = patterns();
       if (deny.length) {
         const hit = firstDenied(call.result, deny);
         if (hit !== undefined) return refuse(call, 'withheld', `the result matched policy.output.deny[${hit}]`);

@@ -104,6 +104,33 @@ describe('editing servers.json takes effect without a restart (stdio)', () => {
     expect(isAlive(broker.pid!)).toBe(true);
     expect((await callTool(broker, 'three__echo', { text: 'hup' })).text).toBe('hup');
   });
+
+  it('a policy.output.deny or output.maxBytes added live applies from the next call (the stages kept the output policy of the start)', async () => {
+    expect((await callTool(broker, 'three__echo', { text: 'BEGIN INTERNAL ONLY' })).outcome).toBe('ok');
+    const reloads = broker.stderr().split('config reloaded').length;
+    editConfig(configOf(broker), (c) => {
+      c.policy = { ...c.policy, output: { deny: ['BEGIN INTERNAL ONLY'] } };
+    });
+    await waitFor(() => broker.stderr().split('config reloaded').length > reloads, 'config reloaded logged', 20_000, 100);
+    const denied = await callTool(broker, 'three__echo', { text: 'BEGIN INTERNAL ONLY' });
+    expect(denied.outcome).toBe('withheld');
+    expect(denied.text).not.toContain('BEGIN INTERNAL ONLY');
+    const again = broker.stderr().split('config reloaded').length;
+    editConfig(configOf(broker), (c) => {
+      c.policy = { ...c.policy, output: { maxBytes: 400 } };
+    });
+    await waitFor(() => broker.stderr().split('config reloaded').length > again, 'config reloaded logged', 20_000, 100);
+    expect((await callTool(broker, 'three__echo', { text: 'x'.repeat(1000) })).outcome).toBe('withheld');
+    // A pattern that does not compile is refused like any bad config; the running output policy is kept.
+    const refusals = broker.stderr().split('config reload refused').length;
+    editConfig(configOf(broker), (c) => {
+      c.policy = { ...c.policy, output: { deny: ['(unclosed'] } };
+    });
+    await waitFor(() => broker.stderr().split('config reload refused').length > refusals, 'the refusal logged', 20_000, 100);
+    expect(broker.stderr()).toContain('policy.output.deny[0]');
+    expect((await callTool(broker, 'three__echo', { text: 'x'.repeat(1000) })).outcome).toBe('withheld');
+    expect((await callTool(broker, 'three__echo', { text: 'short' })).text).toBe('short');
+  });
 });
 
 describe('a principal whose token changes loses its sessions (HTTP)', () => {
