@@ -16,7 +16,7 @@ import { recordStage } from './broker/record.js';
 import type { Stage } from './broker/runner.js';
 import { Breakers, breakerStage } from './broker/breaker.js';
 import { BudgetLedger, budgetFromEnv, budgetStage } from './broker/budget.js';
-import { compileDenyPatterns, evaluateStage } from './broker/evaluate.js';
+import { evaluateStage } from './broker/evaluate.js';
 import { pinRoster } from './broker/pins.js';
 import { ToolFacts } from './broker/tool-facts.js';
 import { approveHint } from './broker/approve-hint.js';
@@ -307,9 +307,6 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   private async applyConfig(next: LoadedConfig): Promise<ConfigDiff> {
     for (const check of this.reloadChecks) check(next);
-    // The evaluate stage compiles the new output.deny on its next call: a pattern that does not
-    // compile refuses the reload here, as it is exit 2 at start.
-    compileDenyPatterns(next.policy.output.deny);
     const diff = diffConfig(this.config, next);
     // The upstreams to start, made and prepared (a REST upstream's OpenAPI file loaded) before
     // anything is applied: one that cannot be refuses the reload with the running config whole.

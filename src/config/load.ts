@@ -189,6 +189,14 @@ export function parseConfig(raw: unknown, options: ParseOptions = {}): LoadedCon
     delete config.servers;
   }
   problems.push(...crossFieldProblems(config, serversKey));
+  // Compiled by the evaluate stage; checked here so every loader (serve, check, a reload) names it with the rest.
+  config.policy.output.deny.forEach((pattern, i) => {
+    try {
+      new RegExp(pattern);
+    } catch (err) {
+      problems.push({ path: `policy.output.deny[${i}]`, message: `is not a valid regular expression: ${(err as Error).message}` });
+    }
+  });
   for (const [key, server] of Object.entries(config.mcpServers)) {
     const at = `${serversKey}.${key}`;
     const kind = serverKind(server);

@@ -92,4 +92,18 @@ describe('mcp-broker check', () => {
     expect(run.code).toBe(2);
     expect(run.stderr).toContain('mcpServers.u1.command');
   });
+
+  it('a policy.output.deny pattern that does not compile is exit 2 naming its path, every one at once (it was exit 1, thrown after the load)', async () => {
+    const { dir, configPath } = writeConfig({});
+    dirs.push(dir);
+    writeFileSync(configPath, JSON.stringify({ mcpServers: healthy, policy: { output: { deny: ['[', 'ok', '(unclosed'] } } }));
+    const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+      execFile(process.execPath, [CLI, 'check', '--config', configPath], (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr })),
+    );
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('policy.output.deny[0]: is not a valid regular expression');
+    expect(run.stderr).toContain('policy.output.deny[2]: is not a valid regular expression');
+    expect(run.stderr).not.toContain('policy.output.deny[1]');
+    expect(run.stdout).toBe('');
+  });
 });
