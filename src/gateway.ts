@@ -200,7 +200,15 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.store = deps.store ?? atPath('broker.dataDir', () => SqliteStore.open(config.broker.dataDir));
     this.registry = new Registry(this.logger, this.scrubber);
     this.sealedStates = new SealedStates({ store: this.store, clock: this.clock });
-    this.approvalStates = new ApprovalStates({ store: this.store, clock: this.clock, ttlMs: config.policy.askTimeoutMs, sealed: this.sealedStates });
+    // `policy.askTimeoutMs` is read where it is used (here and below): a reload replaces `config.policy`.
+    this.approvalStates = new ApprovalStates({
+      store: this.store,
+      clock: this.clock,
+      get ttlMs() {
+        return config.policy.askTimeoutMs;
+      },
+      sealed: this.sealedStates,
+    });
     this.logLevel = new UpstreamLogLevel(this.registry);
     this.tools = new ToolFacts(config, this.policy);
     this.resources = new ResourceRouter({ registry: this.registry, logger: this.logger, timeoutMs: config.broker.timeoutMs });
@@ -213,14 +221,20 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       logger: this.logger,
       scrubArgs: (a) => this.scrubber.value(a),
       scrubText: (t) => this.scrubber.text(t),
-      askTimeoutMs: config.policy.askTimeoutMs,
+      get askTimeoutMs() {
+        return config.policy.askTimeoutMs;
+      },
       onRecorded: (written) => this.metrics.recordWritten(written),
       approvalStates: this.approvalStates,
       hold: (running, abort) => this.broker.hold(running, abort),
     });
     this.ready = new Promise((resolve) => (this.markReady = resolve));
     for (const [name, server] of Object.entries(config.mcpServers)) this.addUpstream(name, server, this.createUpstream(name, server));
-    this.router = new ToolRouter(this.registry, this.clock, { askTimeoutMs: config.policy.askTimeoutMs });
+    this.router = new ToolRouter(this.registry, this.clock, {
+      get askTimeoutMs() {
+        return config.policy.askTimeoutMs;
+      },
+    });
     // The broker's own tools (broker__reconnect, estate__*), served through the router (issue 4).
     this.builtins = registerBuiltins(this);
     this.experimental = this.builtins.experimental;
@@ -379,7 +393,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   /** The call path, in the seed's order. */
   protected buildStages(): Stage[] {
     const config = this.config;
-    const { broker, policy, principals } = config;
+    const { broker, principals } = config;
     const scrubber = this.scrubber;
     const budget = budgetFromEnv(this.env) ?? broker.budgetPerUnit;
     const stages = orderStages({
@@ -408,7 +422,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         policy: this.policy,
         store: this.store,
         clock: this.clock,
-        askTimeoutMs: policy.askTimeoutMs,
+        get askTimeoutMs() {
+          return config.policy.askTimeoutMs;
+        },
         scrubArgs: (a) => scrubber.value(a),
         isPrivileged: (p) => isPrivilegedPrincipal(principals, p),
         approveHint: approveHint(this.cliPath, this.config.file),
@@ -416,7 +432,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         approvalStates: this.approvalStates,
         logger: this.logger,
       }),
-      relay: relayStage({ states: this.sealedStates, ttlMs: policy.askTimeoutMs }),
+      relay: relayStage({
+        states: this.sealedStates,
+        get ttlMs() {
+          return config.policy.askTimeoutMs;
+        },
+      }),
       budget: budgetStage({
         ledger: this.budgets,
         limitFor: (call) => principals[call.session.principal]?.budgetPerUnit ?? budget,

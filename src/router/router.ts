@@ -99,15 +99,13 @@ export interface Dispatcher<C extends RoutedCall = RoutedCall> {
 export class ToolRouter implements Dispatcher {
   private readonly primaries: PrimaryHandler[] = [];
   private readonly functions = new Map<string, LocalFunctionTool>();
-  private readonly askTimeoutMs: number;
 
   constructor(
     private readonly registry: Registry,
     private readonly clock: Clock,
-    options: RouterOptions = {},
-  ) {
-    this.askTimeoutMs = options.askTimeoutMs ?? DEFAULT_ASK_TIMEOUT_MS;
-  }
+    /** Read at each prompt (the gateway's `askTimeoutMs` follows a config reload). */
+    private readonly options: RouterOptions = {},
+  ) {}
 
   /**
    * Adds function tools to the fallback table, under `server` in records (default `functions`;
@@ -306,7 +304,7 @@ export class ToolRouter implements Dispatcher {
         const names = Object.keys(call.request.args ?? {});
         const verdict = await askApproval(call.session, {
           message: `Allow the tool "${tool.name}" to run${names.length ? ` (arguments: ${names.join(', ')})` : ''}?`,
-          timeoutMs: this.askTimeoutMs,
+          timeoutMs: this.options.askTimeoutMs ?? DEFAULT_ASK_TIMEOUT_MS,
           signal: toAbortSignal(call.signal),
         });
         if (!verdict.approved) return { outcome: 'denied', code: 'approval_required', message: verdict.reason };

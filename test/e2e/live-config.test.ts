@@ -133,6 +133,32 @@ describe('editing servers.json takes effect without a restart (stdio)', () => {
   });
 });
 
+describe('policy.askTimeoutMs changed live applies from the next call', () => {
+  let broker: StartedBroker;
+  beforeAll(async () => {
+    broker = await startBroker({
+      servers: { fx: brokerUpstream() },
+      extra: { policy: { rules: [{ tools: ['fx__write'], action: 'ask' }] } },
+      capabilities: { elicitation: {} },
+    });
+    // A user who never answers the approval prompt.
+    broker.client.setRequestHandler('elicitation/create', () => new Promise(() => undefined));
+  });
+  afterAll(() => broker?.close());
+
+  it('a shorter askTimeoutMs ends the next unanswered approval prompt by it (the old 120 s went on applying)', async () => {
+    const reloads = broker.stderr().split('config reloaded').length;
+    editConfig(configOf(broker), (c) => {
+      c.policy = { ...c.policy, askTimeoutMs: 300 };
+    });
+    await waitFor(() => broker.stderr().split('config reloaded').length > reloads, 'config reloaded logged', 20_000, 100);
+    const started = performance.now();
+    const asked = await callTool(broker, 'fx__write', { text: 'x' }, 15_000);
+    expect(asked.outcome).toBe('approval_required');
+    expect(performance.now() - started).toBeLessThan(10_000);
+  });
+});
+
 describe('a principal whose token changes loses its sessions (HTTP)', () => {
   const TOKENS = { ALICE_TOKEN: 'alice-token-0123456789abcdef', BOB_TOKEN: 'bob-token-0123456789abcdef00' };
   let broker: HttpBroker;
