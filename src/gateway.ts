@@ -193,7 +193,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         }),
       );
     this.publisher = new RecordPublisher<CallRecord>(this.logger);
-    this.policy = livePolicy(config.policy);
+    // Read when judging: the roster of that moment (a tool renamed because a sibling's name sanitises alike is judged under the shared name too).
+    const sharedOf = (names: ReadonlyMap<string, string>, name: string) => (names.size ? names.get(name) : undefined);
+    this.policy = livePolicy(config.policy, {
+      tool: (name) => sharedOf(this.registry.roster.sharedToolNames, name),
+      prompt: (name) => sharedOf(this.registry.roster.sharedPromptNames, name),
+    });
     this.env = deps.env ?? process.env;
     this.cliPath = deps.cliPath;
     this.importModule = deps.importModule;

@@ -276,16 +276,44 @@ export interface LivePolicy extends CompiledPolicy {
   replace(config: PolicyConfig): void;
 }
 
-/** Wraps {@link compilePolicy} so the gateway's stages, guards and lists share one replaceable policy. */
-export function livePolicy(config: PolicyConfig): LivePolicy {
+/**
+ * The name several tools (or prompts) of one upstream would share, for one of them advertised
+ * under a name of its own (upstream/naming.ts `advertisedNames`: `s__a_b_1a2b3c4d` for `a.b`
+ * beside `a_b`); undefined for any other name.
+ */
+export interface SharedNames {
+  tool(advertised: string): string | undefined;
+  prompt(advertised: string): string | undefined;
+}
+
+/**
+ * Wraps {@link compilePolicy} so the gateway's stages, guards and lists share one replaceable policy.
+ * With `shared`, a tool or prompt advertised under a name of its own because its name would be
+ * another's too is also judged under that shared name, by rules only, and the stricter action
+ * counts: a rule written for `s__a_b` still covers the tool that had that name after the upstream
+ * lists a sibling that sanitises alike (both are then renamed), never less.
+ */
+export function livePolicy(config: PolicyConfig, shared?: SharedNames): LivePolicy {
   let current = compilePolicy(config);
   return {
     get config() {
       return current.config;
     },
     listedReadOnly: (name) => current.listedReadOnly(name),
-    action: (name, principal, toolDefault) => current.action(name, principal, toolDefault),
-    primitiveAction: (subject, principal) => current.primitiveAction(subject, principal),
+    action: (name, principal, toolDefault) => {
+      const own = current.action(name, principal, toolDefault);
+      const other = shared?.tool(name);
+      if (other === undefined) return own;
+      const ofShared = current.action(other, principal, toolDefault);
+      return ofShared.ground === 'rule' && STRICTNESS[ofShared.action] > STRICTNESS[own.action] ? { ...ofShared, explicit: false } : own;
+    },
+    primitiveAction: (subject, principal) => {
+      const own = current.primitiveAction(subject, principal);
+      const other = subject.type === 'prompt' ? shared?.prompt(subject.name) : undefined;
+      if (other === undefined) return own;
+      const ofShared = current.primitiveAction({ ...subject, name: other }, principal);
+      return ofShared.ground === 'rule' ? stricter(own, ofShared) : own;
+    },
     replace(next) {
       current = compilePolicy(next);
     },

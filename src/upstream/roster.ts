@@ -10,7 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Prompt, Resource, ResourceTemplateType, Tool } from '@modelcontextprotocol/client';
-import { advertisedNames } from './naming.js';
+import { advertisedName, advertisedNames } from './naming.js';
 import { UriTemplate } from './uri-template.js';
 
 /** One upstream tool under its advertised name. */
@@ -91,6 +91,13 @@ export class Roster {
   readonly resourceClashes: ResourceClash[] = [];
   /** Advertised tool names configured `disabled`: refused as `unregistered`, never listed. */
   readonly disabled = new Map<string, { server: string; toolName: string }>();
+  /**
+   * Advertised name → the name it would share with a sibling of its upstream (naming.ts
+   * `advertisedNames`), for tools and prompts told apart by a hash suffix: the policy and the
+   * `disabled` setting judge them under that name too.
+   */
+  readonly sharedToolNames = new Map<string, string>();
+  readonly sharedPromptNames = new Map<string, string>();
 
   /** Builds a roster from sources in config order; the first claimant of a name keeps it. */
   static build(sources: readonly RosterSource[]): Roster {
@@ -145,7 +152,9 @@ export class Roster {
     const toolNames = advertisedNames(source.prefix, source.tools.map((t) => t.name));
     for (const [i, tool] of source.tools.entries()) {
       const name = toolNames[i]!;
-      if (source.isDisabled?.(tool.name, name)) {
+      const plain = advertisedName(source.prefix, tool.name);
+      const shared = plain === name ? undefined : plain;
+      if (source.isDisabled?.(tool.name, name) || (shared !== undefined && source.isDisabled?.(tool.name, shared))) {
         this.disabled.set(name, { server: source.server, toolName: tool.name });
         continue;
       }
@@ -156,6 +165,7 @@ export class Roster {
       }
       const definition: Tool = { ...tool, name };
       this.tools.set(name, { name, server: source.server, toolName: tool.name, definition, hash: toolHash(definition), legacyHash: legacyToolHash(definition) });
+      if (shared !== undefined) this.sharedToolNames.set(name, shared);
     }
     const promptNames = advertisedNames(source.prefix, source.prompts.map((p) => p.name));
     for (const [i, prompt] of source.prompts.entries()) {
@@ -166,6 +176,8 @@ export class Roster {
         continue;
       }
       this.prompts.set(name, { name, server: source.server, promptName: prompt.name, definition: { ...prompt, name } });
+      const plain = advertisedName(source.prefix, prompt.name);
+      if (plain !== name) this.sharedPromptNames.set(name, plain);
     }
   }
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compilePolicy, decide, decidePrimitive, isPrivilegedPrincipal, type PolicyFacts, type PrimitiveSubject } from '../../src/broker/policy.js';
+import { compilePolicy, livePolicy, decide, decidePrimitive, isPrivilegedPrincipal, type PolicyFacts, type PrimitiveSubject } from '../../src/broker/policy.js';
 import { principalSchema, policySchema } from '../../src/config/schema.js';
 
 const facts = (over: Partial<PolicyFacts> = {}): PolicyFacts => ({ name: 'fs__read_file', principal: 'local', readOnly: false, pin: 'same', firstUseDone: true, ...over });
@@ -263,5 +263,18 @@ describe('resource URIs: every spelling of a name under a rule is covered', () =
     expect(action(policy([{ tools: ['fs__*'], action: 'deny' }]), 'file:///srv/../etc/passwd')).toBe('deny');
     const prompts = policy([{ resources: ['file:///x/**'], action: 'deny' }]);
     expect(prompts.primitiveAction({ type: 'prompt', name: 'fs__..', prefix: 'fs' }, 'bob').action).toBe('allow');
+  });
+});
+
+describe('livePolicy with shared names (a tool or prompt renamed because a sibling sanitises alike)', () => {
+  const shared = { tool: (n: string) => (n === 's__a_b_1' ? 's__a_b' : undefined), prompt: (n: string) => (n === 's__p_q_1' ? 's__p_q' : undefined) };
+  it('judges it under the shared name too, by rules only, the stricter counting', () => {
+    const live = livePolicy(policySchema.parse({ default: 'allow', rules: [{ tools: ['s__a_b'], action: 'deny' }, { prompts: ['s__p_q'], action: 'ask' }] }), shared);
+    expect(live.action('s__a_b_1', 'bob').action).toBe('deny');
+    expect(live.action('s__c_d', 'bob').action).toBe('allow');
+    expect(live.primitiveAction({ type: 'prompt', name: 's__p_q_1', prefix: 's' }, 'bob').action).toBe('ask');
+    // An allow of the shared name adds nothing: under default deny the renamed tool stays denied.
+    const allowing = livePolicy(policySchema.parse({ default: 'deny', rules: [{ tools: ['s__a_b'], action: 'allow' }] }), shared);
+    expect(allowing.action('s__a_b_1', 'bob').action).toBe('deny');
   });
 });

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { CLI, fixture, nodeServer, spawnRawBroker, startBroker, writeConfig } from './helpers.js';
+import { advertisedNames } from '../../src/upstream/naming.js';
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const text = (r: { content?: unknown }) => ((r.content as Array<{ text?: string }>)[0]?.text ?? '') as string;
@@ -143,6 +144,26 @@ describe('names', () => {
       expect(reached.sort()).toEqual([...originals].sort());
       expect(b.stderr()).not.toContain('share one advertised name');
       expect(b.child.exitCode).toBe(null);
+    } finally {
+      await b.close();
+    }
+  });
+
+  it('F14: a rule naming the shared name still covers the tools it was split into (a deny on names__a_b was escaped once a_b was renamed beside a.b)', async () => {
+    const b = spawnRawBroker({
+      servers: { names: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: JSON.stringify(['a_b', 'a.b', 'c_d']) } }) },
+      extra: { policy: { default: 'allow', rules: [{ tools: ['names__a_b'], action: 'deny' }] } },
+    });
+    try {
+      await b.initialize();
+      const listed = await b.request(1, 'tools/list');
+      const names = ((listed.result as { tools: { name: string }[] }).tools ?? []).map((t) => t.name).filter((n) => n.startsWith('names__'));
+      // Both renamed members are judged under names__a_b too: hidden; c_d is not in the group.
+      expect(names).toEqual(['names__c_d']);
+      for (const [i, name] of advertisedNames('names', ['a_b', 'a.b']).entries()) {
+        const answer = await b.request(10 + i, 'tools/call', { name, arguments: {} });
+        expect(answer.result).toMatchObject({ isError: true, _meta: { 'mcp-broker/outcome': 'denied' } });
+      }
     } finally {
       await b.close();
     }
