@@ -25,15 +25,18 @@ export class DeadlineExceeded extends Error {
    * Whether the caller, not the upstream, let the time pass (it did not answer an input request
    * held for it: transports/held-calls.ts): still `timeout`, but no failure for the breaker.
    */
-  readonly callersWait: boolean = false;
+  readonly callersWait: boolean;
 
   constructor(
     readonly timeoutMs: number,
     /** Set when the hard cap (`maxTotalTimeoutMs`) ended the call rather than `timeoutMs`. */
     readonly maxTotalTimeoutMs?: number,
+    /** Whether an input request was held for the caller when it passed (`CallRequest.awaitingCaller`). */
+    callersWait = false,
   ) {
     super(maxTotalTimeoutMs !== undefined ? `maxTotalTimeoutMs of ${maxTotalTimeoutMs} ms passed` : `deadline of ${timeoutMs} ms passed`);
     this.name = 'DeadlineExceeded';
+    this.callersWait = callersWait;
   }
 }
 
@@ -85,7 +88,8 @@ export function deadlineStage(deps: DeadlineDeps): Stage {
         call.deadline = Math.min(at, cap);
         const capped = at > cap ? deps.maxTotalTimeoutMs : undefined;
         const delay = Math.max(0, call.deadline - deps.clock.now());
-        ticket.cancelTimer = deps.clock.setTimer(delay, () => abortAt(new DeadlineExceeded(timeoutMs, capped)));
+        // Whether the caller is holding it up is read now: the abort ends the held request.
+        ticket.cancelTimer = deps.clock.setTimer(delay, () => abortAt(new DeadlineExceeded(timeoutMs, capped, call.request.awaitingCaller?.() === true)));
       };
       arm(deps.clock.now() + timeoutMs);
       call.signal = signal;

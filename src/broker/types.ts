@@ -43,6 +43,13 @@ export interface CallRequest extends RoutedRequest {
    * `invalid_arguments` with this reason, before budget and breaker; nothing is sent.
    */
   readonly heldStateRefused?: string;
+  /**
+   * Whether an input request of this call is held for its caller's retry now (a modern call,
+   * transports/held-calls.ts): read when the deadline passes, so a `timeout` the caller let pass
+   * by not answering is no failure for the breaker, whichever of the deadline and
+   * `policy.askTimeoutMs` ends it.
+   */
+  readonly awaitingCaller?: () => boolean;
 }
 
 /** The record written for every judged call (DESIGN.md "Contract"). */

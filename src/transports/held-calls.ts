@@ -38,10 +38,8 @@ export interface HeldRequest {
 /** Abort reason of a held call whose caller did not retry in time: recorded as `timeout`. */
 export class InputNotAnswered extends DeadlineExceeded {
   /** The caller's wait, not the upstream's failure: the breaker leaves it be (broker/breaker.ts). */
-  override readonly callersWait = true;
-
   constructor(boundMs: number, method: string) {
-    super(boundMs);
+    super(boundMs, undefined, true);
     this.message = `the caller did not answer the upstream's ${method} (an input request) within policy.askTimeoutMs (${boundMs} ms)`;
     this.name = 'InputNotAnswered';
   }
@@ -100,6 +98,11 @@ export class HeldCall {
       (value) => this.end({ kind: 'done', ok: true, value }),
       (err) => this.end({ kind: 'done', ok: false, err }),
     );
+  }
+
+  /** Whether an upstream request is held for the caller's retry now. */
+  get holding(): boolean {
+    return this.pending.size > 0;
   }
 
   /** Whether the call has ended. */

@@ -559,6 +559,7 @@ export class DownstreamSession {
           meta,
           signal: held?.signal ?? extra.signal,
           abort: held?.abort ?? extra.abort,
+          awaitingCaller: held?.holding,
           onProgress:
             progressToken === undefined
               ? undefined
@@ -697,6 +698,8 @@ export class DownstreamSession {
         }
         return call;
       },
+      /** Whether an upstream request is held for the caller's retry now (`CallRequest.awaitingCaller`). */
+      holding: (): boolean => call?.holding === true,
       /** Holds an upstream request (`HeldCall.hold`), waking {@link first}. */
       hold: (request: Parameters<HeldCall['hold']>[0], upstreamSignal: AbortSignal) => {
         const answered = state.call().hold(request, upstreamSignal);

@@ -132,8 +132,12 @@ describe('a legacy upstream asks a 2026-07-28 caller for input (stdio)', () => {
     ]);
   });
 
-  it("held requests its caller never answers are the caller's wait, not the upstream's failure: they open no breaker", async () => {
-    const b = await start({ autoFulfill: false, askTimeoutMs: 300, broker: { breaker: { threshold: 2, openMs: 60_000 } } });
+  it.each([
+    ['policy.askTimeoutMs passes first', 300, {}],
+    // As with the defaults (broker.timeoutMs 60 s, askTimeoutMs 120 s): the call's deadline ends the held call.
+    ['the deadline passes first', 5_000, { timeoutMs: 300 }],
+  ] as const)("held requests its caller never answers are the caller's wait, not the upstream's failure: they open no breaker (%s)", async (_what, askTimeoutMs, broker) => {
+    const b = await start({ autoFulfill: false, askTimeoutMs, broker: { ...broker, breaker: { threshold: 2, openMs: 60_000 } } });
     for (let n = 1; n <= 2; n++) {
       expect(isInputRequiredResult(await b.call('conf__test_elicitation', { message: `anyone ${n}?` }))).toBe(true);
       await waitFor(() => (b.records().length >= n ? true : undefined), `held call ${n} to be recorded`, 10_000);
