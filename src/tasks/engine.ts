@@ -45,6 +45,7 @@ import { newCallId } from '../shared/ids.js';
 import type { Clock } from '../shared/clock.js';
 import { messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
+import { listKeyOf, pageOf, type ListPage } from '../store/list-cursor.js';
 import type { Store, TaskRow, TaskStatus } from '../store/store.js';
 import { projectA2ATaskState, type A2ATaskState } from './a2a.js';
 import { A2A_META_KEY, TASK_HEARTBEAT_MS, TASK_LIST_LIMIT, TASK_POLL_MS, TASK_STALE_MS } from './constants.js';
@@ -112,6 +113,14 @@ export interface TaskTiming {
   heartbeatMs: number;
   staleMs: number;
   pollMs: number;
+}
+
+/** Which page of the task list {@link TaskEngine.list} reads. */
+export interface TaskPageOptions {
+  /** A `nextCursor` of the page before; absent: the first page (the newest tasks). */
+  readonly cursor?: string;
+  /** Only tasks of this status; absent: every status. */
+  readonly status?: TaskStatus;
 }
 
 export type { ParkDecision };
@@ -242,10 +251,24 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     return row && (principal === undefined || row.principal === principal) ? this.shown(row) : undefined;
   }
 
-  /** `principal`'s tasks (every principal's when undefined), newest first, optionally one status only, as readers are shown them. */
-  async list(principal: string | undefined, status?: TaskStatus): Promise<TaskRow[]> {
-    const rows = await this.deps.store.listTasks({ principal, status, now: this.deps.clock.now(), limit: TASK_LIST_LIMIT });
-    return rows.map((row) => this.shown(row));
+  /**
+   * One page of `principal`'s tasks (every principal's when undefined: operators), newest first
+   * (`created_at`, then id), optionally of one status only, as readers are shown them: at most
+   * {@link TASK_LIST_LIMIT} rows, and `nextCursor` when more follow (store/list-cursor.ts). The
+   * principal and status filter every page in the store, a cursor only says where the page starts.
+   * Throws `BrokerError('invalid_arguments')` for a cursor no page gave.
+   */
+  async list(principal: string | undefined, page: TaskPageOptions = {}): Promise<ListPage<TaskRow>> {
+    const after = listKeyOf(page.cursor, 'the task list');
+    const rows = await this.deps.store.listTasks({
+      principal,
+      status: page.status,
+      ...(after && { after }),
+      now: this.deps.clock.now(),
+      limit: TASK_LIST_LIMIT + 1,
+    });
+    const { items, nextCursor } = pageOf(rows, TASK_LIST_LIMIT);
+    return { items: items.map((row) => this.shown(row)), ...(nextCursor !== undefined && { nextCursor }) };
   }
 
   private shown(row: TaskRow): TaskRow {

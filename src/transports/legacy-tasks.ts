@@ -1,22 +1,25 @@
 /**
  * The 2025-11-25 task methods of one downstream session, over the broker's {@link TaskEngine}:
  * a task-augmented `tools/call` (`params.task`), `tasks/get`, `tasks/result` (waits until the
- * task is done, then answers what the call answered), `tasks/list` (the caller's own tasks),
- * `tasks/cancel`, and `notifications/tasks/status` to the session that created a task.
+ * task is done, then answers what the call answered), `tasks/list` (the caller's own tasks,
+ * newest first, a page of `TASK_LIST_LIMIT` at a time: `nextCursor`, absent on the last page,
+ * passed back as `cursor` reads the next), `tasks/cancel`, and `notifications/tasks/status` to
+ * the session that created a task.
  *
  * Our own handlers, served as the session's fallback: SDK 2.4.0 keeps the 2025-11-25 task wire
  * types but has no task runtime and no typed handler registration for these methods
  * (upgrade-to-v2.md "Experimental tasks interception removed").
  *
- * Errors, as the revision says: an unknown, expired or foreign task id, and cancelling a settled
- * task, are -32602; a task-augmented call of a tool whose `execution.taskSupport` is absent or
- * `forbidden` is -32601. The broker's own tools (function tools, built-ins) are `optional`.
+ * Errors, as the revision says: an unknown, expired or foreign task id, cancelling a settled
+ * task, and a `tasks/list` cursor no page gave, are -32602; a task-augmented call of a tool whose
+ * `execution.taskSupport` is absent or `forbidden` is -32601. The broker's own tools (function tools, built-ins) are `optional`.
  */
 import { ProtocolError, ProtocolErrorCode, RELATED_TASK_META_KEY } from '@modelcontextprotocol/server';
 import type { ServerCapabilities, Tool } from '@modelcontextprotocol/server';
 import type { CallerSession, CallRequest, ToolTarget } from '../broker/types.js';
 import { A2A_META_KEY, TaskError, type TaskEngine } from '../tasks/index.js';
 import type { TaskRow } from '../store/store.js';
+import { BrokerError } from '../shared/errors.js';
 
 /** The `tasks` server capability a session declares. */
 export const TASKS_CAPABILITY: NonNullable<ServerCapabilities['tasks']> = {
@@ -92,8 +95,10 @@ export class LegacyTasks {
     try {
       switch (method) {
         case 'tasks/list': {
-          if (params?.cursor !== undefined) throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'tasks/list: unknown cursor');
-          return { tasks: (await tasks.list(this.principal)).map((r) => tasks.toMcpTask(r)) };
+          const cursor = params?.cursor;
+          if (cursor !== undefined && typeof cursor !== 'string') throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'tasks/list: params.cursor must be a string');
+          const page = await tasks.list(this.principal, { cursor });
+          return { tasks: page.items.map((r) => tasks.toMcpTask(r)), ...(page.nextCursor !== undefined && { nextCursor: page.nextCursor }) };
         }
         case 'tasks/get':
           return tasks.toMcpTask(await this.own(need(taskId, method)));
@@ -106,6 +111,7 @@ export class LegacyTasks {
       }
     } catch (err) {
       if (err instanceof TaskError) throw new ProtocolError(ProtocolErrorCode.InvalidParams, err.message);
+      if (err instanceof BrokerError && err.code === 'invalid_arguments') throw new ProtocolError(ProtocolErrorCode.InvalidParams, err.message);
       throw err;
     }
     throw new ProtocolError(ProtocolErrorCode.MethodNotFound, 'Method not found');

@@ -82,7 +82,7 @@ async function parkAndSettle(engine: TaskEngine, call: BrokerCall): Promise<stri
 
 async function waitRows(engine: TaskEngine): Promise<TaskRow[]> {
   for (;;) {
-    const rows = await engine.list(undefined, 'parked');
+    const rows = (await engine.list(undefined, { status: 'parked' })).items;
     if (rows.length) return rows;
     await new Promise((r) => setImmediate(r));
   }
@@ -135,7 +135,7 @@ describe('records of parked calls settled with no call waiting (issue 15)', () =
     expect(records.map((r) => [r.callId, r.outcome, r.reason])).toEqual([['call-1', 'approval_required', `the parked call expired undecided (its ttl of ${TTL_MS} ms ran out)`]]);
     await clock.advance(TASK_POLL_MS);
     expect(records).toHaveLength(1);
-    expect(await engine.list(undefined)).toEqual([]);
+    expect((await engine.list(undefined)).items).toEqual([]);
   });
 
   it('no duplicate while a call waits: a rejection answers the waiting call, whose record is the only one, also past the TTL', async () => {
@@ -162,7 +162,7 @@ describe('records of parked calls settled with no call waiting (issue 15)', () =
     await settled;
     await clock.advance(2 * TASK_POLL_MS);
     expect(records).toEqual([]);
-    expect(await engine.list(undefined)).toEqual([]);
+    expect((await engine.list(undefined)).items).toEqual([]);
   });
 
   it('after a restart: a row the dead broker parked, rejected while no broker ran, gets its one record from the next broker, once', async () => {

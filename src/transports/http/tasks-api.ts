@@ -1,8 +1,11 @@
 /**
  * The tasks and approvals routes of the HTTP admin API (same bearer auth as `/mcp`):
  *
- *  - `GET /api/v1/tasks[?status=running|completed|failed|parked|killed]` → 200 `{tasks: [...]}`,
- *    newest first: the caller's own tasks (an operator's: every principal's).
+ *  - `GET /api/v1/tasks[?status=running|completed|failed|parked|killed][&cursor=…]` → 200
+ *    `{tasks: [...], nextCursor?}`, newest first: the caller's own tasks (an operator's: every
+ *    principal's), a page of `TASK_LIST_LIMIT` at a time; `nextCursor` (absent on the last page)
+ *    passed back as `cursor` reads the next. 400 `bad_request` for another status, or a cursor no
+ *    page gave.
  *  - `GET /api/v1/tasks/:id` → 200 one task, or 404 `not_found` for an id that is unknown,
  *    expired or another principal's (the same answer, so ids cannot be probed).
  *  - `POST /api/v1/approvals/:id {approve: boolean, reason?: string}` (operators only; 403
@@ -14,6 +17,8 @@
  * result as stored, scrubbed) with its state in the read projection (seed 001_0e634786582ab9c8.txt).
  */
 import type { Express, Request, Response } from 'express';
+import { BrokerError } from '../../shared/errors.js';
+import type { ListPage } from '../../store/list-cursor.js';
 import type { TaskRow, TaskStatus } from '../../store/store.js';
 import { A2A_META_KEY } from '../../tasks/index.js';
 import type { Gateway } from '../../gateway.js';
@@ -31,9 +36,19 @@ export function mountTasksApi(app: Express, ctx: HttpContext, prefix: string): v
     if (status !== undefined && !STATUSES.includes(status as TaskStatus)) {
       return void res.status(400).json({ error: { code: 'bad_request', message: `status must be one of ${STATUSES.join(', ')}` } });
     }
+    const cursor = req.query.cursor;
+    if (cursor !== undefined && typeof cursor !== 'string') {
+      return void res.status(400).json({ error: { code: 'bad_request', message: 'cursor must be given once, as a nextCursor this list gave' } });
+    }
     await gateway.ready;
-    const rows = await gateway.tasks.list(principal.role === 'operator' ? undefined : principal.name, status as TaskStatus | undefined);
-    res.json({ tasks: rows.map((r) => taskJson(gateway, r)) });
+    let page: ListPage<TaskRow>;
+    try {
+      page = await gateway.tasks.list(principal.role === 'operator' ? undefined : principal.name, { status: status as TaskStatus | undefined, cursor });
+    } catch (err) {
+      if (err instanceof BrokerError && err.code === 'invalid_arguments') return void res.status(400).json({ error: { code: 'bad_request', message: err.message } });
+      throw err;
+    }
+    res.json({ tasks: page.items.map((r) => taskJson(gateway, r)), ...(page.nextCursor !== undefined && { nextCursor: page.nextCursor }) });
   });
 
   app.get(`${prefix}/tasks/:id`, async (req: Request, res: Response) => {
