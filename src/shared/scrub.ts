@@ -312,8 +312,13 @@ export class Scrubber {
     return out;
   }
 
-  private walk(value: unknown, depth: number, secretScope: boolean, media = false): unknown {
+  /**
+   * `secretScope`: inside a credential-named field (every string redacted); `numberScope`: inside a
+   * password-like one (every number redacted too: a PIN in `{"pin": [1234]}` is as secret as in `{"pin": 1234}`).
+   */
+  private walk(value: unknown, depth: number, secretScope: boolean, media = false, numberScope = false): unknown {
     if (typeof value === 'string') return secretScope && value !== '' ? REDACTED : this.textOrDataUri(value);
+    if (typeof value === 'number') return numberScope ? REDACTED : value;
     if (value === null || typeof value !== 'object') return value;
     if (depth >= MAX_DEPTH) return REDACTED;
     if (value instanceof Error) {
@@ -322,7 +327,7 @@ export class Scrubber {
     if (Array.isArray(value)) {
       let out: unknown[] | undefined;
       for (let i = 0; i < value.length; i++) {
-        const next = this.walk(value[i], depth + 1, secretScope, media);
+        const next = this.walk(value[i], depth + 1, secretScope, media, numberScope);
         if (next !== value[i]) (out ??= value.slice())[i] = next;
       }
       return out ?? value;
@@ -333,6 +338,7 @@ export class Scrubber {
     for (const key of keys) {
       const current = source[key];
       const credential = secretScope || isCredentialField(key);
+      const numbers = numberScope || (credential && NUMERIC_SECRET_FIELD.test(normalise(key)));
       let next: unknown;
       if (media && !credential && typeof current === 'string' && (key === 'blob' || (key === 'data' && (source.type === 'image' || source.type === 'audio')))) {
         // Image and audio data are binary, left alone, but for a textual type (an SVG is XML text).
@@ -340,8 +346,8 @@ export class Scrubber {
       } else if (credential && typeof current === 'string') {
         next = current === '' || (!secretScope && isPlainCount(key, current)) ? current : REDACTED;
       }
-      else if (typeof current === 'number') next = credential && NUMERIC_SECRET_FIELD.test(normalise(key)) ? REDACTED : current;
-      else next = this.walk(current, depth + 1, credential, media);
+      else if (typeof current === 'number') next = numbers ? REDACTED : current;
+      else next = this.walk(current, depth + 1, credential, media, numbers);
       out = this.put(out, source, key, next);
     }
     return out ?? value;

@@ -90,6 +90,11 @@ describe('Scrubber.value', () => {
     });
   });
 
+  it('redacts numbers inside a password-like object or array, as under the name itself; counts inside a token-like one survive', () => {
+    const out = s.value({ pin: [1234], password: { value: 987654 }, db_passwords: [[55555]], secret: { nested: { n: 7 } }, token: [42], max_tokens: [100] });
+    expect(out).toEqual({ pin: [REDACTED], password: { value: REDACTED }, db_passwords: [[REDACTED]], secret: { nested: { n: REDACTED } }, token: [42], max_tokens: [100] });
+  });
+
   it('scrubs object keys', () => {
     expect(s.value({ 'ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa': 1 })).toEqual({ [REDACTED]: 1 });
   });
