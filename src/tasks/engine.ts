@@ -550,7 +550,16 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     }
     const controller = new AbortController();
     this.runs.set(row.id, { abort: (reason) => controller.abort(reason) });
-    const session: CallerSession = { sessionId: row.sessionId, principal: row.principal, unit: row.unit, isLive: () => true };
+    // The caller as the call that parked had it: a modern one's row keeps no session ('', recorded
+    // null), and a unit that is not its session's own (a modern request's, the admin API's) is
+    // sessionless, so its budget is charged to its current window, renewed if it ended.
+    const session: CallerSession = {
+      sessionId: row.sessionId || null,
+      principal: row.principal,
+      unit: row.unit,
+      sessionless: row.unit !== row.sessionId,
+      isLive: () => true,
+    };
     const request: CallRequest = {
       name: row.name,
       args: (row.args ?? {}) as Record<string, unknown>,
