@@ -11,10 +11,13 @@
  * never invoked (`call.attempts === 0`, which counts only attempts that were sent: refused by
  * the breaker, cancelled before invoke, or refused by invoke or the router before anything was
  * sent), so refused calls do not spend and concurrent calls cannot overshoot. Retries are one call.
+ * The call is given back to the window it was taken from: once that window has renewed, nothing
+ * (it was never counted in the new one).
  * A flow's inverse (`request.flow.phase === "rollback"`) is not charged: it undoes a charged call.
  *
  * A session's unit lasts as long as its session (released when it ends). A sessionless unit
- * (`CallerSession.sessionless`: the admin API's `api:<principal>`) has no such end, so its budget
+ * (`CallerSession.sessionless`: the admin API's `api:<principal>`, a modern request's
+ * `modern:<principal>[/<key>]`) has no such end, so its budget
  * is per window instead: `windowMs` (`broker.budgetWindowMs`, default `DEFAULT_BUDGET_WINDOW_MS`)
  * from its first call, after which it renews in full and its one-time warnings may be given
  * again. No unit locks its principal out for good (DESIGN.md "Units without sessions").
@@ -52,6 +55,12 @@ export function budgetFromEnv(env: NodeJS.ProcessEnv = process.env): Budget | un
 /** Calls spent per unit. In memory: a unit lives as long as its session, or its window. */
 export class BudgetLedger {
   private readonly spent = new Map<string, number>();
+  /**
+   * Each unit's current tally: a new id whenever its window renews or the unit is released, so
+   * a call's refund reaches only the tally it was charged to, never a renewed window's.
+   */
+  private readonly tallies = new Map<string, number>();
+  private lastTally = 0;
   /** One-time warnings already given, per unit. */
   private readonly flags = new Map<string, Set<string>>();
   /** When each windowed unit's current window ends (ms since the epoch). */
@@ -79,16 +88,26 @@ export class BudgetLedger {
     return true;
   }
 
-  /** Takes one call from `unit` if it has any left under `limit`. */
-  reserve(unit: string, limit: number): boolean {
+  /**
+   * Takes one call from `unit` if it has any left under `limit`: the tally it was taken from, to
+   * hand to {@link refund}, or undefined when none was left.
+   */
+  reserve(unit: string, limit: number): number | undefined {
     const used = this.spent.get(unit) ?? 0;
-    if (used >= limit) return false;
+    if (used >= limit) return undefined;
     this.spent.set(unit, used + 1);
-    return true;
+    let tally = this.tallies.get(unit);
+    if (tally === undefined) this.tallies.set(unit, (tally = ++this.lastTally));
+    return tally;
   }
 
-  /** Gives back a call that was reserved and not invoked. */
-  refund(unit: string): void {
+  /**
+   * Gives back a call that was reserved (from `tally`, what {@link reserve} answered) and not
+   * invoked. Nothing when the unit's tally has changed since (its window renewed, or the unit was
+   * released): the call was never counted in the new one.
+   */
+  refund(unit: string, tally: number): void {
+    if (this.tallies.get(unit) !== tally) return;
     const used = this.spent.get(unit) ?? 0;
     if (used <= 1) this.spent.delete(unit);
     else this.spent.set(unit, used - 1);
@@ -109,6 +128,7 @@ export class BudgetLedger {
     this.spent.delete(unit);
     this.flags.delete(unit);
     this.windowEnds.delete(unit);
+    this.tallies.delete(unit);
   }
 }
 
@@ -135,7 +155,7 @@ export function budgetStage(deps: BudgetDeps): Stage & { readonly ledger: Budget
   const ledger = deps.ledger ?? new BudgetLedger();
   const windowMs = deps.windowMs ?? DEFAULT_BUDGET_WINDOW_MS;
   const now = deps.now ?? Date.now;
-  const stage = splitStage<{ reserved?: string }>(
+  const stage = splitStage<{ reserved?: { unit: string; tally: number } }>(
     'budget',
     (call) => {
       const unit = call.session.unit;
@@ -145,7 +165,8 @@ export function budgetStage(deps: BudgetDeps): Stage & { readonly ledger: Budget
       if (limit === 'unlimited' || call.request.flow?.phase === 'rollback') return NOTHING_RESERVED;
       const at = call.session.sessionless ? now() : undefined;
       const windowEnd = at === undefined ? undefined : ledger.renew(unit, at, windowMs);
-      if (!ledger.reserve(unit, limit)) {
+      const tally = ledger.reserve(unit, limit);
+      if (tally === undefined) {
         const spent =
           windowEnd === undefined
             ? `unit "${unit}" has spent its budget of ${limit} calls`
@@ -163,15 +184,15 @@ export function budgetStage(deps: BudgetDeps): Stage & { readonly ledger: Budget
           `unit "${unit}" has spent ${used} of its ${limit} calls; ${RAISE_HINT}`,
         );
       }
-      return { reserved: unit };
+      return { reserved: { unit, tally } };
     },
-    // A call that sent nothing upstream gives its reservation back.
+    // A call that sent nothing upstream gives its reservation back, to the window it was taken from.
     (call, { reserved }) => {
-      if (reserved !== undefined && call.attempts === 0) ledger.refund(reserved);
+      if (reserved !== undefined && call.attempts === 0) ledger.refund(reserved.unit, reserved.tally);
     },
   );
   return Object.assign(stage, { ledger });
 }
 
 /** The budget stage's ticket when the call was not charged. */
-const NOTHING_RESERVED: { reserved?: string } = {};
+const NOTHING_RESERVED: { reserved?: { unit: string; tally: number } } = {};

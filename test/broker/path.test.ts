@@ -27,7 +27,7 @@ import { session, target, text } from './support.js';
 
 const SECRET = 'canary-upstream-5e6f';
 
-function build(options: { policy?: unknown; budget?: number; caller?: CallerSession; answer: (call: BrokerCall) => Promise<CallToolResult> }) {
+function build(options: { policy?: unknown; budget?: number; budgetWindowMs?: number; caller?: CallerSession; answer: (call: BrokerCall) => Promise<CallToolResult> }) {
   const clock = new ManualClock();
   const scrubber = new Scrubber([SECRET]);
   const written: CallRecord[] = [];
@@ -58,7 +58,7 @@ function build(options: { policy?: unknown; budget?: number; caller?: CallerSess
       askTimeoutMs: 1000,
       scrubArgs: (a) => scrubber.value(a),
     }),
-    budget: budgetStage({ limitFor: () => options.budget ?? 100, ledger }),
+    budget: budgetStage({ limitFor: () => options.budget ?? 100, ledger, windowMs: options.budgetWindowMs, now: () => clock.now() }),
     breaker: breakerStage(breakers),
     deadline: deadlineStage({ clock, timeoutFor: () => 10_000, extendOnProgress: false, maxTotalTimeoutMs: 60_000 }),
     retry: retryStage({ now: () => clock.now(), sleep: async (ms) => void sleeps.push(ms), maxRetries: 2, baseDelayMs: 0 }),
@@ -72,9 +72,8 @@ function build(options: { policy?: unknown; budget?: number; caller?: CallerSess
     }),
   });
   const broker = new Broker(stages, clock);
-  const callTool = (t: ToolTarget, args: Record<string, unknown> = {}) =>
-    known.set(t.name, t) &&
-    broker.call({ name: t.name, args, signal: new AbortController().signal }, options.caller ?? session(), t);
+  const callTool = (t: ToolTarget, args: Record<string, unknown> = {}, caller = options.caller ?? session()) =>
+    known.set(t.name, t) && broker.call({ name: t.name, args, signal: new AbortController().signal }, caller, t);
   return { callTool, written, published, dispatched, sleeps, ledger, breakers, store, clock };
 }
 
@@ -128,6 +127,37 @@ describe('the call path in seed order', () => {
     expect(third.outcome).toBe('breaker_open');
     expect(p.dispatched).toHaveLength(6);
     expect(p.ledger.used('s-1')).toBe(2); // the breaker's refusal gave its budget back
+  });
+
+  it('a call refused unsent after its sessionless unit renewed gives nothing back to the new window (regression: its refund took a call off the new window, one call over the budget)', async () => {
+    let unsent!: () => void;
+    const held = new Promise<void>((r) => (unsent = r));
+    let dispatched!: () => void;
+    const inFlight = new Promise<void>((r) => (dispatched = r));
+    const api = session({ sessionId: 'api-1', principal: 'alice', unit: 'api:alice', sessionless: true });
+    const p = build({
+      budget: 2,
+      budgetWindowMs: 5_000,
+      caller: api,
+      answer: async (c) => {
+        if ((c.request.args as { hold?: boolean }).hold !== true) return text('ok');
+        dispatched();
+        await held;
+        throw new BrokerError('upstream_unavailable', 'upstream "fx" is not connected (reconnecting)');
+      },
+    });
+    // Charged to the first window, and still in flight (nothing sent yet) when that window ends.
+    const slow = p.callTool(write, { hold: true });
+    await inFlight;
+    expect(p.ledger.used('api:alice')).toBe(1);
+    await p.clock.advance(5_000);
+    expect((await p.callTool(write)).outcome).toBe('ok'); // the second window's first call
+    unsent();
+    const refused = await slow;
+    expect(refused).toMatchObject({ outcome: 'upstream_error', attempts: 0 });
+    expect(p.ledger.used('api:alice')).toBe(1);
+    const outcomes = [(await p.callTool(write)).outcome, (await p.callTool(write)).outcome];
+    expect(outcomes).toEqual(['ok', 'budget_exhausted']);
   });
 
   it('issue 17 §6: a lost upstream session (HTTP 404) is no breaker failure; a read is retried on the new session, a write is not', async () => {
