@@ -110,6 +110,9 @@ export function mountReconnectRoute(app: Express, ctx: HttpContext): void {
       sessionId,
       principal: principal.name,
       unit,
+      // A unit that is not the session's own (a modern caller's, or `api:<principal>` for an
+      // operator on another's session) has no session to end it: its budget is per window.
+      sessionless: unit !== sessionId,
       ...(sessionId === null && { era: 'modern' as const }),
       isLive: () => !aborter.signal.aborted,
     };
