@@ -24,7 +24,7 @@ import { isPrivilegedPrincipal, livePolicy, type LivePolicy } from './broker/pol
 import { diffConfig, type ConfigDiff } from './config/diff.js';
 import { PrimitiveGuard } from './broker/primitive-judge.js';
 import { publishStage } from './broker/publish.js';
-import type { VisibleToolsDeps } from './broker/visible-tools.js';
+import { visibleTools, type VisibleToolsDeps } from './broker/visible-tools.js';
 import { retryStage } from './broker/retry.js';
 import { scrubStage } from './broker/scrub.js';
 import { SqliteStore, type Store } from './store/index.js';
@@ -43,7 +43,7 @@ import { IsolatedUpstream } from './upstream/isolated.js';
 import { offeredCapabilities } from './upstream/modern-call.js';
 import { Registry, type ListKind } from './upstream/registry.js';
 import { ResourceRouter } from './upstream/resources.js';
-import { liveSurface, surfaceKey, type UpstreamSurface } from './upstream/surface.js';
+import { isUpstreamSurface, liveSurface, servedSurface, surfaceKey, type ServedSurface, type UpstreamSurface } from './upstream/surface.js';
 import { UpstreamLogLevel } from './upstream/log-level.js';
 import { RestUpstream } from './upstream/rest/index.js';
 import type { Upstream } from './upstream/types.js';
@@ -549,28 +549,61 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
 
   /**
-   * The upstreams' part of a modern `server/discover` answer (upstream/surface.ts): what the
-   * ready upstreams declare once {@link ready} has settled; before that, the surface remembered
-   * for these upstream definitions (looked up by {@link surfaceKnown}), else what is ready so far.
+   * The upstreams' part of a modern `server/discover` answer for `principal` (upstream/surface.ts):
+   * what the ready upstreams declare once {@link ready} has settled; before that, the surface
+   * remembered for these upstream definitions (looked up by {@link surfaceKnown}), else what is
+   * ready so far. The instructions are those of the upstreams `principal` sees a tool, prompt,
+   * resource or template of ({@link seesUpstream}); a remembered surface's, before any list is
+   * known, only while the policy can hide no upstream ({@link policyMayHide}).
    */
-  surface(): UpstreamSurface {
+  surface(principal: string): ServedSurface {
     if (this.settled || !this.knownSurface) {
       const live = liveSurface(this.registry.upstreams);
       // Instructions were scrubbed when each upstream was dialled; a reload may have added secrets since.
-      return live.instructions === undefined ? live : { ...live, instructions: this.scrubber.text(live.instructions) };
+      const scrubbed = live.instructions === undefined ? live : { ...live, instructions: live.instructions.map((i) => ({ ...i, text: this.scrubber.text(i.text) })) };
+      return servedSurface(scrubbed, (server) => this.seesUpstream(principal, server));
     }
-    return this.knownSurface;
+    // A reload since the lookup may have made the policy one that hides upstreams: none of the instructions then.
+    const mayHide = this.policyMayHide();
+    return servedSurface(this.knownSurface, () => !mayHide);
+  }
+
+  /**
+   * Whether `principal` sees anything of upstream `server` in the current roster: a tool
+   * `tools/list` would show it, or a prompt, resource or template the lists would.
+   */
+  private seesUpstream(principal: string, server: string): boolean {
+    const roster = this.registry.roster;
+    const visibility = this.toolVisibility;
+    for (const tool of roster.tools.values()) {
+      if (tool.server === server && visibleTools([tool.definition], principal, visibility).length > 0) return true;
+    }
+    const shown = (type: 'prompt' | 'resource', name: string) => this.primitives.visible(principal, { server, type, name });
+    for (const prompt of roster.prompts.values()) if (prompt.server === server && shown('prompt', prompt.name)) return true;
+    for (const { server: own, resource } of roster.resources.values()) if (own === server && shown('resource', resource.uri)) return true;
+    return roster.resourceTemplates.some((t) => t.server === server && shown('resource', t.template.uriTemplate));
+  }
+
+  /**
+   * Whether the policy may hide a whole upstream from some principal: a run mode other than
+   * `normal`, a `deny` default or any `deny` rule. While it may not, every principal sees every
+   * upstream's instructions, and a remembered surface can be served before any list is known.
+   */
+  private policyMayHide(): boolean {
+    const policy = this.config.policy;
+    return policy.mode !== 'normal' || policy.default === 'deny' || policy.rules.some((rule) => rule.action === 'deny');
   }
 
   /**
    * Resolves once {@link surface} answers for these upstreams: at once when {@link ready} has
-   * settled or a surface is remembered for their definitions, else when {@link ready} settles.
-   * A store that cannot be read counts as nothing remembered (logged at warn).
+   * settled or a surface is remembered for their definitions (and the policy can hide no
+   * upstream, {@link policyMayHide}), else when {@link ready} settles. A store that cannot be
+   * read, or a surface stored in an older shape, counts as nothing remembered (logged at warn).
    */
   async surfaceKnown(): Promise<void> {
     if (this.settled) return;
     this.rememberedSurface ??= this.store.getSurface(surfaceKey(this.config.mcpServers)).then(
-      (found) => found as UpstreamSurface | undefined,
+      (found) => (isUpstreamSurface(found) ? found : undefined),
       (err: unknown) => {
         this.logger.warn({ err: messageOf(err) }, 'remembered discover surface could not be read; waiting for the upstreams');
         return undefined;
@@ -578,7 +611,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     );
     const remembered = await this.rememberedSurface;
     // Scrubbed again as it is served: the secrets known now may not be the ones known when it was stored.
-    if (remembered && !this.settled) this.knownSurface = this.scrubber.value(remembered);
+    if (remembered && !this.settled && !this.policyMayHide()) this.knownSurface = this.scrubber.value(remembered);
     else await this.ready;
   }
 

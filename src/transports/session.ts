@@ -214,7 +214,7 @@ export class DownstreamSession {
     this.era = options.era ?? 'legacy';
     this.sessionId = this.era === 'legacy' ? (options.sessionId ?? newSessionId()) : null;
     this.principal = options.principal;
-    const surface = this.era === 'modern' ? gateway.surface() : {};
+    const surface = this.era === 'modern' ? gateway.surface(this.principal) : {};
     // Modern: tasks are the extension (`io.modelcontextprotocol/tasks`), not the 2025-11-25 `tasks` capability.
     const { tasks: legacyTasks, ...shared } = SERVER_CAPABILITIES;
     this.server = new Server(

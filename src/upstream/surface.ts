@@ -1,7 +1,9 @@
 /**
  * The upstreams' part of the broker's modern `server/discover` answer, its surface: the
  * capability `extensions` every ready upstream declares (an extension is offered only when each
- * of them can honour it) and their `instructions`, one paragraph per upstream.
+ * of them can honour it) and their `instructions`, one paragraph per upstream. A principal is
+ * given the instructions of the upstreams it sees something of ({@link servedSurface}): an
+ * upstream the policy hides from it whole says nothing to it either.
  *
  * A stdio connection's modern instance is built once, with the surface as it is then. So that its
  * opening `server/discover` need not wait for every upstream's first dial, the surface is
@@ -19,11 +21,24 @@ import type { ServerConfig } from '../config/schema.js';
 import { upstreamDefinitionHash } from './era-memory.js';
 import type { Upstream } from './types.js';
 
+/** One upstream's `instructions`, as it gave them at initialize (scrubbed). */
+export interface UpstreamInstructions {
+  readonly server: string;
+  readonly text: string;
+}
+
 /** What the upstreams add to a modern `server/discover` answer; both fields absent when they add nothing. */
 export interface UpstreamSurface {
   /** Extension ids (with the first upstream's settings) that every ready upstream declares. */
   readonly extensions?: ServerCapabilities['extensions'];
-  /** Each ready upstream's instructions as `<server>: <text>`, separated by a blank line. */
+  /** Each ready upstream's instructions, in config order; absent when none gave any. */
+  readonly instructions?: readonly UpstreamInstructions[];
+}
+
+/** The surface as one principal is served it: the instructions it may read, as one text. */
+export interface ServedSurface {
+  readonly extensions?: ServerCapabilities['extensions'];
+  /** `<server>: <text>` of each upstream `sees` names, separated by a blank line; absent: none. */
   readonly instructions?: string;
 }
 
@@ -35,11 +50,27 @@ export function liveSurface(upstreams: readonly Upstream[]): UpstreamSurface {
     const own = u.capabilities?.extensions ?? {};
     extensions = extensions === undefined ? { ...own } : Object.fromEntries(Object.entries(extensions).filter(([key]) => key in own));
   }
-  const instructions = ready.filter((u) => u.instructions).map((u) => `${u.name}: ${u.instructions}`);
+  const instructions = ready.filter((u) => u.instructions).map((u) => ({ server: u.name, text: u.instructions! }));
   return {
     ...(extensions && Object.keys(extensions).length > 0 && { extensions }),
-    ...(instructions.length > 0 && { instructions: instructions.join('\n\n') }),
+    ...(instructions.length > 0 && { instructions }),
   };
+}
+
+/** `surface` as served to a principal that sees what `sees` says of each upstream (by name). */
+export function servedSurface(surface: UpstreamSurface, sees: (server: string) => boolean): ServedSurface {
+  const shown = (surface.instructions ?? []).filter((i) => sees(i.server)).map((i) => `${i.server}: ${i.text}`);
+  return {
+    ...(surface.extensions && { extensions: surface.extensions }),
+    ...(shown.length > 0 && { instructions: shown.join('\n\n') }),
+  };
+}
+
+/** Whether a stored surface has this module's shape (one stored by an older broker kept its instructions as one text). */
+export function isUpstreamSurface(value: unknown): value is UpstreamSurface {
+  if (value === null || typeof value !== 'object') return false;
+  const { instructions } = value as { instructions?: unknown };
+  return instructions === undefined || (Array.isArray(instructions) && instructions.every((i) => typeof i?.server === 'string' && typeof i?.text === 'string'));
 }
 
 /**

@@ -8,7 +8,7 @@
  * ended at once when stdin closes, not after the grace a served child gets; such a cut-short
  * dial leaves the remembered surface alone.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -80,5 +80,42 @@ describe('the upstreams in a modern server/discover (stdio)', () => {
     const again = await discover(third);
     expect(again.result.capabilities.extensions).toEqual({ [WIDGETS]: {}, [TASKS]: {} });
     expect(again.result.instructions).toBe('md: call whoami first (token [REDACTED])');
+  });
+
+  it('are not given from memory while the policy may hide an upstream: the next start waits for its upstreams, and a hidden one says nothing', async () => {
+    const work = mkdtempSync(join(tmpdir(), 'mcp-broker-surface-'));
+    cleanups.push(() => rmSync(work, { recursive: true, force: true }));
+    const gate = join(work, 'gate');
+    const log = join(work, 'fixture.ndjson');
+    const servers = {
+      md: nodeServer(fixture('modern-upstream.mjs'), { env: { FIXTURE_LOG: log, FIXTURE_GATE: gate, FIXTURE_EXTENSION: WIDGETS, FIXTURE_INSTRUCTIONS: 'call whoami first' } }),
+    };
+    // Every tool of md, and so its prompts and resources, denied to the stdio client.
+    const written = writeConfig(servers, { policy: { rules: [{ tools: ['md__*'], action: 'deny' }] } });
+    cleanups.push(() => rmSync(written.dir, { recursive: true, force: true }));
+    const start = () => {
+      const b = spawnRawBroker({ servers, written });
+      cleanups.push(() => b.close());
+      return b;
+    };
+
+    const first = start();
+    const found = await discover(first);
+    expect(found.result.capabilities.extensions).toEqual({ [WIDGETS]: {}, [TASKS]: {} });
+    expect(found.result.instructions).toBeUndefined();
+    await first.close();
+
+    // The next start: the remembered surface (stored with md's instructions) is not served while
+    // md is still loading; the answer comes once md is up, and without them.
+    writeFileSync(gate, '');
+    const second = start();
+    let answered = false;
+    const pending = discover(second).then((answer) => ((answered = true), answer));
+    await waitFor(() => readNdjson<{ event: string }>(log).filter((e) => e.event === 'gated').length >= 1 || undefined, 'the upstream held at its gate');
+    expect(answered).toBe(false);
+    unlinkSync(gate);
+    const later = await pending;
+    expect(later.result.capabilities.extensions).toEqual({ [WIDGETS]: {}, [TASKS]: {} });
+    expect(later.result.instructions).toBeUndefined();
   });
 });

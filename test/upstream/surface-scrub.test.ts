@@ -33,8 +33,8 @@ describe('discover surface: instructions', () => {
     );
     gateway = new Gateway(config, { logger: silentLogger() });
     await gateway.start();
-    expect(gateway.surface().instructions).toBe(`up: use key ${later}`);
+    expect(gateway.surface('local').instructions).toBe(`up: use key ${later}`);
     gateway.scrubber.addSecrets([later]);
-    expect(gateway.surface().instructions).toBe('up: use key [REDACTED]');
+    expect(gateway.surface('local').instructions).toBe('up: use key [REDACTED]');
   });
 });

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { SqliteStore } from '../../src/store/index.js';
 import { SURFACES_KEPT } from '../../src/store/store.js';
-import { liveSurface, surfaceKey } from '../../src/upstream/surface.js';
+import { isUpstreamSurface, liveSurface, servedSurface, surfaceKey } from '../../src/upstream/surface.js';
 import type { Upstream } from '../../src/upstream/types.js';
 
 const servers = (mcpServers: Record<string, unknown>) => parseConfig({ mcpServers }, { baseDir: '/tmp', env: {} }).mcpServers;
@@ -36,8 +36,26 @@ describe('liveSurface', () => {
       upstream('c', 'failed', {}, 'never seen'),
       upstream('r', 'ready', {}, undefined, 'rest'),
     ]);
-    expect(surface).toEqual({ extensions: { 'x/two': { v: 1 } }, instructions: 'a: use a' });
+    expect(surface).toEqual({ extensions: { 'x/two': { v: 1 } }, instructions: [{ server: 'a', text: 'use a' }] });
     expect(liveSurface([upstream('c', 'connecting', { 'x/one': {} }, 'not yet')])).toEqual({});
+  });
+});
+
+describe('servedSurface', () => {
+  const surface = { extensions: { 'x/one': {} }, instructions: [{ server: 'a', text: 'use a' }, { server: 'b', text: 'use b' }] };
+
+  it('gives a principal the instructions of the upstreams it sees, one paragraph each', () => {
+    expect(servedSurface(surface, () => true)).toEqual({ extensions: { 'x/one': {} }, instructions: 'a: use a\n\nb: use b' });
+    expect(servedSurface(surface, (server) => server === 'b')).toEqual({ extensions: { 'x/one': {} }, instructions: 'b: use b' });
+    expect(servedSurface(surface, () => false)).toEqual({ extensions: { 'x/one': {} } });
+  });
+
+  it('takes a stored surface only in its own shape (an older broker stored the instructions as one text)', () => {
+    expect(isUpstreamSurface(surface)).toBe(true);
+    expect(isUpstreamSurface({ extensions: { 'x/one': {} } })).toBe(true);
+    expect(isUpstreamSurface({ instructions: 'a: use a' })).toBe(false);
+    expect(isUpstreamSurface({ instructions: [{ server: 'a' }] })).toBe(false);
+    expect(isUpstreamSurface(null)).toBe(false);
   });
 });
 
