@@ -77,6 +77,15 @@ describe("the broker's own files inside the estate root", () => {
     expect(JSON.stringify(near)).toContain('deeper/c.txt');
   });
 
+  it('a hard link to the store (a file in broker.dataDir) under another name is refused to read_file and stat, and not searched (it was read: only the folder was known)', async () => {
+    linkSync(join(estate.root, 'data', 'broker.sqlite'), join(estate.root, 'sub', 'store.db'));
+    expect(refusal(await estate.run('estate__read_file', { path: 'sub/store.db' }, 'bob'))).toContain("broker's own data");
+    expect(refusal(await estate.run('estate__stat', { path: 'sub/store.db' }, 'bob'))).toContain("broker's own data");
+    const found = await estate.run('estate__search', { path: '.', query: 'STORE-OF' }, 'bob');
+    expect(found.outcome === 'ok' ? found.result.structuredContent : undefined).toMatchObject({ hits: [] });
+    expect(JSON.stringify(found)).not.toMatch(/EVERY-PRINCIPAL|store\.db/);
+  });
+
   it('no proposal may write them, a rotation not made yet included; the records are unchanged', async () => {
     for (const path of ['calls.ndjson', 'calls.ndjson.2', 'calls.ndjson.lock', 'data/new.txt']) {
       const answer = refusal(await estate.run('estate__propose_change', { path, content: 'forged', rationale: 'test' }, 'ops'));

@@ -121,8 +121,10 @@ export class EstateScope {
 
   /**
    * {@link reserved} as they are now (a file may be rotated, a folder made, since the last call);
-   * one `stat` each and of its folder. A call that visits many folders takes it once and passes
-   * it to {@link list} and {@link openIn}.
+   * one `stat` each and of its folder, and for a reserved folder (`broker.dataDir`) the identity
+   * of everything below it (the SQLite store and its journals), so a hard link to the store is
+   * known as well as one to the records file. A call that visits many folders takes it once and
+   * passes it to {@link list} and {@link openIn}.
    */
   async reservedNow(): Promise<Reserved> {
     const ids = new Set<string>();
@@ -132,6 +134,7 @@ export class EstateScope {
         const [own, parent] = await Promise.all([stat(path).catch(() => undefined), stat(dirname(path)).catch(() => undefined)]);
         if (own) ids.add(idOf(own));
         if (parent) names.add(`${idOf(parent)}/${basename(path)}`);
+        if (own?.isDirectory()) await idsBelow(path, ids, MAX_RESERVED_BELOW);
       }),
     );
     return { ids, names };
@@ -416,6 +419,34 @@ export function checkLexically(path: unknown): string[] {
   const segments = path.split('/').filter((s) => s !== '' && s !== '.');
   if (segments.includes('..')) throw escape('contains a ".." segment');
   return segments;
+}
+
+/** Most entries below a reserved folder whose identities {@link EstateScope.reservedNow} takes. */
+export const MAX_RESERVED_BELOW = 10_000;
+
+/**
+ * Adds the identity of every entry below the folder `path` (symlinks not followed) to `ids`, at
+ * most `budget` of them; returns what is left of the budget. A folder that cannot be read is
+ * skipped (its own identity is already reserved, so nothing in it can be reached by name).
+ */
+async function idsBelow(path: string, ids: Set<string>, budget: number): Promise<number> {
+  let entries: Dirent[];
+  try {
+    entries = await readdir(path, { withFileTypes: true });
+  } catch {
+    return budget;
+  }
+  for (const e of entries) {
+    if (budget <= 0) return 0;
+    budget--;
+    if (e.isSymbolicLink()) continue;
+    const at = join(path, e.name);
+    const s = await lstat(at).catch(() => undefined);
+    if (!s) continue;
+    ids.add(idOf(s));
+    if (s.isDirectory()) budget = await idsBelow(at, ids, budget);
+  }
+  return budget;
 }
 
 /** Whether the absolute path `path` is `root` (a real path) or below it, compared as written. */
