@@ -77,6 +77,19 @@ describe("the broker's own files inside the estate root", () => {
     expect(JSON.stringify(near)).toContain('deeper/c.txt');
   });
 
+  it('a hard link to the records file or to the store under another name is left out of list_dir, as the files themselves are (it was listed with its size)', async () => {
+    linkSync(join(estate.root, 'calls.ndjson'), join(estate.root, 'sub', 'deeper', 'notes.txt'));
+    linkSync(join(estate.root, 'data', 'broker.sqlite'), join(estate.root, 'sub', 'store.db'));
+    const listing = async (path: string) => {
+      const listed = await estate.run('estate__list_dir', { path }, 'bob');
+      expect(listed.outcome, path).toBe('ok');
+      return (listed.outcome === 'ok' ? listed.result.structuredContent : {}) as { entries: { name: string }[]; total: number };
+    };
+    expect(await listing('sub/deeper')).toMatchObject({ entries: [{ name: 'c.txt', type: 'file', size: 8 }], total: 1 });
+    expect((await listing('sub')).entries.map((e) => e.name)).toEqual(['b.txt', 'deeper', 'up']);
+    expect((await listing('.')).entries.map((e) => e.name)).not.toEqual(expect.arrayContaining(['calls.ndjson', 'calls.ndjson.1', 'data']));
+  });
+
   it('a hard link to the store (a file in broker.dataDir) under another name is refused to read_file and stat, and not searched (it was read: only the folder was known)', async () => {
     linkSync(join(estate.root, 'data', 'broker.sqlite'), join(estate.root, 'sub', 'store.db'));
     expect(refusal(await estate.run('estate__read_file', { path: 'sub/store.db' }, 'bob'))).toContain("broker's own data");

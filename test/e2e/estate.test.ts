@@ -69,6 +69,8 @@ describe('estate relay (e2e)', () => {
     expect(outcome(searched)).toBe('ok');
     expect(searched.structuredContent).toMatchObject({ hits: [] });
     expect(outcome(await call(b, 'estate__read_file', { path: 'notes/today.txt' }))).toBe('guard_error');
+    // Nor listed (it was, with the records file's size).
+    expect((await call(b, 'estate__list_dir', { path: 'notes' })).structuredContent).toMatchObject({ entries: [], total: 0 });
     const flow = await call(b, 'broker__flow_run', { steps: [{ id: 'one', tool: 'estate__stat', args: { path: 'servers.json' } }], snapshot: 'estate' });
     expect(flow.isError).toBe(true);
     expect(JSON.stringify(flow.content)).toContain("would restore the broker's own data");

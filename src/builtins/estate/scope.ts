@@ -241,15 +241,25 @@ export class EstateScope {
   }
 
   /**
-   * The entries of a held folder, sorted by name; the broker's own files left out by name
-   * (`reserved` default: {@link reservedNow}). A hard link to one of them under another name is
-   * listed: {@link open} and {@link openIn} refuse it by identity.
+   * The entries of a held folder, sorted by name; the broker's own files left out by name and by
+   * identity (`reserved` default: {@link reservedNow}), so a hard link to one of them under
+   * another name is left out too. Each entry but a symlink is `lstat`ed for that (a symlink's own
+   * identity is never one of them; reading through it is refused by {@link open}); an entry gone
+   * by then is left out.
    */
   async list(dir: FileHandle, reserved?: Reserved): Promise<Dirent[]> {
     try {
       const [entries, own, held] = await Promise.all([readdir(fdPath(dir, '.'), { withFileTypes: true }), reserved ?? this.reservedNow(), dir.stat()]);
       const at = idOf(held);
-      return entries.filter((e) => !own.names.has(`${at}/${e.name}`)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      const named = entries.filter((e) => !own.names.has(`${at}/${e.name}`));
+      const kept = await Promise.all(
+        named.map(async (e) => {
+          if (e.isSymbolicLink()) return e;
+          const s = await lstat(fdPath(dir, e.name)).catch(() => undefined);
+          return s && !own.ids.has(idOf(s)) ? e : undefined;
+        }),
+      );
+      return kept.filter((e): e is Dirent => e !== undefined).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     } catch (err) {
       throw fsFailure(err);
     }
