@@ -36,9 +36,10 @@ export interface FlowToolDeps {
    * The estate's scope (builtins/estate `EstateScope` over `estate.root`, given `brokerOwnPaths`),
    * for `snapshot: "estate"`: its root is what is saved, and the snapshot is refused while
    * {@link EstateScope.holdsReserved} (a restore would put back old records and a store under a
-   * running broker).
+   * running broker); {@link EstateScope.reservedNow} names the broker's own files elsewhere in
+   * the root (a hard link to the records file), which the snapshot leaves out.
    */
-  readonly estate: Pick<EstateScope, 'root' | 'holdsReserved'>;
+  readonly estate: Pick<EstateScope, 'root' | 'holdsReserved' | 'reservedNow'>;
   /**
    * Whether `principal` may ask for `snapshot: "estate"` (an operator, or `local`): its restore
    * puts back every file of the shared root, other principals' changes made meanwhile included,
@@ -80,6 +81,7 @@ export function flowTool(deps: FlowToolDeps): FunctionTool {
           deps.call({ name: c.name, args: c.args, signal: c.signal, flow: c.flow, meta, onServerRequest, ...(taskId !== undefined ? { taskId } : {}), ...(c.invalidArguments ? { invalidArguments: c.invalidArguments } : {}) }, context.session),
         flowTool: FLOW_TOOL,
         estateRoot: deps.estate.root,
+        estateOwnFiles: async () => (await deps.estate.reservedNow()).ids,
         onStep: (index, total, id) => context.progress({ progress: index, total, message: `step ${id}` }),
       });
       const line = answer.success ? `flow ok: ${answer.steps.length} step(s) ran` : answer.error!;

@@ -34,7 +34,7 @@ import { messageOf } from '../shared/errors.js';
 import { FlowReferenceError, resolveReferences, resultValue } from './references.js';
 import { descriptorsOf, rollbackDescriptors, unappliedRollbackCall, type HarvestedInverse, ROLLBACK_META_KEY } from './rollback.js';
 import type { FlowAnswer, FlowArgs, FlowStep } from './schema.js';
-import { takeSnapshot, type EstateSnapshot } from './snapshot.js';
+import { takeSnapshot, type EstateSnapshot, type OwnFiles } from './snapshot.js';
 
 /** One brokered call a flow makes. */
 export interface FlowCall {
@@ -66,6 +66,8 @@ export interface FlowDeps {
   readonly flowTool: string;
   /** The estate root (`estate.root`), for `snapshot: "estate"`. */
   readonly estateRoot: string;
+  /** The broker's own files by identity, which a snapshot never saves or puts back ({@link OwnFiles}). */
+  readonly estateOwnFiles: OwnFiles;
   /** Told before each step (progress toward the client). */
   onStep?(index: number, total: number, id: string): void;
 }
@@ -86,7 +88,7 @@ export async function runFlow(flow: FlowArgs, flowId: string, signal: AbortSigna
   let snapshot: EstateSnapshot | undefined;
   if (flow.snapshot === 'estate') {
     try {
-      snapshot = await takeSnapshot(deps.estateRoot);
+      snapshot = await takeSnapshot(deps.estateRoot, deps.estateOwnFiles);
     } catch (err) {
       answer.success = false;
       answer.error = `the estate snapshot could not be taken (${messageOf(err)}); no step ran`;

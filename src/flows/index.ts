@@ -8,4 +8,4 @@ export { runFlow, bubbledMeta, type FlowCall, type FlowCallAnswer, type FlowDeps
 export { FlowArgsSchema, FlowAnswerSchema, FlowStepSchema, MAX_FLOW_STEPS, type FlowAnswer, type FlowArgs, type FlowStep } from './schema.js';
 export { ROLLBACK_META_KEY, rollbackDescriptors, unappliedRollbackCall, asDescriptor, type RollbackDescriptor, type HarvestedInverse } from './rollback.js';
 export { resolveReferences, resultValue, FlowReferenceError } from './references.js';
-export { takeSnapshot, type EstateSnapshot } from './snapshot.js';
+export { takeSnapshot, type EstateSnapshot, type OwnFiles } from './snapshot.js';

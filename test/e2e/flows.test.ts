@@ -7,7 +7,7 @@
  * the flow `denied`; every step is recorded with the flow's id and the step's id.
  */
 import { execFileSync } from 'node:child_process';
-import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
+import { linkSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/client';
@@ -310,6 +310,47 @@ describe('flows over server-filesystem', () => {
       expect(readFileSync(join(root, 'keep.txt'), 'utf8')).toBe('before');
       expect(existsSync(join(root, 'created.txt'))).toBe(false);
       if (kind === 'git') expect(execFileSync('git', ['-C', root, 'status', '--porcelain']).toString()).toBe('?? keep.txt\n');
+    });
+  }
+});
+
+describe("flows: snapshot \"estate\" and a hard link to the broker's records file inside the root", () => {
+  for (const kind of ['copy', 'git'] as const) {
+    it(`the link is neither saved nor put back as a plain file; the records stay the broker's (${kind}) (the restore wrote the audit records back as an estate file)`, async () => {
+      const root = folder();
+      writeFileSync(join(root, 'keep.txt'), 'before');
+      mkdirSync(join(root, 'notes'));
+      if (kind === 'git') {
+        execFileSync('git', ['init', '-q', root]);
+        execFileSync('git', ['-C', root, '-c', 'user.email=t@t', '-c', 'user.name=t', 'commit', '-q', '--allow-empty', '-m', 'init']);
+      }
+      broker = await startBroker({ servers: { fs: { command: 'node', args: [npmServer('server-filesystem'), root] } }, extra: { estate: { root } } });
+      const b = broker;
+      // A call, so the records file holds a record; then a hard link to it inside the estate root.
+      expect(outcome((await b.client.callTool({ name: 'estate__stat', arguments: { path: 'keep.txt' } })) as CallToolResult)).toBe('ok');
+      await waitFor(async () => (await b.records()).length > 0, 'a record written');
+      const link = join(root, 'notes', 'today.txt');
+      linkSync(b.recordsPath, link);
+      const { answer } = await flow({
+        steps: [
+          { id: 'change', tool: 'fs__write_file', args: { path: join(root, 'keep.txt'), content: 'after' } },
+          { id: 'missing', tool: 'fs__read_text_file', args: { path: join(root, 'no-such-file.txt') } },
+        ],
+        snapshot: 'estate',
+      });
+      expect(answer.failedStep).toBe('missing');
+      expect(answer.snapshot).toEqual({ kind, restored: true });
+      expect(readFileSync(join(root, 'keep.txt'), 'utf8')).toBe('before');
+      // Still the records file under another name: not a plain copy of old records.
+      expect(lstatSync(link).ino).toBe(lstatSync(b.recordsPath).ino);
+      const read = (await b.client.callTool({ name: 'estate__read_file', arguments: { path: 'notes/today.txt' } })) as CallToolResult;
+      expect(outcome(read)).toBe('guard_error');
+      expect(JSON.stringify(read.content)).not.toContain('callId');
+      if (kind === 'git') {
+        // Nothing of the records went into the repository's objects (inside the estate root).
+        const objects = execFileSync('git', ['-C', root, 'cat-file', '--batch-all-objects', '--batch']).toString();
+        expect(objects).not.toContain('callId');
+      }
     });
   }
 });
