@@ -362,6 +362,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       );
     }
     this.registry.rebuild();
+    // Resource subscriptions judged under the new policy: one no subscriber may have any more is
+    // let go upstream, one allowed again is taken again (not awaited: upstream round trips).
+    void this.resources.recheck().catch((err) => this.logger.warn({ err: messageOf(err) }, 'resource subscriptions not judged again after the reload'));
     if (this.isReady) for (const kind of ['tools', 'prompts', 'resources'] as const) this.emit('listChanged', kind);
     this.emit('reloaded', diff);
     return diff;

@@ -63,6 +63,7 @@ import { newCallId, newSessionId } from '../shared/ids.js';
 import { InflightTable } from '../shared/inflight.js';
 import { modernUnit, UNIT_META_KEY } from './unit.js';
 import type { ListKind } from '../upstream/registry.js';
+import type { MayHave } from '../upstream/resources.js';
 import type { ServerRequestHandler } from '../upstream/types.js';
 import { supportsFormElicitation, supportsUrlElicitation, type SessionNotify } from '../upstream/url-elicitations.js';
 import { routeToolsCallDirectly, type DirectCallExtra, type DirectCallParams } from '../wire/direct-tools-call.js';
@@ -200,6 +201,15 @@ export class DownstreamSession {
   private readonly requests = new InflightTable<string, ServerContext>();
   private level: LoggingLevel | undefined;
   private readonly subscribed = new Set<string>();
+  /**
+   * Whether this session may have a resource it subscribed to now, judged as its updates are
+   * (below): the gateway's resource router holds the upstream subscription only while some
+   * subscriber may.
+   */
+  private readonly mayHave: MayHave = (uri, server) => {
+    const item = { server, type: 'resource' as const, name: uri };
+    return this.era === 'modern' ? this.gateway.primitives.allowedOutright(this.principal, item) : this.gateway.primitives.visible(this.principal, item);
+  };
   private closed = false;
   /** The 2025-11-25 task ids this session was handed (task-augmented calls), until each settles. */
   private readonly givenTasks = new Set<string>();
@@ -477,7 +487,7 @@ export class DownstreamSession {
       this.gateway.budgets.release(this.sessionId);
       this.gateway.logLevel.set(this.sessionId, undefined);
     }
-    for (const uri of this.subscribed) await this.gateway.resources.unsubscribe(uri);
+    for (const uri of this.subscribed) await this.gateway.resources.unsubscribe(uri, this.mayHave);
     this.subscribed.clear();
     await this.server.close().catch(() => undefined);
   }
@@ -932,18 +942,18 @@ export class DownstreamSession {
           if (!this.subscribed.has(uri)) {
             this.subscribed.add(uri);
             added = true;
-            await gw.resources.subscribe(uri);
+            await gw.resources.subscribe(uri, this.mayHave);
           }
           return {};
         });
       } catch (err) {
-        if (added && this.subscribed.delete(uri)) await gw.resources.unsubscribe(uri).catch(() => undefined);
+        if (added && this.subscribed.delete(uri)) await gw.resources.unsubscribe(uri, this.mayHave).catch(() => undefined);
         throw err;
       }
     });
 
     server.setRequestHandler('resources/unsubscribe', async (req) => {
-      if (this.subscribed.delete(req.params.uri)) await gw.resources.unsubscribe(req.params.uri);
+      if (this.subscribed.delete(req.params.uri)) await gw.resources.unsubscribe(req.params.uri, this.mayHave);
       return {};
     });
 

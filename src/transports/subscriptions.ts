@@ -5,7 +5,8 @@
  * `resourceSubscriptions` real: before the entry sees the request, each URI is checked (a URI no
  * upstream serves, or one the policy denies the principal or would ask about, which a listen
  * cannot, is taken out, so the acknowledgement leaves it out too), and the broker subscribes upstream (`Gateway.subscribe`, counted across
- * sessions) for the rest while the listen is open. It ends on `notifications/cancelled` naming
+ * sessions) for the rest while the listen is open and some subscriber may have them (a reload
+ * that denies a URI to every one lets the upstream subscription go; `ResourceRouter.recheck`). It ends on `notifications/cancelled` naming
  * the listen's id or a response to it (stdio: the entry refusing or ending it,
  * {@link ListenSubscriptions.answered}), its response stream closing (HTTP), or
  * {@link ListenSubscriptions.close}.
@@ -14,6 +15,7 @@
  * (`session.ts` on stdio, the handler's notifier over HTTP), which filters per subscription.
  */
 import type { Gateway } from '../gateway.js';
+import type { MayHave } from '../upstream/resources.js';
 
 type Filter = { resourceSubscriptions?: unknown; [key: string]: unknown };
 
@@ -50,7 +52,7 @@ export class ListenSubscriptions {
     const key = keyOf(message.id);
     void this.end(key);
     this.open.set(key, uris);
-    for (const uri of uris) void this.gateway.resources.subscribe(uri).catch(() => undefined);
+    for (const uri of uris) void this.gateway.resources.subscribe(uri, this.mayHave).catch(() => undefined);
     return key;
   }
 
@@ -70,7 +72,7 @@ export class ListenSubscriptions {
     const uris = this.open.get(key);
     if (!uris) return;
     this.open.delete(key);
-    for (const uri of uris) await this.gateway.resources.unsubscribe(uri).catch(() => undefined);
+    for (const uri of uris) await this.gateway.resources.unsubscribe(uri, this.mayHave).catch(() => undefined);
   }
 
   /** Closes every listen (the connection ended). */
@@ -80,9 +82,15 @@ export class ListenSubscriptions {
 
   private allowed(uri: string): boolean {
     const upstream = this.gateway.resources.upstreamFor(uri);
-    // A listen cannot ask: a URI the policy would ask about is left out as a denied one is.
-    return upstream !== undefined && this.gateway.primitives.allowedOutright(this.principal, { server: upstream.name, type: 'resource', name: uri });
+    return upstream !== undefined && this.mayHave(uri, upstream.name);
   }
+
+  /**
+   * Whether the listening principal may have `uri` now. A listen cannot ask: a URI the policy
+   * would ask about is left out as a denied one is. Judged again by the resource router after a
+   * config reload (the upstream subscription is held only while some subscriber may).
+   */
+  private readonly mayHave: MayHave = (uri, server) => this.gateway.primitives.allowedOutright(this.principal, { server, type: 'resource', name: uri });
 }
 
 function keyOf(id: string | number): string {

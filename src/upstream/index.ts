@@ -2,7 +2,7 @@ export { McpUpstream, type McpUpstreamOptions } from './connection.js';
 export { ChildProcessTransport, type ChildTransportOptions } from './child-transport.js';
 export { Registry, type ResolvedTool, type ToolState, type ListKind, type RegistryEntry } from './registry.js';
 export { UpstreamLogLevel, SET_LEVEL_TIMEOUT_MS } from './log-level.js';
-export { ResourceRouter, type ResourceRouterDeps } from './resources.js';
+export { ResourceRouter, type MayHave, type ResourceRouterDeps } from './resources.js';
 export { Roster, toolHash, type RosterTool, type RosterPrompt, type NameCollision, type RosterSource, type RosterTemplate, type ResourceClash } from './roster.js';
 export { UriTemplate, MAX_MATCHED_URI_LENGTH, type UriValue, type UriVariables } from './uri-template.js';
 export { advertisedName, advertisedNames, NAME_PATTERN, MAX_NAME_LENGTH, NAME_DELIMITER } from './naming.js';

@@ -1,10 +1,17 @@
 /**
  * Resource routing across upstreams: which upstream serves a resource URI or completes a
  * resource template, and resource subscriptions counted across downstream sessions so each
- * upstream is subscribed once per URI (and unsubscribed when the last session lets go): a legacy
- * upstream by `resources/subscribe`, a modern one in its `subscriptions/listen`
- * (`Upstream.subscribeResource`). A legacy client's `resources/subscribe` and a modern client's
- * listen with `resourceSubscriptions` both land here.
+ * upstream is subscribed once per URI: a legacy upstream by `resources/subscribe`, a modern one
+ * in its `subscriptions/listen` (`Upstream.subscribeResource`). A legacy client's
+ * `resources/subscribe` and a modern client's listen with `resourceSubscriptions` both land here.
+ *
+ * The broker holds the upstream subscription of a URI while at least one of its subscribers may
+ * have it now ({@link MayHave}, the policy as it is): it is let go (`resources/unsubscribe`, or
+ * the URI dropped from the upstream listen) when the last subscriber leaves, and also when a
+ * config reload denies it to every subscriber left ({@link ResourceRouter.recheck}); a later
+ * reload that allows it to one of them again, while that subscriber is still there, takes it
+ * again. The subscribers themselves stay (a denied one hears no update meanwhile: the sessions
+ * and the listen bus judge each update).
  * Built by the gateway over its {@link Registry}; sessions call it.
  */
 import { messageOf } from '../shared/errors.js';
@@ -19,9 +26,22 @@ export interface ResourceRouterDeps {
   timeoutMs: number;
 }
 
+/**
+ * Whether one subscriber may have resource `uri` (served by upstream `server`) now: the policy's
+ * verdict for its principal (a legacy session: not denied; a modern listen, which cannot be
+ * asked: allowed outright). Judged when the subscription is counted and at each
+ * {@link ResourceRouter.recheck}; a throw counts as no.
+ */
+export type MayHave = (uri: string, server: string) => boolean;
+
+/** A subscriber that gave no {@link MayHave}: it may have every resource. */
+const ANYONE: MayHave = () => true;
+
 export class ResourceRouter {
-  /** Sessions subscribed per URI. */
-  private readonly subscriptions = new Map<string, number>();
+  /** The subscribers per URI, each by its {@link MayHave} (once per subscription). */
+  private readonly subscribers = new Map<string, MayHave[]>();
+  /** The URIs the broker holds an upstream subscription for, with the upstream that has it. */
+  private readonly held = new Map<string, Upstream>();
 
   constructor(private readonly deps: ResourceRouterDeps) {}
 
@@ -44,32 +64,67 @@ export class ResourceRouter {
     return server !== undefined ? this.deps.registry.upstream(server) : this.upstreamFor(uriTemplate);
   }
 
-  /** One more session subscribed to `uri`; the first sends the upstream `resources/subscribe` (a failure is logged, not thrown). */
-  async subscribe(uri: string): Promise<void> {
-    const count = this.subscriptions.get(uri) ?? 0;
-    this.subscriptions.set(uri, count + 1);
-    if (count > 0) return;
-    const upstream = this.upstreamFor(uri);
-    if (upstream?.capabilities?.resources?.subscribe) {
-      const { timeoutMs } = this.deps;
-      const subscribed = upstream.subscribeResource ? upstream.subscribeResource(uri, timeoutMs) : upstream.request('resources/subscribe', { uri }, { timeoutMs });
-      await subscribed.catch((err) => {
-        this.deps.logger.warn({ uri, err: messageOf(err) }, 'upstream resource subscription failed');
-      });
-    }
+  /**
+   * One more subscriber of `uri` (`may`: whether it may have it now, default always); the first
+   * that may sends the upstream `resources/subscribe` (a failure is logged, not thrown). The
+   * subscriber leaves with {@link unsubscribe} and the same `may`.
+   */
+  async subscribe(uri: string, may: MayHave = ANYONE): Promise<void> {
+    const list = this.subscribers.get(uri);
+    if (list) list.push(may);
+    else this.subscribers.set(uri, [may]);
+    await this.settle(uri);
   }
 
-  /** One session fewer subscribed to `uri`; the last sends the upstream `resources/unsubscribe` (failures ignored). */
-  async unsubscribe(uri: string): Promise<void> {
-    const count = this.subscriptions.get(uri) ?? 0;
-    if (count <= 1) this.subscriptions.delete(uri);
-    else return void this.subscriptions.set(uri, count - 1);
-    if (count === 0) return;
-    const upstream = this.upstreamFor(uri);
-    if (upstream?.capabilities?.resources?.subscribe) {
-      const { timeoutMs } = this.deps;
-      const unsubscribed = upstream.unsubscribeResource ? upstream.unsubscribeResource(uri, timeoutMs) : upstream.request('resources/unsubscribe', { uri }, { timeoutMs });
-      await unsubscribed.catch(() => undefined);
+  /**
+   * One subscriber of `uri` fewer (the one subscribed with `may`; without it, any one); when no
+   * one left may have it, the upstream `resources/unsubscribe` is sent (failures ignored).
+   */
+  async unsubscribe(uri: string, may?: MayHave): Promise<void> {
+    const list = this.subscribers.get(uri);
+    if (!list) return;
+    const at = may ? list.indexOf(may) : -1;
+    list.splice(at >= 0 ? at : list.length - 1, 1);
+    if (list.length === 0) this.subscribers.delete(uri);
+    await this.settle(uri);
+  }
+
+  /**
+   * Judges every subscription again (the gateway calls it after a config reload): the upstream
+   * subscription of a URI no subscriber may have any more is let go, one a subscriber may have
+   * again is taken again, and one whose upstream the reload replaced moves to the new upstream.
+   */
+  async recheck(): Promise<void> {
+    await Promise.all([...new Set([...this.subscribers.keys(), ...this.held.keys()])].map((uri) => this.settle(uri)));
+  }
+
+  /** Holds the upstream subscription of `uri` exactly when a subscriber may have it now. */
+  private async settle(uri: string): Promise<void> {
+    const had = this.held.get(uri);
+    // A URI no upstream routes now (its list being refetched) is judged against the one that has it.
+    const upstream = this.upstreamFor(uri) ?? had;
+    const wanted = upstream !== undefined && (this.subscribers.get(uri) ?? []).some((may) => judge(may, uri, upstream.name));
+    const { timeoutMs } = this.deps;
+    if (had && (!wanted || had !== upstream)) {
+      this.held.delete(uri);
+      if (had.capabilities?.resources?.subscribe) {
+        const unsubscribed = had.unsubscribeResource ? had.unsubscribeResource(uri, timeoutMs) : had.request('resources/unsubscribe', { uri }, { timeoutMs });
+        await unsubscribed.catch(() => undefined);
+      }
     }
+    if (!wanted || this.held.has(uri) || !upstream.capabilities?.resources?.subscribe) return;
+    this.held.set(uri, upstream);
+    const subscribed = upstream.subscribeResource ? upstream.subscribeResource(uri, timeoutMs) : upstream.request('resources/subscribe', { uri }, { timeoutMs });
+    await subscribed.catch((err) => {
+      this.deps.logger.warn({ uri, err: messageOf(err) }, 'upstream resource subscription failed');
+    });
+  }
+}
+
+function judge(may: MayHave, uri: string, server: string): boolean {
+  try {
+    return may(uri, server);
+  } catch {
+    return false;
   }
 }

@@ -166,6 +166,34 @@ describe('a deny added by a reload after a resources/subscribe', () => {
   });
 });
 
+describe('the upstream subscription of a resource a reload denies to every subscriber', () => {
+  let broker: StartedBroker | undefined;
+  afterEach(async () => broker?.close());
+
+  it('is dropped (resources/unsubscribe) and taken again when a later reload allows it; the session kept its subscription (the upstream one stayed open)', async () => {
+    const log = join(tmp, 'legacy-subscription.log');
+    broker = await startBroker({ servers: { e: nodeServer(fixture('echo.mjs'), { inheritEnv: ['FIXTURE_LOG'] }) }, env: { FIXTURE_LOG: log } });
+    const b = broker;
+    const events = () => logged(log, 'subscribe').concat(logged(log, 'unsubscribe')).length;
+    const sequence = () => (existsSync(log) ? readFileSync(log, 'utf8') : '').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; uri?: string }).filter((e) => e.event === 'subscribe' || e.event === 'unsubscribe').map((e) => `${e.event} ${e.uri}`);
+    await b.client.subscribeResource({ uri: 'fixture://a' });
+    await waitFor(() => events() === 1, 'the upstream subscription');
+    await reloadPolicy(b, { rules: [{ resources: ['fixture://a'], action: 'deny' }] });
+    await waitFor(() => events() === 2, 'the upstream unsubscription', 10_000, 50);
+    expect(sequence()).toEqual(['subscribe fixture://a', 'unsubscribe fixture://a']);
+    await reloadPolicy(b, { rules: [] });
+    await waitFor(() => events() === 3, 'the upstream subscription again', 10_000, 50);
+    expect(sequence()).toEqual(['subscribe fixture://a', 'unsubscribe fixture://a', 'subscribe fixture://a']);
+    // Still the session's: its update comes through again, and its unsubscribe lets go upstream once.
+    const updates = () => b.notifications.filter((n) => n.method === 'notifications/resources/updated').length;
+    await b.client.callTool({ name: 'e__emit', arguments: {} });
+    await waitFor(() => updates() === 1, 'the update after the second reload');
+    await b.client.unsubscribeResource({ uri: 'fixture://a' });
+    await waitFor(() => events() === 4, 'the last unsubscription');
+    expect(sequence().at(-1)).toBe('unsubscribe fixture://a');
+  }, 60_000);
+});
+
 describe('a deny added by a reload after a 2026-07-28 listen over Streamable HTTP', () => {
   const TOKENS = { ALICE_TOKEN: 'alice-listen-token-0123456789', BOB_TOKEN: 'bob-listen-token-01234567890' };
   let broker: HttpBroker | undefined;
@@ -215,5 +243,38 @@ describe('a deny added by a reload after a 2026-07-28 listen over Streamable HTT
     await waitFor(() => alice.updates.includes('note://b') && bob.updates.includes('note://b'), 'the update of note://b on both streams');
     expect(alice.updates).toEqual(['note://a', 'note://b']);
     expect(bob.updates).toEqual(['note://a', 'note://a', 'note://b']);
+  }, 60_000);
+
+  it("the broker's upstream listen drops a resource once no listening principal may have it, and names it again when a later reload allows it (it stayed subscribed upstream)", async () => {
+    const log = join(tmp, 'listen-upstream.log');
+    broker = await startHttpBroker({
+      servers: { m: nodeServer(fixture('modern-resources.mjs'), { inheritEnv: ['FIXTURE_LOG'] }) },
+      extra: { principals: { alice: { token: '${env:ALICE_TOKEN}' }, bob: { token: '${env:BOB_TOKEN}' } } },
+      env: { ...TOKENS, FIXTURE_LOG: log },
+    });
+    const b = broker;
+    const alice = await listener(b.url, TOKENS.ALICE_TOKEN, ['note://a', 'note://b']);
+    await listener(b.url, TOKENS.BOB_TOKEN, ['note://b']);
+    /** The resources the broker's newest upstream listen names, sorted. */
+    const upstreamNames = () => {
+      const listens = (existsSync(log) ? readFileSync(log, 'utf8') : '').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { method?: string; filter?: { resourceSubscriptions?: string[] } }).filter((e) => e.method === 'subscriptions/listen' && e.filter?.resourceSubscriptions);
+      return [...(listens.at(-1)?.filter?.resourceSubscriptions ?? [])].sort().join(',');
+    };
+    await waitFor(() => upstreamNames() === 'note://a,note://b', 'the upstream listen naming both notes');
+
+    const reload = async (policy: Record<string, unknown>) => {
+      const path = join(b.dir, 'servers.json');
+      const seen = b.stderr().split('config reloaded').length;
+      writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, 'utf8')), policy }, null, 2));
+      await waitFor(() => b.stderr().split('config reloaded').length > seen, 'config reloaded', 20_000, 50);
+    };
+    // Only alice listens for note://a: denied to her, nobody may have it.
+    await reload({ rules: [{ resources: ['note://a'], principals: ['alice'], action: 'deny' }] });
+    await waitFor(() => upstreamNames() === 'note://b', 'the upstream listen without note://a', 10_000, 50);
+    await reload({ rules: [] });
+    await waitFor(() => upstreamNames() === 'note://a,note://b', 'the upstream listen naming note://a again', 10_000, 50);
+    // And alice's open listen gets its updates again.
+    await alice.client.callTool({ name: 'm__touch', arguments: { uri: 'note://a' } });
+    await waitFor(() => alice.updates.includes('note://a'), 'the update of note://a after the second reload');
   }, 60_000);
 });
