@@ -40,7 +40,6 @@ import {
   fstatSync,
   fdatasyncSync,
   ftruncateSync,
-  mkdirSync,
   openSync,
   readSync,
   renameSync,
@@ -51,6 +50,7 @@ import {
 import { dirname } from 'node:path';
 import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import { BrokerError } from '../shared/errors.js';
+import { makeFolderSync } from '../shared/make-folder.js';
 import type { Logger } from '../shared/logger.js';
 import { acquireRecordsLock, type RecordsLock, type RecordsLockDeps } from './records-lock.js';
 
@@ -124,7 +124,7 @@ export class NdjsonRecordSink implements RecordSink {
     this.maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
     this.maxFiles = options.maxFiles ?? 5;
     this.fs = { writeSync, ftruncateSync, fdatasyncSync, ...options.fs };
-    mkdirSync(dirname(this.path), { recursive: true });
+    makeFolderSync(dirname(this.path));
     this.lock = acquireRecordsLock(this.path, options.lock);
   }
 
@@ -231,7 +231,7 @@ export class NdjsonRecordSink implements RecordSink {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') {
         // The folder itself went away: make it again, as at start.
-        mkdirSync(dirname(this.path), { recursive: true });
+        makeFolderSync(dirname(this.path));
         fd = openSync(this.path, APPEND_READ);
       } else if (code === 'EACCES') {
         // A file we may append to but not read: its last byte is unknown, so count it torn.

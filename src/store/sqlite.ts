@@ -4,10 +4,10 @@
  * a broker serves; a busy timeout instead of `SQLITE_BUSY` errors; every statement prepared once.
  * better-sqlite3 is synchronous; the async methods keep the interface open to PostgreSQL.
  */
-import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { BrokerError, messageOf } from '../shared/errors.js';
+import { makeFolderSync } from '../shared/make-folder.js';
 import {
   EVERY_PRINCIPAL,
   SURFACES_KEPT,
@@ -205,7 +205,7 @@ export class SqliteStore implements Store {
   static open(dataDir: string): SqliteStore {
     const file = dataDir === ':memory:' ? ':memory:' : join(dataDir, STORE_FILE);
     try {
-      if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+      if (file !== ':memory:') makeFolderSync(dirname(file));
       return new SqliteStore(new Database(file, { timeout: BUSY_TIMEOUT_MS }));
     } catch (err) {
       throw new BrokerError('store_unavailable', `cannot open the store ${file}: ${messageOf(err)}`, { cause: err });

@@ -71,6 +71,24 @@ describe('names', () => {
     }
   });
 
+  it.skipIf(process.platform !== 'linux')(
+    'a records path or data folder under /proc (a folder that exists but in which no folder can be made) exits 2 at once, not spinning in mkdir',
+    async () => {
+      // Node's recursive mkdir loops for ever where mkdir answers ENOENT under a parent that exists.
+      const started = Date.now();
+      const records = await runCli({ mcpServers: {}, broker: { records: { path: '/proc/self/mcp-broker-none/calls.ndjson' } } });
+      expect(records.code).toBe(2);
+      expect(records.stderr).toContain('broker.records.path: cannot be used');
+      expect(records.stderr).toContain('/proc/self/mcp-broker-none');
+      const data = await runCli({ mcpServers: {}, broker: { dataDir: '/proc/self/mcp-broker-none/data' } });
+      expect(data.code).toBe(2);
+      expect(data.stderr).toContain('broker.dataDir: cannot be used');
+      // runCli kills a CLI still running after 15 s; a clean refusal takes well under that.
+      expect(Date.now() - started).toBeLessThan(20_000);
+    },
+    40_000,
+  );
+
   it('F13: a server key containing the "__" delimiter is a config error (exit 2) naming it', async () => {
     const { code, stderr } = await runCli({ mcpServers: { a__b: { command: 'node', args: [fixture('names.mjs')] } } });
     expect(code).toBe(2);
