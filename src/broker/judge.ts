@@ -22,6 +22,11 @@
  * was spent, or was issued for another principal, tool or arguments → `approval_required`
  * naming why; the tool does not run.
  *
+ * A modern caller's retry whose held-request state was refused (`CallRequest.heldStateRefused`,
+ * transports/held-calls.ts) is settled here `invalid_arguments` with that reason once the policy
+ * does not refuse it: it runs nothing, so an `ask` or `requireApproval` is never put to anyone,
+ * and its held state is never read as an approval state.
+ *
  * Pins, approvals and first uses live in the {@link Store}; a store failure throws, which the
  * runner turns into `guard_error` (fail closed). Sets `call.readOnly` for the retry stage.
  */
@@ -144,6 +149,9 @@ export function judgeStage(deps: JudgeDeps): Stage {
   function judge(call: BrokerCall, target: ToolTarget, facts: Facts, at: string): typeof GO | typeof SETTLED | Promise<typeof GO | typeof SETTLED> {
     const verdict = verdictOn(call, target, facts);
     if (verdict.kind === 'refuse') return settle(call, verdict.outcome, verdict.reason);
+    // A refused held retry runs and answers nothing whatever an approval would say: never asked
+    // or parked (its state is no approval state), refused for its state as the policy allows it.
+    if (call.request.heldStateRefused !== undefined) return settle(call, 'invalid_arguments', call.request.heldStateRefused);
     const asks = verdict.kind === 'ask' || target.requireApproval === true;
     // The common case: allowed, nobody to ask; the call goes on in the same turn (issue 6).
     if (!asks && !call.approved) return GO;

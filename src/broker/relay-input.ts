@@ -30,8 +30,8 @@
  * entry) with `resultType: "input_required"` in its record. A refused state is outcome
  * `invalid_arguments` (status 400; nothing sent) and the caller gets JSON-RPC -32602, as the spec
  * says a server rejects state that fails verification. A refused held-request state
- * (`CallRequest.heldStateRefused`, transports/held-calls.ts) is recorded the same way here, and
- * answered with the refusal result.
+ * (`CallRequest.heldStateRefused`, transports/held-calls.ts) is recorded the same way by the judge
+ * (broker/judge.ts), and answered with the refusal result.
  */
 import { randomUUID } from 'node:crypto';
 import type { InputRequiredResult } from '@modelcontextprotocol/server';
@@ -174,11 +174,6 @@ export function relayStage(deps: RelayDeps): Stage {
   return splitStage<RelayTicket>(
     'relay',
     (call) => {
-      // A refused held retry (transports/held-calls.ts), of whatever tool: refused and recorded as any refused state.
-      if (call.request.heldStateRefused !== undefined) {
-        refuse(call, 'invalid_arguments', call.request.heldStateRefused);
-        return SETTLED;
-      }
       const target = call.target;
       if (call.session.era !== 'modern' || !target || target.source !== 'upstream') return NOT_RELAYED;
       const binding = { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };

@@ -39,8 +39,9 @@ export interface CallRequest extends RoutedRequest {
   readonly invalidArguments?: string;
   /**
    * Why a modern caller's retry carrying a held-request state was refused (transports/held-calls.ts),
-   * as one line: the call is judged and recorded like any other, and the relay stage refuses it
-   * `invalid_arguments` with this reason, before budget and breaker; nothing is sent.
+   * as one line: the call is judged and recorded like any other, and the judge refuses it
+   * `invalid_arguments` with this reason unless the policy refuses it first (never asking, even
+   * under `ask`), before budget and breaker; nothing is sent.
    */
   readonly heldStateRefused?: string;
   /**

@@ -10,7 +10,7 @@
  * The retry never runs the tool a second time and writes no record: the call writes its one
  * record when it ends. A refused retry (its state altered, expired, issued for another principal,
  * tool or arguments, or for a round answered already) answers nothing and leaves a record of its
- * own, as any refused state: `invalid_arguments`, 0 attempts (session.ts, broker/relay-input.ts).
+ * own, as any refused state: `invalid_arguments`, 0 attempts (session.ts, broker/judge.ts).
  *
  * Bound: a held request waits at most `policy.askTimeoutMs` (src/config/schema.ts) for the
  * retry; the state expires then too. Past it the upstream's request is answered with an error

@@ -805,8 +805,8 @@ export class DownstreamSession {
 
   /**
    * A refused held retry, through the broker path so it is judged and leaves its record like any
-   * refused state: outcome `invalid_arguments` with `reason`, 0 attempts, nothing sent (the relay
-   * stage refuses it: broker/relay-input.ts). Answered with the refusal result.
+   * refused state: outcome `invalid_arguments` with `reason`, 0 attempts, nothing sent (the judge
+   * refuses it, never asking, even under `ask`: broker/judge.ts). Answered with the refusal result.
    */
   private async refuseHeld(request: { name: string; args: Record<string, unknown>; signal: CancelSignal }, caller: CallerSession, target: ToolTarget, reason: string): Promise<unknown> {
     const answer = await this.gateway.broker.call({ ...request, heldStateRefused: reason }, caller, target);

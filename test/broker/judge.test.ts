@@ -193,6 +193,29 @@ describe('judge stage', () => {
     expect(await store.getPin('broker__reconnect', 'local')).toBeUndefined();
   });
 
+  it('a refused held retry under ask or requireApproval is invalid_arguments with its reason: never asked, never parked; a deny still denies', async () => {
+    const heldStateRefused = 'the arguments differ from those of the call the requestState belongs to';
+    const parked: string[] = [];
+    const park = async (c: BrokerCall) => (parked.push(c.callId), { approved: true as const, by: 'operator' });
+    for (const [policy, over] of [
+      [{ default: 'ask' }, {}],
+      [{}, { requireApproval: true }],
+    ] as const) {
+      const { run, invoke } = setup(policy, { park });
+      const { s, asked } = asking(async () => ({ action: 'accept' }));
+      const c = call({ target: target('fx__echo', over), session: { ...s, era: 'modern', requestState: 'mb3.held.x' }, request: { heldStateRefused } });
+      await run(c);
+      expect(c).toMatchObject({ outcome: 'invalid_arguments', reason: heldStateRefused });
+      expect(asked).toEqual([]);
+      expect(invoke.reached).toBe(0);
+    }
+    expect(parked).toEqual([]);
+    const { run } = setup({ rules: [{ tools: ['fx__*'], action: 'deny' }] });
+    const denied = call({ target: target(), request: { heldStateRefused } });
+    await run(denied);
+    expect(denied.outcome).toBe('denied');
+  });
+
   it('ask without elicitation is approval_required and says how to approve', async () => {
     const { run, invoke } = setup({ default: 'ask' });
     const c = call({ target: target() });

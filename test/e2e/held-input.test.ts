@@ -19,10 +19,18 @@ afterEach(async () => {
 
 const textOf = (r: unknown) => ((r as { content?: { text?: string }[] }).content ?? []).map((c) => c.text ?? '').join('');
 
-async function start(options: { autoFulfill: boolean; askTimeoutMs?: number; capabilities?: Record<string, unknown>; broker?: Record<string, unknown> }) {
+async function start(options: {
+  autoFulfill: boolean;
+  askTimeoutMs?: number;
+  capabilities?: Record<string, unknown>;
+  broker?: Record<string, unknown>;
+  /** `policy.rules`. */
+  rules?: unknown[];
+}) {
+  const policy = { ...(options.askTimeoutMs && { askTimeoutMs: options.askTimeoutMs }), ...(options.rules && { rules: options.rules }) };
   const { dir, configPath, recordsPath } = writeConfig(
     { conf: nodeServer(fixture('conformance-server.mjs'), { args: [fixture('conformance-server.mjs'), '--legacy'] }) },
-    { ...(options.askTimeoutMs && { policy: { askTimeoutMs: options.askTimeoutMs } }), ...(options.broker && { broker: options.broker }) },
+    { ...(Object.keys(policy).length && { policy }), ...(options.broker && { broker: options.broker }) },
   );
   const client = new Client(
     { name: 'held-input', version: '1.0.0' },
@@ -113,6 +121,39 @@ describe('a legacy upstream asks a 2026-07-28 caller for input (stdio)', () => {
     const records = b.records();
     expect(records.map((r) => r.outcome)).toEqual(['invalid_arguments', 'invalid_arguments', 'ok', 'invalid_arguments']);
     expect(records[2]!.sessionId).toBeNull();
+  });
+
+  it('under policy ask: a refused held retry (other arguments, a tampered state) is recorded invalid_arguments, not approval_required; the valid one gets the result', async () => {
+    const b = await start({ autoFulfill: false, rules: [{ tools: ['conf__test_sampling'], action: 'ask' }] });
+    const args = { prompt: 'asked first' };
+    const asked = (await b.call('conf__test_sampling', args)) as InputRequiredResult;
+    expect(isInputRequiredResult(asked)).toBe(true);
+    expect(Object.keys(asked.inputRequests!)).toEqual(['mcp-broker/approval']);
+    // Approved: the call runs, and the legacy upstream asks for sampling: held.
+    const held = (await b.call('conf__test_sampling', args, {
+      inputResponses: { 'mcp-broker/approval': { action: 'accept', content: {} } },
+      requestState: asked.requestState,
+    })) as InputRequiredResult;
+    expect(isInputRequiredResult(held)).toBe(true);
+    expect(Object.keys(held.inputRequests!)).toEqual(['conf/1']);
+    const answer = { 'conf/1': { role: 'assistant', content: { type: 'text', text: 'from the human' }, model: 'm' } };
+
+    const otherArgs = (await b.call('conf__test_sampling', { prompt: 'something else' }, { inputResponses: answer, requestState: held.requestState })) as CallToolResult;
+    expect(otherArgs.isError).toBe(true);
+    expect(otherArgs._meta?.['mcp-broker/outcome']).toBe('invalid_arguments');
+    expect(textOf(otherArgs)).toContain('the arguments differ');
+    const tampered = (await b.call('conf__test_sampling', args, { inputResponses: answer, requestState: `${held.requestState!.slice(0, -4)}AAAA` })) as CallToolResult;
+    expect(tampered._meta?.['mcp-broker/outcome']).toBe('invalid_arguments');
+    expect(textOf(tampered)).toContain('does not verify');
+
+    const done = (await b.call('conf__test_sampling', args, { inputResponses: answer, requestState: held.requestState })) as CallToolResult;
+    expect(textOf(done)).toBe('LLM response: from the human');
+    expect(b.records().map((r) => [r.outcome, r.attempts])).toEqual([
+      ['approval_required', 0],
+      ['invalid_arguments', 0],
+      ['invalid_arguments', 0],
+      ['ok', 1],
+    ]);
   });
 
   it('a held request whose client never retries is answered with an error at policy.askTimeoutMs: the call ends timeout, one record; a late retry is refused', async () => {
