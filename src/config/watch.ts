@@ -6,6 +6,13 @@
  * ignored). A new config that does not load, or that a transport refuses, is logged with its
  * reason and the running one is kept. What applies live and what needs a restart is the
  * gateway's `reload` (gateway.ts).
+ *
+ * A config that loads but is refused when applied (a REST upstream's OpenAPI file that cannot be
+ * read or imported) is tried again when a file it names changes: the OpenAPI files of its REST
+ * upstreams are watched the same way (save in place, by rename, deleted and written again) until
+ * a reload is applied or a new `servers.json` does not load, so fixing the file that caused the
+ * refusal is picked up as an edit of `servers.json` is, without SIGHUP. (Files those documents
+ * `$ref` are not watched.)
  */
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
@@ -14,6 +21,7 @@ import { ConfigError, messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ConfigDiff } from './diff.js';
 import { loadConfigFile, type LoadedConfig } from './load.js';
+import { serverKind } from './schema.js';
 
 /** What a reload is applied to: the gateway (`Gateway.reload`), named by shape so config/ imports nothing above it. */
 export interface Reloadable {
@@ -39,8 +47,11 @@ export function watchConfig(gateway: Reloadable, options: { file: string; watch:
   const logger = options.logger;
   // A config given as a pipe or device was read once at start; it is never read again.
   const regular = isRegularFile(file);
-  let lastDigest = regular ? digestOf(file) : undefined;
+  /** The watched files (`servers.json`, and the OpenAPI files of a refused config) with their bytes' digest when last read. */
+  const digests = new Map<string, string | undefined>([[file, regular ? digestOf(file) : undefined]]);
   let timer: NodeJS.Timeout | undefined;
+  /** The watches of the files a refused config names, by path; none while the running config is the last one read. */
+  const named = new Map<string, { close(): void }>();
 
   const reload = async (why: string): Promise<void> => {
     if (!regular) {
@@ -54,10 +65,16 @@ export function watchConfig(gateway: Reloadable, options: { file: string; watch:
       // Every problem named, one line each (like exit 2 at start).
       const problems = err instanceof ConfigError ? err.problems.map((p) => `${p.path}: ${p.message}`) : [messageOf(err)];
       logger.error({ why, problems }, `config reload refused, the running config is kept: ${problems.join('; ')}`);
+      // Only an edit of servers.json can mend this one.
+      watchNamed([]);
       return;
     }
+    // Read before the gateway reads them: a fix saved while it does is still a change.
+    const files = namedFiles(next);
+    for (const f of files) digests.set(f, digestOf(f));
     try {
       const diff = await gateway.reload(next);
+      watchNamed([]);
       logger.info(
         { why, added: diff.added, removed: diff.removed, changed: diff.changed, policyChanged: diff.policyChanged, principalsChanged: diff.principalsChanged },
         'config reloaded',
@@ -65,7 +82,20 @@ export function watchConfig(gateway: Reloadable, options: { file: string; watch:
       if (diff.needsRestart.length) logger.warn({ sections: diff.needsRestart }, `config reloaded; changes to ${diff.needsRestart.join(', ')} apply at the next start`);
     } catch (err) {
       logger.error({ why, err: messageOf(err) }, 'config reload refused, the running config is kept');
+      watchNamed(files);
     }
+  };
+
+  /** Watches exactly `files` (besides servers.json), each change reloading like an edit of servers.json. */
+  const watchNamed = (files: readonly string[]) => {
+    for (const [path, watching] of named) {
+      if (files.includes(path)) continue;
+      watching.close();
+      named.delete(path);
+      digests.delete(path);
+    }
+    if (!options.watch || !regular) return;
+    for (const path of files) if (!named.has(path)) named.set(path, watchFile(path, changed, logger, options.watchFs ?? watch));
   };
 
   const onSighup = () => void reload('SIGHUP');
@@ -74,10 +104,16 @@ export function watchConfig(gateway: Reloadable, options: { file: string; watch:
   const changed = () => {
     clearTimeout(timer);
     timer = setTimeout(() => {
-      const digest = digestOf(file);
-      if (digest === undefined || digest === lastDigest) return;
-      lastDigest = digest;
-      void reload('file changed');
+      const edited: string[] = [];
+      for (const [path, before] of digests) {
+        const digest = digestOf(path);
+        // A file away from its path (mid save, or deleted) is no change until it is back.
+        if (digest === undefined || digest === before) continue;
+        digests.set(path, digest);
+        edited.push(path);
+      }
+      if (!edited.length) return;
+      void reload(edited.includes(file) ? 'file changed' : `file changed: ${edited.join(', ')}`);
     }, WATCH_DEBOUNCE_MS);
     timer.unref();
   };
@@ -88,9 +124,19 @@ export function watchConfig(gateway: Reloadable, options: { file: string; watch:
     close() {
       clearTimeout(timer);
       watching?.close();
+      watchNamed([]);
       process.off('SIGHUP', onSighup);
     },
   };
+}
+
+/** The files besides itself that `config` has the broker read when applied: its REST upstreams' OpenAPI files (absolute, as load.ts resolves them). */
+function namedFiles(config: LoadedConfig): string[] {
+  const files = new Set<string>();
+  for (const server of Object.values(config.mcpServers)) {
+    if (serverKind(server) === 'rest' && 'openapi' in server && typeof server.openapi === 'string') files.add(server.openapi);
+  }
+  return [...files];
 }
 
 /** `fs.watch` as {@link watchFile} uses it (tests count the events it delivers). */

@@ -20,6 +20,37 @@ function editConfig(path: string, edit: (config: Record<string, any>) => void): 
 const listChanges = (b: StartedBroker) => b.notifications.filter((n) => n.method === 'notifications/tools/list_changed').length;
 const names = async (b: StartedBroker) => (await b.client.listTools()).tools.map((t) => t.name);
 
+describe('a reload refused for its OpenAPI file (stdio)', () => {
+  it('is tried again when the OpenAPI file is fixed, servers.json untouched and no SIGHUP: its tools appear', async () => {
+    const broker = await startBroker({ servers: { one: nodeServer(fixture('echo.mjs')) } });
+    try {
+      const spec = join(broker.dir, 'pets.json');
+      const document = {
+        openapi: '3.0.3',
+        info: { title: 'pets', version: '1.0.0' },
+        servers: [{ url: 'http://127.0.0.1:9/api' }],
+        paths: { '/pets/{petId}': { get: { operationId: 'getPet', parameters: [{ name: 'petId', in: 'path', required: true, schema: { type: 'string' } }], responses: { 200: { description: 'ok' } } } } },
+      };
+      // Cut short, as by an editor's save in the middle of a change.
+      writeFileSync(spec, JSON.stringify(document).slice(0, 40));
+      const refusals = broker.stderr().split('config reload refused').length;
+      editConfig(configOf(broker), (c) => {
+        c.mcpServers.pets = { type: 'rest', openapi: './pets.json', operations: ['getPet'] };
+      });
+      await waitFor(() => broker.stderr().split('config reload refused').length > refusals, 'the refusal logged', 20_000, 100);
+      expect(broker.stderr()).toContain('mcpServers.pets.openapi');
+      expect(await names(broker)).not.toContain('pets__getPet');
+      const reloads = broker.stderr().split('config reloaded').length;
+      writeFileSync(spec, JSON.stringify(document));
+      await waitFor(async () => (await names(broker)).includes('pets__getPet'), 'pets__getPet listed once the OpenAPI file is fixed', 10_000, 100);
+      expect(broker.stderr().split('config reloaded').length).toBeGreaterThan(reloads);
+      expect(await names(broker)).toContain('one__echo');
+    } finally {
+      await broker.close();
+    }
+  });
+});
+
 describe('editing servers.json takes effect without a restart (stdio)', () => {
   let broker: StartedBroker;
   beforeAll(async () => {

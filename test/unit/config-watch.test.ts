@@ -5,12 +5,13 @@
  * deliver nothing to the broker. Real files and real `fs.watch` events; the debounce runs on fake
  * timers once an event has arrived.
  */
-import { mkdtempSync, renameSync, rmSync, unlinkSync, watch, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, renameSync, rmSync, unlinkSync, watch, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { LoadedConfig } from '../../src/config/load.js';
 import { WATCH_DEBOUNCE_MS, watchConfig, type WatchFs } from '../../src/config/watch.js';
+import { ConfigError } from '../../src/shared/errors.js';
 import { createLogger } from '../../src/shared/logger.js';
 
 const logger = createLogger({ level: 'silent' });
@@ -113,6 +114,95 @@ describe('the live config file watch', () => {
     await settle(event);
     expect(w.events.every((e) => !e.includes('calls.ndjson'))).toBe(true);
     expect(w.events.length).toBeLessThan(5);
+  });
+});
+
+describe('a reload refused for a file the config names (a REST upstream\'s OpenAPI file)', () => {
+  let dir: string;
+  let file: string;
+  let spec: string;
+  let close: (() => void) | undefined;
+  /** Each reload the gateway was handed, and whether it applied it. */
+  const reloads: { applied: boolean }[] = [];
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-watch-openapi-'));
+    file = join(dir, 'servers.json');
+    spec = join(dir, 'pets.json');
+    writeFileSync(file, JSON.stringify({ mcpServers: {} }));
+    reloads.length = 0;
+  });
+  afterEach(() => {
+    close?.();
+    close = undefined;
+    vi.useRealTimers();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Watches servers.json for a gateway that refuses a config while its OpenAPI file is not JSON, as preparing the REST upstream does. */
+  function start() {
+    const counted = countingWatch();
+    const gateway = {
+      reload: async (next: LoadedConfig) => {
+        const server = next.mcpServers.pets as { openapi?: string } | undefined;
+        let applied = true;
+        try {
+          if (server?.openapi) JSON.parse(readFileSync(server.openapi, 'utf8'));
+        } catch {
+          applied = false;
+        }
+        reloads.push({ applied });
+        if (!applied) throw new ConfigError('mcpServers.pets.openapi', 'cannot load it');
+        return { added: ['pets'], removed: [], changed: [], policyChanged: false, principalsChanged: [], principalsAdded: [], needsRestart: [] };
+      },
+    };
+    close = watchConfig(gateway, { file, watch: true, logger, watchFs: counted.fsWatch }).close;
+    return counted;
+  }
+
+  /** Waits for the watch to deliver an event, runs the debounce out, and waits for reload number `n`. */
+  async function settle(next: Promise<void>, n: number) {
+    await next;
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    await vi.advanceTimersByTimeAsync(WATCH_DEBOUNCE_MS + 1);
+    vi.useRealTimers();
+    await vi.waitFor(() => expect(reloads.length).toBe(n));
+  }
+
+  const withPets = JSON.stringify({ mcpServers: { pets: { type: 'rest', openapi: './pets.json', operations: ['getPet'] } } });
+
+  it('fixing the OpenAPI file, servers.json untouched, reloads again and applies; once applied, the file wakes nothing', async () => {
+    writeFileSync(spec, '{"openapi": "3.0');
+    const w = start();
+    let event = w.next();
+    writeFileSync(file, withPets);
+    await settle(event, 1);
+    expect(reloads).toEqual([{ applied: false }]);
+    event = w.next();
+    writeFileSync(spec, '{"openapi": "3.0.3"}');
+    await settle(event, 2);
+    expect(reloads).toEqual([{ applied: false }, { applied: true }]);
+    // Applied: the OpenAPI file is no longer watched (an event of servers.json, after that write, comes after any of its).
+    await new Promise((resolve) => setImmediate(resolve));
+    const seen = w.events.length;
+    writeFileSync(spec, '{"openapi": "3.1.0"}');
+    event = w.next();
+    writeFileSync(file, JSON.stringify({ mcpServers: {} }));
+    await settle(event, 3);
+    expect(w.events.slice(seen).every((e) => e.endsWith('servers.json'))).toBe(true);
+  });
+
+  it('an OpenAPI file missing at the refusal is picked up when it is written (by rename, as an editor saves)', async () => {
+    const w = start();
+    let event = w.next();
+    writeFileSync(file, withPets);
+    await settle(event, 1);
+    expect(reloads).toEqual([{ applied: false }]);
+    event = w.next();
+    writeFileSync(join(dir, 'pets.json.tmp'), '{"openapi": "3.0.3"}');
+    renameSync(join(dir, 'pets.json.tmp'), spec);
+    await settle(event, 2);
+    expect(reloads.at(-1)).toEqual({ applied: true });
   });
 });
 
