@@ -63,8 +63,10 @@ export class BudgetLedger {
   private lastTally = 0;
   /** One-time warnings already given, per unit. */
   private readonly flags = new Map<string, Set<string>>();
-  /** When each windowed unit's current window ends (ms since the epoch). */
+  /** When each windowed unit's current window ends (ms since the epoch), in the order the windows began. */
   private readonly windowEnds = new Map<string, number>();
+  /** The earliest time a window in {@link windowEnds} may have ended: {@link renew} sweeps from then on. */
+  private sweepAt = Infinity;
 
   /**
    * Starts `unit`'s window at `now` if it has none, or renews it (spent and warnings forgotten)
@@ -72,11 +74,31 @@ export class BudgetLedger {
    * Only for sessionless units; a session's unit never calls it.
    */
   renew(unit: string, now: number, windowMs: number): number {
+    if (now >= this.sweepAt) this.sweep(now);
     const end = this.windowEnds.get(unit);
     if (end !== undefined && now < end) return end;
     this.release(unit);
     this.windowEnds.set(unit, now + windowMs);
+    if (now + windowMs < this.sweepAt) this.sweepAt = now + windowMs;
     return now + windowMs;
+  }
+
+  /**
+   * Forgets the windowed units whose window ended by `now`: their next call would renew them in
+   * full anyway, and a unit that calls no more (a modern caller names any number of unit keys)
+   * must not stay in memory for good. Windows are kept in the order they began, so with one
+   * `windowMs` they end in that order and the sweep stops at the first still open (after a
+   * reload changed `broker.budgetWindowMs`, an ended one may wait for those before it).
+   */
+  private sweep(now: number): void {
+    this.sweepAt = Infinity;
+    for (const [unit, end] of this.windowEnds) {
+      if (end > now) {
+        this.sweepAt = end;
+        return;
+      }
+      this.release(unit);
+    }
   }
 
   /** True the first time `flag` is raised for `unit` (until the unit is released). */
@@ -118,7 +140,7 @@ export class BudgetLedger {
     return this.spent.get(unit) ?? 0;
   }
 
-  /** Every live unit that has spent a call, with the calls spent. */
+  /** Every live unit that has spent a call, with the calls spent (a windowed unit until its window ended and another unit's call swept it). */
   entries(): { unit: string; used: number }[] {
     return [...this.spent].map(([unit, used]) => ({ unit, used }));
   }

@@ -131,6 +131,29 @@ describe('budget stage', () => {
   });
 });
 
+describe('budget ledger', () => {
+  it('forgets sessionless units whose window ended, so unit keys a caller stops using do not pile up', async () => {
+    const clock = new ManualClock();
+    const ledger = new BudgetLedger();
+    const run = compose([budgetStage({ limitFor: () => 2, ledger, windowMs: 60_000, now: () => clock.now() }), fakeInvoke()]);
+    const spend = async (unit: string) => {
+      const c = call({ target: target(), session: session({ unit, principal: 'alice', sessionless: true }) });
+      await run(c);
+      return c.outcome;
+    };
+    for (let i = 0; i < 1_000; i++) expect(await spend(`modern:alice/k${i}`)).toBe('ok');
+    await clock.advance(30_000);
+    expect(await spend('modern:alice/late')).toBe('ok');
+    expect(ledger.entries()).toHaveLength(1_001);
+    // Once their windows ended, the next call of any unit lets them go; the one still open stays.
+    await clock.advance(30_000);
+    expect(await spend('modern:alice/next')).toBe('ok');
+    expect(ledger.entries().map((e) => e.unit).sort()).toEqual(['modern:alice/late', 'modern:alice/next']);
+    // A forgotten unit calling again starts a fresh window, as a renewal would.
+    expect([await spend('modern:alice/k0'), await spend('modern:alice/k0'), await spend('modern:alice/k0')]).toEqual(['ok', 'ok', 'budget_exhausted']);
+  });
+});
+
 describe('budgetFromEnv', () => {
   it('reads MCP_BROKER_CALL_BUDGET; unset or empty is undefined; garbage is a config error', () => {
     expect(budgetFromEnv({ MCP_BROKER_CALL_BUDGET: '7' })).toBe(7);
