@@ -4,10 +4,11 @@
  * tool, read or write, and not listed or searched (one principal read another's records and
  * stored state through `estate__read_file`).
  */
-import { linkSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { brokerOwnPaths, EstateScope } from '../../src/builtins/estate/index.js';
+import { MAX_RESERVED_BELOW } from '../../src/builtins/estate/scope.js';
 import type { RouterOutcome } from '../../src/router/index.js';
 import { makeEstate, type EstateFixture } from './estate-support.js';
 
@@ -97,6 +98,23 @@ describe("the broker's own files inside the estate root", () => {
     const found = await estate.run('estate__search', { path: '.', query: 'STORE-OF' }, 'bob');
     expect(found.outcome === 'ok' ? found.result.structuredContent : undefined).toMatchObject({ hits: [] });
     expect(JSON.stringify(found)).not.toMatch(/EVERY-PRINCIPAL|store\.db/);
+  });
+
+  it('a hard link to the store is refused when broker.dataDir holds more than MAX_RESERVED_BELOW other entries walked before it (the walk stopped short of the store: it was read)', async () => {
+    const data = join(estate.root, 'data');
+    // A folder of backups that readdir lists before the store, so the walk spends its budget there first.
+    let bulk: string | undefined;
+    for (let i = 0; i < 200 && !bulk; i++) {
+      const name = `backups-${i}`;
+      mkdirSync(join(data, name));
+      const order = readdirSync(data);
+      if (order.indexOf(name) < order.indexOf('broker.sqlite')) bulk = name;
+      else rmdirSync(join(data, name));
+    }
+    expect(bulk).toBeDefined();
+    for (let i = 0; i < MAX_RESERVED_BELOW; i++) writeFileSync(join(data, bulk!, `old-${i}.sqlite`), '');
+    linkSync(join(data, 'broker.sqlite'), join(estate.root, 'sub', 'store.db'));
+    expect(refusal(await estate.run('estate__read_file', { path: 'sub/store.db' }, 'bob'))).toContain("broker's own data");
   });
 
   it('no proposal may write them, a rotation not made yet included; the records are unchanged', async () => {

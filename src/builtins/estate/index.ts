@@ -6,6 +6,8 @@
  * is a folder at start ({@link estateServed}).
  */
 import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { STORE_FILE } from '../../store/sqlite.js';
 import type { FunctionTool } from '../../router/function-tool.js';
 import type { Clock } from '../../shared/clock.js';
 import type { Logger } from '../../shared/logger.js';
@@ -32,13 +34,23 @@ export interface EstateOptions {
 
 /**
  * What no estate path may name: `broker.dataDir` (the store: tasks, approvals, proposals, the
- * sealing key) and the records file with its lock and rotations (`<path>.1` … `<path>.maxFiles`).
+ * sealing key), the store's files in it by name (so a hard link to one is known by identity
+ * however full the folder is) and the records file with its lock and rotations (`<path>.1` … `<path>.maxFiles`).
  * Every principal's calls and state are in them; a root around them (`"root": "."` beside the
  * default `./data`) would otherwise hand them to any principal that may read the estate.
  */
 export function brokerOwnPaths(broker: { readonly dataDir: string; readonly records: { readonly path: string; readonly maxFiles: number } }): string[] {
   const records = broker.records.path;
-  return [broker.dataDir, records, `${records}.lock`, ...Array.from({ length: broker.records.maxFiles }, (_, i) => `${records}.${i + 1}`)];
+  // The store's files by name as well: their identities are then known whatever else the folder
+  // holds (the walk below `dataDir` in EstateScope.reservedNow stops after MAX_RESERVED_BELOW entries).
+  const store = join(broker.dataDir, STORE_FILE);
+  return [
+    broker.dataDir,
+    ...['', '-wal', '-shm', '-journal'].map((suffix) => `${store}${suffix}`),
+    records,
+    `${records}.lock`,
+    ...Array.from({ length: broker.records.maxFiles }, (_, i) => `${records}.${i + 1}`),
+  ];
 }
 
 /**
