@@ -101,8 +101,11 @@ export class ResourceRouter {
   /** Holds the upstream subscription of `uri` exactly when a subscriber may have it now. */
   private async settle(uri: string): Promise<void> {
     const had = this.held.get(uri);
-    // A URI no upstream routes now (its list being refetched) is judged against the one that has it.
-    const upstream = this.upstreamFor(uri) ?? had;
+    // The upstream that has it keeps it while it is only down (re-dialling, its lists withdrawn
+    // meanwhile: the URI may route to another ready upstream until it is back); a modern one
+    // takes it to its next dial. A URI no upstream routes now is judged against the one that has it.
+    const down = had !== undefined && had.status.state !== 'ready' && this.deps.registry.upstream(had.name) === had;
+    const upstream = down ? had : (this.upstreamFor(uri) ?? had);
     const wanted = upstream !== undefined && (this.subscribers.get(uri) ?? []).some((may) => judge(may, uri, upstream.name));
     const { timeoutMs } = this.deps;
     if (had && (!wanted || had !== upstream)) {

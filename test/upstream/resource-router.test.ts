@@ -5,8 +5,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ResourceRouter, type MayHave } from '../../src/upstream/resources.js';
-import type { Registry } from '../../src/upstream/registry.js';
-import type { Upstream } from '../../src/upstream/types.js';
+import { EventEmitter } from 'node:events';
+import { Registry } from '../../src/upstream/registry.js';
+import type { Upstream, UpstreamCatalog } from '../../src/upstream/types.js';
 import { silentLogger } from '../../src/shared/logger.js';
 
 function router() {
@@ -61,5 +62,49 @@ describe('ResourceRouter upstream subscriptions', () => {
     expect(sent).toEqual(['resources/subscribe note://a']);
     await resources.unsubscribe('note://a', allowed);
     expect(sent).toEqual(['resources/subscribe note://a', 'resources/unsubscribe note://a']);
+  });
+});
+
+describe('ResourceRouter while the upstream holding a subscription is down', () => {
+  /** A stand-in upstream registered in a real Registry: its catalog, state and the subscriptions it was asked for. */
+  function upstream(name: string, uris: string[]) {
+    const sent: string[] = [];
+    const u = Object.assign(new EventEmitter(), {
+      name,
+      status: { state: 'ready' } as { state: string },
+      capabilities: { resources: { subscribe: true } },
+      catalog: { tools: [], prompts: [], resources: uris.map((uri) => ({ uri, name: uri })), resourceTemplates: [] } as UpstreamCatalog,
+      subscribeResource: async (uri: string) => void sent.push(`subscribe ${uri}`),
+      unsubscribeResource: async (uri: string) => void sent.push(`unsubscribe ${uri}`),
+    });
+    return { u, sent, upstream: u as unknown as Upstream };
+  }
+
+  it('a subscriber joining, and a reload, while it re-dials leave the subscription with it, not with the one other ready upstream (regression: it was moved there, and a modern upstream forgot it for its next dial)', async () => {
+    const registry = new Registry(silentLogger());
+    const a = upstream('a', ['note://a']);
+    const b = upstream('b', ['other://b']);
+    registry.add({ upstream: a.upstream, prefix: 'a' });
+    registry.add({ upstream: b.upstream, prefix: 'b' });
+    registry.rebuild();
+    const resources = new ResourceRouter({ registry, logger: silentLogger(), timeoutMs: 1000 });
+    await resources.subscribe('note://a', () => true);
+    expect(a.sent).toEqual(['subscribe note://a']);
+    // a's connection is lost: its lists are withdrawn while it re-dials (McpUpstream.withdraw).
+    a.u.status = { state: 'backoff' };
+    a.u.catalog = { tools: [], prompts: [], resources: [], resourceTemplates: [] };
+    registry.rebuild();
+    await resources.subscribe('note://a', () => true);
+    await resources.recheck();
+    expect(a.sent).toEqual(['subscribe note://a']);
+    expect(b.sent).toEqual([]);
+    // Back, with its lists: the last subscribers leaving let go of it there.
+    a.u.status = { state: 'ready' };
+    a.u.catalog = { tools: [], prompts: [], resources: [{ uri: 'note://a', name: 'note://a' }], resourceTemplates: [] };
+    registry.rebuild();
+    await resources.unsubscribe('note://a');
+    await resources.unsubscribe('note://a');
+    expect(a.sent).toEqual(['subscribe note://a', 'unsubscribe note://a']);
+    expect(b.sent).toEqual([]);
   });
 });
