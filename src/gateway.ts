@@ -42,6 +42,7 @@ import { McpUpstream, type McpUpstreamOptions } from './upstream/connection.js';
 import { IsolatedUpstream } from './upstream/isolated.js';
 import { offeredCapabilities } from './upstream/modern-call.js';
 import { Registry, type ListKind } from './upstream/registry.js';
+import type { Roster } from './upstream/roster.js';
 import { ResourceRouter } from './upstream/resources.js';
 import { isUpstreamSurface, liveSurface, servedSurface, surfaceKey, type ServedSurface, type UpstreamSurface } from './upstream/surface.js';
 import { UpstreamLogLevel } from './upstream/log-level.js';
@@ -50,6 +51,9 @@ import type { Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
 import { BrokerMetrics } from './observability/metrics.js';
 import type { CallTracer } from './observability/tracing.js';
+
+/** Most principal-and-upstream verdicts the gateway keeps for one roster ({@link Gateway.surface}); principals are configured, a bound all the same. */
+const MAX_SIGHT_VERDICTS = 10_000;
 
 /** The package version, for `serverInfo` and `clientInfo` (src/version.ts). */
 export { VERSION } from './version.js';
@@ -576,6 +580,25 @@ export class Gateway extends EventEmitter<GatewayEvents> {
    * `tools/list` would show it, or a prompt, resource or template the lists would.
    */
   private seesUpstream(principal: string, server: string): boolean {
+    // Every SDK-served modern HTTP request builds a session and asks: judged once per roster and
+    // policy (a reload replaces the policy and rebuilds the roster), not per request.
+    const roster = this.registry.roster;
+    const policy = this.config.policy;
+    let sight = this.upstreamSight;
+    if (!sight || sight.roster !== roster || sight.policy !== policy || sight.verdicts.size >= MAX_SIGHT_VERDICTS) {
+      this.upstreamSight = sight = { roster, policy, verdicts: new Map() };
+    }
+    const key = `${principal}\0${server}`;
+    let sees = sight.verdicts.get(key);
+    if (sees === undefined) sight.verdicts.set(key, (sees = this.judgeSeesUpstream(principal, server)));
+    return sees;
+  }
+
+  /** {@link seesUpstream}'s verdicts for one roster and one policy, by principal and server. */
+  private upstreamSight?: { roster: Roster; policy: LoadedConfig['policy']; verdicts: Map<string, boolean> };
+
+  /** {@link seesUpstream}, judged now. */
+  private judgeSeesUpstream(principal: string, server: string): boolean {
     const roster = this.registry.roster;
     const visibility = this.toolVisibility;
     for (const tool of roster.tools.values()) {
