@@ -77,14 +77,17 @@ export class ResourceRouter {
   }
 
   /**
-   * One subscriber of `uri` fewer (the one subscribed with `may`; without it, any one); when no
-   * one left may have it, the upstream `resources/unsubscribe` is sent (failures ignored).
+   * One subscriber of `uri` fewer (the one subscribed with `may`; without it, any one; a `may`
+   * no subscriber of `uri` has: nothing); when no one left may have it, the upstream
+   * `resources/unsubscribe` is sent (failures ignored).
    */
   async unsubscribe(uri: string, may?: MayHave): Promise<void> {
     const list = this.subscribers.get(uri);
     if (!list) return;
-    const at = may ? list.indexOf(may) : -1;
-    list.splice(at >= 0 ? at : list.length - 1, 1);
+    const at = may ? list.indexOf(may) : list.length - 1;
+    // Another subscriber's place is never given up for one that is not there.
+    if (at < 0) return;
+    list.splice(at, 1);
     if (list.length === 0) this.subscribers.delete(uri);
     await this.settle(uri);
   }

@@ -48,6 +48,17 @@ describe('ResourceRouter upstream subscriptions', () => {
     expect(sent).toHaveLength(4);
   });
 
+  it('a subscriber that is not there leaving takes no one else\'s place', async () => {
+    const { resources, sent } = router();
+    const alice: MayHave = () => true;
+    const stranger: MayHave = () => true;
+    await resources.subscribe('note://a', alice);
+    await resources.unsubscribe('note://a', stranger);
+    expect(sent).toEqual(['resources/subscribe note://a']);
+    await resources.unsubscribe('note://a', alice);
+    expect(sent).toEqual(['resources/subscribe note://a', 'resources/unsubscribe note://a']);
+  });
+
   it('the allowed subscriber leaving lets go when only denied ones remain; a verdict that throws counts as no', async () => {
     const { resources, sent } = router();
     const allowed: MayHave = () => true;
