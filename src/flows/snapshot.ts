@@ -23,6 +23,7 @@ import { chmod, lstat, mkdir, mkdtemp, open, readdir, readlink, realpath, rm, sy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import pLimit from 'p-limit';
 
 const run = promisify(execFile);
 
@@ -109,28 +110,33 @@ async function gitSnapshot(root: string, top: string, own: OwnFiles): Promise<Es
  */
 async function heldByOwn(base: string, rels: readonly string[], ids: ReadonlySet<string>): Promise<string[]> {
   if (ids.size === 0) return [];
-  const seen = new Map<string, boolean>();
-  const isOwn = async (rel: string): Promise<boolean> => {
+  // One `lstat` per path and per folder above it, HELD_BY_OWN_LSTATS at a time (a tree of
+  // thousands of files, looked at one after another, doubled a snapshot's time).
+  const limit = pLimit(HELD_BY_OWN_LSTATS);
+  const seen = new Map<string, Promise<boolean>>();
+  const isOwn = (rel: string): Promise<boolean> => {
     let known = seen.get(rel);
     if (known === undefined) {
-      const s = await lstat(join(base, rel)).catch(() => undefined);
-      known = s !== undefined && ids.has(idOf(s));
+      known = limit(async () => {
+        const s = await lstat(join(base, rel)).catch(() => undefined);
+        return s !== undefined && ids.has(idOf(s));
+      });
       seen.set(rel, known);
     }
     return known;
   };
-  const out: string[] = [];
-  for (const rel of rels) {
-    const parts = rel.split('/');
-    for (let i = 1; i <= parts.length; i++) {
-      if (await isOwn(parts.slice(0, i).join('/'))) {
-        out.push(rel);
-        break;
-      }
-    }
-  }
-  return out;
+  const held = await Promise.all(
+    rels.map(async (rel) => {
+      const parts = rel.split('/');
+      const prefixes = parts.map((_, i) => parts.slice(0, i + 1).join('/'));
+      return (await Promise.all(prefixes.map(isOwn))).some(Boolean);
+    }),
+  );
+  return rels.filter((_, i) => held[i]);
 }
+
+/** How many `lstat`s {@link heldByOwn} has in flight at once. */
+const HELD_BY_OWN_LSTATS = 32;
 
 async function copySnapshot(root: string, own: OwnFiles): Promise<EstateSnapshot> {
   const scratch = await mkdtemp(join(tmpdir(), 'mcp-broker-snapshot-'));
