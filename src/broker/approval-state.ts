@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../shared/clock.js';
 import type { Store } from '../store/store.js';
+import { relayStateRefusal, type RelayBinding } from './relay-input.js';
 import { argumentsDigest, SealedStates, SEALED_STATE_PREFIX, type ApprovalClaim } from './sealed-state.js';
 
 export { argumentsDigest, type ApprovalClaim };
@@ -94,6 +95,15 @@ export class ApprovalStates {
     if (!same) return false;
     const at = new Date(this.deps.clock.now()).toISOString();
     return this.deps.store.spendOnce(c.approvalNonce!, new Date(c.expiresAt).toISOString(), at);
+  }
+
+  /**
+   * Why the relay stage would refuse the retry of `binding`'s call for its relay or
+   * URL-elicitation `state` (broker/relay-input.ts `relayStateRefusal`), nothing spent; undefined
+   * when it would not, and for a state of any other kind.
+   */
+  relayRefusal(state: string | undefined, binding: RelayBinding): Promise<string | undefined> {
+    return relayStateRefusal(this.sealed, state, binding);
   }
 
   /** Spends the claim's nonce: true the first time, false when it was redeemed before. */

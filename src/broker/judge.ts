@@ -25,7 +25,11 @@
  * A modern caller's retry whose held-request state was refused (`CallRequest.heldStateRefused`,
  * transports/held-calls.ts) is settled here `invalid_arguments` with that reason once the policy
  * does not refuse it: it runs nothing, so an `ask` or `requireApproval` is never put to anyone,
- * and its held state is never read as an approval state.
+ * and its held state is never read as an approval state. So is the retry of an asked tool whose
+ * relay or URL-elicitation state the relay stage would refuse (altered, expired, made for another
+ * call: broker/relay-input.ts `relayStateRefusal`), with `call.requestError` -32602 as there;
+ * one that would pass but whose approval was spent (or whose round was not approved) is
+ * `approval_required` saying so.
  *
  * Pins, approvals and first uses live in the {@link Store}; a store failure throws, which the
  * runner turns into `guard_error` (fail closed). Sets `call.readOnly` for the retry stage.
@@ -40,6 +44,8 @@ import { askApproval, stillLive } from '../router/ask.js';
 import { toAbortSignal } from '../shared/cancel.js';
 import { askThroughInput } from './ask-input.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
+import type { RelayBinding } from './relay-input.js';
+import { kindOf } from './sealed-state.js';
 import type { ParkDecision } from './types.js';
 import { SETTLED, splitStage, type Stage } from './runner.js';
 import { refuse, type BrokerCall, type ToolTarget } from './types.js';
@@ -131,6 +137,12 @@ export function judgeStage(deps: JudgeDeps): Stage {
     });
   }
 
+  /** Why the relay stage would refuse a modern caller's retry of an upstream tool for its relay or URL-elicitation state; undefined when it would not. */
+  function relayRefusal(call: BrokerCall, target: ToolTarget): Promise<string | undefined> | undefined {
+    if (call.session.era !== 'modern' || call.session.requestState === undefined || target.source !== 'upstream') return undefined;
+    return states.relayRefusal(call.session.requestState, relayBinding(call, target));
+  }
+
   /**
    * After a wait for a human or the inbox, the call is judged again on what holds now: a `deny`
    * a reload added, a pin that changed, a tool disabled or gone meanwhile refuses it; an `ask`
@@ -162,6 +174,13 @@ export function judgeStage(deps: JudgeDeps): Stage {
   async function approve(call: BrokerCall, target: ToolTarget, verdict: Verdict, asks: boolean, at: string): Promise<typeof GO | typeof SETTLED> {
     const { name } = target;
     const principal = call.session.principal;
+    // A retry the relay stage would refuse for its state runs nothing either: refused as it is without an ask, before anyone is asked or it parks.
+    const unrelayable = asks ? await relayRefusal(call, target) : undefined;
+    if (unrelayable !== undefined) {
+      refuse(call, 'invalid_arguments', unrelayable);
+      call.requestError = { code: -32602, message: unrelayable };
+      return SETTLED;
+    }
     if (asks && call.request.approvedBy !== undefined) {
       // Decided in the approval inbox before this run (a parked task taken up again).
       call.approved = true;
@@ -258,8 +277,13 @@ async function ask(
   if (call.session.era === 'modern') {
     // The retry of a round approved before, which the upstream answered with its own input requests (broker/relay-input.ts).
     const state = call.session.requestState;
-    const relayed = { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };
-    if (state !== undefined && target.source === 'upstream' && (await states.redeemRelay(state, relayed))) return undefined;
+    if (state !== undefined && target.source === 'upstream') {
+      if (await states.redeemRelay(state, relayBinding(call, target))) return undefined;
+      // A relay state of this very call (the judge checked it) whose approval does not count: not an approval state that fails to verify.
+      if (kindOf(state) === 'relay' || kindOf(state) === 'url') {
+        return { reason: `${why}; the approval this requestState carried was used already, or its round was not approved (one approval runs one call); it did not run, call the tool again without it to be asked anew` };
+      }
+    }
     const verdict = await askThroughInput(call.session, { message, tool: target.name, args: call.request.args, callId: call.callId, states });
     if (verdict.kind === 'approved') {
       deps.logger?.debug({ callId: call.callId, tool: target.name, askedIn: verdict.claim.callId }, 'approved through an input request');
@@ -275,6 +299,11 @@ async function ask(
   if (call.request.signal.aborted) return { reason: 'cancelled by the client while waiting for approval', cancelled: true };
   if (answer.why === 'failed') deps.logger?.warn({ callId: call.callId, tool: target.name, err: answer.reason }, 'approval prompt failed');
   return { reason: `${why}; ${answer.reason}${answer.why === 'declined' || answer.why === 'cancelled' ? '' : how}` };
+}
+
+/** What a relay state must be bound to for the retry of `call` to `target` (broker/relay-input.ts). */
+function relayBinding(call: BrokerCall, target: ToolTarget): RelayBinding {
+  return { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };
 }
 
 /** The approve command for `tool` (for `forPrincipal` when given), shaped for the caller `principal`. */

@@ -38,7 +38,7 @@ import type { InputRequiredResult } from '@modelcontextprotocol/server';
 import type { InputRelay } from '../upstream/types.js';
 import { SETTLED, splitStage, type Stage } from './runner.js';
 import { supportsUrlElicitation } from '../upstream/url-elicitations.js';
-import { argumentsDigest, type SealedStates } from './sealed-state.js';
+import { argumentsDigest, kindOf, type RelayClaim, type SealedStates, type UrlClaim } from './sealed-state.js';
 import { refuse, type BrokerCall, type CallerSession } from './types.js';
 import { isUrlState, openUrlRetry, urlInputRequired } from './url-input.js';
 
@@ -100,19 +100,46 @@ export async function openRelay(states: SealedStates, session: CallerSession, bi
   // A held-request state belongs to the held call it names (transports/held-calls.ts), a
   // URL-elicitation state to a tools/call's relay stage (url-input.ts), never to this path.
   if (!opened.ok || opened.kind === 'held' || opened.kind === 'url') {
-    const why = !opened.ok && opened.why === 'expired' ? 'expired' : 'does not verify (altered, or not sealed by this broker)';
-    return { kind: 'refused', reason: `the requestState ${why}; nothing was sent, call again without it to be asked anew` };
+    return { kind: 'refused', reason: unopenedReason(!opened.ok && opened.why === 'expired' ? 'expired' : 'unreadable') };
   }
   if (opened.kind !== 'relay') return { kind: 'relay', input: answers };
   const claim = opened.claim;
-  const same =
+  if (!madeFor(claim, binding)) return { kind: 'refused', reason: OTHER_CALL_REASON };
+  return { kind: 'relay', input: { ...answers, ...(claim.state !== undefined && { requestState: claim.state }) } };
+}
+
+/**
+ * Why the relay stage refuses a modern caller's retry of `binding`'s call for its `requestState`,
+ * read without spending anything: a state naming the relay or URL-elicitation kind (in the clear)
+ * that does not open (altered, forged, expired) or was made for another principal, upstream,
+ * method, tool or arguments. Undefined when it is not refused for that, and for any other kind
+ * (an approval state is the judge's to read). The judge asks this before it asks or parks the
+ * retry of an asked tool (broker/judge.ts), so such a retry is refused as it is without `ask`.
+ */
+export async function relayStateRefusal(states: SealedStates, state: string | undefined, binding: RelayBinding): Promise<string | undefined> {
+  const kind = kindOf(state);
+  if (kind !== 'relay' && kind !== 'url') return undefined;
+  const opened = await states.openAs(kind, state);
+  if (!opened.ok) return unopenedReason(opened.why);
+  return madeFor(opened.claim, binding) ? undefined : OTHER_CALL_REASON;
+}
+
+/** The refusal of a state that does not open. */
+function unopenedReason(why: 'unreadable' | 'expired'): string {
+  return `the requestState ${why === 'expired' ? 'expired' : 'does not verify (altered, or not sealed by this broker)'}; nothing was sent, call again without it to be asked anew`;
+}
+
+const OTHER_CALL_REASON = 'the requestState was made for another call (principal, upstream, tool or arguments); nothing was sent';
+
+/** Whether a relay or URL-elicitation claim was made for `binding`'s call. */
+function madeFor(claim: RelayClaim | UrlClaim, binding: RelayBinding): boolean {
+  return (
     claim.principal === binding.principal &&
     claim.server === binding.server &&
     claim.method === binding.method &&
     claim.target === binding.target &&
-    claim.argsDigest === argumentsDigest(binding.args);
-  if (!same) return { kind: 'refused', reason: 'the requestState was made for another call (principal, upstream, tool or arguments); nothing was sent' };
-  return { kind: 'relay', input: { ...answers, ...(claim.state !== undefined && { requestState: claim.state }) } };
+    claim.argsDigest === argumentsDigest(binding.args)
+  );
 }
 
 /**

@@ -3,6 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { judgeStage, type JudgeDeps } from '../../src/broker/judge.js';
 import { compilePolicy } from '../../src/broker/policy.js';
 import { compose } from '../../src/broker/runner.js';
+import { relayInputRequired } from '../../src/broker/relay-input.js';
+import { SealedStates } from '../../src/broker/sealed-state.js';
 import type { BrokerCall, CallerSession, ToolTarget } from '../../src/broker/types.js';
 import { policySchema } from '../../src/config/schema.js';
 import { ManualClock } from '../../src/shared/clock.js';
@@ -214,6 +216,52 @@ describe('judge stage', () => {
     const denied = call({ target: target(), request: { heldStateRefused } });
     await run(denied);
     expect(denied.outcome).toBe('denied');
+  });
+
+  it('an asked retry whose relay state the relay stage would refuse (altered, expired, other arguments, another tool) is invalid_arguments -32602: never asked, never parked; a spent approval says so', async () => {
+    for (const [policy, over] of [
+      [{ default: 'ask' }, {}],
+      [{}, { requireApproval: true }],
+    ] as const) {
+      // An inbox that would take every call it is offered (undefined: not parked, asked as usual).
+      const parked: string[] = [];
+      const park = async (c: BrokerCall) => (parked.push(String(c.request.args.a)), undefined);
+      const { run, invoke, clock, store } = setup(policy, { park });
+      const sealed = new SealedStates({ store, clock });
+      const binding = { principal: 'local', server: 'fx', method: 'tools/call', target: 'echo', args: { a: 1 } };
+      const relayed = await relayInputRequired(sealed, { inputRequests: {} }, binding, { callId: 'c-0', ttlMs: 5000, approved: true });
+      const state = relayed.requestState!;
+      const { s, asked } = asking(async () => ({ action: 'accept' }));
+      const retry = (requestState: string, args: Record<string, unknown> = { a: 1 }, name = 'fx__echo') =>
+        call({ target: target(name, over), session: { ...s, era: 'modern', requestState, inputResponses: { answer: {} } }, request: { args } });
+      for (const [c, why] of [
+        [retry(`${state.slice(0, -4)}AAAA`), 'does not verify'],
+        [retry(state, { a: 2 }), 'made for another call'],
+        [retry(state, { a: 1 }, 'fx__other'), 'made for another call'],
+      ] as const) {
+        await run(c);
+        expect(c).toMatchObject({ outcome: 'invalid_arguments', requestError: { code: -32602 } });
+        expect(c.reason).toContain(why);
+      }
+      expect(parked).toEqual([]);
+      // The intact state is the approval of its round: it goes on, once.
+      const ok = retry(state);
+      await run(ok);
+      expect(ok.outcome).toBe('ok');
+      const replay = retry(state);
+      await run(replay);
+      expect(replay.outcome).toBe('approval_required');
+      expect(replay.reason).toContain('the approval this requestState carried was used already');
+      await clock.advance(5000);
+      const late = retry(state);
+      await run(late);
+      expect(late).toMatchObject({ outcome: 'invalid_arguments', requestError: { code: -32602 } });
+      expect(late.reason).toContain('the requestState expired');
+      expect(asked).toEqual([]);
+      expect(invoke.reached).toBe(1);
+      // Only the intact state's retries were offered to the inbox.
+      expect(parked).toEqual(['1', '1']);
+    }
   });
 
   it('ask without elicitation is approval_required and says how to approve', async () => {

@@ -144,6 +144,42 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
     expect(b.records().map((r) => r.outcome)).toEqual(['approval_required', 'ok', 'ok', 'approval_required']);
   });
 
+  it('an asked tool: a retry whose relay state is refused (tampered, other arguments) is -32602 and invalid_arguments as without ask, not approval_required; the intact one still runs', async () => {
+    const b = await start({ up: modernUpstream() }, { extra: { policy: { rules: [{ tools: ['up__ask'], action: 'ask' }] } } });
+    const args = { question: 'colour?' };
+    const approval = (await b.call('up__ask', args)) as InputRequiredResult;
+    expect(Object.keys(approval.inputRequests!)).toEqual(['mcp-broker/approval']);
+    const relayed = (await b.call('up__ask', args, { inputResponses: { 'mcp-broker/approval': { action: 'accept', content: {} } }, requestState: approval.requestState })) as InputRequiredResult;
+    expect(Object.keys(relayed.inputRequests!)).toEqual(['answer']);
+    const state = relayed.requestState!;
+    const inputResponses = { answer: { action: 'accept', content: { answer: 'blue' } } };
+    const flipped = state.slice(0, 20) + (state[20] === 'A' ? 'B' : 'A') + state.slice(21);
+    for (const [a, bad, why] of [
+      [args, `${state.slice(0, -4)}AAAA`, 'does not verify'],
+      [args, flipped, 'does not verify'],
+      [{ question: 'size?' }, state, 'made for another call'],
+    ] as const) {
+      const err = await b.call('up__ask', a, { inputResponses, requestState: bad }).then(
+        (r) => r,
+        (e: unknown) => e,
+      );
+      assert(ProtocolError.isInstance(err), `not refused with a JSON-RPC error: ${JSON.stringify(err)}`);
+      expect(err.code).toBe(-32602);
+      expect(err.message).toContain(why);
+    }
+    expect(upstreamCalls(b.dir, 'ask')).toHaveLength(1);
+    const done = (await b.call('up__ask', args, { inputResponses, requestState: state })) as CallToolResult;
+    expect(done.content).toEqual([{ type: 'text', text: 'answer=blue state=asked:colour?' }]);
+    expect(b.records().map((r) => [r.outcome, r.attempts])).toEqual([
+      ['approval_required', 0],
+      ['ok', 1],
+      ['invalid_arguments', 0],
+      ['invalid_arguments', 0],
+      ['invalid_arguments', 0],
+      ['ok', 1],
+    ]);
+  });
+
   it('prompts/get: the relayed round and the retry reach the same upstream prompt; a tampered state is -32602 and not sent', async () => {
     const b = await start({ up: modernUpstream() });
     const get = (extra: Record<string, unknown> = {}) =>
