@@ -52,6 +52,7 @@ export function watchConfig(gateway: Reloadable, options: { file: string; watch:
   let timer: NodeJS.Timeout | undefined;
   /** The watches of the files a refused config names, by path; none while the running config is the last one read. */
   const named = new Map<string, { close(): void }>();
+  let closed = false;
 
   const reload = async (why: string): Promise<void> => {
     if (!regular) {
@@ -83,6 +84,8 @@ export function watchConfig(gateway: Reloadable, options: { file: string; watch:
     } catch (err) {
       logger.error({ why, err: messageOf(err) }, 'config reload refused, the running config is kept');
       watchNamed(files);
+      // A fix saved while the gateway read came before these watches: compared once now.
+      if (named.size) changed();
     }
   };
 
@@ -94,7 +97,8 @@ export function watchConfig(gateway: Reloadable, options: { file: string; watch:
       named.delete(path);
       digests.delete(path);
     }
-    if (!options.watch || !regular) return;
+    // After close(), a reload still under way watches nothing.
+    if (closed || !options.watch || !regular) return;
     for (const path of files) if (!named.has(path)) named.set(path, watchFile(path, changed, logger, options.watchFs ?? watch));
   };
 
@@ -102,6 +106,7 @@ export function watchConfig(gateway: Reloadable, options: { file: string; watch:
   process.on('SIGHUP', onSighup);
 
   const changed = () => {
+    if (closed) return;
     clearTimeout(timer);
     timer = setTimeout(() => {
       const edited: string[] = [];
@@ -122,6 +127,7 @@ export function watchConfig(gateway: Reloadable, options: { file: string; watch:
   return {
     reload,
     close() {
+      closed = true;
       clearTimeout(timer);
       watching?.close();
       watchNamed([]);

@@ -192,6 +192,70 @@ describe('a reload refused for a file the config names (a REST upstream\'s OpenA
     expect(w.events.slice(seen).every((e) => e.endsWith('servers.json'))).toBe(true);
   });
 
+  it('a fix saved while the gateway reads the broken file is still picked up (regression: its write came before the watch, and nothing compared it)', async () => {
+    writeFileSync(spec, '{"openapi": "3.0');
+    const fixWhileReading = () => writeFileSync(spec, '{"openapi": "3.0.3"}');
+    const counted = countingWatch();
+    const gateway = {
+      reload: async (next: LoadedConfig) => {
+        const server = next.mcpServers.pets as { openapi?: string } | undefined;
+        const text = server?.openapi ? readFileSync(server.openapi, 'utf8') : '{}';
+        // The operator saves the fix after the gateway read the broken bytes, before it refused them.
+        if (reloads.length === 0) fixWhileReading();
+        const applied = (() => {
+          try {
+            JSON.parse(text);
+            return true;
+          } catch {
+            return false;
+          }
+        })();
+        reloads.push({ applied });
+        if (!applied) throw new ConfigError('mcpServers.pets.openapi', 'cannot load it');
+        return { added: ['pets'], removed: [], changed: [], policyChanged: false, principalsChanged: [], principalsAdded: [], needsRestart: [] };
+      },
+    };
+    close = watchConfig(gateway, { file, watch: true, logger, watchFs: counted.fsWatch }).close;
+    const event = counted.next();
+    writeFileSync(file, withPets);
+    await settle(event, 1);
+    expect(reloads).toEqual([{ applied: false }]);
+    await vi.waitFor(() => expect(reloads).toEqual([{ applied: false }, { applied: true }]), { timeout: 3000 });
+  });
+
+  it('a reload refused after close() opens no watch (regression: the OpenAPI file stayed watched, and could reload, after shutdown)', async () => {
+    writeFileSync(spec, '{"openapi": "3.0');
+    const opened: string[] = [];
+    let open = 0;
+    const fsWatch: WatchFs = (path, options, listener) => {
+      const w = watch(path, options, listener);
+      opened.push(path);
+      open++;
+      const closeWatch = w.close.bind(w);
+      w.close = () => {
+        open--;
+        closeWatch();
+      };
+      return w;
+    };
+    let refuse!: () => void;
+    const gateway = {
+      reload: () =>
+        new Promise<never>((_, reject) => {
+          refuse = () => reject(new ConfigError('mcpServers.pets.openapi', 'cannot load it'));
+        }),
+    };
+    writeFileSync(file, withPets);
+    const watching = watchConfig(gateway, { file, watch: true, logger, watchFs: fsWatch });
+    const reloading = watching.reload('SIGHUP');
+    await vi.waitFor(() => expect(refuse).toBeDefined());
+    watching.close();
+    refuse();
+    await reloading;
+    expect(opened).toEqual([file]);
+    expect(open).toBe(0);
+  });
+
   it('an OpenAPI file missing at the refusal is picked up when it is written (by rename, as an editor saves)', async () => {
     const w = start();
     let event = w.next();
