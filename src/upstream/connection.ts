@@ -520,7 +520,8 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
    * {@link request}). Modern (2026-07-28 has no `resources/subscribe`): `uri` joins the
    * `resourceSubscriptions` of this connection's one resource listen, reopened with the new set
    * (the new listen acknowledged before the old one is closed, so no update falls between them);
-   * the set carries over to a re-dial. Rejects when the upstream refuses or does not acknowledge
+   * the set carries over to a re-dial (a legacy upstream is sent `resources/subscribe` for each
+   * again once the new connection is ready: its subscriptions were the old connection's). Rejects when the upstream refuses or does not acknowledge
    * within `timeoutMs` (ms); the URI stays wanted and is asked for again at the next change or dial.
    */
   async subscribeResource(uri: string, timeoutMs: number): Promise<void> {
@@ -772,6 +773,12 @@ export class McpUpstream extends EventEmitter<UpstreamEvents> implements Upstrea
         void this.listenForChanges(client, generation, timeoutMs);
         // Subscriptions made before a re-dial carry over to the new connection.
         if (this.resourceUris.size) void this.relistenResources(timeoutMs).catch((err) => log.warn({ err: messageOf(err) }, 'upstream resource subscriptions/listen failed after dial'));
+      } else if (this.resourceUris.size && this.capabilities?.resources?.subscribe) {
+        // A legacy server's subscriptions belong to its connection (a restarted process, a new
+        // session): the broker still holds them (upstream/resources.ts), so each is asked for again.
+        for (const uri of this.resourceUris) {
+          void this.request('resources/subscribe', { uri }, { timeoutMs }).catch((err) => log.warn({ uri, err: messageOf(err) }, 'upstream resources/subscribe failed after dial'));
+        }
       }
       return undefined;
     } catch (err) {

@@ -105,8 +105,8 @@ export class ResourceRouter {
   private async settle(uri: string): Promise<void> {
     const had = this.held.get(uri);
     // The upstream that has it keeps it while it is only down (re-dialling, its lists withdrawn
-    // meanwhile: the URI may route to another ready upstream until it is back); a modern one
-    // takes it to its next dial. A URI no upstream routes now is judged against the one that has it.
+    // meanwhile: the URI may route to another ready upstream until it is back); it takes it to
+    // its next dial (a modern one in its listen, a legacy one by `resources/subscribe` again). A URI no upstream routes now is judged against the one that has it.
     const down = had !== undefined && had.status.state !== 'ready' && this.deps.registry.upstream(had.name) === had;
     const upstream = down ? had : (this.upstreamFor(uri) ?? had);
     const wanted = upstream !== undefined && (this.subscribers.get(uri) ?? []).some((may) => judge(may, uri, upstream.name));
