@@ -6,16 +6,21 @@
  * out what the principal is denied ({@link PrimitiveGuard.visible}).
  *
  * Refusals are JSON-RPC errors (these requests have no `isError` result): `denied` and
- * `approval_required` are {@link POLICY_REFUSED_CODE}, `guard_error` is -32603, each with a
+ * `approval_required` are {@link POLICY_REFUSED_CODE}, `invalid_arguments` (a refused
+ * `requestState` of an asked request, below) is -32602, `guard_error` is -32603, each with a
  * one-line message naming the outcome and `data` carrying the outcome and call id under the
  * result `_meta` keys. An upstream's own error passes on as it came (outcome `upstream_error`,
  * `timeout`, `invalid_arguments` or `cancelled` in the record).
  *
  * `ask`: asked through `elicitation/create` when the client declared it (accept → served;
  * decline, dismiss, no answer within `policy.askTimeoutMs` → `approval_required`); without
- * elicitation → `approval_required` at once. `mcp-broker approve` and `policy.firstUse` are for
- * tools only. Fail closed: a request whose record cannot be written is answered `guard_error`
- * and the upstream's answer withheld; one already refused keeps its outcome.
+ * elicitation → `approval_required` at once. A modern caller's retry answering its upstream's
+ * input requests is not asked about again: a relay state of the approved round goes on once, a
+ * held-request state that opens for the request goes on (its held call checks the round), and
+ * either state refused is `invalid_arguments` (-32602) as without `ask`, nothing sent.
+ * `mcp-broker approve` and `policy.firstUse` are for tools only. Fail closed: a request whose
+ * record cannot be written is answered `guard_error` and the upstream's answer withheld; one
+ * already refused keeps its outcome.
  */
 import { ProtocolError, ProtocolErrorCode, type InputRequiredResult } from '@modelcontextprotocol/server';
 import type { RecordPublisher } from '../audit/publisher.js';
@@ -32,6 +37,7 @@ import { ShuttingDown } from './deadline.js';
 import { cutReason, oneLine } from './failure.js';
 import { CALL_ID_META_KEY, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
 import { decidePrimitive, type CompiledPolicy, type Verdict } from './policy.js';
+import { kindOf } from './sealed-state.js';
 import { approximateJsonBytes, cutName } from './record.js';
 import type { CallerSession, CallRecord } from './types.js';
 
@@ -213,9 +219,12 @@ export class PrimitiveGuard {
     const states = this.deps.approvalStates;
     if (caller.era === 'modern' && states && ASKS_THROUGH_INPUT.has(request.kind)) {
       const method = request.kind === 'prompt' ? 'prompts/get' : 'resources/read';
-      const relayed = { principal: caller.principal, server: request.server, method, target: request.ownName, args: request.args };
-      // The retry of a round approved before, which the upstream answered with its own input requests (broker/relay-input.ts).
-      if (caller.requestState !== undefined && (await states.redeemRelay(caller.requestState, relayed))) return null;
+      const state = caller.requestState;
+      if (state !== undefined) {
+        // The retry answering the upstream's input requests: its state is that round's, never an approval state to verify.
+        const answered = await this.answering(request, caller, state, method, states, verdict.reason);
+        if (answered !== false) return answered;
+      }
       const asked = await askThroughInput(caller, {
         message: async () => askMessage(request, verdict.reason),
         tool: `${request.kind}:${request.name}`,
@@ -237,6 +246,38 @@ export class PrimitiveGuard {
     }
     if (request.signal.aborted) return { outcome: 'cancelled', reason: 'cancelled by the client while waiting for approval' };
     return { outcome: 'approval_required', reason: `${verdict.reason}; ${answer.reason}` };
+  }
+
+  /**
+   * The judgement of a modern caller's asked request whose `state` answers its upstream's input
+   * requests; false for a state of another kind (an approval state, read by `askThroughInput`).
+   * A held-request state (a 2025-11-25 upstream's request held during the request approved
+   * before: transports/held-calls.ts) that opens for this request goes on without an ask (the
+   * held call refuses one whose round is not waiting, -32602); a relay or URL-elicitation state
+   * the relay stage would refuse (broker/relay-input.ts `relayStateRefusal`) is
+   * `invalid_arguments` (-32602), as without `ask`, and nobody is asked. An intact relay state
+   * of an approved round goes on approved, once; after that, `approval_required` saying so.
+   */
+  private async answering(
+    request: PrimitiveRequest,
+    caller: CallerSession,
+    state: string,
+    method: string,
+    states: ApprovalStates,
+    why: string,
+  ): Promise<{ outcome: Outcome; reason: string } | undefined | null | false> {
+    const kind = kindOf(state);
+    if (kind === 'held') {
+      const refused = await states.heldRefusal(state, { principal: caller.principal, tool: `${method}:${request.server}/${request.ownName}`, args: request.args });
+      return refused === undefined ? undefined : { outcome: 'invalid_arguments', reason: refused };
+    }
+    if (kind !== 'relay' && kind !== 'url') return false;
+    const relayed = { principal: caller.principal, server: request.server, method, target: request.ownName, args: request.args };
+    const unrelayable = await states.relayRefusal(state, relayed);
+    if (unrelayable !== undefined) return { outcome: 'invalid_arguments', reason: unrelayable };
+    // The retry of a round approved before, which the upstream answered with its own input requests (broker/relay-input.ts).
+    if (await states.redeemRelay(state, relayed)) return null;
+    return { outcome: 'approval_required', reason: `${why}; the approval this requestState carried was used already, or its round was not approved (one approval serves one request); it was not sent, send it again without it to be asked anew` };
   }
 
   /** The policy's verdict on `request` for `principal` (an upstream not configured: `unregistered`). */
@@ -287,7 +328,8 @@ function classify(err: unknown, signal: AbortSignal): { outcome: Outcome; reason
 
 /** The JSON-RPC error of a broker refusal. */
 function refusalError(outcome: Outcome, reason: string | undefined, callId: string): ProtocolError {
-  const code = outcome === 'denied' || outcome === 'approval_required' ? POLICY_REFUSED_CODE : ProtocolErrorCode.InternalError;
+  const code =
+    outcome === 'denied' || outcome === 'approval_required' ? POLICY_REFUSED_CODE : outcome === 'invalid_arguments' ? ProtocolErrorCode.InvalidParams : ProtocolErrorCode.InternalError;
   return new ProtocolError(code, reason ? `${outcome}: ${oneLine(reason)}` : outcome, { [OUTCOME_META_KEY]: outcome, [CALL_ID_META_KEY]: callId });
 }
 

@@ -3,11 +3,16 @@ import { describe, expect, it } from 'vitest';
 import type { RecordSink } from '../../src/audit/records.js';
 import { compilePolicy } from '../../src/broker/policy.js';
 import { ShuttingDown } from '../../src/broker/deadline.js';
+import { ApprovalStates } from '../../src/broker/approval-state.js';
+import { HeldStates } from '../../src/broker/held-state.js';
+import { relayInputRequired } from '../../src/broker/relay-input.js';
+import { SealedStates } from '../../src/broker/sealed-state.js';
 import { POLICY_REFUSED_CODE, PrimitiveGuard, type PrimitiveGuardDeps, type PrimitiveRequest } from '../../src/broker/primitive-judge.js';
 import type { CallRecord } from '../../src/broker/types.js';
 import { policySchema } from '../../src/config/schema.js';
 import { ManualClock } from '../../src/shared/clock.js';
 import { silentLogger } from '../../src/shared/logger.js';
+import { SqliteStore } from '../../src/store/index.js';
 import { session } from './support.js';
 
 /** A records sink that keeps lines in memory, or fails every append. */
@@ -125,6 +130,53 @@ describe('PrimitiveGuard (primitive-judge.ts)', () => {
       ['prompt', 'ok'],
       ['prompt', 'approval_required'],
     ]);
+  });
+
+  it("an asked request of a modern caller answering its upstream's input requests: a refused relay or held state is invalid_arguments -32602, never asked; a held state of the request goes on; a relay state's approval serves once", async () => {
+    const clock = new ManualClock();
+    const store = SqliteStore.open(':memory:');
+    const sealed = new SealedStates({ store, clock });
+    const records = sink();
+    const g = new PrimitiveGuard({
+      ...guardDeps(records, { rules: [{ prompts: ['evil__greet'], action: 'ask' }] }),
+      clock,
+      approvalStates: new ApprovalStates({ store, clock, ttlMs: 5000, sealed }),
+    });
+    const greet = read({ kind: 'prompt', type: 'prompt', name: 'evil__greet', ownName: 'greet', args: { who: 'ada' } });
+    let forwarded = 0;
+    const forward = async () => ({ messages: [], n: ++forwarded });
+    const asked: string[] = [];
+    const retry = (requestState: string, over: Partial<PrimitiveRequest> = {}) =>
+      g.serve({ ...greet, ...over }, session({ era: 'modern', requestState, inputResponses: { answer: {} }, elicit: (async (p: { message: string }) => (asked.push(p.message), { action: 'accept' })) as never }), forward);
+    const relayed = await relayInputRequired(sealed, { inputRequests: {} }, { principal: 'local', server: 'evil', method: 'prompts/get', target: 'greet', args: { who: 'ada' } }, { callId: 'c-0', ttlMs: 5000, approved: true });
+    const relay = relayed.requestState!;
+    const held = await new HeldStates(sealed).issue({ principal: 'local', tool: 'prompts/get:evil/greet', args: { who: 'ada' } }, 'h-1', 1, clock.now() + 5000);
+    for (const [state, over, why] of [
+      [`${relay.slice(0, -4)}AAAA`, {}, 'does not verify'],
+      [relay, { args: { who: 'bob' } }, 'made for another call'],
+      [`${held.slice(0, -4)}AAAA`, {}, 'does not verify'],
+      [held, { args: { who: 'bob' } }, 'arguments differ'],
+    ] as const) {
+      const err = await rejection(retry(state, over));
+      expect(err.code).toBe(-32602);
+      expect(err.message).toContain(why);
+      expect((err.data as Record<string, string>)['mcp-broker/outcome']).toBe('invalid_arguments');
+    }
+    expect(forwarded).toBe(0);
+    // The held request's retry joins it: not asked; the relay state's approval serves once.
+    expect(await retry(held)).toMatchObject({ n: 1 });
+    expect(await retry(relay)).toMatchObject({ n: 2 });
+    const replay = await rejection(retry(relay));
+    expect(replay.code).toBe(POLICY_REFUSED_CODE);
+    expect(replay.message).toContain('used already');
+    expect(asked).toEqual([]);
+    expect(records.lines.map((r) => [r.outcome, r.attempts])).toEqual([
+      ...Array(4).fill(['invalid_arguments', 0]),
+      ['ok', 1],
+      ['ok', 1],
+      ['approval_required', 0],
+    ]);
+    store.close();
   });
 
   it("an upstream's own error passes on as it came and is recorded by its outcome", async () => {
