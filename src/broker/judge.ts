@@ -27,9 +27,10 @@
  * does not refuse it: it runs nothing, so an `ask` or `requireApproval` is never put to anyone,
  * and its held state is never read as an approval state. So is the retry of an asked tool whose
  * relay or URL-elicitation state the relay stage would refuse (altered, expired, made for another
- * call: broker/relay-input.ts `relayStateRefusal`), with `call.requestError` -32602 as there;
- * one that would pass but whose approval was spent (or whose round was not approved) is
- * `approval_required` saying so.
+ * call: broker/relay-input.ts `relayStateRefusal`), with `call.requestError` -32602 as there.
+ * One that passes redeems the approval its round carries, once: the retry goes on without being
+ * asked or parked again (`policy.askMode: "park"` included); one whose approval was spent (or
+ * whose round was not approved) is `approval_required` saying so, not parked either.
  *
  * Pins, approvals and first uses live in the {@link Store}; a store failure throws, which the
  * runner turns into `guard_error` (fail closed). Sets `call.readOnly` for the retry stage.
@@ -144,6 +145,19 @@ export function judgeStage(deps: JudgeDeps): Stage {
   }
 
   /**
+   * Whether a modern caller's retry of an upstream tool redeems the approval its relay or
+   * URL-elicitation state carries (spending it: true once); false for such a state whose approval
+   * does not count (spent, or its round was not approved); undefined for any other retry.
+   */
+  async function relayApproval(call: BrokerCall, target: ToolTarget): Promise<boolean | undefined> {
+    const state = call.session.requestState;
+    if (call.session.era !== 'modern' || state === undefined || target.source !== 'upstream') return undefined;
+    if (await states.redeemRelay(state, relayBinding(call, target))) return true;
+    // A relay state of this very call (relayRefusal passed it) whose approval does not count: not an approval state that fails to verify.
+    return kindOf(state) === 'relay' || kindOf(state) === 'url' ? false : undefined;
+  }
+
+  /**
    * After a wait for a human or the inbox, the call is judged again on what holds now: a `deny`
    * a reload added, a pin that changed, a tool disabled or gone meanwhile refuses it; an `ask`
    * that still stands is the approval just given. Settles the call and returns false when refused.
@@ -181,8 +195,18 @@ export function judgeStage(deps: JudgeDeps): Stage {
       call.requestError = { code: -32602, message: unrelayable };
       return SETTLED;
     }
+    // The retry of a round approved before, which the upstream answered with its own input
+    // requests: its relay state carries that approval, once (broker/relay-input.ts). Neither
+    // parked nor asked again; a relay state whose approval does not count is refused as it is.
+    const relayed = asks && call.request.approvedBy === undefined ? await relayApproval(call, target) : undefined;
     if (asks && call.request.approvedBy !== undefined) {
       // Decided in the approval inbox before this run (a parked task taken up again).
+      call.approved = true;
+    } else if (relayed === false) {
+      const why = verdict.kind === 'ask' ? verdict.reason : 'the tool requires approval on every call';
+      return settle(call, 'approval_required', `${why}; ${SPENT_RELAY_APPROVAL}`);
+    } else if (relayed === true) {
+      if (verdict.kind === 'ask' && verdict.ground === 'first_use') await deps.store.markUsed(name, principal, at);
       call.approved = true;
     } else if (asks && deps.park) {
       const parked = await deps.park(call, verdict.kind === 'ask' ? verdict.reason : 'the tool requires approval on every call');
@@ -198,7 +222,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
     // Whether the approval came after a wait in this run (the inbox's or a human's), during which what it judged may have changed.
     let waited = call.approved && call.request.approvedBy === undefined;
     if (call.approved) {
-      // Approved in the approval inbox.
+      // Approved in the approval inbox, or by the approval its relay state carried.
     } else if (verdict.kind === 'ask') {
       const refusal = await ask(call, target, verdict.reason, deps, states);
       if (refusal) {
@@ -225,6 +249,10 @@ export function judgeStage(deps: JudgeDeps): Stage {
     return GO;
   }
 }
+
+/** Why the retry carrying a relay state whose approval does not count did not run. */
+const SPENT_RELAY_APPROVAL =
+  'the approval this requestState carried was used already, or its round was not approved (one approval runs one call); it did not run, call the tool again without it to be asked anew';
 
 /** The judge's ticket: the call goes on (nothing is handed to the way out). */
 const GO = true;
@@ -275,15 +303,6 @@ async function ask(
     ? `; approve it with \`${hint(deps, target.name, call.session.principal)}\``
     : '; it runs only with a client that supports elicitation, to ask on each call';
   if (call.session.era === 'modern') {
-    // The retry of a round approved before, which the upstream answered with its own input requests (broker/relay-input.ts).
-    const state = call.session.requestState;
-    if (state !== undefined && target.source === 'upstream') {
-      if (await states.redeemRelay(state, relayBinding(call, target))) return undefined;
-      // A relay state of this very call (the judge checked it) whose approval does not count: not an approval state that fails to verify.
-      if (kindOf(state) === 'relay' || kindOf(state) === 'url') {
-        return { reason: `${why}; the approval this requestState carried was used already, or its round was not approved (one approval runs one call); it did not run, call the tool again without it to be asked anew` };
-      }
-    }
     const verdict = await askThroughInput(call.session, { message, tool: target.name, args: call.request.args, callId: call.callId, states });
     if (verdict.kind === 'approved') {
       deps.logger?.debug({ callId: call.callId, tool: target.name, askedIn: verdict.claim.callId }, 'approved through an input request');

@@ -218,7 +218,7 @@ describe('judge stage', () => {
     expect(denied.outcome).toBe('denied');
   });
 
-  it('an asked retry whose relay state the relay stage would refuse (altered, expired, other arguments, another tool) is invalid_arguments -32602: never asked, never parked; a spent approval says so', async () => {
+  it('an asked retry whose relay state the relay stage would refuse (altered, expired, other arguments, another tool) is invalid_arguments -32602: never asked, never parked; the intact one runs unparked, once; a spent approval says so', async () => {
     for (const [policy, over] of [
       [{ default: 'ask' }, {}],
       [{}, { requireApproval: true }],
@@ -259,8 +259,8 @@ describe('judge stage', () => {
       expect(late.reason).toContain('the requestState expired');
       expect(asked).toEqual([]);
       expect(invoke.reached).toBe(1);
-      // Only the intact state's retries were offered to the inbox.
-      expect(parked).toEqual(['1', '1']);
+      // Nor were the intact state's retries offered to the inbox: its approval ran one call, the replay is refused as it is.
+      expect(parked).toEqual([]);
     }
   });
 

@@ -11,7 +11,7 @@ import { rmSync } from 'node:fs';
 import { Client, isInputRequiredResult, ProtocolError, type CallToolResult, type InputRequiredResult } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterEach, assert, describe, expect, it } from 'vitest';
-import { CLI, fixture, nodeServer, readNdjson, writeConfig } from './helpers.js';
+import { CLI, fixture, nodeServer, readNdjson, waitFor, writeConfig } from './helpers.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -177,6 +177,47 @@ describe('a modern upstream asks a modern caller (input_required relayed)', () =
       ['invalid_arguments', 0],
       ['invalid_arguments', 0],
       ['ok', 1],
+    ]);
+  });
+
+  it('an asked tool under askMode park: approved in the inbox, the retry answering its relayed round runs without parking again; a refused or spent state is not parked either', async () => {
+    const b = await start({ up: modernUpstream() }, { extra: { policy: { askMode: 'park', rules: [{ tools: ['up__ask'], action: 'ask' }] } } });
+    const args = { question: 'colour?' };
+    const parked = async () => {
+      const listed = (await b.call('broker__approvals_list', {})) as CallToolResult;
+      return (listed.structuredContent as { approvals: { id: string; tool: string }[] }).approvals;
+    };
+    const first = b.call('up__ask', args);
+    const id = await waitFor(async () => (await parked())[0]?.id, 'the first call to park', 15_000, 50);
+    await b.call('broker__approvals_decide', { id, approve: true });
+    const relayed = (await first) as InputRequiredResult;
+    expect(Object.keys(relayed.inputRequests!)).toEqual(['answer']);
+    expect(upstreamCalls(b.dir, 'ask')).toHaveLength(1);
+    const state = relayed.requestState!;
+    const inputResponses = { answer: { action: 'accept', content: { answer: 'blue' } } };
+    await expect(b.call('up__ask', args, { inputResponses, requestState: `${state.slice(0, -4)}AAAA` })).rejects.toMatchObject({ code: -32602 });
+    expect(await parked()).toEqual([]);
+    // Answered (not parked, which would leave it waiting on the inbox): the upstream's answer.
+    let answered: { result: unknown } | undefined;
+    void b.call('up__ask', args, { inputResponses, requestState: state }).then(
+      (result) => (answered = { result }),
+      (error: unknown) => (answered = { result: error }),
+    );
+    const seen = await waitFor(async () => answered ?? ((await parked()).length > 0 && { parkedAgain: true }), 'the retry to be answered or parked', 15_000, 50);
+    expect(seen).not.toHaveProperty('parkedAgain');
+    expect((seen as { result: CallToolResult }).result.content).toEqual([{ type: 'text', text: 'answer=blue state=asked:colour?' }]);
+    expect(upstreamCalls(b.dir, 'ask')).toHaveLength(2);
+    // The approval ran one call: the same retry again is approval_required at once, not parked.
+    const replay = (await b.call('up__ask', args, { inputResponses, requestState: state })) as CallToolResult;
+    expect(replay._meta?.['mcp-broker/outcome']).toBe('approval_required');
+    expect(replay.content).toEqual([expect.objectContaining({ text: expect.stringContaining('used already') })]);
+    expect(await parked()).toEqual([]);
+    expect(upstreamCalls(b.dir, 'ask')).toHaveLength(2);
+    expect(b.records().filter((r) => r.name === 'up__ask').map((r) => [r.outcome, r.attempts])).toEqual([
+      ['ok', 1],
+      ['invalid_arguments', 0],
+      ['ok', 1],
+      ['approval_required', 0],
     ]);
   });
 
