@@ -103,8 +103,8 @@ export class ApprovalStates {
    * URL-elicitation `state` (broker/relay-input.ts `relayStateRefusal`), nothing spent; undefined
    * when it would not, and for a state of any other kind.
    */
-  relayRefusal(state: string | undefined, binding: RelayBinding): Promise<string | undefined> {
-    return relayStateRefusal(this.sealed, state, binding);
+  relayRefusal(state: string | undefined, binding: RelayBinding, inputResponses?: Record<string, unknown>): Promise<string | undefined> {
+    return relayStateRefusal(this.sealed, state, binding, inputResponses);
   }
 
   /**

@@ -141,7 +141,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
   /** Why the relay stage would refuse a modern caller's retry of an upstream tool for its relay or URL-elicitation state; undefined when it would not. */
   function relayRefusal(call: BrokerCall, target: ToolTarget): Promise<string | undefined> | undefined {
     if (call.session.era !== 'modern' || call.session.requestState === undefined || target.source !== 'upstream') return undefined;
-    return states.relayRefusal(call.session.requestState, relayBinding(call, target));
+    return states.relayRefusal(call.session.requestState, relayBinding(call, target), call.session.inputResponses);
   }
 
   /**

@@ -40,7 +40,7 @@ import { SETTLED, splitStage, type Stage } from './runner.js';
 import { supportsUrlElicitation } from '../upstream/url-elicitations.js';
 import { argumentsDigest, kindOf, type RelayClaim, type SealedStates, type UrlClaim } from './sealed-state.js';
 import { refuse, type BrokerCall, type CallerSession } from './types.js';
-import { isUrlState, openUrlRetry, urlInputRequired } from './url-input.js';
+import { isUrlState, openUrlRetry, urlAnswersRefusal, urlInputRequired } from './url-input.js';
 
 /** The broker's own namespace of input request keys (and `_meta` keys). */
 export const BROKER_KEY_NAMESPACE = 'mcp-broker/';
@@ -112,16 +112,24 @@ export async function openRelay(states: SealedStates, session: CallerSession, bi
  * Why the relay stage refuses a modern caller's retry of `binding`'s call for its `requestState`,
  * read without spending anything: a state naming the relay or URL-elicitation kind (in the clear)
  * that does not open (altered, forged, expired) or was made for another principal, upstream,
- * method, tool or arguments. Undefined when it is not refused for that, and for any other kind
+ * method, tool or arguments, or a URL-elicitation retry whose answers are not elicitation results
+ * (`inputResponses`: the retry's). Undefined when it is not refused for that, and for any other kind
  * (an approval state is the judge's to read). The judge asks this before it asks or parks the
  * retry of an asked tool (broker/judge.ts), so such a retry is refused as it is without `ask`.
  */
-export async function relayStateRefusal(states: SealedStates, state: string | undefined, binding: RelayBinding): Promise<string | undefined> {
+export async function relayStateRefusal(
+  states: SealedStates,
+  state: string | undefined,
+  binding: RelayBinding,
+  inputResponses?: Record<string, unknown>,
+): Promise<string | undefined> {
   const kind = kindOf(state);
   if (kind !== 'relay' && kind !== 'url') return undefined;
   const opened = await states.openAs(kind, state);
   if (!opened.ok) return unopenedReason(opened.why);
-  return madeFor(opened.claim, binding) ? undefined : OTHER_CALL_REASON;
+  if (!madeFor(opened.claim, binding)) return OTHER_CALL_REASON;
+  // A URL-elicitation retry whose answers the relay stage refuses (openUrlRetry): refused before any approval it carries is spent.
+  return kind === 'url' ? urlAnswersRefusal((opened.claim as UrlClaim).keys, inputResponses) : undefined;
 }
 
 /** The refusal of a state that does not open. */

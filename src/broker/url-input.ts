@@ -101,6 +101,22 @@ export async function urlInputRequired(
 }
 
 /**
+ * Why the answers of a retry to the URL elicitations under `keys` are refused, read without
+ * spending anything: every key answered, and one answer is not an elicitation result (action
+ * `accept`, `decline` or `cancel`). Undefined when they are not refused for that (some key not
+ * answered is a retry without answers: {@link openUrlRetry}). The judge asks this, through
+ * broker/relay-input.ts `relayStateRefusal`, before it spends the approval a state carries.
+ */
+export function urlAnswersRefusal(keys: readonly string[], responses: Record<string, unknown> | undefined): string | undefined {
+  const answers = keys.map((key) => responses?.[key] as { action?: unknown } | undefined);
+  if (answers.some((a) => a === undefined)) return undefined;
+  const actions = answers.map((a) => (a && typeof a === 'object' ? a.action : undefined));
+  return actions.every((a) => a === 'accept' || a === 'decline' || a === 'cancel')
+    ? undefined
+    : 'an answer to a URL elicitation is not an elicitation result (action accept, decline or cancel); nothing was sent';
+}
+
+/**
  * What a retry carrying a URL-elicitation state does: `send` the call again, `ended` (the user
  * declined or dismissed; nothing sent) or `refused` (-32602; nothing sent), each with a one-line reason.
  */
@@ -120,10 +136,9 @@ export async function openUrlRetry(states: SealedStates, session: CallerSession,
   const answers = claim.keys.map((key) => session.inputResponses?.[key] as { action?: unknown } | undefined);
   // Not every elicitation answered: a retry without answers, sent as a fresh call is.
   if (answers.some((a) => a === undefined)) return { kind: 'send' };
-  const actions = answers.map((a) => (a && typeof a === 'object' ? a.action : undefined));
-  if (!actions.every((a) => a === 'accept' || a === 'decline' || a === 'cancel')) {
-    return { kind: 'refused', reason: 'an answer to a URL elicitation is not an elicitation result (action accept, decline or cancel); nothing was sent' };
-  }
+  const malformed = urlAnswersRefusal(claim.keys, session.inputResponses);
+  if (malformed !== undefined) return { kind: 'refused', reason: malformed };
+  const actions = answers.map((a) => (a as { action?: unknown }).action);
   if (!(await states.spendOnce(claim.nonce, claim.expiresAt))) {
     return { kind: 'refused', reason: 'the requestState was used already (one retry per URL elicitation round); nothing was sent, call again without it' };
   }

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { judgeStage, type JudgeDeps } from '../../src/broker/judge.js';
 import { compilePolicy } from '../../src/broker/policy.js';
 import { compose } from '../../src/broker/runner.js';
-import { relayInputRequired } from '../../src/broker/relay-input.js';
+import { relayInputRequired, relayStage } from '../../src/broker/relay-input.js';
+import { urlInputRequired } from '../../src/broker/url-input.js';
 import { SealedStates } from '../../src/broker/sealed-state.js';
 import type { BrokerCall, CallerSession, ToolTarget } from '../../src/broker/types.js';
 import { policySchema } from '../../src/config/schema.js';
@@ -262,6 +263,36 @@ describe('judge stage', () => {
       // Nor were the intact state's retries offered to the inbox: its approval ran one call, the replay is refused as it is.
       expect(parked).toEqual([]);
     }
+  });
+
+  it('an asked retry whose URL-elicitation answer the relay stage refuses (not an elicitation result) is -32602 and does not spend its round\'s approval: the corrected retry runs, once', async () => {
+    const { clock, store, deps } = setup({ default: 'ask' });
+    const sealed = new SealedStates({ store, clock });
+    const invoke = fakeInvoke();
+    const known = new Map<string, ToolTarget>([['fx__echo', target()]]);
+    const path = compose([judgeStage({ ...deps, resolve: (name) => known.get(name) }), relayStage({ states: sealed, ttlMs: 5000 }), invoke]);
+    const binding = { principal: 'local', server: 'fx', target: 'echo', args: { a: 1 } };
+    const error = { code: -32042, message: 'URL elicitation required', data: { elicitations: [{ mode: 'url', message: 'sign in', url: 'https://a.example.test/1', elicitationId: 'e1' }] } };
+    // The round an approved call's upstream answered -32042: its state carries that approval.
+    const asked = (await urlInputRequired(sealed, error, binding, { callId: 'c-0', ttlMs: 5000, approved: true }))!;
+    const [key] = Object.keys(asked.inputRequests ?? {});
+    const { s, asked: questions } = asking(async () => ({ action: 'accept' }));
+    const retry = (answer: unknown) =>
+      call({ target: target(), session: { ...s, era: 'modern', requestState: asked.requestState!, inputResponses: { [key!]: answer } }, request: { args: { a: 1 } } });
+    const malformed = retry({ action: 'sure' });
+    await path(malformed);
+    expect(malformed).toMatchObject({ outcome: 'invalid_arguments', requestError: { code: -32602 } });
+    expect(malformed.reason).toContain('not an elicitation result');
+    // Refused for its state, nothing sent: the approval of the round is still there for the corrected retry.
+    const corrected = retry({ action: 'accept' });
+    await path(corrected);
+    expect(corrected.outcome).toBe('ok');
+    expect(invoke.reached).toBe(1);
+    const replay = retry({ action: 'accept' });
+    await path(replay);
+    expect(replay.outcome).not.toBe('ok');
+    expect(invoke.reached).toBe(1);
+    expect(questions).toEqual([]);
   });
 
   it('ask without elicitation is approval_required and says how to approve', async () => {
