@@ -152,7 +152,13 @@ export class PrimitiveGuard {
     let result: T | undefined;
     let failure: { err: unknown } | undefined;
 
-    const refusal = await this.judge(request, caller, callId);
+    let refusal: Awaited<ReturnType<PrimitiveGuard['judge']>>;
+    try {
+      refusal = await this.judge(request, caller, callId);
+    } catch (err) {
+      // The store behind approvals and sealed states failed: refused and recorded, as a tool call's stage throw is (fail closed).
+      refusal = { outcome: 'guard_error', reason: `judge failed: ${messageOf(err)}` };
+    }
     if (refusal) {
       ({ outcome, reason } = refusal);
     } else {

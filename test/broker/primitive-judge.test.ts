@@ -179,6 +179,29 @@ describe('PrimitiveGuard (primitive-judge.ts)', () => {
     store.close();
   });
 
+  it('a request whose judgement fails (the store behind its states closed) is refused guard_error -32603 and recorded', async () => {
+    const clock = new ManualClock();
+    const store = SqliteStore.open(':memory:');
+    const sealed = new SealedStates({ store, clock });
+    const records = sink();
+    const g = new PrimitiveGuard({
+      ...guardDeps(records, { rules: [{ prompts: ['evil__greet'], action: 'ask' }] }),
+      clock,
+      approvalStates: new ApprovalStates({ store, clock, ttlMs: 5000, sealed }),
+    });
+    const greet = read({ kind: 'prompt', type: 'prompt', name: 'evil__greet', ownName: 'greet', args: { who: 'ada' } });
+    const relayed = await relayInputRequired(sealed, { inputRequests: {} }, { principal: 'local', server: 'evil', method: 'prompts/get', target: 'greet', args: { who: 'ada' } }, { callId: 'c-0', ttlMs: 5000, approved: true });
+    store.close();
+    let forwarded = 0;
+    const err = await rejection(g.serve(greet, session({ era: 'modern', requestState: relayed.requestState!, inputResponses: { answer: {} } }), async () => ++forwarded));
+    expect(forwarded).toBe(0);
+    expect(err).toBeInstanceOf(ProtocolError);
+    expect(err.code).toBe(-32603);
+    expect((err.data as Record<string, string>)['mcp-broker/outcome']).toBe('guard_error');
+    expect(records.lines.map((r) => [r.outcome, r.attempts])).toEqual([['guard_error', 0]]);
+    expect(records.lines[0]!.reason).toMatch(/^judge failed: /);
+  });
+
   it("an upstream's own error passes on as it came and is recorded by its outcome", async () => {
     const { g, records } = guard();
     const upstream = new ProtocolError(-32002, 'Resource not found');
