@@ -45,7 +45,7 @@ import { askApproval, stillLive } from '../router/ask.js';
 import { toAbortSignal } from '../shared/cancel.js';
 import { askThroughInput } from './ask-input.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
-import type { RelayBinding } from './relay-input.js';
+import { toolCallBinding } from './relay-input.js';
 import { kindOf } from './sealed-state.js';
 import type { ParkDecision } from './types.js';
 import { SETTLED, splitStage, type Stage } from './runner.js';
@@ -141,7 +141,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
   /** Why the relay stage would refuse a modern caller's retry of an upstream tool for its relay or URL-elicitation state; undefined when it would not. */
   function relayRefusal(call: BrokerCall, target: ToolTarget): Promise<string | undefined> | undefined {
     if (call.session.era !== 'modern' || call.session.requestState === undefined || target.source !== 'upstream') return undefined;
-    return states.relayRefusal(call.session.requestState, relayBinding(call, target), call.session.inputResponses);
+    return states.relayRefusal(call.session.requestState, toolCallBinding(call, target), call.session.inputResponses);
   }
 
   /**
@@ -152,7 +152,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
   async function relayApproval(call: BrokerCall, target: ToolTarget): Promise<boolean | undefined> {
     const state = call.session.requestState;
     if (call.session.era !== 'modern' || state === undefined || target.source !== 'upstream') return undefined;
-    if (await states.redeemRelay(state, relayBinding(call, target))) return true;
+    if (await states.redeemRelay(state, toolCallBinding(call, target))) return true;
     // A relay state of this very call (relayRefusal passed it) whose approval does not count: not an approval state that fails to verify.
     return kindOf(state) === 'relay' || kindOf(state) === 'url' ? false : undefined;
   }
@@ -318,11 +318,6 @@ async function ask(
   if (call.request.signal.aborted) return { reason: 'cancelled by the client while waiting for approval', cancelled: true };
   if (answer.why === 'failed') deps.logger?.warn({ callId: call.callId, tool: target.name, err: answer.reason }, 'approval prompt failed');
   return { reason: `${why}; ${answer.reason}${answer.why === 'declined' || answer.why === 'cancelled' ? '' : how}` };
-}
-
-/** What a relay state must be bound to for the retry of `call` to `target` (broker/relay-input.ts). */
-function relayBinding(call: BrokerCall, target: ToolTarget): RelayBinding {
-  return { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };
 }
 
 /** The approve command for `tool` (for `forPrincipal` when given), shaped for the caller `principal`. */

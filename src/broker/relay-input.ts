@@ -39,7 +39,7 @@ import type { InputRelay } from '../upstream/types.js';
 import { SETTLED, splitStage, type Stage } from './runner.js';
 import { supportsUrlElicitation } from '../upstream/url-elicitations.js';
 import { argumentsDigest, kindOf, type RelayClaim, type SealedStates, type UrlClaim } from './sealed-state.js';
-import { refuse, type BrokerCall, type CallerSession } from './types.js';
+import { refuse, type BrokerCall, type CallerSession, type ToolTarget } from './types.js';
 import { isUrlState, openUrlRetry, urlAnswersRefusal, urlInputRequired } from './url-input.js';
 
 /** The broker's own namespace of input request keys (and `_meta` keys). */
@@ -80,6 +80,11 @@ export interface RelayBinding {
   /** The upstream's own tool or prompt name, or the resource URI. */
   readonly target: string;
   readonly args: unknown;
+}
+
+/** What a relay state must be bound to for the retry of `call` to the upstream tool `target` (the relay stage's, the judge's). */
+export function toolCallBinding(call: BrokerCall, target: ToolTarget): RelayBinding {
+  return { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };
 }
 
 /**
@@ -211,7 +216,7 @@ export function relayStage(deps: RelayDeps): Stage {
     (call) => {
       const target = call.target;
       if (call.session.era !== 'modern' || !target || target.source !== 'upstream') return NOT_RELAYED;
-      const binding = { principal: call.session.principal, server: target.server, method: 'tools/call', target: target.toolName, args: call.request.args };
+      const binding = toolCallBinding(call, target);
       const state = call.session.requestState;
       // No state: only the caller's answers go on, decided at once (the call keeps its turn).
       if (state === undefined) return opened(call, binding, { kind: 'relay', input: answersFor(call.session, binding) });
