@@ -10,10 +10,20 @@
  * A call reserves one unit of budget on the way in and gives it back on the way out when it was
  * never invoked (`call.attempts === 0`, which counts only attempts that were sent: refused by
  * the breaker, cancelled before invoke, or refused by invoke or the router before anything was
- * sent), so refused calls do not spend and concurrent calls cannot overshoot. Retries are one call.
+ * sent), so refused calls do not spend and concurrent calls cannot overshoot (only an inverse
+ * can, below). Retries are one call.
  * The call is given back to the window it was taken from: once that window has renewed, nothing
  * (it was never counted in the new one).
- * A flow's inverse (`request.flow.phase === "rollback"`) is not charged: it undoes a charged call.
+ *
+ * A flow's inverse (`request.flow.phase === "rollback"`) is never refused, so a flow that ran out
+ * of budget can still roll back what landed; but it spends a call like any other (the caller
+ * names an inverse's tool and arguments, so an uncharged inverse was a free call of any tool per
+ * charged step). Past the limit it is charged all the same ({@link BudgetLedger.charge}): the unit
+ * is left over its budget, and once it was sent the one-time `budget_exhausted` warning is given
+ * if it was not yet. An inverse never sent is given back as any call is (charged and given back,
+ * never given back without being charged). So a unit with a budget of N makes at
+ * most N invoked calls plus the inverses of calls it was charged within those N: a nested flow run
+ * as an inverse is charged and never refused, but its steps are steps, refused past the limit.
  *
  * A session's unit lasts as long as its session (released when it ends). A sessionless unit
  * (`CallerSession.sessionless`: the admin API's `api:<principal>`, a modern request's
@@ -115,27 +125,39 @@ export class BudgetLedger {
    * hand to {@link refund}, or undefined when none was left.
    */
   reserve(unit: string, limit: number): number | undefined {
-    const used = this.spent.get(unit) ?? 0;
-    if (used >= limit) return undefined;
-    this.spent.set(unit, used + 1);
+    if ((this.spent.get(unit) ?? 0) >= limit) return undefined;
+    return this.charge(unit);
+  }
+
+  /**
+   * Takes one call from `unit` whatever it has left, past its limit if need be (a flow's inverse,
+   * which is never refused): the tally it was taken from, to hand to {@link refund}.
+   */
+  charge(unit: string): number {
+    this.spent.set(unit, (this.spent.get(unit) ?? 0) + 1);
     let tally = this.tallies.get(unit);
     if (tally === undefined) this.tallies.set(unit, (tally = ++this.lastTally));
     return tally;
   }
 
   /**
-   * Gives back a call that was reserved (from `tally`, what {@link reserve} answered) and not
+   * Gives back a call that was reserved (from `tally`, what {@link reserve} or {@link charge} answered) and not
    * invoked. Nothing when the unit's tally has changed since (its window renewed, or the unit was
    * released): the call was never counted in the new one.
    */
   refund(unit: string, tally: number): void {
-    if (this.tallies.get(unit) !== tally) return;
+    if (!this.holds(unit, tally)) return;
     const used = this.spent.get(unit) ?? 0;
     if (used <= 1) this.spent.delete(unit);
     else this.spent.set(unit, used - 1);
   }
 
-  /** Calls `unit` has spent. */
+  /** Whether `tally` (what {@link reserve} or {@link charge} answered) is still `unit`'s current one. */
+  holds(unit: string, tally: number): boolean {
+    return this.tallies.get(unit) === tally;
+  }
+
+  /** Calls `unit` has spent (more than its limit once a flow's inverse ran past it). */
   used(unit: string): number {
     return this.spent.get(unit) ?? 0;
   }
@@ -177,44 +199,83 @@ export function budgetStage(deps: BudgetDeps): Stage & { readonly ledger: Budget
   const ledger = deps.ledger ?? new BudgetLedger();
   const windowMs = deps.windowMs ?? DEFAULT_BUDGET_WINDOW_MS;
   const now = deps.now ?? Date.now;
-  const stage = splitStage<{ reserved?: { unit: string; tally: number } }>(
+  const stage = splitStage<Ticket>(
     'budget',
     (call) => {
       const unit = call.session.unit;
       const limit = deps.limitFor(call);
-      // A flow's inverse undoes a call that was charged already; charging it too would leave a
-      // flow that ran out of budget unable to roll back what landed.
-      if (limit === 'unlimited' || call.request.flow?.phase === 'rollback') return NOTHING_RESERVED;
+      if (limit === 'unlimited') return NOTHING_RESERVED;
       const at = call.session.sessionless ? now() : undefined;
       const windowEnd = at === undefined ? undefined : ledger.renew(unit, at, windowMs);
+      // A flow's inverse is never refused (a flow that ran out must still undo what landed), but
+      // it spends like any call: the caller names its tool, so a free inverse was a free call of any tool.
+      if (call.request.flow?.phase === 'rollback') {
+        const reserved = { unit, tally: ledger.charge(unit) };
+        // Past the limit: warned of once it was sent (leave), as one never sent is given back.
+        if (ledger.used(unit) > limit) return { reserved, past: { limit, windowEnd, at } };
+        warnIfLow(call, unit, limit);
+        return { reserved };
+      }
       const tally = ledger.reserve(unit, limit);
       if (tally === undefined) {
-        const spent =
-          windowEnd === undefined
-            ? `unit "${unit}" has spent its budget of ${limit} calls`
-            : `unit "${unit}" has spent its budget of ${limit} calls per ${windowMs} ms; it renews in ${windowEnd - at!} ms`;
+        const spent = spentText(unit, limit, windowMs, windowEnd, at);
         if (ledger.flag(unit, 'exhausted')) {
           deps.logger?.warn({ unit, principal: call.session.principal, limit, event: 'budget_exhausted' }, `${spent}; ${RAISE_HINT}`);
         }
         refuse(call, 'budget_exhausted', `${spent}; ${RAISE_HINT}`);
         return SETTLED;
       }
-      const used = ledger.used(unit);
-      if (used >= Math.ceil(limit * BUDGET_WARN_SHARE) && used < limit && ledger.flag(unit, 'warned')) {
-        deps.logger?.warn(
-          { unit, principal: call.session.principal, used, limit, event: 'budget_low' },
-          `unit "${unit}" has spent ${used} of its ${limit} calls; ${RAISE_HINT}`,
-        );
-      }
+      warnIfLow(call, unit, limit);
       return { reserved: { unit, tally } };
     },
     // A call that sent nothing upstream gives its reservation back, to the window it was taken from.
-    (call, { reserved }) => {
-      if (reserved !== undefined && call.attempts === 0) ledger.refund(reserved.unit, reserved.tally);
+    (call, { reserved, past }) => {
+      if (reserved === undefined) return;
+      if (call.attempts === 0) {
+        ledger.refund(reserved.unit, reserved.tally);
+        return;
+      }
+      // An inverse sent past the limit: the unit has run out, whether or not a call was refused yet
+      // (unless its window renewed meanwhile: the new one has not).
+      if (past !== undefined && ledger.holds(reserved.unit, reserved.tally) && ledger.flag(reserved.unit, 'exhausted')) {
+        const used = ledger.used(reserved.unit);
+        deps.logger?.warn(
+          { unit: reserved.unit, principal: call.session.principal, used, limit: past.limit, event: 'budget_exhausted' },
+          `${spentText(reserved.unit, past.limit, windowMs, past.windowEnd, past.at)}: a flow's inverse ran past it (a rollback is never refused); ${RAISE_HINT}`,
+        );
+      }
     },
   );
   return Object.assign(stage, { ledger });
+
+  /** Logs the one-time warning once `unit` has spent {@link BUDGET_WARN_SHARE} of `limit`, and not all of it. */
+  function warnIfLow(call: BrokerCall, unit: string, limit: number): void {
+    const used = ledger.used(unit);
+    if (used >= Math.ceil(limit * BUDGET_WARN_SHARE) && used < limit && ledger.flag(unit, 'warned')) {
+      deps.logger?.warn(
+        { unit, principal: call.session.principal, used, limit, event: 'budget_low' },
+        `unit "${unit}" has spent ${used} of its ${limit} calls; ${RAISE_HINT}`,
+      );
+    }
+  }
+}
+
+/**
+ * The budget stage's ticket: the call reserved (absent when it was not charged), and, for an
+ * inverse charged past the limit, what its `budget_exhausted` warning names (the limit, and a
+ * sessionless unit's window end and the time it was charged, ms since the epoch).
+ */
+interface Ticket {
+  reserved?: { unit: string; tally: number };
+  past?: { limit: number; windowEnd: number | undefined; at: number | undefined };
+}
+
+/** How a unit that has spent its budget is described (refusal and warning): a sessionless unit's says when its window renews. */
+function spentText(unit: string, limit: number, windowMs: number, windowEnd: number | undefined, at: number | undefined): string {
+  return windowEnd === undefined || at === undefined
+    ? `unit "${unit}" has spent its budget of ${limit} calls`
+    : `unit "${unit}" has spent its budget of ${limit} calls per ${windowMs} ms; it renews in ${windowEnd - at} ms`;
 }
 
 /** The budget stage's ticket when the call was not charged. */
-const NOTHING_RESERVED: { reserved?: { unit: string; tally: number } } = {};
+const NOTHING_RESERVED: Ticket = {};

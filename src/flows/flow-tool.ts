@@ -5,7 +5,8 @@
  * Every step, inverse and `on_failure` call is a full brokered call made as the flow's own
  * caller (same session, principal and budget unit): judged (a step to a tool the principal is
  * denied fails the flow `denied`; nothing is reachable through a flow that is not reachable
- * directly), counted against the unit's budget, breaker, deadline (each call its own), retried
+ * directly), counted against the unit's budget (an inverse too, though it is never refused
+ * `budget_exhausted`: broker/budget.ts), breaker, deadline (each call its own), retried
  * when read-only, scrubbed, evaluated, and recorded with `flow: {id, step, phase?}` (the flow's
  * call id and the step's id). The flow call itself is judged and recorded too, and its answer is
  * scrubbed and evaluated like any result.

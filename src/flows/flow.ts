@@ -20,7 +20,8 @@
  * records it and refuses it `invalid_arguments` with nothing sent.
  *
  * On failure, with `rollback_on_failure`: every harvested inverse runs, newest first (so the
- * failing step's own, harvested last, runs first), each a brokered call; one that does not end
+ * failing step's own, harvested last, runs first), each a brokered call (charged to the unit's
+ * budget, never refused by it: broker/budget.ts); one that does not end
  * `ok` is reported `applied: false` (and listed in `unapplied`) and the rest still run. Without it nothing is replayed: each
  * inverse is returned in `unapplied` and written into `error` as a call the caller can run
  * ({@link unappliedRollbackCall}), in the order to run them. Then the estate snapshot is restored

@@ -91,6 +91,69 @@ describe('budget stage', () => {
     expect(last!.reason).toMatch(/budgetPerUnit.*MCP_BROKER_CALL_BUDGET.*"unlimited"/);
   });
 
+  it("a flow's inverse is never refused yet spends a call, past the limit if need be; one never sent gives back only what it took", async () => {
+    const warnings: { obj: Record<string, unknown>; msg: string }[] = [];
+    const logger = { warn: (obj: Record<string, unknown>, msg: string) => void warnings.push({ obj, msg }) };
+    const ledger = new BudgetLedger();
+    let send = true;
+    const invoke = fakeInvoke((c) => {
+      if (!send) c.attempts = 0;
+      c.outcome = send ? 'ok' : 'invalid_arguments';
+    });
+    const run = compose([budgetStage({ limitFor: () => 2, ledger, logger: logger as never }), invoke]);
+    const inverse = () => call({ target: target(), request: { flow: { id: 'f-1', step: 'a', phase: 'rollback' } } });
+    const first = inverse();
+    await run(first);
+    expect([first.outcome, ledger.used('s-1')]).toEqual(['ok', 1]);
+    await run(call({ target: target() }));
+    expect(ledger.used('s-1')).toBe(2);
+    // At the limit: a step is refused, an inverse runs and leaves the unit past it (warned of once).
+    const step = call({ target: target(), request: { flow: { id: 'f-1', step: 'b' } } });
+    await run(step);
+    expect(step.outcome).toBe('budget_exhausted');
+    const past = inverse();
+    await run(past);
+    expect([past.outcome, ledger.used('s-1')]).toEqual(['ok', 3]);
+    // One never sent (refused inside, attempts 0) takes nothing and gives back nothing.
+    send = false;
+    const unsent = inverse();
+    await run(unsent);
+    expect([unsent.outcome, ledger.used('s-1')]).toEqual(['invalid_arguments', 3]);
+    expect(warnings.map((w) => w.obj.event)).toEqual(['budget_exhausted']);
+  });
+
+  it('an inverse sent past the limit before any refusal gives the one-time budget_exhausted warning; one never sent does not', async () => {
+    const warnings: { obj: Record<string, unknown>; msg: string }[] = [];
+    const logger = { warn: (obj: Record<string, unknown>, msg: string) => void warnings.push({ obj, msg }) };
+    const ledger = new BudgetLedger();
+    let send = true;
+    const run = compose([
+      budgetStage({ limitFor: () => 1, ledger, logger: logger as never }),
+      fakeInvoke((c) => {
+        if (!send) c.attempts = 0;
+        c.outcome = send ? 'ok' : 'invalid_arguments';
+      }),
+    ]);
+    const inverse = () => call({ target: target(), request: { flow: { id: 'f-1', step: 'a', phase: 'rollback' } } });
+    await run(call({ target: target() }));
+    // At the limit, an inverse never sent: charged and given back, so nothing ran past it.
+    send = false;
+    await run(inverse());
+    expect(warnings).toEqual([]);
+    expect(ledger.used('s-1')).toBe(1);
+    send = true;
+    await run(inverse());
+    expect(ledger.used('s-1')).toBe(2);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.obj).toMatchObject({ event: 'budget_exhausted', used: 2, limit: 1 });
+    expect(warnings[0]!.msg).toMatch(/has spent its budget of 1 calls: a flow's inverse ran past it .*MCP_BROKER_CALL_BUDGET/);
+    // The refusal after it is not warned of again.
+    const refused = call({ target: target() });
+    await run(refused);
+    expect(refused.outcome).toBe('budget_exhausted');
+    expect(warnings).toHaveLength(1);
+  });
+
   it('a budget of 0 refuses every call', async () => {
     const run = compose([budgetStage({ limitFor: () => 0 }), fakeInvoke()]);
     const c = call({ target: target() });

@@ -480,7 +480,7 @@ describe('flows: what a newcomer found (issue 16 D1-D7)', () => {
     expect(await dump()).toEqual({ a: 1 });
   });
 
-  it('a flow that runs out of budget still rolls back what landed: inverses are not charged', async () => {
+  it('a flow that runs out of budget still rolls back what landed: inverses are never refused budget_exhausted', async () => {
     await kv({ broker: { budgetPerUnit: 3 } });
     const { answer } = await flow({ steps: [put('a', 'a', 1), put('b', 'b', 1), put('c', 'c', 1)], rollback_on_failure: true });
     expect(answer.steps.map((s) => [s.id, s.outcome])).toEqual([['a', 'ok'], ['b', 'ok'], ['c', 'budget_exhausted']]);
