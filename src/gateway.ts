@@ -719,16 +719,17 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 /**
  * `make()`, with a file system error (a folder that cannot be made: a file on the way, a read-only
  * or pseudo file system) or a store that cannot be opened reported as a {@link ConfigError} at
- * `path` (exit 2), not as a crash; so is a records lock file that cannot be created. A records
- * lock another broker holds passes as it is.
+ * `path` (exit 2), not as a crash; so is a records lock file that cannot be created, and a records
+ * file that cannot be appended to (`records_unwritable`, from `mcp-broker check`'s probe). A
+ * records lock another broker holds passes as it is.
  */
-function atPath<T>(path: string, make: () => T): T {
+export function atPath<T>(path: string, make: () => T): T {
   try {
     return make();
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const fsError = typeof code === 'string' && /^E[A-Z]+$/.test(code);
-    if (fsError || (err instanceof BrokerError && (err.code === 'store_unavailable' || err.code === 'records_lock_failed'))) {
+    if (fsError || (err instanceof BrokerError && (err.code === 'store_unavailable' || err.code === 'records_lock_failed' || err.code === 'records_unwritable'))) {
       throw new ConfigError(path, `cannot be used: ${messageOf(err).replace(/^broker\.records\.path: /, '')}`);
     }
     throw err;

@@ -92,10 +92,18 @@ function tryCreate(lockPath: string, content: string, name: string): boolean {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EEXIST') return false;
-    throw new BrokerError('records_lock_failed', `broker.records.path: the lock file ${name} could not be created (${code ?? 'error'})`, { cause: err });
+    throw lockFailed(name, code, err);
   } finally {
     rmSync(temporary, { force: true });
   }
+}
+
+/**
+ * The error of a lock file that cannot be created: `records_lock_failed`, naming the lock file by
+ * its base name `name` and the error `code` (`EACCES`, `EROFS`, …), never an absolute path.
+ */
+export function lockFailed(name: string, code: string | undefined, cause?: unknown): BrokerError {
+  return new BrokerError('records_lock_failed', `broker.records.path: the lock file ${name} could not be created (${code ?? 'error'})`, { cause });
 }
 
 /**

@@ -35,6 +35,7 @@
  * shift up to `.maxFiles`, the oldest dropped).
  */
 import {
+  accessSync,
   closeSync,
   constants,
   fstatSync,
@@ -47,12 +48,12 @@ import {
   statSync,
   writeSync,
 } from 'node:fs';
-import { dirname } from 'node:path';
+import { basename, dirname } from 'node:path';
 import { CALL_TIMING, markCall } from '../shared/call-timing.js';
 import { BrokerError } from '../shared/errors.js';
-import { makeFolderSync } from '../shared/make-folder.js';
+import { makeFolderSync, probeFolderSync } from '../shared/make-folder.js';
 import type { Logger } from '../shared/logger.js';
-import { acquireRecordsLock, type RecordsLock, type RecordsLockDeps } from './records-lock.js';
+import { acquireRecordsLock, lockFailed, type RecordsLock, type RecordsLockDeps } from './records-lock.js';
 
 /** Where records go. */
 export interface RecordSink {
@@ -317,6 +318,36 @@ export class NdjsonRecordSink implements RecordSink {
     rmSync(`${base}.${this.maxFiles}`, { force: true });
     for (let i = this.maxFiles - 1; i >= 1; i--) renameQuietly(`${base}.${i}`, `${base}.${i + 1}`);
     renameQuietly(base, `${base}.1`);
+  }
+}
+
+/**
+ * What a sink on `path` would refuse, found without writing a byte or leaving anything behind
+ * (`mcp-broker check`). Throws what the sink's construction throws for a records folder that
+ * cannot be made (the `mkdir` error) or a folder where the lock file cannot be created (the
+ * `records_lock_failed` error, judged by write permission), and what its first batch would refuse
+ * every call with: `records_unwritable` for a path that is not a regular file or a file that
+ * cannot be opened for appending. A missing folder is made and removed again; an existing file is
+ * opened for appending (never created) and closed unwritten; a lock held by another broker passes
+ * (the file is in use, not unusable).
+ */
+export function probeRecordsPath(path: string): void {
+  const folder = dirname(path);
+  // A folder made (and removed) just now is empty and ours: the lock and the file can be created.
+  if (!probeFolderSync(folder)) return;
+  try {
+    accessSync(folder, constants.W_OK | constants.X_OK);
+  } catch (err) {
+    throw lockFailed(`${basename(path)}.lock`, (err as NodeJS.ErrnoException).code, err);
+  }
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (stat === undefined) return;
+  // Not opened: opening a FIFO or a device has effects of its own (a FIFO's reader sees an end).
+  if (!stat.isFile()) throw new BrokerError('records_unwritable', 'the records path is not a regular file');
+  try {
+    closeSync(openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_NONBLOCK));
+  } catch (err) {
+    throw unwritable(err);
   }
 }
 

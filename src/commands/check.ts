@@ -9,11 +9,16 @@
  * count are those marked `required: true`; when none is, every server not `disabled` counts.
  * Nothing durable is touched: no call is served, so no record is written, and pins go to a
  * throwaway in-memory store.
+ *
+ * Before dialling, what `serve` would refuse at start outside the config file is looked for
+ * ({@link startProblems}): each is exit 2 with the line `serve` exits with (`bad config: <JSON
+ * path>: cannot be used: …`), every one at once, and nothing is dialled.
  */
 import { alignedTable, cut } from './table.js';
 import type { LoadedConfig } from '../config/load.js';
-import { Gateway } from '../gateway.js';
-import { ConfigError, messageOf } from '../shared/errors.js';
+import { probeRecordsPath } from '../audit/records.js';
+import { Gateway, atPath } from '../gateway.js';
+import { ConfigError, messageOf, problemLine, type ConfigProblem } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { SqliteStore } from '../store/index.js';
 import type { UpstreamState, UpstreamStatus } from '../upstream/types.js';
@@ -49,6 +54,11 @@ const ERROR_WIDTH = 160;
  * to `io.stderr`. Returns the exit code. Owns the gateway it builds and stops it before returning.
  */
 export async function checkCommand(config: LoadedConfig, options: CheckOptions, io: CommandIo, deps: { logger: Logger }): Promise<number> {
+  const problems = startProblems(config);
+  if (problems.length > 0) {
+    for (const problem of problems) io.stderr.write(`mcp-broker: bad config: ${problemLine(problem)}\n`);
+    return EXIT_USAGE;
+  }
   const store = SqliteStore.open(':memory:');
   const gateway = new Gateway(config, { logger: deps.logger, store, records: { append: async () => undefined, close: async () => undefined } });
   // The verdict of each first dial, before an automatic restart of a failed one changes the state.
@@ -77,6 +87,28 @@ export async function checkCommand(config: LoadedConfig, options: CheckOptions, 
   if (options.json) io.stdout.write(`${JSON.stringify({ ready, servers: rows })}\n`);
   else io.stdout.write(formatCheckTable(rows, ready));
   return ready ? EXIT_OK : EXIT_NOT_READY;
+}
+
+/**
+ * What `serve` would refuse at start besides the config itself, found without writing a record
+ * or leaving a file or folder behind: `broker.records.path` ({@link probeRecordsPath}: a folder
+ * that cannot be made, a lock file that cannot be created there; also a path no record could be
+ * appended to, which `serve` starts with and then refuses every call `guard_error`). A lock
+ * held by a running broker is no problem: check runs beside the broker it checks. Each problem
+ * names its JSON path, with the message `serve` gives; empty when there is none.
+ */
+export function startProblems(config: LoadedConfig): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const probes: [path: string, probe: () => void][] = [['broker.records.path', () => probeRecordsPath(config.broker.records.path)]];
+  for (const [path, probe] of probes) {
+    try {
+      atPath(path, probe);
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      problems.push(...err.problems);
+    }
+  }
+  return problems;
 }
 
 /** States that end a first dial. */

@@ -3,8 +3,8 @@
  * row per server (state, tools, the error line), and exits 0 only when the servers that count
  * are ready; a bad config is exit 2. Build first (`npm run build`).
  */
-import { execFile } from 'node:child_process';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -106,4 +106,131 @@ describe('mcp-broker check', () => {
     expect(run.stderr).not.toContain('policy.output.deny[1]');
     expect(run.stdout).toBe('');
   });
+});
+
+/**
+ * Runs the built CLI with `args` (`serve` when they name no command) in `cwd`, stdin closed (a
+ * serve that starts ends at once). `asOther`: as another user (uid 65534) when this runs as
+ * root, so that permissions apply. Resolves with the exit code and output.
+ */
+function runCli(args: string[], cwd: string, asOther = false): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const asRoot = process.getuid?.() === 0;
+  const child = spawn(process.execPath, [CLI, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'], ...(asOther && asRoot && { uid: 65534, gid: 65534 }) });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d));
+  child.stderr.on('data', (d: Buffer) => (stderr += d));
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** The CLI's own lines on stderr (`mcp-broker: …`), without the log lines around them. */
+function ownLines(stderr: string): string[] {
+  return stderr.split('\n').filter((l) => l.startsWith('mcp-broker: '));
+}
+
+/** A config of one healthy server with `broker` settings, in a fresh folder others may enter; its paths. */
+function brokerConfig(broker: (dir: string) => Record<string, unknown>): { dir: string; configPath: string } {
+  const { dir } = writeConfig({});
+  dirs.push(dir);
+  chmodSync(dir, 0o755);
+  const configPath = join(dir, 'servers.json');
+  writeFileSync(configPath, JSON.stringify({ mcpServers: healthy, broker: broker(dir) }));
+  return { dir, configPath };
+}
+
+/**
+ * What serve and check say of one config: check's table and `--json` runs must both exit as serve
+ * exits at start, with the same lines, and print nothing on stdout.
+ */
+async function expectCheckRefusesAsServe(dir: string, configPath: string, asOther = false): Promise<string[]> {
+  const serve = await runCli(['--config', configPath], dir, asOther);
+  expect(serve.code).toBe(2);
+  const lines = ownLines(serve.stderr);
+  expect(lines.length).toBeGreaterThan(0);
+  for (const json of [false, true]) {
+    const run = await runCli(['check', '--config', configPath, ...(json ? ['--json'] : [])], dir, asOther);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe('');
+    expect(run.stderr.trim().split('\n')).toEqual(lines);
+  }
+  return lines;
+}
+
+describe('mcp-broker check finds what serve refuses at start: the records path', () => {
+  it('a records folder that cannot be made (a file on the way, under /proc) is exit 2 with the line serve exits with, nothing made (it was exit 0)', async () => {
+    const { dir, configPath } = brokerConfig((d) => ({ records: { path: join(d, 'afile', 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    writeFileSync(join(dir, 'afile'), 'not a folder');
+    const lines = await expectCheckRefusesAsServe(dir, configPath);
+    expect(lines).toEqual([`mcp-broker: bad config: broker.records.path: cannot be used: EEXIST: file already exists, mkdir '${join(dir, 'afile')}'`]);
+
+    if (process.platform === 'linux') {
+      const proc = brokerConfig((d) => ({ records: { path: '/proc/self/mcp-broker-x/calls.ndjson' }, dataDir: join(d, 'data') }));
+      expect(await expectCheckRefusesAsServe(proc.dir, proc.configPath)).toEqual([
+        "mcp-broker: bad config: broker.records.path: cannot be used: ENOENT: no such file or directory, mkdir '/proc/self/mcp-broker-x'",
+      ]);
+    }
+  }, 60_000);
+
+  it('a records folder this user cannot write (no lock file can be made there) is exit 2 with the line serve exits with (it was exit 0)', async (ctx) => {
+    const { dir, configPath } = brokerConfig((d) => ({ records: { path: join(d, 'rec', 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    mkdirSync(join(dir, 'rec'), { mode: 0o555 });
+    mkdirSync(join(dir, 'data'), { mode: 0o777 });
+    chmodSync(join(dir, 'data'), 0o777);
+    const probe = await runCli(['--version'], dir, true);
+    if (probe.code !== 0) ctx.skip(`the CLI could not be run as another user here (exit ${probe.code})`);
+    const lines = await expectCheckRefusesAsServe(dir, configPath, true);
+    expect(lines).toEqual(['mcp-broker: bad config: broker.records.path: cannot be used: the lock file calls.ndjson.lock could not be created (EACCES)']);
+  }, 60_000);
+
+  it('a records path no record could be appended to (a folder, a file without write permission) is exit 2 naming broker.records.path (serve starts, then refuses every call guard_error)', async (ctx) => {
+    const folder = brokerConfig((d) => ({ records: { path: join(d, 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    mkdirSync(join(folder.dir, 'calls.ndjson'));
+    for (const json of [false, true]) {
+      const run = await runCli(['check', '--config', folder.configPath, ...(json ? ['--json'] : [])], folder.dir);
+      expect(run.code).toBe(2);
+      expect(run.stdout).toBe('');
+      expect(run.stderr).toBe('mcp-broker: bad config: broker.records.path: cannot be used: the records path is not a regular file\n');
+    }
+
+    const readOnly = brokerConfig((d) => ({ records: { path: join(d, 'rec', 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    for (const sub of ['rec', 'data']) {
+      mkdirSync(join(readOnly.dir, sub));
+      chmodSync(join(readOnly.dir, sub), 0o777);
+    }
+    writeFileSync(join(readOnly.dir, 'rec', 'calls.ndjson'), '{"old":1}\n', { mode: 0o444 });
+    chmodSync(join(readOnly.dir, 'rec', 'calls.ndjson'), 0o444);
+    const probe = await runCli(['--version'], readOnly.dir, true);
+    if (probe.code !== 0) ctx.skip(`the CLI could not be run as another user here (exit ${probe.code})`);
+    const run = await runCli(['check', '--config', readOnly.configPath], readOnly.dir, true);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toBe('mcp-broker: bad config: broker.records.path: cannot be used: the records file could not be opened (EACCES)\n');
+  }, 60_000);
+
+  it('a missing records folder is not left behind, an existing records file is left as it was, and a records lock held by a running broker passes', async () => {
+    const fresh = brokerConfig((d) => ({ records: { path: join(d, 'new', 'deep', 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    const made = await runCli(['check', '--config', fresh.configPath], fresh.dir);
+    expect(made.code).toBe(0);
+    expect(existsSync(join(fresh.dir, 'new'))).toBe(false);
+
+    const held = brokerConfig((d) => ({ records: { path: join(d, 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    const path = join(held.dir, 'calls.ndjson');
+    writeFileSync(path, '{"old":1}\n');
+    // This test runner is alive: its pid in the lock is a broker running on the file.
+    const lock = `${process.pid} 00000000-0000-4000-8000-000000000000\n`;
+    writeFileSync(`${path}.lock`, lock);
+    const before = statSync(path);
+    const run = await runCli(['check', '--config', held.configPath, '--json'], held.dir);
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ ready: true });
+    expect(readFileSync(path, 'utf8')).toBe('{"old":1}\n');
+    expect(statSync(path).mtimeMs).toBe(before.mtimeMs);
+    expect(readFileSync(`${path}.lock`, 'utf8')).toBe(lock);
+  }, 60_000);
 });
