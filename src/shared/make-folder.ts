@@ -58,6 +58,11 @@ export function probeFolderSync(dir: string): boolean {
   return made.length === 0;
 }
 
+/** Whether `path` is a folder; false also when it cannot be looked at (`ENOTDIR`: a file on the way). */
 function isFolder(path: string): boolean {
-  return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
+  try {
+    return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
+  } catch {
+    return false;
+  }
 }

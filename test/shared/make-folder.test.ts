@@ -58,7 +58,7 @@ describe('probeFolderSync', () => {
   it('throws what makeFolderSync throws, and leaves nothing it made on the way', () => {
     const file = join(dir, 'file');
     writeFileSync(file, 'x');
-    expect(() => probeFolderSync(join(file, 'sub'))).toThrow(expect.objectContaining({ code: 'ENOTDIR' }));
+    expect(() => probeFolderSync(join(file, 'sub'))).toThrow(expect.objectContaining({ code: 'ENOTDIR', syscall: 'mkdir' }));
     expect(() => probeFolderSync(file)).toThrow(expect.objectContaining({ code: 'EEXIST' }));
     if (process.platform === 'linux') expect(() => probeFolderSync('/proc/self/mcp-broker-none/deeper')).toThrow(expect.objectContaining({ code: 'ENOENT' }));
   });
