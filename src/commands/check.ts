@@ -5,7 +5,8 @@
  * server (server, state, tools, the error if any), closes them all, and answers with the exit code.
  *
  * Exit codes: 0 when every server that counts is `ready`, 1 otherwise, 2 for a bad config (a
- * function module, an OpenAPI document, two tools with one advertised name). The servers that
+ * function module, an OpenAPI document, two tools with one advertised name, a records path or
+ * store `serve` could not use). The servers that
  * count are those marked `required: true`; when none is, every server not `disabled` counts.
  * Nothing durable is touched: no call is served, so no record is written, and pins go to a
  * throwaway in-memory store.
@@ -90,16 +91,22 @@ export async function checkCommand(config: LoadedConfig, options: CheckOptions, 
 }
 
 /**
- * What `serve` would refuse at start besides the config itself, found without writing a record
- * or leaving a file or folder behind: `broker.records.path` ({@link probeRecordsPath}: a folder
- * that cannot be made, a lock file that cannot be created there; also a path no record could be
- * appended to, which `serve` starts with and then refuses every call `guard_error`). A lock
- * held by a running broker is no problem: check runs beside the broker it checks. Each problem
- * names its JSON path, with the message `serve` gives; empty when there is none.
+ * What `serve` would refuse at start besides the config itself, found without writing a record,
+ * changing the store or leaving a file or folder behind: `broker.records.path`
+ * ({@link probeRecordsPath}: a folder that cannot be made, a lock file that cannot be created
+ * there; also a path no record could be appended to, which `serve` starts with and then refuses
+ * every call `guard_error`) and `broker.dataDir` ({@link SqliteStore.probe}: a folder that cannot
+ * be made or written, a store file that is not a database, of a newer schema, or not writable).
+ * A lock held by a running broker is no problem: check runs beside the broker it checks. Each
+ * problem names its JSON path, with the message `serve` gives; every one, in `serve`'s order
+ * (`serve` stops at the first); empty when there is none.
  */
 export function startProblems(config: LoadedConfig): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
-  const probes: [path: string, probe: () => void][] = [['broker.records.path', () => probeRecordsPath(config.broker.records.path)]];
+  const probes: [path: string, probe: () => void][] = [
+    ['broker.records.path', () => probeRecordsPath(config.broker.records.path)],
+    ['broker.dataDir', () => SqliteStore.probe(config.broker.dataDir)],
+  ];
   for (const [path, probe] of probes) {
     try {
       atPath(path, probe);

@@ -4,10 +4,11 @@
  * a broker serves; a busy timeout instead of `SQLITE_BUSY` errors; every statement prepared once.
  * better-sqlite3 is synchronous; the async methods keep the interface open to PostgreSQL.
  */
+import { accessSync, closeSync, constants, openSync, readSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { BrokerError, messageOf } from '../shared/errors.js';
-import { makeFolderSync } from '../shared/make-folder.js';
+import { makeFolderSync, probeFolderSync } from '../shared/make-folder.js';
 import {
   EVERY_PRINCIPAL,
   SURFACES_KEPT,
@@ -163,6 +164,49 @@ INSERT INTO tool_pins (tool, principal, hash, definition, pinned_at) SELECT tool
 DROP TABLE pins;
 `;
 
+/** SQLite's messages for a file it cannot open, one that is not a database, and one it may not write. */
+const SQLITE_CANTOPEN = 'unable to open database file';
+const SQLITE_NOTADB = 'file is not a database';
+const SQLITE_READONLY = 'attempt to write a readonly database';
+/** The start of every SQLite database file, the size of its header, and where `user_version` is in it (4 bytes, big-endian). */
+const SQLITE_MAGIC = Buffer.from('SQLite format 3\0', 'latin1');
+const SQLITE_HEADER_BYTES = 100;
+const USER_VERSION_OFFSET = 60;
+
+/** Throws when a store's `user_version` is newer than {@link SCHEMA_VERSION}. */
+function checkSchemaVersion(version: number): void {
+  if (version > SCHEMA_VERSION) throw new Error(`store schema version ${version} is newer than this build understands (${SCHEMA_VERSION})`);
+}
+
+function canAccess(path: string, mode: number): boolean {
+  try {
+    accessSync(path, mode);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The first {@link SQLITE_HEADER_BYTES} of the regular file `file` (fewer when it is shorter); throws {@link SQLITE_CANTOPEN} when it cannot be read. */
+function readHeader(file: string): Buffer {
+  const header = Buffer.alloc(SQLITE_HEADER_BYTES);
+  let read = 0;
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, constants.O_RDONLY);
+    for (;;) {
+      const n = readSync(fd, header, read, header.length - read, read);
+      read += n;
+      if (n === 0 || read === header.length) break;
+    }
+  } catch (err) {
+    throw new Error(SQLITE_CANTOPEN, { cause: err });
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  return header.subarray(0, read);
+}
+
 interface PinRow {
   tool: string;
   principal: string;
@@ -212,15 +256,49 @@ export class SqliteStore implements Store {
     }
   }
 
+  /**
+   * What {@link open} would refuse for `dataDir`, found without opening the store or leaving
+   * anything behind (`mcp-broker check`; even a read-only open leaves `-wal` and `-shm` files
+   * beside a store no broker has open). Throws the `store_unavailable` error `open` throws, with
+   * the message SQLite gives there, for: a folder that cannot be made (made and removed again when
+   * missing: the `mkdir` error); a folder this user cannot write, or a store file it cannot read
+   * (`unable to open database file`) or write (`attempt to write a readonly database`); a file
+   * whose header is not SQLite's (`file is not a database`); a newer schema (the header's
+   * `user_version`). Damage past the 100-byte header is not looked for.
+   */
+  static probe(dataDir: string): void {
+    if (dataDir === ':memory:') return;
+    const file = join(dataDir, STORE_FILE);
+    try {
+      // A folder made (and removed) just now would hold a new store.
+      if (!probeFolderSync(dirname(file))) return;
+      const folderWritable = canAccess(dirname(file), constants.W_OK | constants.X_OK);
+      const stat = statSync(file, { throwIfNoEntry: false });
+      if (!stat) {
+        if (!folderWritable) throw new Error(SQLITE_CANTOPEN);
+        return;
+      }
+      // Not opened: opening a FIFO or a device has effects of its own.
+      if (!stat.isFile()) throw new Error(SQLITE_CANTOPEN);
+      const header = readHeader(file);
+      // An empty file is an empty database.
+      if (header.length > 0 && (header.length < SQLITE_HEADER_BYTES || !header.subarray(0, SQLITE_MAGIC.length).equals(SQLITE_MAGIC))) {
+        throw new Error(SQLITE_NOTADB);
+      }
+      // The journal files are made beside the store.
+      if (!folderWritable || !canAccess(file, constants.W_OK)) throw new Error(SQLITE_READONLY);
+      checkSchemaVersion(header.length > 0 ? header.readUInt32BE(USER_VERSION_OFFSET) : 0);
+    } catch (err) {
+      throw new BrokerError('store_unavailable', `cannot open the store ${file}: ${messageOf(err)}`, { cause: err });
+    }
+  }
+
   private constructor(db: Database.Database) {
     this.db = db;
     if (db.name !== ':memory:') db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
     db.pragma('foreign_keys = ON');
-    const version = db.pragma('user_version', { simple: true }) as number;
-    if (version > SCHEMA_VERSION) {
-      throw new Error(`store schema version ${version} is newer than this build understands (${SCHEMA_VERSION})`);
-    }
+    checkSchemaVersion(db.pragma('user_version', { simple: true }) as number);
     db.transaction(() => {
       // Read again under the write lock: another process may have migrated meanwhile.
       const from = db.pragma('user_version', { simple: true }) as number;

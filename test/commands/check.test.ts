@@ -4,9 +4,11 @@
  * are ready; a bad config is exit 2. Build first (`npm run build`).
  */
 import { execFile, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CLI, fixture, nodeServer, writeConfig } from '../e2e/helpers.js';
 
@@ -232,5 +234,105 @@ describe('mcp-broker check finds what serve refuses at start: the records path',
     expect(readFileSync(path, 'utf8')).toBe('{"old":1}\n');
     expect(statSync(path).mtimeMs).toBe(before.mtimeMs);
     expect(readFileSync(`${path}.lock`, 'utf8')).toBe(lock);
+  }, 60_000);
+});
+
+describe('mcp-broker check finds what serve refuses at start: the store in broker.dataDir', () => {
+  /** The names and bytes of the files in `dir`. */
+  const contents = (dir: string) => Object.fromEntries(readdirSync(dir).map((name) => [name, readFileSync(join(dir, name)).toString('base64')]));
+
+  it('a broker.sqlite serve cannot open (not a database, a newer schema) is exit 2 with the line serve exits with, the store left as it was (it was exit 0)', async () => {
+    const corrupt = brokerConfig((d) => ({ records: { path: join(d, 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    const data = join(corrupt.dir, 'data');
+    mkdirSync(data);
+    writeFileSync(join(data, 'broker.sqlite'), randomBytes(8192));
+    const before = contents(data);
+    const run = await runCli(['check', '--config', corrupt.configPath], corrupt.dir);
+    expect(contents(data)).toEqual(before);
+    expect(run.code).toBe(2);
+    expect(await expectCheckRefusesAsServe(corrupt.dir, corrupt.configPath)).toEqual([
+      `mcp-broker: bad config: broker.dataDir: cannot be used: cannot open the store ${join(data, 'broker.sqlite')}: file is not a database`,
+    ]);
+
+    const newer = brokerConfig((d) => ({ records: { path: join(d, 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    const newerData = join(newer.dir, 'data');
+    mkdirSync(newerData);
+    const db = new Database(join(newerData, 'broker.sqlite'));
+    db.exec('CREATE TABLE later (x)');
+    db.pragma('user_version = 9');
+    db.close();
+    const unopened = contents(newerData);
+    const refused = await runCli(['check', '--config', newer.configPath, '--json'], newer.dir);
+    // Checked before serve, which sets the journal mode of the store it then refuses.
+    expect(contents(newerData)).toEqual(unopened);
+    expect(refused.code).toBe(2);
+    expect(await expectCheckRefusesAsServe(newer.dir, newer.configPath)).toEqual([
+      `mcp-broker: bad config: broker.dataDir: cannot be used: cannot open the store ${join(newerData, 'broker.sqlite')}: store schema version 9 is newer than this build understands (2)`,
+    ]);
+  }, 90_000);
+
+  it('a dataDir that cannot be made (a file there, under /proc) is exit 2 with the line serve exits with; a records problem beside it is named too', async () => {
+    const file = brokerConfig((d) => ({ records: { path: join(d, 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    writeFileSync(join(file.dir, 'data'), 'not a folder');
+    expect(await expectCheckRefusesAsServe(file.dir, file.configPath)).toEqual([
+      `mcp-broker: bad config: broker.dataDir: cannot be used: cannot open the store ${join(file.dir, 'data', 'broker.sqlite')}: EEXIST: file already exists, mkdir '${join(file.dir, 'data')}'`,
+    ]);
+
+    if (process.platform === 'linux') {
+      const proc = brokerConfig((d) => ({ records: { path: join(d, 'calls.ndjson') }, dataDir: '/proc/self/mcp-broker-x' }));
+      expect(await expectCheckRefusesAsServe(proc.dir, proc.configPath)).toEqual([
+        "mcp-broker: bad config: broker.dataDir: cannot be used: cannot open the store /proc/self/mcp-broker-x/broker.sqlite: ENOENT: no such file or directory, mkdir '/proc/self/mcp-broker-x'",
+      ]);
+    }
+
+    // serve stops at the first; check names both.
+    const both = brokerConfig((d) => ({ records: { path: join(d, 'afile', 'calls.ndjson') }, dataDir: join(d, 'afile', 'data') }));
+    writeFileSync(join(both.dir, 'afile'), 'not a folder');
+    const run = await runCli(['check', '--config', both.configPath], both.dir);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe('');
+    expect(run.stderr.trim().split('\n')).toEqual([
+      `mcp-broker: bad config: broker.records.path: cannot be used: EEXIST: file already exists, mkdir '${join(both.dir, 'afile')}'`,
+      `mcp-broker: bad config: broker.dataDir: cannot be used: cannot open the store ${join(both.dir, 'afile', 'data', 'broker.sqlite')}: ENOTDIR: not a directory, mkdir '${join(both.dir, 'afile', 'data')}'`,
+    ]);
+  }, 90_000);
+
+  it('a dataDir or broker.sqlite this user cannot write is exit 2 with the line serve exits with (it was exit 0)', async (ctx) => {
+    const folder = brokerConfig((d) => ({ records: { path: join(d, 'rec', 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    mkdirSync(join(folder.dir, 'rec'));
+    chmodSync(join(folder.dir, 'rec'), 0o777);
+    mkdirSync(join(folder.dir, 'data'), { mode: 0o555 });
+    const probe = await runCli(['--version'], folder.dir, true);
+    if (probe.code !== 0) ctx.skip(`the CLI could not be run as another user here (exit ${probe.code})`);
+    expect(await expectCheckRefusesAsServe(folder.dir, folder.configPath, true)).toEqual([
+      `mcp-broker: bad config: broker.dataDir: cannot be used: cannot open the store ${join(folder.dir, 'data', 'broker.sqlite')}: unable to open database file`,
+    ]);
+
+    const file = brokerConfig((d) => ({ records: { path: join(d, 'rec', 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    for (const sub of ['rec', 'data']) {
+      mkdirSync(join(file.dir, sub));
+      chmodSync(join(file.dir, sub), 0o777);
+    }
+    new Database(join(file.dir, 'data', 'broker.sqlite')).close();
+    chmodSync(join(file.dir, 'data', 'broker.sqlite'), 0o444);
+    expect(await expectCheckRefusesAsServe(file.dir, file.configPath, true)).toEqual([
+      `mcp-broker: bad config: broker.dataDir: cannot be used: cannot open the store ${join(file.dir, 'data', 'broker.sqlite')}: attempt to write a readonly database`,
+    ]);
+  }, 90_000);
+
+  it('a store serve made is left as it was, and a missing dataDir is not left behind', async () => {
+    const used = brokerConfig((d) => ({ records: { path: join(d, 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    const serve = await runCli(['--config', used.configPath], used.dir);
+    expect(serve.code).toBe(0);
+    const data = join(used.dir, 'data');
+    const before = contents(data);
+    expect(Object.keys(before)).toEqual(['broker.sqlite']);
+    const run = await runCli(['check', '--config', used.configPath], used.dir);
+    expect(run.code).toBe(0);
+    expect(contents(data)).toEqual(before);
+
+    const fresh = brokerConfig((d) => ({ records: { path: join(d, 'calls.ndjson') }, dataDir: join(d, 'new', 'data') }));
+    expect((await runCli(['check', '--config', fresh.configPath], fresh.dir)).code).toBe(0);
+    expect(existsSync(join(fresh.dir, 'new'))).toBe(false);
   }, 60_000);
 });
