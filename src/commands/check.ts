@@ -19,7 +19,7 @@ import { alignedTable, cut } from './table.js';
 import type { LoadedConfig } from '../config/load.js';
 import { probeRecordsPath } from '../audit/records.js';
 import { Gateway, atPath } from '../gateway.js';
-import { ConfigError, messageOf, problemLine, type ConfigProblem } from '../shared/errors.js';
+import { ConfigError, problemLine, type ConfigProblem } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { SqliteStore } from '../store/index.js';
 import type { UpstreamState, UpstreamStatus } from '../upstream/types.js';
@@ -56,12 +56,17 @@ const ERROR_WIDTH = 160;
  */
 export async function checkCommand(config: LoadedConfig, options: CheckOptions, io: CommandIo, deps: { logger: Logger }): Promise<number> {
   const problems = startProblems(config);
-  if (problems.length > 0) {
-    for (const problem of problems) io.stderr.write(`mcp-broker: bad config: ${problemLine(problem)}\n`);
-    return EXIT_USAGE;
-  }
+  if (problems.length > 0) return badConfig(problems, io);
   const store = SqliteStore.open(':memory:');
-  const gateway = new Gateway(config, { logger: deps.logger, store, records: { append: async () => undefined, close: async () => undefined } });
+  let gateway: Gateway;
+  try {
+    gateway = new Gateway(config, { logger: deps.logger, store, records: { append: async () => undefined, close: async () => undefined } });
+  } catch (err) {
+    // What the constructor reads besides the config (MCP_BROKER_CALL_BUDGET) is refused as serve refuses it.
+    await store.close();
+    if (!(err instanceof ConfigError)) throw err;
+    return badConfig(err.problems, io);
+  }
   // The verdict of each first dial, before an automatic restart of a failed one changes the state.
   const settled = new Map<string, UpstreamStatus>();
   for (const u of gateway.registry.upstreams) {
@@ -78,8 +83,7 @@ export async function checkCommand(config: LoadedConfig, options: CheckOptions, 
     rows = checkRows(gateway, settled);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    io.stderr.write(`mcp-broker: bad config: ${messageOf(err)}\n`);
-    return EXIT_USAGE;
+    return badConfig(err.problems, io);
   } finally {
     await gateway.stop();
   }
@@ -88,6 +92,12 @@ export async function checkCommand(config: LoadedConfig, options: CheckOptions, 
   if (options.json) io.stdout.write(`${JSON.stringify({ ready, servers: rows })}\n`);
   else io.stdout.write(formatCheckTable(rows, ready));
   return ready ? EXIT_OK : EXIT_NOT_READY;
+}
+
+/** Writes each problem on a line of its own, as `serve` does (`mcp-broker: bad config: <JSON path>: …`); returns {@link EXIT_USAGE}. */
+function badConfig(problems: readonly ConfigProblem[], io: CommandIo): number {
+  for (const problem of problems) io.stderr.write(`mcp-broker: bad config: ${problemLine(problem)}\n`);
+  return EXIT_USAGE;
 }
 
 /**

@@ -115,9 +115,9 @@ describe('mcp-broker check', () => {
  * serve that starts ends at once). `asOther`: as another user (uid 65534) when this runs as
  * root, so that permissions apply. Resolves with the exit code and output.
  */
-function runCli(args: string[], cwd: string, asOther = false): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runCli(args: string[], cwd: string, asOther = false, env: NodeJS.ProcessEnv = process.env): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const asRoot = process.getuid?.() === 0;
-  const child = spawn(process.execPath, [CLI, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'], ...(asOther && asRoot && { uid: 65534, gid: 65534 }) });
+  const child = spawn(process.execPath, [CLI, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], ...(asOther && asRoot && { uid: 65534, gid: 65534 }) });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d));
@@ -150,13 +150,13 @@ function brokerConfig(broker: (dir: string) => Record<string, unknown>): { dir: 
  * What serve and check say of one config: check's table and `--json` runs must both exit as serve
  * exits at start, with the same lines, and print nothing on stdout.
  */
-async function expectCheckRefusesAsServe(dir: string, configPath: string, asOther = false): Promise<string[]> {
-  const serve = await runCli(['--config', configPath], dir, asOther);
+async function expectCheckRefusesAsServe(dir: string, configPath: string, asOther = false, env: NodeJS.ProcessEnv = process.env): Promise<string[]> {
+  const serve = await runCli(['--config', configPath], dir, asOther, env);
   expect(serve.code).toBe(2);
   const lines = ownLines(serve.stderr);
   expect(lines.length).toBeGreaterThan(0);
   for (const json of [false, true]) {
-    const run = await runCli(['check', '--config', configPath, ...(json ? ['--json'] : [])], dir, asOther);
+    const run = await runCli(['check', '--config', configPath, ...(json ? ['--json'] : [])], dir, asOther, env);
     expect(run.code).toBe(2);
     expect(run.stdout).toBe('');
     expect(run.stderr.trim().split('\n')).toEqual(lines);
@@ -334,5 +334,14 @@ describe('mcp-broker check finds what serve refuses at start: the store in broke
     const fresh = brokerConfig((d) => ({ records: { path: join(d, 'calls.ndjson') }, dataDir: join(d, 'new', 'data') }));
     expect((await runCli(['check', '--config', fresh.configPath], fresh.dir)).code).toBe(0);
     expect(existsSync(join(fresh.dir, 'new'))).toBe(false);
+  }, 60_000);
+});
+
+describe('mcp-broker check finds what serve refuses at start: the environment', () => {
+  it('a bad MCP_BROKER_CALL_BUDGET is exit 2 with the bad config line serve exits with (it was exit 1, "mcp-broker: MCP_BROKER_CALL_BUDGET: …")', async () => {
+    const { dir, configPath } = brokerConfig((d) => ({ records: { path: join(d, 'calls.ndjson') }, dataDir: join(d, 'data') }));
+    expect(await expectCheckRefusesAsServe(dir, configPath, false, { ...process.env, MCP_BROKER_CALL_BUDGET: 'bogus' })).toEqual([
+      'mcp-broker: bad config: MCP_BROKER_CALL_BUDGET: must be a non-negative integer or "unlimited" (got "bogus")',
+    ]);
   }, 60_000);
 });
