@@ -10,7 +10,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CLI, fixture, nodeServer, writeConfig } from '../e2e/helpers.js';
+import { CLI, fixture, nodeServer, startBroker, writeConfig } from '../e2e/helpers.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -343,5 +343,29 @@ describe('mcp-broker check finds what serve refuses at start: the environment', 
     expect(await expectCheckRefusesAsServe(dir, configPath, false, { ...process.env, MCP_BROKER_CALL_BUDGET: 'bogus' })).toEqual([
       'mcp-broker: bad config: MCP_BROKER_CALL_BUDGET: must be a non-negative integer or "unlimited" (got "bogus")',
     ]);
+  }, 60_000);
+});
+
+describe('mcp-broker check beside a running broker', () => {
+  it('passes on the config of a broker that serves (its records lock held, its store open), and the broker goes on recording', async () => {
+    const b = await startBroker({ servers: healthy });
+    try {
+      await b.client.callTool({ name: 'u1__echo', arguments: { text: 'one' } });
+      expect(await b.records()).toHaveLength(1);
+      const lock = readFileSync(`${b.recordsPath}.lock`, 'utf8');
+      const records = readFileSync(b.recordsPath, 'utf8');
+      const data = join(b.dir, 'data');
+      expect(readdirSync(data)).toContain('broker.sqlite-wal');
+      const run = await runCli(['check', '--config', join(b.dir, 'servers.json'), '--json'], b.dir);
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+      expect(JSON.parse(run.stdout)).toMatchObject({ ready: true });
+      expect(readFileSync(b.recordsPath, 'utf8')).toBe(records);
+      expect(readFileSync(`${b.recordsPath}.lock`, 'utf8')).toBe(lock);
+      await b.client.callTool({ name: 'u1__echo', arguments: { text: 'two' } });
+      expect((await b.records()).map((r) => r.outcome)).toEqual(['ok', 'ok']);
+    } finally {
+      await b.close();
+    }
   }, 60_000);
 });
