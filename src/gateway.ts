@@ -472,7 +472,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       }),
       invoke: invokeStage({ router: this.router, verdictFromText: (call) => this.tools.verdictFromText(call.target) }),
     });
-    return this.tracer ? this.tracer.instrument(stages) : stages;
+    return this.tracer ? this.tracer.instrument(stages, (t) => scrubber.text(t)) : stages;
   }
 
   /** What `tools/list` needs to show a principal its tools (broker/visible-tools.ts). */

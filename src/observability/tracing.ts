@@ -13,8 +13,9 @@
  * is one trace.
  *
  * Attributes (`mcp_broker.*`): subject, advertised name, principal, unit, outcome, status,
- * attempts, bytes out, era, call id. Arguments and results never become attributes. The call
- * span's ids are written in the record (`traceId`, `spanId`) when the call is sampled.
+ * attempts, bytes out, era, call id; the unit (a modern caller's key in it) scrubbed as the
+ * record's is. Arguments and results never become attributes. The call span's ids are written
+ * in the record (`traceId`, `spanId`) when the call is sampled.
  *
  * Sampling: parent-based; a call without a sampled parent is sampled with `samplingRatio`.
  * Spans are batched and exported over OTLP/HTTP (JSON) every `exportDelayMs`; {@link shutdown}
@@ -85,6 +86,8 @@ export class CallTracer {
   private readonly provider: BasicTracerProvider;
   private readonly tracer: Tracer;
   private readonly calls = new WeakMap<BrokerCall, CallTrace>();
+  /** Makes caller-given text safe to export ({@link instrument}); none until told. */
+  private scrubText: (text: string) => string = (text) => text;
 
   constructor(options: CallTracerOptions) {
     const processor: SpanProcessor = new BatchSpanProcessor(options.exporter, { scheduledDelayMillis: options.exportDelayMs });
@@ -107,8 +110,13 @@ export class CallTracer {
     });
   }
 
-  /** The stages with a call span around them all and a span around each (outermost first, as given). */
-  instrument(stages: readonly Stage[]): Stage[] {
+  /**
+   * The stages with a call span around them all and a span around each (outermost first, as
+   * given). `scrubText` (the scrubber's `text`, as the record stage's) is applied to the
+   * caller-given text that becomes an attribute (the unit), as it is to the record's.
+   */
+  instrument(stages: readonly Stage[], scrubText?: (text: string) => string): Stage[] {
+    if (scrubText) this.scrubText = scrubText;
     return [this.callStage(), ...stages.map((stage) => this.stageSpans(stage))];
   }
 
@@ -141,7 +149,7 @@ export class CallTracer {
       run: async (call, next) => {
         const carrier = traceCarrierOf(call.request.meta) ?? callerTrace();
         const parent = carrier ? propagator.extract(ROOT_CONTEXT, carrier, carrierGetter) : ROOT_CONTEXT;
-        const span = this.tracer.startSpan('tools/call', { kind: SpanKind.SERVER, attributes: callerAttributes(call) }, parent);
+        const span = this.tracer.startSpan('tools/call', { kind: SpanKind.SERVER, attributes: callerAttributes(call, this.scrubText) }, parent);
         const ids = span.spanContext();
         if (span.isRecording()) {
           call.notes.traceId = ids.traceId;
@@ -196,16 +204,21 @@ export class CallTracer {
   }
 }
 
+/** The form of a protocol revision (`2026-07-28`). */
+const REVISION = /^\d{4}-\d{2}-\d{2}$/;
+
 /** What is known of the call before any stage ran. */
-function callerAttributes(call: BrokerCall): Attributes {
+function callerAttributes(call: BrokerCall, scrubText: (text: string) => string): Attributes {
   const version = call.request.meta?.[PROTOCOL_VERSION_META_KEY];
   return {
     'mcp.method.name': 'tools/call',
     'mcp_broker.call_id': call.callId,
     'mcp_broker.principal': call.session.principal,
-    'mcp_broker.unit': call.session.unit,
+    // A modern unit ends in the caller's own key: scrubbed, as the record's is.
+    'mcp_broker.unit': scrubText(call.session.unit),
     // The request's own revision; a modern request whose envelope the SDK took off reads as 2026-07-28.
-    'mcp_broker.era': typeof version === 'string' ? version : call.session.era === 'modern' ? MODERN_ERA : LEGACY_ERA,
+    // Only a revision's form is taken: a legacy session's request may claim any text there, unchecked.
+    'mcp_broker.era': typeof version === 'string' && REVISION.test(version) ? version : call.session.era === 'modern' ? MODERN_ERA : LEGACY_ERA,
   };
 }
 

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import type { CallToolResult, Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
-import { http, startHttpBroker, type HttpBroker } from '../transports/harness.js';
+import { http, MCP_POST_HEADERS, openRawSession, readStream, sseMessages, startHttpBroker, type HttpBroker } from '../transports/harness.js';
 
 interface ReceivedSpan {
   service: string;
@@ -118,6 +118,57 @@ describe('traces over OTLP/HTTP through two chained brokers', () => {
     }
     for (const s of receiver.spans) expect(JSON.stringify(s.attributes)).not.toContain('traced');
     expect(receiver.headers.every((h) => h['x-api-key'] === OTLP_KEY)).toBe(true);
+  });
+
+  it('exports no caller text unscrubbed: a unit key holding a secret is redacted, an era claim that is no revision is not taken', async () => {
+    // A 2026-07-28 request naming its unit with a configured secret (the OTLP key): the record
+    // redacts it, and so must the span.
+    const modern = await fetch(`${inner.url}/mcp`, {
+      method: 'POST',
+      headers: { ...MCP_POST_HEADERS, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'echo__echo' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: {
+          name: 'echo__echo',
+          arguments: { text: 'unit' },
+          _meta: {
+            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+            'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
+            'io.modelcontextprotocol/clientCapabilities': {},
+            'mcp-broker/unit': OTLP_KEY,
+          },
+        },
+      }),
+    });
+    const modernCallId = ((await modern.json()) as { result: { _meta: Record<string, string> } }).result._meta['mcp-broker/callId'];
+    // A 2025-11-25 session's call whose _meta claims a "protocol version" that is a credential.
+    const session = await openRawSession(inner.url);
+    const legacy = await readStream(
+      `${inner.url}/mcp`,
+      {
+        method: 'POST',
+        headers: { ...MCP_POST_HEADERS, 'mcp-session-id': session, 'mcp-protocol-version': '2025-06-18' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 2,
+          method: 'tools/call',
+          params: { name: 'echo__echo', arguments: { text: 'era' }, _meta: { 'io.modelcontextprotocol/protocolVersion': `Bearer ${OTLP_KEY}` } },
+        }),
+      },
+      (t) => t.includes('"result"'),
+    );
+    const legacyCallId = sseMessages(legacy.text).find((m) => m.id === 2).result._meta['mcp-broker/callId'];
+    const spanOf = (callId: string) =>
+      waitFor(() => receiver.spans.find((s) => s.service === 'inner' && s.attributes['mcp_broker.call_id'] === callId && s.name.startsWith('tools/call')), `the call span of ${callId}`);
+    const modernSpan = await spanOf(modernCallId);
+    const legacySpan = await spanOf(legacyCallId);
+    const record = await waitFor(() => inner.records().find((r) => r.callId === modernCallId), 'the modern record');
+    expect(record.unit).toBe('modern:local/[REDACTED]');
+    expect(modernSpan.attributes['mcp_broker.unit']).toBe('modern:local/[REDACTED]');
+    expect(legacySpan.attributes['mcp_broker.era']).toBe('2025-11-25');
+    for (const s of receiver.spans) expect(JSON.stringify(s.attributes)).not.toContain(OTLP_KEY);
   });
 
   it('takes the HTTP traceparent header of a request as the call’s parent', async () => {
