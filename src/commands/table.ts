@@ -3,8 +3,24 @@
  * spaces apart, each as wide as its widest cell, no trailing spaces, one `\n` per row.
  */
 
-/** `header` then `body` as aligned rows; the last column is not padded. */
-export function alignedTable(header: readonly string[], body: readonly (readonly string[])[]): string {
+/** C0 and C1 control characters and DEL: none may reach the terminal from a cell. */
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+
+/**
+ * `text` with every control character written as an escape (`\x1b`, `\n`, …): a cell holds
+ * text a remote caller or an upstream chose (a tool name nobody serves, an error line), which
+ * must neither send escape sequences to the terminal nor start a row of its own.
+ */
+export function printable(text: string): string {
+  return text.replace(CONTROL, (c) => {
+    const code = c.charCodeAt(0);
+    return c === '\n' ? '\\n' : c === '\r' ? '\\r' : c === '\t' ? '\\t' : `\\x${code.toString(16).padStart(2, '0')}`;
+  });
+}
+
+/** `header` then `body` as aligned rows, each cell {@link printable}; the last column is not padded. */
+export function alignedTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const body = rows.map((row) => row.map(printable));
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
   const line = (cells: readonly string[]) =>
     cells
