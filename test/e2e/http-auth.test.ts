@@ -64,6 +64,9 @@ describe('HTTP principals', () => {
       { method: 'POST', path: '/messages?sessionId=x', body: '{}' },
       { method: 'GET', path: '/api/v1/calls' },
       { method: 'POST', path: '/api/v1/mcp/call', body: JSON.stringify({ subject: 'echo__echo', args: { text: 'hi' } }) },
+      // The routes served without a token (the status page's shell and assets) too: the README's every route but the probes.
+      { method: 'GET', path: '/' },
+      { method: 'GET', path: '/status/app.js' },
     ];
     for (const route of routes) {
       for (const pair of [[alice, bob], [alice, 'Bearer not-a-real-token-at-all'], [alice, alice]]) {

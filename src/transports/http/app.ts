@@ -16,7 +16,7 @@ import type { Express, NextFunction, Request, Response } from 'express';
 import { mountAdminApi } from './admin.js';
 import { answerRequestError } from './body.js';
 import type { HttpContext } from './context.js';
-import { authGuard, hostOriginGuard, pathOf } from './guards.js';
+import { authGuard, hostOriginGuard, oneAuthorizationGuard, pathOf } from './guards.js';
 import type { ModernHttp } from './modern.js';
 import { mountMetrics, mountPublicMetrics } from './metrics-route.js';
 import { loadLegacySse, mountLegacySse, SSE_PATH } from './sse.js';
@@ -55,6 +55,8 @@ export async function buildApp(ctx: HttpContext): Promise<Express> {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(hostOriginGuard({ allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins }, ctx.logger));
+  // Several Authorization headers are 400 on the public routes below too (the auth guard answers the rest).
+  app.use(oneAuthorizationGuard(ctx.logger));
   // The status page's shell and assets hold no data; /metrics is open only with observability.metricsPublic.
   mountStatusAssets(app);
   mountPublicMetrics(app, ctx);

@@ -112,6 +112,30 @@ export function authorizationHeaderCount(req: IncomingMessage): number {
 }
 
 /**
+ * Answers 400 (JSON-RPC error -32000) for more than one `Authorization` header, whichever tokens
+ * they hold: the caller would be ambiguous.
+ * @returns whether `req` was refused (and answered)
+ */
+function refuseSeveralAuthorizations(req: IncomingMessage, res: ServerResponse, logger: Logger): boolean {
+  const headers = authorizationHeaderCount(req);
+  if (headers <= 1) return false;
+  logger.info({ method: req.method, path: pathOf(req), headers }, 'http request refused (several Authorization headers)');
+  sendJson(res, 400, jsonRpcError(-32000, `Bad Request: send one Authorization header, not ${headers}`));
+  return true;
+}
+
+/**
+ * Express middleware for the routes served without a token (the status page's shell and
+ * assets, `/metrics` with `observability.metricsPublic`), mounted before them: several
+ * `Authorization` headers are 400 there too, as on every route but the health probes.
+ */
+export function oneAuthorizationGuard(logger: Logger) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    if (OPEN_PATHS.has(req.path) || !refuseSeveralAuthorizations(req, res, logger)) next();
+  };
+}
+
+/**
  * The principal whose bearer token `req` carries, or undefined once `res` has been answered:
  * 400 (JSON-RPC error -32000) for more than one `Authorization` header, whichever tokens they
  * hold and whether or not principals are configured, since the caller would be ambiguous; 401
@@ -119,12 +143,7 @@ export function authorizationHeaderCount(req: IncomingMessage): number {
  * no principal holds).
  */
 export function authenticateRequest(req: IncomingMessage, res: ServerResponse, auth: PrincipalAuthenticator, logger: Logger): Principal | undefined {
-  const headers = authorizationHeaderCount(req);
-  if (headers > 1) {
-    logger.info({ method: req.method, path: pathOf(req), headers }, 'http request refused (several Authorization headers)');
-    sendJson(res, 400, jsonRpcError(-32000, `Bad Request: send one Authorization header, not ${headers}`));
-    return undefined;
-  }
+  if (refuseSeveralAuthorizations(req, res, logger)) return undefined;
   const result = auth.authenticate(req.headers.authorization);
   if ('principal' in result) return result.principal;
   const challenge = result.failure === 'invalid' ? 'Bearer realm="mcp-broker", error="invalid_token"' : 'Bearer realm="mcp-broker"';
