@@ -12,7 +12,7 @@ import type { CallToolResult, Client, Tool } from '@modelcontextprotocol/client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, fixture, nodeServer, startBroker, waitFor, type SeenNotification, type StartedBroker } from './helpers.js';
 import { callsOf, configOf, runCli } from './broker-support.js';
-import { connectHttp, startHttpBroker, type ConnectedClient, type HttpBroker } from '../transports/harness.js';
+import { connectHttp, http, startHttpBroker, type ConnectedClient, type HttpBroker } from '../transports/harness.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'mcp-broker-pins-e2e-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -149,6 +149,12 @@ describe('pins per principal over HTTP', () => {
     expect((await listed(bob.client))?.description).toContain(mark);
     expect(await listed(alice.client)).toEqual(before);
     expect(approved.stdout).toContain('re-pinned rug__probe for principal "bob"');
+    // The status page shows each viewer the pin state of its own roster, as its policy column is:
+    // pinned for bob, whose calls run, changed for alice, whose calls are refused.
+    const pinFor = async (token: string) =>
+      ((await http(`${broker.url}/api/v1/status`, { headers: { authorization: `Bearer ${token}` } })).body as { tools: { name: string; pin: string }[] }).tools.find((t) => t.name === 'rug__probe')?.pin;
+    expect(await pinFor(TOKENS.BOB_TOKEN)).toBe('pinned');
+    expect(await pinFor(TOKENS.ALICE_TOKEN)).toBe('changed');
 
     // An operator approves it for alice too.
     expect((await runCli(['approve', 'rug__probe', '--principal', 'alice', '--config', broker.configPath], TOKENS)).code).toBe(0);

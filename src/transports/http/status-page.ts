@@ -9,7 +9,7 @@
  *    auth guard); everything the page shows comes from the two routes below, behind the same
  *    bearer auth as `/mcp` (the page sends the token given in `#token=…` or typed into it).
  *  - `GET /api/v1/status` → {@link StatusSnapshot}: upstreams and their state with the last
- *    error line, the roster with each tool's policy action and pin state, open breakers,
+ *    error line, the roster with each tool's policy action and pin state (both the viewer's), open breakers,
  *    the calls parked in the approval inbox (an operator decides them with the page's buttons,
  *    `POST /api/v1/approvals/:id`, tasks-api.ts), recent calls, the version and the protocol
  *    revisions served. An operator (role `operator`, or `local`) sees all; a user
@@ -23,7 +23,6 @@ import { SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/server';
 import { visibleTools } from '../../broker/visible-tools.js';
 import type { CallRecord } from '../../broker/types.js';
 import type { Gateway } from '../../gateway.js';
-import { EVERY_PRINCIPAL } from '../../store/index.js';
 import { listParked } from '../../tasks/inbox.js';
 import { VERSION } from '../../version.js';
 import { API_PREFIX } from './admin.js';
@@ -81,7 +80,8 @@ export async function statusSnapshot(gateway: Gateway, principal: Principal): Pr
     const policy = gateway.policy.action(tool.name, principal.name, target.policyDefault).action;
     let pin: StatusSnapshot['tools'][number]['pin'] = 'local';
     if (target.source === 'upstream') {
-      const pinned = await gateway.store.getPin(tool.name, EVERY_PRINCIPAL).catch(() => undefined);
+      // The viewer's pin (its own when `approve --principal` re-pinned the tool for it, else everyone's), as the policy column is the viewer's.
+      const pinned = await gateway.store.getPin(tool.name, principal.name).catch(() => undefined);
       pin = !pinned ? 'unpinned' : pinned.hash === target.hash ? 'pinned' : 'changed';
     }
     rows.push({ name: tool.name, server: target.server, toolName: target.toolName, policy: target.requireApproval ? 'ask' : policy, pin });
