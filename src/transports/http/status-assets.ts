@@ -74,7 +74,8 @@ export const STATUS_JS = `'use strict';
   var token = sessionStorage.getItem(KEY) || '';
   var match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
   if (match) {
-    token = decodeURIComponent(match[1]);
+    // A token pasted as it is may hold a % that is no escape: taken as it came, not a URIError that stops the page.
+    try { token = decodeURIComponent(match[1]); } catch (e) { token = match[1]; }
     sessionStorage.setItem(KEY, token);
     history.replaceState(null, '', location.pathname + location.search);
   }
