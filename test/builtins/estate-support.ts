@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/server';
-import { estateTools } from '../../src/builtins/estate/index.js';
+import { estateTools, type ReservedPath } from '../../src/builtins/estate/index.js';
 import type { BrokerCall, CallerSession } from '../../src/broker/types.js';
 import { ToolRouter, type RouterOutcome } from '../../src/router/index.js';
 import { ManualClock } from '../../src/shared/clock.js';
@@ -43,7 +43,7 @@ export interface EstateFixtureOptions {
   /** Principals with role `operator` (besides `local`, always privileged). */
   operators?: string[];
   /** The broker's own paths the scope refuses (estateTools' `reserved`), given the root. */
-  reserved?: (root: string) => string[];
+  reserved?: (root: string) => ReservedPath[];
 }
 
 export function makeEstate(limits: EstateFixtureOptions = {}): EstateFixture {

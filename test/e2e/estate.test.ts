@@ -76,6 +76,34 @@ describe('estate relay (e2e)', () => {
     expect(JSON.stringify(flow.content)).toContain("would restore the broker's own data");
   });
 
+  it("every file the broker writes beside the records file is its own: a rotation left from a larger maxFiles, the lock's temporary and stale files (each was read, listed and searched)", async () => {
+    broker = await startBroker({ servers: {}, extra: { estate: { root: '.' }, broker: { records: { maxFiles: 2 } } } });
+    const b = broker;
+    // What the broker leaves beside broker.records.path: `<path>.5` from when maxFiles was 5
+    // (rotation drops only `<path>.maxFiles`), and records-lock.ts's `<path>.lock.<pid>.<hex>`
+    // (written, then hard-linked to `<path>.lock`) and `<path>.lock.stale.<pid>.<hex>`.
+    const own = ['calls.ndjson.5', 'calls.ndjson.lock.4242.0badc0de', 'calls.ndjson.lock.stale.4242.0badc0de'];
+    for (const name of own) writeFileSync(join(b.dir, name), `{"principal":"alice","args":{"text":"ALICE-OLD-RECORD"}}\n`);
+    mkdirSync(join(b.dir, 'notes'));
+    linkSync(join(b.dir, 'calls.ndjson.5'), join(b.dir, 'notes', 'old.txt'));
+    for (const path of [...own, 'notes/old.txt']) {
+      const refused = await call(b, 'estate__read_file', { path });
+      expect(outcome(refused), path).toBe('guard_error');
+      expect(JSON.stringify(refused.content), path).toContain("broker's own data");
+    }
+    const names = ((await call(b, 'estate__list_dir', { path: '.' })).structuredContent as { entries: { name: string }[] }).entries.map((e) => e.name);
+    expect(names).toContain('servers.json');
+    expect(names.filter((n) => n.startsWith('calls.ndjson'))).toEqual([]);
+    expect((await call(b, 'estate__list_dir', { path: 'notes' })).structuredContent).toMatchObject({ entries: [], total: 0 });
+    const searched = await call(b, 'estate__search', { query: 'ALICE-OLD' });
+    expect(outcome(searched)).toBe('ok');
+    expect(searched.structuredContent).toMatchObject({ hits: [] });
+    // Nor may a proposal make one (a rotation name past maxFiles, a lock temporary).
+    for (const path of ['calls.ndjson.7', 'calls.ndjson.lock.1.x']) {
+      expect(outcome(await call(b, 'estate__propose_change', { path, content: 'forged', rationale: 'test' })), path).toBe('guard_error');
+    }
+  });
+
   it('serves the fixed tool list with its annotations', async () => {
     broker = await start();
     const tools = (await broker.client.listTools()).tools.filter((t) => t.name.startsWith('estate__'));

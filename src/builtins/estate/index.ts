@@ -13,7 +13,7 @@ import type { Clock } from '../../shared/clock.js';
 import type { Logger } from '../../shared/logger.js';
 import { proposalTools, type ProposalStore } from './proposal-tools.js';
 import { readTools } from './read-tools.js';
-import { EstateScope } from './scope.js';
+import { EstateScope, type ReservedPath } from './scope.js';
 
 export interface EstateOptions {
   /** `estate` of servers.json (defaults in src/config/schema.ts `estateSchema`). */
@@ -29,28 +29,26 @@ export interface EstateOptions {
    * Absolute paths of the broker's own files and folders ({@link brokerOwnPaths}): refused and
    * unlisted should the root hold them. Default none.
    */
-  readonly reserved?: readonly string[];
+  readonly reserved?: readonly ReservedPath[];
 }
 
 /**
  * What no estate path may name: `broker.dataDir` (the store: tasks, approvals, proposals, the
  * sealing key), the store's files in it by name (so a hard link to one is known by identity
- * however full the folder is) and the records file with its lock and rotations (`<path>.1` … `<path>.maxFiles`).
+ * however full the folder is), the records file, and every name beside it that starts with the
+ * records file's name and a dot (`{ prefix: "<path>." }`): its lock `<path>.lock`, the lock's
+ * temporary files (`<path>.lock.<pid>.<hex>` while it is taken, `<path>.lock.stale.<pid>.<hex>`
+ * while a stale one is taken over: audit/records-lock.ts) and its rotations, `<path>.1` …
+ * `<path>.maxFiles` and any left from a larger `maxFiles` (rotation drops only `<path>.maxFiles`).
  * Every principal's calls and state are in them; a root around them (`"root": "."` beside the
  * default `./data`) would otherwise hand them to any principal that may read the estate.
  */
-export function brokerOwnPaths(broker: { readonly dataDir: string; readonly records: { readonly path: string; readonly maxFiles: number } }): string[] {
+export function brokerOwnPaths(broker: { readonly dataDir: string; readonly records: { readonly path: string; readonly maxFiles: number } }): ReservedPath[] {
   const records = broker.records.path;
   // The store's files by name as well: their identities are then known whatever else the folder
   // holds (the walk below `dataDir` in EstateScope.reservedNow stops after MAX_RESERVED_BELOW entries).
   const store = join(broker.dataDir, STORE_FILE);
-  return [
-    broker.dataDir,
-    ...['', '-wal', '-shm', '-journal'].map((suffix) => `${store}${suffix}`),
-    records,
-    `${records}.lock`,
-    ...Array.from({ length: broker.records.maxFiles }, (_, i) => `${records}.${i + 1}`),
-  ];
+  return [broker.dataDir, ...['', '-wal', '-shm', '-journal'].map((suffix) => `${store}${suffix}`), records, { prefix: `${records}.` }];
 }
 
 /**
@@ -86,7 +84,7 @@ export function estateTools(options: EstateOptions): FunctionTool[] {
   ];
 }
 
-export { EstateScope, EstateNotFound, checkLexically, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_SYMLINK_HOPS, type ScopedPath, type WritablePath } from './scope.js';
+export { EstateScope, EstateNotFound, checkLexically, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_SYMLINK_HOPS, type ReservedPath, type ScopedPath, type WritablePath } from './scope.js';
 export { applyUnifiedDiff, parseUnifiedDiff, diffLineCounts, replacementLineCounts, DiffError } from './diff.js';
 export { SEARCH_MAX_FILES, utf8Boundary, type EstateLimits } from './read-tools.js';
 export type { ProposalStore } from './proposal-tools.js';

@@ -8,8 +8,9 @@
  *  - a symlink whose target leaves the root, leads nowhere, or loops;
  *  - anything that is not a regular file or a directory (FIFOs, sockets, devices);
  *  - a component that changes (for example becomes a symlink) while it is being resolved;
- *  - the broker's own files ({@link EstateScope} `reserved`: `broker.dataDir`, the records file,
- *    its lock and rotations), wherever the root puts them: one principal's records and stored
+ *  - the broker's own files ({@link EstateScope} `reserved`: `broker.dataDir`, the records file
+ *    and every name beside it that starts with its name and a dot: rotations, the lock and the
+ *    lock's temporary files), wherever the root puts them: one principal's records and stored
  *    state are not another's to read, and no proposal may write them. They are not listed either.
  * Nothing is decoded: `%2e%2e%2f` is a file name of nine characters, inside the root.
  *
@@ -96,12 +97,27 @@ interface Walked {
 }
 
 /**
+ * One of the broker's own paths ({@link EstateScope} `reserved`): an absolute path (a file, or a
+ * folder with everything below it), or `{ prefix }`: every name in the folder `dirname(prefix)`
+ * that starts with `basename(prefix)`, there now or made later (the files the broker writes beside
+ * its records file under names it picks as it goes: rotations, the lock's temporary files).
+ */
+export type ReservedPath = string | { readonly prefix: string };
+
+/**
  * The broker's own files as found now ({@link EstateScope.reservedNow}): `ids` their identities
- * (`dev:ino`), `names` each one's folder identity with its name (for names not there yet).
+ * (`dev:ino`), `names` each one's folder identity with its name (for names not there yet),
+ * `prefixes` each `{ prefix }` folder's identity with the name prefixes reserved in it.
  */
 export interface Reserved {
   readonly ids: ReadonlySet<string>;
   readonly names: ReadonlySet<string>;
+  readonly prefixes: ReadonlyMap<string, readonly string[]>;
+}
+
+/** Whether `name` in the folder whose identity is `folder` (`dev:ino`) is reserved by name. */
+function reservedName(reserved: Reserved, folder: string, name: string): boolean {
+  return reserved.names.has(`${folder}/${name}`) || (reserved.prefixes.get(folder)?.some((p) => name.startsWith(p)) ?? false);
 }
 
 const idOf = (s: { dev: number; ino: number }) => `${s.dev}:${s.ino}`;
@@ -111,33 +127,47 @@ export class EstateScope {
 
   /**
    * @param root `estate.root` (absolute, resolved by config/load.ts)
-   * @param reserved absolute paths of the broker's own files and folders, refused and unlisted
-   *   inside the root (estate/index.ts: `broker.dataDir`, the records file, its lock and rotations)
+   * @param reserved the broker's own files and folders, refused and unlisted inside the root
+   *   (estate/index.ts `brokerOwnPaths`: `broker.dataDir`, the store's files, the records file and
+   *   every name beside it that starts with its name and a dot)
    */
   constructor(
     readonly root: string,
-    private readonly reserved: readonly string[] = [],
+    private readonly reserved: readonly ReservedPath[] = [],
   ) {}
 
   /**
    * {@link reserved} as they are now (a file may be rotated, a folder made, since the last call);
    * one `stat` each and of its folder, and for a reserved folder (`broker.dataDir`) the identity
    * of everything below it (the SQLite store and its journals), so a hard link to the store is
-   * known as well as one to the records file. A call that visits many folders takes it once and
-   * passes it to {@link list} and {@link openIn}.
+   * known as well as one to the records file; for a `{ prefix }` the identity of every entry of
+   * its folder whose name starts with it (at most {@link MAX_RESERVED_BELOW}). A call that visits
+   * many folders takes it once and passes it to {@link list} and {@link openIn}.
    */
   async reservedNow(): Promise<Reserved> {
     const ids = new Set<string>();
     const names = new Set<string>();
+    const prefixes = new Map<string, string[]>();
     await Promise.all(
-      this.reserved.map(async (path) => {
+      this.reserved.map(async (entry) => {
+        if (typeof entry !== 'string') {
+          const folder = dirname(entry.prefix);
+          const prefix = basename(entry.prefix);
+          const parent = await stat(folder).catch(() => undefined);
+          if (!parent) return;
+          const at = idOf(parent);
+          prefixes.set(at, [...(prefixes.get(at) ?? []), prefix]);
+          await idsStartingWith(folder, prefix, ids, MAX_RESERVED_BELOW);
+          return;
+        }
+        const path = entry;
         const [own, parent] = await Promise.all([stat(path).catch(() => undefined), stat(dirname(path)).catch(() => undefined)]);
         if (own) ids.add(idOf(own));
         if (parent) names.add(`${idOf(parent)}/${basename(path)}`);
         if (own?.isDirectory()) await idsBelow(path, ids, MAX_RESERVED_BELOW);
       }),
     );
-    return { ids, names };
+    return { ids, names, prefixes };
   }
 
   /**
@@ -150,7 +180,11 @@ export class EstateScope {
   async holdsReserved(): Promise<boolean> {
     const root = await realpath(this.root).catch(() => resolve(this.root));
     const where = await Promise.all(
-      this.reserved.map((path) => realpath(path).catch(async () => join(await realpath(dirname(path)).catch(() => dirname(resolve(path))), basename(path)))),
+      this.reserved.map((entry) => {
+        // A prefix is judged as a name in its folder: the folder is what the root may hold.
+        const path = typeof entry === 'string' ? entry : entry.prefix;
+        return realpath(path).catch(async () => join(await realpath(dirname(path)).catch(() => dirname(resolve(path))), basename(path)));
+      }),
     );
     return where.some((at) => within(root, at));
   }
@@ -251,7 +285,7 @@ export class EstateScope {
     try {
       const [entries, own, held] = await Promise.all([readdir(fdPath(dir, '.'), { withFileTypes: true }), reserved ?? this.reservedNow(), dir.stat()]);
       const at = idOf(held);
-      const named = entries.filter((e) => !own.names.has(`${at}/${e.name}`));
+      const named = entries.filter((e) => !reservedName(own, at, e.name));
       const kept = await Promise.all(
         named.map(async (e) => {
           if (e.isSymbolicLink()) return e;
@@ -345,7 +379,7 @@ export class EstateScope {
     const queue: Step[] = checkLexically(path).map((name) => ({ name, fromLink: false }));
     const reserved = options.reserved ?? (await this.reservedNow());
     const refuseReserved = (id: string | undefined, inDir: Stats | undefined, name: string) => {
-      if ((id !== undefined && reserved.ids.has(id)) || (inDir !== undefined && reserved.names.has(`${idOf(inDir)}/${name}`))) {
+      if ((id !== undefined && reserved.ids.has(id)) || (inDir !== undefined && reservedName(reserved, idOf(inDir), name))) {
         throw escape("names the broker's own data (broker.dataDir, broker.records.path), which is no part of the estate");
       }
     };
@@ -457,6 +491,25 @@ async function idsBelow(path: string, ids: Set<string>, budget: number): Promise
     if (s.isDirectory()) budget = await idsBelow(at, ids, budget);
   }
   return budget;
+}
+
+/**
+ * Adds the identity of every entry of the folder `path` whose name starts with `prefix` (symlinks
+ * not followed) to `ids`, at most `budget` of them. A folder that cannot be read adds nothing.
+ */
+async function idsStartingWith(path: string, prefix: string, ids: Set<string>, budget: number): Promise<void> {
+  let entries: string[];
+  try {
+    entries = (await readdir(path)).filter((name) => name.startsWith(prefix)).slice(0, budget);
+  } catch {
+    return;
+  }
+  await Promise.all(
+    entries.map(async (name) => {
+      const s = await lstat(join(path, name)).catch(() => undefined);
+      if (s) ids.add(idOf(s));
+    }),
+  );
 }
 
 /** Whether the absolute path `path` is `root` (a real path) or below it, compared as written. */
