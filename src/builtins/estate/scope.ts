@@ -26,7 +26,7 @@
  * Error messages never name the root, the `/proc` path or the path argument.
  */
 import { randomBytes } from 'node:crypto';
-import { constants, type Dirent, type Stats } from 'node:fs';
+import { constants, type BigIntStats, type Dirent, type Stats } from 'node:fs';
 import { lstat, open, readdir, readlink, realpath, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { BrokerError } from '../../shared/errors.js';
@@ -120,10 +120,13 @@ function reservedName(reserved: Reserved, folder: string, name: string): boolean
   return reserved.names.has(`${folder}/${name}`) || (reserved.prefixes.get(folder)?.some((p) => name.startsWith(p)) ?? false);
 }
 
-const idOf = (s: { dev: number; ino: number }) => `${s.dev}:${s.ino}`;
+/** `dev:ino`; a bigint `stat` gives the same text as a number one (both rounded alike past 2^53). */
+const idOf = (s: { dev: number | bigint; ino: number | bigint }) => `${Number(s.dev)}:${Number(s.ino)}`;
 
 export class EstateScope {
   private rootId?: { readonly real: string; readonly dev: number; readonly ino: number };
+  /** {@link reservedNow}'s last answer, with each folder it was read from and that folder's {@link folderMark} then. */
+  private known?: { readonly reserved: Reserved; readonly folders: ReadonlyMap<string, string> };
 
   /**
    * @param root `estate.root` (absolute, resolved by config/load.ts)
@@ -143,8 +146,34 @@ export class EstateScope {
    * known as well as one to the records file; for a `{ prefix }` the identity of every entry of
    * its folder whose name starts with it (at most {@link MAX_RESERVED_BELOW}). A call that visits
    * many folders takes it once and passes it to {@link list} and {@link openIn}.
+   *
+   * Kept between calls: the answer is reused while every folder it was read from (the folder of
+   * each reserved file, each reserved folder and every folder below it that was read) has the same
+   * {@link folderMark} (device, inode, mtime and ctime, in ns), one `stat` each; any entry made,
+   * removed or renamed in one of them changes its mtime and ctime, so the set is read again. A
+   * hard link made in the root later is caught all the same: it adds a name in the root, and
+   * the identity it shares is already known. An answer read while one of those folders had an
+   * mtime within {@link RESERVED_SETTLE_MS} of now is not kept (a second change within the same
+   * timestamp tick would leave the mark as it was).
    */
   async reservedNow(): Promise<Reserved> {
+    const known = this.known;
+    if (known && (await marksUnchanged(known.folders))) return known.reserved;
+    const startedAt = Date.now();
+    const folders = new Map<string, string>();
+    let settled = true;
+    /** `stat` of a folder the set is read from, its mark noted before anything in it is read. */
+    const look = async (folder: string): Promise<BigIntStats | undefined> => {
+      const s = await stat(folder, { bigint: true }).catch(() => undefined);
+      const mark = folderMark(s);
+      const before = folders.get(folder);
+      // Looked at twice and changed in between: what was read first may be stale, so never reuse it.
+      folders.set(folder, before === undefined || before === mark ? mark : 'changed');
+      // Any later change sets the mtime to its own time: only one within the same tick as this
+      // mtime could leave the mark as it is (a ctime can be no older than the mtime unless set back).
+      if (s && Number(s.mtimeNs / 1_000_000n) >= startedAt - RESERVED_SETTLE_MS) settled = false;
+      return s;
+    };
     const ids = new Set<string>();
     const names = new Set<string>();
     const prefixes = new Map<string, string[]>();
@@ -153,7 +182,7 @@ export class EstateScope {
         if (typeof entry !== 'string') {
           const folder = dirname(entry.prefix);
           const prefix = basename(entry.prefix);
-          const parent = await stat(folder).catch(() => undefined);
+          const parent = await look(folder);
           if (!parent) return;
           const at = idOf(parent);
           prefixes.set(at, [...(prefixes.get(at) ?? []), prefix]);
@@ -161,13 +190,18 @@ export class EstateScope {
           return;
         }
         const path = entry;
-        const [own, parent] = await Promise.all([stat(path).catch(() => undefined), stat(dirname(path)).catch(() => undefined)]);
+        const own = await stat(path).catch(() => undefined);
+        // A reserved folder's own mark (below) shows it replaced or removed; a file's (or a path
+        // not made yet) shows only in its folder's.
+        const parent = own?.isDirectory() ? await stat(dirname(path)).catch(() => undefined) : await look(dirname(path));
         if (own) ids.add(idOf(own));
         if (parent) names.add(`${idOf(parent)}/${basename(path)}`);
-        if (own?.isDirectory()) await idsBelow(path, ids, MAX_RESERVED_BELOW);
+        if (own?.isDirectory()) await idsBelow(path, ids, MAX_RESERVED_BELOW, look);
       }),
     );
-    return { ids, names, prefixes };
+    const reserved: Reserved = { ids, names, prefixes };
+    this.known = settled ? { reserved, folders } : undefined;
+    return reserved;
   }
 
   /**
@@ -469,11 +503,31 @@ export function checkLexically(path: unknown): string[] {
 export const MAX_RESERVED_BELOW = 10_000;
 
 /**
+ * How long, in ms, a folder {@link EstateScope.reservedNow} reads from must have been unchanged
+ * (its mtime before the read began) for its answer to be kept: well above the tick of file
+ * timestamps (a jiffy, at most 10 ms, on Linux) and small clock differences with a file server.
+ */
+export const RESERVED_SETTLE_MS = 2_000;
+
+/** What a folder is now, as {@link EstateScope.reservedNow} compares it: `-` when it is missing. */
+function folderMark(s: BigIntStats | undefined): string {
+  return s ? `${s.dev}:${s.ino}:${s.mtimeNs}:${s.ctimeNs}` : '-';
+}
+
+/** Whether every folder still has the mark it had (one `stat` each, at once). */
+async function marksUnchanged(folders: ReadonlyMap<string, string>): Promise<boolean> {
+  const now = await Promise.all([...folders].map(async ([folder, mark]) => folderMark(await stat(folder, { bigint: true }).catch(() => undefined)) === mark));
+  return now.every(Boolean);
+}
+
+/**
  * Adds the identity of every entry below the folder `path` (symlinks not followed) to `ids`, at
  * most `budget` of them; returns what is left of the budget. A folder that cannot be read is
- * skipped (its own identity is already reserved, so nothing in it can be reached by name).
+ * skipped (its own identity is already reserved, so nothing in it can be reached by name). `look`
+ * is told of each folder, `path` included, before it is read.
  */
-async function idsBelow(path: string, ids: Set<string>, budget: number): Promise<number> {
+async function idsBelow(path: string, ids: Set<string>, budget: number, look: (folder: string) => Promise<unknown>): Promise<number> {
+  await look(path);
   let entries: Dirent[];
   try {
     entries = await readdir(path, { withFileTypes: true });
@@ -488,7 +542,7 @@ async function idsBelow(path: string, ids: Set<string>, budget: number): Promise
     const s = await lstat(at).catch(() => undefined);
     if (!s) continue;
     ids.add(idOf(s));
-    if (s.isDirectory()) budget = await idsBelow(at, ids, budget);
+    if (s.isDirectory()) budget = await idsBelow(at, ids, budget, look);
   }
   return budget;
 }
