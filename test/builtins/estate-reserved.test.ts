@@ -51,6 +51,19 @@ describe("the broker's own files inside the estate root", () => {
     }
   });
 
+  it('a symlink to one of them is listed as any symlink is (one leaving the root too): name and type only, no target, no size; reading through it is refused', async () => {
+    const { symlinkSync } = await import('node:fs');
+    symlinkSync('calls.ndjson', join(estate.root, 'records-link'));
+    symlinkSync('data/broker.sqlite', join(estate.root, 'store-link'));
+    const listed = await estate.run('estate__list_dir', { path: '.' }, 'bob');
+    const entries = (listed.outcome === 'ok' ? (listed.result.structuredContent as { entries: { name: string }[] }).entries : []).filter((e) =>
+      ['records-link', 'store-link', 'link-out', 'abs-link', 'dangling'].includes(e.name),
+    );
+    expect(entries).toEqual(['abs-link', 'dangling', 'link-out', 'records-link', 'store-link'].map((name) => ({ name, type: 'symlink' })));
+    expect(JSON.stringify(listed)).not.toMatch(/calls\.ndjson|broker\.sqlite|ALICE|STORE-OF/);
+    for (const path of ['records-link', 'store-link']) expect(refusal(await estate.run('estate__read_file', { path }, 'bob'))).toContain("broker's own data");
+  });
+
   it('are left out of list_dir and search; everything else is there', async () => {
     const listed = await estate.run('estate__list_dir', { path: '.' }, 'bob');
     const names = (listed.outcome === 'ok' ? (listed.result.structuredContent as { entries: { name: string }[] }).entries : []).map((e) => e.name);
