@@ -43,14 +43,12 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
       try {
         const all = await scope.list(dir.handle);
         const page = all.slice(offset, offset + limits.maxResults);
-        const entries = await Promise.all(
-          page.map(async (d) => {
-            const type = typeOf(d);
-            if (type !== 'file') return { name: d.name, type };
-            const size = (await scope.lstatIn(dir.handle, d.name))?.size;
-            return size === undefined ? { name: d.name, type } : { name: d.name, type, size };
-          }),
-        );
+        // The size is the one of the `lstat` that list checked against the broker's own files.
+        const entries = page.map((d) => {
+          const type = typeOf(d);
+          const size = d.stats?.size;
+          return type !== 'file' || size === undefined ? { name: d.name, type } : { name: d.name, type, size };
+        });
         const end = offset + page.length;
         return { path: dir.rel, entries, total: all.length, truncated: end < all.length, ...(end < all.length ? { nextOffset: end } : {}) };
       } finally {

@@ -70,6 +70,9 @@ export interface WritablePath {
   close(): Promise<void>;
 }
 
+/** One entry of {@link EstateScope.list}: but for a symlink, with the `lstat` its identity was checked by. */
+export type ListedEntry = Dirent & { readonly stats?: Stats };
+
 /** Thrown for a path inside the scope that does not exist; the tool's own failure (`tool_error`). */
 export class EstateNotFound extends Error {
   constructor() {
@@ -312,30 +315,26 @@ export class EstateScope {
    * The entries of a held folder, sorted by name; the broker's own files left out by name and by
    * identity (`reserved` default: {@link reservedNow}), so a hard link to one of them under
    * another name is left out too. Each entry but a symlink is `lstat`ed for that (a symlink's own
-   * identity is never one of them; reading through it is refused by {@link open}); an entry gone
-   * by then is left out.
+   * identity is never one of them; reading through it is refused by {@link open}), and carries
+   * that `lstat` as `stats`, so what is shown of it is what was checked (a second `lstat` could
+   * meet another file swapped in since); an entry gone by then is left out.
    */
-  async list(dir: FileHandle, reserved?: Reserved): Promise<Dirent[]> {
+  async list(dir: FileHandle, reserved?: Reserved): Promise<ListedEntry[]> {
     try {
       const [entries, own, held] = await Promise.all([readdir(fdPath(dir, '.'), { withFileTypes: true }), reserved ?? this.reservedNow(), dir.stat()]);
       const at = idOf(held);
       const named = entries.filter((e) => !reservedName(own, at, e.name));
       const kept = await Promise.all(
-        named.map(async (e) => {
+        named.map(async (e): Promise<ListedEntry | undefined> => {
           if (e.isSymbolicLink()) return e;
           const s = await lstat(fdPath(dir, e.name)).catch(() => undefined);
-          return s && !own.ids.has(idOf(s)) ? e : undefined;
+          return s && !own.ids.has(idOf(s)) ? Object.assign(e, { stats: s }) : undefined;
         }),
       );
-      return kept.filter((e): e is Dirent => e !== undefined).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      return kept.filter((e): e is ListedEntry => e !== undefined).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     } catch (err) {
       throw fsFailure(err);
     }
-  }
-
-  /** `lstat` of one entry of a held folder; undefined when it is gone. */
-  async lstatIn(dir: FileHandle, name: string): Promise<Stats | undefined> {
-    return lstat(fdPath(dir, name)).catch(() => undefined);
   }
 
   /**
