@@ -130,6 +130,34 @@ describe("the broker's own files inside the estate root", () => {
     expect(refusal(await estate.run('estate__read_file', { path: 'sub/store.db' }, 'bob'))).toContain("broker's own data");
   });
 
+  it('other routes reach none of them: a symlinked folder holding a hard link, a link target with ".." in it, a symlink to broker.dataDir', async () => {
+    const { symlinkSync } = await import('node:fs');
+    linkSync(join(estate.root, 'calls.ndjson'), join(estate.root, 'sub', 'deeper', 'notes.txt'));
+    symlinkSync('sub/deeper', join(estate.root, 'via-link'));
+    symlinkSync('sub/deeper/../../calls.ndjson', join(estate.root, 'climb'));
+    symlinkSync('sub/../data', join(estate.root, 'data-link'));
+    symlinkSync('../data/broker.sqlite', join(estate.root, 'sub', 'store-up'));
+    for (const [tool, path] of [
+      ['estate__read_file', 'via-link/notes.txt'],
+      ['estate__read_file', 'link-sub/deeper/notes.txt'],
+      ['estate__read_file', 'climb'],
+      ['estate__list_dir', 'data-link'],
+      ['estate__search', 'data-link'],
+      ['estate__read_file', 'data-link/broker.sqlite'],
+      ['estate__read_file', 'sub/store-up'],
+      ['estate__propose_change', 'via-link/notes.txt'],
+      ['estate__propose_change', 'climb'],
+      ['estate__propose_change', 'data-link/new.txt'],
+    ] as const) {
+      const args = tool === 'estate__search' ? { path, query: 'a' } : tool === 'estate__propose_change' ? { path, content: 'forged', rationale: 'test' } : { path };
+      const answer = refusal(await estate.run(tool, args, 'ops'));
+      expect(answer, `${tool} ${path}`).toContain("broker's own data");
+      expect(answer).not.toMatch(/ALICE|STORE-OF/);
+    }
+    const listed = await estate.run('estate__list_dir', { path: 'via-link' }, 'bob');
+    expect(listed.outcome === 'ok' ? listed.result.structuredContent : undefined).toMatchObject({ entries: [{ name: 'c.txt' }], total: 1 });
+  });
+
   it('no proposal may write them, a rotation not made yet included; the records are unchanged', async () => {
     for (const path of ['calls.ndjson', 'calls.ndjson.2', 'calls.ndjson.lock', 'data/new.txt']) {
       const answer = refusal(await estate.run('estate__propose_change', { path, content: 'forged', rationale: 'test' }, 'ops'));
