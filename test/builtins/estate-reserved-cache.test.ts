@@ -5,23 +5,34 @@
  * mtime and ctime of each), and read again when one changes, so a hard link made after it was
  * kept, a rotation, or a file added below dataDir is still caught.
  */
-import { linkSync, mkdirSync, renameSync, utimesSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, renameSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { brokerOwnPaths } from '../../src/builtins/estate/index.js';
+import { brokerOwnPaths, EstateScope } from '../../src/builtins/estate/index.js';
 import type { RouterOutcome } from '../../src/router/index.js';
 import { makeEstate, type EstateFixture } from './estate-support.js';
 
 /** Every `readdir` the estate makes, by the path it was given. */
 const readdirs: string[] = [];
+/** Runs once, right after the next `stat` of exactly this path answers. */
+let afterStat: { path: string; run: () => void } | undefined;
 vi.mock('node:fs/promises', async (importOriginal) => {
   const real = await importOriginal<typeof fsp>();
   const readdir = (path: Parameters<typeof real.readdir>[0], ...rest: unknown[]) => {
     readdirs.push(String(path));
     return (real.readdir as (...a: unknown[]) => unknown)(path, ...rest);
   };
-  return { ...real, readdir, default: { ...real, readdir } };
+  const stat = async (path: Parameters<typeof real.stat>[0], ...rest: unknown[]) => {
+    const answer = await (real.stat as (...a: unknown[]) => Promise<unknown>)(path, ...rest);
+    if (afterStat && String(path) === afterStat.path) {
+      const { run } = afterStat;
+      afterStat = undefined;
+      run();
+    }
+    return answer;
+  };
+  return { ...real, readdir, stat, default: { ...real, readdir, stat } };
 });
 
 let estate: EstateFixture;
@@ -52,6 +63,7 @@ afterEach(async () => {
 });
 
 const refusal = (o: RouterOutcome) => (o.outcome === 'ok' ? JSON.stringify(o.result) : `${o.outcome}: ${o.message}`);
+const idOf = (s: { dev: number; ino: number }) => `${s.dev}:${s.ino}`;
 const walksOfData = () => readdirs.filter((p) => p.startsWith(data)).length;
 
 describe("the broker's own files, looked up once while their folders are unchanged", () => {
@@ -91,5 +103,22 @@ describe("the broker's own files, looked up once while their folders are unchang
     }
     const found = await estate.run('estate__search', { path: '.', query: 'ALICE-NEWER' }, 'bob');
     expect(found.outcome === 'ok' ? found.result.structuredContent : undefined).toMatchObject({ hits: [] });
+  });
+
+  it('a reserved file replaced while the set is read is not kept with its old identity (its folder was marked after the file was looked at)', async () => {
+    const records = join(logs, 'calls.ndjson');
+    const scope = new EstateScope(estate.root, [records]);
+    // The records file rotated right after its identity was taken, its folder then untouched for an hour.
+    afterStat = {
+      path: records,
+      run: () => {
+        renameSync(records, join(logs, 'calls.ndjson.1'));
+        writeFileSync(records, 'ALICE-NEWER\n');
+        settle();
+      },
+    };
+    await scope.reservedNow();
+    expect(afterStat).toBeUndefined();
+    expect((await scope.reservedNow()).ids.has(idOf(statSync(records)))).toBe(true);
   });
 });

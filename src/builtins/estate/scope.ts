@@ -166,8 +166,8 @@ export class EstateScope {
     const folders = new Map<string, string>();
     let settled = true;
     /** `stat` of a folder the set is read from, its mark noted before anything in it is read. */
-    const look = async (folder: string): Promise<BigIntStats | undefined> => {
-      const s = await stat(folder, { bigint: true }).catch(() => undefined);
+    /** Notes the mark of a folder the set is read from, from a `stat` taken before anything in it was read. */
+    const note = (folder: string, s: BigIntStats | undefined) => {
       const mark = folderMark(s);
       const before = folders.get(folder);
       // Looked at twice and changed in between: what was read first may be stale, so never reuse it.
@@ -175,6 +175,10 @@ export class EstateScope {
       // Any later change sets the mtime to its own time: only one within the same tick as this
       // mtime could leave the mark as it is (a ctime can be no older than the mtime unless set back).
       if (s && Number(s.mtimeNs / 1_000_000n) >= startedAt - RESERVED_SETTLE_MS) settled = false;
+    };
+    const look = async (folder: string): Promise<BigIntStats | undefined> => {
+      const s = await stat(folder, { bigint: true }).catch(() => undefined);
+      note(folder, s);
       return s;
     };
     const ids = new Set<string>();
@@ -193,13 +197,17 @@ export class EstateScope {
           return;
         }
         const path = entry;
+        // The folder's mark is taken before the file's identity, so a file replaced in between
+        // shows in the next call's mark.
+        const folder = dirname(path);
+        const parent = await stat(folder, { bigint: true }).catch(() => undefined);
         const own = await stat(path).catch(() => undefined);
-        // A reserved folder's own mark (below) shows it replaced or removed; a file's (or a path
-        // not made yet) shows only in its folder's.
-        const parent = own?.isDirectory() ? await stat(dirname(path)).catch(() => undefined) : await look(dirname(path));
         if (own) ids.add(idOf(own));
         if (parent) names.add(`${idOf(parent)}/${basename(path)}`);
+        // A reserved folder's own mark (idsBelow takes it, with its identity then) shows it
+        // replaced or removed; a file, or a path not made yet, shows only in its folder's.
         if (own?.isDirectory()) await idsBelow(path, ids, MAX_RESERVED_BELOW, look);
+        else note(folder, parent);
       }),
     );
     const reserved: Reserved = { ids, names, prefixes };
@@ -523,10 +531,11 @@ async function marksUnchanged(folders: ReadonlyMap<string, string>): Promise<boo
  * Adds the identity of every entry below the folder `path` (symlinks not followed) to `ids`, at
  * most `budget` of them; returns what is left of the budget. A folder that cannot be read is
  * skipped (its own identity is already reserved, so nothing in it can be reached by name). `look`
- * is told of each folder, `path` included, before it is read.
+ * is told of each folder, `path` included (whose identity it answers is added), before it is read.
  */
-async function idsBelow(path: string, ids: Set<string>, budget: number, look: (folder: string) => Promise<unknown>): Promise<number> {
-  await look(path);
+async function idsBelow(path: string, ids: Set<string>, budget: number, look: (folder: string) => Promise<BigIntStats | undefined>): Promise<number> {
+  const own = await look(path);
+  if (own) ids.add(idOf(own));
   let entries: Dirent[];
   try {
     entries = await readdir(path, { withFileTypes: true });
