@@ -158,6 +158,18 @@ describe("the broker's own files inside the estate root", () => {
     expect(listed.outcome === 'ok' ? listed.result.structuredContent : undefined).toMatchObject({ entries: [{ name: 'c.txt' }], total: 1 });
   });
 
+  it('a name of theirs is refused the same whether it exists or not (a missing rotation answered "no such file", an existing one "broker\'s own data": an oracle for how far the records rotated)', async () => {
+    const answers = new Set<string>();
+    for (const path of ['calls.ndjson.1', 'calls.ndjson.2', 'calls.ndjson.9', 'calls.ndjson.lock', 'data/broker.sqlite-wal', 'data/nothing/here']) {
+      for (const tool of ['estate__read_file', 'estate__stat']) {
+        const answer = await estate.run(tool, { path }, 'bob');
+        answers.add(refusal(answer));
+      }
+    }
+    expect([...answers]).toHaveLength(1);
+    expect([...answers][0]).toContain("broker's own data");
+  });
+
   it('no proposal may write them, a rotation not made yet included; the records are unchanged', async () => {
     for (const path of ['calls.ndjson', 'calls.ndjson.2', 'calls.ndjson.lock', 'data/new.txt']) {
       const answer = refusal(await estate.run('estate__propose_change', { path, content: 'forged', rationale: 'test' }, 'ops'));

@@ -12,6 +12,7 @@
  *    and every name beside it that starts with its name and a dot: rotations, the lock and the
  *    lock's temporary files), wherever the root puts them: one principal's records and stored
  *    state are not another's to read, and no proposal may write them. They are not listed either.
+ *    Their names are refused whether they exist or not; another name is refused by identity.
  * Nothing is decoded: `%2e%2e%2f` is a file name of nine characters, inside the root.
  *
  * How (Linux; Node has no openat(2)): the root's real path is taken once and every call opens it
@@ -441,6 +442,10 @@ export class EstateScope {
           continue;
         }
         if (Buffer.byteLength(name) > MAX_NAME_BYTES) throw new Error(`a name in the estate path is longer than ${MAX_NAME_BYTES} bytes`);
+        // A reserved name is refused before it is looked up, so that it answers the same whether
+        // it exists or not (which rotations exist tells how much was recorded).
+        const inDir = await dirs.at(-1)!.stat();
+        refuseReserved(undefined, inDir, name);
         const at = fdPath(dirs.at(-1)!, name);
         let link: Stats;
         try {
@@ -450,10 +455,7 @@ export class EstateScope {
           if (code !== 'ENOENT') throw fsFailure(err);
           // A symlink whose target is missing cannot be shown to stay inside: refuse it.
           if (fromLink) throw escape('is a symlink that leads nowhere');
-          if (queue.length === 0 && options.missingLast) {
-            refuseReserved(undefined, await dirs.at(-1)!.stat(), name);
-            return { dirs, names, final: { kind: 'missing', name } };
-          }
+          if (queue.length === 0 && options.missingLast) return { dirs, names, final: { kind: 'missing', name } };
           throw new EstateNotFound();
         }
         if (link.isSymbolicLink()) {
@@ -482,7 +484,7 @@ export class EstateScope {
         // A file in the middle of the path (ENOTDIR): there is nothing below it.
         if (queue.length > 0) throw new EstateNotFound();
         if (!link.isFile()) throw escape('is not a regular file or a folder');
-        refuseReserved(idOf(link), await dirs.at(-1)!.stat(), name);
+        refuseReserved(idOf(link), undefined, name);
         const handle = await openChecked(at, FILE_FLAGS, link);
         return { dirs, names, final: { kind: 'file', name, handle, stats: await handle.stat() } };
       }
