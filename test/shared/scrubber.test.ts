@@ -59,6 +59,19 @@ describe('Scrubber.text', () => {
     expect(s.has('password=hunter22')).toBe(true);
   });
 
+  it('redacts "pin" and "pwd" in JSON text, as the structured scrubber does, and values in an array under a credential name (regression: all were kept)', () => {
+    expect(s.text('{"pin": 1234}')).toBe(`{"pin": "${REDACTED}"}`);
+    expect(s.text('{"PIN":"4321","user":"bob"}')).toBe(`{"PIN":"${REDACTED}","user":"bob"}`);
+    expect(s.text('{"pwd": "hunter22"}')).toBe(`{"pwd": "${REDACTED}"}`);
+    expect(s.text('{"pin":[1234]}')).toBe(`{"pin":["${REDACTED}"]}`);
+    expect(s.text('{"password": [123456, "hunter22", ""]}')).toBe(`{"password": ["${REDACTED}", "${REDACTED}", ""]}`);
+    expect(s.text('{"api_keys": ["k-123456", 42]}')).toBe(`{"api_keys": ["${REDACTED}", 42]}`);
+    // Only the quoted key: "pin" as a word, or a name that merely holds it, stays.
+    for (const t of ['pin the version', 'pinned: 1234', 'pin: 1234', 'pin=1234', '{"pinned": 1234}', '{"spin": 3}', '"max_tokens": [100]', '{"token": [1000]}', '{"pwd_hint": "x"}']) {
+      expect(s.text(t)).toBe(t);
+    }
+  });
+
   it('an exact secret is redacted whole even when a shape could take part of it', () => {
     const scrubber = new Scrubber(['canary-7f3a9c']);
     const out = scrubber.text('AIza' + 'x'.repeat(29) + 'canary-7f3a9c');
