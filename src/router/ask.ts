@@ -32,7 +32,12 @@ export type AskVerdict =
        * request itself failed (connection gone, protocol error).
        */
       readonly why: 'declined' | 'cancelled' | 'timeout' | 'unavailable' | 'failed';
-      /** One line for the call's `reason`. */
+      /**
+       * One line for the call's `reason`. Not cut: a `failed` one carries the client's own error
+       * message whole, as a cut through a secret in it would leave its first characters
+       * unrecognised; whoever passes it on scrubs it, then cuts it (the scrub stage, a
+       * primitive's record and refusal: `cutReason` of broker/failure.ts).
+       */
       readonly reason: string;
     };
 
@@ -60,7 +65,7 @@ export async function askApproval(session: CallerSession, options: AskOptions): 
       return { approved: false, why: 'timeout', reason: `approval not given within ${options.timeoutMs} ms` };
     }
     const text = err instanceof Error ? err.message.replace(/\s*\n\s*/g, ' ') : String(err);
-    return { approved: false, why: 'failed', reason: `approval could not be asked: ${text.slice(0, 200)}` };
+    return { approved: false, why: 'failed', reason: `approval could not be asked: ${text}` };
   }
 }
 

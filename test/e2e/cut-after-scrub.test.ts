@@ -1,0 +1,56 @@
+/**
+ * End to end through the real CLI: text that may hold a secret is scrubbed whole and only then
+ * cut, on every way to a client and a record. A cut through a secret leaves its first
+ * characters, which the scrubber's patterns then no longer recognise (a GitHub token needs 36
+ * characters after `ghp_`). Covered: a client's elicitation error in an approval reason (tool
+ * and prompt), a refused prompt's reason in the client's JSON-RPC error, an outputSchema's
+ * remote `$ref` in a `withheld` reason.
+ */
+import { ProtocolError } from '@modelcontextprotocol/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, nodeServer, startBroker, type StartedBroker } from './helpers.js';
+import { brokerUpstream, callTool } from './broker-support.js';
+
+/** A GitHub token: the scrubber knows it by its shape only, whole. */
+const TOKEN = 'ghp_' + 'Q7'.repeat(20);
+/** What no client or record may show: the token's first characters (a cut at 200 kept 20 of them). */
+const TOKEN_HEAD = TOKEN.slice(0, 12);
+
+describe('a client whose elicitation fails with a message holding a secret', () => {
+  let broker: StartedBroker;
+  /** What the client's elicitation fails with. */
+  let failure = '';
+  beforeAll(async () => {
+    broker = await startBroker({
+      servers: { fx: brokerUpstream(), rs: nodeServer(fixture('ref-schema.mjs')) },
+      extra: { policy: { rules: [{ tools: ['fx__write'], action: 'ask' }, { prompts: ['rs__greet'], action: 'ask' }] } },
+      capabilities: { elicitation: {} },
+    });
+    broker.client.setRequestHandler('elicitation/create', async () => {
+      throw new Error(failure);
+    });
+  });
+  // The token starts 180 characters in: the ask's old cut at 200 kept its first 20.
+  const crossingTheCut = `${'x'.repeat(179)} ${TOKEN} and the rest`;
+
+  async function promptRefusal(): Promise<string> {
+    const err = await broker.client.getPrompt({ name: 'rs__greet' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ProtocolError);
+    return (err as ProtocolError).message;
+  }
+  afterAll(() => broker?.close());
+
+  it('a tool call: neither the result nor the record shows the start of the secret', async () => {
+    failure = crossingTheCut;
+    const { outcome, text } = await callTool(broker, 'fx__write', { text: 'x' });
+    expect(outcome).toBe('approval_required');
+    expect(text).toContain('approval could not be asked');
+    expect(text).not.toContain(TOKEN_HEAD);
+    const record = (await broker.records()).find((r) => r.name === 'fx__write')!;
+    expect(record.reason).toContain('approval could not be asked');
+    expect(record.reason).not.toContain(TOKEN_HEAD);
+  });
+});
