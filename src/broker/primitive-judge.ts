@@ -191,7 +191,10 @@ export class PrimitiveGuard {
       bytesOut,
       args: deps.scrubArgs(request.args),
     };
-    if (reason !== undefined) record.reason = cutReason(deps.scrubText(reason));
+    // Scrubbed whole, then cut: the record's and the client's reason alike (it can carry an
+    // upstream's error, a judge failure's message, a client's elicitation error).
+    const said = reason === undefined ? undefined : cutReason(deps.scrubText(reason));
+    if (said !== undefined) record.reason = said;
     if (outcome === 'ok' && (result as { resultType?: unknown } | undefined)?.resultType === 'input_required') record.resultType = 'input_required';
     try {
       await deps.records.append(record);
@@ -202,12 +205,12 @@ export class PrimitiveGuard {
       if (outcome === 'ok') {
         throw refusalError('guard_error', 'the record could not be written; the answer is withheld', callId);
       }
-      throw failure ? failure.err : refusalError(outcome, reason, callId);
+      throw failure ? failure.err : refusalError(outcome, said, callId);
     }
     this.publish(record, caller);
     if (outcome === 'ok') return result as T;
     if (refusal?.inputRequired) return { ...refusal.inputRequired, _meta: { ...refusal.inputRequired._meta, [OUTCOME_META_KEY]: outcome, [CALL_ID_META_KEY]: callId } } as T;
-    throw failure ? failure.err : refusalError(outcome, reason, callId);
+    throw failure ? failure.err : refusalError(outcome, said, callId);
   }
 
   /**
@@ -332,7 +335,7 @@ function classify(err: unknown, signal: AbortSignal): { outcome: Outcome; reason
   return { outcome: 'upstream_error', reason };
 }
 
-/** The JSON-RPC error of a broker refusal. */
+/** The JSON-RPC error of a broker refusal; `reason` already scrubbed and cut ({@link cutReason}). */
 function refusalError(outcome: Outcome, reason: string | undefined, callId: string): ProtocolError {
   const code =
     outcome === 'denied' || outcome === 'approval_required' ? POLICY_REFUSED_CODE : outcome === 'invalid_arguments' ? ProtocolErrorCode.InvalidParams : ProtocolErrorCode.InternalError;

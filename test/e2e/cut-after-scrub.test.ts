@@ -53,4 +53,22 @@ describe('a client whose elicitation fails with a message holding a secret', () 
     expect(record.reason).toContain('approval could not be asked');
     expect(record.reason).not.toContain(TOKEN_HEAD);
   });
+
+  it('a prompt: neither the JSON-RPC error nor the record shows the start of the secret', async () => {
+    failure = crossingTheCut;
+    const message = await promptRefusal();
+    expect(message).toContain('approval could not be asked');
+    expect(message).not.toContain(TOKEN_HEAD);
+    const record = (await broker.records()).filter((r) => r.name === 'rs__greet').at(-1)!;
+    expect(record.reason).not.toContain(TOKEN_HEAD);
+  });
+
+  it('a prompt: a whole secret in the reason is scrubbed from the JSON-RPC error as from the record, and the error is cut as the record is', async () => {
+    failure = `the prompt failed with ${TOKEN} ${'z'.repeat(400)}`;
+    const message = await promptRefusal();
+    expect(message).toContain('approval could not be asked: the prompt failed with [REDACTED]');
+    expect(message).not.toContain(TOKEN_HEAD);
+    const record = (await broker.records()).filter((r) => r.name === 'rs__greet').at(-1)!;
+    expect(message).toBe(`approval_required: ${record.reason}`);
+  });
 });
