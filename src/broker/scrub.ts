@@ -196,7 +196,9 @@ export function scrubStage(deps: ScrubDeps): Stage {
       if (structuredChanged && schema && result.isError !== true) {
         const misfit = schemas.check(schema, result.structuredContent);
         if (misfit !== undefined) {
-          refuse(call, 'withheld', `secrets were redacted from structuredContent and it no longer fits the tool's outputSchema (${deps.scrubber.text(misfit)})`);
+          // Scrubbed whole, then cut, as every reason: the misfit names the schema's parts (a remote `$ref` whole).
+          const why = `secrets were redacted from structuredContent and it no longer fits the tool's outputSchema (${misfit})`;
+          refuse(call, 'withheld', cutReason(deps.scrubber.text(why)));
         }
       }
     },

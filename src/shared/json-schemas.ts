@@ -16,7 +16,8 @@
  *   `$id` would share the first one's validator; a schema with an `$id` gets a provider of its own.
  *
  * The reasons are Ajv's `errorsText`: instance paths and rules (`data/qty must be integer`),
- * never the values checked.
+ * never the values checked; a refused reference is named whole. They are not cut: a caller
+ * scrubs a reason, then cuts it.
  */
 import type { JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/server';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/ajv';
@@ -90,7 +91,9 @@ function schemaProblem(schema: object): string | undefined {
   if (tooDeep) return tooDeep;
   for (const { ref, path } of refs) {
     if (ref.startsWith('#') || ids.has(withoutFragment(ref))) continue;
-    return `the reference ${JSON.stringify(ref.slice(0, 200))} at ${path} is not inside the schema; remote references are never fetched`;
+    // Whole: a cut through a secret in it would leave its first characters unrecognised; whoever
+    // shows the message scrubs it, then cuts it (the scrub stage's `withheld` reason, a call's reason).
+    return `the reference ${JSON.stringify(ref)} at ${path} is not inside the schema; remote references are never fetched`;
   }
   return undefined;
 }

@@ -72,3 +72,30 @@ describe('a client whose elicitation fails with a message holding a secret', () 
     expect(message).toBe(`approval_required: ${record.reason}`);
   });
 });
+
+describe('an outputSchema whose remote $ref holds a secret', () => {
+  let broker: StartedBroker;
+  beforeAll(async () => {
+    broker = await startBroker({
+      servers: {
+        rs: nodeServer(fixture('ref-schema.mjs'), {
+          env: { CANARY: '${env:CUT_E2E_CANARY}', REF_SCHEMA_REF: `https://schemas.example.com/${'y'.repeat(150)}/${TOKEN}/token.json` },
+        }),
+      },
+      env: { CUT_E2E_CANARY: 'cut-canary-5e0d1f2a' },
+    });
+  });
+  afterAll(() => broker?.close());
+
+  it('the withheld reason shows no start of it, and is cut once scrubbed', async () => {
+    const { outcome, text } = await callTool(broker, 'rs__remote_ref');
+    expect(outcome).toBe('withheld');
+    expect(text).toContain('the schema does not compile: the reference');
+    expect(text).not.toContain(TOKEN_HEAD);
+    const record = (await broker.records()).find((r) => r.name === 'rs__remote_ref')!;
+    expect(record.reason).not.toContain(TOKEN_HEAD);
+    // Cut at MAX_REASON_CHARS once scrubbed, as every reason is (it was set after the scrub stage's cut, and kept whole).
+    expect(record.reason!.length).toBeLessThanOrEqual(300);
+    expect(text).toBe(`withheld: ${record.reason}`);
+  });
+});

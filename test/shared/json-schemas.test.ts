@@ -2,6 +2,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { JsonSchemas, MAX_SCHEMA_DEPTH } from '../../src/shared/json-schemas.js';
+import { Scrubber } from '../../src/shared/scrub.js';
 
 describe('JsonSchemas', () => {
   it('checks values and names the failing path and rule, never the value', () => {
@@ -37,6 +38,14 @@ describe('JsonSchemas', () => {
     expect(schemas.check(tuple, ['a', 1])).toBeUndefined();
     expect(schemas.check(tuple, [1, 'a'])).toBeDefined();
     expect(schemas.compileError({ $schema: 'https://example.com/my-dialect', type: 'string' })).toMatch(/unsupported dialect/);
+  });
+
+  it('names a refused $ref whole, so a secret in it is scrubbed whole (regression: it was cut at 200 characters first, leaving its first characters)', () => {
+    const token = 'ghp_' + 'Q7'.repeat(20);
+    const ref = `https://schemas.example.com/${'y'.repeat(150)}/${token}/x.json`;
+    const why = new JsonSchemas().check({ type: 'object', properties: { item: { $ref: ref } } }, { item: 'x' })!;
+    expect(new Scrubber().text(why)).not.toContain(token.slice(0, 12));
+    expect(why).toContain(ref);
   });
 
   it('issue 13 §5: a remote $ref is a compile error naming it, and nothing is fetched', async () => {
