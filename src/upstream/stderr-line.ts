@@ -8,8 +8,18 @@ import { cut } from '../shared/cut.js';
 /** Longest stderr line shown ({@link shownStderrLine}), in characters. */
 export const STDERR_LINE_MAX_CHARS = 300;
 
-/** Longest line {@link meaningfulStderrLine} returns, in characters: kept whole for the scrubber, cut to {@link STDERR_LINE_MAX_CHARS} after it. */
+/**
+ * Longest line {@link meaningfulStderrLine} returns, in characters (`…` ending a longer one):
+ * scrubbed whole as kept, then cut to {@link STDERR_LINE_MAX_CHARS} ({@link shownStderrLine}).
+ */
 export const STDERR_LINE_KEPT_CHARS = 2048;
+
+/**
+ * Characters at the end of a kept line that was cut which are never shown, in characters: the
+ * first characters of a secret that ran across the cut stand there, unrecognised by the scrub
+ * ({@link shownStderrLine}). A secret up to this long is covered.
+ */
+export const STDERR_LINE_CUT_MARGIN = STDERR_LINE_KEPT_CHARS - STDERR_LINE_MAX_CHARS;
 
 /**
  * Lines that state an error: `Error: …`, `TypeError: …`, `Error [ERR_X]: …`, Python's
@@ -31,17 +41,18 @@ export function isErrorLine(line: string): boolean {
  * The line of `stderr` (a child's output, any size) that best says why it failed: the first
  * line that states an error ({@link isErrorLine}); else the last non-empty line that is not a
  * stack frame, caret marker, object dump or Node's version trailer; undefined when there is
- * none. Trimmed, at most {@link STDERR_LINE_KEPT_CHARS}; not yet cut to be shown: a cut through a
- * secret would leave its first characters unrecognised, so it is cut once scrubbed
- * ({@link shownStderrLine}).
+ * none. Trimmed, at most {@link STDERR_LINE_KEPT_CHARS} (a longer one cut there, ending in `…`);
+ * not yet cut to be shown: a cut through a secret leaves its first characters unrecognised, so it
+ * is shown through {@link shownStderrLine}, which scrubs it whole and never shows what a cut
+ * left at its end.
  */
 export function meaningfulStderrLine(stderr: string): string | undefined {
   const lines = stderr.split(/\r?\n/);
   const error = lines.find(isErrorLine);
-  if (error !== undefined) return error.trim().slice(0, STDERR_LINE_KEPT_CHARS);
+  if (error !== undefined) return cut(error.trim(), STDERR_LINE_KEPT_CHARS);
   for (let i = lines.length - 1; i >= 0; i--) {
     const line = lines[i]!;
-    if (line.trim() && !NOISE_LINE.test(line)) return line.trim().slice(0, STDERR_LINE_KEPT_CHARS);
+    if (line.trim() && !NOISE_LINE.test(line)) return cut(line.trim(), STDERR_LINE_KEPT_CHARS);
   }
   return undefined;
 }
@@ -58,7 +69,22 @@ export function withoutHostPaths(text: string): string {
   return text.replace(HOST_PATH, '…/');
 }
 
-/** A line of {@link meaningfulStderrLine} as it is shown (in an upstream's status): scrubbed whole, then cut at {@link STDERR_LINE_MAX_CHARS}. */
+/**
+ * A line of {@link meaningfulStderrLine} as it is shown (in an upstream's status): scrubbed whole,
+ * then cut at {@link STDERR_LINE_MAX_CHARS}. Of a line that was cut when it was kept, the end the
+ * scrub left as it was (at most {@link STDERR_LINE_CUT_MARGIN} characters) is never shown: the
+ * first characters of a secret across that cut stand there unrecognised, and a scrub that
+ * redacted much before them (a secret learned since the line was kept, a config reload) would
+ * otherwise bring them within the shown characters.
+ */
 export function shownStderrLine(line: string, scrub: (text: string) => string): string {
-  return cut(scrub(line), STDERR_LINE_MAX_CHARS);
+  let clean = scrub(line);
+  if (line.length === STDERR_LINE_KEPT_CHARS && line.endsWith('…')) {
+    const raw = line.slice(0, -1);
+    const scrubbed = clean.endsWith('…') ? clean.slice(0, -1) : clean;
+    let same = 0;
+    while (same < STDERR_LINE_CUT_MARGIN && same < scrubbed.length && raw[raw.length - 1 - same] === scrubbed[scrubbed.length - 1 - same]) same++;
+    clean = `${scrubbed.slice(0, scrubbed.length - same)}…`;
+  }
+  return cut(clean, STDERR_LINE_MAX_CHARS);
 }

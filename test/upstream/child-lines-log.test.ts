@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/shared/logger.js';
 import { Scrubber } from '../../src/shared/scrub.js';
 import { ChildProcessTransport, LOGGED_LINE_CHARS } from '../../src/upstream/child-transport.js';
+import { shownStderrLine, STDERR_LINE_KEPT_CHARS, STDERR_LINE_MAX_CHARS } from '../../src/upstream/stderr-line.js';
 
 const SECRET = 'child-line-secret-7f3a9c2e11d4b8';
 
@@ -55,5 +56,24 @@ describe('a child line across the log cut', () => {
     expect(transport.stderr).not.toContain(SECRET.slice(-6));
     expect(transport.stderrLine).toContain('[REDACTED]');
     expect(transport.stderrLine).not.toContain(SECRET.slice(-6));
+  });
+
+  it('a secret learned after the error line was kept (a reload): no start of one that crosses the kept line\'s cut is shown, however much the scrub shrinks what comes before', async () => {
+    const scrubber = new Scrubber();
+    const late = 'late-secret-' + 'k'.repeat(188);
+    // Ten copies, then one that crosses the cut at STDERR_LINE_KEPT_CHARS 20 characters in: once
+    // the ten are redacted, those 20 characters would stand within the first STDERR_LINE_MAX_CHARS.
+    const head = `Error: ${`${late} `.repeat(10)}`;
+    const line = head + 'x'.repeat(STDERR_LINE_KEPT_CHARS - head.length - 20) + late + ' tail';
+    const script = `process.stderr.write(${JSON.stringify(line)} + "\\n"); process.exitCode = 1;`;
+    const transport = new ChildProcessTransport({ command: process.execPath, args: ['-e', script], env: {}, logger: createLogger({ level: 'silent' }), scrub: (t) => scrubber.text(t) });
+    const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
+    await transport.start();
+    await closed;
+    scrubber.addSecrets([late]);
+    const shown = shownStderrLine(transport.stderrLine!, (t) => scrubber.text(t));
+    expect(shown.length).toBeLessThanOrEqual(STDERR_LINE_MAX_CHARS);
+    expect(shown).not.toContain(late.slice(0, 12));
+    expect(shown).toMatch(/^Error: \[REDACTED\] /);
   });
 });
