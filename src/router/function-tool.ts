@@ -79,7 +79,9 @@ export interface FunctionToolSpec<S extends z.ZodType = z.ZodType> {
   privilegeReason?: string;
   /**
    * Lines the approval prompt shows about what this call would do (after the tool, the reason
-   * and before the arguments), when the call is asked about; scrubbed before they are shown.
+   * and before the arguments), when the call is asked about; each scrubbed whole, then cut at
+   * `ASK_SUMMARY_MAX_CHARS` (broker/judge.ts) before it is shown. Not to be cut here: a cut
+   * through a secret would leave its first characters unrecognised by the scrub.
    * `args` are the call's raw arguments (not yet validated). A throw fails the call closed
    * (`guard_error`). Default: none (the prompt shows the arguments only).
    */

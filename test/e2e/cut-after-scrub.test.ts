@@ -4,8 +4,11 @@
  * characters, which the scrubber's patterns then no longer recognise (a GitHub token needs 36
  * characters after `ghp_`). Covered: a client's elicitation error in an approval reason (tool
  * and prompt), a refused prompt's reason in the client's JSON-RPC error, an outputSchema's
- * remote `$ref` in a `withheld` reason.
+ * remote `$ref` in a `withheld` reason, an estate proposal's rationale in the approval prompt.
  */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ProtocolError } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, nodeServer, startBroker, type StartedBroker } from './helpers.js';
@@ -97,5 +100,36 @@ describe('an outputSchema whose remote $ref holds a secret', () => {
     // Cut at MAX_REASON_CHARS once scrubbed, as every reason is (it was set after the scrub stage's cut, and kept whole).
     expect(record.reason!.length).toBeLessThanOrEqual(300);
     expect(text).toBe(`withheld: ${record.reason}`);
+  });
+});
+
+describe("an estate proposal whose rationale holds a secret, in the approval prompt", () => {
+  let broker: StartedBroker;
+  let base: string;
+  const asked: string[] = [];
+  beforeAll(async () => {
+    base = mkdtempSync(join(tmpdir(), 'mcp-broker-cut-estate-'));
+    mkdirSync(join(base, 'root'));
+    writeFileSync(join(base, 'root', 'a.txt'), 'one\n');
+    broker = await startBroker({ servers: {}, extra: { estate: { root: join(base, 'root') } }, capabilities: { elicitation: {} } });
+    broker.client.setRequestHandler('elicitation/create', async (req) => {
+      asked.push(req.params.message);
+      return { action: 'decline' };
+    });
+  });
+  afterAll(async () => {
+    await broker?.close();
+    rmSync(base, { recursive: true, force: true });
+  });
+
+  it('the prompt shows no start of it (the rationale was cut at 200 characters before the scrub)', async () => {
+    // The token starts 180 characters into the rationale.
+    const proposed = await callTool(broker, 'estate__propose_change', { path: 'a.txt', content: 'two\n', rationale: `${'r'.repeat(179)} ${TOKEN} and why` });
+    expect(proposed.outcome).toBe('ok');
+    const { id } = proposed.result.structuredContent as { id: string };
+    expect((await callTool(broker, 'estate__apply_proposal', { id })).outcome).toBe('approval_required');
+    const rationale = asked[0]!.split('\n').find((l) => l.startsWith('Rationale: '))!;
+    expect(rationale).toContain('[REDACTED]');
+    expect(rationale).not.toContain(TOKEN_HEAD);
   });
 });

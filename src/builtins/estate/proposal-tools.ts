@@ -142,7 +142,8 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
       const proposal = typeof id === 'string' ? await proposalFor(id, session.principal) : undefined;
       if (!proposal) return ['Change: no such proposal; applying it will fail.'];
       if (proposal.status !== 'pending') return ['Change: the proposal was already applied; applying it again will fail.'];
-      return [await describeChange(scope, proposal), `Rationale: ${JSON.stringify(proposal.rationale.slice(0, RATIONALE_SHOWN_CHARS))}`];
+      // Whole: the judge scrubs each line whole, then cuts it (a cut here, before the scrub, left a secret's first characters).
+      return [await describeChange(scope, proposal), `Rationale: ${JSON.stringify(proposal.rationale)}`];
     },
     async handler({ id }, context) {
       const store = deps.store();
@@ -178,9 +179,6 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
 
   return [propose, list, apply];
 }
-
-/** Most characters of a proposal's rationale shown in the approval prompt. */
-const RATIONALE_SHOWN_CHARS = 200;
 
 /**
  * One line for the approval prompt: the path (quoted), whether the file is created or changed,
