@@ -12,6 +12,7 @@ import { cut } from '../shared/cut.js';
 import { messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { knownJsonBytes } from '../wire/raw-json.js';
+import { cutReason } from './failure.js';
 import { carriesResult, OUTCOME_STATUS } from './outcomes.js';
 import { splitStage, type Stage } from './runner.js';
 import { refuse, type BrokerCall, type CallRecord } from './types.js';
@@ -51,11 +52,9 @@ export function recordStage(deps: RecordDeps): Stage {
         deps.onRecorded?.(false);
         deps.logger.error({ callId: call.callId, err: messageOf(err) }, 'call record could not be written');
         if (carriesResult(call.outcome!)) {
-          refuse(
-            call,
-            'guard_error',
-            `the call record could not be written (${messageOf(err)}); the result is withheld, and the upstream side effect may have happened`,
-          );
+          // Set outside the scrub stage: the sink's error scrubbed whole here, then cut, its own text last so the cut spares what matters.
+          const why = `the call record could not be written; the result is withheld, and the upstream side effect may have happened (${messageOf(err)})`;
+          refuse(call, 'guard_error', cutReason((deps.scrubText ?? ((t: string) => t))(why)));
           call.bytesOut = 0;
         } else if (call.inputRequired) {
           // The approval question (an input request, its sealed state) would let the caller go on

@@ -50,6 +50,17 @@ describe('record stage', () => {
     expect(c.record).toBeUndefined();
   });
 
+  it("the sink's error in the guard_error reason goes to the caller scrubbed and cut (it is set outside the scrub stage)", async () => {
+    const leaky: RecordSink = { append: async () => Promise.reject(new Error(`cannot write ${'d'.repeat(400)} near planted-9c1d`)), close: async () => undefined };
+    const run = compose([stage(leaky), fakeInvoke((c) => ((c.outcome = 'ok'), (c.result = text('done'))))]);
+    const c = call({ target: target() });
+    await run(c);
+    expect(c.outcome).toBe('guard_error');
+    expect(c.reason).toContain('could not be written');
+    expect(c.reason).not.toContain('planted-9c1d');
+    expect(c.reason!.length).toBeLessThanOrEqual(300);
+  });
+
   it('a refusal whose record cannot be written keeps its outcome (a deny is never re-labelled)', async () => {
     const run = compose([stage(failing), fakeInvoke((c) => refuse(c, 'denied', 'policy says no'))]);
     const c = call({ target: target() });
