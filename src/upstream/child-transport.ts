@@ -55,6 +55,12 @@ export const LOGGED_LINE_CHARS = 2000;
 const STDERR_TAIL_CHARS = 2048;
 /** How much of a stderr line not yet ended is kept (its last characters). */
 const STDERR_PARTIAL_CHARS = 8192;
+/**
+ * Of a stderr line whose start was dropped ({@link STDERR_PARTIAL_CHARS}), the first characters the
+ * scrub leaves as they were, up to this many, are dropped too: the last characters of a secret the
+ * drop ran through stand there, unrecognised by the scrub. A secret up to this long is covered.
+ */
+const STDERR_DROP_MARGIN = 1024;
 
 /**
  * What this module keeps for the whole process, shared by every copy of it the process loads: the
@@ -296,6 +302,8 @@ export class ChildProcessTransport implements Transport {
   private stderrTail = '';
   /** The stderr line still being written (no newline yet), as it came. */
   private stderrPartial = '';
+  /** Whether {@link stderrPartial} lost its start (it grew past {@link STDERR_PARTIAL_CHARS}). */
+  private stderrPartialCut = false;
   /** Ids of our requests the child has not answered (nor been told to cancel): while any are, it is busy. */
   private readonly inFlight = new Set<unknown>();
   /** The first stderr line that states an error ({@link isErrorLine}), kept even when the tail moves on. */
@@ -335,6 +343,19 @@ export class ChildProcessTransport implements Transport {
     return this.options.scrub ? this.options.scrub(text) : text;
   }
 
+  /**
+   * A stderr line scrubbed whole; one whose start was dropped (`cut`) also without what the scrub
+   * left as it was of its first {@link STDERR_DROP_MARGIN} characters (there stand the last
+   * characters of a secret the drop ran through), marked `…`.
+   */
+  private scrubbedStderr(line: string, cut: boolean): string {
+    const clean = this.scrubbed(line);
+    if (!cut) return clean;
+    let same = 0;
+    while (same < STDERR_DROP_MARGIN && same < clean.length && line.charCodeAt(same) === clean.charCodeAt(same)) same++;
+    return `…${clean.slice(same)}`;
+  }
+
   /** A line as logged: scrubbed whole (stdout noise here; stderr lines come scrubbed), then cut at {@link LOGGED_LINE_CHARS}. */
   private loggedLine(line: string, clean = this.scrubbed(line)): string {
     return cut(clean, LOGGED_LINE_CHARS);
@@ -348,7 +369,7 @@ export class ChildProcessTransport implements Transport {
   /** The last lines the child wrote to stderr (up to 2 KB), scrubbed, for error messages. */
   get stderr(): string {
     if (!this.stderrPartial) return this.stderrTail;
-    return (this.stderrTail + this.scrubbed(this.stderrPartial)).slice(-STDERR_TAIL_CHARS);
+    return (this.stderrTail + this.scrubbedStderr(this.stderrPartial, this.stderrPartialCut)).slice(-STDERR_TAIL_CHARS);
   }
 
   /**
@@ -425,10 +446,16 @@ export class ChildProcessTransport implements Transport {
       child.stderr!.on('data', (text: string) => {
         const lines = (this.stderrPartial + text).split('\n');
         // An unended line is kept by its last 8 KiB: far more than the tail shows of it.
-        this.stderrPartial = (lines.pop() ?? '').slice(-STDERR_PARTIAL_CHARS);
+        const unended = lines.pop() ?? '';
+        // The first ended line is the one kept unended so far: cut when that lost its start.
+        let cutFirst = this.stderrPartialCut;
+        if (lines.length) this.stderrPartialCut = false;
+        this.stderrPartial = unended.slice(-STDERR_PARTIAL_CHARS);
+        if (unended.length > STDERR_PARTIAL_CHARS) this.stderrPartialCut = true;
         for (const line of lines) {
           // Scrubbed whole before anything cuts it (the tail, the error line, the log line).
-          const clean = this.scrubbed(line);
+          const clean = this.scrubbedStderr(line, cutFirst);
+          cutFirst = false;
           this.stderrTail = (this.stderrTail + clean + '\n').slice(-STDERR_TAIL_CHARS);
           if (!clean.trim()) continue;
           if (this.errorLine === undefined && isErrorLine(clean)) this.errorLine = meaningfulStderrLine(clean);

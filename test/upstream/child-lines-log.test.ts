@@ -6,6 +6,7 @@
  */
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { waitFor } from '../e2e/helpers.js';
 import { createLogger } from '../../src/shared/logger.js';
 import { Scrubber } from '../../src/shared/scrub.js';
 import { ChildProcessTransport, LOGGED_LINE_CHARS } from '../../src/upstream/child-transport.js';
@@ -75,5 +76,27 @@ describe('a child line across the log cut', () => {
     expect(shown.length).toBeLessThanOrEqual(STDERR_LINE_MAX_CHARS);
     expect(shown).not.toContain(late.slice(0, 12));
     expect(shown).toMatch(/^Error: \[REDACTED\] /);
+  });
+
+  it("a stderr line still unended when its start is dropped (over 8 KiB): the end of a secret the drop ran through is not kept", async () => {
+    const scrubber = new Scrubber([SECRET]);
+    const log = capture();
+    const logger = createLogger({ level: 'debug', scrubber, stream: log.stream });
+    // The unended line keeps its last 8,192 characters: they begin 15 characters before the secret's end.
+    const unended = 'Error: ' + 'p'.repeat(3000) + SECRET + 'q'.repeat(8192 - 15);
+    // The line is ended (and the child exits) only once the broker has read its start: when it is told to on stdin.
+    const script = `process.stderr.write(${JSON.stringify(unended)}); process.stdin.once('data', () => { process.stderr.write(' end\\n'); process.exit(1); });`;
+    const transport = new ChildProcessTransport({ command: process.execPath, args: ['-e', script], env: {}, logger, scrub: (t) => scrubber.text(t) });
+    const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
+    await transport.start();
+    await waitFor(() => transport.stderr.length > 0, 'the unended line read');
+    expect(transport.stderr).not.toContain(SECRET.slice(-6));
+    await transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    await closed;
+    expect(transport.stderr).toContain(' end');
+    expect(transport.stderr).not.toContain(SECRET.slice(-6));
+    expect(transport.stderrLine).not.toContain(SECRET.slice(-6));
+    expect(log.text()).toContain('upstream stderr');
+    expect(log.text()).not.toContain(SECRET.slice(-6));
   });
 });
