@@ -693,7 +693,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private createUpstream(name: string, server: ServerConfig): Upstream {
     const kind = serverKind(server);
     if (kind === 'rest') {
-      return new RestUpstream({ name, config: server as RestServerConfig, logger: this.logger.child({ upstream: name }), clock: this.clock });
+      return new RestUpstream({ name, config: server as RestServerConfig, logger: this.logger.child({ upstream: name }), clock: this.clock, scrub: (text) => this.scrubber.text(text) });
     }
     const options: McpUpstreamOptions = {
       name,

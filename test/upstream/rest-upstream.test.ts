@@ -9,6 +9,7 @@ import type { RestServerConfig } from '../../src/config/schema.js';
 import { ManualClock, systemClock } from '../../src/shared/clock.js';
 import { BrokerError, ConfigError } from '../../src/shared/errors.js';
 import { silentLogger } from '../../src/shared/logger.js';
+import { Scrubber } from '../../src/shared/scrub.js';
 import type { CallOptions } from '../../src/upstream/types.js';
 import { RestUpstream } from '../../src/upstream/rest/index.js';
 import { startRestFixture, type RestFixture } from '../fixtures/rest-http-fixture.js';
@@ -68,7 +69,7 @@ function serverConfig(extra: Record<string, unknown> = {}): RestServerConfig {
             text: { path: '/text' },
             array: { path: '/array' },
             binary: { path: '/binary' },
-            big: { path: '/big', args: { bytes: { in: 'query', schema: { type: 'integer' } } } },
+            big: { path: '/big', args: { bytes: { in: 'query', schema: { type: 'integer' } }, tail: { in: 'query', required: false } } },
           },
           ...extra,
         },
@@ -296,6 +297,20 @@ describe('RestUpstream: responses', () => {
     const result = await upstream.callTool('big', { bytes: 100_000 }, options());
     const text = (result.content[0] as { text: string }).text;
     expect(text.startsWith('x'.repeat(4096) + '\n[body cut at maxResponseBytes = 4096 bytes]')).toBe(true);
+  });
+
+  it('a secret across the maxResponseBytes cut is scrubbed whole, then the body is cut (regression: its first characters were kept)', async () => {
+    const token = 'ghp_' + 'Q7'.repeat(20);
+    const scrubber = new Scrubber();
+    const upstream = new RestUpstream({ name: 'api', config: serverConfig(), logger: silentLogger(), clock: systemClock, attemptHeadroomMs: 0, scrub: (t) => scrubber.text(t) });
+    await upstream.start();
+    // The token starts 15 bytes before the cut at 4096: the cut kept its first 15 characters.
+    const result = await upstream.callTool('big', { bytes: 4080, tail: ` ${token} and more` }, options());
+    const text = scrubber.text((result.content[0] as { text: string }).text);
+    expect(text).not.toContain(token.slice(0, 8));
+    expect(text.startsWith(`${'x'.repeat(4080)} [REDACTED]`)).toBe(true);
+    expect(text).toContain('[body cut at maxResponseBytes = 4096 bytes]');
+    expect(text).not.toContain('and more');
   });
 
   it('4xx is a result with isError, the status and the body', async () => {

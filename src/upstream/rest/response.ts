@@ -3,38 +3,71 @@
  * - 2xx (and a 3xx that is not followed, such as 304) → a result; a JSON object body becomes
  *   `structuredContent` plus the same JSON as a text block; other JSON and text bodies become
  *   text; a binary body is described, not shown. Bodies are read up to `maxResponseBytes`
- *   (schema `restServerSchema`); a longer one is cut and the text says so.
+ *   (schema `restServerSchema`); a longer one is cut and the text says so, scrubbed before it is
+ *   cut ({@link CUT_MARGIN_BYTES}).
  * - 4xx other than 429 → a result with `isError: true` naming the status, then the body
  *   (`tool_error`: the API's own verdict).
  * - 429 and 5xx are not results: the upstream throws `upstream_http` (see `rest-upstream.ts`).
  * The exact header values injected into the request are masked in everything returned.
  */
+import { StringDecoder } from 'node:string_decoder';
 import type { CallToolResult } from '@modelcontextprotocol/client';
 import { REDACTED, secretSpellings } from '../../shared/scrub.js';
 
+/**
+ * Bytes read past `maxResponseBytes` of a body that goes on, for the scrub only: a secret running
+ * across the cut is scrubbed whole, then what the scrub left as it was past the cut is dropped
+ * ({@link responseResult}). A secret up to this long is covered.
+ */
+export const CUT_MARGIN_BYTES = 4096;
+
 /** A response body read up to a bound. */
 export interface BoundedBody {
+  /** The body; when {@link truncated}, its first `maxBytes` and up to {@link CUT_MARGIN_BYTES} more, read for the scrub. */
   bytes: Buffer;
   /** Whether the body went on past the bound (the rest was not read). */
   truncated: boolean;
 }
 
-/** Reads at most `maxBytes` of a body, then cancels the rest. */
-export async function readBounded(res: Response, maxBytes: number): Promise<BoundedBody> {
+/**
+ * Reads at most `maxBytes` of a body, then cancels the rest; of a longer one, up to `marginBytes`
+ * more (default none), which are not part of the body shown (see {@link CUT_MARGIN_BYTES}).
+ */
+export async function readBounded(res: Response, maxBytes: number, marginBytes = 0): Promise<BoundedBody> {
   if (!res.body) return { bytes: Buffer.alloc(0), truncated: false };
   const reader = res.body.getReader();
   const chunks: Buffer[] = [];
   let size = 0;
   for (;;) {
     const { done, value } = await reader.read();
-    if (done) return { bytes: Buffer.concat(chunks), truncated: false };
+    if (done) {
+      const bytes = Buffer.concat(chunks);
+      return { bytes, truncated: bytes.length > maxBytes };
+    }
     chunks.push(Buffer.from(value));
     size += value.byteLength;
-    if (size > maxBytes) {
+    if (size > maxBytes + marginBytes) {
       await reader.cancel().catch(() => undefined);
-      return { bytes: Buffer.concat(chunks).subarray(0, maxBytes), truncated: true };
+      return { bytes: Buffer.concat(chunks).subarray(0, maxBytes + marginBytes), truncated: true };
     }
   }
+}
+
+/**
+ * The text of a body cut at `maxBytes` (`bytes` holding a margin past it): scrubbed whole with
+ * `scrub`, then without what the scrub left as it was past the cut. Nothing redacted there: the
+ * first `maxBytes` exactly (a character the cut split left out); a secret across the cut: up to
+ * its `[REDACTED]`, never its first characters.
+ */
+function cutScrubbed(bytes: Buffer, maxBytes: number, scrub: (text: string) => string): string {
+  const whole = bytes.toString('utf8');
+  // The characters the first `maxBytes` hold whole (a split character's bytes are held back).
+  const kept = new StringDecoder('utf8').write(bytes.subarray(0, maxBytes)).length;
+  const clean = scrub(whole);
+  const past = whole.length - kept;
+  let same = 0;
+  while (same < past && same < clean.length && whole.charCodeAt(whole.length - 1 - same) === clean.charCodeAt(clean.length - 1 - same)) same++;
+  return clean.slice(0, clean.length - same);
 }
 
 /** Replaces exact secret values in text and in every string (and key) of a JSON value. */
@@ -72,8 +105,11 @@ export interface ResponseParts {
   maxBytes: number;
 }
 
-/** The result for a response that is not a 429/5xx (module doc). */
-export function responseResult(parts: ResponseParts, mask: SecretMask): CallToolResult {
+/**
+ * The result for a response that is not a 429/5xx (module doc). `scrub` (default `mask.text`)
+ * scrubs a cut body whole before it is cut; the whole result is scrubbed again on its way out.
+ */
+export function responseResult(parts: ResponseParts, mask: SecretMask, scrub: (text: string) => string = mask.text): CallToolResult {
   const { status, body } = parts;
   const isError = status >= 400;
   const head = `HTTP ${status}${parts.statusText ? ` ${parts.statusText}` : ''}`;
@@ -83,7 +119,7 @@ export function responseResult(parts: ResponseParts, mask: SecretMask): CallTool
     const text = `${head}: ${body.truncated ? `more than ${parts.maxBytes}` : body.bytes.length} bytes of ${type || 'unknown type'} (binary body not shown)`;
     return { content: [{ type: 'text', text }], ...(isError ? { isError } : {}) };
   }
-  const raw = mask.text(body.bytes.toString('utf8'));
+  const raw = body.truncated ? cutScrubbed(body.bytes, parts.maxBytes, (t) => scrub(mask.text(t))) : mask.text(body.bytes.toString('utf8'));
   const cut = body.truncated ? `\n[body cut at maxResponseBytes = ${parts.maxBytes} bytes]` : '';
   if (isError) return { isError: true, content: [{ type: 'text', text: `${head}\n${raw}${cut}` }] };
   if (isJson(type) && !body.truncated) {

@@ -38,7 +38,7 @@ import type { CallOptions, Upstream, UpstreamCatalog, UpstreamEvents, UpstreamSt
 import { baseUrlProblem, definitionFromConfig, toMcpTool, type RestToolDefinition } from '../../config/rest-definition.js';
 import { importOpenApi } from './openapi.js';
 import { buildRequest, partitionArgs, pinBase, withinBase, type PinnedBase, type RestRequest } from './request.js';
-import { readBounded, responseResult, retryAfterMs, secretMask, type SecretMask } from './response.js';
+import { CUT_MARGIN_BYTES, readBounded, responseResult, retryAfterMs, secretMask, type SecretMask } from './response.js';
 
 /** Most redirects followed for one attempt (each inside the pinned base). */
 export const MAX_REDIRECTS = 3;
@@ -57,6 +57,11 @@ export interface RestUpstreamOptions {
   fetch?: typeof fetch;
   /** Default {@link ATTEMPT_TIMEOUT_HEADROOM_MS}. */
   attemptHeadroomMs?: number;
+  /**
+   * The gateway's scrubber's `text`: a body cut at `maxResponseBytes` is scrubbed whole with it
+   * before it is cut (response.ts `CUT_MARGIN_BYTES`). Default: the configured header values only.
+   */
+  scrub?: (text: string) => string;
 }
 
 const EMPTY_CATALOG = (): UpstreamCatalog => ({ tools: [], prompts: [], resources: [], resourceTemplates: [] });
@@ -76,6 +81,7 @@ export class RestUpstream extends EventEmitter<UpstreamEvents> implements Upstre
   private readonly fetch: typeof fetch;
   private readonly headroomMs: number;
   private readonly mask: SecretMask;
+  private readonly scrub: ((text: string) => string) | undefined;
   private tools?: Map<string, RestToolDefinition>;
   /** The tools as advertised, by name; a call's arguments are checked against their `inputSchema`. */
   private advertised = new Map<string, Tool>();
@@ -94,6 +100,7 @@ export class RestUpstream extends EventEmitter<UpstreamEvents> implements Upstre
     this.headroomMs = options.attemptHeadroomMs ?? ATTEMPT_TIMEOUT_HEADROOM_MS;
     this.secrets = Object.values(options.config.headers);
     this.mask = secretMask(this.secrets);
+    this.scrub = options.scrub;
   }
 
   /**
@@ -189,13 +196,14 @@ export class RestUpstream extends EventEmitter<UpstreamEvents> implements Upstre
       }
       let bounded;
       try {
-        bounded = await readBounded(res, this.config.maxResponseBytes);
+        bounded = await readBounded(res, this.config.maxResponseBytes, CUT_MARGIN_BYTES);
       } catch (err) {
         throw this.fetchFailure(def, err, attempt);
       }
       return responseResult(
         { status: res.status, statusText: res.statusText, contentType: res.headers.get('content-type') ?? '', body: bounded, maxBytes: this.config.maxResponseBytes },
         this.mask,
+        this.scrub,
       );
     }
   }
