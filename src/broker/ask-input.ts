@@ -6,7 +6,11 @@
  * `requestState` (broker/approval-state.ts). The client retries the same call with the
  * `inputResponses` and the `requestState`; the state is checked against the retry (principal,
  * tool, arguments, expiry), spent once, and the answer read: accept approves, decline and cancel
- * refuse as a legacy prompt's do.
+ * refuse as a legacy prompt's do. A state that is no approval state of this very request (it does
+ * not verify, is of another kind, expired, or was sealed for another principal, tool or
+ * arguments) makes the retry a malformed request (`invalid`: the caller answers -32602
+ * `invalid_arguments`, as the relay stage does for its states); one used already, or answered
+ * with a decline, stays a refusal of the approval (`approval_required`).
  *
  * Never throws except when the store fails (the sealing key, the spent nonces): the judge's
  * runner turns that into `guard_error` (fail closed).
@@ -25,15 +29,17 @@ export type InputAskVerdict =
   | { readonly kind: 'approved'; readonly claim: ApprovalClaim }
   /** The question, to answer the call with; the call runs on the client's retry. */
   | { readonly kind: 'ask'; readonly result: InputRequiredResult }
+  /** The retry's `requestState` is no approval state of this request ({@link approvalStateRefusal}): a malformed request, asked nothing. */
+  | { readonly kind: 'invalid'; readonly reason: string }
   | {
       readonly kind: 'refused';
       /**
        * `declined` / `cancelled`: the human said no or dismissed the prompt; `unavailable`: the
        * request declared no elicitation capability; `no_state`: an answer came without the
-       * broker's `requestState`; `malformed`: the answer is not an elicitation result; else why
-       * the state did not count ({@link StateRefusal}).
+       * broker's `requestState`; `malformed`: the answer is not an elicitation result; `spent`:
+       * the state was used already.
        */
-      readonly why: 'declined' | 'cancelled' | 'unavailable' | 'no_state' | 'malformed' | StateRefusal['why'];
+      readonly why: 'declined' | 'cancelled' | 'unavailable' | 'no_state' | 'malformed' | 'spent';
       readonly reason: string;
     };
 
@@ -50,21 +56,22 @@ export interface InputAskOptions {
 
 /** Asks `session` (a modern caller) to approve, or reads its answer on the retry; see {@link InputAskVerdict}. */
 export async function askThroughInput(session: CallerSession, options: InputAskOptions): Promise<InputAskVerdict> {
+  const binding = { principal: session.principal, tool: options.tool, args: options.args };
+  const state = session.requestState;
+  // A state that is no approval state of this request is malformed whatever the client declared: read first.
+  const opened = state === undefined ? undefined : await options.states.open(state, binding);
+  if (opened && !opened.ok) return { kind: 'invalid', reason: invalidReason(opened) };
   // The same rule as a legacy session's `elicit`: form-mode elicitation declared (`{}` counts; URL mode only does not).
   if (!supportsFormElicitation(session.clientCapabilities)) {
     return { kind: 'refused', why: 'unavailable', reason: 'approval needed, and the client cannot be asked (its request declared no elicitation capability for form mode)' };
   }
-  const binding = { principal: session.principal, tool: options.tool, args: options.args };
   const answer = inputResponse(session.inputResponses, APPROVAL_INPUT_KEY);
-  const state = session.requestState;
-  if (state === undefined) {
+  if (opened === undefined) {
     if (session.inputResponses?.[APPROVAL_INPUT_KEY] !== undefined) {
       return { kind: 'refused', why: 'no_state', reason: "an approval answer came without the broker's requestState; call the tool again to be asked" };
     }
     return ask(options, binding);
   }
-  const opened = await options.states.open(state, binding);
-  if (!opened.ok) return { kind: 'refused', why: opened.why, reason: `${opened.reason}; it did not run, call the tool again to be asked anew` };
   // A valid state without our answer: asked again (MRTR: re-request what is missing), the old state left unspent.
   if (session.inputResponses?.[APPROVAL_INPUT_KEY] === undefined) return ask(options, binding);
   if (answer.kind !== 'elicit') return { kind: 'refused', why: 'malformed', reason: 'the approval answer is not an elicitation result' };
@@ -74,6 +81,23 @@ export async function askThroughInput(session: CallerSession, options: InputAskO
   if (answer.action === 'accept') return { kind: 'approved', claim: opened.claim };
   if (answer.action === 'decline') return { kind: 'refused', why: 'declined', reason: 'approval declined by the user' };
   return { kind: 'refused', why: 'cancelled', reason: 'approval prompt dismissed by the user' };
+}
+
+/**
+ * Why a modern caller's `requestState` is no approval state of the request of `tool` with `args`
+ * (it does not verify, is of another kind, expired, or was sealed for another principal, tool or
+ * arguments), read without spending anything; undefined when there is none or it opens for it (a
+ * state used already is not told apart here: its retry is `approval_required`). The judge asks
+ * this before it parks a retry, so a malformed one is refused as it is without `ask`.
+ */
+export async function approvalStateRefusal(session: CallerSession, options: Pick<InputAskOptions, 'tool' | 'args' | 'states'>): Promise<string | undefined> {
+  if (session.requestState === undefined) return undefined;
+  const opened = await options.states.open(session.requestState, { principal: session.principal, tool: options.tool, args: options.args });
+  return opened.ok ? undefined : invalidReason(opened);
+}
+
+function invalidReason(refusal: StateRefusal): string {
+  return `${refusal.reason}; nothing was run or sent, call again without it to be asked anew`;
 }
 
 async function ask(options: InputAskOptions, binding: { principal: string; tool: string; args: unknown }): Promise<InputAskVerdict> {

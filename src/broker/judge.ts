@@ -18,9 +18,11 @@
  * (broker/ask-input.ts): the first round settles the call `approval_required` with
  * `call.inputRequired` set, which the broker answers as the `input_required` result (and
  * records like any refusal); the retry carrying the sealed `requestState` and an accepting
- * answer goes on exactly as an approved legacy call. A state that does not verify, expired,
- * was spent, or was issued for another principal, tool or arguments → `approval_required`
- * naming why; the tool does not run.
+ * answer goes on exactly as an approved legacy call. A state that is no state of this call
+ * (does not verify, of another kind, expired, issued for another principal, tool or arguments)
+ * is a malformed request: `invalid_arguments` with `call.requestError` -32602, as without `ask`,
+ * before anyone is asked or it parks; a genuine approval state spent already →
+ * `approval_required` saying so. The tool does not run.
  *
  * A modern caller's retry whose held-request state was refused (`CallRequest.heldStateRefused`,
  * transports/held-calls.ts) is settled here `invalid_arguments` with that reason once the policy
@@ -43,7 +45,7 @@ import { plainApproveCommand, type ApproveHint } from './approve-hint.js';
 import { ApprovalStates } from './approval-state.js';
 import { askApproval, stillLive } from '../router/ask.js';
 import { toAbortSignal } from '../shared/cancel.js';
-import { askThroughInput } from './ask-input.js';
+import { approvalStateRefusal, askThroughInput } from './ask-input.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
 import { toolCallBinding } from './relay-input.js';
 import { kindOf } from './sealed-state.js';
@@ -158,6 +160,16 @@ export function judgeStage(deps: JudgeDeps): Stage {
   }
 
   /**
+   * Why a modern caller's retry carrying a state of no relay, URL-elicitation or held kind is
+   * malformed for `target` (broker/ask-input.ts `approvalStateRefusal`); undefined when it has no
+   * state or an approval state of this very call (used already or not: that is the ask's to say).
+   */
+  function unapprovable(call: BrokerCall, target: ToolTarget): Promise<string | undefined> | undefined {
+    if (call.session.era !== 'modern' || call.session.requestState === undefined) return undefined;
+    return approvalStateRefusal(call.session, { tool: target.name, args: call.request.args, states });
+  }
+
+  /**
    * After a wait for a human or the inbox, the call is judged again on what holds now: a `deny`
    * a reload added, a pin that changed, a tool disabled or gone meanwhile refuses it; an `ask`
    * that still stands is the approval just given. Settles the call and returns false when refused.
@@ -190,15 +202,14 @@ export function judgeStage(deps: JudgeDeps): Stage {
     const principal = call.session.principal;
     // A retry the relay stage would refuse for its state runs nothing either: refused as it is without an ask, before anyone is asked or it parks.
     const unrelayable = asks ? await relayRefusal(call, target) : undefined;
-    if (unrelayable !== undefined) {
-      refuse(call, 'invalid_arguments', unrelayable);
-      call.requestError = { code: -32602, message: unrelayable };
-      return SETTLED;
-    }
+    if (unrelayable !== undefined) return settleInvalid(call, unrelayable);
+    const relayed = asks && call.request.approvedBy === undefined ? await relayApproval(call, target) : undefined;
+    // A retry whose state is no state of this call at all (garbage, another kind's, another tool's, arguments' or principal's, expired) is malformed: refused as it is without an ask, before it parks.
+    const malformed = asks && relayed === undefined && call.request.approvedBy === undefined ? await unapprovable(call, target) : undefined;
+    if (malformed !== undefined) return settleInvalid(call, malformed);
     // The retry of a round approved before, which the upstream answered with its own input
     // requests: its relay state carries that approval, once (broker/relay-input.ts). Neither
     // parked nor asked again; a relay state whose approval does not count is refused as it is.
-    const relayed = asks && call.request.approvedBy === undefined ? await relayApproval(call, target) : undefined;
     if (asks && call.request.approvedBy !== undefined) {
       // Decided in the approval inbox before this run (a parked task taken up again).
       call.approved = true;
@@ -257,6 +268,13 @@ const SPENT_RELAY_APPROVAL =
 /** The judge's ticket: the call goes on (nothing is handed to the way out). */
 const GO = true;
 
+/** Settles `call` `invalid_arguments` for its malformed `requestState`, answered JSON-RPC -32602 as the relay stage answers it. */
+function settleInvalid(call: BrokerCall, reason: string): typeof SETTLED {
+  refuse(call, 'invalid_arguments', reason);
+  call.requestError = { code: -32602, message: reason };
+  return SETTLED;
+}
+
 /** Refuses `call` and settles it at the judge. */
 function settle(call: BrokerCall, outcome: Parameters<typeof refuse>[1], reason: string): typeof SETTLED {
   refuse(call, outcome, reason);
@@ -267,12 +285,15 @@ function settle(call: BrokerCall, outcome: Parameters<typeof refuse>[1], reason:
 interface AskRefusal {
   reason: string;
   cancelled?: boolean;
+  /** The retry's `requestState` is no approval state of this call: `invalid_arguments`, -32602. */
+  invalid?: boolean;
   /** A modern caller's first round: the `input_required` result to answer with. */
   inputRequired?: InputRequiredResult;
 }
 
 function settleRefusal(call: BrokerCall, refusal: AskRefusal): void {
   if (refusal.cancelled) return refuse(call, 'cancelled', refusal.reason);
+  if (refusal.invalid) return void settleInvalid(call, refusal.reason);
   refuse(call, 'approval_required', refusal.reason);
   if (refusal.inputRequired) call.inputRequired = refusal.inputRequired;
 }
@@ -308,6 +329,7 @@ async function ask(
       deps.logger?.debug({ callId: call.callId, tool: target.name, askedIn: verdict.claim.callId }, 'approved through an input request');
       return undefined;
     }
+    if (verdict.kind === 'invalid') return { reason: verdict.reason, invalid: true };
     if (verdict.kind === 'ask') {
       return { reason: `${why}; asked through an input request (input_required), the tool runs when the client retries with the approval`, inputRequired: verdict.result };
     }

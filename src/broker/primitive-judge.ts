@@ -17,7 +17,9 @@
  * elicitation → `approval_required` at once. A modern caller's retry answering its upstream's
  * input requests is not asked about again: a relay state of the approved round goes on once, a
  * held-request state that opens for the request goes on (its held call checks the round), and
- * either state refused is `invalid_arguments` (-32602) as without `ask`, nothing sent.
+ * either state refused is `invalid_arguments` (-32602) as without `ask`, nothing sent; so is a
+ * state that is no approval state of this request (broker/ask-input.ts: garbage, another kind's,
+ * expired, sealed for another prompt, resource, principal or arguments), nobody asked.
  * `mcp-broker approve` and `policy.firstUse` are for tools only. Fail closed: a request whose
  * record cannot be written is answered `guard_error` and the upstream's answer withheld; one
  * already refused keeps its outcome.
@@ -242,6 +244,8 @@ export class PrimitiveGuard {
         states,
       });
       if (asked.kind === 'approved') return null;
+      // A state that is no state of this request: malformed, as without `ask` (-32602).
+      if (asked.kind === 'invalid') return { outcome: 'invalid_arguments', reason: asked.reason };
       if (asked.kind === 'ask') {
         return { outcome: 'approval_required', reason: `${verdict.reason}; asked through an input request (input_required)`, inputRequired: asked.result };
       }

@@ -170,7 +170,7 @@ describe('an ask answered to a modern caller as an input request', () => {
     expect((await next.call('fx__echo', { text: 'y' }, retry(fresh, 'accept'))).outcome).toBe('ok');
   });
 
-  it('a tampered state is refused, the tool does not run, and each refusal leaves one record', async () => {
+  it('a tampered state is a malformed request (invalid_arguments, -32602), the tool does not run, and each refusal leaves one record', async () => {
     const r = await rig();
     const args = { text: 't' };
     const first = await r.call('fx__echo', args, modern());
@@ -181,8 +181,8 @@ describe('an ask answered to a modern caller as an input request', () => {
     const tampered = [flipped, `${state}-TAMPERED`, state.slice(0, -4), 'mb1.', 'v1.eyJwIjp7fX0.c2ln', '', 'x'.repeat(10_000)];
     for (const bad of tampered) {
       const answer = await r.call('fx__echo', args, retry(first, 'accept', { requestState: bad }));
-      expect(answer.outcome).toBe('approval_required');
-      expect(answer.result).toMatchObject({ isError: true, _meta: { 'mcp-broker/outcome': 'approval_required' } });
+      expect(answer.outcome).toBe('invalid_arguments');
+      expect(answer.requestError?.code).toBe(-32602);
       expect(answer.reason).toContain('the approval state does not verify');
     }
     expect(r.runs()).toEqual([]);
@@ -200,12 +200,13 @@ describe('an ask answered to a modern caller as an input request', () => {
     expect(b.runs()).toEqual([]);
   });
 
-  it('an expired state (past policy.askTimeoutMs, by the injected clock) is refused', async () => {
+  it('an expired state (past policy.askTimeoutMs, by the injected clock) is refused invalid_arguments', async () => {
     const r = await rig();
     const first = await r.call('fx__echo', { text: 'late' }, modern());
     await r.clock.advance(ASK_TIMEOUT_MS);
     const answer = await r.call('fx__echo', { text: 'late' }, retry(first, 'accept'));
-    expect(answer.outcome).toBe('approval_required');
+    expect(answer.outcome).toBe('invalid_arguments');
+    expect(answer.requestError?.code).toBe(-32602);
     expect(answer.reason).toContain(`the approval state expired (an approval is valid for ${ASK_TIMEOUT_MS} ms)`);
     expect(r.runs()).toEqual([]);
   });
@@ -217,7 +218,7 @@ describe('an ask answered to a modern caller as an input request', () => {
     expect((await r.call('fx__echo', { text: 'in time' }, retry(first, 'accept'))).outcome).toBe('ok');
   });
 
-  it('a state presented by another principal, for another tool or with changed arguments is refused', async () => {
+  it('a state presented by another principal, for another tool or with changed arguments is refused invalid_arguments, never accepted', async () => {
     const r = await rig();
     const first = await r.call('fx__echo', { text: 'a', delayMs: 0 }, modern());
     const foreign = await r.call('fx__echo', { text: 'a', delayMs: 0 }, retry(first, 'accept', { principal: 'mallory', unit: 'mallory' }));
@@ -226,7 +227,7 @@ describe('an ask answered to a modern caller as an input request', () => {
     expect(other.reason).toContain('the approval state was issued for another tool');
     const changed = await r.call('fx__echo', { text: 'b', delayMs: 0 }, retry(first, 'accept'));
     expect(changed.reason).toContain('the arguments differ from those the approval was asked for');
-    for (const a of [foreign, other, changed]) expect(a.outcome).toBe('approval_required');
+    for (const a of [foreign, other, changed]) expect(a).toMatchObject({ outcome: 'invalid_arguments', requestError: { code: -32602 } });
     expect(r.runs()).toEqual([]);
     expect(r.records()).toHaveLength(4);
     // The same arguments in another key order are the same arguments.

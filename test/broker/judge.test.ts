@@ -1,5 +1,6 @@
 import { ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
+import { ApprovalStates } from '../../src/broker/approval-state.js';
 import { judgeStage, type JudgeDeps } from '../../src/broker/judge.js';
 import { compilePolicy } from '../../src/broker/policy.js';
 import { compose } from '../../src/broker/runner.js';
@@ -217,6 +218,34 @@ describe('judge stage', () => {
     const denied = call({ target: target(), request: { heldStateRefused } });
     await run(denied);
     expect(denied.outcome).toBe('denied');
+  });
+
+  it('an asked retry whose state is no state of this call (garbage, an approval state of another tool or arguments) is invalid_arguments -32602: never asked, never parked', async () => {
+    for (const [policy, over] of [
+      [{ default: 'ask' }, {}],
+      [{}, { requireApproval: true }],
+    ] as const) {
+      const parked: string[] = [];
+      const park = async (c: BrokerCall) => (parked.push(c.callId), { approved: true as const, by: 'operator' });
+      const { run, invoke, clock, store } = setup(policy, { park });
+      const approvals = new ApprovalStates({ store, clock, ttlMs: 5000 });
+      const { s, asked } = asking(async () => ({ action: 'accept' }));
+      const states = [
+        'not-a-state',
+        'mb3.approval.AAAA',
+        await approvals.issue({ principal: 'local', tool: 'fx__other', args: { a: 1 } }, 'c-0'),
+        await approvals.issue({ principal: 'local', tool: 'fx__echo', args: { a: 2 } }, 'c-0'),
+        await approvals.issue({ principal: 'mallory', tool: 'fx__echo', args: { a: 1 } }, 'c-0'),
+      ];
+      for (const requestState of states) {
+        const c = call({ target: target('fx__echo', over), session: { ...s, era: 'modern', requestState, inputResponses: { 'mcp-broker/approval': { action: 'accept' } } }, request: { args: { a: 1 } } });
+        await run(c);
+        expect(c, requestState.slice(0, 20)).toMatchObject({ outcome: 'invalid_arguments', requestError: { code: -32602 } });
+      }
+      expect(parked).toEqual([]);
+      expect(asked).toEqual([]);
+      expect(invoke.reached).toBe(0);
+    }
   });
 
   it('an asked retry whose relay state the relay stage would refuse (altered, expired, other arguments, another tool) is invalid_arguments -32602: never asked, never parked; the intact one runs unparked, once; a spent approval says so', async () => {

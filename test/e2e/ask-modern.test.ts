@@ -60,7 +60,7 @@ describe('ask for a 2026-07-28 client over stdio', () => {
     expect(b.runs()).toHaveLength(0);
   });
 
-  it('a tampered or reused requestState is refused and the tool does not run', async () => {
+  it('a tampered requestState is -32602 invalid_arguments, a reused one approval_required, and the tool does not run', async () => {
     const b = await start({ autoFulfill: false });
     const call = (extra: Record<string, unknown> = {}) =>
       b.client.request({ method: 'tools/call', params: { name: 'fx__echo', arguments: { text: 't' }, ...extra } }, { allowInputRequired: true }) as Promise<
@@ -71,16 +71,19 @@ describe('ask for a 2026-07-28 client over stdio', () => {
     const { inputRequests, requestState } = first as InputRequiredResult;
     const [key] = Object.keys(inputRequests!);
     const inputResponses = { [key!]: { action: 'accept', content: {} } };
-    const tampered = (await call({ inputResponses, requestState: `${requestState}-TAMPERED` })) as CallToolResult;
-    expect(tampered.isError).toBe(true);
-    expect(tampered._meta?.['mcp-broker/outcome']).toBe('approval_required');
-    expect(JSON.stringify(tampered.content)).toContain('the approval state does not verify');
+    // A state that does not verify is a malformed request: -32602, as without ask.
+    const tampered = await call({ inputResponses, requestState: `${requestState}-TAMPERED` }).then(
+      () => undefined,
+      (e: unknown) => e as { code?: number; message?: string },
+    );
+    expect(tampered?.code).toBe(-32602);
+    expect(tampered?.message).toContain('the approval state does not verify');
     expect(b.runs()).toHaveLength(0);
     const ok = (await call({ inputResponses, requestState })) as CallToolResult;
     expect(ok.content).toEqual([{ type: 'text', text: 't' }]);
     const reused = (await call({ inputResponses, requestState })) as CallToolResult;
     expect(JSON.stringify(reused.content)).toContain('the approval state was used already');
     expect(b.runs()).toHaveLength(1);
-    expect(b.records().map((r) => r.outcome)).toEqual(['approval_required', 'approval_required', 'ok', 'approval_required']);
+    expect(b.records().map((r) => r.outcome)).toEqual(['approval_required', 'invalid_arguments', 'ok', 'approval_required']);
   });
 });
