@@ -53,6 +53,17 @@ export type PrimitiveKind = NonNullable<CallRecord['kind']>;
  */
 export const POLICY_REFUSED_CODE = -32003;
 
+/**
+ * What a `forward` throws when it refuses the request before sending anything upstream (a
+ * modern retry whose relay or held-request `requestState` is refused): JSON-RPC -32602, recorded
+ * `invalid_arguments` with 0 attempts, as the same state refused by the judge under `ask` is.
+ */
+export class UnsentRefusal extends ProtocolError {
+  constructor(reason: string) {
+    super(ProtocolErrorCode.InvalidParams, reason);
+  }
+}
+
 /** One request to judge. */
 export interface PrimitiveRequest {
   readonly kind: PrimitiveKind;
@@ -172,6 +183,8 @@ export class PrimitiveGuard {
       } catch (err) {
         // Cut off by shutdown: answered as a refusal naming it, like a tool call (the upstream's request ends with the session).
         if (!(err instanceof ShuttingDown)) failure = { err };
+        // Refused before anything was sent: no attempt.
+        if (err instanceof UnsentRefusal) attempts = 0;
         ({ outcome, reason } = classify(err, request.signal));
       }
     }

@@ -52,7 +52,7 @@ import { listAsPinned } from '../broker/pins.js';
 import { unprefixErrors } from './error-prefix.js';
 import { visibleTools } from '../broker/visible-tools.js';
 import { openRelay, relayInputRequired, type RelayBinding } from '../broker/relay-input.js';
-import type { PrimitiveRequest } from '../broker/primitive-judge.js';
+import { UnsentRefusal, type PrimitiveRequest } from '../broker/primitive-judge.js';
 import type { CallerSession, ToolTarget } from '../broker/types.js';
 import type { TaskRow } from '../store/store.js';
 import { isTerminal } from '../tasks/status.js';
@@ -1049,7 +1049,7 @@ export class DownstreamSession {
     // A 2025-11-25 upstream asks through live requests: held and answered to this request as `input_required`.
     if (binding && caller && gw.registry.upstream(server)?.era === 'legacy') return this.forwardHeld(server, method, sent, caller, extra, binding) as never;
     const opening = binding && caller ? await openRelay(gw.sealedStates, caller, binding) : undefined;
-    if (opening?.kind === 'refused') throw new ProtocolError(ProtocolErrorCode.InvalidParams, opening.reason);
+    if (opening?.kind === 'refused') throw new UnsentRefusal(opening.reason);
     const result = await gw.registry.request(server, method, sent, {
       signal: toAbortSignal(extra.signal),
       timeoutMs: gw.config.broker.timeoutMs,
@@ -1087,7 +1087,7 @@ export class DownstreamSession {
     const binding: HeldBinding = { principal: caller.principal, tool: `${method}:${server}/${relay.target}`, args: relay.args };
     if (isHeldState(caller.requestState)) {
       return this.joinHeld(binding, caller, extra, async (reason) => {
-        throw new ProtocolError(ProtocolErrorCode.InvalidParams, reason);
+        throw new UnsentRefusal(reason);
       });
     }
     let missing: string | undefined;
