@@ -8,7 +8,7 @@ import { NdjsonRecordSink, RecordPublisher, type RecordSink } from './audit/inde
 import { Broker, orderStages, type CallRecord } from './broker/index.js';
 import { deadlineStage } from './broker/deadline.js';
 import { invokeStage } from './broker/invoke.js';
-import { judgeStage } from './broker/judge.js';
+import { judgeStage, type JudgeDeps } from './broker/judge.js';
 import { ApprovalStates } from './broker/approval-state.js';
 import { relayStage } from './broker/relay-input.js';
 import { SealedStates } from './broker/sealed-state.js';
@@ -138,6 +138,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly sealedStates: SealedStates;
   /** Approval states of modern callers (over {@link sealedStates}), shared by the judge and the primitive guard. */
   readonly approvalStates: ApprovalStates;
+  /** What the judge stage judges with (set by {@link buildStages}): a modern held retry of a tool is judged with it too (broker/judge.ts `heldRetryJoins`). */
+  judgeDeps!: JudgeDeps;
   /** Prometheus series of this gateway (`GET /metrics`; observability/metrics.ts). */
   readonly metrics: BrokerMetrics;
   /** Traces of the call path; present only when `observability.otlp` is configured (observability/tracing.ts). Flushed by `stop()`. */
@@ -428,7 +430,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         },
       }),
       scrub: scrubStage({ scrubber }),
-      judge: judgeStage({
+      judge: judgeStage((this.judgeDeps = {
         resolve: (name) => this.router.resolve(name),
         isReadOnly: (t) => this.tools.isReadOnly(t),
         policy: this.policy,
@@ -443,7 +445,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         park: (call, why) => this.tasks.park(call, why),
         approvalStates: this.approvalStates,
         logger: this.logger,
-      }),
+      })),
       relay: relayStage({
         states: this.sealedStates,
         get ttlMs() {

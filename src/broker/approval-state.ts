@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../shared/clock.js';
 import type { Store } from '../store/store.js';
-import { HeldStates, type HeldBinding } from './held-state.js';
+import { HeldStates, type HeldBinding, type HeldClaim, type HeldStateRefusal } from './held-state.js';
 import { relayStateRefusal, type RelayBinding } from './relay-input.js';
 import { argumentsDigest, SealedStates, SEALED_STATE_PREFIX, type ApprovalClaim } from './sealed-state.js';
 
@@ -108,14 +108,13 @@ export class ApprovalStates {
   }
 
   /**
-   * Why a held-request `state` (broker/held-state.ts) does not count for the retry of `binding`'s
-   * request (altered, expired, issued for another principal, request or arguments), read without
-   * spending anything; undefined when it opens for it. Whether its held request still waits is
-   * the held call's to say (transports/held-calls.ts).
+   * Opens a held-request `state` (broker/held-state.ts) for the retry of `binding`'s request,
+   * without spending anything: its claim, or why it does not count (altered, expired, issued for
+   * another principal, request or arguments). Whether its held request still waits is the held
+   * call's to say (transports/held-calls.ts).
    */
-  async heldRefusal(state: string, binding: HeldBinding): Promise<string | undefined> {
-    const opened = await new HeldStates(this.sealed).open(state, binding);
-    return opened.ok ? undefined : opened.reason;
+  openHeld(state: string, binding: HeldBinding): Promise<{ readonly ok: true; readonly claim: HeldClaim } | HeldStateRefusal> {
+    return new HeldStates(this.sealed).open(state, binding);
   }
 
   /** Spends the claim's nonce: true the first time, false when it was redeemed before. */

@@ -15,6 +15,13 @@ export type { HeldClaim };
 /** Prefix of every held-request state (the broker's sealed-state format, kind `held`). */
 export const HELD_STATE_PREFIX = sealedPrefix('held');
 
+/**
+ * Why a held retry is refused `approval_required`: its request was allowed outright at its first
+ * round and the policy asks now (a reload), so nobody approved what its result would hand over.
+ */
+export const HELD_UNAPPROVED_REASON =
+  'the request this requestState belongs to was not approved when it started (the policy asks now); the held request was not answered, send the request again without it to be asked';
+
 /** What a retry must match for its held-request state to count. */
 export interface HeldBinding {
   readonly principal: string;
@@ -38,9 +45,20 @@ export function isHeldState(state: unknown): state is string {
 export class HeldStates {
   constructor(private readonly sealed: SealedStates) {}
 
-  /** Seals a state for round `round` of held call `heldId`, valid until `expiresAt` (ms since the epoch). */
-  issue(binding: HeldBinding, heldId: string, round: number, expiresAt: number): Promise<string> {
-    return this.sealed.seal('held', { principal: binding.principal, tool: binding.tool, argsDigest: argumentsDigest(binding.args), heldId, round, expiresAt });
+  /**
+   * Seals a state for round `round` of held call `heldId`, valid until `expiresAt` (ms since the
+   * epoch); `approved`: the call was approved at its first round ({@link HeldClaim.approved}).
+   */
+  issue(binding: HeldBinding, heldId: string, round: number, expiresAt: number, approved = false): Promise<string> {
+    return this.sealed.seal('held', {
+      principal: binding.principal,
+      tool: binding.tool,
+      argsDigest: argumentsDigest(binding.args),
+      heldId,
+      round,
+      expiresAt,
+      ...(approved && { approved: true }),
+    });
   }
 
   /** Opens `state` and checks it against the retry (in this order: seal and kind, expiry, principal, tool, arguments). */

@@ -24,6 +24,12 @@
  * before anyone is asked or it parks; a genuine approval state spent already →
  * `approval_required` saying so. The tool does not run.
  *
+ * A modern caller's held-request retry whose state opened (transports/held-calls.ts) joins its
+ * call in flight without passing this stage, once {@link heldRetryJoins} lets it: judged on the
+ * policy as it is now, a refusal refuses it, and an `ask` or `requireApproval` the call did not
+ * pass at its first round (`CallRequest.onApproved` was not told) refuses it `approval_required`
+ * (`CallRequest.heldRetryUnapproved`); neither is asked, parked or run.
+ *
  * A modern caller's retry whose held-request state was refused (`CallRequest.heldStateRefused`,
  * transports/held-calls.ts) is settled here `invalid_arguments` with that reason once the policy
  * does not refuse it: it runs nothing, so an `ask` or `requireApproval` is never put to anyone,
@@ -122,22 +128,7 @@ export function judgeStage(deps: JudgeDeps): Stage {
 
   /** The policy's verdict on `target` for the caller, given the store's facts. */
   function verdictOn(call: BrokerCall, target: ToolTarget, facts: Facts): Verdict {
-    const { name } = target;
-    const principal = call.session.principal;
-    return decide(deps.policy, {
-      name,
-      principal,
-      readOnly: call.readOnly === true,
-      pin: facts.pin,
-      approval: facts.approval,
-      firstUseDone: facts.firstUseDone,
-      toolDefault: target.policyDefault,
-      requiresPrivilege: target.requiresPrivilege === true,
-      privilegeReason: target.privilegeReason,
-      privileged: target.requiresPrivilege === true && deps.isPrivileged?.(principal) === true,
-      // Named only by the refusal of a changed pin.
-      ...(facts.pin === 'changed' && { approveCommand: hint(deps, name, principal, principal) }),
-    });
+    return verdictFor(deps, target, call.session.principal, call.readOnly === true, facts);
   }
 
   /** Why the relay stage would refuse a modern caller's retry of an upstream tool for its relay or URL-elicitation state; undefined when it would not. */
@@ -190,6 +181,8 @@ export function judgeStage(deps: JudgeDeps): Stage {
     // A refused held retry runs and answers nothing whatever an approval would say: never asked
     // or parked (its state is no approval state), refused for its state as the policy allows it.
     if (call.request.heldStateRefused !== undefined) return settle(call, 'invalid_arguments', call.request.heldStateRefused);
+    // A held retry judged not to join its request ({@link heldRetryJoins}): never run, whatever the policy says by now.
+    if (call.request.heldRetryUnapproved !== undefined) return settle(call, 'approval_required', `${verdict.kind === 'ask' ? verdict.reason : 'the tool requires approval on every call'}; ${call.request.heldRetryUnapproved}`);
     const asks = verdict.kind === 'ask' || target.requireApproval === true;
     // The common case: allowed, nobody to ask; the call goes on in the same turn (issue 6).
     if (!asks && !call.approved) return GO;
@@ -257,8 +250,48 @@ export function judgeStage(deps: JudgeDeps): Stage {
     if (call.approved && call.request.approvedBy === undefined && !(await stillLive(call.session, toAbortSignal(call.request.signal)))) {
       return settle(call, 'cancelled', `approved, but the caller's connection closed before "${name}" ran; it did not run`);
     }
+    if (call.approved) call.request.onApproved?.();
     return GO;
   }
+}
+
+/** The policy's verdict on `target` for `principal`, given the store's facts. */
+function verdictFor(deps: JudgeDeps, target: ToolTarget, principal: string, readOnly: boolean, facts: Facts): Verdict {
+  const { name } = target;
+  return decide(deps.policy, {
+    name,
+    principal,
+    readOnly,
+    pin: facts.pin,
+    approval: facts.approval,
+    firstUseDone: facts.firstUseDone,
+    toolDefault: target.policyDefault,
+    requiresPrivilege: target.requiresPrivilege === true,
+    privilegeReason: target.privilegeReason,
+    privileged: target.requiresPrivilege === true && deps.isPrivileged?.(principal) === true,
+    // Named only by the refusal of a changed pin.
+    ...(facts.pin === 'changed' && { approveCommand: hint(deps, name, principal, principal) }),
+  });
+}
+
+/**
+ * Whether a modern caller's held-request retry of the tool `name` (transports/held-calls.ts: it
+ * answers an upstream's request held during a call already judged and running, and sends nothing
+ * new upstream) may join that call now, judged on the policy as it is: not when the judge would
+ * refuse the call (unknown, disabled, gone or down; `deny`; a changed pin), nor when the call
+ * must be approved now (`ask`, `requireApproval`) and `approved` (the call was approved at its
+ * first round) is false. Nothing is asked, parked or recorded here: a retry that may not join is
+ * sent through the broker path with `CallRequest.heldRetryUnapproved`, which refuses and records it.
+ * A store failure rejects.
+ */
+export async function heldRetryJoins(deps: JudgeDeps, name: string, principal: string, approved: boolean): Promise<boolean> {
+  const target = deps.resolve(name);
+  if (!target || target.state === 'down' || target.state === 'disabled' || target.state === 'gone') return false;
+  const seen = target.source === 'upstream' && target.hash && target.definition ? { hash: target.hash, definition: target.definition } : undefined;
+  const facts = await readFacts(deps.store, { name: target.name, principal, at: isoTime(deps.clock.now()), seen, firstUse: deps.policy.config.firstUse === 'ask' });
+  const verdict = verdictFor(deps, target, principal, deps.isReadOnly(target), facts);
+  if (verdict.kind === 'refuse') return false;
+  return approved || (verdict.kind !== 'ask' && target.requireApproval !== true);
 }
 
 /** Why the retry carrying a relay state whose approval does not count did not run. */

@@ -39,6 +39,7 @@ import { ShuttingDown } from './deadline.js';
 import { cutReason, oneLine } from './failure.js';
 import { CALL_ID_META_KEY, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from './outcomes.js';
 import { decidePrimitive, type CompiledPolicy, type Verdict } from './policy.js';
+import { HELD_UNAPPROVED_REASON } from './held-state.js';
 import { kindOf } from './sealed-state.js';
 import { approximateJsonBytes, cutName } from './record.js';
 import type { CallerSession, CallRecord } from './types.js';
@@ -277,9 +278,11 @@ export class PrimitiveGuard {
   /**
    * The judgement of a modern caller's asked request whose `state` answers its upstream's input
    * requests; false for a state of another kind (an approval state, read by `askThroughInput`).
-   * A held-request state (a 2025-11-25 upstream's request held during the request approved
-   * before: transports/held-calls.ts) that opens for this request goes on without an ask (the
-   * held call refuses one whose round is not waiting, -32602); a relay or URL-elicitation state
+   * A held-request state (a 2025-11-25 upstream's request held during the request:
+   * transports/held-calls.ts) that opens for this request goes on without an ask when that
+   * request was approved at its first round (the held call refuses one whose round is not
+   * waiting, -32602), and is `approval_required` when it was allowed outright then (a reload made
+   * it `ask` since: nobody approved it); a relay or URL-elicitation state
    * the relay stage would refuse (broker/relay-input.ts `relayStateRefusal`) is
    * `invalid_arguments` (-32602), as without `ask`, and nobody is asked. An intact relay state
    * of an approved round goes on approved, once; after that, `approval_required` saying so.
@@ -294,8 +297,10 @@ export class PrimitiveGuard {
   ): Promise<{ outcome: Outcome; reason: string } | undefined | null | false> {
     const kind = kindOf(state);
     if (kind === 'held') {
-      const refused = await states.heldRefusal(state, { principal: caller.principal, tool: `${method}:${request.server}/${request.ownName}`, args: request.args });
-      return refused === undefined ? undefined : { outcome: 'invalid_arguments', reason: refused };
+      const opened = await states.openHeld(state, { principal: caller.principal, tool: `${method}:${request.server}/${request.ownName}`, args: request.args });
+      if (!opened.ok) return { outcome: 'invalid_arguments', reason: opened.reason };
+      // It joins a request already running: approved at its first round, it is not asked again; allowed outright then, nobody approved it.
+      return opened.claim.approved ? undefined : { outcome: 'approval_required', reason: `${why}; ${HELD_UNAPPROVED_REASON}` };
     }
     if (kind !== 'relay' && kind !== 'url') return false;
     const relayed = { principal: caller.principal, server: request.server, method, target: request.ownName, args: request.args };

@@ -97,6 +97,12 @@ export interface HeldClaim extends ClaimBase {
   readonly heldId: string;
   /** Which of the upstream's requests during the call this answers (1, 2, …). */
   readonly round: number;
+  /**
+   * Set when the request was approved at its first round (a policy `ask` or `requireApproval`):
+   * its retries are not asked about again while the policy still asks; without it, a policy that
+   * asks now (a reload) refuses them `approval_required`.
+   */
+  readonly approved?: boolean;
 }
 
 /**
@@ -145,7 +151,7 @@ const isString = (v: unknown): v is string => typeof v === 'string';
 const KIND_SHAPES: { readonly [K in SealedKind]: (c: Record<string, unknown>) => boolean } = {
   approval: (c) => [c.principal, c.tool, c.argsDigest, c.nonce, c.callId].every(isString),
   relay: (c) => [c.principal, c.server, c.method, c.target, c.argsDigest, c.callId].every(isString) && [c.state, c.approvalNonce].every((v) => v === undefined || isString(v)),
-  held: (c) => [c.principal, c.tool, c.argsDigest, c.heldId].every(isString) && Number.isInteger(c.round),
+  held: (c) => [c.principal, c.tool, c.argsDigest, c.heldId].every(isString) && Number.isInteger(c.round) && (c.approved === undefined || typeof c.approved === 'boolean'),
   url: (c) =>
     [c.principal, c.server, c.method, c.target, c.argsDigest, c.nonce, c.callId].every(isString) &&
     Array.isArray(c.keys) &&

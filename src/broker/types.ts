@@ -45,6 +45,18 @@ export interface CallRequest extends RoutedRequest {
    */
   readonly heldStateRefused?: string;
   /**
+   * Why a modern caller's held-request retry whose state opened may not join its call
+   * (broker/judge.ts `heldRetryJoins`: the call was not approved at its first round and must be
+   * now), as one line: the judge settles it as the policy refuses it, else `approval_required`
+   * with this reason, never running it, before budget and breaker; nothing is sent.
+   */
+  readonly heldRetryUnapproved?: string;
+  /**
+   * Told by the judge when the call goes on approved (a policy `ask` or `requireApproval`
+   * answered): a modern call's held requests are then sealed as approved (transports/held-calls.ts).
+   */
+  readonly onApproved?: () => void;
+  /**
    * Whether an input request of this call is held for its caller's retry now (a modern call,
    * transports/held-calls.ts): read when the deadline passes, so a `timeout` the caller let pass
    * by not answering is no failure for the breaker, whichever of the deadline and

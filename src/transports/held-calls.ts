@@ -78,6 +78,8 @@ export interface HeldCallOptions {
  */
 export class HeldCall {
   readonly id = randomUUID();
+  /** Whether the call was approved at its first round (a policy `ask`): sealed into its held states (`HeldClaim.approved`). */
+  approved = false;
   private round = 0;
   /**
    * The upstream requests held now, by round, oldest first. Usually one; several when the

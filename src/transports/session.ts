@@ -71,7 +71,8 @@ import { routeModernToolsCallDirectly, type LaneReplay, type ModernDirectLane } 
 import type { StdioEntryLane } from '../wire/stdio-entry-lane.js';
 import { guardRequestIds } from './request-ids.js';
 import { guardRequestShapes } from './request-shape.js';
-import { isHeldState, type HeldBinding } from '../broker/held-state.js';
+import { HELD_UNAPPROVED_REASON, isHeldState, type HeldBinding, type HeldClaim } from '../broker/held-state.js';
+import { heldRetryJoins } from '../broker/judge.js';
 import { HeldCall, heldCallsOf, heldInputRequired, type HeldEvent } from './held-calls.js';
 import { LEGACY_TASK_METHODS, LegacyTasks, TASKS_CAPABILITY, withTaskSupport } from './legacy-tasks.js';
 import { declaresTasks, ModernTasks, TASKS_EXTENSION, tasksExtensionRequired, upstreamRunsTasks } from './modern-tasks.js';
@@ -534,7 +535,12 @@ export class DownstreamSession {
     // A retry carrying a held-request state joins the call in flight (held-calls.ts); it never runs the tool again.
     if (modern && isHeldState(caller.requestState)) {
       const request = { name, args: args ?? {}, signal: extra.signal };
-      return this.joinHeld({ principal: this.principal, tool: name, args: request.args }, caller, extra, (reason) => this.refuseHeld(request, caller, target, reason));
+      // Judged on the policy as it is now, as a prompt's or resource's held retry is (broker/judge.ts heldRetryJoins).
+      const judged = async (claim: HeldClaim) =>
+        (await heldRetryJoins(gw.judgeDeps, name, this.principal, claim.approved === true))
+          ? undefined
+          : { answer: await this.refuseHeld(request, caller, target, HELD_UNAPPROVED_REASON, true) };
+      return this.joinHeld({ principal: this.principal, tool: name, args: request.args }, caller, extra, (reason) => this.refuseHeld(request, caller, target, reason), judged);
     }
     // Modern: the request's own tag routes the call's upstream logs back to it.
     const owner = modern ? `request:${++modernRequests}` : this.sessionId;
@@ -570,6 +576,7 @@ export class DownstreamSession {
           signal: held?.signal ?? extra.signal,
           abort: held?.abort ?? extra.abort,
           awaitingCaller: held?.holding,
+          onApproved: held?.approve,
           onProgress:
             progressToken === undefined
               ? undefined
@@ -691,6 +698,7 @@ export class DownstreamSession {
     let detach = () => {};
     let call: HeldCall | undefined;
     let onAsk: (() => void) | undefined;
+    let approved = false;
     const { clock } = this.gateway;
     const boundMs = this.gateway.config.policy.askTimeoutMs;
     const state = {
@@ -704,9 +712,15 @@ export class DownstreamSession {
       call: (): HeldCall => {
         if (!call) {
           call = new HeldCall({ server, clock, boundMs, abort });
+          call.approved = approved;
           joiners.set(call, { join: (joiner) => state.onJoin?.(joiner), leave: () => state.follow(undefined) });
         }
         return call;
+      },
+      /** The call was approved at its first round (`CallRequest.onApproved`): its held states say so. */
+      approve: (): void => {
+        approved = true;
+        if (call) call.approved = true;
       },
       /** Whether an upstream request is held for the caller's retry now (`CallRequest.awaitingCaller`). */
       holding: (): boolean => call?.holding === true,
@@ -750,7 +764,7 @@ export class DownstreamSession {
   /** The `input_required` answer for `event`, under a fresh sealed state for its round. */
   private async askHeld(call: HeldCall, event: HeldEvent & { kind: 'asked' }, binding: HeldBinding): Promise<InputRequiredResult> {
     const states = heldCallsOf(this.gateway, this.gateway.sealedStates).states;
-    return heldInputRequired(event, await states.issue(binding, call.id, event.round, event.expiresAt));
+    return heldInputRequired(event, await states.issue(binding, call.id, event.round, event.expiresAt, call.approved));
   }
 
   /**
@@ -766,6 +780,7 @@ export class DownstreamSession {
     caller: CallerSession,
     extra: Pick<DirectCallExtra, 'signal' | 'sendNotification'>,
     refused: (reason: string) => Promise<unknown>,
+    judged?: (claim: HeldClaim) => Promise<{ answer: unknown } | undefined>,
   ): Promise<unknown> {
     const gw = this.gateway;
     const table = heldCallsOf(gw, gw.sealedStates);
@@ -774,6 +789,9 @@ export class DownstreamSession {
       gw.logger.warn({ tool: binding.tool, principal: this.principal, why: opened.why }, 'retry with a held-request state refused');
       return refused(`${opened.reason}; the held request was not answered`);
     }
+    // Judged before anything is answered: a retry that may not join leaves the held request waiting.
+    const verdict = await judged?.(opened.claim);
+    if (verdict) return verdict.answer;
     // A call that ended while a request it handed out still waits is kept until that is answered.
     const call = table.get(opened.claim.heldId);
     if (!call) {
@@ -808,8 +826,15 @@ export class DownstreamSession {
    * refused state: outcome `invalid_arguments` with `reason`, 0 attempts, nothing sent (the judge
    * refuses it, never asking, even under `ask`: broker/judge.ts). Answered with the refusal result.
    */
-  private async refuseHeld(request: { name: string; args: Record<string, unknown>; signal: CancelSignal }, caller: CallerSession, target: ToolTarget, reason: string): Promise<unknown> {
-    const answer = await this.gateway.broker.call({ ...request, heldStateRefused: reason }, caller, target);
+  private async refuseHeld(
+    request: { name: string; args: Record<string, unknown>; signal: CancelSignal },
+    caller: CallerSession,
+    target: ToolTarget,
+    reason: string,
+    /** The state opened, but the retry may not join its call now (`CallRequest.heldRetryUnapproved`). */
+    unapproved = false,
+  ): Promise<unknown> {
+    const answer = await this.gateway.broker.call({ ...request, ...(unapproved ? { heldRetryUnapproved: reason } : { heldStateRefused: reason }) }, caller, target);
     return answer.result;
   }
 
@@ -1047,7 +1072,7 @@ export class DownstreamSession {
           }
         : undefined;
     // A 2025-11-25 upstream asks through live requests: held and answered to this request as `input_required`.
-    if (binding && caller && gw.registry.upstream(server)?.era === 'legacy') return this.forwardHeld(server, method, sent, caller, extra, binding) as never;
+    if (binding && caller && gw.registry.upstream(server)?.era === 'legacy') return this.forwardHeld(server, method, sent, caller, extra, binding, approved) as never;
     const opening = binding && caller ? await openRelay(gw.sealedStates, caller, binding) : undefined;
     if (opening?.kind === 'refused') throw new UnsentRefusal(opening.reason);
     const result = await gw.registry.request(server, method, sent, {
@@ -1082,6 +1107,8 @@ export class DownstreamSession {
     caller: CallerSession,
     extra: Pick<DirectCallExtra, 'signal' | 'sendNotification'>,
     relay: RelayBinding,
+    /** The request was approved at its first round (a policy `ask`): its held states say so. */
+    approved = false,
   ): Promise<unknown> {
     const gw = this.gateway;
     const binding: HeldBinding = { principal: caller.principal, tool: `${method}:${server}/${relay.target}`, args: relay.args };
@@ -1096,6 +1123,7 @@ export class DownstreamSession {
       throw new MissingRequiredClientCapabilityError({ requiredCapabilities: { [missing]: {} } }, `the ${method} needs the client capability "${missing}", which this request did not declare`);
     };
     const held = this.newHeldCall(server, extra);
+    if (approved) held.approve();
     const unused: ServerRequestHandler = async (request) => {
       throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `the calling client speaks MCP 2026-07-28, which has no server-to-client "${request.method}" request`);
     };

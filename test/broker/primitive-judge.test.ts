@@ -132,7 +132,7 @@ describe('PrimitiveGuard (primitive-judge.ts)', () => {
     ]);
   });
 
-  it("an asked request of a modern caller answering its upstream's input requests: a refused relay or held state is invalid_arguments -32602, never asked; a held state of the request goes on; a relay state's approval serves once", async () => {
+  it("an asked request of a modern caller answering its upstream's input requests: a refused relay or held state is invalid_arguments -32602, never asked; a held state of the request approved at its first round goes on, one allowed outright then is approval_required; a relay state's approval serves once", async () => {
     const clock = new ManualClock();
     const store = SqliteStore.open(':memory:');
     const sealed = new SealedStates({ store, clock });
@@ -150,7 +150,9 @@ describe('PrimitiveGuard (primitive-judge.ts)', () => {
       g.serve({ ...greet, ...over }, session({ era: 'modern', requestState, inputResponses: { answer: {} }, elicit: (async (p: { message: string }) => (asked.push(p.message), { action: 'accept' })) as never }), forward);
     const relayed = await relayInputRequired(sealed, { inputRequests: {} }, { principal: 'local', server: 'evil', method: 'prompts/get', target: 'greet', args: { who: 'ada' } }, { callId: 'c-0', ttlMs: 5000, approved: true });
     const relay = relayed.requestState!;
-    const held = await new HeldStates(sealed).issue({ principal: 'local', tool: 'prompts/get:evil/greet', args: { who: 'ada' } }, 'h-1', 1, clock.now() + 5000);
+    // The held state of a request approved at its first round; one of a request allowed outright then (the policy asks since a reload).
+    const held = await new HeldStates(sealed).issue({ principal: 'local', tool: 'prompts/get:evil/greet', args: { who: 'ada' } }, 'h-1', 1, clock.now() + 5000, true);
+    const unapproved = await new HeldStates(sealed).issue({ principal: 'local', tool: 'prompts/get:evil/greet', args: { who: 'ada' } }, 'h-2', 1, clock.now() + 5000);
     for (const [state, over, why] of [
       [`${relay.slice(0, -4)}AAAA`, {}, 'does not verify'],
       [relay, { args: { who: 'bob' } }, 'made for another call'],
@@ -165,6 +167,9 @@ describe('PrimitiveGuard (primitive-judge.ts)', () => {
     expect(forwarded).toBe(0);
     // The held request's retry joins it: not asked; the relay state's approval serves once.
     expect(await retry(held)).toMatchObject({ n: 1 });
+    const notApproved = await rejection(retry(unapproved));
+    expect(notApproved.code).toBe(POLICY_REFUSED_CODE);
+    expect(notApproved.message).toContain('not approved when it started');
     expect(await retry(relay)).toMatchObject({ n: 2 });
     const replay = await rejection(retry(relay));
     expect(replay.code).toBe(POLICY_REFUSED_CODE);
@@ -173,6 +178,7 @@ describe('PrimitiveGuard (primitive-judge.ts)', () => {
     expect(records.lines.map((r) => [r.outcome, r.attempts])).toEqual([
       ...Array(4).fill(['invalid_arguments', 0]),
       ['ok', 1],
+      ['approval_required', 0],
       ['ok', 1],
       ['approval_required', 0],
     ]);
