@@ -22,7 +22,8 @@
  * is left over its budget, and once it was sent the one-time `budget_exhausted` warning is given
  * if it was not yet. An inverse never sent is given back as any call is (charged and given back,
  * never given back without being charged). So a unit with a budget of N makes at
- * most N invoked calls plus the inverses of calls it was charged within those N: a nested flow run
+ * most N invoked calls plus the inverses of calls it was charged within those N (as many as a
+ * result's rollback descriptors list: the upstream's count, not ours): a nested flow run
  * as an inverse is charged and never refused, but its steps are steps, refused past the limit.
  *
  * A session's unit lasts as long as its session (released when it ends). A sessionless unit

@@ -11,7 +11,7 @@
  * never the upstream's fault.
  */
 import { ProtocolError, SdkError } from '@modelcontextprotocol/client';
-import { BrokerError, messageOf } from '../shared/errors.js';
+import { BrokerError, joinLines, messageOf } from '../shared/errors.js';
 import { httpStatusOf, isTransportFault } from '../shared/sdk-errors.js';
 import type { Outcome } from './outcomes.js';
 import type { WireError } from './types.js';
@@ -135,7 +135,7 @@ export function sayOnce(line: string): string {
  * primitive's record).
  */
 export function oneLine(text: string): string {
-  return sayOnce(text.replace(/\s*\n\s*/g, ' ').trim());
+  return sayOnce(joinLines(text).trim());
 }
 
 /** A scrubbed reason cut at {@link MAX_REASON_CHARS} (`...` at the end when cut). */

@@ -51,6 +51,7 @@ import { plainApproveCommand, type ApproveHint } from './approve-hint.js';
 import { ApprovalStates } from './approval-state.js';
 import { askApproval, stillLive } from '../router/ask.js';
 import { toAbortSignal } from '../shared/cancel.js';
+import { joinLines } from '../shared/errors.js';
 import { approvalStateRefusal, askThroughInput } from './ask-input.js';
 import { decide, type CompiledPolicy, type Verdict } from './policy.js';
 import { toolCallBinding } from './relay-input.js';
@@ -349,7 +350,7 @@ async function ask(
     return [
       `Allow the tool "${target.name}" (${target.server}/${target.toolName}) to run?`,
       `Why you are asked: ${why}.`,
-      ...detail.map((line) => cut(String(deps.scrubArgs(line.replace(/\s*\n\s*/g, ' '))))),
+      ...detail.map((line) => cut(String(deps.scrubArgs(joinLines(line))))),
       `Arguments: ${summarize(deps.scrubArgs(call.request.args))}`,
     ].join('\n');
   };

@@ -32,7 +32,7 @@
  */
 import { z } from 'zod';
 import { defineFunctionTool, type FunctionTool } from '../router/function-tool.js';
-import { messageOf } from '../shared/errors.js';
+import { joinLines, messageOf } from '../shared/errors.js';
 import { visibleTools, type VisibleToolsDeps } from '../broker/visible-tools.js';
 import type { Scrubber } from '../shared/scrub.js';
 import type { Registry } from '../upstream/registry.js';
@@ -145,7 +145,7 @@ function finish(
       ...(typeof status.httpStatus === 'number' ? { httpStatus: status.httpStatus } : {}),
     },
   };
-  if (reason) answer.reason = cut(deps.scrubber.text(reason.replace(/\s*\n\s*/g, ' ').trim()));
+  if (reason) answer.reason = cut(deps.scrubber.text(joinLines(reason).trim()));
   const visibility = deps.visibility?.();
   const own = [...deps.registry.roster.tools.values()].filter((t) => t.server === server).map((t) => t.definition);
   const toolNames = visibility ? visibleTools(own, principal, visibility).map((t) => t.name) : [];

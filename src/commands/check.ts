@@ -19,7 +19,7 @@ import { alignedTable, cut } from './table.js';
 import type { LoadedConfig } from '../config/load.js';
 import { probeRecordsPath } from '../audit/records.js';
 import { Gateway, atPath } from '../gateway.js';
-import { ConfigError, problemLine, type ConfigProblem } from '../shared/errors.js';
+import { ConfigError, joinLines, problemLine, type ConfigProblem } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { SqliteStore } from '../store/index.js';
 import type { UpstreamState, UpstreamStatus } from '../upstream/types.js';
@@ -151,7 +151,7 @@ export function checkRows(gateway: Gateway, settled: ReadonlyMap<string, Upstrea
     };
     if (state !== 'ready' && state !== 'disabled') {
       if (errorCode) row.errorCode = errorCode;
-      if (message) row.error = gateway.scrubber.text(message).replace(/\s*\n\s*/g, ' ');
+      if (message) row.error = joinLines(gateway.scrubber.text(message));
     }
     return row;
   });

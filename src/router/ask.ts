@@ -10,6 +10,7 @@
  */
 import type { ElicitRequestFormParams } from '@modelcontextprotocol/server';
 import { isRequestTimeout } from '../shared/sdk-errors.js';
+import { joinLines } from '../shared/errors.js';
 import type { CallerSession } from './call.js';
 
 /**
@@ -64,7 +65,7 @@ export async function askApproval(session: CallerSession, options: AskOptions): 
     if (isRequestTimeout(err) && !options.signal?.aborted) {
       return { approved: false, why: 'timeout', reason: `approval not given within ${options.timeoutMs} ms` };
     }
-    const text = err instanceof Error ? err.message.replace(/\s*\n\s*/g, ' ') : String(err);
+    const text = err instanceof Error ? joinLines(err.message) : String(err);
     return { approved: false, why: 'failed', reason: `approval could not be asked: ${text}` };
   }
 }

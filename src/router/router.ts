@@ -29,7 +29,7 @@ import { ProtocolError, ProtocolErrorCode, type CallToolResult, type Tool } from
 import { z } from 'zod';
 import { askApproval, stillLive } from './ask.js';
 import type { RoutedCall, ToolTarget } from './call.js';
-import { BrokerError, messageOf } from '../shared/errors.js';
+import { BrokerError, joinLines, messageOf } from '../shared/errors.js';
 import { toAbortSignal, type CancelSignal } from '../shared/cancel.js';
 import type { Clock } from '../shared/clock.js';
 import type { Registry } from '../upstream/registry.js';
@@ -295,7 +295,7 @@ export class ToolRouter implements Dispatcher {
   private async runFunction(call: RoutedCall, tool: FunctionTool): Promise<RouterOutcome> {
     const parsed = tool.parameters.safeParse(call.request.args ?? {});
     if (!parsed.success) {
-      return { outcome: 'error', code: 'invalid_arguments', message: `${tool.name}: ${z.prettifyError(parsed.error).replace(/\s*\n\s*/g, ' ')}` };
+      return { outcome: 'error', code: 'invalid_arguments', message: `${tool.name}: ${joinLines(z.prettifyError(parsed.error))}` };
     }
     if (tool.requireApproval) {
       // On the broker path the judge has asked already (outside the deadline); asked here only

@@ -8,8 +8,8 @@
  *     other pattern can consume part of one and leave the rest;
  *  2. values of credential-named fields (`password`, `token`, `secret`, `api_key`,
  *     `authorization`, `cookie`, …): object fields (a credential-named object or array has every
- *     string inside redacted), `"name": "value"` and `"name": [flat array]` in JSON text (the
- *     bare `"pin"` and `"pwd"` there only as quoted keys), `name=value` / `name: value` in
+ *     string inside redacted), `"name": "value"` and `"name": [flat array]` in JSON text (not the
+ *     bare `pin` and `pwd`: an anchor that short wakes the patterns in every "mapping"), `name=value` / `name: value` in
  *     plain text (quoted or not, with an optional `Bearer`/`Basic` scheme), and the password of
  *     `scheme://user:password@host`;
  *  3. value shapes: AWS access keys, GitHub, GitLab, Slack, npm, Hugging Face, Google and Stripe
@@ -61,27 +61,35 @@ const TOKEN_NAMES = TOKEN_WORDS.map(ci).join('|');
 const NAME_PREFIX = String.raw`[A-Za-z0-9_-]*?`;
 const PLURAL = '[sS]?';
 const SCHEME = String.raw`(?:(?:${ci('bearer')}|${ci('basic')}|${ci('token')}|${ci('digest')})\s+)?`;
-/** JSON keys that name a password-like credential with nothing around them (`"pin"`, `"pwd"`): only quoted, so prose ("pin the version") survives. */
-const SHORT_PASSWORD_KEYS = ['pin', 'pwd'];
-/** A password-like key in JSON text: `"db_password"`, `"secrets"`, `"pin"`, `"PWD"`. */
-const PASSWORD_KEY = String.raw`"(?:${NAME_PREFIX}(?:${PASSWORD_NAMES})${PLURAL}|${SHORT_PASSWORD_KEYS.map(ci).join('|')})"`;
+/**
+ * A password-like key in JSON text: `"db_password"`, `"secrets"`. Not the bare `"pin"` and
+ * `"pwd"` the structured scrubber knows: as anchors (scrub-scan.ts) three letters found in
+ * "mapping" or "shipping" would wake the patterns in most prose and cost large texts their
+ * byte-level pass (`leavesJsonString`), and a quoted anchor would do the same to every text with
+ * an escaped quote.
+ */
+const PASSWORD_KEY = String.raw`"${NAME_PREFIX}(?:${PASSWORD_NAMES})${PLURAL}"`;
 /** A token-like key in JSON text: `"api_key"`, `"X-Api-Key"`, `"tokens"`. */
 const TOKEN_KEY = String.raw`"${NAME_PREFIX}(?:${TOKEN_NAMES})${PLURAL}"`;
 const JSON_STRING = String.raw`"(?:[^"\\]|\\.)*"`;
 const JSON_NUMBER = String.raw`-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?`;
 const JSON_SCALAR = String.raw`(?:${JSON_STRING}|${JSON_NUMBER}|true|false|null)`;
-/** A JSON array of scalars (`[123456]`, `["a", "b"]`); nested arrays and objects are not read. */
-const JSON_FLAT_ARRAY = String.raw`\[\s*(?:${JSON_SCALAR}(?:\s*,\s*${JSON_SCALAR})*)?\s*\]`;
+/**
+ * A JSON array of scalars (`[123456]`, `["a", "b"]`); nested arrays and objects are not read.
+ * No two `\s*` can take the same spaces (the trailing one is inside the group): linear on a `[`
+ * followed by a long run of spaces and no `]`.
+ */
+const JSON_FLAT_ARRAY = String.raw`\[\s*(?:${JSON_SCALAR}(?:\s*,\s*${JSON_SCALAR})*\s*)?\]`;
 const PLAIN_VALUE = String.raw`(?!\[REDACTED\])${SCHEME}(?:"[^"\n]*"|'[^'\n]*'|[^\s"',;&<>]{4,})`;
 const VALUE_END = String.raw`(?:[\s"',;&<>]|$)`;
 
 /** Text patterns; each named group is the kept prefix of a credential-named field. */
 const FIELD_PATTERNS: readonly string[] = [
-  // "password": "value", "pin": "1234" in JSON text
+  // "password": "value" in JSON text
   String.raw`(?<jf>${PASSWORD_KEY}\s*:\s*)"(?:[^"\\]|\\.)*"`,
   // "api_key": "value" in JSON text; not "max_tokens": "1000" (a count)
   String.raw`(?<jt>${TOKEN_KEY}\s*:\s*)(?!"-?\d+(?:\.\d+)?")"(?:[^"\\]|\\.)*"`,
-  // "password": 123456, "pin": 1234 in JSON text
+  // "password": 123456 in JSON text
   String.raw`(?<jn>${PASSWORD_KEY}\s*:\s*)-?\d+(?:\.\d+)?`,
   // "password": [123456, "value"] in JSON text: every string and number in it
   String.raw`(?<ja>${PASSWORD_KEY}\s*:\s*)${JSON_FLAT_ARRAY}`,
@@ -146,7 +154,6 @@ function spellings(word: string): string[] {
  */
 export const PATTERN_ANCHORS: readonly Anchor[] = [
   ...[...PASSWORD_WORDS, ...TOKEN_WORDS].flatMap(spellings).map((text) => ({ text, lead: 'name' as const })),
-  ...SHORT_PASSWORD_KEYS.map((text) => ({ text, lead: 'name' as const })),
   ...SHAPES.flatMap((s) => s.anchors.map((text) => ({ text, lead: s.lead ?? ('none' as const), caseSensitive: true }))),
 ];
 const PATTERN_SCANNER = new AnchorScanner(PATTERN_ANCHORS);

@@ -24,6 +24,7 @@
 import { EventEmitter } from 'node:events';
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
 import type { Logger } from '../shared/logger.js';
+import { joinLines } from '../shared/errors.js';
 import { Scrubber } from '../shared/scrub.js';
 import { Roster, type RosterTool } from './roster.js';
 import { withoutHostPaths } from './stderr-line.js';
@@ -205,7 +206,7 @@ export class Registry extends EventEmitter<RegistryEvents> {
     const status = this.entries.get(server)?.upstream.status;
     if (!status || status.state === 'ready') return undefined;
     if (status.state === 'disabled') return { state: 'disabled', server, toolName, reason: `upstream "${server}" is disabled by configuration` };
-    const why = status.message ? withoutHostPaths(this.scrub.scrubber.text(status.message)).replace(/\s*\n\s*/g, ' ') : undefined;
+    const why = status.message ? joinLines(withoutHostPaths(this.scrub.scrubber.text(status.message))) : undefined;
     const what =
       status.state === 'connecting'
         ? `it is starting${why ? `; the last attempt failed: ${why}` : ''}`

@@ -20,7 +20,7 @@
  * be called or read by it (fail closed).
  */
 import { ProtocolError, ProtocolErrorCode, type Prompt, type Resource, type ResourceTemplateType, type Tool } from '@modelcontextprotocol/client';
-import { BrokerError, messageOf } from '../shared/errors.js';
+import { BrokerError, joinLines, messageOf } from '../shared/errors.js';
 import { legacyCodeOf } from '../shared/sdk-errors.js';
 import type { Scrubber } from '../shared/scrub.js';
 import type { UpstreamCatalog } from './types.js';
@@ -99,7 +99,7 @@ export class UpstreamScrub {
     if (ProtocolError.isInstance(err)) {
       return new ProtocolError(err.code, this.scrubber.text(err.message), err.data === undefined ? undefined : this.scrubber.value(err.data));
     }
-    const message = this.scrubber.text(messageOf(err)).replace(/\s*\n\s*/g, ' ');
+    const message = joinLines(this.scrubber.text(messageOf(err)));
     const legacy = legacyCodeOf(err);
     if (legacy !== undefined) return new ProtocolError(legacy, message);
     return new ProtocolError(ProtocolErrorCode.InternalError, err instanceof BrokerError ? message : `upstream "${server}": ${message}`);

@@ -1,6 +1,7 @@
 /** `messageWithCauses` (shared/errors.ts): a message followed by what its causes add. */
 import { describe, expect, it } from 'vitest';
-import { messageWithCauses } from '../../src/shared/errors.js';
+import { joinLines, messageOf, messageWithCauses } from '../../src/shared/errors.js';
+import { oneLine } from '../../src/broker/failure.js';
 
 describe('messageWithCauses', () => {
   it('adds the causes a message does not already hold, in order, one line', () => {
@@ -22,5 +23,20 @@ describe('messageWithCauses', () => {
     let deep: Error = new Error('5');
     for (const n of ['4', '3', '2', '1', '0']) deep = new Error(n, { cause: deep });
     expect(messageWithCauses(deep)).toBe('0 (1; 2; 3; 4)');
+  });
+});
+
+describe('joinLines, messageOf, oneLine', () => {
+  it('join each run of white space holding a line break into one space, other runs kept', () => {
+    expect(joinLines('a \n  b\r\n\nc  d\t')).toBe('a b c  d\t');
+    expect(joinLines('no break  here ')).toBe('no break  here ');
+    expect(messageOf(new Error('  upstream\n   failed \n'))).toBe('upstream failed');
+  });
+
+  it('cost one pass on a long run of spaces (regression: an upstream message of 50,000 spaces held the event loop 6 s)', () => {
+    const spaces = ' '.repeat(200_000);
+    expect(messageOf(new Error(`${spaces}x\n`))).toBe('x');
+    expect(joinLines(`${spaces}x\ny`)).toBe(`${spaces}x y`);
+    expect(oneLine(`${spaces}x\ny`)).toBe(`${spaces}x y`.trim());
   });
 });

@@ -313,6 +313,17 @@ describe('RestUpstream: responses', () => {
     expect(text).not.toContain('and more');
   });
 
+  it('a cut body is never longer than maxResponseBytes and one marker, whatever the margin past the cut redacted (regression: all of it up to that redaction was shown)', async () => {
+    const scrubber = new Scrubber();
+    const upstream = new RestUpstream({ name: 'api', config: serverConfig(), logger: silentLogger(), clock: systemClock, attemptHeadroomMs: 0, scrub: (t) => scrubber.text(t) });
+    await upstream.start();
+    // Nothing secret at the cut; a password 3,000 bytes into the margin, which the scrub redacts.
+    const result = await upstream.callTool('big', { bytes: 4096 + 3000, tail: ' password=hunter2hunter2 ' + 'c'.repeat(900) }, options());
+    const text = (result.content[0] as { text: string }).text;
+    expect(text.startsWith('x'.repeat(4096) + '\n[body cut at maxResponseBytes = 4096 bytes]')).toBe(true);
+    expect(text).not.toContain('password');
+  });
+
   it('4xx is a result with isError, the status and the body', async () => {
     const upstream = await started();
     const result = await upstream.callTool('status', { code: '404' }, options());

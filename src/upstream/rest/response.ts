@@ -55,9 +55,11 @@ export async function readBounded(res: Response, maxBytes: number, marginBytes =
 
 /**
  * The text of a body cut at `maxBytes` (`bytes` holding a margin past it): scrubbed whole with
- * `scrub`, then without what the scrub left as it was past the cut. Nothing redacted there: the
- * first `maxBytes` exactly (a character the cut split left out); a secret across the cut: up to
- * its `[REDACTED]`, never its first characters.
+ * `scrub`, then cut where the first `maxBytes` end (a character the cut split left out), a
+ * `[REDACTED]` the cut runs through kept whole; never longer than the scrubbed text without
+ * what the scrub left as it was past the cut (so an unrecognised start of a secret the margin's
+ * end cut through is never shown). So at most `maxBytes` worth of characters plus the rest of
+ * one marker: a secret across the cut shows as its `[REDACTED]`, never its first characters.
  */
 function cutScrubbed(bytes: Buffer, maxBytes: number, scrub: (text: string) => string): string {
   const whole = bytes.toString('utf8');
@@ -67,7 +69,11 @@ function cutScrubbed(bytes: Buffer, maxBytes: number, scrub: (text: string) => s
   const past = whole.length - kept;
   let same = 0;
   while (same < past && same < clean.length && whole.charCodeAt(whole.length - 1 - same) === clean.charCodeAt(clean.length - 1 - same)) same++;
-  return clean.slice(0, clean.length - same);
+  const upTo = clean.length - same;
+  let end = Math.min(upTo, kept);
+  const marker = clean.lastIndexOf(REDACTED, end - 1);
+  if (marker >= 0 && marker + REDACTED.length > end) end = Math.min(upTo, marker + REDACTED.length);
+  return clean.slice(0, end);
 }
 
 /** Replaces exact secret values in text and in every string (and key) of a JSON value. */
