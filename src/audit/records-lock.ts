@@ -8,6 +8,11 @@
  * is stale and taken over; so is one naming this very pid that this process does not hold (a pid
  * reused after a restart, as in a container where the broker is always pid 1). An empty or
  * unreadable lock file (a power loss before its data reached the disk) is stale too.
+ *
+ * A lock is released when its sink closes, and in any case when this process exits (`exit`: a
+ * refused start's `process.exit(2)`, an uncaught exception, a signal that ends the process
+ * through `process.exit`): a lock left naming a dead pid would refuse the next broker once that
+ * pid is reused by another process. Only `SIGKILL` and a crash of Node itself leave one behind.
  */
 import { randomUUID } from 'node:crypto';
 import { linkSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,7 +21,7 @@ import { BrokerError } from '../shared/errors.js';
 
 /** A held records lock. */
 export interface RecordsLock {
-  /** Removes the lock file if it is still ours. Idempotent. */
+  /** Removes the lock file if it is still ours. Idempotent; run anyway when the process exits. */
   release(): void;
   /**
    * This lock when its file still holds our content; else (the lock file was deleted, say with
@@ -33,8 +38,27 @@ export interface RecordsLockDeps {
   isAlive?: (pid: number) => boolean;
 }
 
-/** Lock files held by this process (a second sink here on one file is refused like another broker). */
-const held = new Set<string>();
+/**
+ * Lock files held by this process, each with its release (a second sink here on one file is
+ * refused like another broker); all released when the process exits ({@link releaseAtExit}).
+ */
+const held = new Map<string, () => void>();
+let exitHookInstalled = false;
+
+/** Releases every lock still held when the process exits, however it exits (`exit` listeners run synchronously). */
+function releaseAtExit(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const release of [...held.values()]) {
+      try {
+        release();
+      } catch {
+        // The process is ending: a lock that cannot be removed now is taken over as stale later.
+      }
+    }
+  });
+}
 
 /**
  * Takes the lock of the records file `path` (the file `<path>.lock`). Throws a
@@ -50,13 +74,14 @@ export function acquireRecordsLock(path: string, deps: RecordsLockDeps = {}): Re
   const content = `${pid} ${randomUUID()}\n`;
   for (let attempt = 0; attempt < 5; attempt++) {
     if (tryCreate(lockPath, content, name)) {
-      held.add(lockPath);
+      releaseAtExit();
       let released = false;
+      const releaseNow = () => lock.release();
       const lock: RecordsLock = {
         release() {
           if (released) return;
           released = true;
-          held.delete(lockPath);
+          if (held.get(lockPath) === releaseNow) held.delete(lockPath);
           if (readText(lockPath) === content) rmSync(lockPath, { force: true });
         },
         renew() {
@@ -65,6 +90,7 @@ export function acquireRecordsLock(path: string, deps: RecordsLockDeps = {}): Re
           return acquireRecordsLock(path, deps);
         },
       };
+      held.set(lockPath, releaseNow);
       return lock;
     }
     const seen = readText(lockPath);
