@@ -15,7 +15,7 @@ import type { Logger } from './shared/logger.js';
 import { cliStart } from './cli-bundle.cjs';
 import { optimiseSooner } from './cli-tiering.js';
 import { shellQuote } from './shared/shell-quote.js';
-import { handOverSignals } from './upstream/child-transport.js';
+import { handOverSignals, holdSignals } from './upstream/child-transport.js';
 import { SERVE_OPTIONS, type ServeOption } from './serve-options.js';
 
 /** What the bin hands the program. */
@@ -101,6 +101,9 @@ export async function main(options: CliOptions = {}): Promise<void> {
       }
       const config = await loadOrExit(opts.config);
       prespawnUpstreams(config);
+      // From here on the start holds the records lock: until the shutdown is installed, a signal
+      // ends the process through \`exit\`, whose hook releases it (Node's default would not).
+      holdSignals();
       const { Gateway, otlpTracer } = await import('./gateway.js');
       const scrubber = new Scrubber(config.secrets);
       const logger = createLogger({ level: opts.logLevel, scrubber, stream: await logStream() });

@@ -156,11 +156,13 @@ interface ParkedChild {
 const SHUTDOWN_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /**
- * Until the CLI installs its shutdown: a shutdown signal ends the process through `exit`, whose
- * hook ends the parked children (Node's default action would leave them running, in their own
- * process groups).
+ * Until the CLI installs its shutdown: a shutdown signal ends the process through `exit` (code 0),
+ * whose hooks end the parked children (Node's default action would leave them running, in their
+ * own process groups) and release the records lock (audit/records-lock.ts). Held by
+ * {@link prespawnChild}, and by the CLI's `serve` before it builds the gateway (a broker without
+ * stdio upstreams prespawns nothing); handed over by {@link handOverSignals}. Idempotent.
  */
-function holdSignals(): void {
+export function holdSignals(): void {
   if (held.size > 0) return;
   for (const signal of SHUTDOWN_SIGNALS) {
     held.add(signal);

@@ -117,7 +117,10 @@ describe('a refused start leaves no records lock behind', () => {
     expect(Object.keys(tree(dir))).not.toContain('rec/calls.ndjson.lock');
   });
 
-  for (const [what, servers] of [['with a stdio upstream starting', echo]] as const) {
+  for (const [what, servers] of [
+    ['without stdio upstreams', {}],
+    ['with a stdio upstream starting', echo],
+  ] as const) {
     it(`SIGTERM while the broker starts (${what}): exit 0, no lock`, async () => {
       const dir = brokerDir(servers, { functions: [fixture('functions/hangs-on-load.mjs')] });
       let sent = false;
