@@ -178,6 +178,15 @@ function checkSchemaVersion(version: number): void {
   if (version > SCHEMA_VERSION) throw new Error(`store schema version ${version} is newer than this build understands (${SCHEMA_VERSION})`);
 }
 
+/** Closes `db` when it is open; a close that fails (the process is refusing the store anyway) is ignored. */
+function closeQuietly(db: Database.Database | undefined): void {
+  try {
+    if (db?.open) db.close();
+  } catch {
+    // Nothing more can be done for a store being refused.
+  }
+}
+
 function canAccess(path: string, mode: number): boolean {
   try {
     accessSync(path, mode);
@@ -244,14 +253,20 @@ export class SqliteStore implements Store {
 
   /**
    * Opens (creating when needed) the store in `dataDir`, or an in-memory one for `:memory:`.
-   * Throws {@link BrokerError} `store_unavailable` when the file cannot be opened.
+   * Throws {@link BrokerError} `store_unavailable` when the file cannot be opened, is not a
+   * database, or is of a newer schema; a store refused is closed again and left as it was (its
+   * schema version is read before anything is written, and the switch to WAL mode comes last),
+   * with no `-wal`, `-shm` or `-journal` file beside it.
    */
   static open(dataDir: string): SqliteStore {
     const file = dataDir === ':memory:' ? ':memory:' : join(dataDir, STORE_FILE);
+    let db: Database.Database | undefined;
     try {
       if (file !== ':memory:') makeFolderSync(dirname(file));
-      return new SqliteStore(new Database(file, { timeout: BUSY_TIMEOUT_MS }));
+      db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+      return new SqliteStore(db);
     } catch (err) {
+      closeQuietly(db);
       throw new BrokerError('store_unavailable', `cannot open the store ${file}: ${messageOf(err)}`, { cause: err });
     }
   }
@@ -295,10 +310,11 @@ export class SqliteStore implements Store {
 
   private constructor(db: Database.Database) {
     this.db = db;
-    if (db.name !== ':memory:') db.pragma('journal_mode = WAL');
+    // Read and judged before anything is written: a store of a newer schema (or not a database at
+    // all) is refused as it was found. The two settings below belong to this connection only.
+    checkSchemaVersion(db.pragma('user_version', { simple: true }) as number);
     db.pragma('synchronous = NORMAL');
     db.pragma('foreign_keys = ON');
-    checkSchemaVersion(db.pragma('user_version', { simple: true }) as number);
     db.transaction(() => {
       // Read again under the write lock: another process may have migrated meanwhile.
       const from = db.pragma('user_version', { simple: true }) as number;
@@ -312,6 +328,9 @@ export class SqliteStore implements Store {
       if (from < 2 && legacy) db.exec(MIGRATE_1_TO_2);
       db.pragma(`user_version = ${SCHEMA_VERSION}`);
     }).immediate();
+    // Last, once the schema is known good: WAL mode is written into the file's header. (A store
+    // whose pages are damaged past what the schema reads fails in that transaction, rolled back.)
+    if (db.name !== ':memory:') db.pragma('journal_mode = WAL');
     this.stmt = {
       dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
       getPin: db.prepare<[string, string, string], PinRow>(

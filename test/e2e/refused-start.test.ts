@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CLI, fixture, nodeServer } from './helpers.js';
 
@@ -135,6 +136,25 @@ describe('a refused start leaves no records lock behind', () => {
       expect(sent).toBe(true);
       expect({ code: run.code, signal: run.signal }).toEqual({ code: 0, signal: null });
       expect(Object.keys(tree(dir))).not.toContain('rec/calls.ndjson.lock');
+    });
+  }
+});
+
+describe('a store refused at start is left byte for byte as it was', () => {
+  for (const journal of ['delete', 'wal'] as const) {
+    it(`a store of a newer schema (journal mode ${journal}): exit 2 naming broker.dataDir and the versions; no new files, the store unchanged`, async () => {
+      const dir = brokerDir(echo);
+      const db = new Database(join(dir, 'data', 'broker.sqlite'));
+      db.pragma(`journal_mode = ${journal}`);
+      db.exec('CREATE TABLE later (x)');
+      db.pragma('user_version = 9');
+      db.close();
+      const before = tree(dir);
+      const run = await serve(dir);
+      expect(run.code).toBe(2);
+      expect(lastLine(run)).toContain('broker.dataDir: cannot be used:');
+      expect(lastLine(run)).toContain('store schema version 9 is newer than this build understands (2)');
+      expect(tree(dir)).toEqual(before);
     });
   }
 });

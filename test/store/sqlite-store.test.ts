@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -88,5 +88,32 @@ describe('SqliteStore', () => {
     const file = join(dir, 'a-file');
     writeFileSync(file, 'x');
     expect(() => SqliteStore.open(join(file, 'data'))).toThrow(expect.objectContaining({ code: 'store_unavailable' }));
+  });
+
+  /** The files of `dir` with their contents: what opening a store there and refusing it may not change. */
+  const contents = (dir: string) => Object.fromEntries(readdirSync(dir).map((name) => [name, readFileSync(join(dir, name)).toString('base64')]));
+
+  for (const journal of ['delete', 'wal'] as const) {
+    it(`a store of a newer schema (journal mode ${journal}) is refused store_unavailable and left byte for byte as it was, nothing beside it`, () => {
+      const dir = tempDir();
+      const raw = new Database(join(dir, STORE_FILE));
+      raw.pragma(`journal_mode = ${journal}`);
+      raw.exec('CREATE TABLE later (x)');
+      raw.pragma('user_version = 9');
+      raw.close();
+      const before = contents(dir);
+      expect(() => SqliteStore.open(dir)).toThrow(
+        expect.objectContaining({ code: 'store_unavailable', message: expect.stringContaining('store schema version 9 is newer than this build understands (2)') }),
+      );
+      expect(contents(dir)).toEqual(before);
+    });
+  }
+
+  it('a file that is not a database is refused store_unavailable and left as it was, nothing beside it', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, STORE_FILE), 'not a database '.repeat(20));
+    const before = contents(dir);
+    expect(() => SqliteStore.open(dir)).toThrow(expect.objectContaining({ code: 'store_unavailable', message: expect.stringContaining('file is not a database') }));
+    expect(contents(dir)).toEqual(before);
   });
 });
