@@ -178,6 +178,25 @@ function checkSchemaVersion(version: number): void {
   if (version > SCHEMA_VERSION) throw new Error(`store schema version ${version} is newer than this build understands (${SCHEMA_VERSION})`);
 }
 
+/**
+ * The file-backed stores open in this process, closed by one `exit` listener when the process
+ * exits without closing them (a refused start's `process.exit(2)`, a signal during start, an
+ * uncaught exception): SQLite then checkpoints and removes the `-wal` and `-shm` files, as a
+ * clean stop does, instead of leaving them beside the store.
+ */
+const openStores = new Set<Database.Database>();
+let exitHookInstalled = false;
+
+function closeAtExit(db: Database.Database): void {
+  openStores.add(db);
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const open of openStores) closeQuietly(open);
+    openStores.clear();
+  });
+}
+
 /** Closes `db` when it is open; a close that fails (the process is refusing the store anyway) is ignored. */
 function closeQuietly(db: Database.Database | undefined): void {
   try {
@@ -264,7 +283,9 @@ export class SqliteStore implements Store {
     try {
       if (file !== ':memory:') makeFolderSync(dirname(file));
       db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
-      return new SqliteStore(db);
+      const store = new SqliteStore(db);
+      if (file !== ':memory:') closeAtExit(db);
+      return store;
     } catch (err) {
       closeQuietly(db);
       throw new BrokerError('store_unavailable', `cannot open the store ${file}: ${messageOf(err)}`, { cause: err });
@@ -701,7 +722,9 @@ export class SqliteStore implements Store {
     })();
   }
 
+  /** Closes the database (its `-wal` and `-shm` files go when it was the last connection). Idempotent; run anyway when the process exits. */
   async close(): Promise<void> {
+    openStores.delete(this.db);
     if (this.db.open) this.db.close();
   }
 

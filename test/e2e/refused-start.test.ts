@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
+import { SqliteStore } from '../../src/store/index.js';
 import { CLI, fixture, nodeServer } from './helpers.js';
 
 const shared = mkdtempSync(join(tmpdir(), 'mcp-broker-e2e-refused-'));
@@ -33,11 +34,16 @@ function tree(dir: string): Record<string, string> {
   return out;
 }
 
-/** A folder with `servers.json` for `servers` and `more`: records in `rec/calls.ndjson`, the store in `data/`; both folders exist. */
-function brokerDir(servers: Record<string, unknown>, more: Record<string, unknown> = {}): string {
+/**
+ * A folder with `servers.json` for `servers` and `more`: records in `rec/calls.ndjson`, the store
+ * in `data/`; both folders exist, and with `store` a store used before is in `data/broker.sqlite`
+ * (in WAL mode, closed cleanly: nothing beside it).
+ */
+function brokerDir(servers: Record<string, unknown>, more: Record<string, unknown> = {}, options: { store?: boolean } = {}): string {
   const dir = mkdtempSync(join(shared, 'start-'));
   mkdirSync(join(dir, 'rec'));
   mkdirSync(join(dir, 'data'));
+  if (options.store) void SqliteStore.open(join(dir, 'data')).close();
   const config = { mcpServers: servers, ...more, broker: { dataDir: join(dir, 'data'), records: { path: join(dir, 'rec', 'calls.ndjson') } } };
   writeFileSync(join(dir, 'servers.json'), JSON.stringify(config));
   return dir;
@@ -83,47 +89,55 @@ describe('a refused start leaves no records lock behind', () => {
     expect(tree(dir)).toEqual(before);
   });
 
-  it('a function module that fails to load: exit 2 naming functions[0], no lock', async () => {
-    const dir = brokerDir({}, { functions: [fixture('functions/throws-on-load.mjs')] });
+  it('a function module that fails to load: exit 2 naming functions[0], no lock and no -wal/-shm beside the store', async () => {
+    const dir = brokerDir({}, { functions: [fixture('functions/throws-on-load.mjs')] }, { store: true });
     const run = await serve(dir);
     expect(run.code).toBe(2);
     expect(lastLine(run)).toContain('mcp-broker: bad config: functions[0]: cannot load function module');
-    expect(Object.keys(tree(dir))).not.toContain('rec/calls.ndjson.lock');
+    expect(Object.keys(tree(dir)).sort()).toEqual(['data', 'data/broker.sqlite', 'rec']);
   });
 
-  it('an OpenAPI document that does not load: exit 2 naming its openapi, no lock', async () => {
-    const dir = brokerDir({ pets: { type: 'rest', openapi: './missing.json', operations: ['getPet'] } });
+  it('an OpenAPI document that does not load: exit 2 naming its openapi, no lock and no -wal/-shm beside the store', async () => {
+    const dir = brokerDir({ pets: { type: 'rest', openapi: './missing.json', operations: ['getPet'] } }, {}, { store: true });
     const run = await serve(dir);
     expect(run.code).toBe(2);
     expect(lastLine(run)).toContain('mcp-broker: bad config: mcpServers.pets.openapi: cannot load');
-    expect(Object.keys(tree(dir))).not.toContain('rec/calls.ndjson.lock');
+    expect(Object.keys(tree(dir)).sort()).toEqual(['data', 'data/broker.sqlite', 'rec']);
   });
 
-  it('two tools with one advertised name (HTTP): exit 2 naming the upstream, no lock', async () => {
+  it('two tools with one advertised name (HTTP): exit 2 naming the upstream, no lock and no -wal/-shm beside the store', async () => {
     const dir = brokerDir({
       names: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x.y"]' }, prefix: false }),
       other: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x_y"]' }, prefix: false }),
-    });
+    }, {}, { store: true });
     const run = await serve(dir, { args: ['--transport', 'http', '--port', '0'] });
     expect(run.code).toBe(2);
     expect(lastLine(run)).toContain('would both be advertised as');
-    expect(Object.keys(tree(dir))).not.toContain('rec/calls.ndjson.lock');
+    expect(Object.keys(tree(dir)).sort()).toEqual(['data', 'data/broker.sqlite', 'rec']);
   });
 
-  it('an uncaught exception while the broker starts: exit 1, no lock', async () => {
-    const dir = brokerDir({}, { functions: [fixture('functions/hangs-on-load.mjs')] });
+  it('a bad MCP_BROKER_CALL_BUDGET (refused once the store is open): exit 2 naming it, no lock and no -wal/-shm beside the store', async () => {
+    const dir = brokerDir(echo, {}, { store: true });
+    const run = await serve(dir, { env: { MCP_BROKER_CALL_BUDGET: 'lots' } });
+    expect(run.code).toBe(2);
+    expect(lastLine(run)).toContain('mcp-broker: bad config: MCP_BROKER_CALL_BUDGET: must be a non-negative integer');
+    expect(Object.keys(tree(dir)).sort()).toEqual(['data', 'data/broker.sqlite', 'rec']);
+  });
+
+  it('an uncaught exception while the broker starts: exit 1, no lock and no -wal/-shm beside the store', async () => {
+    const dir = brokerDir({}, { functions: [fixture('functions/hangs-on-load.mjs')] }, { store: true });
     const run = await serve(dir, { env: { FIXTURE_THROW_LATER: '1' } });
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('thrown while the broker starts');
-    expect(Object.keys(tree(dir))).not.toContain('rec/calls.ndjson.lock');
+    expect(Object.keys(tree(dir)).sort()).toEqual(['data', 'data/broker.sqlite', 'rec']);
   });
 
   for (const [what, servers] of [
     ['without stdio upstreams', {}],
     ['with a stdio upstream starting', echo],
   ] as const) {
-    it(`SIGTERM while the broker starts (${what}): exit 0, no lock`, async () => {
-      const dir = brokerDir(servers, { functions: [fixture('functions/hangs-on-load.mjs')] });
+    it(`SIGTERM while the broker starts (${what}): exit 0, no lock and no -wal/-shm beside the store`, async () => {
+      const dir = brokerDir(servers, { functions: [fixture('functions/hangs-on-load.mjs')] }, { store: true });
       let sent = false;
       const run = await serve(dir, {
         onStderr: (text, pid) => {
@@ -135,7 +149,7 @@ describe('a refused start leaves no records lock behind', () => {
       });
       expect(sent).toBe(true);
       expect({ code: run.code, signal: run.signal }).toEqual({ code: 0, signal: null });
-      expect(Object.keys(tree(dir))).not.toContain('rec/calls.ndjson.lock');
+      expect(Object.keys(tree(dir)).sort()).toEqual(['data', 'data/broker.sqlite', 'rec']);
     });
   }
 });
