@@ -59,12 +59,20 @@ interface Run {
  * Runs `serve` in `dir` until it exits. `onStderr` is called with all of stderr so far on each
  * chunk (to send a signal once the start has reached a point).
  */
-function serve(dir: string, options: { args?: string[]; env?: Record<string, string>; onStderr?: (text: string, pid: number) => void } = {}): Promise<Run> {
+function serve(
+  dir: string,
+  options: { args?: string[]; env?: Record<string, string>; input?: object[]; onStderr?: (text: string, pid: number) => void } = {},
+): Promise<Run> {
   const child = spawn(process.execPath, [CLI, '--config', join(dir, 'servers.json'), ...(options.args ?? [])], {
     cwd: dir,
     env: { ...process.env, ...options.env },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: [options.input ? 'pipe' : 'ignore', 'ignore', 'pipe'],
   });
+  // Messages of a stdio client, its stdin then left open (closing it would be a clean shutdown).
+  if (options.input) {
+    child.stdin!.on('error', () => undefined);
+    for (const message of options.input) child.stdin!.write(JSON.stringify(message) + '\n');
+  }
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => {
     stderr += c.toString();
@@ -111,6 +119,18 @@ describe('a refused start leaves no records lock behind', () => {
       other: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x_y"]' }, prefix: false }),
     }, {}, { store: true });
     const run = await serve(dir, { args: ['--transport', 'http', '--port', '0'] });
+    expect(run.code).toBe(2);
+    expect(lastLine(run)).toContain('would both be advertised as');
+    expect(Object.keys(tree(dir)).sort()).toEqual(['data', 'data/broker.sqlite', 'rec']);
+  });
+
+  it('two tools with one advertised name (stdio, refused once the client initializes): exit 2, no lock and no -wal/-shm beside the store', async () => {
+    const dir = brokerDir({
+      names: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x.y"]' }, prefix: false }),
+      other: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: '["x_y"]' }, prefix: false }),
+    }, {}, { store: true });
+    const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
+    const run = await serve(dir, { input: [initialize] });
     expect(run.code).toBe(2);
     expect(lastLine(run)).toContain('would both be advertised as');
     expect(Object.keys(tree(dir)).sort()).toEqual(['data', 'data/broker.sqlite', 'rec']);
