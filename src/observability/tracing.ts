@@ -14,7 +14,8 @@
  *
  * Attributes (`mcp_broker.*`): subject, advertised name, principal, unit, outcome, status,
  * attempts, bytes out, era, call id; the unit (a modern caller's key in it) scrubbed as the
- * record's is. Arguments and results never become attributes. The call span's ids are written
+ * record's is, a legacy session's (its session id) cut to the 8 characters logs show.
+ * Arguments and results never become attributes. The call span's ids are written
  * in the record (`traceId`, `spanId`) when the call is sampled.
  *
  * Sampling: parent-based; a call without a sampled parent is sampled with `samplingRatio`.
@@ -38,6 +39,7 @@ import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic
 import { OUTCOME_STATUS } from '../broker/outcomes.js';
 import type { Stage } from '../broker/runner.js';
 import type { BrokerCall } from '../broker/types.js';
+import { sessionTag } from '../shared/ids.js';
 import { callerTrace, traceCarrierOf, type TraceCarrier } from '../shared/trace-context.js';
 
 import { LEGACY_ERA, MODERN_ERA, PROTOCOL_VERSION_META_KEY } from './eras.js';
@@ -214,12 +216,22 @@ function callerAttributes(call: BrokerCall, scrubText: (text: string) => string)
     'mcp.method.name': 'tools/call',
     'mcp_broker.call_id': call.callId,
     'mcp_broker.principal': call.session.principal,
-    // A modern unit ends in the caller's own key: scrubbed, as the record's is.
-    'mcp_broker.unit': scrubText(call.session.unit),
+    'mcp_broker.unit': unitAttribute(call, scrubText),
     // The request's own revision; a modern request whose envelope the SDK took off reads as 2026-07-28.
     // Only a revision's form is taken: a legacy session's request may claim any text there, unchecked.
     'mcp_broker.era': typeof version === 'string' && REVISION.test(version) ? version : call.session.era === 'modern' ? MODERN_ERA : LEGACY_ERA,
   };
+}
+
+/**
+ * The unit as a span shows it. A legacy (2025-11-25) session's unit is its session id, a
+ * credential: only its {@link sessionTag} (first 8 characters, as the logs show it), which still
+ * ties the session's spans together. A modern unit ends in the caller's own key: scrubbed, as
+ * the record's is.
+ */
+function unitAttribute(call: BrokerCall, scrubText: (text: string) => string): string {
+  const { unit, sessionId } = call.session;
+  return sessionId !== null && unit === sessionId ? sessionTag(unit) : scrubText(unit);
 }
 
 /** Names the call span after its tool and sets what the path settled. */

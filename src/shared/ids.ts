@@ -9,3 +9,11 @@ export function newCallId(): string {
 export function newSessionId(): string {
   return randomUUID();
 }
+
+/**
+ * The first 8 characters of a session id, for log lines and trace attributes: enough to
+ * correlate, not enough to use (a session id is scrubbed from logs as a credential).
+ */
+export function sessionTag(id: string): string {
+  return id.slice(0, 8);
+}

@@ -168,6 +168,10 @@ describe('traces over OTLP/HTTP through two chained brokers', () => {
     expect(record.unit).toBe('modern:local/[REDACTED]');
     expect(modernSpan.attributes['mcp_broker.unit']).toBe('modern:local/[REDACTED]');
     expect(legacySpan.attributes['mcp_broker.era']).toBe('2025-11-25');
+    // A 2025-11-25 session's unit is its session id, a credential: the span shows its first 8
+    // characters only, as the logs do (enough to correlate the session's spans).
+    expect(legacySpan.attributes['mcp_broker.unit']).toBe(session.slice(0, 8));
+    for (const s of receiver.spans) expect(JSON.stringify(s.attributes)).not.toContain(session);
     for (const s of receiver.spans) expect(JSON.stringify(s.attributes)).not.toContain(OTLP_KEY);
   });
 

@@ -12,19 +12,14 @@
  * MCP requests on it get 404 either way, so clients re-initialize (case F11).
  */
 import type { Clock } from '../../shared/clock.js';
+import { sessionTag } from '../../shared/ids.js';
 import { messageOf } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { DownstreamSession } from '../session.js';
 import type { Principal } from './auth.js';
 import { capRefusal, type CapRefusal } from './caps.js';
 
-/**
- * The first 8 characters of a session id, for log lines: enough to correlate, not enough to use
- * (a session id is scrubbed from logs as a credential).
- */
-export function sessionTag(id: string): string {
-  return id.slice(0, 8);
-}
+export { sessionTag };
 
 /** How many ended session ids are remembered. */
 const ENDED_KEPT = 1024;
