@@ -6,11 +6,11 @@
  * {@link DEFAULT_CALLS_LIMIT}, 0 = all); `--id` keeps the call with that `callId`; `--json`
  * prints the matching records as ndjson. `--follow` then keeps printing matching records as
  * they are appended (rotation followed) until `signal` aborts (the CLI: Ctrl-C).
- * Returns the exit code: 0, or 2 for a bad option.
+ * Returns the exit code: 0, or 2 for a bad option (a `--tool` glob that does not compile included).
  */
 import { alignedTable, cut } from './table.js';
 import { statSync } from 'node:fs';
-import { globMatcher } from '../shared/glob.js';
+import { globMatcher, globProblem } from '../shared/glob.js';
 import { followRecords } from '../audit/follow.js';
 import { parseSince, readRecords, recordFiles } from '../audit/query.js';
 import { OUTCOMES, type Outcome } from '../broker/outcomes.js';
@@ -69,6 +69,13 @@ export async function callsCommand(
   if (!Number.isInteger(limit) || limit < 0) {
     io.stderr.write('mcp-broker calls: --limit must be a non-negative integer\n');
     return EXIT_USAGE;
+  }
+  if (options.tool) {
+    const problem = globProblem(options.tool);
+    if (problem) {
+      io.stderr.write(`mcp-broker calls: --tool ${JSON.stringify(options.tool)} is not a glob: ${problem}\n`);
+      return EXIT_USAGE;
+    }
   }
   const toolMatches = options.tool ? globMatcher(options.tool) : undefined;
 

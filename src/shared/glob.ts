@@ -14,6 +14,22 @@ export function globMatcher(globs: string | readonly string[]): (text: string) =
 }
 
 /**
+ * Why `glob` is no glob {@link globMatcher} can compile as written, or undefined when it is one: an
+ * unbalanced bracket, parenthesis or brace (`[a`, `fs__(`, `a]`), which picomatch would quietly
+ * take as literal text, or a pattern whose expression does not compile (`[z-a]`, a trailing
+ * `\\`), which picomatch would quietly make match nothing. For globs an operator types on the
+ * command line (`mcp-broker calls --tool`), where a typo must be an error, not an empty answer.
+ */
+export function globProblem(glob: string): string | undefined {
+  try {
+    picomatch.makeRe(glob, { dot: true, strictBrackets: true, debug: true });
+    return undefined;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+}
+
+/**
  * Whether `pattern` is a plain wildcard pattern {@link wildcardMatcher} takes: literal characters,
  * `*` and `?` only (no brackets, braces, parentheses, `!`, `+`, `@` or escapes).
  */
