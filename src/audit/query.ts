@@ -1,6 +1,7 @@
 /**
- * Reading the records back: which files hold them and how a `since` is written. Shared by
- * `mcp-broker calls` and `GET /api/v1/calls`, so both read the same files the same way.
+ * Reading the records back: which files hold them, how a `since` is written, and which of them
+ * a query keeps in what order. Shared by `mcp-broker calls` and `GET /api/v1/calls`, so both
+ * read the same files the same way.
  */
 import { createReadStream, statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -66,5 +67,48 @@ export async function* readRecords<T = Record<string, unknown>>(files: readonly 
       }
       if (record !== null && typeof record === 'object' && !Array.isArray(record)) yield record as T;
     }
+  }
+}
+
+/**
+ * The newest of the records given, by the time their calls started (`ts`), at most `limit` of
+ * them (0: all), handed back oldest first. A record is written when its call settles, so the
+ * files are in the order calls ended, not started: a call parked on an approval for an hour is
+ * written after calls that started long after it. Records with the same `ts` keep the order they
+ * were given in; a `ts` that is no time counts as older than any. Memory is bounded by `limit`
+ * (with 0, by the records given); each {@link add} costs O(log limit) to place the record and
+ * at worst O(limit) to move the others, little when records come nearly in order.
+ */
+export class NewestRecords<T extends { readonly ts: string }> {
+  private readonly kept: { readonly at: number; readonly record: T }[] = [];
+
+  constructor(private readonly limit: number) {}
+
+  /** Offers one record, in the order the files hold them. */
+  add(record: T): void {
+    const parsed = Date.parse(record.ts);
+    const at = Number.isNaN(parsed) ? -Infinity : parsed;
+    const kept = this.kept;
+    if (this.limit === 0 || kept.length === 0 || at >= kept[kept.length - 1]!.at) {
+      kept.push({ at, record });
+    } else {
+      // After every record not newer than it: ties stay in the order given.
+      let lo = 0;
+      let hi = kept.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (kept[mid]!.at <= at) lo = mid + 1;
+        else hi = mid;
+      }
+      if (lo === 0 && kept.length >= this.limit) return; // older than every record kept
+      kept.splice(lo, 0, { at, record });
+    }
+    if (this.limit > 0 && kept.length > this.limit) kept.shift();
+  }
+
+  /** The records kept, oldest first (by `ts`, ties in the order given). */
+  records(): T[] {
+    const kept = this.limit === 0 ? [...this.kept].sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0)) : this.kept;
+    return kept.map((k) => k.record);
   }
 }

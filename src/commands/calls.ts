@@ -1,8 +1,9 @@
 /**
- * `mcp-broker calls`: prints call records (`broker.records.path`, rotated files included, oldest
- * first) as a readable table, newest last. Filters: `--outcome` (comma-separated outcomes),
+ * `mcp-broker calls`: prints call records (`broker.records.path`, rotated files included) as a
+ * readable table, oldest first by the time each call started (`ts`; a record is written when its
+ * call settles, so the files are not in that order). Filters: `--outcome` (comma-separated outcomes),
  * `--tool` (a glob over advertised names), `--since` (an ISO-8601 time, or a duration back from
- * now: `90s`, `15m`, `2h`, `7d`, `500ms`); `--limit` keeps the last N matching rows (default
+ * now: `90s`, `15m`, `2h`, `7d`, `500ms`); `--limit` keeps the N newest matching rows (default
  * {@link DEFAULT_CALLS_LIMIT}, 0 = all); `--id` keeps the call with that `callId`; `--json`
  * prints the matching records as ndjson. `--follow` then keeps printing matching records as
  * they are appended (rotation followed) until `signal` aborts (the CLI: Ctrl-C).
@@ -12,7 +13,7 @@ import { alignedTable, cut } from './table.js';
 import { statSync } from 'node:fs';
 import { globMatcher, globProblem } from '../shared/glob.js';
 import { followRecords } from '../audit/follow.js';
-import { parseSince, readRecords, recordFiles } from '../audit/query.js';
+import { NewestRecords, parseSince, readRecords, recordFiles } from '../audit/query.js';
 import { OUTCOMES, type Outcome } from '../broker/outcomes.js';
 import type { CallRecord } from '../broker/types.js';
 import type { LoadedConfig } from '../config/load.js';
@@ -90,14 +91,14 @@ export async function callsCommand(
   const files = recordFiles(path, maxFiles);
   // Where the follow starts: the end of what was read now (lines appended meanwhile are read twice at worst, never lost).
   const followFrom = files.includes(path) ? fileSize(path) : 0;
-  const rows: CallRecord[] = [];
+  const newest = new NewestRecords<CallRecord>(limit);
   let matched = 0;
   for await (const record of readRecords<CallRecord>(files)) {
     if (!matches(record)) continue;
     matched++;
-    rows.push(record);
-    if (limit > 0 && rows.length > limit) rows.shift();
+    newest.add(record);
   }
+  const rows = newest.records();
   if (options.json) {
     for (const r of rows) io.stdout.write(`${JSON.stringify(r)}\n`);
   } else if (!files.length) {
@@ -106,7 +107,7 @@ export async function callsCommand(
     io.stdout.write('no calls match\n');
   } else {
     io.stdout.write(formatTable(rows));
-    io.stdout.write(rows.length < matched ? `${rows.length} of ${matched} matching calls (the last ${rows.length}; --limit 0 shows all)\n` : `${matched} call${matched === 1 ? '' : 's'}\n`);
+    io.stdout.write(rows.length < matched ? `${rows.length} of ${matched} matching calls (the newest ${rows.length}; --limit 0 shows all)\n` : `${matched} call${matched === 1 ? '' : 's'}\n`);
   }
   if (options.follow) {
     await followRecords<CallRecord>(

@@ -54,3 +54,39 @@ describe('mcp-broker calls --tool', () => {
     expect((await runCli(['calls', '--config', written.configPath, '--tool', '\\[a'])).stdout).toMatch(/1 call\n$/);
   });
 });
+
+describe('mcp-broker calls: oldest first', () => {
+  // A record is written when its call settles, its `ts` when the call started: a call parked on
+  // an approval for an hour is written after calls that started (and ended) long after it.
+  const order = writeConfig({});
+  afterAll(() => rmSync(order.dir, { recursive: true, force: true }));
+  const lines = [
+    rec('2026-01-02T10:05:00.000Z', 'second', 'fx__second'),
+    rec('2026-01-02T10:06:00.000Z', 'third', 'fx__third'),
+    rec('2026-01-02T10:00:00.000Z', 'parked', 'fx__parked'),
+    rec('2026-01-02T10:06:00.000Z', 'third-too', 'fx__third_too'),
+  ];
+  writeFileSync(order.recordsPath, lines.map((r) => `${JSON.stringify(r)}\n`).join(''));
+  const toolsOf = (stdout: string) =>
+    stdout
+      .split('\n')
+      .slice(1)
+      .filter((l) => l.startsWith('2026'))
+      .map((l) => l.split(/\s{2,}/)[3]);
+
+  it('prints the records in the order their calls started (ties in file order), not the order they were written', async () => {
+    const all = await runCli(['calls', '--config', order.configPath]);
+    expect(all.code).toBe(0);
+    expect(toolsOf(all.stdout)).toEqual(['fx__parked', 'fx__second', 'fx__third', 'fx__third_too']);
+    const json = await runCli(['calls', '--config', order.configPath, '--json', '--limit', '0']);
+    expect(json.stdout.trim().split('\n').map((l) => JSON.parse(l).callId)).toEqual(['parked', 'second', 'third', 'third-too']);
+  });
+
+  it('--limit keeps the newest calls by start time', async () => {
+    const last = await runCli(['calls', '--config', order.configPath, '--limit', '2']);
+    expect(toolsOf(last.stdout)).toEqual(['fx__third', 'fx__third_too']);
+    expect(last.stdout).toContain('2 of 4 matching calls (the newest 2; --limit 0 shows all)');
+    const three = await runCli(['calls', '--config', order.configPath, '--limit', '3', '--json']);
+    expect(three.stdout.trim().split('\n').map((l) => JSON.parse(l).callId)).toEqual(['second', 'third', 'third-too']);
+  });
+});

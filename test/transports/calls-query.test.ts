@@ -79,6 +79,16 @@ describe('queryCalls', () => {
     expect(await queryCalls(path, 5, q({ tool: 'other__*' }))).toEqual([]);
   });
 
+  it('orders by the time calls started: a parked call, written when it settled, sits at its start', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-calls-'));
+    const path = join(dir, 'calls.ndjson');
+    // c1 parked on an approval and settled last; c3 and its tie c3b keep the order written.
+    writeFileSync(path, [record(2), record(3), record(1), record(3, { callId: 'c3b' })].join('\n') + '\n');
+    expect((await queryCalls(path, 5, q({}))).map((r) => r.callId)).toEqual(['c1', 'c2', 'c3', 'c3b']);
+    expect((await queryCalls(path, 5, q({ limit: 3 }))).map((r) => r.callId)).toEqual(['c2', 'c3', 'c3b']);
+    expect((await queryCalls(path, 5, q({ limit: 1 }))).map((r) => r.callId)).toEqual(['c3b']);
+  });
+
   it('answers nothing when there is no records file', async () => {
     expect(await queryCalls(join(tmpdir(), 'no-such-dir-xyz', 'calls.ndjson'), 5, q({}))).toEqual([]);
   });

@@ -1,9 +1,10 @@
 /**
  * `GET /api/v1/calls`: reads the records file (`broker.records.path`, and its rotated
- * `.1` … `.N` files, oldest first) line by line and keeps the last `limit` records that match.
- * Memory is bounded by `limit`, whatever the size of the files.
+ * `.1` … `.N` files, oldest first) line by line and keeps the newest `limit` records that match
+ * by the time their calls started (`ts`; the files are in the order calls settled), answered
+ * oldest first. Memory is bounded by `limit`, whatever the size of the files.
  */
-import { parseSince, readRecords, recordFiles } from '../../audit/query.js';
+import { NewestRecords, parseSince, readRecords, recordFiles } from '../../audit/query.js';
 import { isWildcardPattern, wildcardMatcher } from '../../shared/glob.js';
 import { OUTCOMES } from '../../broker/outcomes.js';
 import type { CallRecord } from '../../broker/types.js';
@@ -83,14 +84,12 @@ function matcherFor(glob: string): (text: string) => boolean {
   return matcher;
 }
 
-/** The newest `limit` matching records of `path` and its rotated files, oldest first. */
+/** The newest `limit` matching records of `path` and its rotated files (by `ts`), oldest first. */
 export async function queryCalls(path: string, maxFiles: number, q: CallsQuery): Promise<CallRecord[]> {
   const files = recordFiles(path, maxFiles);
-  const kept: CallRecord[] = [];
+  const newest = new NewestRecords<CallRecord>(q.limit);
   for await (const record of readRecords<CallRecord>(files)) {
-    if (!matchesCallsQuery(record, q)) continue;
-    kept.push(record);
-    if (kept.length > q.limit) kept.shift();
+    if (matchesCallsQuery(record, q)) newest.add(record);
   }
-  return kept;
+  return newest.records();
 }
