@@ -55,4 +55,20 @@ describe('CLI tables print no caller-chosen control characters', () => {
     expect(lines[1]).toContain('\\x1b[2K');
     expect(lines[1]).toContain('alice');
   });
+
+  it('calls: Unicode bidi controls in a name are shown as escapes, so they cannot reorder the row on the terminal', async () => {
+    // U+202E (right-to-left override) flips what follows; the isolates, marks and embeddings alike.
+    const bidi = ['\u202a', '\u202b', '\u202c', '\u202d', '\u202e', '\u2066', '\u2067', '\u2068', '\u2069', '\u200e', '\u200f', '\u061c'];
+    const subject = `tool\u202e${'ko  ecila  002'}\u2066x${bidi.join('')}`;
+    const res = await http(`${broker.url}/api/v1/mcp/call`, { headers: { authorization: `Bearer ${ALICE}` }, body: { subject, args: {} } });
+    expect(res.body.outcome).toBe('unregistered');
+    await waitFor(() => broker.records().find((r) => r.callId === res.body.callId), 'the record');
+
+    const { code, stdout } = await runCli(['calls', '--config', broker.configPath, '--id', res.body.callId]);
+    expect(code).toBe(0);
+    expect(stdout).not.toMatch(/[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/);
+    const row = stdout.split('\n')[1]!;
+    expect(row).toContain('tool\\u202eko  ecila  002\\u2066x');
+    for (const c of bidi) expect(row).toContain(`\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  });
 });
