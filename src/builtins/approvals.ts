@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { cursorParameter } from './cursor-parameter.js';
 import { defineFunctionTool, type FunctionTool } from '../router/function-tool.js';
 import type { Clock } from '../shared/clock.js';
-import { listParked, type TaskEngine } from '../tasks/index.js';
+import { listParked, MAX_REJECTION_REASON_CHARS, type TaskEngine } from '../tasks/index.js';
 import type { Store } from '../store/store.js';
 
 export const APPROVALS_LIST_TOOL = 'broker__approvals_list';
@@ -65,7 +65,7 @@ export function approvalsTools(deps: ApprovalsDeps): FunctionTool[] {
     parameters: z.object({
       id: z.string().min(1).describe('The parked call id (broker__approvals_list)'),
       approve: z.boolean(),
-      reason: z.string().max(300).optional().describe('Why, for a rejection; shown to the caller'),
+      reason: z.string().max(MAX_REJECTION_REASON_CHARS).optional().describe('Why, for a rejection; shown to the caller'),
     }),
     output: z.object({ id: z.string(), decided: z.boolean(), status: z.string().optional(), a2a: z.string().optional() }),
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },

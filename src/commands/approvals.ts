@@ -10,7 +10,7 @@
 import { alignedTable, cut } from './table.js';
 import type { LoadedConfig } from '../config/load.js';
 import { decodeListCursor, SqliteStore, type Store, type TaskRow } from '../store/index.js';
-import { decideParked, listParked } from '../tasks/index.js';
+import { decideParked, listParked, rejectionReasonProblem } from '../tasks/index.js';
 import { EXIT_OK, EXIT_USAGE, type CommandIo } from './io.js';
 
 export interface ApprovalsOptions {
@@ -20,7 +20,7 @@ export interface ApprovalsOptions {
   cursor?: string;
   /** Most rows `list` prints at once; default `TASK_LIST_LIMIT` (500). */
   pageSize?: number;
-  /** Why, for `reject` (one line, shown to the caller). */
+  /** Why, for `reject` (one line, shown to the caller; at most `MAX_REJECTION_REASON_CHARS`, 300, characters, else exit 2). */
   reason?: string;
   /** The store; default the SQLite store in `broker.dataDir`. */
   store?: Store;
@@ -52,8 +52,13 @@ export async function approvalsListCommand(config: LoadedConfig, options: Approv
   });
 }
 
-/** `approvals approve ID` / `approvals reject ID`. */
+/** `approvals approve ID` / `approvals reject ID`; a `--reason` over 300 characters is exit 2, as an id not waiting for a decision is. */
 export async function approvalsDecideCommand(config: LoadedConfig, id: string, approve: boolean, options: ApprovalsOptions, io: CommandIo): Promise<number> {
+  const tooLong = options.reason !== undefined ? rejectionReasonProblem(options.reason) : undefined;
+  if (tooLong) {
+    io.stderr.write(`mcp-broker approvals: --reason ${tooLong}\n`);
+    return EXIT_USAGE;
+  }
   return withStore(config, options, async (store, now) => {
     const row = await decideParked(store, id, { approve, by: 'cli', reason: options.reason }, now);
     if (!row) {

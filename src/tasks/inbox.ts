@@ -9,13 +9,25 @@ import { listKeyOf, pageOf, type ListPage } from '../store/list-cursor.js';
 import type { Store, TaskRow } from '../store/store.js';
 import { TASK_LIST_LIMIT } from './constants.js';
 
+/**
+ * Longest reason a rejection takes, in characters (UTF-16 code units, as `String.length`): it is
+ * shown to the caller, stored in the row and written in the record. Every face refuses a longer
+ * one (`broker__approvals_decide`, `POST /api/v1/approvals/:id`, `approvals reject --reason`).
+ */
+export const MAX_REJECTION_REASON_CHARS = 300;
+
+/** Why `reason` cannot be a rejection's reason (too long), or undefined when it can. */
+export function rejectionReasonProblem(reason: string): string | undefined {
+  return reason.length > MAX_REJECTION_REASON_CHARS ? `is ${reason.length} characters; at most ${MAX_REJECTION_REASON_CHARS}` : undefined;
+}
+
 /** An operator's decision on one parked call. */
 export interface InboxDecision {
   /** `true`: the call resumes through the rest of the path; `false`: it fails with `reason`. */
   readonly approve: boolean;
   /** Who decided: `cli`, or a principal name. */
   readonly by: string;
-  /** Why, for a rejection (one line; shown to the caller). */
+  /** Why, for a rejection (one line, at most {@link MAX_REJECTION_REASON_CHARS} characters; shown to the caller). */
   readonly reason?: string;
 }
 

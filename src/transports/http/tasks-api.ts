@@ -10,7 +10,8 @@
  *    expired or another principal's (the same answer, so ids cannot be probed).
  *  - `POST /api/v1/approvals/:id {approve: boolean, reason?: string}` (operators only; 403
  *    `forbidden` otherwise) → 200 the task after the decision; 404 when `id` is not a parked call
- *    waiting for a decision; 400 for another body.
+ *    waiting for a decision; 400 for another body, or a `reason` over
+ *    `MAX_REJECTION_REASON_CHARS` (300) characters (as `broker__approvals_decide` refuses it).
  *
  * A task here is `{id, status, stoppedBy, principal, tool, subject, createdAt, updatedAt, ttlMs,
  * reason, args, result, _meta: {"mcp-broker/a2a": <A2A state>}}`: the durable row (arguments and
@@ -20,7 +21,7 @@ import type { Express, Request, Response } from 'express';
 import { BrokerError } from '../../shared/errors.js';
 import type { ListPage } from '../../store/list-cursor.js';
 import type { TaskRow, TaskStatus } from '../../store/store.js';
-import { A2A_META_KEY } from '../../tasks/index.js';
+import { A2A_META_KEY, rejectionReasonProblem } from '../../tasks/index.js';
 import type { Gateway } from '../../gateway.js';
 import { jsonBody, type HttpContext } from './context.js';
 import { principalOf } from './guards.js';
@@ -71,6 +72,8 @@ export function mountTasksApi(app: Express, ctx: HttpContext, prefix: string): v
     if (typeof body?.approve !== 'boolean' || (body.reason !== undefined && typeof body.reason !== 'string')) {
       return void res.status(400).json({ error: { code: 'bad_request', message: 'the body must be {"approve": true|false, "reason"?: "…"}' } });
     }
+    const tooLong = typeof body.reason === 'string' ? rejectionReasonProblem(body.reason) : undefined;
+    if (tooLong) return void res.status(400).json({ error: { code: 'bad_request', message: `reason ${tooLong}` } });
     await gateway.ready;
     const row = await gateway.tasks.decide(String(req.params.id), { approve: body.approve, by: principal.name, reason: body.reason as string | undefined });
     if (!row) return void res.status(404).json({ error: { code: 'not_found', message: 'no parked call with that id waits for a decision' } });
