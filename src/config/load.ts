@@ -10,6 +10,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseJsonc, printParseErrorCode, visit as visitJsonc, type ParseError, type ParseOptions as JsoncOptions } from 'jsonc-parser';
 import type { z } from 'zod';
 import { ConfigError, type ConfigProblem } from '../shared/errors.js';
+import { globProblem, isToolKeyGlob } from '../shared/glob.js';
 import { credentialValues } from '../shared/scrub.js';
 import { readEnvFile, withEnvFile } from './env-file.js';
 import { crossFieldProblems, declaredInputs, fillConfig, isObject } from './fill.js';
@@ -197,8 +198,18 @@ export function parseConfig(raw: unknown, options: ParseOptions = {}): LoadedCon
       problems.push({ path: `policy.output.deny[${i}]`, message: `is not a valid regular expression: ${(err as Error).message}` });
     }
   });
+  // Compiled by the policy and the tool settings: picomatch makes a glob that does not compile match nothing, so a deny of it would deny nothing.
+  const checkGlob = (glob: string, path: string) => {
+    const problem = globProblem(glob, false);
+    if (problem) problems.push({ path, message: `is not a glob that compiles: ${problem}` });
+  };
+  config.policy.rules.forEach((rule, i) => {
+    for (const field of ['tools', 'prompts', 'resources'] as const) rule[field]?.forEach((glob, j) => checkGlob(glob, `policy.rules[${i}].${field}[${j}]`));
+  });
+  config.policy.readOnly.forEach((glob, i) => checkGlob(glob, `policy.readOnly[${i}]`));
   for (const [key, server] of Object.entries(config.mcpServers)) {
     const at = `${serversKey}.${key}`;
+    if ('tools' in server && server.tools) for (const name of Object.keys(server.tools)) if (isToolKeyGlob(name)) checkGlob(name, `${at}.tools.${name}`);
     const kind = serverKind(server);
     if (kind === 'stdio' && 'command' in server) {
       if (server.envFile !== undefined) {

@@ -13,16 +13,23 @@ export function globMatcher(globs: string | readonly string[]): (text: string) =
   return picomatch(typeof globs === 'string' ? globs : [...globs], { dot: true });
 }
 
+/** Whether a per-tool settings key (`mcpServers.<key>.tools`) is a glob rather than a tool's name. */
+export function isToolKeyGlob(key: string): boolean {
+  return /[*?[\]{}!()+@]/.test(key);
+}
+
 /**
- * Why `glob` is no glob {@link globMatcher} can compile as written, or undefined when it is one: an
- * unbalanced bracket, parenthesis or brace (`[a`, `fs__(`, `a]`), which picomatch would quietly
- * take as literal text, or a pattern whose expression does not compile (`[z-a]`, a trailing
- * `\\`), which picomatch would quietly make match nothing. For globs an operator types on the
- * command line (`mcp-broker calls --tool`), where a typo must be an error, not an empty answer.
+ * Why `glob` is no glob {@link globMatcher} can compile as written, or undefined when it is one:
+ * a pattern whose expression does not compile (`[z-a]`, a trailing `\\`), which picomatch would
+ * quietly make match nothing (a deny rule of it would deny nothing). With `strict` (default
+ * true), also an unbalanced bracket, parenthesis or brace (`[a`, `fs__(`, `a]`), which picomatch
+ * would quietly take as literal text: for globs an operator types on the command line
+ * (`mcp-broker calls --tool`), where a typo must be an error, not an empty answer. The config
+ * checks its globs without `strict`, so a literal `[` written there keeps its meaning.
  */
-export function globProblem(glob: string): string | undefined {
+export function globProblem(glob: string, strict = true): string | undefined {
   try {
-    picomatch.makeRe(glob, { dot: true, strictBrackets: true, debug: true });
+    picomatch.makeRe(glob, { dot: true, strictBrackets: strict, debug: true });
     return undefined;
   } catch (err) {
     return err instanceof Error ? err.message : String(err);

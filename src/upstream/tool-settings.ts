@@ -4,7 +4,7 @@
  * either. Every matching entry applies, later ones winning field by field: globs in config order,
  * then the advertised name, then the upstream's own name (the most specific last).
  */
-import { globMatcher } from '../shared/glob.js';
+import { globMatcher, isToolKeyGlob } from '../shared/glob.js';
 import type { Tool } from '@modelcontextprotocol/client';
 
 /** What a `tools` entry may set (the schema's `toolOverride`). */
@@ -18,8 +18,6 @@ export interface ToolSettings {
   readonly annotations?: Record<string, unknown>;
 }
 
-const GLOB_CHARS = /[*?[\]{}!()+@]/;
-
 export class ToolSettingsTable {
   private readonly globs: { matches: (name: string) => boolean; settings: ToolSettings }[] = [];
   private readonly exact: ReadonlyMap<string, ToolSettings>;
@@ -29,7 +27,7 @@ export class ToolSettingsTable {
   constructor(entries: Readonly<Record<string, ToolSettings>>) {
     const exact = new Map<string, ToolSettings>();
     for (const [key, settings] of Object.entries(entries)) {
-      if (GLOB_CHARS.test(key)) this.globs.push({ matches: globMatcher(key), settings });
+      if (isToolKeyGlob(key)) this.globs.push({ matches: globMatcher(key), settings });
       else exact.set(key, settings);
     }
     this.exact = exact;

@@ -90,3 +90,28 @@ describe('mcp-broker calls: oldest first', () => {
     expect(three.stdout.trim().split('\n').map((l) => JSON.parse(l).callId)).toEqual(['second', 'third', 'third-too']);
   });
 });
+
+describe('a config glob that does not compile', () => {
+  // picomatch makes a glob whose expression does not compile match nothing: a deny rule of such
+  // globs denied nothing, and the config loaded, under `policy.default` allow, as if it held no rule.
+  it('is a config error naming its path, not a rule that silently matches nothing', async () => {
+    const bad = writeConfig({}, { policy: { default: 'allow', rules: [{ tools: ['fs__ok', 'fs__[z-a]*'], action: 'deny' }, { tools: ['x'], resources: ['file:///etc/[z-a]'], action: 'deny' }], readOnly: ['x\\'] } });
+    try {
+      const { code, stderr } = await runCli(['check', '--config', bad.configPath]);
+      expect(code).toBe(2);
+      expect(stderr).toContain('policy.rules[0].tools[1]');
+      expect(stderr).toContain('policy.rules[1].resources[0]');
+      expect(stderr).toContain('policy.readOnly[0]');
+      expect(stderr).not.toContain('policy.rules[0].tools[0]');
+    } finally {
+      rmSync(bad.dir, { recursive: true, force: true });
+    }
+    // A bracket picomatch takes as literal text still loads, as before.
+    const literal = writeConfig({}, { policy: { rules: [{ tools: ['fs__[a'], action: 'deny' }] } });
+    try {
+      expect((await runCli(['check', '--config', literal.configPath])).code).toBe(0);
+    } finally {
+      rmSync(literal.dir, { recursive: true, force: true });
+    }
+  });
+});
