@@ -198,7 +198,7 @@ export function parseConfig(raw: unknown, options: ParseOptions = {}): LoadedCon
       problems.push({ path: `policy.output.deny[${i}]`, message: `is not a valid regular expression: ${(err as Error).message}` });
     }
   });
-  // Compiled by the policy and the tool settings: picomatch makes a glob that does not compile match nothing, so a deny of it would deny nothing.
+  // Compiled by the policy and the tool settings: picomatch matches a glob that does not compile against its own text only, so a deny of `fs__[z-a]*` would deny no tool.
   const checkGlob = (glob: string, path: string) => {
     const problem = globProblem(glob, false);
     if (problem) problems.push({ path, message: `is not a glob that compiles: ${problem}` });

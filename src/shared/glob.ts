@@ -21,7 +21,7 @@ export function isToolKeyGlob(key: string): boolean {
 /**
  * Why `glob` is no glob {@link globMatcher} can compile as written, or undefined when it is one:
  * a pattern whose expression does not compile (`[z-a]`, a trailing `\\`), which picomatch would
- * quietly make match nothing (a deny rule of it would deny nothing). With `strict` (default
+ * quietly match against its own text only (a deny rule of it would deny no real name). With `strict` (default
  * true), also an unbalanced bracket, parenthesis or brace (`[a`, `fs__(`, `a]`), which picomatch
  * would quietly take as literal text: for globs an operator types on the command line
  * (`mcp-broker calls --tool`), where a typo must be an error, not an empty answer. The config

@@ -140,7 +140,9 @@ export class ModernTasks {
       const answer = inputResponses[APPROVAL_INPUT_KEY] as { action?: unknown } | undefined;
       if (answer && typeof answer === 'object') {
         const approve = answer.action === 'accept';
-        await this.tasks.decide(row.id, { approve, by: this.principal, ...(!approve && { reason: `the caller answered ${String(answer.action)}` }) });
+        // The reason names the action only when it is one an elicitation answer has: caller text of any length never reaches the row or the record.
+        const action = answer.action === 'decline' || answer.action === 'cancel' ? answer.action : 'no known action (not accept)';
+        await this.tasks.decide(row.id, { approve, by: this.principal, ...(!approve && { reason: `the caller answered ${action}` }) });
       }
     } else if (row.status === 'running') {
       this.tasks.inputs.answer(row.id, inputResponses);

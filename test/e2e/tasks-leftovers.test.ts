@@ -88,6 +88,18 @@ describe('a declined or rejected approval is failed in MCP and A2A alike', () =>
     expect(b.records().filter((r) => r.name === 'c__slow_compute').map((r) => r.outcome)).toEqual(['approval_required']);
   });
 
+  it("a modern task's approval answered with an action of no known kind is rejected naming none of the caller's text (regression: 10,000 characters reached the row and the record)", async () => {
+    const b = modern(conformance(), { policy: { rules: [{ tools: ['c__slow_compute'], action: 'ask' }] } });
+    const created = await b.request('tools/call', { name: 'c__slow_compute', arguments: { seconds: 0, label: 'odd' } });
+    await b.poll(created.taskId, (t) => t.status === 'input_required');
+    await b.request('tasks/update', { taskId: created.taskId, inputResponses: { 'mcp-broker/approval': { action: 'x'.repeat(10_000) } } });
+    const done = await b.poll(created.taskId, terminal);
+    expect(done).toMatchObject({ status: 'failed', statusMessage: 'rejected by local: the caller answered no known action (not accept)' });
+    const record = b.records().find((r) => r.name === 'c__slow_compute');
+    expect(record?.outcome).toBe('approval_required');
+    expect(JSON.stringify(record)).not.toContain('xxxxxxxxxx');
+  });
+
   it('issue 15: a modern task rejected in the inbox (CLI) reads failed with the reason; a legacy task rejected so reads failed too, both A2A failed', async () => {
     const policy = { policy: { rules: [{ tools: ['c__slow_compute'], action: 'ask' }] } };
     const b = modern(conformance(), policy);

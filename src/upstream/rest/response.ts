@@ -54,26 +54,23 @@ export async function readBounded(res: Response, maxBytes: number, marginBytes =
 }
 
 /**
- * The text of a body cut at `maxBytes` (`bytes` holding a margin past it): scrubbed whole with
- * `scrub`, then cut where the first `maxBytes` end (a character the cut split left out), a
- * `[REDACTED]` the cut runs through kept whole; never longer than the scrubbed text without
- * what the scrub left as it was past the cut (so an unrecognised start of a secret the margin's
- * end cut through is never shown). So at most `maxBytes` worth of characters plus the rest of
- * one marker: a secret across the cut shows as its `[REDACTED]`, never its first characters.
+ * The text of a body cut at `maxBytes` (`bytes` holding a margin past it), scrubbed with `scrub`:
+ * the first `maxBytes` scrubbed on their own (a character the cut split left out), kept as far as
+ * they agree with the whole text scrubbed; where they part, a `[REDACTED]` of the whole text
+ * there is kept whole and nothing after it. So a secret across the cut shows as its `[REDACTED]`,
+ * never its first characters, and nothing from past the cut is shown: at most the first
+ * `maxBytes` scrubbed, plus the rest of one marker.
  */
 function cutScrubbed(bytes: Buffer, maxBytes: number, scrub: (text: string) => string): string {
-  const whole = bytes.toString('utf8');
-  // The characters the first `maxBytes` hold whole (a split character's bytes are held back).
-  const kept = new StringDecoder('utf8').write(bytes.subarray(0, maxBytes)).length;
-  const clean = scrub(whole);
-  const past = whole.length - kept;
+  const whole = scrub(bytes.toString('utf8'));
+  const head = scrub(new StringDecoder('utf8').write(bytes.subarray(0, maxBytes)));
+  const most = Math.min(head.length, whole.length);
   let same = 0;
-  while (same < past && same < clean.length && whole.charCodeAt(whole.length - 1 - same) === clean.charCodeAt(clean.length - 1 - same)) same++;
-  const upTo = clean.length - same;
-  let end = Math.min(upTo, kept);
-  const marker = clean.lastIndexOf(REDACTED, end - 1);
-  if (marker >= 0 && marker + REDACTED.length > end) end = Math.min(upTo, marker + REDACTED.length);
-  return clean.slice(0, end);
+  while (same < most && head.charCodeAt(same) === whole.charCodeAt(same)) same++;
+  if (same === head.length) return head;
+  // They part where the whole text redacted what the head could not recognise (a secret the cut ran through).
+  const marker = whole.lastIndexOf(REDACTED, same);
+  return marker >= 0 && marker + REDACTED.length > same ? whole.slice(0, marker + REDACTED.length) : head.slice(0, same);
 }
 
 /** Replaces exact secret values in text and in every string (and key) of a JSON value. */
