@@ -274,7 +274,7 @@ export class SqliteStore implements Store {
    * Opens (creating when needed) the store in `dataDir`, or an in-memory one for `:memory:`.
    * Throws {@link BrokerError} `store_unavailable` when the file cannot be opened, is not a
    * database, or is of a newer schema; a store refused is closed again and left as it was (its
-   * schema version is read before anything is written, and the switch to WAL mode comes last),
+   * schema version is read before anything is written, WAL mode only once it is judged),
    * with no `-wal`, `-shm` or `-journal` file beside it.
    */
   static open(dataDir: string): SqliteStore {
@@ -334,6 +334,12 @@ export class SqliteStore implements Store {
     // Read and judged before anything is written: a store of a newer schema (or not a database at
     // all) is refused as it was found. The two settings below belong to this connection only.
     checkSchemaVersion(db.pragma('user_version', { simple: true }) as number);
+    // Then WAL mode (written into the file's header), before the schema's transaction: a store
+    // created here must not run its first transaction in rollback-journal mode, where a second
+    // connection opened meanwhile can keep the switch from happening at all (the pragma then
+    // answers the old mode, and every later write waits on readers; an upstream's restart in
+    // test/e2e/lifecycle.test.ts F08 missed its list_changed so).
+    if (db.name !== ':memory:') db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
     db.pragma('foreign_keys = ON');
     db.transaction(() => {
@@ -349,9 +355,6 @@ export class SqliteStore implements Store {
       if (from < 2 && legacy) db.exec(MIGRATE_1_TO_2);
       db.pragma(`user_version = ${SCHEMA_VERSION}`);
     }).immediate();
-    // Last, once the schema is known good: WAL mode is written into the file's header. (A store
-    // whose pages are damaged past what the schema reads fails in that transaction, rolled back.)
-    if (db.name !== ':memory:') db.pragma('journal_mode = WAL');
     this.stmt = {
       dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
       getPin: db.prepare<[string, string, string], PinRow>(

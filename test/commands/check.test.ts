@@ -124,6 +124,12 @@ function runCli(args: string[], cwd: string, asOther = false, env: NodeJS.Proces
   child.stderr.on('data', (d: Buffer) => (stderr += d));
   return new Promise((resolve) => {
     const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    // A spawn refused (another user may not run this Node, say one under a private temp folder)
+    // emits no close: answered as exit -1, which the callers' probes skip on.
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      resolve({ code: -1, stdout, stderr: stderr + String(err) });
+    });
     child.on('close', (code) => {
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
