@@ -44,7 +44,7 @@ import { offeredCapabilities } from './upstream/modern-call.js';
 import { Registry, type ListKind } from './upstream/registry.js';
 import type { Roster } from './upstream/roster.js';
 import { ResourceRouter } from './upstream/resources.js';
-import { isUpstreamSurface, liveSurface, servedSurface, surfaceKey, type ServedSurface, type UpstreamSurface } from './upstream/surface.js';
+import { isUpstreamSurface, liveSurface, servedSurface, surfaceKey, type ServedSurface, type SurfaceBasis, type UpstreamSurface } from './upstream/surface.js';
 import { UpstreamLogLevel } from './upstream/log-level.js';
 import { RestUpstream } from './upstream/rest/index.js';
 import type { Upstream } from './upstream/types.js';
@@ -575,6 +575,15 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     // A reload since the lookup may have made the policy one that hides upstreams: none of the instructions then.
     const mayHide = this.policyMayHide();
     return servedSurface(this.knownSurface, () => !mayHide);
+  }
+
+  /**
+   * What {@link surface} is judged on now (upstream/surface.ts {@link SurfaceBasis}): an answer
+   * built from it holds while a later basis is the same (`sameSurfaceBasis`), so a connection that
+   * outlives a reload or a catalog change judges its surface again (transports/discover-answer.ts).
+   */
+  surfaceBasis(): SurfaceBasis {
+    return { roster: this.registry.roster, policy: this.config.policy, settled: this.settled };
   }
 
   /**

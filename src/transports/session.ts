@@ -22,9 +22,9 @@
  *   broker's relay stage, broker/url-input.ts); any other caller gets the `upstream_error` refusal result.
  * - `modern` (2026-07-28): no session (`sessionId` null, records `"sessionId": null`). The SDK's
  *   entry (`serveStdio` on stdio, `createMcpHandler` over HTTP) validates the `_meta` envelope
- *   (-32602, -32022), answers `server/discover` from this instance's capabilities and
- *   instructions, stamps `resultType`, `ttlMs`/`cacheScope` (`0`/`private`: what we list depends
- *   on the principal) and `io.modelcontextprotocol/serverInfo` on every result, and serves
+ *   (-32602, -32022), dispatches `server/discover` (answered here with the surface as it holds
+ *   now: `discover-answer.ts`), stamps `resultType`, `ttlMs`/`cacheScope` (`0`/`private`: what
+ *   we list depends on the principal) and `io.modelcontextprotocol/serverInfo` on every result, and serves
  *   `subscriptions/listen`. On stdio a plain `tools/call` takes the direct lane
  *   (`wire/direct-modern-call.ts`: the same answers, without the SDK's dispatch). Here each request is its own caller: the capabilities of its
  *   envelope, the unit its `_meta` names (`unit.ts`), logs only as its envelope's `logLevel`
@@ -75,7 +75,8 @@ import { HELD_UNAPPROVED_REASON, isHeldState, type HeldBinding, type HeldClaim }
 import { heldRetryJoins } from '../broker/judge.js';
 import { HeldCall, heldCallsOf, heldInputRequired, type HeldEvent } from './held-calls.js';
 import { LEGACY_TASK_METHODS, LegacyTasks, TASKS_CAPABILITY, withTaskSupport } from './legacy-tasks.js';
-import { declaresTasks, ModernTasks, TASKS_EXTENSION, tasksExtensionRequired, upstreamRunsTasks } from './modern-tasks.js';
+import { declaresTasks, ModernTasks, tasksExtensionRequired, upstreamRunsTasks } from './modern-tasks.js';
+import { declaredExtensions, DiscoverAnswer } from './discover-answer.js';
 import { hasOwnMember } from '../shared/extend.js';
 
 /** What this server declares to every downstream client. */
@@ -217,6 +218,8 @@ export class DownstreamSession {
   private readonly detach: () => void;
   /** The modern `tools/call` direct lane, once connected with `directLane`. */
   private lane?: ModernDirectLane;
+  /** A modern instance's `server/discover` answer, installed once connected (discover-answer.ts). */
+  private readonly discover?: DiscoverAnswer;
 
   constructor(
     private readonly gateway: Gateway,
@@ -225,7 +228,8 @@ export class DownstreamSession {
     this.era = options.era ?? 'legacy';
     this.sessionId = this.era === 'legacy' ? (options.sessionId ?? newSessionId()) : null;
     this.principal = options.principal;
-    const surface = this.era === 'modern' ? gateway.surface(this.principal) : {};
+    this.discover = this.era === 'modern' ? new DiscoverAnswer(gateway, this.principal) : undefined;
+    const surface = this.discover?.surface() ?? {};
     // Modern: tasks are the extension (`io.modelcontextprotocol/tasks`), not the 2025-11-25 `tasks` capability.
     const { tasks: legacyTasks, ...shared } = SERVER_CAPABILITIES;
     this.server = new Server(
@@ -236,7 +240,7 @@ export class DownstreamSession {
           ...shared,
           ...(this.era === 'legacy' && { tasks: legacyTasks }),
           experimental: experimentalOf(gateway.experimental, options.experimental),
-          ...(this.era === 'modern' && { extensions: { ...surface.extensions, ...TASKS_EXTENSION } }),
+          ...(this.era === 'modern' && { extensions: declaredExtensions(surface) }),
         },
         instructions: surface.instructions,
         debouncedNotificationMethods: [
@@ -316,12 +320,13 @@ export class DownstreamSession {
    * The broker's wrappers on a connected transport: error messages without the SDK prefix, the
    * `tools/call` direct lane (legacy: `wire/direct-tools-call.ts`; modern with `directLane`:
    * `wire/direct-modern-call.ts`, which answers only what it can answer as the SDK would and hands
-   * the rest to the SDK), duplicate request ids refused, and closing the instance ends
-   * the session.
+   * the rest to the SDK), duplicate request ids refused, a modern `server/discover` answered with
+   * the surface as it holds now (discover-answer.ts), and closing the instance ends the session.
    */
   private wrapTransport(transport: Transport): void {
     const watchEntryLane = this.options.entryLane?.attach(transport);
     unprefixErrors(transport);
+    this.discover?.install(this.server);
     if (this.era === 'legacy') routeToolsCallDirectly(this.server, transport, (params, extra) => this.callTool(params, extra));
     else if (this.options.directLane) {
       const logging = SERVER_CAPABILITIES.logging !== undefined;

@@ -64,7 +64,8 @@ export async function serveStdio(
     async ({ era }) => {
       // A modern instance answers `server/discover` with the upstreams' surface (extensions,
       // instructions; upstream/surface.ts): the one remembered for these upstreams, else the one
-      // found once the dial its opening request started (below) has settled.
+      // found once the dial its opening request started (below) has settled; judged again on the
+      // connection when a reload or a catalog change replaces the policy or the roster (discover-answer.ts).
       if (era === 'modern') await gateway.surfaceKnown();
       // A probe's instance is discarded when the client falls back to `initialize`; the last one built serves.
       current = new DownstreamSession(gateway, {

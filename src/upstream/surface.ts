@@ -5,7 +5,8 @@
  * given the instructions of the upstreams it sees something of ({@link servedSurface}): an
  * upstream the policy hides from it whole says nothing to it either.
  *
- * A stdio connection's modern instance is built once, with the surface as it is then. So that its
+ * A stdio connection's modern instance is built once; its answer is judged again only when what it
+ * was judged on ({@link SurfaceBasis}) is replaced (transports/discover-answer.ts). So that its
  * opening `server/discover` need not wait for every upstream's first dial, the surface is
  * remembered in the store under {@link surfaceKey} (the set of upstream definitions it was found
  * for) when a first dial leaves every enabled MCP upstream ready, and a later start with the same
@@ -17,8 +18,9 @@
  */
 import { createHash } from 'node:crypto';
 import type { ServerCapabilities } from '@modelcontextprotocol/server';
-import type { ServerConfig } from '../config/schema.js';
+import type { PolicyConfig, ServerConfig } from '../config/schema.js';
 import { upstreamDefinitionHash } from './era-memory.js';
+import type { Roster } from './roster.js';
 import type { Upstream } from './types.js';
 
 /** One upstream's `instructions`, as it gave them at initialize (scrubbed). */
@@ -55,6 +57,23 @@ export function liveSurface(upstreams: readonly Upstream[]): UpstreamSurface {
     ...(extensions && Object.keys(extensions).length > 0 && { extensions }),
     ...(instructions.length > 0 && { instructions }),
   };
+}
+
+/**
+ * What a served surface was judged on (`Gateway.surfaceBasis`): the roster, the policy, and
+ * whether the upstreams' first dial had settled (before it, a remembered surface may answer). A
+ * config reload replaces the policy and rebuilds the roster; an upstream ready, gone or listing
+ * anew rebuilds the roster.
+ */
+export interface SurfaceBasis {
+  readonly roster: Roster;
+  readonly policy: PolicyConfig;
+  readonly settled: boolean;
+}
+
+/** Whether a surface judged on `was` still holds on `now`: the same roster and policy objects, settled alike. */
+export function sameSurfaceBasis(was: SurfaceBasis, now: SurfaceBasis): boolean {
+  return was.roster === now.roster && was.policy === now.policy && was.settled === now.settled;
 }
 
 /** `surface` as served to a principal that sees what `sees` says of each upstream (by name). */
