@@ -71,4 +71,20 @@ describe('CLI tables print no caller-chosen control characters', () => {
     expect(row).toContain('tool\\u202eko  ecila  002\\u2066x');
     for (const c of bidi) expect(row).toContain(`\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
   });
+
+  it('calls: zero-width and invisible format characters and line separators in a name are shown as escapes (regression: passed as they came)', async () => {
+    // A zero-width character makes the name read as another tool's; U+2028 ends the row in a log viewer.
+    const invisible = ['\u200b', '\u200c', '\u200d', '\u2060', '\u2061', '\u2062', '\u2063', '\u2064', '\ufeff', '\u180e', '\u00ad', '\u2028', '\u2029'];
+    const subject = `echo__ec\u200bho\u2028${invisible.join('')}`;
+    const res = await http(`${broker.url}/api/v1/mcp/call`, { headers: { authorization: `Bearer ${ALICE}` }, body: { subject, args: {} } });
+    expect(res.body.outcome).toBe('unregistered');
+    await waitFor(() => broker.records().find((r) => r.callId === res.body.callId), 'the record');
+
+    const { code, stdout } = await runCli(['calls', '--config', broker.configPath, '--id', res.body.callId]);
+    expect(code).toBe(0);
+    expect(stdout).not.toMatch(/[\u200b-\u200d\u2060-\u2064\ufeff\u180e\u00ad\u2028\u2029]/);
+    const row = stdout.split('\n')[1]!;
+    expect(row).toContain('echo__ec\\u200bho\\u2028');
+    for (const c of invisible) expect(row).toContain(c === '\u00ad' ? '\\xad' : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  });
 });
