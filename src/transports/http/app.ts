@@ -54,7 +54,7 @@ export async function buildApp(ctx: HttpContext): Promise<Express> {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.use(hostOriginGuard({ allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins }, ctx.logger));
+  app.use(hostOriginGuard({ allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins }, ctx.logger, (text) => ctx.gateway.scrubber.text(text)));
   // Several Authorization headers are 400 on the public routes below too (the auth guard answers the rest).
   app.use(oneAuthorizationGuard(ctx.logger));
   // The status page's shell and assets hold no data; /metrics is open only with observability.metricsPublic.

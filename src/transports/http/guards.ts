@@ -6,8 +6,10 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
+import { cut } from '../../shared/cut.js';
 import { ConfigError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
+import { printable } from '../../shared/printable.js';
 import type { PrincipalAuthenticator, Principal } from './auth.js';
 
 /** Host names that mean "this machine". */
@@ -50,8 +52,33 @@ export interface OriginPolicy {
   allowedOrigins: readonly string[];
 }
 
-/** Why a request's Host or Origin is refused, or undefined when both pass. */
-export function checkHostAndOrigin(host: string | undefined, origin: string | undefined, policy: OriginPolicy): string | undefined {
+/**
+ * Most characters of a refused Host or Origin value a 403 and its log line name, counted after
+ * scrubbing (a longer one is cut, `…` marking the cut): the value is the caller's, up to Node's
+ * 16 KiB header limit.
+ */
+export const SHOWN_HEADER_MAX_CHARS = 200;
+
+/**
+ * A refused header value as a refusal names it: scrubbed whole with `scrub` (the gateway's
+ * scrubber: a cut through a secret would leave its start unrecognised), then cut at
+ * {@link SHOWN_HEADER_MAX_CHARS}, quoted as JSON (`"`, `\` and C0 controls escaped), and every
+ * other control, bidi or invisible format character written as an escape ({@link printable}).
+ */
+export function shownHeaderValue(value: string, scrub: (text: string) => string): string {
+  return printable(JSON.stringify(cut(scrub(value), SHOWN_HEADER_MAX_CHARS)));
+}
+
+/**
+ * Why a request's Host or Origin is refused, or undefined when both pass. The refused value is
+ * named as {@link shownHeaderValue} shows it, scrubbed with `scrub` (default: as it came).
+ */
+export function checkHostAndOrigin(
+  host: string | undefined,
+  origin: string | undefined,
+  policy: OriginPolicy,
+  scrub: (text: string) => string = (text) => text,
+): string | undefined {
   if (!policy.allowedHosts.includes('*')) {
     if (!host) return 'missing Host header';
     const full = host.trim().toLowerCase();
@@ -60,7 +87,7 @@ export function checkHostAndOrigin(host: string | undefined, origin: string | un
       const a = allowed.toLowerCase();
       return a === name || a === full;
     });
-    if (!ok) return `Host ${JSON.stringify(name)} is not in http.allowedHosts`;
+    if (!ok) return `Host ${shownHeaderValue(name, scrub)} is not in http.allowedHosts`;
   }
   if (origin !== undefined && !policy.allowedOrigins.includes('*')) {
     const normalized = origin.trim().toLowerCase().replace(/\/+$/, '');
@@ -72,18 +99,19 @@ export function checkHostAndOrigin(host: string | undefined, origin: string | un
     }
     const listed = policy.allowedOrigins.some((o) => o.toLowerCase().replace(/\/+$/, '') === normalized);
     if (!listed && !(originHost && isLoopback(originHost))) {
-      return `Origin ${JSON.stringify(normalized)} is not in http.allowedOrigins`;
+      return `Origin ${shownHeaderValue(normalized, scrub)} is not in http.allowedOrigins`;
     }
   }
   return undefined;
 }
 
 /**
- * Answers 403 (JSON-RPC error body) when the Host or Origin of `req` is not allowed.
+ * Answers 403 (JSON-RPC error body) when the Host or Origin of `req` is not allowed, and logs a
+ * warning; both name the refused value as {@link shownHeaderValue} shows it, scrubbed with `scrub`.
  * @returns whether `req` was refused (and answered)
  */
-export function refuseHostOrigin(req: IncomingMessage, res: ServerResponse, policy: OriginPolicy, logger: Logger): boolean {
-  const why = checkHostAndOrigin(req.headers.host, req.headers.origin, policy);
+export function refuseHostOrigin(req: IncomingMessage, res: ServerResponse, policy: OriginPolicy, logger: Logger, scrub: (text: string) => string): boolean {
+  const why = checkHostAndOrigin(req.headers.host, req.headers.origin, policy, scrub);
   if (!why) return false;
   logger.warn({ method: req.method, path: pathOf(req), why }, 'http request refused (Host/Origin)');
   sendJson(res, 403, jsonRpcError(-32000, `Forbidden: ${why}`));
@@ -91,9 +119,9 @@ export function refuseHostOrigin(req: IncomingMessage, res: ServerResponse, poli
 }
 
 /** Express middleware: {@link refuseHostOrigin}. */
-export function hostOriginGuard(policy: OriginPolicy, logger: Logger) {
+export function hostOriginGuard(policy: OriginPolicy, logger: Logger, scrub: (text: string) => string) {
   return (req: Request, res: Response, next: NextFunction): void => {
-    if (!refuseHostOrigin(req, res, policy, logger)) next();
+    if (!refuseHostOrigin(req, res, policy, logger, scrub)) next();
   };
 }
 

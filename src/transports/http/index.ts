@@ -21,6 +21,8 @@ export {
   principalOf,
   refuseHostOrigin,
   sendJson,
+  shownHeaderValue,
+  SHOWN_HEADER_MAX_CHARS,
   type OriginPolicy,
 } from './guards.js';
 export { METRICS_PATH, mountMetrics, mountPublicMetrics } from './metrics-route.js';

@@ -56,12 +56,13 @@ export function isMcpPath(path: string): boolean {
  */
 export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   const origins = { allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins };
+  const scrub = (text: string) => ctx.gateway.scrubber.text(text);
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (CALL_TIMING) {
       markCall('request in');
       res.once('finish', () => markCall('response end', 'end'));
     }
-    if (refuseHostOrigin(req, res, origins, ctx.logger)) return;
+    if (refuseHostOrigin(req, res, origins, ctx.logger, scrub)) return;
     const principal = authenticateRequest(req, res, ctx.auth, ctx.logger);
     if (!principal) return;
     const method = req.method;
