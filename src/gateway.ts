@@ -12,7 +12,8 @@ import { judgeStage, type JudgeDeps } from './broker/judge.js';
 import { ApprovalStates } from './broker/approval-state.js';
 import { relayStage } from './broker/relay-input.js';
 import { SealedStates } from './broker/sealed-state.js';
-import { recordStage } from './broker/record.js';
+import { cutName, recordStage } from './broker/record.js';
+import { cutReason } from './broker/failure.js';
 import type { Stage } from './broker/runner.js';
 import { Breakers, breakerStage } from './broker/breaker.js';
 import { BudgetLedger, budgetFromEnv, budgetStage } from './broker/budget.js';
@@ -384,12 +385,19 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /**
    * Writes and publishes a record made outside the call path (a parked call settled with no call
-   * waiting on it, src/tasks/engine.ts), its caller- and upstream-given text scrubbed as the
-   * record stage does. Rejects when the sink refuses it.
+   * waiting on it, src/tasks/engine.ts), its caller- and upstream-given text scrubbed, then cut,
+   * as on the call path: `name` and `subject` at `RECORD_NAME_MAX_CHARS` (the record stage), the
+   * reason at `MAX_REASON_CHARS` (the scrub stage). Rejects when the sink refuses it.
    */
   private async writeRecord(record: CallRecord): Promise<void> {
     const text = (t: string) => this.scrubber.text(t);
-    const scrubbed: CallRecord = { ...record, unit: text(record.unit), subject: text(record.subject), name: text(record.name), ...(record.reason !== undefined && { reason: text(record.reason) }) };
+    const scrubbed: CallRecord = {
+      ...record,
+      unit: text(record.unit),
+      subject: cutName(text(record.subject)),
+      name: cutName(text(record.name)),
+      ...(record.reason !== undefined && { reason: cutReason(text(record.reason)) }),
+    };
     try {
       await this.records.append(scrubbed);
     } catch (err) {
