@@ -377,7 +377,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return diff;
   }
 
-  /** The last error line of each upstream that failed or went into backoff (scrubbed), and when (ms since the epoch); for the status page. */
+  /**
+   * The last error line of each upstream that failed or went into backoff, and when (ms since the
+   * epoch); for the status page. Scrubbed when kept; a reader scrubs it again as it shows it (a
+   * reload may have added a secret since).
+   */
   readonly lastErrors = new Map<string, { at: number; message: string }>();
 
   /** Calls spent per unit; a session's unit is forgotten when the session ends. */

@@ -1,10 +1,13 @@
 /**
  * The status page's last error line of an upstream (`GET /api/v1/status`, issue 20) is scrubbed
  * like every other path to a client: an upstream that dies printing its injected secret to stderr
- * shows the line with the secret redacted. A real gateway serving HTTP in this process.
+ * shows the line with the secret redacted; so does one whose line holds a value that a config
+ * reload made a secret after the line was kept. A real gateway serving HTTP in this process.
  */
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { ManualClock } from '../../src/shared/clock.js';
 import { serveInProcess, type InProcessHttp } from './in-process.js';
 
 const SECRET = `dying-${randomBytes(8).toString('hex')}`;
@@ -35,5 +38,30 @@ describe('status page: last error line', () => {
     );
     expect(row.lastError!.message).not.toContain(SECRET.slice(0, 8));
     expect(row.lastError!.message).toContain('[REDACTED]');
+  });
+
+  it('a value a reload makes a secret is redacted in a last error kept before the reload (regression: shown until the upstream failed again)', async () => {
+    const later = `later-${randomBytes(8).toString('hex')}`;
+    // Not a secret yet: an argument, printed as the upstream dies.
+    const dying = { command: process.execPath, args: ['-e', "console.error('cannot start with value ' + process.argv[1]); process.exit(3)", later] };
+    const raw = { mcpServers: { dying }, estate: { enabled: false } };
+    // A manual clock: the upstream's restart never comes, so its last error is the one kept before the reload.
+    served = await serveInProcess(raw, { clock: new ManualClock() });
+    const { serving, gateway } = served;
+    const lastError = async () => {
+      const body = (await (await fetch(`${serving.url}/api/v1/status`)).json()) as { upstreams: Array<{ name: string; lastError?: { message: string } }> };
+      return body.upstreams.find((u) => u.name === 'dying')?.lastError?.message;
+    };
+    // Served once every first dial settled: the dying one's failure is kept.
+    expect(await lastError()).toContain(`cannot start with value ${later}`);
+
+    // The reload adds a server whose env holds the value as a secret; "dying" is unchanged, not dialled again.
+    const holder = { command: process.execPath, args: ['-e', ''], disabled: true, env: { API_TOKEN: '${env:LATER_TOKEN}' } };
+    const diff = await gateway.reload(parseConfig({ ...raw, mcpServers: { dying, holder } }, { baseDir: served.dir, env: { LATER_TOKEN: later } }));
+    expect(diff).toMatchObject({ added: ['holder'], changed: [] });
+
+    const shown = await lastError();
+    expect(shown).toContain('cannot start with value [REDACTED]');
+    expect(shown).not.toContain(later);
   });
 });

@@ -91,7 +91,8 @@ export async function statusSnapshot(gateway: Gateway, principal: Principal): Pr
     const last = gateway.lastErrors.get(u.name);
     if (operator) {
       if (u.status.errorCode) row.errorCode = u.status.errorCode;
-      if (last) row.lastError = { at: new Date(last.at).toISOString(), message: last.message };
+      // Scrubbed again as shown: a reload may have added a secret since the line was kept.
+      if (last) row.lastError = { at: new Date(last.at).toISOString(), message: gateway.scrubber.text(last.message) };
     }
     return row;
   });
