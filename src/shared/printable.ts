@@ -5,19 +5,20 @@
  */
 
 /**
- * C0 and C1 control characters and DEL; the Unicode bidi controls (embeddings and overrides
- * U+202A–U+202E, isolates U+2066–U+2069, the marks U+200E, U+200F and U+061C); the invisible
- * format characters (zero width space, non-joiner and joiner U+200B–U+200D, word joiner and
- * invisible operators U+2060–U+2064, the byte order mark U+FEFF, the Mongolian vowel separator
- * U+180E, the soft hyphen U+00AD); and the line and paragraph separators U+2028 and U+2029: none
- * may reach the terminal. One character class: linear in the text, and a text with none of them
- * is scanned once and returned as it is.
+ * Every control character (`\p{Cc}`: C0, DEL, C1), every format character (`\p{Cf}`: the bidi
+ * embeddings, overrides, isolates and marks; the zero-width space, joiners and word joiner; the
+ * invisible operators; the byte order mark; the soft hyphen; the Mongolian vowel separator; the
+ * deprecated format controls U+206A–U+206F; the interlinear annotation marks; the tag characters
+ * U+E0001 and U+E0020–U+E007F, which can carry invisible text), and the line and paragraph
+ * separators U+2028 and U+2029: none may reach the terminal. One character class of Unicode
+ * properties (V8 compiles it to ranges): linear in the text, and a text with none of them is
+ * scanned once and returned as it is.
  */
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
+const CONTROL = /[\p{Cc}\p{Cf}\u2028\u2029]/gu;
 
 /**
  * `text` with every control character written as an escape (`\x1b`, `\n`, `\u202e`, `\u200b`,
- * `\xad`, …): text a remote caller or an upstream chose (a tool name nobody serves, an error
+ * `\xad`, `\u{e0041}`, …): text a remote caller or an upstream chose (a tool name nobody serves, an error
  * line, a Host header) must neither send escape sequences to the terminal nor start a line of
  * its own (a line separator ends a line in some terminals and log viewers), nor reorder what the
  * terminal shows of its line (a right-to-left override, Trojan-source style), nor hide characters
@@ -26,7 +27,8 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202
  */
 export function printable(text: string): string {
   return text.replace(CONTROL, (c) => {
-    const code = c.charCodeAt(0);
+    const code = c.codePointAt(0) as number;
+    if (code > 0xffff) return `\\u{${code.toString(16)}}`;
     if (code > 0xff) return `\\u${code.toString(16).padStart(4, '0')}`;
     return c === '\n' ? '\\n' : c === '\r' ? '\\r' : c === '\t' ? '\\t' : `\\x${code.toString(16).padStart(2, '0')}`;
   });

@@ -4,7 +4,9 @@
  * width space, joiners, word joiner and invisible operators, the byte order mark, the Mongolian
  * vowel separator, the soft hyphen) and the line and paragraph separators as they came: a name
  * with a zero-width character read as another name, and U+2028 broke the row in terminals and
- * log viewers that take it for a line end.
+ * log viewers that take it for a line end. Then the other format characters (the deprecated
+ * format controls U+206A–U+206F, the annotation marks, the tag characters U+E0000–U+E007F that
+ * spell invisible text) passed too: every `\p{Cf}` is escaped now.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -25,15 +27,22 @@ const INVISIBLE: ReadonlyArray<readonly [string, string]> = [
   ['\u00ad', '\\xad'],
   ['\u2028', '\\u2028'],
   ['\u2029', '\\u2029'],
+  ['\u206a', '\\u206a'],
+  ['\ufff9', '\\ufff9'],
+  ['\u{e0001}', '\\u{e0001}'],
+  ['\u{e0041}', '\\u{e0041}'],
+  ['\u{e007f}', '\\u{e007f}'],
 ];
 
 /** Every character `printable` must never pass: C0, DEL, C1, the bidi controls and {@link INVISIBLE}. */
-const NEVER = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/;
+const NEVER = /[\p{Cc}\p{Cf}\u2028\u2029]/u;
 
 describe('printable', () => {
   it('shows the zero-width and invisible format characters and the line and paragraph separators as escapes (regression: they were passed as they came)', () => {
-    for (const [c, escape] of INVISIBLE) expect(printable(`a${c}b`), `U+${c.charCodeAt(0).toString(16)}`).toBe(`a${escape}b`);
+    for (const [c, escape] of INVISIBLE) expect(printable(`a${c}b`), `U+${(c.codePointAt(0) as number).toString(16)}`).toBe(`a${escape}b`);
     expect(printable(`admin\u200b__delete\u2028forged row`)).toBe('admin\\u200b__delete\\u2028forged row');
+    // Tag characters spell invisible text (U+E0041 is an invisible "A"): each is shown, none hidden.
+    expect(printable('ok\u{e0069}\u{e0067}\u{e006e}')).toBe('ok\\u{e0069}\\u{e0067}\\u{e006e}');
   });
 
   it('still shows C0, C1 and bidi controls as escapes, and leaves other text as it is', () => {
