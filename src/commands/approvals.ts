@@ -4,6 +4,8 @@
  * `broker.dataDir`. Works with or without a broker serving: a serving broker takes an approval
  * up within a second and the call resumes through the rest of the path; with none serving, the
  * next broker started on this store does. A rejected call fails at once with the reason.
+ * Without a store file yet (no broker has used `broker.dataDir`), `list` shows no parked calls and
+ * a decision is refused as for an unknown id; neither creates the store or its folder.
  *
  * Returns the exit code: 0, or 2 for an id that is not a parked call waiting for a decision.
  */
@@ -38,18 +40,25 @@ export async function approvalsListCommand(config: LoadedConfig, options: Approv
     io.stderr.write('mcp-broker: --cursor is not a cursor approvals list printed (pass back its next cursor as it came)\n');
     return EXIT_USAGE;
   }
-  return withStore(config, options, async (store, now) => {
+  // No store yet: no call was ever parked; nothing is created to say so.
+  const empty = () => printPage([], undefined, options, io);
+  return withStore(config, options, empty, async (store, now) => {
     const { items: rows, nextCursor } = await listParked(store, now, { cursor: options.cursor, limit: options.pageSize });
-    if (options.json) {
-      for (const r of rows) io.stdout.write(`${JSON.stringify(inboxRow(r))}\n`);
-      if (nextCursor !== undefined) io.stdout.write(`${JSON.stringify({ nextCursor })}\n`);
-      return EXIT_OK;
-    }
-    io.stdout.write(formatInbox(rows));
-    const count = `${rows.length} parked call${rows.length === 1 ? '' : 's'}`;
-    io.stdout.write(nextCursor === undefined ? `${count}\n` : `${count} on this page; next page: --cursor ${nextCursor}\n`);
-    return EXIT_OK;
+    return printPage(rows, nextCursor, options, io);
   });
+}
+
+/** Writes one page of the inbox (the table, or ndjson with `--json`) and its next cursor; returns {@link EXIT_OK}. */
+function printPage(rows: readonly TaskRow[], nextCursor: string | undefined, options: ApprovalsOptions, io: CommandIo): number {
+  if (options.json) {
+    for (const r of rows) io.stdout.write(`${JSON.stringify(inboxRow(r))}\n`);
+    if (nextCursor !== undefined) io.stdout.write(`${JSON.stringify({ nextCursor })}\n`);
+    return EXIT_OK;
+  }
+  io.stdout.write(formatInbox(rows));
+  const count = `${rows.length} parked call${rows.length === 1 ? '' : 's'}`;
+  io.stdout.write(nextCursor === undefined ? `${count}\n` : `${count} on this page; next page: --cursor ${nextCursor}\n`);
+  return EXIT_OK;
 }
 
 /** `approvals approve ID` / `approvals reject ID`; a `--reason` over 300 characters is exit 2, as an id not waiting for a decision is. */
@@ -59,12 +68,14 @@ export async function approvalsDecideCommand(config: LoadedConfig, id: string, a
     io.stderr.write(`mcp-broker approvals: --reason ${tooLong}\n`);
     return EXIT_USAGE;
   }
-  return withStore(config, options, async (store, now) => {
+  const unknown = () => {
+    io.stderr.write(`mcp-broker: no parked call ${JSON.stringify(id)} waits for a decision (see mcp-broker approvals list)\n`);
+    return EXIT_USAGE;
+  };
+  // No store yet: no call was ever parked, so `id` is unknown; refused without creating one.
+  return withStore(config, options, unknown, async (store, now) => {
     const row = await decideParked(store, id, { approve, by: 'cli', reason: options.reason }, now);
-    if (!row) {
-      io.stderr.write(`mcp-broker: no parked call ${JSON.stringify(id)} waits for a decision (see mcp-broker approvals list)\n`);
-      return EXIT_USAGE;
-    }
+    if (!row) return unknown();
     io.stdout.write(
       approve
         ? `approved ${row.id} (${row.name} for ${row.principal}): it runs when a broker serving this store takes it up\n`
@@ -86,8 +97,19 @@ function formatInbox(rows: readonly TaskRow[]): string {
 }
 
 
-async function withStore(config: LoadedConfig, options: ApprovalsOptions, act: (store: Store, now: number) => Promise<number>): Promise<number> {
-  const store = options.store ?? SqliteStore.open(config.broker.dataDir);
+/**
+ * Runs `act` on the store (`options.store`, else the SQLite store in `broker.dataDir`, opened
+ * only when its file exists: these commands read, or decide a row that must already be there),
+ * or `none` when there is no store file: then no folder or file is created.
+ */
+async function withStore(
+  config: LoadedConfig,
+  options: ApprovalsOptions,
+  none: () => number,
+  act: (store: Store, now: number) => Promise<number>,
+): Promise<number> {
+  const store = options.store ?? SqliteStore.openIfPresent(config.broker.dataDir);
+  if (!store) return none();
   try {
     return await act(store, options.now ?? Date.now());
   } finally {

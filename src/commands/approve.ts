@@ -12,8 +12,9 @@
  * - revoke: the tool needs approval again before it runs for the principal (an `ask`), and its
  *   remembered first uses are forgotten. A `deny` still denies.
  * `approve` of a tool the broker has never seen (not in the store's pins or seen definitions,
- * not a built-in, not a function tool of the config) is exit 2 unless `force`; approving a tool
- * a `deny` rule covers works but says that the rule still denies it.
+ * not a built-in, not a function tool of the config) is exit 2 unless `force`, and creates no
+ * store when there is none yet; approving a tool a `deny` rule covers works but says that the
+ * rule still denies it.
  * Returns the exit code: 0, or 2 for a bad tool name.
  */
 import { compilePolicy } from '../broker/policy.js';
@@ -40,13 +41,15 @@ export interface DecisionOptions {
 }
 
 export async function approveCommand(config: LoadedConfig, tool: string, options: DecisionOptions, io: CommandIo): Promise<number> {
-  return withStore(config, tool, options, io, async (store, at, principal) => {
-    if (!options.force && !(await isKnownTool(config, store, tool, options.importModule))) {
-      io.stderr.write(
-        `mcp-broker: no tool ${JSON.stringify(tool)} is known to this broker (never listed by an upstream, not a built-in or function tool); check the name (an advertised name such as fs__write_file), or pass --force to approve it ahead of time\n`,
-      );
-      return EXIT_USAGE;
-    }
+  // Whether the tool is known is read first, from the store only when it exists: a refusal creates nothing.
+  const known = async (store: Store | undefined) => {
+    if (options.force || (await isKnownTool(config, store, tool, options.importModule))) return undefined;
+    io.stderr.write(
+      `mcp-broker: no tool ${JSON.stringify(tool)} is known to this broker (never listed by an upstream, not a built-in or function tool); check the name (an advertised name such as fs__write_file), or pass --force to approve it ahead of time\n`,
+    );
+    return EXIT_USAGE;
+  };
+  return withStore(config, tool, options, io, known, async (store, at, principal) => {
     const pin = await store.repin(tool, principal, at);
     await store.setApproval({ tool, principal, decision: 'approved', at, by: 'cli' });
     io.stdout.write(`approved ${tool} for ${who(principal)}\n`);
@@ -57,11 +60,11 @@ export async function approveCommand(config: LoadedConfig, tool: string, options
   });
 }
 
-/** Whether the broker has seen `tool`: an upstream listed it (the store), or it is ours. */
-async function isKnownTool(config: LoadedConfig, store: Store, tool: string, importModule?: ModuleImporter): Promise<boolean> {
+/** Whether the broker has seen `tool`: an upstream listed it (the store; none when there is no store yet), or it is ours. */
+async function isKnownTool(config: LoadedConfig, store: Store | undefined, tool: string, importModule?: ModuleImporter): Promise<boolean> {
   if (tool === RECONNECT_TOOL || tool === APPROVALS_LIST_TOOL || tool === APPROVALS_DECIDE_TOOL || ESTATE_TOOL_NAMES.includes(tool)) return true;
-  if (await store.getSeen(tool)) return true;
-  if ((await store.listPins()).some((p) => p.tool === tool)) return true;
+  if (store && (await store.getSeen(tool))) return true;
+  if (store && (await store.listPins()).some((p) => p.tool === tool)) return true;
   if (!config.functions.length) return false;
   const { loadFunctionModules } = await import('../router/modules.js');
   return (await loadFunctionModules(config.functions, importModule)).some((t) => t.name === tool);
@@ -79,7 +82,7 @@ function denyingRule(config: LoadedConfig, tool: string, principal: string): str
 }
 
 export async function revokeCommand(config: LoadedConfig, tool: string, options: DecisionOptions, io: CommandIo): Promise<number> {
-  return withStore(config, tool, options, io, async (store, at, principal) => {
+  return withStore(config, tool, options, io, undefined, async (store, at, principal) => {
     await store.setApproval({ tool, principal, decision: 'revoked', at, by: 'cli' });
     const forgotten = await store.clearUses(tool, principal);
     io.stdout.write(`revoked ${tool} for ${who(principal)}: it needs approval again before it runs\n`);
@@ -87,11 +90,18 @@ export async function revokeCommand(config: LoadedConfig, tool: string, options:
   });
 }
 
+/**
+ * Checks `tool` and the principal, then runs `act` on the store (`options.store`, else the SQLite
+ * store in `broker.dataDir`, created when missing). With `refuse`, that runs first on the store
+ * as it is (undefined when there is no store file: none is created for it); an exit code it
+ * returns ends the command there, before any store is created.
+ */
 async function withStore(
   config: LoadedConfig,
   tool: string,
   options: DecisionOptions,
   io: CommandIo,
+  refuse: ((store: Store | undefined) => Promise<number | undefined>) | undefined,
   act: (store: Store, at: string, principal: string) => Promise<void | number>,
 ): Promise<number> {
   if (!NAME_PATTERN.test(tool)) {
@@ -103,11 +113,15 @@ async function withStore(
     io.stderr.write(`mcp-broker: unknown principal ${JSON.stringify(principal)}: expected "local" or one of principals in the config\n`);
     return EXIT_USAGE;
   }
-  const store = options.store ?? SqliteStore.open(config.broker.dataDir);
+  const { dataDir } = config.broker;
+  let store = options.store ?? (refuse ? SqliteStore.openIfPresent(dataDir) : SqliteStore.open(dataDir));
   try {
+    const refused = await refuse?.(store);
+    if (refused !== undefined) return refused;
+    store ??= SqliteStore.open(dataDir);
     return (await act(store, new Date(options.now ?? Date.now()).toISOString(), principal)) ?? EXIT_OK;
   } finally {
-    if (!options.store) await store.close();
+    if (!options.store) await store?.close();
   }
 }
 

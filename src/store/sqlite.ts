@@ -279,10 +279,46 @@ export class SqliteStore implements Store {
    */
   static open(dataDir: string): SqliteStore {
     const file = dataDir === ':memory:' ? ':memory:' : join(dataDir, STORE_FILE);
+    return SqliteStore.connect(file, () => {
+      if (file !== ':memory:') makeFolderSync(dirname(file));
+      return new Database(file, { timeout: BUSY_TIMEOUT_MS });
+    });
+  }
+
+  /**
+   * Opens the store in `dataDir` as {@link open} does (its schema version judged before anything
+   * is written, the same `store_unavailable` refusals) when its file exists; undefined when it
+   * does not, with nothing created: no folder, no file. For commands that only read or refuse
+   * (`mcp-broker approvals list`, `approve` of an unknown tool), which must leave no state behind.
+   * A `:memory:` store is always opened.
+   */
+  static openIfPresent(dataDir: string): SqliteStore | undefined {
+    if (dataDir === ':memory:') return SqliteStore.open(dataDir);
+    const file = join(dataDir, STORE_FILE);
+    if (!SqliteStore.present(file)) return undefined;
+    try {
+      // Opened without creating: a file removed since the look is not made again.
+      return SqliteStore.connect(file, () => new Database(file, { timeout: BUSY_TIMEOUT_MS, fileMustExist: true }));
+    } catch (err) {
+      if (!SqliteStore.present(file)) return undefined;
+      throw err;
+    }
+  }
+
+  /** Whether `file` exists; a path that cannot be looked at (a file where a folder should be, no permission) is `store_unavailable`. */
+  private static present(file: string): boolean {
+    try {
+      return statSync(file, { throwIfNoEntry: false }) !== undefined;
+    } catch (err) {
+      throw new BrokerError('store_unavailable', `cannot open the store ${file}: ${messageOf(err)}`, { cause: err });
+    }
+  }
+
+  /** The store over the connection `connect` makes; a store refused is closed again and reported as `store_unavailable`. */
+  private static connect(file: string, connect: () => Database.Database): SqliteStore {
     let db: Database.Database | undefined;
     try {
-      if (file !== ':memory:') makeFolderSync(dirname(file));
-      db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+      db = connect();
       const store = new SqliteStore(db);
       if (file !== ':memory:') closeAtExit(db);
       return store;

@@ -116,4 +116,27 @@ describe('SqliteStore', () => {
     expect(() => SqliteStore.open(dir)).toThrow(expect.objectContaining({ code: 'store_unavailable', message: expect.stringContaining('file is not a database') }));
     expect(contents(dir)).toEqual(before);
   });
+
+  it('openIfPresent: no store file is undefined with nothing created; a store present is opened as open does, a newer one refused as it was', async () => {
+    const dir = tempDir();
+    expect(SqliteStore.openIfPresent(join(dir, 'data'))).toBeUndefined();
+    expect(readdirSync(dir)).toEqual([]);
+    const written = SqliteStore.open(join(dir, 'data'));
+    await written.setApproval({ tool: 'fx__echo', principal: EVERY_PRINCIPAL, decision: 'approved', at: at(0), by: 'cli' });
+    await written.close();
+    const present = SqliteStore.openIfPresent(join(dir, 'data'))!;
+    expect((await present.getApproval('fx__echo', 'local'))?.decision).toBe('approved');
+    await present.close();
+    const raw = new Database(join(dir, 'data', STORE_FILE));
+    raw.pragma('user_version = 9');
+    raw.close();
+    const before = contents(join(dir, 'data'));
+    expect(() => SqliteStore.openIfPresent(join(dir, 'data'))).toThrow(
+      expect.objectContaining({ code: 'store_unavailable', message: expect.stringContaining('store schema version 9 is newer than this build understands (2)') }),
+    );
+    expect(contents(join(dir, 'data'))).toEqual(before);
+    // A file where the folder should be: refused as open refuses it, not taken for "no store".
+    writeFileSync(join(dir, 'file'), 'x');
+    expect(() => SqliteStore.openIfPresent(join(dir, 'file'))).toThrow(expect.objectContaining({ code: 'store_unavailable' }));
+  });
 });
