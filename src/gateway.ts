@@ -181,6 +181,13 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   /** Servers whose first dial has not settled yet. */
   private readonly dialling = new Set<string>();
 
+  /**
+   * Builds every part from `config`; nothing is dialled until {@link start}. Opens the records
+   * file's lock (`broker.records.path`) and the store (`broker.dataDir`) unless `deps` gives them;
+   * both are owned and closed by {@link stop}. Throws {@link ConfigError} for a records path or
+   * store that cannot be used and for a bad `MCP_BROKER_CALL_BUDGET`; a constructor that throws
+   * has closed again what it opened (what `deps` gave stays the caller's).
+   */
   constructor(config: LoadedConfig, deps: GatewayDeps) {
     super();
     this.setMaxListeners(0);
@@ -188,106 +195,118 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.logger = deps.logger;
     this.clock = deps.clock ?? systemClock;
     this.scrubber = deps.scrubber ?? new Scrubber(config.secrets);
-    this.records =
-      deps.records ??
-      atPath('broker.records.path', () =>
-        new NdjsonRecordSink({
-          path: config.broker.records.path,
-          maxBytes: config.broker.records.maxBytes,
-          maxFiles: config.broker.records.maxFiles,
-          fsync: config.broker.records.fsync,
-          logger: deps.logger,
-        }),
+    // What the constructor opens (the records file's lock, the store), closed again when a later
+    // step throws: a library user gets no open SQLite handle or records lock from a refused
+    // construction (the CLI's exit hooks would release them; an in-process caller goes on).
+    // Both closes finish synchronously (neither awaits), so they are released before the throw.
+    const opened: { close(): Promise<void> }[] = [];
+    try {
+      this.records =
+        deps.records ??
+        atPath('broker.records.path', () =>
+          new NdjsonRecordSink({
+            path: config.broker.records.path,
+            maxBytes: config.broker.records.maxBytes,
+            maxFiles: config.broker.records.maxFiles,
+            fsync: config.broker.records.fsync,
+            logger: deps.logger,
+          }),
+        );
+      if (!deps.records) opened.push(this.records);
+      this.publisher = new RecordPublisher<CallRecord>(this.logger);
+      // Read when judging: the roster of that moment (a tool renamed because a sibling's name sanitises alike is judged under the shared name too).
+      const sharedOf = (names: ReadonlyMap<string, string>, name: string) => (names.size ? names.get(name) : undefined);
+      this.policy = livePolicy(config.policy, {
+        tool: (name) => sharedOf(this.registry.roster.sharedToolNames, name),
+        prompt: (name) => sharedOf(this.registry.roster.sharedPromptNames, name),
+      });
+      this.env = deps.env ?? process.env;
+      this.cliPath = deps.cliPath;
+      this.importModule = deps.importModule;
+      this.store = deps.store ?? atPath('broker.dataDir', () => SqliteStore.open(config.broker.dataDir));
+      if (!deps.store) opened.push(this.store);
+      this.registry = new Registry(this.logger, this.scrubber);
+      this.sealedStates = new SealedStates({ store: this.store, clock: this.clock });
+      // `policy.askTimeoutMs` is read where it is used (here and below): a reload replaces `config.policy`.
+      this.approvalStates = new ApprovalStates({
+        store: this.store,
+        clock: this.clock,
+        get ttlMs() {
+          return config.policy.askTimeoutMs;
+        },
+        sealed: this.sealedStates,
+      });
+      this.logLevel = new UpstreamLogLevel(this.registry);
+      this.tools = new ToolFacts(config, this.policy);
+      this.resources = new ResourceRouter({ registry: this.registry, logger: this.logger, timeoutMs: config.broker.timeoutMs });
+      this.primitives = new PrimitiveGuard({
+        policy: this.policy,
+        prefixOf: (server) => this.registry.prefixOf(server),
+        records: this.records,
+        publisher: this.publisher,
+        clock: this.clock,
+        logger: this.logger,
+        scrubArgs: (a) => this.scrubber.value(a),
+        scrubText: (t) => this.scrubber.text(t),
+        get askTimeoutMs() {
+          return config.policy.askTimeoutMs;
+        },
+        onRecorded: (written) => this.metrics.recordWritten(written),
+        approvalStates: this.approvalStates,
+        hold: (running, abort) => this.broker.hold(running, abort),
+      });
+      this.ready = new Promise((resolve) => (this.markReady = resolve));
+      for (const [name, server] of Object.entries(config.mcpServers)) this.addUpstream(name, server, this.createUpstream(name, server));
+      this.router = new ToolRouter(this.registry, this.clock, {
+        get askTimeoutMs() {
+          return config.policy.askTimeoutMs;
+        },
+      });
+      // The broker's own tools (broker__reconnect, estate__*), served through the router (issue 4).
+      this.builtins = registerBuiltins(this);
+      this.experimental = this.builtins.experimental;
+      this.breakers = new Breakers({ clock: this.clock, threshold: config.broker.breaker.threshold, openMs: config.broker.breaker.openMs });
+      this.metrics = new BrokerMetrics({
+        upstreams: () => this.registry.upstreams.map((u) => ({ name: u.name, state: u.status.state })),
+        breakers: () => this.breakers.notClosed(),
+        budgets: () => this.budgets.entries(),
+      });
+      this.publisher.subscribe((record) => this.metrics.observeRecord(record));
+      this.tracer = deps.tracer;
+      this.broker = new Broker(this.buildStages(), this.clock);
+      this.tasks = new TaskEngine({
+        store: this.store,
+        clock: this.clock,
+        logger: this.logger,
+        run: (request, session, target) => this.broker.call(request, session, target),
+        record: (record) => this.writeRecord(record),
+        scrubArgs: (a) => this.scrubber.value(a),
+        shown: (row) => scrubbedTaskRow(this.scrubber, row),
+        ttlMs: config.broker.taskTtlMs,
+        maxTtlMs: config.broker.maxTaskTtlMs,
+        timing: { heartbeatMs: config.broker.taskHeartbeatMs, staleMs: config.broker.taskStaleMs, pollMs: config.broker.taskPollMs },
+        askMode: () => this.policy.config.askMode,
+        ready: (row) => this.isReady && this.firstDialOver(row.name),
+        stopping: () => this.broker.draining,
+      });
+      this.broker.onSettled = (call, answer) => this.tasks.onSettled(call, answer);
+      // Lists change many times during the first dial; clients list after `ready`, so stay quiet until then.
+      this.registry.on('listChanged', (kind) => this.isReady && this.emit('listChanged', kind));
+      // Tool pinning: every upstream tool's definition is pinned when first seen (issue 3).
+      this.registry.on('listChanged', (kind) => kind === 'tools' && void pinRoster(this.store, this.registry.roster, this.clock, this.logger));
+      this.registry.on('resourceUpdated', (uri, server) => this.emit('resourceUpdated', uri, server));
+      this.registry.on('log', (params, server, owner) =>
+        // Scrubbed like every other log line: an upstream may log its own secrets (issue 3 §6).
+        this.emit(
+          'log',
+          { ...params, data: this.scrubber.value(params.data), logger: params.logger ?? server } as LoggingMessageNotification['params'],
+          owner,
+        ),
       );
-    this.publisher = new RecordPublisher<CallRecord>(this.logger);
-    // Read when judging: the roster of that moment (a tool renamed because a sibling's name sanitises alike is judged under the shared name too).
-    const sharedOf = (names: ReadonlyMap<string, string>, name: string) => (names.size ? names.get(name) : undefined);
-    this.policy = livePolicy(config.policy, {
-      tool: (name) => sharedOf(this.registry.roster.sharedToolNames, name),
-      prompt: (name) => sharedOf(this.registry.roster.sharedPromptNames, name),
-    });
-    this.env = deps.env ?? process.env;
-    this.cliPath = deps.cliPath;
-    this.importModule = deps.importModule;
-    this.store = deps.store ?? atPath('broker.dataDir', () => SqliteStore.open(config.broker.dataDir));
-    this.registry = new Registry(this.logger, this.scrubber);
-    this.sealedStates = new SealedStates({ store: this.store, clock: this.clock });
-    // `policy.askTimeoutMs` is read where it is used (here and below): a reload replaces `config.policy`.
-    this.approvalStates = new ApprovalStates({
-      store: this.store,
-      clock: this.clock,
-      get ttlMs() {
-        return config.policy.askTimeoutMs;
-      },
-      sealed: this.sealedStates,
-    });
-    this.logLevel = new UpstreamLogLevel(this.registry);
-    this.tools = new ToolFacts(config, this.policy);
-    this.resources = new ResourceRouter({ registry: this.registry, logger: this.logger, timeoutMs: config.broker.timeoutMs });
-    this.primitives = new PrimitiveGuard({
-      policy: this.policy,
-      prefixOf: (server) => this.registry.prefixOf(server),
-      records: this.records,
-      publisher: this.publisher,
-      clock: this.clock,
-      logger: this.logger,
-      scrubArgs: (a) => this.scrubber.value(a),
-      scrubText: (t) => this.scrubber.text(t),
-      get askTimeoutMs() {
-        return config.policy.askTimeoutMs;
-      },
-      onRecorded: (written) => this.metrics.recordWritten(written),
-      approvalStates: this.approvalStates,
-      hold: (running, abort) => this.broker.hold(running, abort),
-    });
-    this.ready = new Promise((resolve) => (this.markReady = resolve));
-    for (const [name, server] of Object.entries(config.mcpServers)) this.addUpstream(name, server, this.createUpstream(name, server));
-    this.router = new ToolRouter(this.registry, this.clock, {
-      get askTimeoutMs() {
-        return config.policy.askTimeoutMs;
-      },
-    });
-    // The broker's own tools (broker__reconnect, estate__*), served through the router (issue 4).
-    this.builtins = registerBuiltins(this);
-    this.experimental = this.builtins.experimental;
-    this.breakers = new Breakers({ clock: this.clock, threshold: config.broker.breaker.threshold, openMs: config.broker.breaker.openMs });
-    this.metrics = new BrokerMetrics({
-      upstreams: () => this.registry.upstreams.map((u) => ({ name: u.name, state: u.status.state })),
-      breakers: () => this.breakers.notClosed(),
-      budgets: () => this.budgets.entries(),
-    });
-    this.publisher.subscribe((record) => this.metrics.observeRecord(record));
-    this.tracer = deps.tracer;
-    this.broker = new Broker(this.buildStages(), this.clock);
-    this.tasks = new TaskEngine({
-      store: this.store,
-      clock: this.clock,
-      logger: this.logger,
-      run: (request, session, target) => this.broker.call(request, session, target),
-      record: (record) => this.writeRecord(record),
-      scrubArgs: (a) => this.scrubber.value(a),
-      shown: (row) => scrubbedTaskRow(this.scrubber, row),
-      ttlMs: config.broker.taskTtlMs,
-      maxTtlMs: config.broker.maxTaskTtlMs,
-      timing: { heartbeatMs: config.broker.taskHeartbeatMs, staleMs: config.broker.taskStaleMs, pollMs: config.broker.taskPollMs },
-      askMode: () => this.policy.config.askMode,
-      ready: (row) => this.isReady && this.firstDialOver(row.name),
-      stopping: () => this.broker.draining,
-    });
-    this.broker.onSettled = (call, answer) => this.tasks.onSettled(call, answer);
-    // Lists change many times during the first dial; clients list after `ready`, so stay quiet until then.
-    this.registry.on('listChanged', (kind) => this.isReady && this.emit('listChanged', kind));
-    // Tool pinning: every upstream tool's definition is pinned when first seen (issue 3).
-    this.registry.on('listChanged', (kind) => kind === 'tools' && void pinRoster(this.store, this.registry.roster, this.clock, this.logger));
-    this.registry.on('resourceUpdated', (uri, server) => this.emit('resourceUpdated', uri, server));
-    this.registry.on('log', (params, server, owner) =>
-      // Scrubbed like every other log line: an upstream may log its own secrets (issue 3 §6).
-      this.emit(
-        'log',
-        { ...params, data: this.scrubber.value(params.data), logger: params.logger ?? server } as LoggingMessageNotification['params'],
-        owner,
-      ),
-    );
+    } catch (err) {
+      for (const resource of opened.reverse()) void resource.close().catch(() => undefined);
+      throw err;
+    }
   }
 
   /** Adds the upstream of one server to the registry (in its place when it replaces one). */
