@@ -15,6 +15,7 @@ import type { Logger } from './shared/logger.js';
 import { cliStart } from './cli-bundle.cjs';
 import { optimiseSooner } from './cli-tiering.js';
 import { shellQuote } from './shared/shell-quote.js';
+import { HeldStdin } from './transports/held-stdin.js';
 import { handOverSignals, holdSignals } from './upstream/child-transport.js';
 import { SERVE_OPTIONS, type ServeOption } from './serve-options.js';
 
@@ -104,6 +105,8 @@ export async function main(options: CliOptions = {}): Promise<void> {
       // From here on the start holds the records lock: until the shutdown is installed, a signal
       // ends the process through \`exit\`, whose hook releases it (Node's default would not).
       holdSignals();
+      // Read from now on, so a client that closes stdin while the broker starts is noticed.
+      const stdin = opts.transport === 'stdio' ? new HeldStdin(process.stdin, config.broker.maxMessageBytes) : undefined;
       const { Gateway, otlpTracer } = await import('./gateway.js');
       const scrubber = new Scrubber(config.secrets);
       const logger = createLogger({ level: opts.logLevel, scrubber, stream: await logStream() });
@@ -116,7 +119,11 @@ export async function main(options: CliOptions = {}): Promise<void> {
       try {
         gateway = new Gateway(config, { logger, scrubber, cliPath: realpathSync(argv[1]!), tracer: await otlpTracer(config), importModule });
         // Function modules and OpenAPI documents load now, so a bad one exits 2 before serving.
-        await gateway.prepare();
+        const prepared = gateway.prepare();
+        const { drainTimeoutMs } = config.broker;
+        const grace = () => logger.info({ drainTimeoutMs }, 'stdin closed while the broker starts; the requests sent wait up to broker.drainTimeoutMs for the start');
+        if (stdin && !(await stdin.outlastsClient(prepared, drainTimeoutMs, grace))) clientGone(logger);
+        await prepared;
       } catch (err) {
         fail(err, logger);
       }
@@ -149,7 +156,7 @@ export async function main(options: CliOptions = {}): Promise<void> {
         return;
       }
       const { serveStdio } = await import('./transports/stdio.js');
-      const serving = await serveStdio(gateway, { onStartError: (err) => fail(err, logger) });
+      const serving = await serveStdio(gateway, { stdin: stdin?.release(), onStartError: (err) => fail(err, logger) });
       void serving.closed.then(() => shutdown('stdin closed'));
       if (process.stdin.isTTY) {
         try {
@@ -331,6 +338,17 @@ function fail(err: unknown, logger: Logger): never {
   logger.flush?.();
   process.stderr.write(`mcp-broker: ${lib.messageOf(err)}\n`);
   process.exit(1);
+}
+
+/**
+ * stdin closed while the broker started, with nothing sent or what was sent still unanswered
+ * after `broker.drainTimeoutMs`: exit 0, as when a client closes stdin after the start (nothing
+ * was served yet; the exit hooks release the records lock and the store and end the children).
+ */
+function clientGone(logger: Logger): never {
+  logger.info({ why: 'stdin closed' }, 'stdin closed while the broker started; exiting');
+  logger.flush?.();
+  process.exit(0);
 }
 
 type Shutdown = ((why: string) => Promise<void>) & { readonly started: boolean };

@@ -420,6 +420,7 @@ export const brokerSchema = z
     /**
      * After stdin EOF, how long the requests already received may take to be answered, in ms
      * ({@link DEFAULT_DRAIN_TIMEOUT_MS}); calls still running then are cancelled and recorded so.
+     * An EOF while the broker still starts gives the start this long to finish (held-stdin.ts).
      */
     drainTimeoutMs: ms().default(DEFAULT_DRAIN_TIMEOUT_MS),
     /**

@@ -88,6 +88,8 @@ export class StdioServerTransport implements Transport {
 
   async start(): Promise<void> {
     this.stdin.on('data', this.onData);
+    // A stream paused by whoever read it before (held-stdin.ts, while the broker started) flows again.
+    this.stdin.resume();
     this.stdin.on('end', this.onEnd);
     this.stdin.on('error', (err) => this.onerror?.(err));
   }

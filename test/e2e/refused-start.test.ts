@@ -66,13 +66,12 @@ function serve(
   const child = spawn(process.execPath, [CLI, '--config', join(dir, 'servers.json'), ...(options.args ?? [])], {
     cwd: dir,
     env: { ...process.env, ...options.env },
-    stdio: [options.input ? 'pipe' : 'ignore', 'ignore', 'pipe'],
+    stdio: ['pipe', 'ignore', 'pipe'],
   });
-  // Messages of a stdio client, its stdin then left open (closing it would be a clean shutdown).
-  if (options.input) {
-    child.stdin!.on('error', () => undefined);
-    for (const message of options.input) child.stdin!.write(JSON.stringify(message) + '\n');
-  }
+  // A stdio client: its messages, its stdin then left open (closing it, even while the broker
+  // starts, would be a clean shutdown, exit 0).
+  child.stdin!.on('error', () => undefined);
+  for (const message of options.input ?? []) child.stdin!.write(JSON.stringify(message) + '\n');
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => {
     stderr += c.toString();

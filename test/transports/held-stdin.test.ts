@@ -1,0 +1,83 @@
+/** stdin held while a stdio broker starts (src/transports/held-stdin.ts), over in-memory streams. */
+import { PassThrough, type Readable } from 'node:stream';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { HeldStdin } from '../../src/transports/held-stdin.js';
+
+/** Everything `stream` gives until it ends. */
+async function drain(stream: Readable): Promise<string> {
+  let text = '';
+  stream.on('data', (c: Buffer) => (text += c.toString()));
+  stream.resume();
+  await new Promise((resolve) => stream.once('end', resolve));
+  return text;
+}
+
+const never = new Promise<void>(() => undefined);
+
+describe('HeldStdin', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('the start settling first wins (rejected too); what arrived meanwhile is read first by the transport, then the rest', async () => {
+    const stdin = new PassThrough();
+    const held = new HeldStdin(stdin, 1024);
+    stdin.write('{"id":1}\n');
+    await new Promise(setImmediate);
+    const failed = Promise.reject(new Error('bad module'));
+    expect(await held.outlastsClient(failed, 10_000)).toBe(true);
+    await expect(failed).rejects.toThrow('bad module');
+    const stream = held.release();
+    expect(stream).toBe(stdin);
+    stdin.end('{"id":2}\n');
+    expect(await drain(stream)).toBe('{"id":1}\n{"id":2}\n');
+  });
+
+  it('stdin ending with nothing but whitespace sent: the client is gone at once', async () => {
+    const stdin = new PassThrough();
+    const held = new HeldStdin(stdin, 1024);
+    stdin.end('\n \r\n');
+    expect(await held.outlastsClient(never, 10_000)).toBe(false);
+  });
+
+  it('stdin ending with requests sent: the start has graceMs to finish, then the client is gone', async () => {
+    vi.useFakeTimers();
+    const stdin = new PassThrough();
+    const held = new HeldStdin(stdin, 1024);
+    let graced = 0;
+    stdin.end('{"id":1}\n');
+    const verdict = held.outlastsClient(never, 5_000, () => graced++);
+    await vi.advanceTimersByTimeAsync(4_999);
+    expect(graced).toBe(1);
+    let settled: boolean | undefined;
+    void verdict.then((v) => (settled = v));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(settled).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await verdict).toBe(false);
+  });
+
+  it('stdin ending with requests sent, the start finishing within graceMs: the transport reads them, then the end', async () => {
+    const stdin = new PassThrough();
+    const held = new HeldStdin(stdin, 1024);
+    let started!: () => void;
+    const start = new Promise<void>((resolve) => (started = resolve));
+    stdin.end('{"id":1}\n');
+    const verdict = held.outlastsClient(start, 60_000, () => started());
+    expect(await verdict).toBe(true);
+    const stream = held.release();
+    expect(stream).not.toBe(stdin);
+    expect(await drain(stream)).toBe('{"id":1}\n');
+  });
+
+  it('past maxBytes reading pauses (a client that sent that much is not judged gone) until the transport reads', async () => {
+    const stdin = new PassThrough();
+    const held = new HeldStdin(stdin, 8);
+    stdin.write('0123456789\n');
+    await new Promise(setImmediate);
+    expect(stdin.isPaused()).toBe(true);
+    stdin.end('rest\n');
+    await new Promise(setImmediate);
+    // The end is not seen while paused: no verdict but the start's.
+    expect(await held.outlastsClient(Promise.resolve(), 0)).toBe(true);
+    expect(await drain(held.release())).toBe('0123456789\nrest\n');
+  });
+});
