@@ -164,7 +164,7 @@ export async function main(options: CliOptions = {}): Promise<void> {
         } catch (err) {
           fail(err, logger);
         }
-        if (!shutdown.started) printBanner(gateway);
+        if (!shutdown.started) printBanner(gateway, (await import('./commands/shown-status-message.js')).shownStatusMessage);
       }
     });
 
@@ -380,7 +380,12 @@ function installShutdown(gateway: Gateway, logger: Logger, beforeStop: readonly 
   return Object.defineProperty(shutdown, 'started', { get: () => stopping !== undefined }) as Shutdown;
 }
 
-function printBanner(gateway: Gateway): void {
+/**
+ * The banner of a broker whose stdin is a terminal: each upstream's state, the tool count, how to
+ * connect a client. An upstream's status message is the upstream's text, shown through `shown`
+ * (commands/shown-status-message.ts: scrubbed whole, cut, escaped).
+ */
+function printBanner(gateway: Gateway, shown: (message: string, scrub: (text: string) => string) => string): void {
   // Real paths, so the suggested snippets run as printed.
   const cli = realpathSync(process.argv[1]!);
   const root = dirname(dirname(cli));
@@ -388,7 +393,8 @@ function printBanner(gateway: Gateway): void {
   const lines = ['', `mcp-broker ${lib.VERSION} is serving ${gateway.config.file ?? 'servers.json'} on stdio.`, ''];
   for (const u of gateway.registry.upstreams) {
     const tools = [...gateway.registry.roster.tools.values()].filter((t) => t.server === u.name).length;
-    const state = u.status.state === 'ready' ? `ready, ${tools} tools` : `${u.status.state}${u.status.message ? `: ${u.status.message}` : ''}`;
+    const { state: now, message } = u.status;
+    const state = now === 'ready' ? `ready, ${tools} tools` : `${now}${message ? `: ${shown(message, (text) => gateway.scrubber.text(text))}` : ''}`;
     lines.push(`  ${u.name.padEnd(16)} ${state}`);
   }
   // The total also holds the broker's own tools (reconnect, the estate, tasks, local functions), not listed above.

@@ -24,6 +24,7 @@ import type { Logger } from '../shared/logger.js';
 import { SqliteStore } from '../store/index.js';
 import type { UpstreamState, UpstreamStatus } from '../upstream/types.js';
 import { EXIT_OK, EXIT_USAGE, type CommandIo } from './io.js';
+import { STATUS_MESSAGE_MAX_CHARS } from './shown-status-message.js';
 
 export interface CheckOptions {
   /** Print one JSON document (`{ready, servers: [...]}`) instead of the table. */
@@ -47,8 +48,6 @@ export interface CheckRow {
   error?: string;
 }
 
-/** Longest error shown in a table row, in characters; `--json` has it whole. */
-const ERROR_WIDTH = 160;
 
 /**
  * Runs the check (see the module comment); writes the table or JSON to `io.stdout`, a bad config
@@ -157,10 +156,13 @@ export function checkRows(gateway: Gateway, settled: ReadonlyMap<string, Upstrea
   });
 }
 
-/** The rows as an aligned table (SERVER, STATE, TOOLS, ERROR; `*` marks a server that counts), then a summary line. */
+/**
+ * The rows as an aligned table (SERVER, STATE, TOOLS, ERROR; `*` marks a server that counts), then a
+ * summary line; an error is cut at {@link STATUS_MESSAGE_MAX_CHARS} (`--json` has it whole).
+ */
 export function formatCheckTable(rows: readonly CheckRow[], ready: boolean): string {
   const header = ['SERVER', 'STATE', 'TOOLS', 'ERROR'];
-  const body = rows.map((r) => [`${r.server}${r.required ? '' : ' (optional)'}`, r.state, String(r.tools), cut(r.error ?? '', ERROR_WIDTH)]);
+  const body = rows.map((r) => [`${r.server}${r.required ? '' : ' (optional)'}`, r.state, String(r.tools), cut(r.error ?? '', STATUS_MESSAGE_MAX_CHARS)]);
   const up = rows.filter((r) => r.state === 'ready').length;
   const down = rows.filter((r) => r.required && r.state !== 'ready').map((r) => r.server);
   const summary = ready ? `${up} of ${rows.length} servers ready` : `${up} of ${rows.length} servers ready; not ready: ${down.join(', ')}`;
