@@ -54,14 +54,15 @@ export async function buildApp(ctx: HttpContext): Promise<Express> {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.use(hostOriginGuard({ allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins }, ctx.logger, (text) => ctx.gateway.scrubber.text(text)));
+  const scrub = (text: string) => ctx.gateway.scrubber.text(text);
+  app.use(hostOriginGuard({ allowedHosts: ctx.settings.allowedHosts, allowedOrigins: ctx.settings.allowedOrigins }, ctx.logger, scrub));
   // Several Authorization headers are 400 on the public routes below too (the auth guard answers the rest).
-  app.use(oneAuthorizationGuard(ctx.logger));
+  app.use(oneAuthorizationGuard(ctx.logger, scrub));
   // The status page's shell and assets hold no data; /metrics is open only with observability.metricsPublic.
   mountStatusAssets(app);
   mountPublicMetrics(app, ctx);
   app.get(SSE_PATH, loadLegacySse);
-  app.use(authGuard(() => ctx.auth, ctx.logger));
+  app.use(authGuard(() => ctx.auth, ctx.logger, scrub));
   // Raw bytes, parsed by each route: the MCP routes answer a bad body with a JSON-RPC error.
   app.use(express.raw({ type: () => true, limit: ctx.settings.maxBodyBytes }));
   mountLegacySse(app, ctx);

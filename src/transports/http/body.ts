@@ -13,7 +13,7 @@ import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import getRawBody from 'raw-body';
 import { messageOf } from '../../shared/errors.js';
 import type { HttpContext } from './context.js';
-import { jsonRpcError, pathOf, sendJson } from './guards.js';
+import { jsonRpcError, sendJson, shownPath } from './guards.js';
 
 /** A request the route cannot read: answered with `status` by {@link answerRequestError}. */
 export class RequestBodyError extends Error {
@@ -58,14 +58,15 @@ export async function readBody(req: IncomingMessage, limit: number): Promise<Buf
 /**
  * Answers a request that failed before or while its route ran: 413 for a body over
  * `http.maxBodyBytes`, its own status for another client fault (4xx), else 500 `-32603`
- * (logged). A response already started is ended as it is.
+ * (logged). A response already started is ended as it is. The log lines name the path as
+ * {@link shownPath} shows it, scrubbed with the gateway's scrubber.
  */
-export function answerRequestError(err: unknown, req: IncomingMessage, res: ServerResponse, ctx: Pick<HttpContext, 'settings' | 'logger'>): void {
+export function answerRequestError(err: unknown, req: IncomingMessage, res: ServerResponse, ctx: Pick<HttpContext, 'settings' | 'logger' | 'gateway'>): void {
   const e = err as { type?: string; status?: number; statusCode?: number };
   // A body left unread would be taken for the next request on this connection: end it instead.
   if (!req.complete && !res.headersSent) res.setHeader('connection', 'close');
   const status = e.status ?? e.statusCode;
-  const path = pathOf(req);
+  const path = shownPath(req, (text) => ctx.gateway.scrubber.text(text));
   if (e.type === 'entity.too.large') {
     ctx.logger.info({ method: req.method, path, maxBodyBytes: ctx.settings.maxBodyBytes }, 'http request body too large');
     if (!res.headersSent) sendJson(res, 413, jsonRpcError(-32000, `Payload Too Large: the body exceeds http.maxBodyBytes (${ctx.settings.maxBodyBytes} bytes)`));

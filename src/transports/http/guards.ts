@@ -107,13 +107,14 @@ export function checkHostAndOrigin(
 
 /**
  * Answers 403 (JSON-RPC error body) when the Host or Origin of `req` is not allowed, and logs a
- * warning; both name the refused value as {@link shownHeaderValue} shows it, scrubbed with `scrub`.
+ * warning; both name the refused value as {@link shownHeaderValue} shows it, scrubbed with `scrub`,
+ * and the log line names the path as {@link shownPath} shows it.
  * @returns whether `req` was refused (and answered)
  */
 export function refuseHostOrigin(req: IncomingMessage, res: ServerResponse, policy: OriginPolicy, logger: Logger, scrub: (text: string) => string): boolean {
   const why = checkHostAndOrigin(req.headers.host, req.headers.origin, policy, scrub);
   if (!why) return false;
-  logger.warn({ method: req.method, path: pathOf(req), why }, 'http request refused (Host/Origin)');
+  logger.warn({ method: req.method, path: shownPath(req, scrub), why }, 'http request refused (Host/Origin)');
   sendJson(res, 403, jsonRpcError(-32000, `Forbidden: ${why}`));
   return true;
 }
@@ -141,13 +142,14 @@ export function authorizationHeaderCount(req: IncomingMessage): number {
 
 /**
  * Answers 400 (JSON-RPC error -32000) for more than one `Authorization` header, whichever tokens
- * they hold: the caller would be ambiguous.
+ * they hold: the caller would be ambiguous. The log line names the path as {@link shownPath}
+ * shows it, scrubbed with `scrub`.
  * @returns whether `req` was refused (and answered)
  */
-function refuseSeveralAuthorizations(req: IncomingMessage, res: ServerResponse, logger: Logger): boolean {
+function refuseSeveralAuthorizations(req: IncomingMessage, res: ServerResponse, logger: Logger, scrub: (text: string) => string): boolean {
   const headers = authorizationHeaderCount(req);
   if (headers <= 1) return false;
-  logger.info({ method: req.method, path: pathOf(req), headers }, 'http request refused (several Authorization headers)');
+  logger.info({ method: req.method, path: shownPath(req, scrub), headers }, 'http request refused (several Authorization headers)');
   sendJson(res, 400, jsonRpcError(-32000, `Bad Request: send one Authorization header, not ${headers}`));
   return true;
 }
@@ -157,9 +159,9 @@ function refuseSeveralAuthorizations(req: IncomingMessage, res: ServerResponse, 
  * assets, `/metrics` with `observability.metricsPublic`), mounted before them: several
  * `Authorization` headers are 400 there too, as on every route but the health probes.
  */
-export function oneAuthorizationGuard(logger: Logger) {
+export function oneAuthorizationGuard(logger: Logger, scrub: (text: string) => string) {
   return (req: Request, res: Response, next: NextFunction): void => {
-    if (OPEN_PATHS.has(req.path) || !refuseSeveralAuthorizations(req, res, logger)) next();
+    if (OPEN_PATHS.has(req.path) || !refuseSeveralAuthorizations(req, res, logger, scrub)) next();
   };
 }
 
@@ -168,14 +170,15 @@ export function oneAuthorizationGuard(logger: Logger) {
  * 400 (JSON-RPC error -32000) for more than one `Authorization` header, whichever tokens they
  * hold and whether or not principals are configured, since the caller would be ambiguous; 401
  * with `WWW-Authenticate: Bearer realm="mcp-broker"` (plus `error="invalid_token"` for a token
- * no principal holds).
+ * no principal holds). Each refusal's log line names the path as {@link shownPath} shows it,
+ * scrubbed with `scrub`.
  */
-export function authenticateRequest(req: IncomingMessage, res: ServerResponse, auth: PrincipalAuthenticator, logger: Logger): Principal | undefined {
-  if (refuseSeveralAuthorizations(req, res, logger)) return undefined;
+export function authenticateRequest(req: IncomingMessage, res: ServerResponse, auth: PrincipalAuthenticator, logger: Logger, scrub: (text: string) => string): Principal | undefined {
+  if (refuseSeveralAuthorizations(req, res, logger, scrub)) return undefined;
   const result = auth.authenticate(req.headers.authorization);
   if ('principal' in result) return result.principal;
   const challenge = result.failure === 'invalid' ? 'Bearer realm="mcp-broker", error="invalid_token"' : 'Bearer realm="mcp-broker"';
-  logger.info({ method: req.method, path: pathOf(req), failure: result.failure }, 'http request refused (authentication)');
+  logger.info({ method: req.method, path: shownPath(req, scrub), failure: result.failure }, 'http request refused (authentication)');
   const message = result.failure === 'invalid' ? 'Unauthorized: unknown bearer token' : 'Unauthorized: send Authorization: Bearer <token>';
   sendJson(res, 401, jsonRpcError(-32001, message), { 'www-authenticate': challenge });
   return undefined;
@@ -185,11 +188,11 @@ export function authenticateRequest(req: IncomingMessage, res: ServerResponse, a
  * Express middleware: {@link authenticateRequest}, the principal kept in `res.locals.principal`.
  * Health probes pass without a token.
  */
-export function authGuard(auth: () => PrincipalAuthenticator, logger: Logger) {
+export function authGuard(auth: () => PrincipalAuthenticator, logger: Logger, scrub: (text: string) => string) {
   return (req: Request, res: Response, next: NextFunction): void => {
     if (OPEN_PATHS.has(req.path)) return next();
     // Read per request: a config reload replaces the authenticator.
-    const principal = authenticateRequest(req, res, auth(), logger);
+    const principal = authenticateRequest(req, res, auth(), logger, scrub);
     if (!principal) return;
     res.locals.principal = principal;
     next();
@@ -208,6 +211,24 @@ export function pathOf(req: IncomingMessage): string {
   }
   const q = url.indexOf('?');
   return q < 0 ? url : url.slice(0, q);
+}
+
+/**
+ * Most characters of a request's path a log line of a refused or failed request names, counted
+ * after scrubbing (a longer one is cut, `…` marking the cut): the path is the caller's, up to
+ * Node's 16 KiB header limit.
+ */
+export const SHOWN_PATH_MAX_CHARS = 200;
+
+/**
+ * The path of `req` ({@link pathOf}) as a log line names it: scrubbed whole with `scrub` (the
+ * gateway's scrubber: a cut through a secret would leave its start unrecognised; the logger's own
+ * scrub comes after the cut), then cut at {@link SHOWN_PATH_MAX_CHARS}. Not escaped: Node's HTTP
+ * parser answers 400 to a request target holding a control character or any byte outside ASCII
+ * before a listener sees it, so the path holds printable ASCII only.
+ */
+export function shownPath(req: IncomingMessage, scrub: (text: string) => string): string {
+  return cut(scrub(pathOf(req)), SHOWN_PATH_MAX_CHARS);
 }
 
 /** Answers with `status` and `body` as JSON (`application/json; charset=utf-8`, as express's `res.json`). */

@@ -23,6 +23,8 @@ export {
   sendJson,
   shownHeaderValue,
   SHOWN_HEADER_MAX_CHARS,
+  shownPath,
+  SHOWN_PATH_MAX_CHARS,
   type OriginPolicy,
 } from './guards.js';
 export { METRICS_PATH, mountMetrics, mountPublicMetrics } from './metrics-route.js';

@@ -63,7 +63,7 @@ export function streamableHttpHandler(ctx: HttpContext, modern: ModernHttp): (re
       res.once('finish', () => markCall('response end', 'end'));
     }
     if (refuseHostOrigin(req, res, origins, ctx.logger, scrub)) return;
-    const principal = authenticateRequest(req, res, ctx.auth, ctx.logger);
+    const principal = authenticateRequest(req, res, ctx.auth, ctx.logger, scrub);
     if (!principal) return;
     const method = req.method;
     // Every body is read within the limit, as on the express routes (413 on every route); only
