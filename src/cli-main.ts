@@ -14,6 +14,7 @@ import type { ModuleImporter } from './router/modules.js';
 import type { Logger } from './shared/logger.js';
 import { cliStart } from './cli-bundle.cjs';
 import { optimiseSooner } from './cli-tiering.js';
+import { printable } from './shared/printable.js';
 import { shellQuote } from './shared/shell-quote.js';
 import { HeldStdin } from './transports/held-stdin.js';
 import { handOverSignals, holdSignals } from './upstream/child-transport.js';
@@ -279,7 +280,7 @@ async function runCommand(body: () => Promise<number>): Promise<void> {
   try {
     process.exitCode = await body();
   } catch (err) {
-    process.stderr.write(`mcp-broker: ${lib.messageOf(err)}\n`);
+    sayError(lib.messageOf(err));
     process.exitCode = 1;
   }
 }
@@ -321,7 +322,7 @@ async function loadOrExit(file: string): Promise<LoadedConfig> {
     return await lib.loadConfigFileAsking(file, terminalAsker());
   } catch (err) {
     if (err instanceof lib.ConfigError) {
-      for (const problem of err.problems) process.stderr.write(`mcp-broker: bad config: ${lib.problemLine(problem)}\n`);
+      for (const problem of err.problems) sayError(`bad config: ${lib.problemLine(problem)}`);
       process.exit(2);
     }
     throw err;
@@ -330,13 +331,13 @@ async function loadOrExit(file: string): Promise<LoadedConfig> {
 
 function fail(err: unknown, logger: Logger): never {
   if (err instanceof lib.ConfigError) {
-    for (const problem of err.problems) process.stderr.write(`mcp-broker: bad config: ${lib.problemLine(problem)}\n`);
+    for (const problem of err.problems) sayError(`bad config: ${lib.problemLine(problem)}`);
     logger.flush?.();
     process.exit(2);
   }
   // One plain line, like a config error: what a person reads first when the broker will not start.
   logger.flush?.();
-  process.stderr.write(`mcp-broker: ${lib.messageOf(err)}\n`);
+  sayError(lib.messageOf(err));
   process.exit(1);
 }
 
@@ -349,6 +350,15 @@ function clientGone(logger: Logger): never {
   logger.info({ why: 'stdin closed' }, 'stdin closed while the broker started; exiting');
   logger.flush?.();
   process.exit(0);
+}
+
+/**
+ * Writes `mcp-broker: <text>` to stderr as one line, every control, bidi or invisible format
+ * character in `text` written as an escape ({@link printable}): an error's message can hold an
+ * upstream's text (the tool names of a roster collision, a fetched document's parse error).
+ */
+function sayError(text: string): void {
+  process.stderr.write(`mcp-broker: ${printable(text)}\n`);
 }
 
 type Shutdown = ((why: string) => Promise<void>) & { readonly started: boolean };

@@ -15,7 +15,7 @@
  * ({@link startProblems}): each is exit 2 with the line `serve` exits with (`bad config: <JSON
  * path>: cannot be used: …`), every one at once, and nothing is dialled.
  */
-import { alignedTable, cut } from './table.js';
+import { alignedTable, cut, printable } from './table.js';
 import type { LoadedConfig } from '../config/load.js';
 import { probeRecordsPath } from '../audit/records.js';
 import { Gateway, atPath } from '../gateway.js';
@@ -93,9 +93,12 @@ export async function checkCommand(config: LoadedConfig, options: CheckOptions, 
   return ready ? EXIT_OK : EXIT_NOT_READY;
 }
 
-/** Writes each problem on a line of its own, as `serve` does (`mcp-broker: bad config: <JSON path>: …`); returns {@link EXIT_USAGE}. */
+/**
+ * Writes each problem on a line of its own, as `serve` does (`mcp-broker: bad config: <JSON path>: …`,
+ * escaped with {@link printable}: a roster collision names upstreams' tools); returns {@link EXIT_USAGE}.
+ */
 function badConfig(problems: readonly ConfigProblem[], io: CommandIo): number {
-  for (const problem of problems) io.stderr.write(`mcp-broker: bad config: ${problemLine(problem)}\n`);
+  for (const problem of problems) io.stderr.write(`mcp-broker: bad config: ${printable(problemLine(problem))}\n`);
   return EXIT_USAGE;
 }
 
