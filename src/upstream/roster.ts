@@ -10,6 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Prompt, Resource, ResourceTemplateType, Tool } from '@modelcontextprotocol/client';
+import { cut } from '../shared/cut.js';
 import { advertisedName, advertisedNames } from './naming.js';
 import { UriTemplate } from './uri-template.js';
 
@@ -36,11 +37,21 @@ export interface RosterPrompt {
   readonly definition: Prompt;
 }
 
+/**
+ * Most characters of a `server/originalName` a {@link NameCollision} names, `…` marking a cut: the
+ * original name is the upstream's, of any length, and a collision is shown (the error that refuses
+ * a start, a logged error), never looked up.
+ */
+export const SHOWN_COLLISION_NAME_MAX_CHARS = 200;
+
 /** Items of two upstreams that would be advertised under one name (one upstream's are told apart: naming.ts `advertisedNames`). */
 export interface NameCollision {
   readonly kind: 'tool' | 'prompt';
   readonly name: string;
-  /** `server/originalName` of the one kept and the one withheld. */
+  /**
+   * `server/originalName` of the one kept and the one withheld, as the upstreams listed them
+   * (scrubbed, registry.ts), cut at {@link SHOWN_COLLISION_NAME_MAX_CHARS}.
+   */
   readonly kept: string;
   readonly withheld: string;
 }
@@ -160,7 +171,7 @@ export class Roster {
       }
       const existing = this.tools.get(name);
       if (existing) {
-        this.collisions.push({ kind: 'tool', name, kept: `${existing.server}/${existing.toolName}`, withheld: `${source.server}/${tool.name}` });
+        this.collisions.push({ kind: 'tool', name, kept: shownOriginal(existing.server, existing.toolName), withheld: shownOriginal(source.server, tool.name) });
         continue;
       }
       const definition: Tool = { ...tool, name };
@@ -172,7 +183,7 @@ export class Roster {
       const name = promptNames[i]!;
       const existing = this.prompts.get(name);
       if (existing) {
-        this.collisions.push({ kind: 'prompt', name, kept: `${existing.server}/${existing.promptName}`, withheld: `${source.server}/${prompt.name}` });
+        this.collisions.push({ kind: 'prompt', name, kept: shownOriginal(existing.server, existing.promptName), withheld: shownOriginal(source.server, prompt.name) });
         continue;
       }
       this.prompts.set(name, { name, server: source.server, promptName: prompt.name, definition: { ...prompt, name } });
@@ -180,6 +191,11 @@ export class Roster {
       if (plain !== name) this.sharedPromptNames.set(name, plain);
     }
   }
+}
+
+/** `server/originalName` as a {@link NameCollision} names it: cut at {@link SHOWN_COLLISION_NAME_MAX_CHARS}. */
+function shownOriginal(server: string, original: string): string {
+  return cut(`${server}/${original}`, SHOWN_COLLISION_NAME_MAX_CHARS);
 }
 
 /**

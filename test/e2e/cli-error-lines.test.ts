@@ -2,12 +2,15 @@
  * The one-line errors the CLI prints to stderr (`mcp-broker: bad config: …`, `mcp-broker: …`)
  * can hold an upstream's text: two upstreams' tools that would get one advertised name are named
  * as each upstream spelled them. Printed raw, a tool name's escape sequences reached the
- * operator's terminal (an OSC 52 clipboard write, a C1 CSI, a right-to-left override). Through
- * the real CLI: `check`, and `serve` over HTTP, each refused at start (exit 2).
+ * operator's terminal (an OSC 52 clipboard write, a C1 CSI, a right-to-left override); and a
+ * name of any length was printed whole. Through the real CLI: `check`, and `serve` over HTTP,
+ * each refused at start (exit 2).
  */
 import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
+import { SHOWN_COLLISION_NAME_MAX_CHARS } from '../../src/upstream/roster.js';
+import { cut } from '../../src/shared/cut.js';
 import { CLI, fixture, nodeServer, writeConfig } from './helpers.js';
 
 /** Any character `printable` escapes but the newline ending each line. */
@@ -45,4 +48,24 @@ describe('the error lines the CLI prints are escaped', () => {
       expect(stderr.slice(0, -1)).not.toMatch(UNPRINTABLE);
     });
   }
+});
+
+describe('a roster collision names each tool cut', () => {
+  // Over 64 characters, a name is advertised cut with the hash of its whole original: `a`'s `<long>`
+  // and bare-named `b`'s `a__<long>` are one original, so one advertised name.
+  const long = 'q'.repeat(5000);
+  const { dir, configPath } = writeConfig({
+    a: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: JSON.stringify([long]) } }),
+    b: nodeServer(fixture('names.mjs'), { env: { FIXTURE_TOOLS: JSON.stringify([`a__${long}`]) }, prefix: false }),
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('check: two 5,000-character names are each cut at SHOWN_COLLISION_NAME_MAX_CHARS with a marker (regression: printed whole)', async () => {
+    const { code, stderr } = await run(['check', '--config', configPath]);
+    expect(code).toBe(2);
+    const line = stderr.split('\n').find((l) => l.startsWith('mcp-broker: bad config: mcpServers.'))!;
+    expect(line).toContain(`"${cut(`a/${long}`, SHOWN_COLLISION_NAME_MAX_CHARS)}"`);
+    expect(line).toContain(`"${cut(`b/a__${long}`, SHOWN_COLLISION_NAME_MAX_CHARS)}"`);
+    expect(line.length).toBeLessThan(2 * SHOWN_COLLISION_NAME_MAX_CHARS + 200);
+  });
 });
