@@ -263,14 +263,15 @@ export async function main(options: CliOptions = {}): Promise<void> {
 }
 
 /**
- * Where logs go: readable lines (pino-pretty, to stderr) when stderr is a terminal, JSON lines
- * when it is piped. `MCP_BROKER_LOG_FORMAT=json` or `pretty` overrides the guess.
+ * Where logs go: readable lines (pino-pretty, to stderr, every string escaped: shared/pretty-log-stream.ts)
+ * when stderr is a terminal, JSON lines when it is piped. `MCP_BROKER_LOG_FORMAT=json` or `pretty`
+ * overrides the guess.
  */
 async function logStream() {
   const format = process.env.MCP_BROKER_LOG_FORMAT;
   if (format === 'json' || (format !== 'pretty' && !process.stderr.isTTY)) return undefined;
-  const { default: pretty } = await import('pino-pretty');
-  return pretty({ destination: 2, sync: true, colorize: process.stderr.isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'name' });
+  const { prettyLogStream } = await import('./shared/pretty-log-stream.js');
+  return prettyLogStream({ colorize: process.stderr.isTTY });
 }
 
 /** Runs a command body and sets the exit code it returns; a throw is exit 1 with one line on stderr. */
