@@ -39,6 +39,7 @@ import { RECONNECT_TOOL, ReconnectAnswerSchema } from '../../builtins/reconnect.
 import type { CallerSession } from '../../broker/types.js';
 import { jsonBody, type HttpContext } from './context.js';
 import { principalOf } from './guards.js';
+import { cut } from '../../shared/cut.js';
 import { messageOf } from '../../shared/errors.js';
 import { modernUnit, UNIT_META_KEY } from '../unit.js';
 import { SlidingWindowLimit } from './rate-limit.js';
@@ -47,6 +48,12 @@ import { sessionTag } from './session-table.js';
 export const RECONNECT_PATH = '/v1/sessions/:id/mcp/reconnect';
 /** The same for a modern (sessionless) caller. */
 export const MODERN_RECONNECT_PATH = '/v1/mcp/reconnect';
+
+/**
+ * Most characters of the `server` a caller named that the route's log line shows, counted after
+ * scrubbing (`…` marking a cut): the value is the caller's, any string up to `http.maxBodyBytes`.
+ */
+export const SHOWN_SERVER_MAX_CHARS = 200;
 
 /** The one body for an unknown session and for another principal's session. */
 const NOT_FOUND = { error: { code: 'session_not_found', message: 'no such session' } } as const;
@@ -123,8 +130,10 @@ export function mountReconnectRoute(app: Express, ctx: HttpContext): void {
     );
     answered = true;
     const redial = answer.outcome === 'ok' ? ReconnectAnswerSchema.safeParse(answer.result.structuredContent) : undefined;
+    // Scrubbed whole before the cut: the logger's own scrub comes after it, where a secret across the cut goes unrecognised.
+    const shownServer = cut(gateway.scrubber.text(server), SHOWN_SERVER_MAX_CHARS);
     ctx.logger.info(
-      { session: sessionId === null ? null : sessionTag(sessionId), principal: principal.name, server, callId: answer.callId, outcome: redial?.success ? redial.data.outcome : answer.outcome },
+      { session: sessionId === null ? null : sessionTag(sessionId), principal: principal.name, server: shownServer, callId: answer.callId, outcome: redial?.success ? redial.data.outcome : answer.outcome },
       'reconnect via admin api',
     );
     if (res.writableEnded || res.destroyed) return;
