@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/shared/errors.js';
+import { Scrubber } from '../../src/shared/scrub.js';
 import { checkHostAndOrigin, checkServeOptions, hostnameOf, isLoopback } from '../../src/transports/http/guards.js';
 
 const loopbackOnly = { allowedHosts: ['127.0.0.1', 'localhost', '[::1]'], allowedOrigins: [] };
@@ -64,5 +65,28 @@ describe('checkHostAndOrigin', () => {
     const listed = { ...loopbackOnly, allowedOrigins: ['https://app.example.com/'] };
     expect(checkHostAndOrigin('localhost', 'https://app.example.com', listed)).toBeUndefined();
     expect(checkHostAndOrigin('localhost', 'https://app.example.com.evil.com', listed)).toMatch(/allowedOrigins/);
+  });
+});
+
+describe('checkHostAndOrigin: the refused value named', () => {
+  // A configured secret is matched as written: the refusal lowercased the value before scrubbing it.
+  const SECRET = 'GuardSecretXY12ab34CD';
+  const scrubber = new Scrubber([SECRET]);
+  const scrub = (text: string) => scrubber.text(text);
+
+  it('a mixed-case secret in a refused Host or Origin is redacted, not shown lowercased (regression: scrubbed after lowercasing, so it passed)', () => {
+    const host = checkHostAndOrigin(`${SECRET}.example:8080`, undefined, loopbackOnly, scrub);
+    const origin = checkHostAndOrigin('localhost', `https://user@${SECRET}.Example/`, loopbackOnly, scrub);
+    for (const why of [host, origin]) {
+      expect(why).toContain('[REDACTED]');
+      expect(why!.toLowerCase()).not.toContain(SECRET.toLowerCase().slice(0, 8));
+    }
+    expect(host).toBe('Host "[REDACTED].example:8080" is not in http.allowedHosts');
+    expect(origin).toBe('Origin "https://user@[REDACTED].Example/" is not in http.allowedOrigins');
+  });
+
+  it('the value is still compared lowercased, without the port or trailing slashes', () => {
+    expect(checkHostAndOrigin('LOCALHOST:9', 'HTTP://LocalHost:5173/', loopbackOnly, scrub)).toBeUndefined();
+    expect(checkHostAndOrigin('localhost', 'https://App.Example.com//', { allowedHosts: ['localhost'], allowedOrigins: ['https://app.example.com'] }, scrub)).toBeUndefined();
   });
 });

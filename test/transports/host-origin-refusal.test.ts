@@ -14,7 +14,7 @@ import { SHOWN_HEADER_MAX_CHARS } from '../../src/transports/http/guards.js';
 import { fixture, nodeServer, waitFor } from '../e2e/helpers.js';
 import { startHttpBroker, type HttpBroker } from './harness.js';
 
-/** Lowercase: an Origin is compared (and shown) lowercased. */
+/** Lowercase, as a secret may be written; guards.test.ts has a mixed-case one. */
 const SECRET = `guard${randomBytes(16).toString('hex')}`;
 /** Any character `printable` escapes (C0, DEL, C1, bidi, invisible format, line separators). */
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/;
@@ -74,7 +74,8 @@ describe('a refused Host or Origin is named cut, scrubbed and escaped', () => {
       const { message, why } = await refusal(path, { host });
       expect(message).not.toMatch(UNPRINTABLE);
       expect(why).not.toMatch(UNPRINTABLE);
-      expect(message).toBe('Forbidden: Host "evil\\x9b2j\\x85\\xadx\u00e2\\x80\u00ae.example" is not in http.allowedHosts');
+      // Shown as sent (compared lowercased): the scrub must see a secret as it was written.
+      expect(message).toBe('Forbidden: Host "evil\\x9b2J\\x85\\xadx\u00e2\\x80\u00ae.example" is not in http.allowedHosts');
       expect(why).toBe(message.slice('Forbidden: '.length));
     }
   });

@@ -60,18 +60,21 @@ export interface OriginPolicy {
 export const SHOWN_HEADER_MAX_CHARS = 200;
 
 /**
- * A refused header value as a refusal names it: scrubbed whole with `scrub` (the gateway's
- * scrubber: a cut through a secret would leave its start unrecognised), then cut at
- * {@link SHOWN_HEADER_MAX_CHARS}, quoted as JSON (`"`, `\` and C0 controls escaped), and every
- * other control, bidi or invisible format character written as an escape ({@link printable}).
+ * A refused header value as a refusal names it: as the caller sent it (trimmed; never lowercased
+ * or otherwise rewritten first: a configured secret is matched as written, so `SeCrEt` lowercased
+ * would pass the scrub), scrubbed whole with `scrub` (the gateway's scrubber: a cut through a
+ * secret would leave its start unrecognised), then cut at {@link SHOWN_HEADER_MAX_CHARS}, quoted
+ * as JSON (`"`, `\` and C0 controls escaped), and every other control, bidi or invisible format
+ * character written as an escape ({@link printable}).
  */
 export function shownHeaderValue(value: string, scrub: (text: string) => string): string {
   return printable(JSON.stringify(cut(scrub(value), SHOWN_HEADER_MAX_CHARS)));
 }
 
 /**
- * Why a request's Host or Origin is refused, or undefined when both pass. The refused value is
- * named as {@link shownHeaderValue} shows it, scrubbed with `scrub` (default: as it came).
+ * Why a request's Host or Origin is refused, or undefined when both pass. The refused header is
+ * named whole as it came (compared lowercased, without the port or trailing slashes, but shown as
+ * sent), as {@link shownHeaderValue} shows it, scrubbed with `scrub` (default: as it came).
  */
 export function checkHostAndOrigin(
   host: string | undefined,
@@ -87,7 +90,7 @@ export function checkHostAndOrigin(
       const a = allowed.toLowerCase();
       return a === name || a === full;
     });
-    if (!ok) return `Host ${shownHeaderValue(name, scrub)} is not in http.allowedHosts`;
+    if (!ok) return `Host ${shownHeaderValue(host.trim(), scrub)} is not in http.allowedHosts`;
   }
   if (origin !== undefined && !policy.allowedOrigins.includes('*')) {
     const normalized = origin.trim().toLowerCase().replace(/\/+$/, '');
@@ -99,7 +102,7 @@ export function checkHostAndOrigin(
     }
     const listed = policy.allowedOrigins.some((o) => o.toLowerCase().replace(/\/+$/, '') === normalized);
     if (!listed && !(originHost && isLoopback(originHost))) {
-      return `Origin ${shownHeaderValue(normalized, scrub)} is not in http.allowedOrigins`;
+      return `Origin ${shownHeaderValue(origin.trim(), scrub)} is not in http.allowedOrigins`;
     }
   }
   return undefined;
