@@ -399,7 +399,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   /**
    * The last error line of each upstream that failed or went into backoff, and when (ms since the
    * epoch); for the status page. Scrubbed when kept; a reader scrubs it again as it shows it (a
-   * reload may have added a secret since).
+   * reload may have added a secret since) with `Scrubber.cutText`: the line may have been cut
+   * when kept, through a value that became a secret only later.
    */
   readonly lastErrors = new Map<string, { at: number; message: string }>();
 

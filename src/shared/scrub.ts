@@ -192,6 +192,8 @@ export class Scrubber {
   private exact: RegExp | undefined;
   /** {@link PATTERN_ANCHORS} plus the spellings of {@link exact} (flagged), found in one pass. */
   private scanner: AnchorScanner = PATTERN_SCANNER;
+  /** Every spelling of the exact secrets ({@link secretSpellings}), for {@link cutText}. */
+  private spellings: readonly string[] = [];
   private secretsAdded = 0;
 
   constructor(secrets: Iterable<string> = []) {
@@ -250,6 +252,37 @@ export class Scrubber {
     const scrubbed = starts.length ? replaceAtStarts(out, PATTERN_AT, starts, redact) : out;
     // Equal text is returned as the original string, so callers can compare by reference.
     return scrubbed === text ? text : scrubbed;
+  }
+
+  /**
+   * {@link text} for text that was cut before this scrub (each cut marked by `marker`, default
+   * `…`: shared/cut.ts): the first characters of an exact secret that ran across a cut stand
+   * before its marker, the rest cut away, and {@link text} cannot recognise them; they are
+   * dropped too. For text kept cut and shown again later, when a secret may have been added since
+   * (an upstream's last error on the status page, kept before a config reload). Text scrubbed
+   * before it was cut needs none of this for the secrets known then. The same string when
+   * nothing changed.
+   */
+  cutText(text: string, marker = '…'): string {
+    const scrubbed = this.text(text);
+    if (this.spellings.length === 0 || !scrubbed.includes(marker)) return scrubbed;
+    const parts = scrubbed.split(marker);
+    for (let i = 0; i < parts.length - 1; i++) {
+      const before = parts[i]!;
+      let head = 0;
+      // The longest start of any spelling that `before` ends with (a whole one is redacted already).
+      for (const spelling of this.spellings) {
+        for (let k = Math.min(spelling.length - 1, before.length); k > head; k--) {
+          if (before.endsWith(spelling.slice(0, k))) {
+            head = k;
+            break;
+          }
+        }
+      }
+      if (head > 0) parts[i] = before.slice(0, before.length - head);
+    }
+    const out = parts.join(marker);
+    return out === text ? text : out;
   }
 
   /**
@@ -399,6 +432,7 @@ export class Scrubber {
   private compile(): RegExp | undefined {
     const spellings = new Set<string>();
     for (const s of this.secrets) for (const spelling of secretSpellings(s)) if (spelling.length >= MIN_SECRET_LENGTH) spellings.add(spelling);
+    this.spellings = [...spellings];
     if (!spellings.size) return undefined;
     this.scanner = new AnchorScanner([...PATTERN_ANCHORS, ...[...spellings].map((text) => ({ text, lead: 'flag' as const, caseSensitive: true }))]);
     const parts = [...spellings].sort((a, b) => b.length - a.length).map(escapeRegExp);

@@ -263,3 +263,21 @@ describe('text carried as base64 media (found by a review subagent: an SVG passe
     expect(scrubber.media(block)).toBe(block);
   });
 });
+
+describe('Scrubber.cutText (text cut before a secret it held was known)', () => {
+  const secret = 'Zq9-later-secret-77';
+
+  it('drops the start of a secret that runs across a cut, at every cut; a whole secret is redacted as text() does (regression: a status line kept before a reload showed it)', () => {
+    const scrubber = new Scrubber();
+    const kept = `a ${secret.slice(0, 9)}… and b ${secret.slice(0, 3)}… and ${secret} whole`;
+    expect(scrubber.cutText(kept)).toBe(kept);
+    scrubber.addSecrets([secret]);
+    expect(scrubber.text(kept)).toContain(secret.slice(0, 9));
+    expect(scrubber.cutText(kept)).toBe(`a … and b … and ${REDACTED} whole`);
+  });
+
+  it('leaves text with no cut, or no secret start before a cut, as it is (the same string)', () => {
+    const scrubber = new Scrubber([secret]);
+    for (const text of ['nothing cut here', 'cut here, nothing of it… x', `${secret.slice(1, 8)}…`]) expect(scrubber.cutText(text)).toBe(text);
+  });
+});

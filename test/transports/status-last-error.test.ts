@@ -64,4 +64,26 @@ describe('status page: last error line', () => {
     expect(shown).toContain('cannot start with value [REDACTED]');
     expect(shown).not.toContain(later);
   });
+
+  it('a value a reload makes a secret, running across the cut of a last error kept before the reload, shows none of its start (regression: its first 14 characters were shown)', async () => {
+    const later = `later-${randomBytes(8).toString('hex')}`;
+    // The stderr line is shown cut at 300 characters; the value starts 14 characters before the cut.
+    const dying = { command: process.execPath, args: ['-e', "console.error('cannot start with value ' + 'x'.repeat(260) + ' ' + process.argv[1]); process.exit(3)", later] };
+    const raw = { mcpServers: { dying }, estate: { enabled: false } };
+    served = await serveInProcess(raw, { clock: new ManualClock() });
+    const { serving, gateway } = served;
+    const lastError = async () => {
+      const body = (await (await fetch(`${serving.url}/api/v1/status`)).json()) as { upstreams: Array<{ name: string; lastError?: { message: string } }> };
+      return body.upstreams.find((u) => u.name === 'dying')?.lastError?.message;
+    };
+    // Not a secret yet: its start stands before the cut, as kept.
+    expect(await lastError()).toMatch(new RegExp(`x ${later.slice(0, 14)}…$`));
+
+    const holder = { command: process.execPath, args: ['-e', ''], disabled: true, env: { API_TOKEN: '${env:LATER_TOKEN}' } };
+    await gateway.reload(parseConfig({ ...raw, mcpServers: { dying, holder } }, { baseDir: served.dir, env: { LATER_TOKEN: later } }));
+
+    const shown = await lastError();
+    expect(shown).not.toContain(later.slice(0, 6));
+    expect(shown).toMatch(/cannot start with value x{260} …$/);
+  });
 });

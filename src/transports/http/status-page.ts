@@ -91,8 +91,10 @@ export async function statusSnapshot(gateway: Gateway, principal: Principal): Pr
     const last = gateway.lastErrors.get(u.name);
     if (operator) {
       if (u.status.errorCode) row.errorCode = u.status.errorCode;
-      // Scrubbed again as shown: a reload may have added a secret since the line was kept.
-      if (last) row.lastError = { at: new Date(last.at).toISOString(), message: gateway.scrubber.text(last.message) };
+      // Scrubbed again as shown: a reload may have added a secret since the line was kept. The
+      // line was cut (a stderr line at 300 characters) before that secret was known: the start
+      // of one that ran across the cut is dropped too (Scrubber.cutText).
+      if (last) row.lastError = { at: new Date(last.at).toISOString(), message: gateway.scrubber.cutText(last.message) };
     }
     return row;
   });
