@@ -6,7 +6,10 @@
  * with a zero-width character read as another name, and U+2028 broke the row in terminals and
  * log viewers that take it for a line end. Then the other format characters (the deprecated
  * format controls U+206A–U+206F, the annotation marks, the tag characters U+E0000–U+E007F that
- * spell invisible text) passed too: every `\p{Cf}` is escaped now.
+ * spell invisible text) passed too: every `\p{Cf}` is escaped now. Then the default-ignorable
+ * characters outside `\p{Cf}` passed: the variation selectors (U+FE00–U+FE0F, and U+E0100–U+E01EF,
+ * which spell invisible text a byte each as the tags do), the combining grapheme joiner, the
+ * Hangul fillers: every `\p{Default_Ignorable_Code_Point}` is escaped now.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -32,10 +35,20 @@ const INVISIBLE: ReadonlyArray<readonly [string, string]> = [
   ['\u{e0001}', '\\u{e0001}'],
   ['\u{e0041}', '\\u{e0041}'],
   ['\u{e007f}', '\\u{e007f}'],
+  ['\ufe00', '\\ufe00'],
+  ['\ufe0f', '\\ufe0f'],
+  ['\u{e0100}', '\\u{e0100}'],
+  ['\u{e01ef}', '\\u{e01ef}'],
+  ['\u034f', '\\u034f'],
+  ['\u115f', '\\u115f'],
+  ['\u3164', '\\u3164'],
+  ['\uffa0', '\\uffa0'],
+  ['\u180b', '\\u180b'],
+  ['\u2065', '\\u2065'],
 ];
 
 /** Every character `printable` must never pass: C0, DEL, C1, the bidi controls and {@link INVISIBLE}. */
-const NEVER = /[\p{Cc}\p{Cf}\u2028\u2029]/u;
+const NEVER = /[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]/u;
 
 describe('printable', () => {
   it('shows the zero-width and invisible format characters and the line and paragraph separators as escapes (regression: they were passed as they came)', () => {
@@ -43,11 +56,14 @@ describe('printable', () => {
     expect(printable(`admin\u200b__delete\u2028forged row`)).toBe('admin\\u200b__delete\\u2028forged row');
     // Tag characters spell invisible text (U+E0041 is an invisible "A"): each is shown, none hidden.
     expect(printable('ok\u{e0069}\u{e0067}\u{e006e}')).toBe('ok\\u{e0069}\\u{e0067}\\u{e006e}');
+    // So do variation selectors after a character that has no variant: "hi" a byte each, and a name that reads as another.
+    expect(printable('ok\u{e0158}\u{e0159}')).toBe('ok\\u{e0158}\\u{e0159}');
+    expect(printable('fs__read_file\ufe0f')).toBe('fs__read_file\\ufe0f');
   });
 
   it('still shows C0, C1 and bidi controls as escapes, and leaves other text as it is', () => {
     expect(printable('x\u001b[2K\r\n\t\u009b\u202e\u2066\u061c')).toBe('x\\x1b[2K\\r\\n\\t\\x9b\\u202e\\u2066\\u061c');
-    for (const plain of ['', 'fs__read_file', 'café 東京 ١٢٣ 🙂', 'a\u00a0b', 'x\u2065y']) expect(printable(plain)).toBe(plain);
+    for (const plain of ['', 'fs__read_file', 'café 東京 ١٢٣ 🙂', 'a\u00a0b', 'x\u2070y']) expect(printable(plain)).toBe(plain);
   });
 
   it('no character it must escape survives, whatever the text', () => {
