@@ -21,6 +21,12 @@ export class HeldStdin {
   private sent = false;
   private ended = false;
   private released = false;
+  /**
+   * Set while reading is paused at `maxBytes`: a paused stdin keeps nothing running, so a start
+   * that waits on nothing else (a module awaiting a signal) would end the process (13) under a
+   * client still connected. This holds it until {@link release}.
+   */
+  private keepAlive?: NodeJS.Timeout;
   private onEnded!: () => void;
   /** Settles when stdin ends (or fails: nothing more can be read from it) while held. */
   private readonly end = new Promise<void>((resolve) => (this.onEnded = resolve));
@@ -28,8 +34,12 @@ export class HeldStdin {
     this.chunks.push(chunk);
     this.bytes += chunk.length;
     if (!this.sent) this.sent = chunk.some((byte) => !JSON_WHITESPACE.has(byte));
-    // That much sent is a client owed answers, not one gone: reading waits for the transport.
-    if (this.bytes >= this.maxBytes) this.stdin.pause();
+    // That much sent is a client owed answers, not one gone: reading waits for the transport,
+    // and the process stays for it (its end cannot be seen until reading resumes).
+    if (this.bytes >= this.maxBytes && !this.keepAlive) {
+      this.stdin.pause();
+      this.keepAlive = setInterval(() => undefined, 1 << 30);
+    }
   };
   private readonly onEnd = () => {
     this.ended = true;
@@ -38,7 +48,8 @@ export class HeldStdin {
 
   /**
    * Starts reading `stdin` (owned by the caller; never closed here), keeping at most about
-   * `maxBytes` (`broker.maxMessageBytes`) before reading pauses until {@link release}.
+   * `maxBytes` (`broker.maxMessageBytes`) before reading pauses until {@link release}; while it is
+   * paused the process is kept alive, and an end of stdin is seen only once the transport reads.
    */
   constructor(
     private readonly stdin: Readable,
@@ -82,6 +93,7 @@ export class HeldStdin {
   release(): Readable {
     if (this.released) throw new Error('HeldStdin.release: already released');
     this.released = true;
+    clearInterval(this.keepAlive);
     this.stdin.pause();
     this.stdin.off('data', this.onData);
     this.stdin.off('end', this.onEnd);

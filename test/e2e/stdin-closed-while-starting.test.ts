@@ -100,6 +100,25 @@ describe('stdin closed while the broker starts', () => {
     expect(answers[1]!.result!.tools!.map((t) => t.name)).toContain('slow_echo');
   });
 
+  it('more than broker.maxMessageBytes sent while the start waits on a signal, stdin left open: served once it finishes (regression: reading paused there kept nothing alive, exit 13 under the client)', async () => {
+    const run = serve([fixture('functions/loads-on-signal.mjs')], { maxMessageBytes: 1024 });
+    // About 120 KB at once: past 1024 bytes reading pauses, and once the stream's own buffer is
+    // full too stdin is no longer read at all (the rest waits in the pipe).
+    const pings = Array.from({ length: 3000 }, (_, i) => ({ jsonrpc: '2.0', id: 10 + i, method: 'ping' }));
+    run.child.stdin!.write(lines(initialize, initialized, ...pings));
+    await run.said('loads-on-signal: loading');
+    run.child.kill('SIGUSR2');
+    const answered = () => run.stdout().trim().split('\n').filter(Boolean).length;
+    await new Promise<void>((resolve, reject) => {
+      run.child.stdout!.on('data', () => answered() === 1 + pings.length && resolve());
+      void run.exited.then((how) => reject(new Error(`the CLI exited ${JSON.stringify(how)} before answering\n--- stderr ---\n${run.stderr()}`)));
+    });
+    run.child.stdin!.end();
+    expect(await run.exited).toEqual({ code: 0, signal: null });
+    const ids = run.stdout().trim().split('\n').map((l) => (JSON.parse(l) as { id: number }).id);
+    expect(ids).toEqual([1, ...pings.map((p) => p.id)]);
+  });
+
   it('stdin left open, a load that finishes: serves as before, and a close after the start exits 0', async () => {
     const run = serve([fixture('functions/loads-on-signal.mjs')]);
     await run.said('loads-on-signal: loading');
