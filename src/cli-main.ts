@@ -122,7 +122,11 @@ export async function main(options: CliOptions = {}): Promise<void> {
         // Function modules and OpenAPI documents load now, so a bad one exits 2 before serving.
         const prepared = gateway.prepare();
         const { drainTimeoutMs } = config.broker;
-        const grace = () => logger.info({ drainTimeoutMs }, 'stdin closed while the broker starts; the requests sent wait up to broker.drainTimeoutMs for the start');
+        const grace = () =>
+          logger.info(
+            { drainTimeoutMs, requestsSent: stdin!.requestsSent },
+            'stdin closed while the broker starts; the start has up to broker.drainTimeoutMs to finish (requests sent are answered) or fail (exit 2)',
+          );
         if (stdin && !(await stdin.outlastsClient(prepared, drainTimeoutMs, grace))) clientGone(logger);
         await prepared;
       } catch (err) {
@@ -343,9 +347,9 @@ function fail(err: unknown, logger: Logger): never {
 }
 
 /**
- * stdin closed while the broker started, with nothing sent or what was sent still unanswered
- * after `broker.drainTimeoutMs`: exit 0, as when a client closes stdin after the start (nothing
- * was served yet; the exit hooks release the records lock and the store and end the children).
+ * stdin closed while the broker started, and the start neither finished nor failed within
+ * `broker.drainTimeoutMs` after that: exit 0, as when a client closes stdin after the start
+ * (nothing was served; the exit hooks release the records lock and the store and end the children).
  */
 function clientGone(logger: Logger): never {
   logger.info({ why: 'stdin closed' }, 'stdin closed while the broker started; exiting');

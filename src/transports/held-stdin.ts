@@ -5,9 +5,11 @@
  * running with nobody to serve. Held here, stdin is read from the start; what arrives is kept
  * and handed to the transport ({@link HeldStdin.release}) as if it had just arrived.
  *
- * An end of stdin during the start is judged as the transport judges one after it
- * (`stdio-server.ts`): with nothing sent, the client is gone at once; with requests sent, they
- * are owed answers, so the start has `graceMs` (`broker.drainTimeoutMs`) to finish first.
+ * An end of stdin during the start gives the start `graceMs` (`broker.drainTimeoutMs`) to
+ * settle: requests sent before the end are owed answers (as after the start, `stdio-server.ts`),
+ * and a start that fails meanwhile is still reported as such (a module that does not load: exit
+ * 2, as with stdin open). Only a start still running when the grace has passed is left: the
+ * client is gone.
  */
 import { Readable } from 'node:stream';
 
@@ -60,11 +62,15 @@ export class HeldStdin {
     stdin.once('error', this.onEnd);
   }
 
+  /** Whether a request (a byte other than JSON whitespace) arrived before stdin ended or was released. */
+  get requestsSent(): boolean {
+    return this.sent;
+  }
+
   /**
    * Waits for `start` to settle (`true`; fulfilled or rejected, await it for which) unless the
-   * client goes first (`false`): stdin ends with nothing sent, or with requests sent and
-   * `graceMs` passing after the end before `start` settles. `onGrace` is called when that grace
-   * begins (stdin ended with requests sent, `start` still running).
+   * client goes first (`false`): stdin ends and `graceMs` passes after the end before `start`
+   * settles. `onGrace` is called when that grace begins (stdin ended, `start` still running).
    */
   async outlastsClient(start: Promise<unknown>, graceMs: number, onGrace?: () => void): Promise<boolean> {
     let done = false;
@@ -74,7 +80,6 @@ export class HeldStdin {
     );
     let timer: NodeJS.Timeout | undefined;
     const gone = this.end.then(() => {
-      if (!this.sent) return false;
       if (!done) onGrace?.();
       return new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)));
     });

@@ -66,12 +66,15 @@ function serve(
   const child = spawn(process.execPath, [CLI, '--config', join(dir, 'servers.json'), ...(options.args ?? [])], {
     cwd: dir,
     env: { ...process.env, ...options.env },
-    stdio: ['pipe', 'ignore', 'pipe'],
+    stdio: [options.input ? 'pipe' : 'ignore', 'ignore', 'pipe'],
   });
-  // A stdio client: its messages, its stdin then left open (closing it, even while the broker
-  // starts, would be a clean shutdown, exit 0).
-  child.stdin!.on('error', () => undefined);
-  for (const message of options.input ?? []) child.stdin!.write(JSON.stringify(message) + '\n');
+  // Without input stdin is /dev/null, closed from the start: a start that fails within
+  // broker.drainTimeoutMs of the close is still reported (exit 2), as with stdin open. With input,
+  // a stdio client's messages, its stdin then left open.
+  if (options.input) {
+    child.stdin!.on('error', () => undefined);
+    for (const message of options.input) child.stdin!.write(JSON.stringify(message) + '\n');
+  }
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => {
     stderr += c.toString();

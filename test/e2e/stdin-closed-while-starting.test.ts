@@ -1,6 +1,7 @@
 /**
  * A stdio broker whose client closes stdin while it starts exits as it does when the client
- * closes stdin after the start: `0`. It read nothing from stdin until its function modules had
+ * closes stdin after the start: `0`, unless the start fails within `broker.drainTimeoutMs` of the
+ * close (exit 2, as with stdin open). It read nothing from stdin until its function modules had
  * loaded, so a client gone during a load that never settles went unnoticed: the broker ran on
  * for as long as anything kept the process alive (forever, for a module waiting on a socket), or
  * ended with Node's 13 ("unsettled top-level await") once nothing did. Requests sent before the
@@ -67,8 +68,8 @@ describe('stdin closed while the broker starts', () => {
     ['a module that keeps the process alive (ran on forever)', {}],
     ['a module that leaves nothing running (ended 13, unsettled top-level await)', { FIXTURE_IDLE: '1' }],
   ] as const) {
-    it(`with nothing sent, during a load that never settles: exit 0 at once, no records lock left (${what})`, async () => {
-      const run = serve([fixture('functions/never-settles.mjs')], {}, env);
+    it(`with nothing sent, during a load that never settles: exit 0 once broker.drainTimeoutMs has passed, no records lock left (${what})`, async () => {
+      const run = serve([fixture('functions/never-settles.mjs')], { drainTimeoutMs: 200 }, env);
       await run.said('never-settles: loading');
       run.child.stdin!.end();
       expect(await run.exited).toEqual({ code: 0, signal: null });
@@ -83,8 +84,20 @@ describe('stdin closed while the broker starts', () => {
     await run.said('never-settles: loading');
     run.child.stdin!.end(lines(initialize, initialized));
     expect(await run.exited).toEqual({ code: 0, signal: null });
-    expect(run.stderr()).toContain('the requests sent wait up to broker.drainTimeoutMs for the start');
+    expect(run.stderr()).toContain('the start has up to broker.drainTimeoutMs to finish');
     expect(run.stderr()).toContain('stdin closed while the broker started; exiting');
+  });
+
+  it('with nothing sent, during a load that then fails: exit 2 naming the module, as with stdin open (a closed stdin does not hide a bad module)', async () => {
+    const run = serve([fixture('functions/loads-on-signal.mjs')], {}, { FIXTURE_FAIL: '1' });
+    await run.said('loads-on-signal: loading');
+    run.child.stdin!.end();
+    await run.said('the start has up to broker.drainTimeoutMs to finish');
+    run.child.kill('SIGUSR2');
+    expect(await run.exited).toEqual({ code: 2, signal: null });
+    expect(run.stderr()).toContain('mcp-broker: bad config: functions[0]: cannot load function module');
+    expect(run.stderr()).not.toContain('stdin closed while the broker started; exiting');
+    expect(existsSync(join(run.dir, 'calls.ndjson.lock'))).toBe(false);
   });
 
   it('with requests sent, during a load that then finishes: every request is answered, then exit 0 (a one-shot pipe)', async () => {
@@ -92,7 +105,7 @@ describe('stdin closed while the broker starts', () => {
     await run.said('loads-on-signal: loading');
     run.child.stdin!.end(lines(initialize, initialized, toolsList));
     // The broker has seen the end while the module still loads; now the load finishes.
-    await run.said('the requests sent wait up to broker.drainTimeoutMs for the start');
+    await run.said('the start has up to broker.drainTimeoutMs to finish');
     run.child.kill('SIGUSR2');
     expect(await run.exited).toEqual({ code: 0, signal: null });
     const answers = run.stdout().trim().split('\n').map((l) => JSON.parse(l) as { id: number; result?: { tools?: { name: string }[] } });

@@ -31,11 +31,30 @@ describe('HeldStdin', () => {
     expect(await drain(stream)).toBe('{"id":1}\n{"id":2}\n');
   });
 
-  it('stdin ending with nothing but whitespace sent: the client is gone at once', async () => {
+  it('stdin ending with nothing but whitespace sent: the start still has graceMs to settle (a failing one is reported), then the client is gone', async () => {
+    vi.useFakeTimers();
     const stdin = new PassThrough();
     const held = new HeldStdin(stdin, 1024);
     stdin.end('\n \r\n');
-    expect(await held.outlastsClient(never, 10_000)).toBe(false);
+    let graced = 0;
+    const verdict = held.outlastsClient(never, 5_000, () => graced++);
+    let settled: boolean | undefined;
+    void verdict.then((v) => (settled = v));
+    await vi.advanceTimersByTimeAsync(4_999);
+    expect(graced).toBe(1);
+    expect(settled).toBeUndefined();
+    expect(held.requestsSent).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await verdict).toBe(false);
+
+    const again = new PassThrough();
+    const failing = new HeldStdin(again, 1024);
+    again.end();
+    let fail!: (err: Error) => void;
+    const start = new Promise<void>((_, reject) => (fail = reject));
+    const outcome = failing.outlastsClient(start, 5_000, () => fail(new Error('bad module')));
+    expect(await outcome).toBe(true);
+    await expect(start).rejects.toThrow('bad module');
   });
 
   it('stdin ending with requests sent: the start has graceMs to finish, then the client is gone', async () => {
