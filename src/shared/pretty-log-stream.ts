@@ -34,10 +34,15 @@ export function printableLogLine(line: string): unknown {
   return escaped(log);
 }
 
-/** `value` with every string escaped with {@link printable}; objects rebuilt as own data properties (a `__proto__` key stays a key). */
-function escaped(value: unknown): unknown {
-  if (typeof value === 'string') return printable(value);
-  if (Array.isArray(value)) return value.map(escaped);
-  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [printable(k), escaped(v)]));
+/**
+ * `value` with every string escaped with {@link printable}; objects rebuilt as own data properties
+ * (a `__proto__` key stays a key). A `stack` string keeps its line breaks, each line escaped on
+ * its own: pino-pretty shows an error's stack a frame a line, every line indented (a line cannot
+ * pass for a log line of its own), and a field of another kind as JSON, which escapes `\n`.
+ */
+function escaped(value: unknown, key?: string): unknown {
+  if (typeof value === 'string') return key === 'stack' ? value.split('\n').map(printable).join('\n') : printable(value);
+  if (Array.isArray(value)) return value.map((v) => escaped(v));
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [printable(k), escaped(v, k)]));
   return value;
 }

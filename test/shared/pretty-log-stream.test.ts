@@ -21,3 +21,19 @@ describe('printableLogLine', () => {
     expect(printableLogLine('not json \u009b\u202e\n')).toBe('not json \\x9b\\u202e');
   });
 });
+
+describe('pretty log stream: an error stack', () => {
+  it('keeps the lines of a stack (each escaped on its own), so pino-pretty shows it a frame a line (regression: the whole stack on one line, its newlines shown as \\n)', async () => {
+    const { prettyFactory } = await import('pino-pretty');
+    const format = prettyFactory({ colorize: false, translateTime: 'SYS:HH:MM:ss.l', ignore: 'name' });
+    const err = { type: 'Error', message: 'boom\u202e', stack: 'Error: boom\u202e\u009b2J\r\n    at one (a.js:1:1)\n    at two (b.js:2:2)' };
+    const line = JSON.stringify({ level: 50, time: 0, msg: 'failed', err }) + '\n';
+    expect((printableLogLine(line) as { err: { stack: string } }).err.stack).toBe('Error: boom\\u202e\\x9b2J\\r\n    at one (a.js:1:1)\n    at two (b.js:2:2)');
+    const shown = format(printableLogLine(line)).split('\n');
+    expect(shown.some((l) => /^\s+at one \(a\.js:1:1\)$/.test(l))).toBe(true);
+    expect(shown.some((l) => /^\s+at two \(b\.js:2:2\)$/.test(l))).toBe(true);
+    // An error logged as the log itself (`logger.error(err)`): its stack is shown a frame a line too.
+    const top = JSON.stringify({ level: 50, time: 0, msg: 'boom', type: 'Error', stack: 'Error: boom\n    at one (a.js:1:1)' }) + '\n';
+    expect(format(printableLogLine(top)).split('\n').some((l) => /^\s+at one \(a\.js:1:1\)$/.test(l))).toBe(true);
+  });
+});
