@@ -80,7 +80,9 @@ export class HeldStdin {
     );
     let timer: NodeJS.Timeout | undefined;
     const gone = this.end.then(() => {
-      if (!done) onGrace?.();
+      // The start won already (stdin ended before the transport read it): no grace to give.
+      if (done) return new Promise<false>(() => undefined);
+      onGrace?.();
       return new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)));
     });
     try {

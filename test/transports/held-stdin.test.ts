@@ -99,4 +99,18 @@ describe('HeldStdin', () => {
     expect(await held.outlastsClient(Promise.resolve(), 0)).toBe(true);
     expect(await drain(held.release())).toBe('0123456789\nrest\n');
   });
+
+  it('stdin ending after the start won (before the transport reads) starts no grace timer (regression: a timer of graceMs was left running)', async () => {
+    vi.useFakeTimers();
+    const stdin = new PassThrough();
+    const held = new HeldStdin(stdin, 1024);
+    let graced = 0;
+    expect(await held.outlastsClient(Promise.resolve(), 60_000, () => graced++)).toBe(true);
+    stdin.end('{"id":1}\n');
+    await new Promise((resolve) => process.nextTick(resolve));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(graced).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+    expect(await drain(held.release())).toBe('{"id":1}\n');
+  });
 });
