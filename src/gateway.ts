@@ -37,6 +37,7 @@ import { registerBuiltins, type Builtins, type ExperimentalCapabilities } from '
 import { systemClock, type Clock } from './shared/clock.js';
 import { BrokerError, ConfigError, messageOf } from './shared/errors.js';
 import type { Logger } from './shared/logger.js';
+import { cut } from './shared/cut.js';
 import { Scrubber } from './shared/scrub.js';
 import { scrubbedTaskRow } from './tasks/scrubbed-row.js';
 import { McpUpstream, type McpUpstreamOptions } from './upstream/connection.js';
@@ -107,6 +108,13 @@ export interface GatewayEvents {
   reloaded: [diff: ConfigDiff];
   log: [params: LoggingMessageNotification['params'], owner: string | undefined];
 }
+
+/**
+ * Most characters of an upstream's last error kept for the status page (`lastError`), counted
+ * after scrubbing (`…` marking a cut): an error an upstream answered to its listing is its own
+ * text, up to `broker.maxMessageBytes`, and the page scrubs what is kept again on every read.
+ */
+export const LAST_ERROR_MAX_CHARS = 2048;
 
 export class Gateway extends EventEmitter<GatewayEvents> {
   readonly config: LoadedConfig;
@@ -327,7 +335,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       else if (status.state === 'connecting' && wasReady) this.metrics.upstreamRestarted(name);
     });
     upstream.on('state', (status) => {
-      if (status.message && (status.state === 'failed' || status.state === 'backoff')) this.lastErrors.set(name, { at: this.clock.now(), message: this.scrubber.text(status.message) });
+      if (status.message && (status.state === 'failed' || status.state === 'backoff')) {
+        // Scrubbed whole, then cut: a secret known now that ran across the cut is redacted whole.
+        this.lastErrors.set(name, { at: this.clock.now(), message: cut(this.scrubber.text(status.message), LAST_ERROR_MAX_CHARS) });
+      }
     });
     return upstream;
   }
@@ -398,7 +409,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /**
    * The last error line of each upstream that failed or went into backoff, and when (ms since the
-   * epoch); for the status page. Scrubbed when kept; a reader scrubs it again as it shows it (a
+   * epoch); for the status page. Scrubbed when kept, then cut at {@link LAST_ERROR_MAX_CHARS}; a reader scrubs it again as it shows it (a
    * reload may have added a secret since) with `Scrubber.cutText`: the line may have been cut
    * when kept, through a value that became a secret only later.
    */

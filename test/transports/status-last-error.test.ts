@@ -9,6 +9,10 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { ManualClock } from '../../src/shared/clock.js';
 import { serveInProcess, type InProcessHttp } from './in-process.js';
+import { LAST_ERROR_MAX_CHARS } from '../../src/gateway.js';
+import { fileURLToPath } from 'node:url';
+
+const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/${name}`, import.meta.url));
 
 const SECRET = `dying-${randomBytes(8).toString('hex')}`;
 
@@ -85,5 +89,33 @@ describe('status page: last error line', () => {
     const shown = await lastError();
     expect(shown).not.toContain(later.slice(0, 6));
     expect(shown).toMatch(/cannot start with value x{260} …$/);
+  });
+
+  it('an upstream whose listing failed with a 1.2 MB error is shown at most LAST_ERROR_MAX_CHARS of it, no start of a later secret either (regression: kept whole, and every GET of the page ran cutText over it, 0.3 s a megabyte on the event loop)', async () => {
+    const later = `later-${randomBytes(8).toString('hex')}`;
+    const says = { command: process.execPath, args: [fixture('says-why.mjs')], env: { FIXTURE_FAIL: 'list', FIXTURE_TEXT: `ab… ${later} `, FIXTURE_REPEAT: '40000' } };
+    const raw = { mcpServers: { says }, estate: { enabled: false } };
+    served = await serveInProcess(raw, { clock: new ManualClock() });
+    const { serving, gateway } = served;
+    const lastError = async () => {
+      const body = (await (await fetch(`${serving.url}/api/v1/status`)).json()) as { upstreams: Array<{ name: string; lastError?: { message: string } }> };
+      return body.upstreams.find((u) => u.name === 'says')?.lastError?.message;
+    };
+    const kept = await vi.waitFor(
+      async () => {
+        const message = await lastError();
+        expect(message).toContain('listing failed after connect');
+        return message!;
+      },
+      { timeout: 20_000, interval: 100 },
+    );
+    expect(kept.length).toBeLessThanOrEqual(LAST_ERROR_MAX_CHARS);
+    expect(kept.endsWith('…')).toBe(true);
+
+    const holder = { command: process.execPath, args: ['-e', ''], disabled: true, env: { API_TOKEN: '${env:LATER_TOKEN}' } };
+    await gateway.reload(parseConfig({ ...raw, mcpServers: { says, holder } }, { baseDir: served.dir, env: { LATER_TOKEN: later } }));
+    const shown = (await lastError())!;
+    expect(shown.length).toBeLessThanOrEqual(LAST_ERROR_MAX_CHARS);
+    expect(shown).not.toContain(later.slice(0, 6));
   });
 });
