@@ -308,8 +308,12 @@ export class SqliteStore implements Store {
   /** Whether `file` exists; a path that cannot be looked at (a file where a folder should be, no permission) is `store_unavailable`. */
   private static present(file: string): boolean {
     try {
-      return statSync(file, { throwIfNoEntry: false }) !== undefined;
+      statSync(file);
+      return true;
     } catch (err) {
+      // Only a missing entry is "not there": ENOTDIR is a file where a folder should be (Node 24's
+      // `throwIfNoEntry: false` answers undefined for it too, Node 20's throws; judged alike here).
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
       throw new BrokerError('store_unavailable', `cannot open the store ${file}: ${messageOf(err)}`, { cause: err });
     }
   }
