@@ -4,7 +4,6 @@
  * read the same files the same way.
  */
 import { createReadStream, statSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
@@ -40,6 +39,28 @@ function isFile(path: string): boolean {
 }
 
 /**
+ * The lines of a records file as the writer ends them: at `\n` only. Not `node:readline`, which
+ * on Node 24 also ends a line at U+2028 and U+2029 (Node 20 does not): JSON leaves both raw in a
+ * string, so a record whose tool name (a caller's choice) held one was split in pieces that do not
+ * parse and skipped, hidden from `calls` and `GET /api/v1/calls`. Memory bounded by one line.
+ */
+async function* jsonLines(input: AsyncIterable<string>): AsyncGenerator<string> {
+  // The pieces of a line that spans chunks, joined once at its end: each chunk is scanned once.
+  let pending: string[] = [];
+  for await (const chunk of input) {
+    let start = 0;
+    for (let end = chunk.indexOf('\n'); end !== -1; end = chunk.indexOf('\n', start)) {
+      pending.push(chunk.slice(start, end));
+      yield pending.join('');
+      pending = [];
+      start = end + 1;
+    }
+    if (start < chunk.length) pending.push(chunk.slice(start));
+  }
+  if (pending.length > 0) yield pending.join('');
+}
+
+/**
  * Every record in `files`, in order, read line by line (memory bounded by one line). Blank lines,
  * torn lines (a write cut short by a full disk or a crash) and lines that are not a JSON object
  * are skipped; so is a file that went away or became unreadable before it was opened (rotated
@@ -56,8 +77,7 @@ export async function* readRecords<T = Record<string, unknown>>(files: readonly 
       input.destroy();
       continue;
     }
-    const lines = createInterface({ input, crlfDelay: Infinity });
-    for await (const line of lines) {
+    for await (const line of jsonLines(input)) {
       if (!line.trim()) continue;
       let record: unknown;
       try {
