@@ -49,6 +49,9 @@ describe('upstream lifecycle', () => {
     });
     const crashLog = join(broker.dir, 'crashy.log');
     try {
+      // A client that lists first, as clients do: the broker tells of list changes once it has served a
+      // list (until every first dial is over it stays quiet; a call may be served before then).
+      expect((await broker.client.listTools()).tools.map((t) => t.name)).toEqual(expect.arrayContaining(['crashy__hello', 'u1__echo']));
       const firstHello = text(await broker.client.callTool({ name: 'crashy__hello', arguments: {} }));
       const pending = [1, 2].map(() => broker.client.callTool({ name: 'crashy__hang', arguments: {} }, { timeout: 120_000 }));
       await waitFor(() => readNdjson<{ event: string; tool?: string }>(crashLog).filter((e) => e.tool === 'hang').length === 2, 'two hang calls upstream');
