@@ -168,15 +168,22 @@ describe('upstream lifecycle', () => {
         }),
         u1: nodeServer(fixture('echo.mjs')),
       },
-      extra: { broker: FAST_RESTART },
+      // The broker is ready (and lists) after 500 ms, well before stall's first listing times out
+      // (connectTimeoutMs, counted once its listing is sent) and it is dialled again: without this, an upstream slower
+      // to dial than that (u1 on a loaded machine) kept the broker from being ready until stall's
+      // tools were back, so no client ever held a list without them and no list_changed was owed.
+      extra: { broker: { ...FAST_RESTART, startGraceMs: 500 } },
     });
     try {
       const names = async () => (await broker.client.listTools()).tools.map((t) => t.name);
+      // A client that lists first, as clients do: it holds a list without stall's tools, so it is told when they come back.
+      const from = broker.notifications.length;
+      expect(await names()).not.toContain('stall__ping_me');
       await waitFor(async () => {
         const n = await names();
         return n.includes('flaky__ping_me') && n.includes('stall__ping_me');
       }, 'both flaky upstreams to list their tools', 20_000);
-      expect(broker.notifications.some((n) => n.method === 'notifications/tools/list_changed')).toBe(true);
+      expect(broker.notifications.slice(from).some((n) => n.method === 'notifications/tools/list_changed')).toBe(true);
       expect(text(await broker.client.callTool({ name: 'flaky__ping_me', arguments: {} }))).toMatch(/^pong from/);
       expect(text(await broker.client.callTool({ name: 'stall__ping_me', arguments: {} }))).toMatch(/^pong from/);
       const starts = readNdjson<{ event: string; first: boolean }>(join(broker.dir, 'flaky.log')).filter((e) => e.event === 'start');
