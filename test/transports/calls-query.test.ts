@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseCallsQuery, queryCalls, type CallsQuery } from '../../src/transports/http/calls-query.js';
+import { Scrubber } from '../../src/shared/scrub.js';
 
 const record = (i: number, more: Record<string, unknown> = {}) =>
   JSON.stringify({
@@ -21,6 +22,9 @@ const record = (i: number, more: Record<string, unknown> = {}) =>
     args: {},
     ...more,
   });
+
+/** A scrubber with no exact secret: the records here hold none of its patterns. */
+const NONE = new Scrubber();
 
 let dir: string | undefined;
 afterEach(() => dir && rmSync(dir, { recursive: true, force: true }));
@@ -65,18 +69,18 @@ describe('queryCalls', () => {
     writeFileSync(`${path}.2`, [1, 2, 3].map((i) => record(i)).join('\n') + '\n');
     writeFileSync(`${path}.1`, [4, 5, 6].map((i) => record(i)).join('\n') + '\n');
     writeFileSync(path, [7, 8, 9].map((i) => record(i)).join('\n') + '\n{"torn":');
-    const all = await queryCalls(path, 5, q({}));
+    const all = await queryCalls(path, 5, q({}), NONE);
     expect(all.map((r) => r.callId)).toEqual(['c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8', 'c9']);
-    expect((await queryCalls(path, 5, q({ limit: 2 }))).map((r) => r.callId)).toEqual(['c8', 'c9']);
-    expect((await queryCalls(path, 5, q({ outcomes: ['denied'] }))).map((r) => r.callId)).toEqual(['c3', 'c6', 'c9']);
-    expect((await queryCalls(path, 5, q({ principal: 'alice' }))).every((r) => r.principal === 'alice')).toBe(true);
-    expect((await queryCalls(path, 5, q({ since: Date.UTC(2026, 0, 1, 0, 0, 8) }))).map((r) => r.callId)).toEqual(['c8', 'c9']);
-    expect(await queryCalls(path, 5, q({ tool: 'other' }))).toEqual([]);
-    expect((await queryCalls(path, 5, q({ tool: 'echo/echo' }))).length).toBe(9);
+    expect((await queryCalls(path, 5, q({ limit: 2 }), NONE)).map((r) => r.callId)).toEqual(['c8', 'c9']);
+    expect((await queryCalls(path, 5, q({ outcomes: ['denied'] }), NONE)).map((r) => r.callId)).toEqual(['c3', 'c6', 'c9']);
+    expect((await queryCalls(path, 5, q({ principal: 'alice' }), NONE)).every((r) => r.principal === 'alice')).toBe(true);
+    expect((await queryCalls(path, 5, q({ since: Date.UTC(2026, 0, 1, 0, 0, 8) }), NONE)).map((r) => r.callId)).toEqual(['c8', 'c9']);
+    expect(await queryCalls(path, 5, q({ tool: 'other' }), NONE)).toEqual([]);
+    expect((await queryCalls(path, 5, q({ tool: 'echo/echo' }), NONE)).length).toBe(9);
     // `tool` is a glob over the advertised name or the subject, as `mcp-broker calls --tool` (issue 18 §6).
-    expect((await queryCalls(path, 5, q({ tool: 'echo__*' }))).length).toBe(9);
-    expect((await queryCalls(path, 5, q({ tool: 'echo/*' }))).length).toBe(9);
-    expect(await queryCalls(path, 5, q({ tool: 'other__*' }))).toEqual([]);
+    expect((await queryCalls(path, 5, q({ tool: 'echo__*' }), NONE)).length).toBe(9);
+    expect((await queryCalls(path, 5, q({ tool: 'echo/*' }), NONE)).length).toBe(9);
+    expect(await queryCalls(path, 5, q({ tool: 'other__*' }), NONE)).toEqual([]);
   });
 
   it('orders by the time calls started: a parked call, written when it settled, sits at its start', async () => {
@@ -84,12 +88,30 @@ describe('queryCalls', () => {
     const path = join(dir, 'calls.ndjson');
     // c1 parked on an approval and settled last; c3 and its tie c3b keep the order written.
     writeFileSync(path, [record(2), record(3), record(1), record(3, { callId: 'c3b' })].join('\n') + '\n');
-    expect((await queryCalls(path, 5, q({}))).map((r) => r.callId)).toEqual(['c1', 'c2', 'c3', 'c3b']);
-    expect((await queryCalls(path, 5, q({ limit: 3 }))).map((r) => r.callId)).toEqual(['c2', 'c3', 'c3b']);
-    expect((await queryCalls(path, 5, q({ limit: 1 }))).map((r) => r.callId)).toEqual(['c3b']);
+    expect((await queryCalls(path, 5, q({}), NONE)).map((r) => r.callId)).toEqual(['c1', 'c2', 'c3', 'c3b']);
+    expect((await queryCalls(path, 5, q({ limit: 3 }), NONE)).map((r) => r.callId)).toEqual(['c2', 'c3', 'c3b']);
+    expect((await queryCalls(path, 5, q({ limit: 1 }), NONE)).map((r) => r.callId)).toEqual(['c3b']);
+  });
+
+  it('answers each record scrubbed with the secrets of now and matches the filters against it as shown (regression: as written, a tool pattern told a hidden value)', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mcp-broker-calls-'));
+    const path = join(dir, 'calls.ndjson');
+    const later = 'later-91d2c4e07b3a';
+    // Written before `later` was a secret.
+    writeFileSync(path, [record(1, { name: `nope-${later}`, subject: `?/nope-${later}`, args: { text: later } }), record(2)].join('\n') + '\n');
+    const scrubber = new Scrubber([later]);
+    const all = await queryCalls(path, 5, q({}), scrubber);
+    expect(JSON.stringify(all)).not.toContain(later);
+    expect(all[0]).toMatchObject({ name: 'nope-[REDACTED]', subject: '?/nope-[REDACTED]', args: { text: '[REDACTED]' } });
+    expect(await queryCalls(path, 5, q({ tool: 'nope-l*' }), scrubber)).toEqual([]);
+    expect(await queryCalls(path, 5, q({ tool: '?/nope-l*' }), scrubber)).toEqual([]);
+    expect((await queryCalls(path, 5, q({ tool: 'nope-*' }), scrubber)).map((r) => r.callId)).toEqual(['c1']);
+    expect((await queryCalls(path, 5, q({ tool: 'nope-?REDACTED?' }), scrubber)).map((r) => r.callId)).toEqual(['c1']);
+    // The visibility rule reads the record as written: alice still sees her own.
+    expect((await queryCalls(path, 5, q({ principal: 'alice' }), scrubber)).map((r) => r.callId)).toEqual(['c1']);
   });
 
   it('answers nothing when there is no records file', async () => {
-    expect(await queryCalls(join(tmpdir(), 'no-such-dir-xyz', 'calls.ndjson'), 5, q({}))).toEqual([]);
+    expect(await queryCalls(join(tmpdir(), 'no-such-dir-xyz', 'calls.ndjson'), 5, q({}), NONE)).toEqual([]);
   });
 });

@@ -14,6 +14,9 @@
  *  - `GET /api/v1/events`: a server-sent event stream, one `event: record` per published
  *    record (same visibility rule), keep-alive comments every `http.keepAliveMs`; counted
  *    against the stream caps (`http.maxStreamsPerPrincipal` 429, `http.maxStreams` 503).
+ *    Both routes answer each record scrubbed with the gateway's scrubber as it is now, and match
+ *    the filters against the record so scrubbed (calls-query.ts `queryCalls`): a secret a reload
+ *    added after a record was written is neither shown nor told by what a `tool=` pattern matches.
  *  - `GET /healthz` → 200 `{status: "ok"}` while the process serves.
  *  - `GET /readyz` → 200 `{ready: true}` when every upstream marked `required` is `ready`,
  *    else 503 `{ready: false, waiting: <count>}`.
@@ -25,7 +28,8 @@ import { carriesResult } from '../../broker/outcomes.js';
 import type { CallerSession, CallRecord, ToolTarget } from '../../broker/types.js';
 import { newSessionId } from '../../shared/ids.js';
 import type { Gateway } from '../../gateway.js';
-import { parseCallsQuery, queryCalls, matchesCallsQuery } from './calls-query.js';
+import { scrubbedCallRecord } from '../../audit/scrubbed-record.js';
+import { parseCallsQuery, queryCalls, matchesCallsQuery, visibleInCallsQuery } from './calls-query.js';
 import { answerOverCap } from './caps.js';
 import { jsonBody, keepStreamAlive, whenClosed, type HttpContext } from './context.js';
 import { principalOf } from './guards.js';
@@ -93,7 +97,7 @@ export function mountAdminApi(app: Express, ctx: HttpContext): void {
     if ('error' in query) return void res.status(400).json({ error: { code: 'bad_request', message: query.error } });
     if (principal.role !== 'operator') query.principal = principal.name;
     const { path, maxFiles } = gateway.config.broker.records;
-    res.json({ calls: await queryCalls(path, maxFiles, query) });
+    res.json({ calls: await queryCalls(path, maxFiles, query, gateway.scrubber) });
   });
 
   app.get(`${API_PREFIX}/events`, (req: Request, res: Response) => {
@@ -106,8 +110,12 @@ export function mountAdminApi(app: Express, ctx: HttpContext): void {
     whenClosed(res, stream.release);
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache, no-transform', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
     res.write(': subscribed\n\n');
-    const unsubscribe = gateway.publisher.subscribe((record: CallRecord) => {
-      if (!matchesCallsQuery(record, query) || res.writableEnded || res.destroyed) return;
+    const unsubscribe = gateway.publisher.subscribe((written: CallRecord) => {
+      if (!visibleInCallsQuery(written, query) || res.writableEnded || res.destroyed) return;
+      // Scrubbed when written, but a reload may have added a secret since it was built. As costly
+      // as the JSON.stringify below, which each stream pays for each record already.
+      const record = scrubbedCallRecord(gateway.scrubber, written);
+      if (!matchesCallsQuery(record, query)) return;
       res.write(`event: record\nid: ${record.callId}\ndata: ${JSON.stringify(record)}\n\n`);
       // A reader that does not read would hold every record published in our memory: closed
       // instead (it can reconnect and catch up with GET /api/v1/calls?since=).

@@ -2,9 +2,12 @@
  * `GET /api/v1/calls`: reads the records file (`broker.records.path`, and its rotated
  * `.1` … `.N` files, oldest first) line by line and keeps the newest `limit` records that match
  * by the time their calls started (`ts`; the files are in the order calls settled), answered
- * oldest first. Memory is bounded by `limit`, whatever the size of the files.
+ * oldest first, each scrubbed with the secrets of now (audit/scrubbed-record.ts). Memory is
+ * bounded by `limit`, whatever the size of the files.
  */
 import { NewestRecords, parseSince, readRecords, recordFiles } from '../../audit/query.js';
+import { scrubbedCallRecord, scrubbedRecordFields } from '../../audit/scrubbed-record.js';
+import type { Scrubber } from '../../shared/scrub.js';
 import { isWildcardPattern, wildcardMatcher } from '../../shared/glob.js';
 import { OUTCOMES } from '../../broker/outcomes.js';
 import type { CallRecord } from '../../broker/types.js';
@@ -59,9 +62,23 @@ export function parseCallsQuery(query: Record<string, unknown>, now = Date.now()
   return { outcomes, tool, since, limit };
 }
 
-/** Whether one record passes the filters (all but `limit`). */
+/**
+ * Whether the reader may see `record` at all (`principal`: a non-operator sees only its own
+ * records). Read from the record as written: it says whose the record is, and the reader names
+ * only itself, so it tells nothing the record shown hides.
+ */
+export function visibleInCallsQuery(record: CallRecord, q: CallsQuery): boolean {
+  return q.principal === undefined || record.principal === q.principal;
+}
+
+/**
+ * Whether `record` passes the reader's filters (`outcomes`, `tool`, `since`; not `limit`, not
+ * the visibility rule: {@link visibleInCallsQuery}). Give it the record as the reader is shown it
+ * ({@link scrubbedCallRecord}, or at least its {@link callsQueryFields} scrubbed): matched
+ * against a name as written, a `tool` pattern would tell a secret the name shown hides, one
+ * character at a time, by which records it kept.
+ */
 export function matchesCallsQuery(record: CallRecord, q: CallsQuery): boolean {
-  if (q.principal !== undefined && record.principal !== q.principal) return false;
   if (q.outcomes.length && !q.outcomes.includes(record.outcome)) return false;
   if (q.tool !== undefined) {
     const matches = matcherFor(q.tool);
@@ -84,12 +101,28 @@ function matcherFor(glob: string): (text: string) => boolean {
   return matcher;
 }
 
-/** The newest `limit` matching records of `path` and its rotated files (by `ts`), oldest first. */
-export async function queryCalls(path: string, maxFiles: number, q: CallsQuery): Promise<CallRecord[]> {
+/** The fields of a record {@link matchesCallsQuery} reads for the filters `q` sets. */
+export function callsQueryFields(q: CallsQuery): string[] {
+  return [...(q.outcomes.length ? ['outcome'] : []), ...(q.tool !== undefined ? ['name', 'subject'] : []), ...(q.since !== undefined ? ['ts'] : [])];
+}
+
+/**
+ * The newest `limit` records of `path` and its rotated files (by `ts`) that `q` lets the reader
+ * see and that match its filters, oldest first, each as the reader is shown it: scrubbed with
+ * `scrubber` ({@link scrubbedCallRecord}), the filters matched against the record so scrubbed.
+ * Every line read has only the short fields the filters read scrubbed ({@link callsQueryFields}:
+ * none without a filter); a whole record, its `args` included, only once kept. Those are matched
+ * again once scrubbed whole: a reload may add a secret while the files are read.
+ */
+export async function queryCalls(path: string, maxFiles: number, q: CallsQuery, scrubber: Scrubber): Promise<CallRecord[]> {
   const files = recordFiles(path, maxFiles);
+  const fields = callsQueryFields(q);
   const newest = new NewestRecords<CallRecord>(q.limit);
   for await (const record of readRecords<CallRecord>(files)) {
-    if (matchesCallsQuery(record, q)) newest.add(record);
+    if (visibleInCallsQuery(record, q) && matchesCallsQuery(fields.length ? scrubbedRecordFields(scrubber, record, fields) : record, q)) newest.add(record);
   }
-  return newest.records();
+  return newest
+    .records()
+    .map((record) => scrubbedCallRecord(scrubber, record))
+    .filter((record) => matchesCallsQuery(record, q));
 }

@@ -103,7 +103,7 @@ export async function statusSnapshot(gateway: Gateway, principal: Principal): Pr
     .filter((b) => operator || names.has(b.name))
     .map((b) => (b.until !== undefined ? { name: b.name, state: b.state, until: new Date(b.until).toISOString() } : { name: b.name, state: b.state }));
   const { path, maxFiles } = gateway.config.broker.records;
-  const calls = await queryCalls(path, maxFiles, { outcomes: [], limit: STATUS_RECENT_CALLS, principal: operator ? undefined : principal.name }).catch(() => []);
+  const calls = await queryCalls(path, maxFiles, { outcomes: [], limit: STATUS_RECENT_CALLS, principal: operator ? undefined : principal.name }, gateway.scrubber).catch(() => []);
   // A user's own, filtered in the store before the page's limit: filtered after it, the newest
   // page of other principals' parked calls hid every one of the user's.
   const parked = await listParked(gateway.store, gateway.clock.now(), operator ? {} : { principal: principal.name }).catch(() => ({ items: [] }));
