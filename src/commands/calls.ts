@@ -7,6 +7,14 @@
  * {@link DEFAULT_CALLS_LIMIT}, 0 = all); `--id` keeps the call with that `callId`; `--json`
  * prints the matching records as ndjson. `--follow` then keeps printing matching records as
  * they are appended (rotation followed) until `signal` aborts (the CLI: Ctrl-C).
+ *
+ * Every record printed (table, `--json`, `--follow`) is scrubbed with the secrets of `config` as
+ * loaded now (`LoadedConfig.secrets`; audit/scrubbed-record.ts): the file keeps each record as it
+ * was written, scrubbed with the secrets known then, and a value made a secret since must not
+ * show. The filters (`--outcome`, `--tool`, `--id`, `--since`) match the record as printed, so
+ * that a glob or an id cannot tell a value the record printed hides; each line read has only the
+ * short fields the given filters read scrubbed (none without a filter), a whole record (its
+ * `args`) only once it is printed.
  * Returns the exit code: 0, or 2 for a bad option (a `--tool` glob that does not compile included).
  */
 import { alignedTable, cut } from './table.js';
@@ -14,6 +22,8 @@ import { statSync } from 'node:fs';
 import { globMatcher, globProblem } from '../shared/glob.js';
 import { followRecords } from '../audit/follow.js';
 import { NewestRecords, parseSince, readRecords, recordFiles } from '../audit/query.js';
+import { scrubbedCallRecord, scrubbedRecordFields } from '../audit/scrubbed-record.js';
+import { Scrubber } from '../shared/scrub.js';
 import { OUTCOMES, type Outcome } from '../broker/outcomes.js';
 import type { CallRecord } from '../broker/types.js';
 import type { LoadedConfig } from '../config/load.js';
@@ -80,8 +90,10 @@ export async function callsCommand(
   }
   const toolMatches = options.tool ? globMatcher(options.tool) : undefined;
 
-  const matches = (record: CallRecord) =>
-    isCallRecord(record) &&
+  const scrubber = new Scrubber(config.secrets);
+  const filtered = [...(outcomes ? ['outcome'] : []), ...(toolMatches ? ['name'] : []), ...(options.id !== undefined ? ['callId'] : []), ...(since !== undefined ? ['ts'] : [])];
+  const matches = (written: CallRecord) => isCallRecord(written) && matchesShown(filtered.length ? scrubbedRecordFields(scrubber, written, filtered) : written);
+  const matchesShown = (record: CallRecord) =>
     (!outcomes || outcomes.has(record.outcome)) &&
     (!toolMatches || toolMatches(record.name)) &&
     (options.id === undefined || record.callId === options.id) &&
@@ -98,7 +110,7 @@ export async function callsCommand(
     matched++;
     newest.add(record);
   }
-  const rows = newest.records();
+  const rows = newest.records().map((record) => scrubbedCallRecord(scrubber, record));
   if (options.json) {
     for (const r of rows) io.stdout.write(`${JSON.stringify(r)}\n`);
   } else if (!files.length) {
@@ -112,8 +124,9 @@ export async function callsCommand(
   if (options.follow) {
     await followRecords<CallRecord>(
       path,
-      (record) => {
-        if (!matches(record)) return;
+      (written) => {
+        if (!matches(written)) return;
+        const record = scrubbedCallRecord(scrubber, written);
         io.stdout.write(options.json ? `${JSON.stringify(record)}\n` : formatTable([record]).split('\n')[1]! + '\n');
       },
       { offset: followFrom, signal },
