@@ -422,7 +422,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
    * Writes and publishes a record made outside the call path (a parked call settled with no call
    * waiting on it, src/tasks/engine.ts), its caller- and upstream-given text scrubbed, then cut,
    * as on the call path: `name` and `subject` at `RECORD_NAME_MAX_CHARS` (the record stage), the
-   * reason at `MAX_REASON_CHARS` (the scrub stage). Rejects when the sink refuses it.
+   * reason at `MAX_REASON_CHARS` (the scrub stage). Its `args` are the row's, scrubbed when the row
+   * was stored: scrubbed again, as a record is scrubbed with the secrets known when it is written.
+   * Rejects when the sink refuses it.
    */
   private async writeRecord(record: CallRecord): Promise<void> {
     const text = (t: string) => this.scrubber.text(t);
@@ -431,6 +433,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       unit: text(record.unit),
       subject: cutName(text(record.subject)),
       name: cutName(text(record.name)),
+      args: this.scrubber.value(record.args),
       ...(record.reason !== undefined && { reason: cutReason(text(record.reason)) }),
     };
     try {

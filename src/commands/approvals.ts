@@ -6,13 +6,17 @@
  * next broker started on this store does. A rejected call fails at once with the reason.
  * Without a store file yet (no broker has used `broker.dataDir`), `list` shows no parked calls and
  * a decision is refused as for an unknown id; neither creates the store or its folder.
+ * Every row printed is scrubbed again with the secrets of `config` as loaded now
+ * (`LoadedConfig.secrets`; tasks/scrubbed-row.ts, as `GET /api/v1/tasks` shows rows): a row was
+ * scrubbed when stored, with the secrets known then.
  *
  * Returns the exit code: 0, or 2 for an id that is not a parked call waiting for a decision.
  */
 import { alignedTable, cut } from './table.js';
 import type { LoadedConfig } from '../config/load.js';
 import { decodeListCursor, SqliteStore, type Store, type TaskRow } from '../store/index.js';
-import { decideParked, listParked, rejectionReasonProblem } from '../tasks/index.js';
+import { Scrubber } from '../shared/scrub.js';
+import { decideParked, listParked, rejectionReasonProblem, scrubbedTaskRow } from '../tasks/index.js';
 import { EXIT_OK, EXIT_USAGE, type CommandIo } from './io.js';
 
 export interface ApprovalsOptions {
@@ -44,7 +48,8 @@ export async function approvalsListCommand(config: LoadedConfig, options: Approv
   const empty = () => printPage([], undefined, options, io);
   return withStore(config, options, empty, async (store, now) => {
     const { items: rows, nextCursor } = await listParked(store, now, { cursor: options.cursor, limit: options.pageSize });
-    return printPage(rows, nextCursor, options, io);
+    const scrubber = new Scrubber(config.secrets);
+    return printPage(rows.map((row) => scrubbedTaskRow(scrubber, row)), nextCursor, options, io);
   });
 }
 
@@ -74,8 +79,9 @@ export async function approvalsDecideCommand(config: LoadedConfig, id: string, a
   };
   // No store yet: no call was ever parked, so `id` is unknown; refused without creating one.
   return withStore(config, options, unknown, async (store, now) => {
-    const row = await decideParked(store, id, { approve, by: 'cli', reason: options.reason }, now);
-    if (!row) return unknown();
+    const decided = await decideParked(store, id, { approve, by: 'cli', reason: options.reason }, now);
+    if (!decided) return unknown();
+    const row = scrubbedTaskRow(new Scrubber(config.secrets), decided);
     io.stdout.write(
       approve
         ? `approved ${row.id} (${row.name} for ${row.principal}): it runs when a broker serving this store takes it up\n`
@@ -85,7 +91,7 @@ export async function approvalsDecideCommand(config: LoadedConfig, id: string, a
   });
 }
 
-/** What the inbox shows of a row: no result, arguments scrubbed as stored. */
+/** What the inbox shows of a row (one scrubbed as shown: `scrubbedTaskRow`): no result. */
 export function inboxRow(r: TaskRow): Record<string, unknown> {
   return { id: r.id, tool: r.name, subject: r.subject, principal: r.principal, createdAt: r.createdAt, reason: r.reason, args: r.args };
 }

@@ -14,3 +14,4 @@ export { decideParked, listParked, MAX_REJECTION_REASON_CHARS, rejectionReason, 
 export { isTerminal, mcpTaskStatus, TaskCancelled, TaskError, type McpTask, type McpTaskStatus } from './status.js';
 export { TaskEngine, type ParkDecision, type TaskEngineDeps, type TaskPageOptions, type TaskTiming } from './engine.js';
 export { TaskInputs, type TaskInputRequest } from './inputs.js';
+export { scrubbedTaskRow } from './scrubbed-row.js';

@@ -109,7 +109,8 @@ export async function statusSnapshot(gateway: Gateway, principal: Principal): Pr
   const parked = await listParked(gateway.store, gateway.clock.now(), operator ? {} : { principal: principal.name }).catch(() => ({ items: [] }));
   const approvals = parked.items
     .filter((r) => operator || r.principal === principal.name)
-    .map((r) => ({ id: r.id, tool: r.name, principal: r.principal, reason: r.reason, createdAt: r.createdAt }));
+    // The reason scrubbed again as shown: stored when the call parked, maybe before a reload added a secret.
+    .map((r) => ({ id: r.id, tool: r.name, principal: r.principal, reason: r.reason === null ? null : gateway.scrubber.text(r.reason), createdAt: r.createdAt }));
   return {
     version: VERSION,
     // The modern revision first (served per request), then the `initialize` ones.
