@@ -491,7 +491,8 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
   async decide(id: string, decision: InboxDecision): Promise<TaskRow | undefined> {
     const row = await decideParked(this.deps.store, id, decision, this.deps.clock.now());
     if (!row) return undefined;
-    this.emit('status', row);
+    // Told as readers are shown it: an approved row keeps the reason it was parked with, stored then.
+    this.emit('status', this.shown(row));
     if (decision.approve) await this.takeUp(row);
     else {
       this.waiters.get(id)?.resolve({ approved: false, reason: rejectionReason(decision) });
