@@ -12,7 +12,7 @@ import { judgeStage, type JudgeDeps } from './broker/judge.js';
 import { ApprovalStates } from './broker/approval-state.js';
 import { relayStage } from './broker/relay-input.js';
 import { SealedStates } from './broker/sealed-state.js';
-import { cutName, recordStage } from './broker/record.js';
+import { cutName, recordStage, shownRecord } from './broker/record.js';
 import { cutReason } from './broker/failure.js';
 import type { Stage } from './broker/runner.js';
 import { Breakers, breakerStage } from './broker/breaker.js';
@@ -424,10 +424,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
    * as on the call path: `name` and `subject` at `RECORD_NAME_MAX_CHARS` (the record stage), the
    * reason at `MAX_REASON_CHARS` (the scrub stage). Its `args` are the row's, scrubbed when the row
    * was stored: scrubbed again, as a record is scrubbed with the secrets known when it is written.
-   * Rejects when the sink refuses it.
+   * Published as shown (`shownRecord`, as the record stage does). Rejects when the sink refuses it.
    */
   private async writeRecord(record: CallRecord): Promise<void> {
     const text = (t: string) => this.scrubber.text(t);
+    const generation = this.scrubber.generation;
     const scrubbed: CallRecord = {
       ...record,
       unit: text(record.unit),
@@ -444,7 +445,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     }
     this.metrics.recordWritten(true);
     try {
-      this.publisher.publish(scrubbed);
+      this.publisher.publish(this.scrubber.generation === generation ? scrubbed : shownRecord(this.scrubber, scrubbed));
     } catch (err) {
       this.logger.warn({ callId: record.callId, err: messageOf(err) }, 'record publication failed');
     }
@@ -464,6 +465,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         logger: this.logger,
         scrubArgs: (a) => scrubber.value(a),
         scrubText: (t) => scrubber.text(t),
+        shown: { generation: () => scrubber.generation, record: (r) => shownRecord(scrubber, r) },
         onRecorded: (written) => this.metrics.recordWritten(written),
       }),
       // Read at each call: a reload replaces `config.policy` (the output policy applies from the next call).

@@ -12,7 +12,8 @@ import { cut } from '../shared/cut.js';
 import { messageOf } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import { knownJsonBytes } from '../wire/raw-json.js';
-import { cutReason } from './failure.js';
+import type { Scrubber } from '../shared/scrub.js';
+import { cutReason, MAX_REASON_CHARS } from './failure.js';
 import { carriesResult, OUTCOME_STATUS } from './outcomes.js';
 import { splitStage, type Stage } from './runner.js';
 import { refuse, type BrokerCall, type CallRecord } from './types.js';
@@ -29,6 +30,12 @@ export interface RecordDeps {
    * written, published and streamed holds no secret. Default none.
    */
   scrubText?: (text: string) => string;
+  /**
+   * The scrubber's {@link Scrubber.generation} and {@link shownRecord}: a record built before a
+   * reload added a secret, and written while it did, is published (and kept on the call) as
+   * shown, scrubbed again; the file keeps it as written. Default none (published as built).
+   */
+  shown?: { generation: () => number; record: (record: CallRecord) => CallRecord };
   /** Told after each attempt to write a record whether it was written (metrics). Default none. */
   onRecorded?: (written: boolean) => void;
 }
@@ -43,10 +50,11 @@ export function recordStage(deps: RecordDeps): Stage {
       if (call.recordDeferred && call.outcome === 'cancelled') return;
       if (call.result) call.bytesOut = approximateJsonBytes(call.result);
       else if (call.inputRequired) call.bytesOut = approximateJsonBytes(call.inputRequired);
+      const generation = deps.shown?.generation();
       const record = buildRecord(call, deps);
       try {
         await deps.records.append(record);
-        call.record = record;
+        call.record = deps.shown && deps.shown.generation() !== generation ? deps.shown.record(record) : record;
         deps.onRecorded?.(true);
       } catch (err) {
         deps.onRecorded?.(false);
@@ -105,6 +113,48 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
     record.spanId = call.notes.spanId;
   }
   return record;
+}
+
+/**
+ * A written record as a reader is shown it (`GET /api/v1/calls`, `GET /api/v1/events`, the status
+ * page, `mcp-broker calls`, the calling session's `debug` log): the fields {@link buildRecord}
+ * scrubs (the caller's and the upstream's text: `unit`, `name`, `subject`, `reason`, `args`,
+ * `stripped`, `flow.step`) scrubbed again with `scrubber`'s secrets of now; the broker's own
+ * fields (ids, times, outcome, counts, principal) as written, so a short secret inside a call id
+ * never changes the id a reader looks up. The records file keeps each record as written, scrubbed
+ * with the secrets known then: a reload that adds a secret must not leave it readable through
+ * them. A `name`, `subject` or `reason` written cut also loses the start of a secret that ran
+ * across its cut (`Scrubber.cutEndText`). The record itself when nothing changes; never modifies it.
+ */
+export function shownRecord<T extends CallRecord>(scrubber: Scrubber, record: T): T {
+  let out: T | undefined;
+  const set = <K extends keyof CallRecord>(key: K, next: CallRecord[K]) => {
+    if (next !== record[key]) (out ??= { ...record })[key] = next as T[K];
+  };
+  set('unit', scrubber.text(record.unit));
+  set('name', shownName(scrubber, record.name));
+  set('subject', shownName(scrubber, record.subject));
+  if (record.reason !== undefined) set('reason', shownCut(scrubber, record.reason, MAX_REASON_CHARS, '...'));
+  set('args', scrubber.value(record.args));
+  if (record.stripped) {
+    const stripped = record.stripped.map((t) => scrubber.text(t));
+    if (stripped.some((t, i) => t !== record.stripped![i])) set('stripped', stripped);
+  }
+  if (record.flow) {
+    const step = scrubber.text(record.flow.step);
+    if (step !== record.flow.step) set('flow', { ...record.flow, step });
+  }
+  return out ?? record;
+}
+
+/** A record's `name` or `subject` as {@link shownRecord} shows it (what a `tool` filter is matched against). */
+export function shownName(scrubber: Scrubber, name: string): string {
+  return shownCut(scrubber, name, RECORD_NAME_MAX_CHARS, '…');
+}
+
+/** Text written cut at `max` characters with `marker` at its end: scrubbed, the tail of a secret's start dropped only when it was cut. */
+function shownCut(scrubber: Scrubber, text: string, max: number, marker: string): string {
+  return text.length === max && text.endsWith(marker) ? scrubber.cutEndText(text, marker) : scrubber.text(text);
 }
 
 /**

@@ -8,13 +8,12 @@
  * prints the matching records as ndjson. `--follow` then keeps printing matching records as
  * they are appended (rotation followed) until `signal` aborts (the CLI: Ctrl-C).
  *
- * Every record printed (table, `--json`, `--follow`) is scrubbed with the secrets of `config` as
- * loaded now (`LoadedConfig.secrets`; audit/scrubbed-record.ts): the file keeps each record as it
- * was written, scrubbed with the secrets known then, and a value made a secret since must not
- * show. The filters (`--outcome`, `--tool`, `--id`, `--since`) match the record as printed, so
- * that a glob or an id cannot tell a value the record printed hides; each line read has only the
- * short fields the given filters read scrubbed (none without a filter), a whole record (its
- * `args`) only once it is printed.
+ * Every record printed (table, `--json`, `--follow`) is shown as `shownRecord` shows it, with the
+ * secrets of `config` as loaded now (`LoadedConfig.secrets`): the file keeps each record as it was
+ * written, scrubbed with the secrets known then, and a value made a secret since must not show.
+ * `--tool` matches the name as printed (`shownName`), so that a glob cannot tell a value the
+ * name printed hides; the other filters read the broker's own fields, printed as written. Only
+ * records printed are scrubbed whole (their `args`).
  * Returns the exit code: 0, or 2 for a bad option (a `--tool` glob that does not compile included).
  */
 import { alignedTable, cut } from './table.js';
@@ -22,7 +21,7 @@ import { statSync } from 'node:fs';
 import { globMatcher, globProblem } from '../shared/glob.js';
 import { followRecords } from '../audit/follow.js';
 import { NewestRecords, parseSince, readRecords, recordFiles } from '../audit/query.js';
-import { scrubbedCallRecord, scrubbedRecordFields } from '../audit/scrubbed-record.js';
+import { shownName, shownRecord } from '../broker/record.js';
 import { Scrubber } from '../shared/scrub.js';
 import { OUTCOMES, type Outcome } from '../broker/outcomes.js';
 import type { CallRecord } from '../broker/types.js';
@@ -91,11 +90,10 @@ export async function callsCommand(
   const toolMatches = options.tool ? globMatcher(options.tool) : undefined;
 
   const scrubber = new Scrubber(config.secrets);
-  const filtered = [...(outcomes ? ['outcome'] : []), ...(toolMatches ? ['name'] : []), ...(options.id !== undefined ? ['callId'] : []), ...(since !== undefined ? ['ts'] : [])];
-  const matches = (written: CallRecord) => isCallRecord(written) && matchesShown(filtered.length ? scrubbedRecordFields(scrubber, written, filtered) : written);
-  const matchesShown = (record: CallRecord) =>
+  const matches = (record: CallRecord) =>
+    isCallRecord(record) &&
     (!outcomes || outcomes.has(record.outcome)) &&
-    (!toolMatches || toolMatches(record.name)) &&
+    (!toolMatches || toolMatches(shownName(scrubber, record.name))) &&
     (options.id === undefined || record.callId === options.id) &&
     (since === undefined || Date.parse(record.ts) >= since);
 
@@ -110,7 +108,7 @@ export async function callsCommand(
     matched++;
     newest.add(record);
   }
-  const rows = newest.records().map((record) => scrubbedCallRecord(scrubber, record));
+  const rows = newest.records().map((record) => shownRecord(scrubber, record));
   if (options.json) {
     for (const r of rows) io.stdout.write(`${JSON.stringify(r)}\n`);
   } else if (!files.length) {
@@ -126,7 +124,7 @@ export async function callsCommand(
       path,
       (written) => {
         if (!matches(written)) return;
-        const record = scrubbedCallRecord(scrubber, written);
+        const record = shownRecord(scrubber, written);
         io.stdout.write(options.json ? `${JSON.stringify(record)}\n` : formatTable([record]).split('\n')[1]! + '\n');
       },
       { offset: followFrom, signal },

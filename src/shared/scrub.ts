@@ -266,23 +266,38 @@ export class Scrubber {
   cutText(text: string, marker = '…'): string {
     const scrubbed = this.text(text);
     if (this.spellings.length === 0 || !scrubbed.includes(marker)) return scrubbed;
-    const parts = scrubbed.split(marker);
-    for (let i = 0; i < parts.length - 1; i++) {
-      const before = parts[i]!;
-      let head = 0;
-      // The longest start of any spelling that `before` ends with (a whole one is redacted already).
-      for (const spelling of this.spellings) {
-        for (let k = Math.min(spelling.length - 1, before.length); k > head; k--) {
-          if (before.endsWith(spelling.slice(0, k))) {
-            head = k;
-            break;
-          }
+    const out = scrubbed
+      .split(marker)
+      .map((part, i, parts) => (i < parts.length - 1 ? this.withoutSecretStart(part) : part))
+      .join(marker);
+    return out === text ? text : out;
+  }
+
+  /**
+   * {@link cutText} for text cut once, at its end, and marked by `marker` there (a record's
+   * `name`, `subject` and `reason`): only the characters before that last marker that start a
+   * secret are dropped; a `marker` inside the text is text. The same string when nothing changed.
+   */
+  cutEndText(text: string, marker: string): string {
+    const scrubbed = this.text(text);
+    if (this.spellings.length === 0 || !scrubbed.endsWith(marker)) return scrubbed;
+    const before = scrubbed.slice(0, scrubbed.length - marker.length);
+    const out = `${this.withoutSecretStart(before)}${marker}`;
+    return out === text ? text : out;
+  }
+
+  /** `before` without the longest start of any secret spelling it ends with (a whole one is redacted already). */
+  private withoutSecretStart(before: string): string {
+    let head = 0;
+    for (const spelling of this.spellings) {
+      for (let k = Math.min(spelling.length - 1, before.length); k > head; k--) {
+        if (before.endsWith(spelling.slice(0, k))) {
+          head = k;
+          break;
         }
       }
-      if (head > 0) parts[i] = before.slice(0, before.length - head);
     }
-    const out = parts.join(marker);
-    return out === text ? text : out;
+    return head > 0 ? before.slice(0, before.length - head) : before;
   }
 
   /**

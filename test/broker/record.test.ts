@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { NdjsonRecordSink, type RecordSink } from '../../src/audit/records.js';
-import { RECORD_NAME_MAX_CHARS, recordStage } from '../../src/broker/record.js';
+import { RECORD_NAME_MAX_CHARS, recordStage, shownRecord } from '../../src/broker/record.js';
 import { compose } from '../../src/broker/runner.js';
 import { refuse } from '../../src/broker/types.js';
 import { ManualClock } from '../../src/shared/clock.js';
 import { silentLogger } from '../../src/shared/logger.js';
-import { Scrubber } from '../../src/shared/scrub.js';
+import { REDACTED, Scrubber } from '../../src/shared/scrub.js';
 import { call, fakeInvoke, target, text } from './support.js';
 
 const root = mkdtempSync(join(tmpdir(), 'mcp-broker-record-stage-'));
@@ -114,5 +114,37 @@ describe('record stage', () => {
     expect(all.at(-1)).toBe(29);
     for (let k = 1; k < all.length; k++) expect(all[k]).toBe(all[k - 1]! + 1);
     for (const f of readdirSync(dir)) expect(readFileSync(join(dir, f)).length).toBeLessThanOrEqual(1024);
+  });
+});
+
+describe('record stage and a secret added while the record is written', () => {
+  it('hands on the record as shown (scrubbed again) and leaves the file as written (regression: published and streamed as built)', async () => {
+    const later = `later-${'7e3a'.repeat(4)}`;
+    const own = new Scrubber();
+    const written: object[] = [];
+    // The append is where a reload can come between building the record and publishing it.
+    const sink: RecordSink = {
+      append: async (record) => {
+        written.push(structuredClone(record));
+        own.addSecrets([later]);
+      },
+      close: async () => undefined,
+    };
+    const run = compose([
+      recordStage({
+        records: sink,
+        clock: new ManualClock(),
+        logger: silentLogger(),
+        scrubArgs: (a) => own.value(a),
+        scrubText: (t) => own.text(t),
+        shown: { generation: () => own.generation, record: (r) => shownRecord(own, r) },
+      }),
+      fakeInvoke((c) => refuse(c, 'upstream_error', `failed near ${later}`)),
+    ]);
+    const c = call({ target: target(), request: { args: { note: later } } });
+    await run(c);
+    expect(JSON.stringify(written)).toContain(later);
+    expect(JSON.stringify(c.record)).not.toContain(later);
+    expect(c.record).toMatchObject({ reason: `failed near ${REDACTED}`, args: { note: REDACTED } });
   });
 });

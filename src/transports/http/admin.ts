@@ -14,9 +14,8 @@
  *  - `GET /api/v1/events`: a server-sent event stream, one `event: record` per published
  *    record (same visibility rule), keep-alive comments every `http.keepAliveMs`; counted
  *    against the stream caps (`http.maxStreamsPerPrincipal` 429, `http.maxStreams` 503).
- *    Both routes answer each record scrubbed with the gateway's scrubber as it is now, and match
- *    the filters against the record so scrubbed (calls-query.ts `queryCalls`): a secret a reload
- *    added after a record was written is neither shown nor told by what a `tool=` pattern matches.
+ *    Both answer each record as shown (broker/record.ts `shownRecord`): a secret a reload added
+ *    after a record was written is neither shown nor told by what a `tool=` pattern matches.
  *  - `GET /healthz` → 200 `{status: "ok"}` while the process serves.
  *  - `GET /readyz` → 200 `{ready: true}` when every upstream marked `required` is `ready`,
  *    else 503 `{ready: false, waiting: <count>}`.
@@ -28,8 +27,7 @@ import { carriesResult } from '../../broker/outcomes.js';
 import type { CallerSession, CallRecord, ToolTarget } from '../../broker/types.js';
 import { newSessionId } from '../../shared/ids.js';
 import type { Gateway } from '../../gateway.js';
-import { scrubbedCallRecord } from '../../audit/scrubbed-record.js';
-import { parseCallsQuery, queryCalls, matchesCallsQuery, visibleInCallsQuery } from './calls-query.js';
+import { parseCallsQuery, queryCalls, matchesCallsQuery } from './calls-query.js';
 import { answerOverCap } from './caps.js';
 import { jsonBody, keepStreamAlive, whenClosed, type HttpContext } from './context.js';
 import { principalOf } from './guards.js';
@@ -110,12 +108,9 @@ export function mountAdminApi(app: Express, ctx: HttpContext): void {
     whenClosed(res, stream.release);
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache, no-transform', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
     res.write(': subscribed\n\n');
-    const unsubscribe = gateway.publisher.subscribe((written: CallRecord) => {
-      if (!visibleInCallsQuery(written, query) || res.writableEnded || res.destroyed) return;
-      // Scrubbed when written, but a reload may have added a secret since it was built. As costly
-      // as the JSON.stringify below, which each stream pays for each record already.
-      const record = scrubbedCallRecord(gateway.scrubber, written);
-      if (!matchesCallsQuery(record, query)) return;
+    const unsubscribe = gateway.publisher.subscribe((record: CallRecord) => {
+      // Published as shown (broker/publish.ts): scrubbed again there if a reload added a secret since it was built.
+      if (!matchesCallsQuery(record, query, gateway.scrubber) || res.writableEnded || res.destroyed) return;
       res.write(`event: record\nid: ${record.callId}\ndata: ${JSON.stringify(record)}\n\n`);
       // A reader that does not read would hold every record published in our memory: closed
       // instead (it can reconnect and catch up with GET /api/v1/calls?since=).

@@ -2,15 +2,15 @@
  * `GET /api/v1/calls`: reads the records file (`broker.records.path`, and its rotated
  * `.1` … `.N` files, oldest first) line by line and keeps the newest `limit` records that match
  * by the time their calls started (`ts`; the files are in the order calls settled), answered
- * oldest first, each scrubbed with the secrets of now (audit/scrubbed-record.ts). Memory is
- * bounded by `limit`, whatever the size of the files.
+ * oldest first, each as its reader is shown it (broker/record.ts `shownRecord`: scrubbed again with
+ * the secrets of now). Memory is bounded by `limit`, whatever the size of the files.
  */
 import { NewestRecords, parseSince, readRecords, recordFiles } from '../../audit/query.js';
-import { scrubbedCallRecord, scrubbedRecordFields } from '../../audit/scrubbed-record.js';
-import type { Scrubber } from '../../shared/scrub.js';
 import { isWildcardPattern, wildcardMatcher } from '../../shared/glob.js';
 import { OUTCOMES } from '../../broker/outcomes.js';
 import type { CallRecord } from '../../broker/types.js';
+import { shownName, shownRecord } from '../../broker/record.js';
+import type { Scrubber } from '../../shared/scrub.js';
 
 /** Most records one query returns. */
 export const MAX_CALLS_LIMIT = 1000;
@@ -63,26 +63,17 @@ export function parseCallsQuery(query: Record<string, unknown>, now = Date.now()
 }
 
 /**
- * Whether the reader may see `record` at all (`principal`: a non-operator sees only its own
- * records). Read from the record as written: it says whose the record is, and the reader names
- * only itself, so it tells nothing the record shown hides.
+ * Whether one record passes the filters (all but `limit`). A `tool` pattern is matched against
+ * the `name` and `subject` the reader is shown ({@link shownName} with `scrubber`): matched against
+ * them as written, which records it kept would tell, a character at a time, a secret a reload
+ * added since. The other fields it reads are the broker's own, shown as written.
  */
-export function visibleInCallsQuery(record: CallRecord, q: CallsQuery): boolean {
-  return q.principal === undefined || record.principal === q.principal;
-}
-
-/**
- * Whether `record` passes the reader's filters (`outcomes`, `tool`, `since`; not `limit`, not
- * the visibility rule: {@link visibleInCallsQuery}). Give it the record as the reader is shown it
- * ({@link scrubbedCallRecord}, or at least its {@link callsQueryFields} scrubbed): matched
- * against a name as written, a `tool` pattern would tell a secret the name shown hides, one
- * character at a time, by which records it kept.
- */
-export function matchesCallsQuery(record: CallRecord, q: CallsQuery): boolean {
+export function matchesCallsQuery(record: CallRecord, q: CallsQuery, scrubber: Scrubber): boolean {
+  if (q.principal !== undefined && record.principal !== q.principal) return false;
   if (q.outcomes.length && !q.outcomes.includes(record.outcome)) return false;
   if (q.tool !== undefined) {
     const matches = matcherFor(q.tool);
-    if (!matches(record.name) && !matches(record.subject)) return false;
+    if (!matches(shownName(scrubber, record.name)) && !matches(shownName(scrubber, record.subject))) return false;
   }
   if (q.since !== undefined && !(Date.parse(record.ts) >= q.since)) return false;
   return true;
@@ -101,28 +92,15 @@ function matcherFor(glob: string): (text: string) => boolean {
   return matcher;
 }
 
-/** The fields of a record {@link matchesCallsQuery} reads for the filters `q` sets. */
-export function callsQueryFields(q: CallsQuery): string[] {
-  return [...(q.outcomes.length ? ['outcome'] : []), ...(q.tool !== undefined ? ['name', 'subject'] : []), ...(q.since !== undefined ? ['ts'] : [])];
-}
-
 /**
- * The newest `limit` records of `path` and its rotated files (by `ts`) that `q` lets the reader
- * see and that match its filters, oldest first, each as the reader is shown it: scrubbed with
- * `scrubber` ({@link scrubbedCallRecord}), the filters matched against the record so scrubbed.
- * Every line read has only the short fields the filters read scrubbed ({@link callsQueryFields}:
- * none without a filter); a whole record, its `args` included, only once kept. Those are matched
- * again once scrubbed whole: a reload may add a secret while the files are read.
+ * The newest `limit` matching records of `path` and its rotated files (by `ts`), oldest first,
+ * each as shown with `scrubber` (`shownRecord`; only the records kept are scrubbed whole).
  */
 export async function queryCalls(path: string, maxFiles: number, q: CallsQuery, scrubber: Scrubber): Promise<CallRecord[]> {
   const files = recordFiles(path, maxFiles);
-  const fields = callsQueryFields(q);
   const newest = new NewestRecords<CallRecord>(q.limit);
   for await (const record of readRecords<CallRecord>(files)) {
-    if (visibleInCallsQuery(record, q) && matchesCallsQuery(fields.length ? scrubbedRecordFields(scrubber, record, fields) : record, q)) newest.add(record);
+    if (matchesCallsQuery(record, q, scrubber)) newest.add(record);
   }
-  return newest
-    .records()
-    .map((record) => scrubbedCallRecord(scrubber, record))
-    .filter((record) => matchesCallsQuery(record, q));
+  return newest.records().map((record) => shownRecord(scrubber, record));
 }

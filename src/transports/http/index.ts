@@ -4,7 +4,7 @@ export { answerRequestError, readBody, RequestBodyError } from './body.js';
 export { mountAdminApi, requiredNotReady, resolveSubject, API_PREFIX } from './admin.js';
 export { LOCAL_PRINCIPAL, PrincipalAuthenticator, type AuthFailure, type Principal } from './auth.js';
 export { answerOverCap, capMessage, capRefusal, StreamCaps, type CapRefusal, type CapSetting, type StreamAdmission } from './caps.js';
-export { callsQueryFields, DEFAULT_CALLS_LIMIT, MAX_CALLS_LIMIT, matchesCallsQuery, parseCallsQuery, queryCalls, visibleInCallsQuery, type CallsQuery } from './calls-query.js';
+export { DEFAULT_CALLS_LIMIT, MAX_CALLS_LIMIT, matchesCallsQuery, parseCallsQuery, queryCalls, type CallsQuery } from './calls-query.js';
 export { jsonBody, whenClosed, type HttpContext } from './context.js';
 export { BoundedEventStore } from './event-store.js';
 export {

@@ -1,16 +1,16 @@
 /**
- * A call record as a reader is shown it (audit/scrubbed-record.ts): every field scrubbed with the
- * scrubber's secrets of now, as the record stage scrubbed them when it was written.
+ * A call record as a reader is shown it (broker/record.ts `shownRecord`): the fields the record
+ * stage scrubs scrubbed again with the scrubber's secrets of now; the broker's own as written.
  */
 import { describe, expect, it } from 'vitest';
-import { scrubbedCallRecord, scrubbedRecordFields } from '../../src/audit/scrubbed-record.js';
-import { RECORD_NAME_MAX_CHARS, cutName } from '../../src/broker/record.js';
+import { RECORD_NAME_MAX_CHARS, cutName, shownName, shownRecord } from '../../src/broker/record.js';
 import { cutReason } from '../../src/broker/failure.js';
+import type { CallRecord } from '../../src/broker/types.js';
 import { REDACTED, Scrubber } from '../../src/shared/scrub.js';
 
 const LATER = 'later-5c0e8d21f7a9';
 
-const written = (more: Record<string, unknown> = {}) => ({
+const written = (more: Partial<CallRecord> = {}): CallRecord => ({
   ts: '2026-01-02T10:00:00.000Z',
   callId: '0f6c3f0e-8d1c-4b55-9a7e-2d4c1b9e7a10',
   sessionId: 'session-4b55',
@@ -30,10 +30,10 @@ const written = (more: Record<string, unknown> = {}) => ({
   ...more,
 });
 
-describe('scrubbedCallRecord', () => {
+describe('shownRecord', () => {
   it('scrubs every field with the secrets of now, keeping the shape and the fields that hold none', () => {
     const record = written();
-    const shown = scrubbedCallRecord(new Scrubber([LATER]), record);
+    const shown = shownRecord(new Scrubber([LATER]), record);
     expect(JSON.stringify(shown)).not.toContain(LATER);
     expect(shown).toEqual({
       ...record,
@@ -49,16 +49,29 @@ describe('scrubbedCallRecord', () => {
     expect(Object.keys(shown)).toEqual(Object.keys(record));
   });
 
-  it('keeps the session id, though its field name names a credential, and redacts a credential-named argument whole', () => {
+  it('redacts a credential-named argument whole', () => {
     const record = written({ args: { api_key: 'plain-value', text: 'hello' } });
-    const shown = scrubbedCallRecord(new Scrubber(), record);
-    expect(shown.sessionId).toBe('session-4b55');
-    expect(shown.args).toEqual({ api_key: REDACTED, text: 'hello' });
+    expect(shownRecord(new Scrubber(), record).args).toEqual({ api_key: REDACTED, text: 'hello' });
+  });
+
+  it("leaves the broker's own fields as written, a short secret inside an id or a time included (regression: the call id a reader looks up changed)", () => {
+    const record = written({ principal: 'alice-4b55', traceId: 'trace-4b55', spanId: 'span-4b55' });
+    // '4b55' is in the call id, the session id, the principal and the trace ids; '2026' in the time; 'outcome' names a field.
+    const shown = shownRecord(new Scrubber(['4b55', '2026', 'outcome']), record);
+    for (const key of ['ts', 'callId', 'sessionId', 'principal', 'outcome', 'traceId', 'spanId'] as const) expect(shown[key]).toBe(record[key]);
+    expect(Object.keys(shown)).toEqual(Object.keys(record));
+  });
+
+  it('shows a reason with "..." inside as it was, when it was not cut (regression: the start of a secret before any "..." was dropped)', () => {
+    const reason = 'upstream said: retrying 4... then gave up';
+    expect(shownRecord(new Scrubber(['4f2a-secret']), written({ reason })).reason).toBe(reason);
+    const name = 'fx__ab…c';
+    expect(shownRecord(new Scrubber(['b-secret']), written({ name })).name).toBe(name);
   });
 
   it('returns the record itself when nothing changes', () => {
     const record = written({ name: 'fx__tool', subject: 'fx/tool', reason: 'no', args: { text: 'x' }, stripped: ['a'], flow: { id: 'f', step: 's' } });
-    expect(scrubbedCallRecord(new Scrubber([LATER]), record)).toBe(record);
+    expect(shownRecord(new Scrubber([LATER]), record)).toBe(record);
   });
 
   it('drops the start of a secret that ran across the cut of a name or a reason as written', () => {
@@ -67,20 +80,16 @@ describe('scrubbedCallRecord', () => {
     const reason = cutReason(`${'r'.repeat(292)}${LATER}`);
     expect(name).toContain(LATER.slice(0, 8));
     expect(reason).toContain(LATER.slice(0, 5));
-    const shown = scrubbedCallRecord(new Scrubber([LATER]), written({ name, subject: name, reason }));
+    const shown = shownRecord(new Scrubber([LATER]), written({ name, subject: name, reason }));
     expect(shown.name).toBe(`${'n'.repeat(RECORD_NAME_MAX_CHARS - 9)}…`);
     expect(shown.subject).toBe(shown.name);
     expect(shown.reason).toBe(`${'r'.repeat(292)}...`);
   });
 });
 
-describe('scrubbedRecordFields', () => {
-  it('scrubs the fields named and leaves the others as written', () => {
-    const record = written();
-    const some = scrubbedRecordFields(new Scrubber([LATER]), record, ['name', 'absent']);
-    expect(some.name).toBe(`fx__tool-${REDACTED}`);
-    expect(some.subject).toBe(record.subject);
-    expect(some.args).toBe(record.args);
-    expect(some).not.toHaveProperty('absent');
+describe('shownName', () => {
+  it('is the name shownRecord shows', () => {
+    const scrubber = new Scrubber([LATER]);
+    expect(shownName(scrubber, `fx__tool-${LATER}`)).toBe(shownRecord(scrubber, written()).name);
   });
 });
