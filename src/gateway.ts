@@ -256,6 +256,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         logger: this.logger,
         scrubArgs: (a) => this.scrubber.value(a),
         scrubText: (t) => this.scrubber.text(t),
+        shown: { generation: () => this.scrubber.generation, record: (r) => shownRecord(this.scrubber, r) },
         get askTimeoutMs() {
           return config.policy.askTimeoutMs;
         },

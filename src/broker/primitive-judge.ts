@@ -41,7 +41,7 @@ import { CALL_ID_META_KEY, OUTCOME_META_KEY, OUTCOME_STATUS, type Outcome } from
 import { decidePrimitive, type CompiledPolicy, type Verdict } from './policy.js';
 import { HELD_UNAPPROVED_REASON } from './held-state.js';
 import { kindOf } from './sealed-state.js';
-import { approximateJsonBytes, cutName } from './record.js';
+import { approximateJsonBytes, cutName, type RecordDeps } from './record.js';
 import type { CallerSession, CallRecord } from './types.js';
 
 /** What a judged request was, as the record's `kind` says. */
@@ -94,6 +94,8 @@ export interface PrimitiveGuardDeps {
   scrubArgs: (args: unknown) => unknown;
   /** Makes a reason safe to keep: the scrubber's `text`. */
   scrubText: (text: string) => string;
+  /** As the record stage's `shown` (record.ts `RecordDeps`): a record a reload's secret came during the write of is published as shown. */
+  shown?: RecordDeps['shown'];
   /** How long an approval prompt waits, in ms (`policy.askTimeoutMs`). */
   askTimeoutMs: number;
   /** Told after each attempt to write a record whether it was written (metrics). Default none. */
@@ -190,6 +192,7 @@ export class PrimitiveGuard {
       }
     }
 
+    const generation = deps.shown?.generation();
     const record: CallRecord = {
       ts: isoTime(startedAt),
       callId,
@@ -223,7 +226,7 @@ export class PrimitiveGuard {
       }
       throw failure ? failure.err : refusalError(outcome, said, callId);
     }
-    this.publish(record, caller);
+    this.publish(deps.shown && deps.shown.generation() !== generation ? deps.shown.record(record) : record, caller);
     if (outcome === 'ok') return result as T;
     if (refusal?.inputRequired) return { ...refusal.inputRequired, _meta: { ...refusal.inputRequired._meta, [OUTCOME_META_KEY]: outcome, [CALL_ID_META_KEY]: callId } } as T;
     throw failure ? failure.err : refusalError(outcome, said, callId);

@@ -194,6 +194,8 @@ export class Scrubber {
   private scanner: AnchorScanner = PATTERN_SCANNER;
   /** Every spelling of the exact secrets ({@link secretSpellings}), for {@link cutText}. */
   private spellings: readonly string[] = [];
+  /** The length of the longest of {@link spellings}; 0 when there are none. */
+  private longestSpelling = 0;
   private secretsAdded = 0;
 
   constructor(secrets: Iterable<string> = []) {
@@ -274,15 +276,20 @@ export class Scrubber {
   }
 
   /**
-   * {@link cutText} for text cut once, at its end, and marked by `marker` there (a record's
-   * `name`, `subject` and `reason`): only the characters before that last marker that start a
-   * secret are dropped; a `marker` inside the text is text. The same string when nothing changed.
+   * {@link text} for text cut once at its end and marked by `marker` there (a record's `name`,
+   * `subject` and `reason`, shown again later): with any exact secret known, the characters before
+   * that mark are dropped up to one fewer than the longest secret spelling, whatever they are, so
+   * the start of a secret added since that ran across the cut never shows. Never fewer for a match
+   * and never more for one: what is dropped does not depend on the text (unlike {@link cutText},
+   * whose dropped characters would tell a reader of their own text, one character at a time,
+   * which of them start a secret). A `marker` inside the text is text. The same string when
+   * nothing changed.
    */
   cutEndText(text: string, marker: string): string {
     const scrubbed = this.text(text);
-    if (this.spellings.length === 0 || !scrubbed.endsWith(marker)) return scrubbed;
-    const before = scrubbed.slice(0, scrubbed.length - marker.length);
-    const out = `${this.withoutSecretStart(before)}${marker}`;
+    if (this.longestSpelling === 0 || !scrubbed.endsWith(marker)) return scrubbed;
+    const before = scrubbed.length - marker.length;
+    const out = `${scrubbed.slice(0, Math.max(0, before - (this.longestSpelling - 1)))}${marker}`;
     return out === text ? text : out;
   }
 
@@ -448,6 +455,7 @@ export class Scrubber {
     const spellings = new Set<string>();
     for (const s of this.secrets) for (const spelling of secretSpellings(s)) if (spelling.length >= MIN_SECRET_LENGTH) spellings.add(spelling);
     this.spellings = [...spellings];
+    this.longestSpelling = this.spellings.reduce((n, spelling) => Math.max(n, spelling.length), 0);
     if (!spellings.size) return undefined;
     this.scanner = new AnchorScanner([...PATTERN_ANCHORS, ...[...spellings].map((text) => ({ text, lead: 'flag' as const, caseSensitive: true }))]);
     const parts = [...spellings].sort((a, b) => b.length - a.length).map(escapeRegExp);

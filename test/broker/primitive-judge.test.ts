@@ -9,6 +9,8 @@ import { relayInputRequired } from '../../src/broker/relay-input.js';
 import { SealedStates } from '../../src/broker/sealed-state.js';
 import { POLICY_REFUSED_CODE, PrimitiveGuard, type PrimitiveGuardDeps, type PrimitiveRequest } from '../../src/broker/primitive-judge.js';
 import type { CallRecord } from '../../src/broker/types.js';
+import { shownRecord } from '../../src/broker/record.js';
+import { REDACTED, Scrubber } from '../../src/shared/scrub.js';
 import { policySchema } from '../../src/config/schema.js';
 import { ManualClock } from '../../src/shared/clock.js';
 import { silentLogger } from '../../src/shared/logger.js';
@@ -244,5 +246,32 @@ describe('PrimitiveGuard (primitive-judge.ts)', () => {
     expect(g.visible('alice', { server: 'good', type: 'resource', name: 'good://secret' })).toBe(false);
     expect(g.visible('alice', { server: 'good', type: 'resource', name: 'good://doc' })).toBe(true);
     expect(g.visible('alice', { server: 'unknown', type: 'resource', name: 'x://y' })).toBe(false);
+  });
+});
+
+describe('PrimitiveGuard and a secret added while its record is written', () => {
+  it('publishes the record as shown (scrubbed again) and writes it as built (regression: published as built)', async () => {
+    const later = `later-${'5d1b'.repeat(4)}`;
+    const scrubber = new Scrubber();
+    const written: CallRecord[] = [];
+    // The append is where a reload can come between building the record and publishing it.
+    const records: RecordSink = {
+      append: async (r) => {
+        written.push(structuredClone(r as CallRecord));
+        scrubber.addSecrets([later]);
+      },
+      close: async () => undefined,
+    };
+    const published: CallRecord[] = [];
+    const g = new PrimitiveGuard({
+      ...guardDeps(records, {}, published),
+      scrubArgs: (a) => scrubber.value(a),
+      scrubText: (t) => scrubber.text(t),
+      shown: { generation: () => scrubber.generation, record: (r) => shownRecord(scrubber, r) },
+    });
+    await g.serve(read({ name: `evil://${later}`, ownName: `evil://${later}` }), session({ principal: 'alice' }), async () => ({ contents: [] }));
+    expect(written[0]!.name).toContain(later);
+    expect(published).toHaveLength(1);
+    expect(published[0]!.name).toBe(`evil://${REDACTED}`);
   });
 });

@@ -109,8 +109,8 @@ export function mountAdminApi(app: Express, ctx: HttpContext): void {
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache, no-transform', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
     res.write(': subscribed\n\n');
     const unsubscribe = gateway.publisher.subscribe((record: CallRecord) => {
-      // Published as shown (broker/publish.ts): scrubbed again there if a reload added a secret since it was built.
-      if (!matchesCallsQuery(record, query, gateway.scrubber) || res.writableEnded || res.destroyed) return;
+      // Published as shown (broker/record.ts): scrubbed again there if a reload added a secret while it was written.
+      if (!matchesCallsQuery(record, query) || res.writableEnded || res.destroyed) return;
       res.write(`event: record\nid: ${record.callId}\ndata: ${JSON.stringify(record)}\n\n`);
       // A reader that does not read would hold every record published in our memory: closed
       // instead (it can reconnect and catch up with GET /api/v1/calls?since=).

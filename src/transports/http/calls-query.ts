@@ -63,17 +63,19 @@ export function parseCallsQuery(query: Record<string, unknown>, now = Date.now()
 }
 
 /**
- * Whether one record passes the filters (all but `limit`). A `tool` pattern is matched against
- * the `name` and `subject` the reader is shown ({@link shownName} with `scrubber`): matched against
- * them as written, which records it kept would tell, a character at a time, a secret a reload
- * added since. The other fields it reads are the broker's own, shown as written.
+ * Whether one record passes the filters (all but `limit`). With `scrubber` (a record read from
+ * the file), a `tool` pattern is matched against the `name` and `subject` the reader is shown
+ * ({@link shownName}): matched against them as written, which records it kept would tell a
+ * secret a reload added since. Without (a record published as shown: broker/record.ts), as it
+ * is. The other fields it reads are the broker's own, shown as written.
  */
-export function matchesCallsQuery(record: CallRecord, q: CallsQuery, scrubber: Scrubber): boolean {
+export function matchesCallsQuery(record: CallRecord, q: CallsQuery, scrubber?: Scrubber): boolean {
   if (q.principal !== undefined && record.principal !== q.principal) return false;
   if (q.outcomes.length && !q.outcomes.includes(record.outcome)) return false;
   if (q.tool !== undefined) {
     const matches = matcherFor(q.tool);
-    if (!matches(shownName(scrubber, record.name)) && !matches(shownName(scrubber, record.subject))) return false;
+    const shown = (name: string) => (scrubber ? shownName(scrubber, name) : name);
+    if (!matches(shown(record.name)) && !matches(shown(record.subject))) return false;
   }
   if (q.since !== undefined && !(Date.parse(record.ts) >= q.since)) return false;
   return true;
