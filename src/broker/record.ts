@@ -123,8 +123,11 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
  * fields (ids, times, outcome, counts, principal) as written, so a short secret inside a call id
  * never changes the id a reader looks up. The records file keeps each record as written, scrubbed
  * with the secrets known then: a reload that adds a secret must not leave it readable through
- * them. A `name`, `subject` or `reason` written cut also loses the start of a secret that ran
- * across its cut (`Scrubber.cutEndText`). The record itself when nothing changes; never modifies it.
+ * them. A `name`, `subject` or `reason` written cut (at its cut length, its mark at the end) also
+ * loses, with any exact secret known, one fewer characters before the mark than the longest
+ * secret spelling, whatever they are (`Scrubber.cutEndText`): the start of a secret that ran across
+ * the cut never shows, and what is dropped tells nothing. The record itself when nothing changes;
+ * never modifies it.
  */
 export function shownRecord<T extends CallRecord>(scrubber: Scrubber, record: T): T {
   let out: T | undefined;
@@ -152,7 +155,7 @@ export function shownName(scrubber: Scrubber, name: string): string {
   return shownCut(scrubber, name, RECORD_NAME_MAX_CHARS, '…');
 }
 
-/** Text written cut at `max` characters with `marker` at its end: scrubbed, the tail of a secret's start dropped only when it was cut. */
+/** Text that may have been cut at `max` characters, `marker` at its end: scrubbed, and `Scrubber.cutEndText`'s drop only when it was. */
 function shownCut(scrubber: Scrubber, text: string, max: number, marker: string): string {
   return text.length === max && text.endsWith(marker) ? scrubber.cutEndText(text, marker) : scrubber.text(text);
 }
