@@ -134,17 +134,20 @@ export function shownRecord<T extends CallRecord>(scrubber: Scrubber, record: T)
   const set = <K extends keyof CallRecord>(key: K, next: CallRecord[K]) => {
     if (next !== record[key]) (out ??= { ...record })[key] = next as T[K];
   };
-  set('unit', scrubber.text(record.unit));
+  // A line of the file need not be a whole record (one put there by hand, one a crash tore): a
+  // field that is missing or of another type is shown as it is.
+  const text = (t: string) => (typeof t === 'string' ? scrubber.text(t) : t);
+  set('unit', text(record.unit));
   set('name', shownName(scrubber, record.name));
   set('subject', shownName(scrubber, record.subject));
   if (record.reason !== undefined) set('reason', shownCut(scrubber, record.reason, MAX_REASON_CHARS, '...'));
   set('args', scrubber.value(record.args));
-  if (record.stripped) {
-    const stripped = record.stripped.map((t) => scrubber.text(t));
+  if (Array.isArray(record.stripped)) {
+    const stripped = record.stripped.map(text);
     if (stripped.some((t, i) => t !== record.stripped![i])) set('stripped', stripped);
   }
-  if (record.flow) {
-    const step = scrubber.text(record.flow.step);
+  if (record.flow && typeof record.flow === 'object') {
+    const step = text(record.flow.step);
     if (step !== record.flow.step) set('flow', { ...record.flow, step });
   }
   return out ?? record;
@@ -155,8 +158,12 @@ export function shownName(scrubber: Scrubber, name: string): string {
   return shownCut(scrubber, name, RECORD_NAME_MAX_CHARS, '…');
 }
 
-/** Text that may have been cut at `max` characters, `marker` at its end: scrubbed, and `Scrubber.cutEndText`'s drop only when it was. */
+/**
+ * Text that may have been cut at `max` characters, `marker` at its end: scrubbed, and
+ * `Scrubber.cutEndText`'s drop only when it was. Anything but a string as it is.
+ */
 function shownCut(scrubber: Scrubber, text: string, max: number, marker: string): string {
+  if (typeof text !== 'string') return text;
   return text.length === max && text.endsWith(marker) ? scrubber.cutEndText(text, marker) : scrubber.text(text);
 }
 

@@ -97,6 +97,12 @@ describe('shownRecord', () => {
     const uncut = cutReason('r'.repeat(400));
     expect(shownRecord(new Scrubber(), written({ reason: uncut })).reason).toBe(uncut);
   });
+  it('shows a line that is no whole record as it is (regression: a line put in the file by hand made GET /api/v1/calls answer 500)', () => {
+    const planted = { callId: 'planted', ts: '2026-01-02T10:00:00.000Z', principal: 'local', outcome: 'ok' } as unknown as CallRecord;
+    expect(shownRecord(new Scrubber([LATER]), planted)).toBe(planted);
+    const odd = { ...planted, name: 7, unit: null, stripped: 'x', flow: 'y', reason: 1 } as unknown as CallRecord;
+    expect(shownRecord(new Scrubber([LATER]), odd)).toBe(odd);
+  });
 });
 
 describe('shownName', () => {
