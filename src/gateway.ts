@@ -12,7 +12,7 @@ import { judgeStage, type JudgeDeps } from './broker/judge.js';
 import { ApprovalStates } from './broker/approval-state.js';
 import { relayStage } from './broker/relay-input.js';
 import { SealedStates } from './broker/sealed-state.js';
-import { cutName, recordStage, shownRecord } from './broker/record.js';
+import { cutName, recordStage, shownRecord, type RecordDeps } from './broker/record.js';
 import { cutReason } from './broker/failure.js';
 import type { Stage } from './broker/runner.js';
 import { Breakers, breakerStage } from './broker/breaker.js';
@@ -256,7 +256,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         logger: this.logger,
         scrubArgs: (a) => this.scrubber.value(a),
         scrubText: (t) => this.scrubber.text(t),
-        shown: { generation: () => this.scrubber.generation, record: (r) => shownRecord(this.scrubber, r) },
+        shown: this.shownRecords(),
         get askTimeoutMs() {
           return config.policy.askTimeoutMs;
         },
@@ -452,6 +452,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     }
   }
 
+  /** The record stage's and the primitive guard's `shown` (broker/record.ts `RecordDeps`): the scrubber's generation and `shownRecord`. */
+  private shownRecords(): NonNullable<RecordDeps['shown']> {
+    return { generation: () => this.scrubber.generation, record: (r) => shownRecord(this.scrubber, r) };
+  }
+
   /** The call path, in the seed's order. */
   protected buildStages(): Stage[] {
     const config = this.config;
@@ -466,7 +471,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         logger: this.logger,
         scrubArgs: (a) => scrubber.value(a),
         scrubText: (t) => scrubber.text(t),
-        shown: { generation: () => scrubber.generation, record: (r) => shownRecord(scrubber, r) },
+        shown: this.shownRecords(),
         onRecorded: (written) => this.metrics.recordWritten(written),
       }),
       // Read at each call: a reload replaces `config.policy` (the output policy applies from the next call).
