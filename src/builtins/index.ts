@@ -77,7 +77,7 @@ export function registerBuiltins(host: BuiltinHost): Builtins {
   const estate = new EstateScope(host.config.estate.root, brokerOwnPaths(host.config.broker));
   host.router.register([flowTool({ call: callBroker, estate, mayRestoreEstate: isPrivileged })], { server: 'broker' });
   if (estateServed(host.config.estate, host.logger)) {
-    host.router.register(estateTools({ config: host.config.estate, store, clock: host.clock, isPrivileged, reserved: brokerOwnPaths(host.config.broker) }), { server: 'estate' });
+    host.router.register(estateTools({ config: host.config.estate, scrubber: host.scrubber, store, clock: host.clock, isPrivileged, reserved: brokerOwnPaths(host.config.broker) }), { server: 'estate' });
   }
   const experimental: ExperimentalCapabilities = {};
   // Advertised where there is something to re-dial (seed 004: the capability bit and the verb derive from the same facts).

@@ -257,6 +257,84 @@ export class Scrubber {
   }
 
   /**
+   * Where in `text` {@link text} would redact: sorted, disjoint `[start, end)` ranges in UTF-16
+   * code units of `text` itself (not of the scrubbed text), merged where they touch. An exact
+   * secret's range is the whole secret; a pattern's is the part its replacement changes (a
+   * field's value, not its name; for a JSON array written as text, from its first redacted
+   * element to its last). For text shown in pieces whose bounds a reader chooses (an estate
+   * file read from any offset): a piece masked by these ranges, found in a window around it,
+   * shows no part of a secret that lies whole in that window. Empty when nothing would change.
+   */
+  redactions(text: string): Array<[number, number]> {
+    if (text.length < MIN_SECRET_LENGTH) return [];
+    const ranges: Array<[number, number]> = [];
+    let { starts, flagged } = this.scanner.starts(text);
+    let out = text;
+    /** The exact secrets' replacements in `out`: where each starts there, and its `[start, end)` in `text`. */
+    const swaps: Array<{ at: number; from: number; to: number }> = [];
+    if (flagged && this.exact) {
+      const exact = new RegExp(this.exact.source, 'g');
+      let copied = 0;
+      let built = '';
+      for (let m = exact.exec(text); m; m = exact.exec(text)) {
+        const from = m.index;
+        const to = from + m[0].length;
+        built += text.slice(copied, from);
+        swaps.push({ at: built.length, from, to });
+        built += REDACTED;
+        copied = to;
+        ranges.push([from, to]);
+      }
+      if (swaps.length) {
+        out = built + text.slice(copied);
+        ({ starts } = PATTERN_SCANNER.starts(out));
+      }
+    }
+    /** A place in `out` as a place in `text`: inside a replacement, its start (`side` 0) or its end (1). */
+    const inText = (at: number, side: 0 | 1): number => {
+      let shift = 0;
+      for (const swap of swaps) {
+        if (at <= swap.at) break;
+        if (at < swap.at + REDACTED.length) return side === 0 ? swap.from : swap.to;
+        shift += swap.to - swap.from - REDACTED.length;
+      }
+      return at + shift;
+    };
+    let end = 0;
+    for (const at of starts) {
+      if (at < end) continue;
+      PATTERN_AT.lastIndex = at;
+      const m = PATTERN_AT.exec(out);
+      if (!m) continue;
+      end = at + m[0].length;
+      const replaced = redact(m[0], m.groups ?? {});
+      if (replaced === m[0]) continue;
+      let head = 0;
+      while (head < m[0].length && head < replaced.length && m[0][head] === replaced[head]) head++;
+      let tail = 0;
+      while (tail < m[0].length - head && tail < replaced.length - head && m[0][m[0].length - 1 - tail] === replaced[replaced.length - 1 - tail]) tail++;
+      ranges.push([inText(at + head, 0), inText(end - tail, 1)]);
+    }
+    ranges.sort((a, b) => a[0] - b[0]);
+    const merged: Array<[number, number]> = [];
+    for (const [from, to] of ranges) {
+      const last = merged[merged.length - 1];
+      if (last && from <= last[1]) last[1] = Math.max(last[1], to);
+      else if (to > from) merged.push([from, to]);
+    }
+    return merged;
+  }
+
+  /**
+   * The length in UTF-16 code units of the longest spelling of an exact secret; 0 with none. A
+   * window around a piece of text needs at least this much on each side for {@link redactions}
+   * to see every exact secret that reaches into the piece.
+   */
+  get longestSecret(): number {
+    return this.longestSpelling;
+  }
+
+  /**
    * {@link text} for text that was cut before this scrub (each cut marked by `marker`, default
    * `…`: shared/cut.ts): the first characters of an exact secret that ran across a cut stand
    * before its marker, the rest cut away, and {@link text} cannot recognise them; they are

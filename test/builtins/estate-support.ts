@@ -14,6 +14,7 @@ import type { BrokerCall, CallerSession } from '../../src/broker/types.js';
 import { ToolRouter, type RouterOutcome } from '../../src/router/index.js';
 import { ManualClock } from '../../src/shared/clock.js';
 import { silentLogger } from '../../src/shared/logger.js';
+import { Scrubber } from '../../src/shared/scrub.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import { Registry } from '../../src/upstream/registry.js';
 
@@ -42,6 +43,8 @@ export interface EstateFixtureOptions {
   beforeWrite?: () => void | Promise<void>;
   /** Principals with role `operator` (besides `local`, always privileged). */
   operators?: string[];
+  /** The scrubber the read tools mask with; default one with no exact secrets (the built-in patterns only). */
+  scrubber?: Scrubber;
   /** The broker's own paths the scope refuses (estateTools' `reserved`), given the root. */
   reserved?: (root: string) => ReservedPath[];
 }
@@ -73,6 +76,7 @@ export function makeEstate(limits: EstateFixtureOptions = {}): EstateFixture {
   router.register(
     estateTools({
       config: { root, maxBytes: limits.maxBytes ?? 256 * 1024, maxResults: limits.maxResults ?? 100 },
+      scrubber: limits.scrubber ?? new Scrubber(),
       store: () => store,
       clock: new ManualClock(),
       isPrivileged: (principal) => principal === 'local' || (limits.operators ?? []).includes(principal),

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startBroker, waitFor, type StartedBroker } from './helpers.js';
+import { fixture, nodeServer, startBroker, waitFor, type StartedBroker } from './helpers.js';
 
 const outcome = (r: { _meta?: unknown }) => (r._meta as Record<string, unknown> | undefined)?.['mcp-broker/outcome'];
 const AWS_KEY = 'AKIAIOSFODNN7EXAMPLE';
@@ -223,6 +223,42 @@ describe('estate relay (e2e)', () => {
     const search = await call(broker, 'estate__search', { query: 'deploy key' });
     expect(JSON.stringify(search)).not.toContain(AWS_KEY);
     expect(JSON.stringify(search)).toContain('[REDACTED]');
+  });
+
+  it('no offset, length or query shows or tests part of a secret: pieces three bytes long, a piece that ends inside one, a search for its start', async () => {
+    const token = 'estate-e2e-exact-token-7c1f93';
+    // One exact secret (an upstream's `env` value) and one shape (an AWS key), each in the middle of a line.
+    writeFileSync(join(root, 'mixed.txt'), `first line\nTOKEN ${token} end\ndeploy ${AWS_KEY} done\n`);
+    broker = await startBroker({
+      servers: { leaky: nodeServer(fixture('leaky.mjs'), { env: { API_TOKEN: token } }) },
+      extra: { estate: { root, maxBytes: 64, maxResults: 5 } },
+    });
+    const b = broker;
+    const size = ((await call(b, 'estate__stat', { path: 'mixed.txt' })).structuredContent as { size: number }).size;
+    let pieces = '';
+    for (let offset = 0; offset < size; offset += 3) {
+      const read = await call(b, 'estate__read_file', { path: 'mixed.txt', offset, length: 3 });
+      expect(outcome(read)).toBe('ok');
+      pieces += (read.content[0] as { text: string }).text;
+    }
+    // Each piece was shorter than any secret the scrub stage would know; the pieces put together tell none of them.
+    for (const secret of [token, AWS_KEY]) {
+      for (let at = 0; at + 4 <= secret.length; at++) expect(pieces, `a piece of ${secret}`).not.toContain(secret.slice(at, at + 4));
+    }
+    expect(pieces).toContain('first line\nTOKEN [REDACTED]');
+    expect(pieces).toContain(' end\ndeploy [REDACTED]');
+    // A piece ending inside the token, one starting inside the key.
+    const head = await call(b, 'estate__read_file', { path: 'mixed.txt', offset: 0, length: 11 + 6 + 12 });
+    expect((head.content[0] as { text: string }).text).toBe('first line\nTOKEN [REDACTED]');
+    const tail = await call(b, 'estate__read_file', { path: 'mixed.txt', offset: size - 14 });
+    expect((tail.content[0] as { text: string }).text).toBe('[REDACTED] done\n');
+    // A search for the start of a secret finds nothing; for the text around it, the line masked.
+    for (const query of [token.slice(0, 12), `TOKEN ${token.slice(0, 5)}`, AWS_KEY.slice(0, 8), `deploy ${AWS_KEY.slice(0, 6)}`]) {
+      const search = await call(b, 'estate__search', { query, caseSensitive: true });
+      expect(search.structuredContent, query).toMatchObject({ hits: [] });
+    }
+    const around = await call(b, 'estate__search', { query: 'TOKEN ' });
+    expect(around.structuredContent).toMatchObject({ hits: [{ path: 'mixed.txt', line: 2, text: 'TOKEN [REDACTED] end' }] });
   });
 
   it('propose writes nothing and is audited; apply is asked by default and refused without elicitation', async () => {

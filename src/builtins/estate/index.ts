@@ -11,6 +11,7 @@ import { STORE_FILE } from '../../store/sqlite.js';
 import type { FunctionTool } from '../../router/function-tool.js';
 import type { Clock } from '../../shared/clock.js';
 import type { Logger } from '../../shared/logger.js';
+import type { Scrubber } from '../../shared/scrub.js';
 import { proposalTools, type ProposalStore } from './proposal-tools.js';
 import { readTools } from './read-tools.js';
 import { EstateScope, type ReservedPath } from './scope.js';
@@ -18,6 +19,8 @@ import { EstateScope, type ReservedPath } from './scope.js';
 export interface EstateOptions {
   /** `estate` of servers.json (defaults in src/config/schema.ts `estateSchema`). */
   readonly config: { readonly root: string; readonly maxBytes: number; readonly maxResults: number };
+  /** The broker's scrubber: what the read tools return and match is masked with it (redacted-bytes.ts). */
+  readonly scrubber: Scrubber;
   /** The store that keeps proposals, opened on first use. */
   store(): ProposalStore;
   readonly clock: Clock;
@@ -73,7 +76,7 @@ export function estateServed(config: { readonly enabled: boolean; readonly root:
 export function estateTools(options: EstateOptions): FunctionTool[] {
   const scope = new EstateScope(options.config.root, options.reserved);
   return [
-    ...readTools(scope, options.config),
+    ...readTools(scope, options.config, options.scrubber),
     ...proposalTools(scope, {
       store: options.store,
       clock: options.clock,

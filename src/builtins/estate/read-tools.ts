@@ -9,7 +9,11 @@ import type { Dirent } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
 import { defineFunctionTool, type FunctionTool } from '../../router/function-tool.js';
+import type { Scrubber } from '../../shared/scrub.js';
+import { maskedBytes, maskedText, redactedBytes, scrubMargin, utf8Boundary } from './redacted-bytes.js';
 import type { EstateScope } from './scope.js';
+
+export { utf8Boundary };
 
 /** The bounds of the relay (`estate` in servers.json). */
 export interface EstateLimits {
@@ -27,8 +31,12 @@ const EXCERPT_CHARS = 200;
 const READ = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
 const pathArg = (what: string) => z.string().describe(`${what}, relative to the estate root, "/"-separated`);
 
-/** `estate__list_dir`, `estate__read_file`, `estate__search`, `estate__stat` over `scope`. */
-export function readTools(scope: EstateScope, limits: EstateLimits): FunctionTool[] {
+/**
+ * `estate__list_dir`, `estate__read_file`, `estate__search`, `estate__stat` over `scope`. What
+ * `read_file` returns and what `search` matches is masked with `scrubber` in a window around it
+ * (redacted-bytes.ts): no choice of offset, length or query shows or tests part of a secret.
+ */
+export function readTools(scope: EstateScope, limits: EstateLimits, scrubber: Scrubber): FunctionTool[] {
   const listDir = defineFunctionTool({
     name: 'estate__list_dir',
     title: 'List an estate folder',
@@ -60,7 +68,7 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
   const readFile = defineFunctionTool({
     name: 'estate__read_file',
     title: 'Read an estate file',
-    description: `Reads part of one estate file: "length" bytes from "offset" (both in bytes), at most ${limits.maxBytes} bytes per call. Text comes back as UTF-8 (cut at a character boundary), a file with NUL bytes as base64. When more remains, the result says so and gives the offset to read on from.`,
+    description: `Reads part of one estate file: "length" bytes from "offset" (both in bytes), at most ${limits.maxBytes} bytes per call. Text comes back as UTF-8 (cut at a character boundary), a file with NUL bytes as base64; secrets in it, or running into it, come back as [REDACTED]. When more remains, the result says so and gives the offset to read on from.`,
     parameters: z.object({
       path: pathArg('The file'),
       offset: z.number().int().min(0).default(0).describe('First byte to read'),
@@ -72,14 +80,19 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
       const { handle } = file;
       const size = file.stats.size;
       const want = Math.max(0, Math.min(length ?? limits.maxBytes, limits.maxBytes, size - offset));
-      let bytes: Buffer;
+      // The piece and a margin on each side: a secret reaching into the piece is found whole.
+      const margin = want > 0 ? scrubMargin(scrubber) : 0;
+      const from = Math.max(0, offset - margin);
+      let window: Buffer;
       try {
-        const buffer = Buffer.alloc(want);
-        const { bytesRead } = want > 0 ? await handle.read(buffer, 0, want, offset) : { bytesRead: 0 };
-        bytes = buffer.subarray(0, bytesRead);
+        const buffer = Buffer.alloc(Math.max(0, Math.min(size, offset + want + margin) - from));
+        const { bytesRead } = buffer.length ? await handle.read(buffer, 0, buffer.length, from) : { bytesRead: 0 };
+        window = buffer.subarray(0, bytesRead);
       } finally {
         await handle.close();
       }
+      const start = Math.min(offset - from, window.length);
+      let bytes = window.subarray(start, Math.min(start + want, window.length));
       const binary = bytes.includes(0);
       if (!binary && offset + bytes.length < size) bytes = bytes.subarray(0, utf8Boundary(bytes));
       const end = offset + bytes.length;
@@ -93,7 +106,9 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
         truncated,
         ...(truncated ? { nextOffset: end } : {}),
       };
-      const content: { type: 'text'; text: string }[] = [{ type: 'text', text: bytes.toString(binary ? 'base64' : 'utf8') }];
+      const ranges = bytes.length ? redactedBytes(scrubber, window) : [];
+      const text = binary ? maskedBytes(window, start, start + bytes.length, ranges).toString('base64') : maskedText(window, start, start + bytes.length, ranges);
+      const content: { type: 'text'; text: string }[] = [{ type: 'text', text }];
       if (truncated) {
         content.push({ type: 'text', text: `[estate: truncated: bytes ${offset}-${end} of ${size} returned; read on with offset ${end}]` });
       } else if (offset > size) {
@@ -127,12 +142,15 @@ export function readTools(scope: EstateScope, limits: EstateLimits): FunctionToo
       const scanFile = async (handle: FileHandle, size: number, rel: string) => {
         if (filesScanned >= SEARCH_MAX_FILES) return void (truncated = true);
         filesScanned++;
-        const buffer = Buffer.alloc(Math.min(size, limits.maxBytes));
+        // The scanned start and a margin past it, so a secret across its end is found whole;
+        // the query is matched in the text masked (a query that starts a secret finds nothing).
+        const buffer = Buffer.alloc(Math.min(size, limits.maxBytes + scrubMargin(scrubber)));
         const { bytesRead } = buffer.length ? await handle.read(buffer, 0, buffer.length, 0) : { bytesRead: 0 };
-        const bytes = buffer.subarray(0, bytesRead);
-        if (bytes.includes(0)) return;
+        const window = buffer.subarray(0, bytesRead);
+        const scanned = Math.min(window.length, limits.maxBytes);
+        if (window.subarray(0, scanned).includes(0)) return;
         if (size > limits.maxBytes) filesCut++;
-        const lines = bytes.toString('utf8').split('\n');
+        const lines = maskedText(window, 0, scanned, redactedBytes(scrubber, window)).split('\n');
         for (let i = 0; i < lines.length; i++) {
           const line = lines[i]!;
           const at = (caseSensitive ? line : line.toLowerCase()).indexOf(needle);
@@ -198,20 +216,6 @@ function typeOf(d: Dirent): 'file' | 'dir' | 'symlink' | 'other' {
   if (d.isDirectory()) return 'dir';
   if (d.isSymbolicLink()) return 'symlink';
   return 'other';
-}
-
-/** Length of `bytes` without a UTF-8 sequence cut off at its end. */
-export function utf8Boundary(bytes: Buffer): number {
-  let i = bytes.length - 1;
-  let continuation = 0;
-  while (i >= 0 && continuation < 3 && (bytes[i]! & 0xc0) === 0x80) {
-    i--;
-    continuation++;
-  }
-  if (i < 0) return bytes.length;
-  const lead = bytes[i]!;
-  const need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
-  return bytes.length - i < need ? i : bytes.length;
 }
 
 function excerpt(line: string, at: number): string {

@@ -1,0 +1,108 @@
+/**
+ * Estate pieces masked in a window (src/builtins/estate/redacted-bytes.ts) and the scrubber's
+ * `redactions` under them: whatever bounds a reader picks, a piece shows no part of a secret;
+ * multi-byte text and binary files alike.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { maskedBytes, maskedText, redactedBytes, scrubMargin, SCRUB_MARGIN_BYTES } from '../../src/builtins/estate/redacted-bytes.js';
+import { REDACTED, Scrubber } from '../../src/shared/scrub.js';
+
+/** Characters of the exact secret below, none of them in the noise the texts are made of (nor in `[REDACTED]` but for W). */
+const SECRET = 'QZXW9876QZXW5432';
+const SECRET_CHARS = /[QZX9876542]/;
+
+describe('Scrubber.redactions', () => {
+  const scrubber = new Scrubber([SECRET]);
+
+  it('marks what text() redacts, in the text as given: an exact secret whole, a field its value, a shape whole', () => {
+    const text = `a ${SECRET} b password=hunter2hunter2 c AKIAIOSFODNN7EXAMPLE d`;
+    const ranges = scrubber.redactions(text);
+    expect(ranges.map(([from, to]) => text.slice(from, to))).toEqual([SECRET, 'hunter2hunter2', 'AKIAIOSFODNN7EXAMPLE']);
+    expect(scrubber.redactions('nothing secret here')).toEqual([]);
+    expect(scrubber.redactions('abc')).toEqual([]);
+  });
+
+  it('a field whose value is an exact secret: one range, in the text as given (not in the scrubbed text)', () => {
+    const text = `x token=${SECRET} y`;
+    expect(scrubber.redactions(text).map(([from, to]) => text.slice(from, to))).toEqual([SECRET]);
+    const after = `${SECRET}${SECRET} api_key: "sk-live-0123456789abcdefghij"`;
+    const ranges = scrubber.redactions(after);
+    expect(ranges[0]).toEqual([0, 2 * SECRET.length]);
+    expect(after.slice(...ranges[1]!)).toContain('sk-live-0123456789abcdefghij');
+  });
+
+  it('property: text with its ranges masked holds no character of the secret, and no range means text() changes nothing', () => {
+    const piece = fc.oneof(
+      fc.constant(SECRET),
+      fc.constant(`token=${SECRET}`),
+      fc.constant('password: hunterhunter'),
+      fc.stringMatching(/^[a-m ,.\n"=:]{0,12}$/),
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 12 }), (pieces) => {
+        const text = pieces.join('');
+        const ranges = scrubber.redactions(text);
+        let masked = '';
+        let at = 0;
+        for (const [from, to] of ranges) {
+          expect(from).toBeGreaterThanOrEqual(at);
+          masked += text.slice(at, from) + REDACTED;
+          at = to;
+        }
+        masked += text.slice(at);
+        expect(masked).not.toMatch(SECRET_CHARS);
+        expect(scrubber.text(masked)).toBe(masked);
+        expect(ranges.length === 0).toBe(scrubber.text(text) === text);
+      }),
+      { numRuns: 400 },
+    );
+  });
+});
+
+describe('estate pieces masked in their window', () => {
+  const scrubber = new Scrubber([SECRET, 'pässwörd-ünïcode']);
+
+  it('property: no piece of a file, whatever its bounds, shows a character of the secret (text and base64 alike)', () => {
+    const body = fc.array(fc.oneof(fc.constant(SECRET), fc.stringMatching(/^[a-m \n]{0,40}$/)), { minLength: 1, maxLength: 10 });
+    fc.assert(
+      fc.property(body, fc.nat(), fc.nat(), (parts, a, b) => {
+        const file = Buffer.from(parts.join(''));
+        const from = a % (file.length + 1);
+        const to = from + (b % (file.length - from + 1));
+        const ranges = redactedBytes(scrubber, file);
+        expect(maskedText(file, from, to, ranges).replaceAll(REDACTED, '')).not.toMatch(SECRET_CHARS);
+        expect(maskedBytes(file, from, to, ranges).toString('latin1').replaceAll(/[[\]REDACT]/g, '')).not.toMatch(SECRET_CHARS);
+        expect(maskedBytes(file, from, to, ranges)).toHaveLength(to - from);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('a secret spelled with characters past ASCII is found in the UTF-8 text, widened to whole characters', () => {
+    const file = Buffer.from('é before pässwörd-ünïcode after ü');
+    const ranges = redactedBytes(scrubber, file);
+    expect(ranges).toHaveLength(1);
+    expect(file.toString('utf8', ...ranges[0]!)).toBe('pässwörd-ünïcode');
+    // A piece that starts inside "ä" (a cut character) and ends inside "ü".
+    const start = file.indexOf('ä') + 1;
+    expect(maskedText(file, start, file.indexOf('ü', start) + 1, ranges)).toBe(REDACTED);
+    // The window cut inside a character at either end still finds it.
+    expect(redactedBytes(scrubber, file.subarray(1, file.length - 1))).toEqual([[ranges[0]![0] - 1, ranges[0]![1] - 1]]);
+  });
+
+  it('binary files: an ASCII secret among other bytes is found, its bytes overwritten and the length kept', () => {
+    const file = Buffer.concat([Buffer.from([0, 1, 0xff, 0xfe]), Buffer.from(SECRET), Buffer.from([0, 0x80, 7])]);
+    const ranges = redactedBytes(scrubber, file);
+    expect(ranges).toEqual([[4, 4 + SECRET.length]]);
+    const masked = maskedBytes(file, 0, file.length, ranges);
+    expect(masked.toString('latin1')).not.toContain(SECRET.slice(0, 4));
+    expect(masked.subarray(4, 4 + REDACTED.length).toString()).toBe(REDACTED);
+    expect([...masked.subarray(0, 4)]).toEqual([0, 1, 0xff, 0xfe]);
+  });
+
+  it('the margin is at least three bytes for each unit of the longest exact secret', () => {
+    expect(scrubMargin(new Scrubber())).toBe(SCRUB_MARGIN_BYTES);
+    expect(scrubMargin(new Scrubber(['k'.repeat(2000)]))).toBe(6000);
+  });
+});
