@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { maskedBytes, maskedText, redactedBytes, scrubMargin, SCRUB_MARGIN_BYTES } from '../../src/builtins/estate/redacted-bytes.js';
+import { maskedBytes, maskedText, redactedBytes, scrubMargin, secretLines, SCRUB_MARGIN_BYTES } from '../../src/builtins/estate/redacted-bytes.js';
 import { REDACTED, Scrubber } from '../../src/shared/scrub.js';
 
 /** Characters of the exact secret below, none of them in the noise the texts are made of (nor in `[REDACTED]` but for W). */
@@ -104,5 +104,15 @@ describe('estate pieces masked in their window', () => {
   it('the margin is at least three bytes for each unit of the longest exact secret', () => {
     expect(scrubMargin(new Scrubber())).toBe(SCRUB_MARGIN_BYTES);
     expect(scrubMargin(new Scrubber(['k'.repeat(2000)]))).toBe(6000);
+  });
+});
+
+describe('secretLines', () => {
+  it('names every line a redaction touches, one running over several lines included, counted as applyUnifiedDiff splits them', () => {
+    const scrubber = new Scrubber([SECRET, `${SECRET}\nline two of it`]);
+    const text = `zero\n${SECRET} one\ntwo\nthree ${SECRET}\nline two of it\nfive\n${SECRET}`;
+    expect([...secretLines(scrubber, text)].sort()).toEqual([1, 3, 4, 6]);
+    expect([...secretLines(scrubber, 'no secret\nhere\n')]).toEqual([]);
+    expect([...secretLines(scrubber, undefined)]).toEqual([]);
   });
 });

@@ -7,6 +7,7 @@ import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RouterOutcome } from '../../src/router/index.js';
+import { Scrubber } from '../../src/shared/scrub.js';
 import { firstText, makeEstate, type EstateFixture } from './estate-support.js';
 
 let estate: EstateFixture;
@@ -120,7 +121,8 @@ describe('estate__stat', () => {
 describe('estate proposals', () => {
   it('propose writes nothing to the estate; apply writes it; a second apply is refused', async () => {
     const proposed = structured(await estate.run('estate__propose_change', { path: 'sub/new.txt', content: 'fresh\n', rationale: 'add a file' }));
-    expect(proposed).toMatchObject({ path: 'sub/new.txt', kind: 'content', status: 'pending', baseSha256: null });
+    expect(proposed).toMatchObject({ path: 'sub/new.txt', kind: 'content', status: 'pending' });
+    expect(proposed).not.toHaveProperty('baseSha256');
     expect(estate.lastNotes().proposal).toEqual({ id: proposed.id, action: 'proposed', path: 'sub/new.txt' });
     expect(existsSync(join(estate.root, 'sub/new.txt'))).toBe(false);
 
@@ -129,9 +131,11 @@ describe('estate proposals', () => {
     expect(listed[0]).toMatchObject({ id: proposed.id, path: 'sub/new.txt', rationale: 'add a file', principal: 'local', bodyBytes: 6 });
     expect(listed[0]).not.toHaveProperty('body');
     expect(listed[0]).not.toHaveProperty('sessionId');
+    expect(listed[0]).not.toHaveProperty('baseSha256');
 
     const applied = structured(await estate.run('estate__apply_proposal', { id: proposed.id }));
     expect(applied).toMatchObject({ id: proposed.id, status: 'applied', bytes: 6 });
+    expect(applied).not.toHaveProperty('sha256');
     expect(estate.lastNotes().proposal).toEqual({ id: proposed.id, action: 'applied', path: 'sub/new.txt' });
     expect(readFileSync(join(estate.root, 'sub/new.txt'), 'utf8')).toBe('fresh\n');
     expect(await estate.run('estate__apply_proposal', { id: proposed.id })).toMatchObject({ outcome: 'error', message: expect.stringMatching(/already applied/) });
@@ -150,6 +154,30 @@ describe('estate proposals', () => {
     expect(readFileSync(join(estate.root, 'a.txt'), 'utf8')).toBe('alpha line\nsecond line, edited\n');
     const bad = await estate.run('estate__propose_change', { path: 'a.txt', unifiedDiff: '@@ -1,1 +1,1 @@\n-not there\n+x\n', rationale: 'r' });
     expect(bad).toMatchObject({ outcome: 'error', message: expect.stringMatching(/hunk 1 .* does not match/) });
+  });
+
+  it('a diff never confirms a guess at a secret: one matching a line that holds one is refused as one that does not match; no digest of a file is shown', async () => {
+    await estate.close();
+    const token = 'estate-unit-exact-token-5b21';
+    estate = makeEstate({ scrubber: new Scrubber([token]) });
+    writeFileSync(join(estate.root, '.env'), `NAME=demo\nAPI_TOKEN=${token}\nDB_PASSWORD=hunterhunter\nPORT=8080\n`);
+    const diffAt = (line: number, old: string, next: string) => ['--- a/.env', '+++ b/.env', `@@ -${line},1 +${line},1 @@`, `-${old}`, `+${next}`, ''].join('\n');
+    const refusal = (line: number) => ({ outcome: 'error', message: `hunk 1 (at line ${line}) does not match the file` });
+    for (const [line, right, wrong] of [
+      [2, `API_TOKEN=${token}`, 'API_TOKEN=estate-unit-exact-token-0000'],
+      [3, 'DB_PASSWORD=hunterhunter', 'DB_PASSWORD=hunter2'],
+    ] as const) {
+      // The right guess and a wrong one answer alike.
+      expect(await estate.run('estate__propose_change', { path: '.env', unifiedDiff: diffAt(line, right, 'X=1'), rationale: 'r' }), right).toMatchObject(refusal(line));
+      expect(await estate.run('estate__propose_change', { path: '.env', unifiedDiff: diffAt(line, wrong, 'X=1'), rationale: 'r' }), wrong).toMatchObject(refusal(line));
+    }
+    // A line with no secret in it is changed as ever, the others kept as they are.
+    const proposed = structured(await estate.run('estate__propose_change', { path: '.env', unifiedDiff: diffAt(4, 'PORT=8080', 'PORT=9090'), rationale: 'port' }));
+    expect(proposed).not.toHaveProperty('baseSha256');
+    expect(structured(await estate.run('estate__list_proposals', {})).proposals[0]).not.toHaveProperty('baseSha256');
+    const applied = structured(await estate.run('estate__apply_proposal', { id: proposed.id }));
+    expect(applied).not.toHaveProperty('sha256');
+    expect(readFileSync(join(estate.root, '.env'), 'utf8')).toBe(`NAME=demo\nAPI_TOKEN=${token}\nDB_PASSWORD=hunterhunter\nPORT=9090\n`);
   });
 
   it('exactly one of content and unifiedDiff, and a rationale, or invalid_arguments', async () => {

@@ -91,8 +91,12 @@ export function parseUnifiedDiff(diff: string): Hunk[] {
   return hunks;
 }
 
-/** `original` with `diff` applied. Throws {@link DiffError} when a hunk does not match. */
-export function applyUnifiedDiff(original: string, diff: string): string {
+/**
+ * `original` with `diff` applied. Throws {@link DiffError} when a hunk does not match, and, with
+ * the same message, when a hunk matches a line `held` names (0-based lines of `original`): a
+ * line holding a secret is never confirmed by a match, so a diff cannot test a guess at it.
+ */
+export function applyUnifiedDiff(original: string, diff: string, held?: ReadonlySet<number>): string {
   const hunks = parseUnifiedDiff(diff);
   const lines = original === '' ? [] : original.split('\n');
   let eol = original === '' || original.endsWith('\n');
@@ -105,7 +109,7 @@ export function applyUnifiedDiff(original: string, diff: string): string {
     // A pure insertion's oldStart is the line after which it goes.
     const expected = hunk.oldCount === 0 ? hunk.oldStart : hunk.oldStart - 1;
     const at = findHunk(lines, oldLines, Math.max(cursor, expected), cursor);
-    if (at < 0) throw new DiffError(`hunk ${n + 1} (at line ${hunk.oldStart}) does not match the file`);
+    if (at < 0 || touches(held, at, oldLines.length)) throw new DiffError(`hunk ${n + 1} (at line ${hunk.oldStart}) does not match the file`);
     out.push(...lines.slice(cursor, at), ...newLines);
     cursor = at + oldLines.length;
     if (cursor === lines.length) {
@@ -116,6 +120,13 @@ export function applyUnifiedDiff(original: string, diff: string): string {
   out.push(...lines.slice(cursor));
   if (out.length === 0) return '';
   return out.join('\n') + (eol ? '\n' : '');
+}
+
+/** Whether any of `count` lines from `at` is in `held`. */
+function touches(held: ReadonlySet<number> | undefined, at: number, count: number): boolean {
+  if (!held?.size) return false;
+  for (let i = at; i < at + count; i++) if (held.has(i)) return true;
+  return false;
 }
 
 function finish(hunk: Hunk, oldSeen: number, newSeen: number): void {

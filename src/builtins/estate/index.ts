@@ -80,6 +80,7 @@ export function estateTools(options: EstateOptions): FunctionTool[] {
     ...proposalTools(scope, {
       store: options.store,
       clock: options.clock,
+      scrubber: options.scrubber,
       maxResults: options.config.maxResults,
       isPrivileged: options.isPrivileged,
       beforeWrite: options.beforeWrite,

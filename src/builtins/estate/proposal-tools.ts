@@ -15,6 +15,10 @@
  * principals (`local`, role `operator`) act on all. The approval prompt of an apply shows the
  * path and a summary of the change (`approvalDetail`), not only the id.
  *
+ * A diff is checked against the file when proposed and when applied, and may not match a line
+ * holding a secret (refused as a hunk that does not match); no digest of a file is shown (the
+ * rest of the file being readable, a digest would check guesses at a secret offline).
+ *
  * Applying checks the file still has the content the proposal was made against (sha256), then
  * writes a temp file in the same (held) folder and renames it over the target, so a reader never
  * sees half a file ({@link EstateScope.writeAtomically}: nothing is written outside the root).
@@ -23,10 +27,12 @@ import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { defineFunctionTool, type FunctionTool } from '../../router/function-tool.js';
 import type { Clock } from '../../shared/clock.js';
+import type { Scrubber } from '../../shared/scrub.js';
 import { listKeyOf, pageOf } from '../../store/list-cursor.js';
 import type { Proposal, Store } from '../../store/store.js';
 import { cursorParameter } from '../cursor-parameter.js';
 import { applyUnifiedDiff, diffLineCounts, replacementLineCounts } from './diff.js';
+import { secretLines } from './redacted-bytes.js';
 import type { EstateScope, WritablePath } from './scope.js';
 
 /** What the change tools need of the store. */
@@ -36,6 +42,8 @@ export interface ProposalToolDeps {
   /** The store, opened on first use. */
   store(): ProposalStore;
   clock: Clock;
+  /** The broker's scrubber: a diff may not match a line holding a secret (`applyUnifiedDiff`'s `held`). */
+  scrubber: Scrubber;
   /** Most proposals on one page of `estate__list_proposals` (`estate.maxResults`). */
   maxResults: number;
   /**
@@ -81,7 +89,8 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
         await target.close();
       }
       // A diff that does not apply now is refused now, not at apply time.
-      if (unifiedDiff !== undefined) applyUnifiedDiff(current ?? '', unifiedDiff);
+      // Refused alike when it matches a line holding a secret: the answer never confirms a guess.
+      if (unifiedDiff !== undefined) applyUnifiedDiff(current ?? '', unifiedDiff, secretLines(deps.scrubber, current));
       const proposal: Proposal = {
         id: `prop_${randomBytes(9).toString('hex')}`,
         path: target.rel,
@@ -102,7 +111,6 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
         path: proposal.path,
         kind: proposal.kind,
         status: proposal.status,
-        baseSha256: proposal.baseSha256,
         note: 'Stored; nothing was written to the estate. estate__apply_proposal {id} applies it, after approval.',
       };
     },
@@ -123,7 +131,9 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
       );
       return {
         // The body can be large and the session id is the caller's handle: neither is listed.
-        proposals: page.items.map(({ body, sessionId: _session, ...rest }) => ({ ...rest, bodyBytes: Buffer.byteLength(body) })),
+        // Nor the file's digest: with the rest of a file readable, it would check guesses at a
+        // secret in it offline.
+        proposals: page.items.map(({ body, sessionId: _session, baseSha256: _base, ...rest }) => ({ ...rest, bodyBytes: Buffer.byteLength(body) })),
         ...(page.nextCursor !== undefined && { nextCursor: page.nextCursor }),
       };
     },
@@ -143,7 +153,7 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
       if (!proposal) return ['Change: no such proposal; applying it will fail.'];
       if (proposal.status !== 'pending') return ['Change: the proposal was already applied; applying it again will fail.'];
       // Whole: the judge scrubs each line whole, then cuts it (a cut here, before the scrub, left a secret's first characters).
-      return [await describeChange(scope, proposal), `Rationale: ${JSON.stringify(proposal.rationale)}`];
+      return [await describeChange(scope, deps.scrubber, proposal), `Rationale: ${JSON.stringify(proposal.rationale)}`];
     },
     async handler({ id }, context) {
       const store = deps.store();
@@ -159,7 +169,7 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
         if (now !== proposal.baseSha256) {
           throw new Error('the file changed since the proposal was made; propose the change again against the current file');
         }
-        next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body);
+        next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body, secretLines(deps.scrubber, current));
         await deps.beforeWrite?.();
         await scope.writeAtomically(target, next, {
           mode: target.file ? target.file.stats.mode & 0o7777 : undefined,
@@ -173,7 +183,8 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
         await target.close();
       }
       context.notes.proposal = { id, action: 'applied', path: proposal.path };
-      return { id, path: proposal.path, status: 'applied', bytes: Buffer.byteLength(next), sha256: sha256(next) };
+      // No digest of what was written: it holds the file's other lines, secrets too (see list).
+      return { id, path: proposal.path, status: 'applied', bytes: Buffer.byteLength(next) };
     },
   });
 
@@ -185,7 +196,7 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
  * lines added and removed, bytes before and after, and who proposed it; or why applying it would
  * fail now. Reads the file as `estate__apply_proposal` would (no symlink followed).
  */
-async function describeChange(scope: EstateScope, proposal: Proposal): Promise<string> {
+async function describeChange(scope: EstateScope, scrubber: Scrubber, proposal: Proposal): Promise<string> {
   const where = JSON.stringify(proposal.path);
   let current: string | undefined;
   try {
@@ -203,7 +214,7 @@ async function describeChange(scope: EstateScope, proposal: Proposal): Promise<s
   }
   let next: string;
   try {
-    next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body);
+    next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body, secretLines(scrubber, current));
   } catch {
     return `Change: the diff for ${where} no longer applies; applying it will fail.`;
   }

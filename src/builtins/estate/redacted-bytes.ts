@@ -113,3 +113,20 @@ export function maskedBytes(window: Buffer, from: number, to: number, ranges: Re
   }
   return piece;
 }
+
+/**
+ * The lines of `text` (0-based, split at `\n` as `applyUnifiedDiff` splits them) that hold any
+ * part of something `scrubber` redacts: the lines a proposed diff may not match.
+ */
+export function secretLines(scrubber: Scrubber, text: string | undefined): Set<number> {
+  const held = new Set<number>();
+  if (text === undefined) return held;
+  let line = 0;
+  let at = 0;
+  for (const [from, to] of scrubber.redactions(text)) {
+    for (; at < from; at++) if (text.charCodeAt(at) === 0x0a) line++;
+    held.add(line);
+    for (; at < to - 1; at++) if (text.charCodeAt(at) === 0x0a) held.add(++line);
+  }
+  return held;
+}
