@@ -728,7 +728,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
    */
   prepare(): Promise<void> {
     this.prepared ??= (async () => {
-      this.router.register(await loadFunctionModules(this.config.functions, this.importModule), { server: 'functions' });
+      this.router.register(await loadFunctionModules(this.config.functions, this.importModule, (text) => this.scrubber.text(text)), { server: 'functions' });
       for (const u of this.registry.upstreams) await u.prepare?.();
     })();
     return this.prepared;

@@ -66,8 +66,10 @@ async function isKnownTool(config: LoadedConfig, store: Store | undefined, tool:
   if (store && (await store.getSeen(tool))) return true;
   if (store && (await store.listPins()).some((p) => p.tool === tool)) return true;
   if (!config.functions.length) return false;
-  const { loadFunctionModules } = await import('../router/modules.js');
-  return (await loadFunctionModules(config.functions, importModule)).some((t) => t.name === tool);
+  const [{ loadFunctionModules }, { Scrubber }] = await Promise.all([import('../router/modules.js'), import('../shared/scrub.js')]);
+  // A module's load error is scrubbed whole before it is cut and printed (as serve prints it).
+  const scrubber = new Scrubber(config.secrets);
+  return (await loadFunctionModules(config.functions, importModule, (text) => scrubber.text(text))).some((t) => t.name === tool);
 }
 
 /** The first `policy.rules` entry that denies `tool` to `principal` (to someone, for every principal), named as in refusals. */

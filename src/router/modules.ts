@@ -11,7 +11,9 @@
  */
 import { pathToFileURL } from 'node:url';
 import { RESERVED_SERVER_NAMES } from '../config/schema.js';
+import { cut } from '../shared/cut.js';
 import { ConfigError, messageOf } from '../shared/errors.js';
+import { Scrubber } from '../shared/scrub.js';
 import { isFunctionTool, TOOL_NAME, type FunctionTool } from './function-tool.js';
 
 /** Imports an ES module by its URL (`import()`), resolving to its namespace. */
@@ -20,11 +22,25 @@ export type ModuleImporter = (url: string) => Promise<Record<string, unknown>>;
 /** The native `import()`, which code run from the CLI bundle (a `vm.Script`) does not have: the bin hands its own. */
 const nativeImport: ModuleImporter = (url) => import(url) as Promise<Record<string, unknown>>;
 
+/** Longest part of a module's own load error a {@link ConfigError} quotes, in characters (`…` ending a longer one). */
+export const MODULE_ERROR_MAX_CHARS = 300;
+
+/** The scrub of a caller that passes none: the scrubber's patterns, no exact secrets. */
+const patternsOnly = new Scrubber();
+
 /**
  * Imports every module in order; returns their function tools. Throws {@link ConfigError}.
  * @param importModule how a module is imported; default the native `import()` (see {@link ModuleImporter}).
+ * @param scrub applied to a module's own load error, whole, before it is cut at
+ *   {@link MODULE_ERROR_MAX_CHARS} (a cut through a secret leaves its first characters, which
+ *   the scrub no longer recognises); the gateway's scrubber, default one that knows no exact
+ *   secrets. The error is printed on stderr as it is (`bad config: …`).
  */
-export async function loadFunctionModules(paths: readonly string[], importModule: ModuleImporter = nativeImport): Promise<FunctionTool[]> {
+export async function loadFunctionModules(
+  paths: readonly string[],
+  importModule: ModuleImporter = nativeImport,
+  scrub: (text: string) => string = (text) => patternsOnly.text(text),
+): Promise<FunctionTool[]> {
   const tools: FunctionTool[] = [];
   const owner = new Map<string, string>();
   for (const [index, path] of paths.entries()) {
@@ -33,7 +49,7 @@ export async function loadFunctionModules(paths: readonly string[], importModule
     try {
       module = await importModule(pathToFileURL(path).href);
     } catch (err) {
-      throw new ConfigError(at, `cannot load function module ${path}: ${messageOf(err).slice(0, 300)}`);
+      throw new ConfigError(at, `cannot load function module ${path}: ${cut(scrub(messageOf(err)), MODULE_ERROR_MAX_CHARS)}`);
     }
     const found = toolsOf(module);
     if (found.length === 0) {

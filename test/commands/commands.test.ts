@@ -5,6 +5,8 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { approveCommand, revokeCommand } from '../../src/commands/approve.js';
 import { callsCommand, parseSince } from '../../src/commands/calls.js';
 import { parseConfig } from '../../src/config/load.js';
+import { MODULE_ERROR_MAX_CHARS } from '../../src/router/modules.js';
+import { ConfigError } from '../../src/shared/errors.js';
 import { SqliteStore } from '../../src/store/index.js';
 
 const root = mkdtempSync(join(tmpdir(), 'mcp-broker-commands-'));
@@ -211,6 +213,23 @@ describe('mcp-broker approve / revoke', () => {
     expect(await approveCommand(denying, 'fs__write_file', { store }, r.io)).toBe(0);
     expect(r.out.stdout).toContain('note: policy.rules[0] (fs__write_*) still denies fs__write_file');
     await store.close();
+  });
+
+  it('a function module that fails to load with a principal token across the cut: the ConfigError shows none of it', async () => {
+    // A principal's token: a secret the scrubber knows exactly. It starts 8 characters before the
+    // cut at MODULE_ERROR_MAX_CHARS, which kept those 8 when it came before the scrub.
+    const token = 'Zt9-principal-token-value';
+    const withModule = parseConfig({ broker: { dataDir: 'store' }, principals: { alice: { token } }, functions: ['./broken.mjs'] }, { baseDir: root });
+    const importModule = async (): Promise<Record<string, unknown>> => {
+      throw new Error(`${'x'.repeat(MODULE_ERROR_MAX_CHARS - 10)} ${token} and the rest`);
+    };
+    const store = SqliteStore.open(':memory:');
+    const err = await approveCommand(withModule, 'get_weather', { store, importModule }, io().io).catch((e: unknown) => e);
+    await store.close();
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toContain('cannot load function module');
+    expect((err as Error).message).not.toContain(token.slice(0, 4));
+    expect((err as Error).message).toContain('[REDACTE');
   });
 
   it('a bad tool name or unknown principal is exit 2', async () => {

@@ -4,9 +4,12 @@
  * load, one that exports no function tool, and a name that collides with an upstream tool each
  * make the CLI exit 2 naming the module.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
+import { MODULE_ERROR_MAX_CHARS } from '../../src/router/modules.js';
 import { fixture, nodeServer, ROOT, spawnRawBroker, startBroker, type RawBroker, type StartedBroker } from './helpers.js';
 
 const outcome = (r: { _meta?: unknown }) => (r._meta as Record<string, unknown> | undefined)?.['mcp-broker/outcome'];
@@ -71,6 +74,24 @@ describe('function tools (e2e)', () => {
     raw.initialize().catch(() => undefined);
     expect(await raw.exited).toBe(2);
     expect(raw.stderr()).toMatch(message);
+  });
+
+  it('a module whose load error holds a configured secret across the cut: the bad config line shows none of it', async () => {
+    // An upstream's env value: a secret the scrubber knows exactly. It starts 8 characters
+    // before the cut at MODULE_ERROR_MAX_CHARS, which kept those 8 when it came before the scrub.
+    const secret = 'Zt9-module-error-secret-value';
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-broker-e2e-module-secret-'));
+    try {
+      const module = join(dir, 'throws-secret.mjs');
+      writeFileSync(module, `throw new Error(${JSON.stringify(`${'x'.repeat(MODULE_ERROR_MAX_CHARS - 10)} ${secret} and the rest`)});\n`);
+      raw = spawnRawBroker({ servers: { echo: nodeServer(fixture('echo.mjs'), { env: { ECHO_TOKEN: secret } }) }, extra: { functions: [module] } });
+      raw.initialize().catch(() => undefined);
+      expect(await raw.exited).toBe(2);
+      expect(raw.stderr()).toMatch(/bad config: functions\[0\]: cannot load function module .*throws-secret\.mjs: x+ \[REDACTE/);
+      expect(raw.stderr()).not.toContain(secret.slice(0, 4));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('a function tool named like an upstream tool makes the CLI exit 2', async () => {

@@ -6,7 +6,9 @@
 import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { assertNoRosterCollision, loadFunctionModules } from '../../src/router/index.js';
+import { MODULE_ERROR_MAX_CHARS } from '../../src/router/modules.js';
 import { ConfigError } from '../../src/shared/errors.js';
+import { Scrubber } from '../../src/shared/scrub.js';
 import { ROOT } from '../e2e/helpers.js';
 
 const fixture = (name: string) => join(ROOT, 'test/fixtures/functions', name);
@@ -33,6 +35,34 @@ describe('loadFunctionModules', () => {
     const err = await loadFunctionModules([fixture(file)]).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as Error).message).toMatch(message);
+  });
+
+  describe('a load error holding a secret across the cut at MODULE_ERROR_MAX_CHARS', () => {
+    /** An error whose secret starts 8 characters before the cut: a cut before the scrub kept those 8. */
+    const failing = (secret: string) => async (): Promise<Record<string, unknown>> => {
+      throw new Error(`${'x'.repeat(MODULE_ERROR_MAX_CHARS - 10)} ${secret} and the rest`);
+    };
+    const loadError = async (load: Promise<unknown>): Promise<string> => {
+      const err = await load.catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ConfigError);
+      return (err as Error).message;
+    };
+
+    it('an exact secret is scrubbed whole, then cut: none of its first characters are quoted', async () => {
+      const secret = 'Zt9-exact-upstream-secret-value';
+      const scrubber = new Scrubber([secret]);
+      const message = await loadError(loadFunctionModules([fixture('throws-on-load.mjs')], failing(secret), (text) => scrubber.text(text)));
+      expect(message).toContain('cannot load function module');
+      expect(message).not.toContain(secret.slice(0, 4));
+      expect(message).toContain('[REDACTE');
+    });
+
+    it('without a scrub given, the patterns still apply before the cut (a GitHub token by its shape)', async () => {
+      const token = 'ghp_' + 'Q7'.repeat(20);
+      const message = await loadError(loadFunctionModules([fixture('throws-on-load.mjs')], failing(token)));
+      expect(message).not.toContain(token.slice(0, 6));
+      expect(message).toContain('[REDACTE');
+    });
   });
 
   it('a name defined by two modules is a ConfigError naming both; one module listed twice is not', async () => {
