@@ -111,6 +111,40 @@ describe('estate__search', () => {
   });
 });
 
+describe("estate__search: a long line's excerpt is cut from the line scrubbed whole", () => {
+  /** A secret the scrubber knows exactly (an upstream's env value, say), written into an estate file. */
+  const secret = 'Zt9-estate-exact-secret-value';
+  const scrubber = new Scrubber([secret]);
+  /** The hit's text, and the whole result as the scrub stage passes it on. */
+  async function hit(line: string): Promise<{ text: string; shown: string }> {
+    await estate.close();
+    estate = makeEstate({ maxBytes: 4096, maxResults: 3, scrubber });
+    writeFileSync(join(estate.root, 'long.txt'), `${line}\n`);
+    const result = ok(await estate.run('estate__search', { query: 'needle', path: 'long.txt' }));
+    const hits = (result.structuredContent as { hits: { text: string }[] }).hits;
+    expect(hits).toHaveLength(1);
+    return { text: hits[0]!.text, shown: JSON.stringify(scrubber.value(result)) };
+  }
+
+  it('a secret across the end of the excerpt: none of its first characters are shown', async () => {
+    // The match at 100: the excerpt is characters 60 to 260; the secret starts 8 before its end.
+    // Scrubbed first, the line is shorter there: the excerpt ends inside the secret's [REDACTED].
+    const { text, shown } = await hit(`${'y'.repeat(100)}NEEDLE${'z'.repeat(146)}${secret} and more ${'w'.repeat(50)}`);
+    expect(text).toContain('NEEDLE');
+    expect(shown).not.toContain(secret.slice(0, 6));
+    expect(text).toContain('EDACTE');
+  });
+
+  it('a secret across the start of the excerpt: none of its last characters are shown', async () => {
+    // The match at 200: the excerpt starts at 160; the secret ends 8 after that. Scrubbed first,
+    // the match is at 181 and the excerpt starts inside the secret's [REDACTED].
+    const { text, shown } = await hit(`${'y'.repeat(139)}${secret}${'z'.repeat(32)}NEEDLE${'w'.repeat(300)}`);
+    expect(text).toContain('NEEDLE');
+    expect(shown).not.toContain(secret.slice(-6));
+    expect(text).toContain('EDACTE');
+  });
+});
+
 describe('estate__stat', () => {
   it('describes files and folders', async () => {
     expect(structured(await estate.run('estate__stat', { path: 'sub/b.txt' }))).toMatchObject({ path: 'sub/b.txt', type: 'file', size: 6 });
