@@ -27,9 +27,10 @@ export interface RecordDeps {
   /**
    * Makes text safe to keep: the scrubber's `text`, applied to the caller-given and
    * upstream-given strings of the record (`name`, `subject`, `unit`, `reason`, `stripped`), so the record
-   * written, published and streamed holds no secret. Default none.
+   * written, published and streamed holds no secret. Required: a stage built without it would
+   * write those strings as given.
    */
-  scrubText?: (text: string) => string;
+  scrubText: (text: string) => string;
   /**
    * The scrubber's {@link Scrubber.generation} and {@link shownRecord}: a record built before a
    * reload added a secret, and written while it did, is published (and kept on the call) as
@@ -62,7 +63,7 @@ export function recordStage(deps: RecordDeps): Stage {
         if (carriesResult(call.outcome!)) {
           // Set outside the scrub stage: the sink's error scrubbed whole here, then cut, its own text last so the cut spares what matters.
           const why = `the call record could not be written; the result is withheld, and the upstream side effect may have happened (${messageOf(err)})`;
-          refuse(call, 'guard_error', cutReason((deps.scrubText ?? ((t: string) => t))(why)));
+          refuse(call, 'guard_error', cutReason(deps.scrubText(why)));
           call.bytesOut = 0;
         } else if (call.inputRequired) {
           // The approval question (an input request, its sealed state) would let the caller go on
@@ -85,7 +86,7 @@ export function cutName(name: string): string {
 
 export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | 'scrubArgs' | 'scrubText'>): CallRecord {
   const outcome = call.outcome!;
-  const text = deps.scrubText ?? ((t: string) => t);
+  const text = deps.scrubText;
   const record: CallRecord = {
     ts: isoTime(call.startedAt),
     callId: call.callId,

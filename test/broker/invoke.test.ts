@@ -33,7 +33,7 @@ function build(answer: (call: BrokerCall, n: number) => Promise<CallToolResult>,
   let dispatched = 0;
   const broker = new Broker(
     [
-      recordStage({ records, clock, logger: silentLogger(), scrubArgs: (a) => a }),
+      recordStage({ records, clock, logger: silentLogger(), scrubArgs: (a) => a, scrubText: (t) => t }),
       // Stands in for the judge: only its read-only verdict matters here.
       { name: 'judge', run: async (c, next) => ((c.readOnly = c.target?.definition?.annotations?.readOnlyHint === true), next()) },
       budgetStage({ limitFor: () => budget, ledger }),

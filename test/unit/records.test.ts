@@ -469,7 +469,7 @@ describe('record stage through the broker', () => {
   const dispatcher = { dispatch: async () => upstreamResult };
   const failing: RecordSink = { append: async () => Promise.reject(new Error('disk full')), close: async () => undefined };
   const request = (args: Record<string, unknown> = {}) => ({ name: 'u__t', args, signal: new AbortController().signal });
-  const recordWith = (records: RecordSink) => recordStage({ records, clock, logger: silentLogger(), scrubArgs: (a) => a });
+  const recordWith = (records: RecordSink) => recordStage({ records, clock, logger: silentLogger(), scrubArgs: (a) => a, scrubText: (t) => t });
 
   it('writes exactly one record with the Contract fields before answering', async () => {
     const written: object[] = [];
