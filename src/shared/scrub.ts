@@ -290,14 +290,19 @@ export class Scrubber {
         ({ starts } = PATTERN_SCANNER.starts(out));
       }
     }
-    /** A place in `out` as a place in `text`: inside a replacement, its start (`side` 0) or its end (1). */
+    /**
+     * A place in `out` as a place in `text`: inside a replacement, its start (`side` 0) or its end
+     * (1). Asked in increasing order (the matches come in order), so the replacements are walked once.
+     */
+    let passed = 0;
+    let shift = 0;
     const inText = (at: number, side: 0 | 1): number => {
-      let shift = 0;
-      for (const swap of swaps) {
-        if (at <= swap.at) break;
-        if (at < swap.at + REDACTED.length) return side === 0 ? swap.from : swap.to;
+      while (passed < swaps.length && swaps[passed]!.at + REDACTED.length <= at) {
+        const swap = swaps[passed++]!;
         shift += swap.to - swap.from - REDACTED.length;
       }
+      const swap = swaps[passed];
+      if (swap && at > swap.at && at < swap.at + REDACTED.length) return side === 0 ? swap.from : swap.to;
       return at + shift;
     };
     let end = 0;
