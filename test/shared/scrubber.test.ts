@@ -28,6 +28,21 @@ describe('Scrubber.text', () => {
     expect(out).not.toContain(core);
   });
 
+  it('redacts a PEM private key cut before its END line (a head of the file, a page): its whole body, in text and in JSON text', () => {
+    const body = 'MIIEowIBAAKCAQEA0Z3VS5JJcds3xfn\n/ygWyF8PbnGy0AHB7MhgHcTz6sE2I2yPB\n';
+    const cutKey = `-----BEGIN RSA PRIVATE KEY-----\n${body}`;
+    for (const text of [`head:\n${cutKey}`, JSON.stringify({ content: `head:\n${cutKey}` }), `x ${cutKey.slice(0, -9)}`]) {
+      const out = s.text(text);
+      expect(out, text).toContain(REDACTED);
+      expect(out, text).not.toContain('MIIEow');
+      expect(out, text).not.toContain('ygWyF8');
+    }
+    // A whole key is still one match and the text after it stays.
+    expect(s.text(`a -----BEGIN PRIVATE KEY-----\n${body}-----END PRIVATE KEY----- (rotated)`)).toBe(`a ${REDACTED} (rotated)`);
+    // A cut encrypted key: its header lines are taken too.
+    expect(s.text(`-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,3F1A\n\n${body}`)).toBe(REDACTED);
+  });
+
   it('redacts exact secrets anywhere, also JSON-escaped and URL-encoded', () => {
     expect(s.text('xxexact-Secret-9f8e7dyy')).toBe(`xx${REDACTED}yy`);
     expect(s.text(JSON.stringify({ v: 'p@ss/wörd"quote' }))).not.toContain('quote');
