@@ -141,7 +141,7 @@ export function shownRecord<T extends CallRecord>(scrubber: Scrubber, record: T)
   set('unit', text(record.unit));
   set('name', shownName(scrubber, record.name));
   set('subject', shownName(scrubber, record.subject));
-  if (record.reason !== undefined) set('reason', shownCut(scrubber, record.reason, MAX_REASON_CHARS, '...'));
+  if (record.reason !== undefined) set('reason', shownReason(scrubber, record.reason));
   set('args', scrubber.value(record.args));
   if (Array.isArray(record.stripped)) {
     const stripped = record.stripped.map(text);
@@ -157,6 +157,14 @@ export function shownRecord<T extends CallRecord>(scrubber: Scrubber, record: T)
 /** A record's `name` or `subject` as {@link shownRecord} shows it (what a `tool` filter is matched against). */
 export function shownName(scrubber: Scrubber, name: string): string {
   return shownCut(scrubber, name, RECORD_NAME_MAX_CHARS, '…');
+}
+
+/**
+ * A record's `reason` as {@link shownRecord} shows it (a task row's too: it keeps its call's
+ * reason, cut as the record's is at `MAX_REASON_CHARS`, marked `...`).
+ */
+export function shownReason(scrubber: Scrubber, reason: string): string {
+  return shownCut(scrubber, reason, MAX_REASON_CHARS, '...');
 }
 
 /**

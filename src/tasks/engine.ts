@@ -75,9 +75,10 @@ export interface TaskEngineDeps {
   /** Makes arguments safe to store: the scrubber's `value`. */
   scrubArgs(args: unknown): unknown;
   /**
-   * A stored row as {@link TaskEngine.get} and {@link TaskEngine.list} hand it to a reader: its
-   * arguments, result and reason scrubbed again with today's secrets (it was scrubbed with those
-   * known when it was stored; a reload may have added one since). Default: as stored.
+   * A stored row as {@link TaskEngine.get} and {@link TaskEngine.list} hand it to a reader, and
+   * `status` listeners are told it: its caller- and upstream-given text scrubbed again with
+   * today's secrets (tasks/scrubbed-row.ts `scrubbedTaskRow`; a reload may have added one since it
+   * was stored). Only shown: rows are matched by principal, run and recorded as stored. Default: as stored.
    */
   shown?(row: TaskRow): TaskRow;
   /** Default and longest TTL, in ms (`broker.taskTtlMs`, `broker.maxTaskTtlMs`). */
@@ -389,9 +390,10 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     if (!moved) return this.cancel(id, principal);
     this.runs.get(id)?.abort(new TaskCancelled());
     this.waiters.get(id)?.resolve({ approved: false, reason, cancelled: true });
-    const after = await this.changed(id);
-    if (after) await this.writeOwed(after, this.deps.clock.now());
-    return after;
+    // Its record from the row as stored: the row shown may have its principal redacted.
+    const stored = await this.changed(id);
+    if (stored) await this.writeOwed(stored, this.deps.clock.now());
+    return (stored && this.shown(stored))!;
   }
 
   /**
@@ -606,10 +608,10 @@ export class TaskEngine extends EventEmitter<{ status: [row: TaskRow]; tick: [] 
     }
   }
 
-  /** Re-reads row `id` and tells listeners. */
-  private async changed(id: string): Promise<TaskRow> {
-    const row = (await this.get(id, undefined))!;
-    if (row) this.emit('status', row);
+  /** Re-reads row `id`, tells listeners it as readers are shown it, and answers it as stored (undefined once gone). */
+  private async changed(id: string): Promise<TaskRow | undefined> {
+    const row = await this.deps.store.getTask(id, this.deps.clock.now());
+    if (row) this.emit('status', this.shown(row));
     return row;
   }
 
