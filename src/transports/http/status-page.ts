@@ -24,6 +24,7 @@ import { visibleTools } from '../../broker/visible-tools.js';
 import type { CallRecord } from '../../broker/types.js';
 import type { Gateway } from '../../gateway.js';
 import { listParked } from '../../tasks/inbox.js';
+import { scrubbedTaskRow } from '../../tasks/scrubbed-row.js';
 import { VERSION } from '../../version.js';
 import { API_PREFIX } from './admin.js';
 import type { Principal } from './auth.js';
@@ -109,8 +110,9 @@ export async function statusSnapshot(gateway: Gateway, principal: Principal): Pr
   const parked = await listParked(gateway.store, gateway.clock.now(), operator ? {} : { principal: principal.name }).catch(() => ({ items: [] }));
   const approvals = parked.items
     .filter((r) => operator || r.principal === principal.name)
-    // The reason scrubbed again as shown: stored when the call parked, maybe before a reload added a secret.
-    .map((r) => ({ id: r.id, tool: r.name, principal: r.principal, reason: r.reason === null ? null : gateway.scrubber.text(r.reason), createdAt: r.createdAt }));
+    // Matched as stored, shown scrubbed again: stored when the call parked, maybe before a reload added a secret.
+    .map((stored) => scrubbedTaskRow(gateway.scrubber, stored))
+    .map((r) => ({ id: r.id, tool: r.name, principal: r.principal, reason: r.reason, createdAt: r.createdAt }));
   return {
     version: VERSION,
     // The modern revision first (served per request), then the `initialize` ones.
