@@ -26,9 +26,9 @@ export interface RecordDeps {
   scrubArgs: (args: unknown) => unknown;
   /**
    * Makes text safe to keep: the scrubber's `text`, applied to the caller-given and
-   * upstream-given strings of the record (`name`, `subject`, `unit`, `reason`, `stripped`), so the record
-   * written, published and streamed holds no secret. Required: a stage built without it would
-   * write those strings as given.
+   * upstream-given strings of the record (`name`, `subject`, `unit`, `reason`, `stripped`,
+   * `flow.step`, `proposal.path`), so the record written, published and streamed holds no
+   * secret. Required: a stage built without it would write those strings as given.
    */
   scrubText: (text: string) => string;
   /**
@@ -106,7 +106,8 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
   if (call.inputRequired && outcome === 'ok') record.resultType = 'input_required';
   if (call.notes.breaker) record.breaker = call.notes.breaker;
   if (call.notes.stripped?.length) record.stripped = call.notes.stripped.map(text);
-  if (call.notes.proposal) record.proposal = call.notes.proposal;
+  // The path is the caller's (resolved in the estate): scrubbed as its other text is.
+  if (call.notes.proposal) record.proposal = { ...call.notes.proposal, path: text(call.notes.proposal.path) };
   const flow = call.request.flow;
   if (flow) record.flow = { id: flow.id, step: text(flow.step), ...(flow.phase ? { phase: flow.phase } : {}) };
   if (call.notes.traceId) {
@@ -120,7 +121,7 @@ export function buildRecord(call: BrokerCall, deps: Pick<RecordDeps, 'clock' | '
  * A written record as a reader is shown it (`GET /api/v1/calls`, `GET /api/v1/events`, the status
  * page, `mcp-broker calls`, the calling session's `debug` log): the fields {@link buildRecord}
  * scrubs (the caller's and the upstream's text: `unit`, `name`, `subject`, `reason`, `args`,
- * `stripped`, `flow.step`) scrubbed again with `scrubber`'s secrets of now; the broker's own
+ * `stripped`, `flow.step`, `proposal.path`) scrubbed again with `scrubber`'s secrets of now; the broker's own
  * fields (ids, times, outcome, counts, principal) as written, so a short secret inside a call id
  * never changes the id a reader looks up. The records file keeps each record as written, scrubbed
  * with the secrets known then: a reload that adds a secret must not leave it readable through
@@ -150,6 +151,10 @@ export function shownRecord<T extends CallRecord>(scrubber: Scrubber, record: T)
   if (record.flow && typeof record.flow === 'object') {
     const step = text(record.flow.step);
     if (step !== record.flow.step) set('flow', { ...record.flow, step });
+  }
+  if (record.proposal && typeof record.proposal === 'object') {
+    const path = text(record.proposal.path);
+    if (path !== record.proposal.path) set('proposal', { ...record.proposal, path });
   }
   return out ?? record;
 }

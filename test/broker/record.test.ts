@@ -99,6 +99,21 @@ describe('record stage', () => {
     expect(JSON.parse(readFileSync(path, 'utf8'))).toMatchObject({ breaker: 'open' });
   });
 
+  it("writes an estate proposal's path scrubbed (regression: written as the caller gave it)", async () => {
+    const path = join(root, 'proposal', 'calls.ndjson');
+    const sink = new NdjsonRecordSink({ path });
+    const proposal = { id: 'prop_0a1b2c', action: 'proposed' as const, path: 'notes/planted-9c1d.md' };
+    const run = compose([stage(sink), fakeInvoke((c) => ((c.notes.proposal = proposal), (c.outcome = 'ok'), (c.result = text('stored'))))]);
+    const c = call({ target: target() });
+    await run(c);
+    await sink.close();
+    const line = readFileSync(path, 'utf8');
+    expect(JSON.parse(line)).toMatchObject({ proposal: { id: 'prop_0a1b2c', action: 'proposed', path: `notes/${REDACTED}.md` } });
+    expect(line).not.toContain('planted-9c1d');
+    // The call's own note is left as the tool set it.
+    expect(proposal.path).toBe('notes/planted-9c1d.md');
+  });
+
   it('rotates at maxBytes keeping maxFiles, through the stage', async () => {
     const dir = join(root, 'rotate');
     mkdirSync(dir);

@@ -49,6 +49,14 @@ describe('shownRecord', () => {
     expect(Object.keys(shown)).toEqual(Object.keys(record));
   });
 
+  it("scrubs an estate proposal's path again, its id and action as written (regression: shown as written)", () => {
+    const record = written({ proposal: { id: `prop_${LATER}`, action: 'applied', path: `notes/${LATER}.md` } });
+    expect(shownRecord(new Scrubber([LATER]), record).proposal).toEqual({ id: `prop_${LATER}`, action: 'applied', path: `notes/${REDACTED}.md` });
+    expect(record.proposal!.path).toBe(`notes/${LATER}.md`);
+    const clean = written({ name: 'fx__tool', subject: 'fx/tool', reason: 'no', args: {}, stripped: [], flow: undefined, proposal: { id: 'prop_1', action: 'proposed', path: 'notes/a.md' } });
+    expect(shownRecord(new Scrubber([LATER]), clean)).toBe(clean);
+  });
+
   it('redacts a credential-named argument whole', () => {
     const record = written({ args: { api_key: 'plain-value', text: 'hello' } });
     expect(shownRecord(new Scrubber(), record).args).toEqual({ api_key: REDACTED, text: 'hello' });
@@ -102,6 +110,10 @@ describe('shownRecord', () => {
     expect(shownRecord(new Scrubber([LATER]), planted)).toBe(planted);
     const odd = { ...planted, name: 7, unit: null, stripped: 'x', flow: 'y', reason: 1 } as unknown as CallRecord;
     expect(shownRecord(new Scrubber([LATER]), odd)).toBe(odd);
+    for (const proposal of ['z', { path: 7 }, null]) {
+      const other = { ...planted, proposal } as unknown as CallRecord;
+      expect(shownRecord(new Scrubber([LATER]), other)).toBe(other);
+    }
   });
 });
 
