@@ -442,6 +442,18 @@ export class Scrubber {
   }
 
   /**
+   * {@link strings} for a message scrubbed once already and sent again later (a resumed stream's
+   * events), when a secret may have been added since: every string and key through {@link text},
+   * no field-name rule (what it redacted then is redacted still; a schema's `password` property
+   * and a `progressToken` survive), and binary parts as {@link media} treats them (a `blob`
+   * {@link blob}-scrubbed, an image's or audio's `data` left as it is). The same reference when
+   * nothing changed.
+   */
+  mediaStrings<T>(value: T): T {
+    return this.walkStrings(value, 0, true) as T;
+  }
+
+  /**
    * A base64 `data:` URI of a textual type (`data:image/svg+xml;base64,…`: a tool's icon) with its
    * decoded text scrubbed, re-encoded when that changed it; any other string through {@link text}.
    */
@@ -456,14 +468,14 @@ export class Scrubber {
     return this.text(scrubbed === body ? value : head[0] + scrubbed);
   }
 
-  private walkStrings(value: unknown, depth: number): unknown {
+  private walkStrings(value: unknown, depth: number, media = false): unknown {
     if (typeof value === 'string') return this.textOrDataUri(value);
     if (value === null || typeof value !== 'object') return value;
     if (depth >= MAX_DEPTH) return REDACTED;
     if (Array.isArray(value)) {
       let out: unknown[] | undefined;
       for (let i = 0; i < value.length; i++) {
-        const next = this.walkStrings(value[i], depth + 1);
+        const next = this.walkStrings(value[i], depth + 1, media);
         if (next !== value[i]) (out ??= value.slice())[i] = next;
       }
       return out ?? value;
@@ -472,10 +484,15 @@ export class Scrubber {
     const source = value as Record<string, unknown>;
     for (const key of Object.keys(source)) {
       const current = source[key];
-      const next = this.walkStrings(current, depth + 1);
+      const next = media && typeof current === 'string' && isBinaryField(source, key) ? this.binary(source, key, current) : this.walkStrings(current, depth + 1, media);
       out = this.put(out, source, key, next);
     }
     return out ?? value;
+  }
+
+  /** A `blob`, or an image's or audio's `data` (`isBinaryField`), as {@link media} scrubs it: decoded text scrubbed, binary left alone. */
+  private binary(source: Record<string, unknown>, key: string, current: string): string {
+    return key === 'blob' || (typeof source.mimeType === 'string' && isTextualMedia(source.mimeType)) ? this.blob(current) : current;
   }
 
   /** `out` (a copy of `source`, made on the first change) with `key` scrubbed and set to `next`. */
@@ -519,9 +536,9 @@ export class Scrubber {
       const credential = secretScope || isCredentialField(key);
       const numbers = numberScope || (credential && NUMERIC_SECRET_FIELD.test(normalise(key)));
       let next: unknown;
-      if (media && !credential && typeof current === 'string' && (key === 'blob' || (key === 'data' && (source.type === 'image' || source.type === 'audio')))) {
+      if (media && !credential && typeof current === 'string' && isBinaryField(source, key)) {
         // Image and audio data are binary, left alone, but for a textual type (an SVG is XML text).
-        next = key === 'blob' || (typeof source.mimeType === 'string' && isTextualMedia(source.mimeType)) ? this.blob(current) : current;
+        next = this.binary(source, key, current);
       } else if (credential && typeof current === 'string') {
         next = current === '' || (!secretScope && isPlainCount(key, current)) ? current : REDACTED;
       }
@@ -548,6 +565,11 @@ export class Scrubber {
     const parts = [...spellings].sort((a, b) => b.length - a.length).map(escapeRegExp);
     return new RegExp(parts.join('|'), 'g');
   }
+}
+
+/** Whether `source[key]` is base64 content of MCP media: a `blob`, or the `data` of an `image` or `audio` block. */
+function isBinaryField(source: Record<string, unknown>, key: string): boolean {
+  return key === 'blob' || (key === 'data' && (source.type === 'image' || source.type === 'audio'));
 }
 
 /** The head of a base64 `data:` URI (RFC 2397), its media type captured. */

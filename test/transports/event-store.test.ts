@@ -1,6 +1,7 @@
 import type { JSONRPCMessage } from '@modelcontextprotocol/server';
 import { describe, expect, it } from 'vitest';
-import { BoundedEventStore } from '../../src/transports/http/event-store.js';
+import { REDACTED, Scrubber } from '../../src/shared/scrub.js';
+import { BoundedEventStore, COMPACT_FROM_BYTES } from '../../src/transports/http/event-store.js';
 
 const msg = (n: number): JSONRPCMessage => ({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 't', progress: n } });
 
@@ -67,5 +68,59 @@ describe('BoundedEventStore', () => {
     await store.storeEvent('s', msg(2));
     expect(store.size).toBe(0);
     expect((await replay(store, id)).sent).toEqual([]);
+  });
+});
+
+describe('BoundedEventStore replay after a secret was added', () => {
+  const LATER = 'later-2d7f90c4e1b8';
+  const PNG = Buffer.from(`\x89PNG ${LATER}`, 'latin1').toString('base64');
+  const result = (id: number, text: string): JSONRPCMessage =>
+    ({
+      jsonrpc: '2.0',
+      id,
+      result: {
+        content: [
+          { type: 'text', text },
+          { type: 'image', mimeType: 'image/png', data: PNG },
+          { type: 'resource', resource: { uri: 'file:///a.txt', mimeType: 'text/plain', blob: Buffer.from(`note ${text}`).toString('base64') } },
+        ],
+        tools: [{ name: 'login', inputSchema: { type: 'object', properties: { password: { type: 'string' } } } }],
+      },
+    }) as JSONRPCMessage;
+  const progress = (token: string, message: string): JSONRPCMessage => ({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 1, message } });
+
+  it('replays an event stored before the scrubber gained a secret scrubbed with it, ids, methods, schemas, tokens and binary data intact (regression: replayed as first sent)', async () => {
+    const scrubber = new Scrubber();
+    const store = new BoundedEventStore(100, undefined, scrubber);
+    const prime = await store.storeEvent('s', {} as JSONRPCMessage);
+    await store.storeEvent('s', progress('tok-1', `at ${LATER}`));
+    await store.storeEvent('s', result(7, `said ${LATER}`));
+    // Large enough to be kept as its JSON text.
+    await store.storeEvent('s', result(8, `${'x'.repeat(COMPACT_FROM_BYTES)} ${LATER}`));
+    scrubber.addSecrets([LATER]);
+    const { sent } = await replay(store, prime);
+    expect(sent).toHaveLength(3);
+    expect(JSON.stringify(sent)).not.toContain(LATER);
+    const [p, r7, r8] = sent.map(([, m]) => m as never as { id?: number; method?: string; params?: Record<string, unknown>; result?: { content: Array<Record<string, unknown>>; tools: unknown[] } });
+    expect(p).toEqual({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'tok-1', progress: 1, message: `at ${REDACTED}` } });
+    for (const [r, id] of [[r7!, 7], [r8!, 8]] as const) {
+      expect(r.id).toBe(id);
+      expect(r.result!.content[0]!.text).toMatch(/\[REDACTED\]$/);
+      // Binary image data is left as it is; a text blob is scrubbed inside.
+      expect(r.result!.content[1]!.data).toBe(PNG);
+      expect(Buffer.from((r.result!.content[2]!.resource as { blob: string }).blob, 'base64').toString()).toMatch(/^note .*\[REDACTED\]$/);
+      expect(r.result!.tools).toEqual([{ name: 'login', inputSchema: { type: 'object', properties: { password: { type: 'string' } } } }]);
+    }
+  });
+
+  it('replays as stored (the same message) what was stored with the secrets of now', async () => {
+    const scrubber = new Scrubber();
+    const store = new BoundedEventStore(100, undefined, scrubber);
+    scrubber.addSecrets([LATER]);
+    const prime = await store.storeEvent('s', {} as JSONRPCMessage);
+    const message = progress('tok-1', 'clean');
+    await store.storeEvent('s', message);
+    const { sent } = await replay(store, prime);
+    expect(sent[0]![1]).toBe(message);
   });
 });

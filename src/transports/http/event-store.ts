@@ -12,10 +12,16 @@
  *
  * Event ids are `<streamId>|<seq>`: the stream is known from the id alone, even once the event
  * itself has been dropped.
+ *
+ * A message is stored as it was sent, scrubbed with the secrets known then. One stored before a
+ * reload added a secret (the scrubber's `generation` moved since) is replayed scrubbed again with
+ * the secrets of now (`Scrubber.mediaStrings`); one stored since, as it is. A string JSON-RPC `id`
+ * or a key holding a secret is replayed redacted (fail closed: the client cannot match that answer).
  */
 import { StringDecoder } from 'node:string_decoder';
 import type { EventId, EventStore, StreamId, JSONRPCMessage } from '@modelcontextprotocol/server';
 import { approximateJsonBytes } from '../../broker/record.js';
+import type { Scrubber } from '../../shared/scrub.js';
 import { encodeMessage, encodeRawMessage } from '../../wire/raw-json.js';
 
 interface StoredEvent {
@@ -25,6 +31,8 @@ interface StoredEvent {
   readonly message: JSONRPCMessage | Encoded;
   /** JSON size of `message` in bytes: estimated, exact when it is kept encoded. */
   readonly bytes: number;
+  /** The scrubber's `generation` when it was stored (0 without a scrubber). */
+  readonly generation: number;
 }
 
 /**
@@ -79,7 +87,7 @@ function decodeInHeap(part: Buffer): string {
 }
 
 /** What a dropped event's slot holds until the array is compacted. */
-const DROPPED: StoredEvent = Object.freeze({ seq: 0, streamId: '', message: {} as JSONRPCMessage, bytes: 0 });
+const DROPPED: StoredEvent = Object.freeze({ seq: 0, streamId: '', message: {} as JSONRPCMessage, bytes: 0, generation: 0 });
 
 const SEPARATOR = '|';
 
@@ -92,10 +100,13 @@ export class BoundedEventStore implements EventStore {
   /**
    * @param maxEvents most events kept; 0 keeps none (ids are still issued).
    * @param maxBytes most bytes of events kept, estimated; default {@link DEFAULT_RESUME_BYTES}.
+   * @param scrubber the gateway's: an event stored before its `generation` moved is replayed
+   *   scrubbed again. Absent: events are replayed as stored.
    */
   constructor(
     private readonly maxEvents: number,
     private readonly maxBytes = DEFAULT_RESUME_BYTES,
+    private readonly scrubber?: Scrubber,
   ) {}
 
   /** Events currently held. */
@@ -118,7 +129,7 @@ export class BoundedEventStore implements EventStore {
       bytes = Buffer.byteLength(kept.json);
       if (bytes > this.maxBytes) return id;
     }
-    this.events.push({ seq, streamId, message: kept, bytes });
+    this.events.push({ seq, streamId, message: kept, bytes, generation: this.scrubber?.generation ?? 0 });
     this.bytes += bytes;
     while (this.size > this.maxEvents || this.bytes > this.maxBytes) {
       this.bytes -= this.events[this.head]!.bytes;
@@ -146,9 +157,11 @@ export class BoundedEventStore implements EventStore {
     for (let i = this.head; i < this.events.length; i++) {
       const event = this.events[i]!;
       if (event.streamId !== parsed.streamId || event.seq <= parsed.seq) continue;
-      const message = event.message instanceof Encoded ? event.message.decode() : event.message;
+      let message = event.message instanceof Encoded ? event.message.decode() : event.message;
       // Priming events carry an empty message: nothing to replay.
       if (Object.keys(message).length === 0) continue;
+      // Scrubbed when stored; a secret added since is scrubbed now (a copy: the stored one stays).
+      if (this.scrubber && event.generation !== this.scrubber.generation) message = this.scrubber.mediaStrings(message);
       await send(`${event.streamId}${SEPARATOR}${event.seq}`, message);
     }
     return parsed.streamId;

@@ -16,8 +16,9 @@
  * - An `initialize` past `http.maxSessionsPerPrincipal` or `http.maxSessions` ends the oldest
  *   idle session to make room, or gets 429 / 503 (`SessionTable.admit`); a `GET` stream past
  *   `http.maxStreamsPerPrincipal` or `http.maxStreams` gets 429 / 503 (`StreamCaps`).
- * - Streams are resumable with `Last-Event-ID` (a {@link BoundedEventStore} per session) and
- *   carry a keep-alive comment every `http.keepAliveMs`.
+ * - Streams are resumable with `Last-Event-ID` (a {@link BoundedEventStore} per session; an event
+ *   stored before a reload added a secret is replayed scrubbed again) and carry a keep-alive
+ *   comment every `http.keepAliveMs`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WebStandardStreamableHTTPServerTransport, isInitializeRequest } from '@modelcontextprotocol/server';
@@ -32,7 +33,7 @@ import type { Principal } from './auth.js';
 import { answerRequestError, hasBody, readBody } from './body.js';
 import { answerOverCap } from './caps.js';
 import { whenClosed, type HttpContext } from './context.js';
-import { BoundedEventStore } from './event-store.js';
+import { BoundedEventStore, DEFAULT_RESUME_BYTES } from './event-store.js';
 import { authenticateRequest, jsonRpcError, refuseHostOrigin, sendJson } from './guards.js';
 import { sessionTag } from './session-table.js';
 import type { ModernHttp } from './modern.js';
@@ -142,7 +143,7 @@ async function openSession(ctx: HttpContext, principal: Principal, req: Incoming
   const { settings } = ctx;
   const transport = new WebStandardStreamableHTTPServerTransport({
     sessionIdGenerator: () => id,
-    eventStore: settings.resumeEvents > 0 ? new BoundedEventStore(settings.resumeEvents) : undefined,
+    eventStore: settings.resumeEvents > 0 ? new BoundedEventStore(settings.resumeEvents, DEFAULT_RESUME_BYTES, ctx.gateway.scrubber) : undefined,
     keepAliveMs: settings.keepAliveMs,
     maxRequestBodySize: settings.maxBodyBytes,
     onsessionclosed: () => void ctx.sessions.end(id, 'deleted'),
