@@ -91,6 +91,16 @@ describe('estate pieces masked in their window', () => {
     expect(redactedBytes(scrubber, file.subarray(1, file.length - 1))).toEqual([[ranges[0]![0] - 1, ranges[0]![1] - 1]]);
   });
 
+  it('keepLines: a masked part that ran over lines leaves their breaks, so the lines after it keep their numbers', () => {
+    const pem = `-----BEGIN PRIVATE KEY-----\nMIIEow\nAAKCAQ\n-----END PRIVATE KEY-----`;
+    const file = Buffer.from(`zero\n${pem}\nfive needle\n`);
+    const ranges = redactedBytes(new Scrubber(), file);
+    expect(maskedText(file, 0, file.length, ranges)).toBe(`zero\n${REDACTED}\nfive needle\n`);
+    const kept = maskedText(file, 0, file.length, ranges, true);
+    expect(kept).toBe(`zero\n${REDACTED}\n\n\n\nfive needle\n`);
+    expect(kept.split('\n').indexOf('five needle')).toBe(file.toString().split('\n').indexOf('five needle'));
+  });
+
   it('binary files: an ASCII secret among other bytes is found, its bytes overwritten and the length kept', () => {
     const file = Buffer.concat([Buffer.from([0, 1, 0xff, 0xfe]), Buffer.from(SECRET), Buffer.from([0, 0x80, 7])]);
     const ranges = redactedBytes(scrubber, file);

@@ -145,6 +145,17 @@ describe("estate__search: a long line's excerpt is cut from the line scrubbed wh
   });
 });
 
+describe('estate__search over masked text', () => {
+  it('a hit after a PEM key (masked over five lines) keeps its own line number', async () => {
+    await estate.close();
+    estate = makeEstate({ maxBytes: 4096 });
+    writeFileSync(join(estate.root, 'key.txt'), 'zero\n-----BEGIN PRIVATE KEY-----\nMIIEow\nAAKCAQ\n-----END PRIVATE KEY-----\nthe needle\n');
+    const found = structured(await estate.run('estate__search', { query: 'needle', path: 'key.txt' }));
+    expect(found.hits).toEqual([{ path: 'key.txt', line: 6, text: 'the needle' }]);
+    expect(structured(await estate.run('estate__search', { query: 'MIIE', path: 'key.txt' })).hits).toEqual([]);
+  });
+});
+
 describe('estate__stat', () => {
   it('describes files and folders', async () => {
     expect(structured(await estate.run('estate__stat', { path: 'sub/b.txt' }))).toMatchObject({ path: 'sub/b.txt', type: 'file', size: 6 });

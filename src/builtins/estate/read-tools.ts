@@ -150,7 +150,7 @@ export function readTools(scope: EstateScope, limits: EstateLimits, scrubber: Sc
         const scanned = Math.min(window.length, limits.maxBytes);
         if (window.subarray(0, scanned).includes(0)) return;
         if (size > limits.maxBytes) filesCut++;
-        const lines = maskedText(window, 0, scanned, redactedBytes(scrubber, window)).split('\n');
+        const lines = maskedText(window, 0, scanned, redactedBytes(scrubber, window), true).split('\n');
         for (let i = 0; i < lines.length; i++) {
           const line = lines[i]!;
           const at = (caseSensitive ? line : line.toLowerCase()).indexOf(needle);

@@ -88,16 +88,19 @@ export function utf8Boundary(bytes: Buffer): number {
 
 /**
  * `window`'s bytes `[from, to)` as UTF-8 text with every part of `ranges` ({@link redactedBytes})
- * inside them shown as `[REDACTED]`, once a range.
+ * inside them shown as `[REDACTED]`, once a range. With `keepLines`, each is followed by as many
+ * line breaks as the part it stands for held, so lines keep their numbers (a PEM key's).
  */
-export function maskedText(window: Buffer, from: number, to: number, ranges: ReadonlyArray<readonly [number, number]>): string {
+export function maskedText(window: Buffer, from: number, to: number, ranges: ReadonlyArray<readonly [number, number]>, keepLines = false): string {
   let text = '';
   let at = from;
   for (const [start, end] of ranges) {
     if (end <= from || start >= to) continue;
     if (start > at) text += window.toString('utf8', at, start);
+    const stop = Math.min(end, to);
     text += REDACTED;
-    at = Math.min(end, to);
+    if (keepLines) for (let i = Math.max(start, from); i < stop; i++) if (window[i] === 0x0a) text += '\n';
+    at = stop;
   }
   return at < to ? text + window.toString('utf8', at, to) : text;
 }
