@@ -225,6 +225,25 @@ describe('estate proposals', () => {
     expect(readFileSync(join(estate.root, '.env'), 'utf8')).toBe(`NAME=demo\nAPI_TOKEN=${token}\nDB_PASSWORD=hunterhunter\nPORT=9090\n`);
   });
 
+  it("whole new content never confirms a guess at a secret either: the approval prompt's line counts are the same for a right guess and a wrong one", async () => {
+    await estate.close();
+    estate = makeEstate({ scrubber: new Scrubber() });
+    writeFileSync(join(estate.root, '.env'), 'NAME=demo\nDB_PASSWORD=hunterhunter\nPORT=8080\n');
+    // The prompt goes to the client that asked for the apply (elicitation, or an input request).
+    const prompt = async (content: string) => {
+      const { id } = structured(await estate.run('estate__propose_change', { path: '.env', content, rationale: 'r' }));
+      const session = { sessionId: 's-local', principal: 'local', unit: 's-local', isLive: () => true };
+      return (await estate.router.resolve('estate__apply_proposal')!.approvalDetail!({ id }, session))[0];
+    };
+    const right = await prompt('NAME=demo\nDB_PASSWORD=hunterhunter\nPORT=8080\n');
+    const wrong = await prompt('NAME=demo\nDB_PASSWORD=hunterhuntex\nPORT=8080\n');
+    // The same length, the same counts: before, +0/-0 lines for the right guess, +1/-1 for the wrong one.
+    expect(right).toContain('+1/-1 lines');
+    expect(wrong).toBe(right);
+    // A change elsewhere is still counted as it is.
+    expect(await prompt('NAME=demo\nDB_PASSWORD=hunterhunter\nPORT=9090\n')).toContain('+2/-2 lines');
+  });
+
   it('exactly one of content and unifiedDiff, and a rationale, or invalid_arguments', async () => {
     for (const args of [{ path: 'x', rationale: 'r' }, { path: 'x', content: 'a', unifiedDiff: '@@', rationale: 'r' }, { path: 'x', content: 'a' }]) {
       expect(await estate.run('estate__propose_change', args)).toMatchObject({ outcome: 'error', code: 'invalid_arguments' });

@@ -170,15 +170,18 @@ export function diffLineCounts(diff: string): { added: number; removed: number }
 /**
  * Lines a whole-content replacement adds and removes: the lines between the longest common
  * start and end of the two texts (one changed span; exact for a change in one place, an upper
- * bound otherwise).
+ * bound otherwise). A line of `before` that `held` names (0-based: one holding a secret) never
+ * counts as common: the counts, shown in the approval prompt to the client that proposed the
+ * content, would otherwise tell whether a line of it guessed that line right (+0/-0 against +1/-1).
  */
-export function replacementLineCounts(before: string, after: string): { added: number; removed: number } {
+export function replacementLineCounts(before: string, after: string, held?: ReadonlySet<number>): { added: number; removed: number } {
   const a = splitLines(before);
   const b = splitLines(after);
+  const same = (i: number, j: number) => a[i] === b[j] && !held?.has(i);
   let start = 0;
-  while (start < a.length && start < b.length && a[start] === b[start]) start++;
+  while (start < a.length && start < b.length && same(start, start)) start++;
   let end = 0;
-  while (end < a.length - start && end < b.length - start && a[a.length - 1 - end] === b[b.length - 1 - end]) end++;
+  while (end < a.length - start && end < b.length - start && same(a.length - 1 - end, b.length - 1 - end)) end++;
   return { added: b.length - start - end, removed: a.length - start - end };
 }
 

@@ -213,12 +213,14 @@ async function describeChange(scope: EstateScope, scrubber: Scrubber, proposal: 
     return `Change: ${where} changed since the proposal was made; applying it will be refused.`;
   }
   let next: string;
+  const held = secretLines(scrubber, current);
   try {
-    next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body, secretLines(scrubber, current));
+    next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body, held);
   } catch {
     return `Change: the diff for ${where} no longer applies; applying it will fail.`;
   }
-  const { added, removed } = proposal.kind === 'diff' ? diffLineCounts(proposal.body) : replacementLineCounts(current ?? '', next);
+  // A line holding a secret is never common to both: the counts never confirm a guess at it.
+  const { added, removed } = proposal.kind === 'diff' ? diffLineCounts(proposal.body) : replacementLineCounts(current ?? '', next, held);
   const bytes = current === undefined ? `${Buffer.byteLength(next)} bytes` : `${Buffer.byteLength(current)} → ${Buffer.byteLength(next)} bytes`;
   const how = proposal.kind === 'diff' ? 'a unified diff' : 'whole new content';
   return `Change: ${current === undefined ? 'creates' : 'changes'} ${where}: +${added}/-${removed} lines, ${bytes} (${how}), proposed by ${JSON.stringify(proposal.principal)}.`;
