@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { maskedBytes, maskedText, redactedBytes, scrubMargin, secretLines, SCRUB_MARGIN_BYTES } from '../../src/builtins/estate/redacted-bytes.js';
+import { lossyUtf8, maskedBytes, maskedText, redactedBytes, scrubMargin, secretLines, SCRUB_MARGIN_BYTES } from '../../src/builtins/estate/redacted-bytes.js';
 import { REDACTED, Scrubber } from '../../src/shared/scrub.js';
 
 /** Characters of the exact secret below, none of them in the noise the texts are made of (nor in `[REDACTED]` but for W). */
@@ -99,6 +99,42 @@ describe('estate pieces masked in their window', () => {
     const kept = maskedText(file, 0, file.length, ranges, true);
     expect(kept).toBe(`zero\n${REDACTED}\n\n\n\nfive needle\n`);
     expect(kept.split('\n').indexOf('five needle')).toBe(file.toString().split('\n').indexOf('five needle'));
+  });
+
+  it('a window that is not valid UTF-8 (a Latin-1 byte, no NUL) is still read as text: a secret spelled past ASCII is found', () => {
+    // The UTF-8 reading was dropped for the whole window; the Latin-1 one sees neither the secret
+    // (its "ä" is two bytes) nor the value after "password=" ("à" is C3 A0, and A0 a space there).
+    const text = 'key: pässwörd-ünïcode\npassword=àbcdefghij\n';
+    const file = Buffer.concat([Buffer.from('caf\xe9 in Latin-1\n', 'latin1'), Buffer.from(text)]);
+    const ranges = redactedBytes(scrubber, file);
+    expect(ranges.map(([from, to]) => file.toString('utf8', from, to))).toEqual(['pässwörd-ünïcode', 'àbcdefghij']);
+    // Read three bytes at a time, the pieces tell nothing of either.
+    let pieces = '';
+    for (let at = 0; at < file.length; at += 3) pieces += maskedText(file, at, Math.min(at + 3, file.length), ranges);
+    expect(pieces).not.toContain('sswö');
+    expect(pieces).not.toContain('bcde');
+  });
+
+  it('property: lossyUtf8 decodes as Buffer.toString does, each code unit mapped to the bytes it came from', () => {
+    const bytes = fc.array(fc.oneof(fc.integer({ min: 0, max: 255 }), fc.constantFrom(0xc3, 0xa4, 0xe2, 0x82, 0xac, 0xf0, 0x9f, 0x98, 0x80, 0xed, 0xa0)), { maxLength: 40 });
+    fc.assert(
+      fc.property(bytes, (list) => {
+        const buffer = Buffer.from(list);
+        const { text, starts } = lossyUtf8(buffer);
+        expect(text).toBe(buffer.toString('utf8'));
+        expect(starts).toHaveLength(text.length + 1);
+        expect(starts[text.length]).toBe(buffer.length);
+        for (let i = 0; i < text.length; i++) {
+          expect(starts[i]).toBeLessThanOrEqual(starts[i + 1]!);
+          const pair = text.charCodeAt(i) >= 0xd800 && text.charCodeAt(i) < 0xdc00;
+          const char = pair ? text.slice(i, i + 2) : text[i]!;
+          const to = pair ? starts[i + 2]! : starts[i + 1]!;
+          if (char !== '\ufffd') expect(buffer.subarray(starts[i]!, to).toString('utf8')).toBe(char);
+          if (pair) i++;
+        }
+      }),
+      { numRuns: 1000 },
+    );
   });
 
   it('binary files: an ASCII secret among other bytes is found, its bytes overwritten and the length kept', () => {

@@ -261,6 +261,29 @@ describe('estate relay (e2e)', () => {
     expect(around.structuredContent).toMatchObject({ hits: [{ path: 'mixed.txt', line: 2, text: 'TOKEN [REDACTED] end' }] });
   });
 
+  it('a file that is not valid UTF-8 (one Latin-1 byte, no NUL): pieces three bytes long tell nothing of a secret spelled past ASCII', async () => {
+    const token = 'schlüssel-e2e-geheim-ä41';
+    // The UTF-8 reading of the window was dropped for the whole window at the first bad byte.
+    const file = Buffer.concat([Buffer.from('caf\xe9 (Latin-1)\n', 'latin1'), Buffer.from(`TOKEN ${token} end\npassword=àbcdefghij\n`)]);
+    writeFileSync(join(root, 'latin.txt'), file);
+    broker = await startBroker({
+      servers: { leaky: nodeServer(fixture('leaky.mjs'), { env: { API_TOKEN: token } }) },
+      extra: { estate: { root, maxBytes: 64, maxResults: 5 } },
+    });
+    const b = broker;
+    let pieces = '';
+    for (let offset = 0; offset < file.length; offset += 3) {
+      const read = await call(b, 'estate__read_file', { path: 'latin.txt', offset, length: 3 });
+      expect(outcome(read)).toBe('ok');
+      pieces += (read.content[0] as { text: string }).text;
+    }
+    for (const secret of [token, 'bcdefghij']) {
+      for (let at = 0; at + 4 <= secret.length; at++) expect(pieces, `a piece of ${secret}`).not.toContain(secret.slice(at, at + 4));
+    }
+    expect(pieces).toContain('TOKEN [REDACTED]');
+    expect(pieces).toContain('password=[REDACTED]');
+  });
+
   it('propose writes nothing and is audited; apply is asked by default and refused without elicitation', async () => {
     broker = await start();
     const b = broker;

@@ -48,16 +48,27 @@ export function redactedBytes(scrubber: Scrubber, window: Buffer): Array<[number
   return merged;
 }
 
-/** {@link Scrubber.redactions} of `window` read as UTF-8 (its cut characters at either end left out), as byte ranges; none when it is not UTF-8. */
+/**
+ * {@link Scrubber.redactions} of `window` read as UTF-8 (its cut characters at either end left
+ * out), as byte ranges. A window that is not valid UTF-8 (a stray Latin-1 byte, no NUL) is read as
+ * a reader is shown it, each bad sequence one U+FFFD ({@link lossyUtf8}): its other characters are
+ * still text, and a secret spelled with them (`pässwort`, or `password=àbc…`, whose `à` holds the
+ * byte 0xA0 that the Latin-1 reading takes for a space) is still found.
+ */
 function utf8Redactions(scrubber: Scrubber, window: Buffer): Array<[number, number]> {
   let start = 0;
   while (start < 3 && isContinuation(window[start])) start++;
   const end = start + utf8Boundary(window.subarray(start));
+  const bytes = window.subarray(start, end);
   let text: string;
   try {
-    text = STRICT_UTF8.decode(window.subarray(start, end));
+    text = STRICT_UTF8.decode(bytes);
   } catch {
-    return [];
+    const lossy = lossyUtf8(bytes);
+    const { starts } = lossy;
+    // A range never ends between the two halves of a pair (they share a start) but for safety past both.
+    const endOf = (to: number) => starts[to < lossy.text.length && starts[to] === starts[to - 1] ? to + 1 : to]!;
+    return scrubber.redactions(lossy.text).map(([from, to]) => [start + starts[from]!, start + endOf(to)]);
   }
   const out: Array<[number, number]> = [];
   // Code units to bytes, walked forward once: the ranges come sorted.
@@ -70,6 +81,71 @@ function utf8Redactions(scrubber: Scrubber, window: Buffer): Array<[number, numb
   };
   for (const [from, to] of scrubber.redactions(text)) out.push([toByte(from), toByte(to)]);
   return out;
+}
+
+/**
+ * `bytes` decoded as UTF-8 with each bad sequence one U+FFFD, as the WHATWG decoder (and
+ * `Buffer.toString`) does it, with the byte offset `starts[i]` each code unit came from (both
+ * halves of a surrogate pair the same; `starts[text.length]` is the end).
+ */
+export function lossyUtf8(bytes: Uint8Array): { text: string; starts: Uint32Array } {
+  const units = new Uint16Array(bytes.length);
+  const starts = new Uint32Array(bytes.length + 1);
+  let n = 0;
+  const emit = (code: number, from: number) => {
+    if (code > 0xffff) {
+      code -= 0x10000;
+      starts[n] = from;
+      units[n++] = 0xd800 + (code >> 10);
+      code = 0xdc00 + (code & 0x3ff);
+    }
+    starts[n] = from;
+    units[n++] = code;
+  };
+  let need = 0;
+  let seen = 0;
+  let code = 0;
+  let lower = 0x80;
+  let upper = 0xbf;
+  let lead = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i]!;
+    if (need === 0) {
+      lead = i;
+      if (b <= 0x7f) emit(b, i);
+      else if (b >= 0xc2 && b <= 0xdf) [need, code] = [1, b & 0x1f];
+      else if (b >= 0xe0 && b <= 0xef) {
+        if (b === 0xe0) lower = 0xa0;
+        if (b === 0xed) upper = 0x9f;
+        [need, code] = [2, b & 0x0f];
+      } else if (b >= 0xf0 && b <= 0xf4) {
+        if (b === 0xf0) lower = 0x90;
+        if (b === 0xf4) upper = 0x8f;
+        [need, code] = [3, b & 0x07];
+      } else emit(0xfffd, i);
+      continue;
+    }
+    if (b < lower || b > upper) {
+      emit(0xfffd, lead);
+      need = seen = code = 0;
+      lower = 0x80;
+      upper = 0xbf;
+      i--; // the byte starts afresh
+      continue;
+    }
+    lower = 0x80;
+    upper = 0xbf;
+    code = (code << 6) | (b & 0x3f);
+    if (++seen === need) {
+      emit(code, lead);
+      need = seen = code = 0;
+    }
+  }
+  if (need !== 0) emit(0xfffd, lead);
+  starts[n] = bytes.length;
+  let text = '';
+  for (let at = 0; at < n; at += 8192) text += String.fromCharCode(...units.subarray(at, Math.min(n, at + 8192)));
+  return { text, starts: starts.subarray(0, n + 1) };
 }
 
 /** Length of `bytes` without a UTF-8 sequence cut off at its end. */
