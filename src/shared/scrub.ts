@@ -178,6 +178,31 @@ export function redact(match: string, groups: Record<string, string | undefined>
   return match === REDACTED ? match : REDACTED;
 }
 
+/**
+ * The part `[head, tail)` of a {@link PATTERN} match (`redact` changing it) that holds the secret:
+ * a field's value (inside its quotes for a JSON string), from a JSON array's first redacted
+ * element to its last, a shape whole. Told from the match's groups, not by comparing the match
+ * with its replacement: a value's own first or last characters that happen to equal those of
+ * `[REDACTED]` (`password=[x]`, `"token": "[REDACTED]x"`, `https://u:[pw]@h`) are the secret's too.
+ */
+function redactedPart(match: string, groups: Record<string, string | undefined>): [number, number] {
+  const json = groups.jf ?? groups.jt;
+  if (json !== undefined) return [json.length + 1, match.length - 1];
+  const plain = groups.jn ?? groups.pp ?? groups.pt;
+  if (plain !== undefined) return [plain.length, match.length];
+  const array = groups.ja ?? groups.jta;
+  if (array === undefined) return [0, match.length];
+  let head = match.length;
+  let tail = 0;
+  JSON_ELEMENT.lastIndex = array.length;
+  for (let e = JSON_ELEMENT.exec(match); e; e = JSON_ELEMENT.exec(match)) {
+    if (e[0] === '""' || (groups.ja === undefined && e[0][0] !== '"')) continue;
+    head = Math.min(head, e.index);
+    tail = e.index + e[0].length;
+  }
+  return [head, tail];
+}
+
 /** A string or number of a JSON array written as text. */
 const JSON_ELEMENT = new RegExp(`${JSON_STRING}|${JSON_NUMBER}`, 'g');
 
@@ -316,13 +341,10 @@ export class Scrubber {
       const m = PATTERN_AT.exec(out);
       if (!m) continue;
       end = at + m[0].length;
-      const replaced = redact(m[0], m.groups ?? {});
-      if (replaced === m[0]) continue;
-      let head = 0;
-      while (head < m[0].length && head < replaced.length && m[0][head] === replaced[head]) head++;
-      let tail = 0;
-      while (tail < m[0].length - head && tail < replaced.length - head && m[0][m[0].length - 1 - tail] === replaced[replaced.length - 1 - tail]) tail++;
-      ranges.push([inText(at + head, 0), inText(end - tail, 1)]);
+      const groups = m.groups ?? {};
+      if (redact(m[0], groups) === m[0]) continue;
+      const [head, tail] = redactedPart(m[0], groups);
+      if (head < tail) ranges.push([inText(at + head, 0), inText(at + tail, 1)]);
     }
     ranges.sort((a, b) => a[0] - b[0]);
     const merged: Array<[number, number]> = [];

@@ -60,6 +60,54 @@ describe('Scrubber.redactions', () => {
   });
 });
 
+describe('Scrubber.redactions: a range is the secret, whatever characters it has', () => {
+  const scrubber = new Scrubber([SECRET]);
+  const mask = (text: string) => {
+    let out = '';
+    let at = 0;
+    for (const [from, to] of scrubber.redactions(text)) {
+      out += text.slice(at, from) + REDACTED;
+      at = to;
+    }
+    return out + text.slice(at);
+  };
+
+  it("a value's first or last characters equal to those of [REDACTED] were left out of its range, and shown", () => {
+    // Found by comparing the match with its replacement: "[" and "]" (or "[REDACTED]" whole) were common to both.
+    expect(mask('password=[abc]xyz]')).toBe(`password=${REDACTED}`);
+    expect(mask('password=hunter2]')).toBe(`password=${REDACTED}`);
+    expect(mask('"password": "pass]"')).toBe(`"password": "${REDACTED}"`);
+    expect(mask('"token": "[REDACTED]x"')).toBe(`"token": "${REDACTED}"`);
+    expect(mask('https://user:[pw]@host')).toBe(`https://user:${REDACTED}@host`);
+    expect(mask('"password": ["x]", "y"]')).toBe(`"password": [${REDACTED}]`);
+    // Counts in a token array are not secrets; strings around them are (one range, first to last).
+    expect(mask('"api_keys": [3, "k]", 4]')).toBe(`"api_keys": [3, ${REDACTED}, 4]`);
+  });
+
+  it('property: masking the ranges leaves no character of a value, and nothing text() would still redact', () => {
+    // Values of [, ], Q, Z, X and 9 only; the noise and the names have none of them.
+    // Not all 9s: "9999" under "token" is a count, no secret.
+    const value = fc.stringMatching(/^[[\]QZX9]{4,12}$/).filter((v) => /[^9]/.test(v));
+    const field = fc.oneof(
+      value.map((v) => `password=${v}`),
+      value.map((v) => `"token": "${v}"`),
+      value.map((v) => `"api_keys": ["${v}", 12]`),
+      value.map((v) => `https://u:${v}@h`),
+      fc.constant(SECRET),
+    );
+    fc.assert(
+      fc.property(fc.array(fc.oneof(field, fc.stringMatching(/^[a-m \n]{0,12}$/)), { maxLength: 8 }), (parts) => {
+        const text = parts.join(' ');
+        const masked = mask(text);
+        // The array's own brackets set aside.
+        expect(masked.replaceAll(REDACTED, '').replaceAll('": [', '').replaceAll(', 12]', '')).not.toMatch(/[[\]QZX9]/);
+        expect(scrubber.text(masked)).toBe(masked);
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
 describe('estate pieces masked in their window', () => {
   const scrubber = new Scrubber([SECRET, 'pässwörd-ünïcode']);
 
