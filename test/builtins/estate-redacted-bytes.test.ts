@@ -206,6 +206,8 @@ describe('secretLines', () => {
     const scrubber = new Scrubber([SECRET, `${SECRET}\nline two of it`]);
     const text = `zero\n${SECRET} one\ntwo\nthree ${SECRET}\nline two of it\nfive\n${SECRET}`;
     expect([...secretLines(scrubber, text)].sort()).toEqual([1, 3, 4, 6]);
+    // Line 3's newline is inside the secret that goes on on line 4: nothing may go between them.
+    expect([...secretLines(scrubber, text).joined]).toEqual([3]);
     expect([...secretLines(scrubber, 'no secret\nhere\n')]).toEqual([]);
     expect([...secretLines(scrubber, undefined)]).toEqual([]);
   });

@@ -225,6 +225,27 @@ describe('estate proposals', () => {
     expect(readFileSync(join(estate.root, '.env'), 'utf8')).toBe(`NAME=demo\nAPI_TOKEN=${token}\nDB_PASSWORD=hunterhunter\nPORT=9090\n`);
   });
 
+  it('a diff may not insert a line between two lines of one secret (an END line inside a PEM key unmasked the rest of it)', async () => {
+    await estate.close();
+    estate = makeEstate({ scrubber: new Scrubber() });
+    const key = '-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nsecondKeyLineZZ\nthirdKeyLineQQ\n-----END RSA PRIVATE KEY-----';
+    writeFileSync(join(estate.root, 'k.pem'), `one\n${key}\nlast\n`);
+    const insertAfter = (line: number) => [`@@ -${line},0 +${line + 1},1 @@`, '+-----END RSA PRIVATE KEY-----', ''].join('\n');
+    for (const line of [2, 3, 4, 5]) {
+      expect(await estate.run('estate__propose_change', { path: 'k.pem', unifiedDiff: insertAfter(line), rationale: 'r' }), `after line ${line}`).toMatchObject({
+        outcome: 'error',
+        message: `hunk 1 (at line ${line}) does not match the file`,
+      });
+    }
+    // Before the key and after it, a line goes in as ever; the key is still masked whole.
+    for (const line of [6, 1]) {
+      const { id } = structured(await estate.run('estate__propose_change', { path: 'k.pem', unifiedDiff: insertAfter(line), rationale: 'r' }));
+      ok(await estate.run('estate__apply_proposal', { id }));
+    }
+    const text = firstText(ok(await estate.run('estate__read_file', { path: 'k.pem', length: 4096 })));
+    expect(text).not.toMatch(/KeyLine|MIIE/);
+  });
+
   it("whole new content never confirms a guess at a secret either: the approval prompt's line counts are the same for a right guess and a wrong one", async () => {
     await estate.close();
     estate = makeEstate({ scrubber: new Scrubber() });

@@ -95,8 +95,10 @@ export function parseUnifiedDiff(diff: string): Hunk[] {
  * `original` with `diff` applied. Throws {@link DiffError} when a hunk does not match, and, with
  * the same message, when a hunk matches a line `held` names (0-based lines of `original`): a
  * line holding a secret is never confirmed by a match, so a diff cannot test a guess at it.
+ * `joined` names the lines whose newline lies inside a secret that goes on past it: no hunk goes
+ * right after one of them (between two lines of that secret).
  */
-export function applyUnifiedDiff(original: string, diff: string, held?: ReadonlySet<number>): string {
+export function applyUnifiedDiff(original: string, diff: string, held?: ReadonlySet<number>, joined?: ReadonlySet<number>): string {
   const hunks = parseUnifiedDiff(diff);
   const lines = original === '' ? [] : original.split('\n');
   let eol = original === '' || original.endsWith('\n');
@@ -109,7 +111,9 @@ export function applyUnifiedDiff(original: string, diff: string, held?: Readonly
     // A pure insertion's oldStart is the line after which it goes.
     const expected = hunk.oldCount === 0 ? hunk.oldStart : hunk.oldStart - 1;
     const at = findHunk(lines, oldLines, Math.max(cursor, expected), cursor);
-    if (at < 0 || touches(held, at, oldLines.length)) throw new DiffError(`hunk ${n + 1} (at line ${hunk.oldStart}) does not match the file`);
+    // Nor may a hunk go between two lines of one secret (a pure insertion: an `-----END ... KEY-----`
+    // line put inside a PEM key ended its match there, and the rest of the key read unmasked).
+    if (at < 0 || touches(held, at, oldLines.length) || joined?.has(at - 1)) throw new DiffError(`hunk ${n + 1} (at line ${hunk.oldStart}) does not match the file`);
     out.push(...lines.slice(cursor, at), ...newLines);
     cursor = at + oldLines.length;
     if (cursor === lines.length) {

@@ -90,7 +90,7 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
       }
       // A diff that does not apply now is refused now, not at apply time.
       // Refused alike when it matches a line holding a secret: the answer never confirms a guess.
-      if (unifiedDiff !== undefined) applyUnifiedDiff(current ?? '', unifiedDiff, secretLines(deps.scrubber, current));
+      if (unifiedDiff !== undefined) applyUnifiedDiff(current ?? '', unifiedDiff, ...heldLines(deps.scrubber, current));
       const proposal: Proposal = {
         id: `prop_${randomBytes(9).toString('hex')}`,
         path: target.rel,
@@ -169,7 +169,7 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
         if (now !== proposal.baseSha256) {
           throw new Error('the file changed since the proposal was made; propose the change again against the current file');
         }
-        next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body, secretLines(deps.scrubber, current));
+        next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body, ...heldLines(deps.scrubber, current));
         await deps.beforeWrite?.();
         await scope.writeAtomically(target, next, {
           mode: target.file ? target.file.stats.mode & 0o7777 : undefined,
@@ -215,7 +215,7 @@ async function describeChange(scope: EstateScope, scrubber: Scrubber, proposal: 
   let next: string;
   const held = secretLines(scrubber, current);
   try {
-    next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body, held);
+    next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body, held, held.joined);
   } catch {
     return `Change: the diff for ${where} no longer applies; applying it will fail.`;
   }
@@ -229,6 +229,12 @@ async function describeChange(scope: EstateScope, scrubber: Scrubber, proposal: 
 /** The whole current text of a writable target (read from its held handle), or undefined when it does not exist. */
 async function readCurrent(target: WritablePath): Promise<string | undefined> {
   return target.file ? target.file.handle.readFile('utf8') : undefined;
+}
+
+/** {@link secretLines} as `applyUnifiedDiff`'s `held` and `joined`. */
+function heldLines(scrubber: Scrubber, text: string | undefined): [ReadonlySet<number>, ReadonlySet<number>] {
+  const held = secretLines(scrubber, text);
+  return [held, held.joined];
 }
 
 function sha256(text: string): string {

@@ -195,17 +195,23 @@ export function maskedBytes(window: Buffer, from: number, to: number, ranges: Re
 
 /**
  * The lines of `text` (0-based, split at `\n` as `applyUnifiedDiff` splits them) that hold any
- * part of something `scrubber` redacts: the lines a proposed diff may not match.
+ * part of something `scrubber` redacts (`held`: the lines a proposed diff may not match), and
+ * those whose ending newline is inside such a part that goes on past it (`joined`: a diff may not
+ * insert a line after them, inside a secret of several lines).
  */
-export function secretLines(scrubber: Scrubber, text: string | undefined): Set<number> {
-  const held = new Set<number>();
+export function secretLines(scrubber: Scrubber, text: string | undefined): Set<number> & { joined: Set<number> } {
+  const held = Object.assign(new Set<number>(), { joined: new Set<number>() });
   if (text === undefined) return held;
   let line = 0;
   let at = 0;
   for (const [from, to] of scrubber.redactions(text)) {
     for (; at < from; at++) if (text.charCodeAt(at) === 0x0a) line++;
     held.add(line);
-    for (; at < to - 1; at++) if (text.charCodeAt(at) === 0x0a) held.add(++line);
+    for (; at < to - 1; at++) {
+      if (text.charCodeAt(at) !== 0x0a) continue;
+      held.joined.add(line);
+      held.add(++line);
+    }
   }
   return held;
 }
