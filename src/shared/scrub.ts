@@ -468,8 +468,10 @@ export class Scrubber {
    * events), when a secret may have been added since: every string and key through {@link text},
    * no field-name rule (what it redacted then is redacted still; a schema's `password` property
    * and a `progressToken` survive), and binary parts as {@link media} treats them (a `blob`
-   * {@link blob}-scrubbed, an image's or audio's `data` left as it is). The same reference when
-   * nothing changed.
+   * {@link blob}-scrubbed, an image's or audio's `data` left as it is) when they are base64: one
+   * that is not is text (the message may have been scrubbed by {@link value}, as a tool's
+   * `structuredContent` is, which reads no field as binary). The same reference when nothing
+   * changed.
    */
   mediaStrings<T>(value: T): T {
     return this.walkStrings(value, 0, true) as T;
@@ -506,7 +508,9 @@ export class Scrubber {
     const source = value as Record<string, unknown>;
     for (const key of Object.keys(source)) {
       const current = source[key];
-      const next = media && typeof current === 'string' && isBinaryField(source, key) ? this.binary(source, key, current) : this.walkStrings(current, depth + 1, media);
+      // Only base64 is binary here: the message may have been scrubbed by value() (a tool's
+      // structuredContent), which took a `blob` or an image's `data` of any other text as text.
+      const next = media && typeof current === 'string' && isBinaryField(source, key) && isBase64(current) ? this.binary(source, key, current) : this.walkStrings(current, depth + 1, media);
       out = this.put(out, source, key, next);
     }
     return out ?? value;
@@ -588,6 +592,19 @@ export class Scrubber {
     return new RegExp(parts.join('|'), 'g');
   }
 }
+
+/**
+ * Whether `value` is standard base64 (RFC 4648 §4: its alphabet, `=` padding only at the end, a
+ * length that is a multiple of 4; line breaks ignored). Node's decoder takes any text, skipping
+ * what is not base64, so prose with a secret in it would pass for binary data.
+ */
+function isBase64(value: string): boolean {
+  const body = value.includes('\n') ? value.replace(/\r?\n/g, '') : value;
+  return body.length % 4 === 0 && BASE64.test(body);
+}
+
+/** Standard base64 text without line breaks ({@link isBase64}). */
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 /** Whether `source[key]` is base64 content of MCP media: a `blob`, or the `data` of an `image` or `audio` block. */
 function isBinaryField(source: Record<string, unknown>, key: string): boolean {

@@ -113,6 +113,24 @@ describe('BoundedEventStore replay after a secret was added', () => {
     }
   });
 
+  it('replays text under a `blob` key or in an image-shaped object that is not base64 scrubbed as text (regression: a structuredContent `blob` of plain text was replayed with the secret)', async () => {
+    const scrubber = new Scrubber();
+    const store = new BoundedEventStore(100, undefined, scrubber);
+    const prime = await store.storeEvent('s', {} as JSONRPCMessage);
+    // A tool's structuredContent is scrubbed by value() when sent (every string as text): a `blob`
+    // or an image's `data` there may be any text, not base64.
+    const structured = { file: { path: 'a.txt', blob: `the key is ${LATER}` }, preview: { type: 'image', data: `alt: ${LATER}` }, bare: { blob: LATER } };
+    await store.storeEvent('s', { jsonrpc: '2.0', id: 9, result: { content: [{ type: 'text', text: 'ok' }], structuredContent: structured } } as JSONRPCMessage);
+    scrubber.addSecrets([LATER]);
+    const { sent } = await replay(store, prime);
+    expect(sent).toHaveLength(1);
+    expect(JSON.stringify(sent)).not.toContain(LATER);
+    const out = (sent[0]![1] as never as { id: number; result: { structuredContent: typeof structured } }).result.structuredContent;
+    expect(out.file.blob).toBe(`the key is ${REDACTED}`);
+    expect(out.preview.data).toBe(`alt: ${REDACTED}`);
+    expect(out.bare.blob).toBe(REDACTED);
+  });
+
   it('replays as stored (the same message) what was stored with the secrets of now', async () => {
     const scrubber = new Scrubber();
     const store = new BoundedEventStore(100, undefined, scrubber);
