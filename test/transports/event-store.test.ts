@@ -131,12 +131,28 @@ describe('BoundedEventStore replay after a secret was added', () => {
     expect(out.bare.blob).toBe(REDACTED);
   });
 
+  it('after a second reload, replays an event stored between the two scrubbed with the secret the second added', async () => {
+    const SECOND = 'second-8e31a7c0d5f2';
+    const scrubber = new Scrubber();
+    const store = new BoundedEventStore(100, undefined, scrubber);
+    const prime = await store.storeEvent('s', {} as JSONRPCMessage);
+    await store.storeEvent('s', progress('tok-1', `at ${LATER} and ${SECOND}`));
+    scrubber.addSecrets([LATER]);
+    await store.storeEvent('s', progress('tok-2', `then ${SECOND}`));
+    expect(JSON.stringify((await replay(store, prime)).sent)).toContain(SECOND);
+    scrubber.addSecrets([SECOND]);
+    const { sent } = await replay(store, prime);
+    expect(sent.map(([, m]) => (m as never as { params: { message: string } }).params.message)).toEqual([`at ${REDACTED} and ${REDACTED}`, `then ${REDACTED}`]);
+  });
+
   it('replays as stored (the same message) what was stored with the secrets of now', async () => {
     const scrubber = new Scrubber();
     const store = new BoundedEventStore(100, undefined, scrubber);
     scrubber.addSecrets([LATER]);
     const prime = await store.storeEvent('s', {} as JSONRPCMessage);
-    const message = progress('tok-1', 'clean');
+    // Text scrubbing would change (a progress token the client chose that holds the value, left
+    // as it is when sent): replayed as it was sent, not walked again.
+    const message = progress(`tok-${LATER}`, 'clean');
     await store.storeEvent('s', message);
     const { sent } = await replay(store, prime);
     expect(sent[0]![1]).toBe(message);
