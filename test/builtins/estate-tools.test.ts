@@ -46,6 +46,17 @@ describe('estate__read_file', () => {
     expect(firstText(ok(await estate.run('estate__read_file', { path: 'bin' })))).toBe('AAEC/w==');
   });
 
+  it('a piece shorter than the character it starts: given as it is, so paging moves on (it answered 0 bytes and nextOffset = offset)', async () => {
+    writeFileSync(join(estate.root, 'w.txt'), '€uro');
+    const first = ok(await estate.run('estate__read_file', { path: 'w.txt', length: 1 }));
+    expect(first.structuredContent).toMatchObject({ bytes: 1, nextOffset: 1 });
+    expect(firstText(first)).toBe('\ufffd');
+    let offset = 0;
+    let reads = 0;
+    for (; offset < 6 && reads < 10; reads++) offset = (structured(await estate.run('estate__read_file', { path: 'w.txt', offset, length: 2 })).nextOffset as number | undefined) ?? 6;
+    expect(reads).toBeLessThan(10);
+  });
+
   it('a folder, a missing file and a bad offset are the tool’s own failures', async () => {
     expect(await estate.run('estate__read_file', { path: 'sub' })).toMatchObject({ outcome: 'error', code: 'handler_error', message: 'the estate path names a folder, not a file' });
     expect(await estate.run('estate__read_file', { path: 'nope.txt' })).toMatchObject({ outcome: 'error', message: 'no such file or folder in the estate' });

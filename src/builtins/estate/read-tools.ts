@@ -94,7 +94,9 @@ export function readTools(scope: EstateScope, limits: EstateLimits, scrubber: Sc
       const start = Math.min(offset - from, window.length);
       let bytes = window.subarray(start, Math.min(start + want, window.length));
       const binary = bytes.includes(0);
-      if (!binary && offset + bytes.length < size) bytes = bytes.subarray(0, utf8Boundary(bytes));
+      // Cut before a character cut at the end, unless that leaves nothing: a piece shorter than
+      // its one character is given as it is (shown as U+FFFD), so paging always moves on.
+      if (!binary && offset + bytes.length < size) bytes = bytes.subarray(0, utf8Boundary(bytes) || bytes.length);
       const end = offset + bytes.length;
       const truncated = end < size;
       const info = {
