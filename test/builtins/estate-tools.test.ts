@@ -257,6 +257,20 @@ describe('estate proposals', () => {
     expect(text).not.toMatch(/KeyLine|MIIE/);
   });
 
+  it('a hunk that matches a line holding a secret is looked for further, as a wrong guess is: the nearest-match search told a right guess by refusing it', async () => {
+    await estate.close();
+    estate = makeEstate({ scrubber: new Scrubber() });
+    // The password's value is on a line of its own (held); the same text under "user" is readable.
+    const diff = ['@@ -5,1 +5,1 @@', '-  "admin1234",', '+  "someone",', ''].join('\n');
+    const answers: unknown[] = [];
+    for (const password of ['admin1234', 'other5678']) {
+      writeFileSync(join(estate.root, 'c.json'), `{\n"user":\n  "admin1234",\n"password":\n  "${password}",\n}\n`);
+      answers.push((await estate.run('estate__propose_change', { path: 'c.json', unifiedDiff: diff, rationale: 'r' })).outcome);
+    }
+    // Before: refused for the right guess (the held line 5 nearest), accepted for a wrong one (line 3).
+    expect(answers).toEqual(['ok', 'ok']);
+  });
+
   it("whole new content never confirms a guess at a secret either: the approval prompt's line counts are the same for a right guess and a wrong one", async () => {
     await estate.close();
     estate = makeEstate({ scrubber: new Scrubber() });

@@ -92,36 +92,58 @@ export function parseUnifiedDiff(diff: string): Hunk[] {
 }
 
 /**
- * `original` with `diff` applied. Throws {@link DiffError} when a hunk does not match, and, with
- * the same message, when a hunk matches a line `held` names (0-based lines of `original`): a
- * line holding a secret is never confirmed by a match, so a diff cannot test a guess at it.
- * `joined` names the lines whose newline lies inside a secret that goes on past it: no hunk goes
- * right after one of them (between two lines of that secret).
+ * Most line comparisons the hunk search may make for one diff, for each line of the file and of
+ * the diff (plus {@link SEARCH_BUDGET_BASE}): hunks stated where they match cost one comparison a
+ * line; hunks stated far from where they match are refused past it ("too far from").
  */
-export function applyUnifiedDiff(original: string, diff: string, held?: ReadonlySet<number>, joined?: ReadonlySet<number>): string {
+export const SEARCH_BUDGET_PER_LINE = 16;
+/** Line comparisons every diff may make besides {@link SEARCH_BUDGET_PER_LINE}'s. */
+export const SEARCH_BUDGET_BASE = 1_000_000;
+
+/**
+ * `original` with `diff` applied. Throws {@link DiffError} when a hunk does not match. A place
+ * where a hunk's old lines would cover a line `held` names (0-based lines of `original`: one
+ * holding a secret) is never a match: the search goes on past it as past any line that differs,
+ * so neither the answer nor where the hunk goes tells whether the diff guessed that line right.
+ * `joined` names the lines whose newline lies inside a secret that goes on past it: no hunk goes
+ * right after one of them (between two lines of that secret). `moved`, when given, is filled with
+ * each line of `original`'s index in the result (-1 for a line removed).
+ */
+export function applyUnifiedDiff(original: string, diff: string, held?: ReadonlySet<number>, joined?: ReadonlySet<number>, moved?: number[]): string {
   const hunks = parseUnifiedDiff(diff);
   const lines = original === '' ? [] : original.split('\n');
   let eol = original === '' || original.endsWith('\n');
   if (original.endsWith('\n')) lines.pop();
   const out: string[] = [];
+  const budget = { left: SEARCH_BUDGET_BASE + SEARCH_BUDGET_PER_LINE * (lines.length + hunks.reduce((n, h) => n + h.lines.length, 0)) };
+  if (moved) moved.length = 0;
   let cursor = 0;
+  const keep = (from: number, to: number) => {
+    for (let i = from; i < to; i++) {
+      moved?.push(out.length);
+      out.push(lines[i]!);
+    }
+  };
   for (const [n, hunk] of hunks.entries()) {
     const oldLines = hunk.lines.filter((l) => l.op !== '+').map((l) => l.text);
     const newLines = hunk.lines.filter((l) => l.op !== '-').map((l) => l.text);
     // A pure insertion's oldStart is the line after which it goes.
     const expected = hunk.oldCount === 0 ? hunk.oldStart : hunk.oldStart - 1;
-    const at = findHunk(lines, oldLines, Math.max(cursor, expected), cursor);
+    const at = findHunk(lines, oldLines, Math.max(cursor, expected), cursor, held, budget);
+    if (at === TOO_FAR) throw new DiffError(`hunk ${n + 1} (at line ${hunk.oldStart}) and those before it are too far from where they match (more than ${SEARCH_BUDGET_PER_LINE} comparisons a line)`);
     // Nor may a hunk go between two lines of one secret (a pure insertion: an `-----END ... KEY-----`
     // line put inside a PEM key ended its match there, and the rest of the key read unmasked).
-    if (at < 0 || touches(held, at, oldLines.length) || joined?.has(at - 1)) throw new DiffError(`hunk ${n + 1} (at line ${hunk.oldStart}) does not match the file`);
-    out.push(...lines.slice(cursor, at), ...newLines);
+    if (at < 0 || joined?.has(at - 1)) throw new DiffError(`hunk ${n + 1} (at line ${hunk.oldStart}) does not match the file`);
+    keep(cursor, at);
+    for (let i = 0; i < oldLines.length; i++) moved?.push(-1);
+    out.push(...newLines);
     cursor = at + oldLines.length;
     if (cursor === lines.length) {
       if (hunk.newNoEol) eol = false;
       else if (hunk.oldNoEol || newLines.length > 0) eol = true;
     }
   }
-  out.push(...lines.slice(cursor));
+  keep(cursor, lines.length);
   if (out.length === 0) return '';
   return out.join('\n') + (eol ? '\n' : '');
 }
@@ -139,10 +161,21 @@ function finish(hunk: Hunk, oldSeen: number, newSeen: number): void {
   }
 }
 
-/** The index nearest `expected` (not before `min`) where `needle` matches `lines`; -1 when none. */
-function findHunk(lines: readonly string[], needle: readonly string[], expected: number, min: number): number {
+/** {@link findHunk}'s answer when the search passed its budget. */
+const TOO_FAR = -2;
+
+/**
+ * The index nearest `expected` (not before `min`) where `needle` matches `lines` and covers no
+ * line of `held`; -1 when none, {@link TOO_FAR} when `budget.left` line comparisons (each place
+ * tried costs the needle's length, whatever the lines hold) run out first.
+ */
+function findHunk(lines: readonly string[], needle: readonly string[], expected: number, min: number, held: ReadonlySet<number> | undefined, budget: { left: number }): number {
+  const cost = Math.max(1, needle.length);
   const matches = (at: number) => {
     if (at < min || at + needle.length > lines.length) return false;
+    if ((budget.left -= cost) < 0) throw TOO_FAR;
+    // A held line is never compared: nothing here depends on what it holds.
+    if (touches(held, at, needle.length)) return false;
     for (let i = 0; i < needle.length; i++) if (lines[at + i] !== needle[i]) return false;
     return true;
   };
@@ -151,9 +184,14 @@ function findHunk(lines: readonly string[], needle: readonly string[], expected:
   // The start a diff claims is the caller's number: searched from inside the file, never from
   // beyond it (a hunk at line 10^12 spun the event loop through every line number between).
   expected = Math.min(Math.max(expected, min), max);
-  for (let d = 0; expected - d >= min || expected + d <= max; d++) {
-    if (matches(expected + d)) return expected + d;
-    if (d > 0 && matches(expected - d)) return expected - d;
+  try {
+    for (let d = 0; expected - d >= min || expected + d <= max; d++) {
+      if (matches(expected + d)) return expected + d;
+      if (d > 0 && matches(expected - d)) return expected - d;
+    }
+  } catch (error) {
+    if (error === TOO_FAR) return TOO_FAR;
+    throw error;
   }
   return -1;
 }
