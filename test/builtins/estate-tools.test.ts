@@ -271,6 +271,22 @@ describe('estate proposals', () => {
     expect(answers).toEqual(['ok', 'ok']);
   });
 
+  it('a diff may not change what makes a secret one (the field name on the line before its value; a line put before that name), so an applied change never leaves it unmasked', async () => {
+    await estate.close();
+    estate = makeEstate({ scrubber: new Scrubber() });
+    writeFileSync(join(estate.root, 'c.json'), '{\n"password":\n  "hunter2hunter2"\n}\n');
+    for (const diff of [
+      // The name renamed: the value on the next line is no field's.
+      ['@@ -2,1 +2,1 @@', '-"password":', '+"note":', ''],
+      // A line put before it whose value is the name ("token=" then `"password"`): the value after it is no field's.
+      ['@@ -1,0 +2,1 @@', '+token=', ''],
+    ].map((d) => d.join('\n'))) {
+      const answer = await estate.run('estate__propose_change', { path: 'c.json', unifiedDiff: diff, rationale: 'r' });
+      expect(answer, diff).toMatchObject({ outcome: 'error', message: expect.stringMatching(/secret/) });
+    }
+    expect(firstText(ok(await estate.run('estate__read_file', { path: 'c.json' })))).not.toContain('hunter2');
+  });
+
   it("whole new content never confirms a guess at a secret either: the approval prompt's line counts are the same for a right guess and a wrong one", async () => {
     await estate.close();
     estate = makeEstate({ scrubber: new Scrubber() });

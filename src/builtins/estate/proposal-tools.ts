@@ -31,8 +31,8 @@ import type { Scrubber } from '../../shared/scrub.js';
 import { listKeyOf, pageOf } from '../../store/list-cursor.js';
 import type { Proposal, Store } from '../../store/store.js';
 import { cursorParameter } from '../cursor-parameter.js';
-import { applyUnifiedDiff, diffLineCounts, replacementLineCounts } from './diff.js';
-import { secretLines } from './redacted-bytes.js';
+import { applyUnifiedDiff, DiffError, diffLineCounts, replacementLineCounts } from './diff.js';
+import { keepsSecretsMasked, secretLines } from './redacted-bytes.js';
 import type { EstateScope, WritablePath } from './scope.js';
 
 /** What the change tools need of the store. */
@@ -90,7 +90,7 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
       }
       // A diff that does not apply now is refused now, not at apply time.
       // Refused alike when it matches a line holding a secret: the answer never confirms a guess.
-      if (unifiedDiff !== undefined) applyUnifiedDiff(current ?? '', unifiedDiff, ...heldLines(deps.scrubber, current));
+      if (unifiedDiff !== undefined) applyDiff(deps.scrubber, current, unifiedDiff);
       const proposal: Proposal = {
         id: `prop_${randomBytes(9).toString('hex')}`,
         path: target.rel,
@@ -169,7 +169,7 @@ export function proposalTools(scope: EstateScope, deps: ProposalToolDeps): Funct
         if (now !== proposal.baseSha256) {
           throw new Error('the file changed since the proposal was made; propose the change again against the current file');
         }
-        next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body, ...heldLines(deps.scrubber, current));
+        next = proposal.kind === 'content' ? proposal.body : applyDiff(deps.scrubber, current, proposal.body);
         await deps.beforeWrite?.();
         await scope.writeAtomically(target, next, {
           mode: target.file ? target.file.stats.mode & 0o7777 : undefined,
@@ -215,7 +215,7 @@ async function describeChange(scope: EstateScope, scrubber: Scrubber, proposal: 
   let next: string;
   const held = secretLines(scrubber, current);
   try {
-    next = proposal.kind === 'content' ? proposal.body : applyUnifiedDiff(current ?? '', proposal.body, held, held.joined);
+    next = proposal.kind === 'content' ? proposal.body : applyDiff(scrubber, current, proposal.body, held);
   } catch {
     return `Change: the diff for ${where} no longer applies; applying it will fail.`;
   }
@@ -231,10 +231,19 @@ async function readCurrent(target: WritablePath): Promise<string | undefined> {
   return target.file ? target.file.handle.readFile('utf8') : undefined;
 }
 
-/** {@link secretLines} as `applyUnifiedDiff`'s `held` and `joined`. */
-function heldLines(scrubber: Scrubber, text: string | undefined): [ReadonlySet<number>, ReadonlySet<number>] {
-  const held = secretLines(scrubber, text);
-  return [held, held.joined];
+/**
+ * `current` with `diff` applied as the change tools apply it: no hunk matches a line holding a
+ * secret nor goes between two of its lines ({@link secretLines}), and the change may not leave
+ * any part of a secret unmasked (`keepsSecretsMasked`: a field name changed on the line before
+ * its value). Throws {@link DiffError}.
+ */
+function applyDiff(scrubber: Scrubber, current: string | undefined, diff: string, held = secretLines(scrubber, current)): string {
+  const moved: number[] = [];
+  const next = applyUnifiedDiff(current ?? '', diff, held, held.joined, moved);
+  if (held.size > 0 && !keepsSecretsMasked(scrubber, current ?? '', next, moved)) {
+    throw new DiffError('the diff changes what makes a secret in the file one: part of it would read unmasked');
+  }
+  return next;
 }
 
 function sha256(text: string): string {

@@ -215,3 +215,39 @@ export function secretLines(scrubber: Scrubber, text: string | undefined): Set<n
   }
   return held;
 }
+
+/**
+ * Whether every part of `before` that `scrubber` redacts is redacted still in `after`, at the
+ * place its lines were moved to (`moved`: each line of `before`'s index in `after`, -1 when
+ * removed; `applyUnifiedDiff` fills it). A diff keeps the lines holding a secret ({@link secretLines})
+ * but can change what made it one: the field name on the line before a value on a line of its
+ * own, or a line put before that name whose value the name becomes (`token=` over `"password"`).
+ */
+export function keepsSecretsMasked(scrubber: Scrubber, before: string, after: string, moved: readonly number[]): boolean {
+  const kept = scrubber.redactions(after);
+  const afterStarts = lineStarts(after);
+  let line = 0;
+  let lineStart = 0;
+  let k = 0;
+  for (const [from, to] of scrubber.redactions(before)) {
+    for (let at = before.indexOf('\n', lineStart); at >= 0 && at < from; at = before.indexOf('\n', lineStart)) {
+      line++;
+      lineStart = at + 1;
+    }
+    const target = moved[line];
+    if (target === undefined || target < 0) return false;
+    const start = afterStarts[target]! + (from - lineStart);
+    const end = start + (to - from);
+    if (after.slice(start, end) !== before.slice(from, to)) return false;
+    while (k < kept.length && kept[k]![1] < end) k++;
+    if (k === kept.length || kept[k]![0] > start) return false;
+  }
+  return true;
+}
+
+/** Where each line of `text` starts (split at `\n`). */
+function lineStarts(text: string): number[] {
+  const starts = [0];
+  for (let at = text.indexOf('\n'); at >= 0; at = text.indexOf('\n', at + 1)) starts.push(at + 1);
+  return starts;
+}
