@@ -37,3 +37,25 @@ export function printable(text: string): string {
     return c === '\n' ? '\\n' : c === '\r' ? '\\r' : c === '\t' ? '\\t' : `\\x${code.toString(16).padStart(2, '0')}`;
   });
 }
+
+/**
+ * A line of JSON with every character {@link printable} escapes written as a JSON escape
+ * (`\u202e`; a code point past U+FFFF as its surrogate pair, `\udb40\udc41`): the same JSON
+ * value, and a line that neither acts on a terminal nor reorders or hides what it shows when it
+ * is read raw (`tail -f` of a JSON log). Such characters can only stand inside JSON strings, where
+ * the escape means the same character. JSON writers escape C0 controls already; DEL, C1, the
+ * format and invisible characters and U+2028/U+2029 are left raw by them. A raw line break, carriage
+ * return or tab is JSON's own whitespace (the line's ending) and stays. The same string when there
+ * are none.
+ */
+export function jsonLineEscaped(line: string): string {
+  CONTROL.lastIndex = 0;
+  if (!CONTROL.test(line)) return line;
+  return line.replace(CONTROL, (c) => {
+    // A line break or tab outside a string is JSON's own whitespace (the line's ending).
+    if (c === '\n' || c === '\r' || c === '\t') return c;
+    let out = '';
+    for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
+    return out;
+  });
+}
