@@ -214,6 +214,21 @@ function redactElements(array: string, numbers: boolean): string {
   return array.replace(JSON_ELEMENT, (element) => (element === '""' || (!numbers && element[0] !== '"') ? element : `"${REDACTED}"`));
 }
 
+/**
+ * `[start, end)` ranges sorted, with those that overlap or touch merged and empty ones dropped
+ * ({@link Scrubber.redactions}' answer). Sorts `ranges` in place and may change its pairs.
+ */
+export function mergedRanges(ranges: Array<[number, number]>): Array<[number, number]> {
+  ranges.sort((a, b) => a[0] - b[0]);
+  const merged: Array<[number, number]> = [];
+  for (const [from, to] of ranges) {
+    const last = merged[merged.length - 1];
+    if (last && from <= last[1]) last[1] = Math.max(last[1], to);
+    else if (to > from) merged.push([from, to]);
+  }
+  return merged;
+}
+
 /** Scrubs text and JSON values; one instance per gateway, shared by results, records and logs. */
 export class Scrubber {
   private readonly secrets = new Set<string>();
@@ -346,14 +361,7 @@ export class Scrubber {
       const [head, tail] = redactedPart(m[0], groups);
       if (head < tail) ranges.push([inText(at + head, 0), inText(at + tail, 1)]);
     }
-    ranges.sort((a, b) => a[0] - b[0]);
-    const merged: Array<[number, number]> = [];
-    for (const [from, to] of ranges) {
-      const last = merged[merged.length - 1];
-      if (last && from <= last[1]) last[1] = Math.max(last[1], to);
-      else if (to > from) merged.push([from, to]);
-    }
-    return merged;
+    return mergedRanges(ranges);
   }
 
   /**

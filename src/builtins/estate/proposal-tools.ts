@@ -240,7 +240,7 @@ async function readCurrent(target: WritablePath): Promise<string | undefined> {
 function applyDiff(scrubber: Scrubber, current: string | undefined, diff: string, held = secretLines(scrubber, current)): string {
   const moved: number[] = [];
   const next = applyUnifiedDiff(current ?? '', diff, held, held.joined, moved);
-  if (held.size > 0 && !keepsSecretsMasked(scrubber, current ?? '', next, moved)) {
+  if (held.size > 0 && !keepsSecretsMasked(scrubber, current ?? '', next, moved, held.ranges)) {
     throw new DiffError('the diff changes what makes a secret in the file one: part of it would read unmasked');
   }
   return next;

@@ -6,7 +6,7 @@
  * time), would pass it. Each piece is therefore masked from a window read around it, before the
  * scrub stage sees it again.
  */
-import { REDACTED, type Scrubber } from '../../shared/scrub.js';
+import { mergedRanges, REDACTED, type Scrubber } from '../../shared/scrub.js';
 
 /**
  * Bytes read on each side of a piece, at least, for the secrets found around it: a secret that
@@ -38,14 +38,7 @@ export function redactedBytes(scrubber: Scrubber, window: Buffer): Array<[number
     while (range[0] > 0 && isContinuation(window[range[0]])) range[0]--;
     while (range[1] < window.length && isContinuation(window[range[1]])) range[1]++;
   }
-  ranges.sort((a, b) => a[0] - b[0]);
-  const merged: Array<[number, number]> = [];
-  for (const [from, to] of ranges) {
-    const last = merged[merged.length - 1];
-    if (last && from <= last[1]) last[1] = Math.max(last[1], to);
-    else merged.push([from, to]);
-  }
-  return merged;
+  return mergedRanges(ranges);
 }
 
 /**
@@ -197,14 +190,16 @@ export function maskedBytes(window: Buffer, from: number, to: number, ranges: Re
  * The lines of `text` (0-based, split at `\n` as `applyUnifiedDiff` splits them) that hold any
  * part of something `scrubber` redacts (`held`: the lines a proposed diff may not match), and
  * those whose ending newline is inside such a part that goes on past it (`joined`: a diff may not
- * insert a line after them, inside a secret of several lines).
+ * insert a line after them, inside a secret of several lines), with the parts themselves
+ * (`ranges`: {@link Scrubber.redactions} of `text`, for {@link keepsSecretsMasked}).
  */
-export function secretLines(scrubber: Scrubber, text: string | undefined): Set<number> & { joined: Set<number> } {
-  const held = Object.assign(new Set<number>(), { joined: new Set<number>() });
+export function secretLines(scrubber: Scrubber, text: string | undefined): Set<number> & { joined: Set<number>; ranges: Array<[number, number]> } {
+  const ranges = text === undefined ? [] : scrubber.redactions(text);
+  const held = Object.assign(new Set<number>(), { joined: new Set<number>(), ranges });
   if (text === undefined) return held;
   let line = 0;
   let at = 0;
-  for (const [from, to] of scrubber.redactions(text)) {
+  for (const [from, to] of ranges) {
     for (; at < from; at++) if (text.charCodeAt(at) === 0x0a) line++;
     held.add(line);
     for (; at < to - 1; at++) {
@@ -222,14 +217,15 @@ export function secretLines(scrubber: Scrubber, text: string | undefined): Set<n
  * removed; `applyUnifiedDiff` fills it). A diff keeps the lines holding a secret ({@link secretLines})
  * but can change what made it one: the field name on the line before a value on a line of its
  * own, or a line put before that name whose value the name becomes (`token=` over `"password"`).
+ * `redacted`: {@link Scrubber.redactions} of `before`, when already found (`secretLines`' `ranges`).
  */
-export function keepsSecretsMasked(scrubber: Scrubber, before: string, after: string, moved: readonly number[]): boolean {
+export function keepsSecretsMasked(scrubber: Scrubber, before: string, after: string, moved: readonly number[], redacted = scrubber.redactions(before)): boolean {
   const kept = scrubber.redactions(after);
   const afterStarts = lineStarts(after);
   let line = 0;
   let lineStart = 0;
   let k = 0;
-  for (const [from, to] of scrubber.redactions(before)) {
+  for (const [from, to] of redacted) {
     for (let at = before.indexOf('\n', lineStart); at >= 0 && at < from; at = before.indexOf('\n', lineStart)) {
       line++;
       lineStart = at + 1;
