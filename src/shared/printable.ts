@@ -39,6 +39,12 @@ export function printable(text: string): string {
 }
 
 /**
+ * {@link CONTROL} but for a line break, carriage return and tab: outside a string they are JSON's
+ * own whitespace (a log line's ending), and inside one JSON writers escape them already.
+ */
+const JSON_UNSAFE = /(?![\t\n\r])[\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]/gu;
+
+/**
  * A line of JSON with every character {@link printable} escapes written as a JSON escape
  * (`\u202e`; a code point past U+FFFF as its surrogate pair, `\udb40\udc41`): the same JSON
  * value, and a line that neither acts on a terminal nor reorders or hides what it shows when it
@@ -49,11 +55,9 @@ export function printable(text: string): string {
  * are none.
  */
 export function jsonLineEscaped(line: string): string {
-  CONTROL.lastIndex = 0;
-  if (!CONTROL.test(line)) return line;
-  return line.replace(CONTROL, (c) => {
-    // A line break or tab outside a string is JSON's own whitespace (the line's ending).
-    if (c === '\n' || c === '\r' || c === '\t') return c;
+  JSON_UNSAFE.lastIndex = 0;
+  if (!JSON_UNSAFE.test(line)) return line;
+  return line.replace(JSON_UNSAFE, (c) => {
     let out = '';
     for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
     return out;
